@@ -1,0 +1,172 @@
+"""svod: an e-graph based kernel-fusion engine for lazy numpy-like tensor programs.
+
+Write numpy-like code on `svod.Tensor`; nothing runs until a value is needed. Then the
+pending graph is compacted into an ID-normalised key, planned (fusion search), compiled
+(llvmlite JIT) and cached, so the next call with the same structure only replays.
+
+>>> import svod
+>>> x = svod.asarray([[1.0, 2.0], [3.0, 4.0]])
+>>> svod.nn.softmax(x, axis=-1).numpy().round(4)
+array([[0.2689, 0.7311],
+       [0.2689, 0.7311]], dtype=float32)
+"""
+
+from __future__ import annotations
+
+from svod import dtype as _dt
+from svod import nn, random
+from svod.dtype import DType
+from svod.dtype import bool_ as bool
+from svod.dtype import float32, float64, int32, int64
+from svod.errors import AxisError, DTypeError, ShapeError, SvodIndexError, SvodWarning
+from svod.stats import reset_stats, stats
+from svod.tensor import (
+    Tensor,
+    abs,
+    add,
+    all,
+    any,
+    arange,
+    argmax,
+    argmin,
+    asarray,
+    astype,
+    bitwise_and,
+    bitwise_invert,
+    bitwise_or,
+    bitwise_xor,
+    broadcast_arrays,
+    broadcast_shapes,
+    broadcast_to,
+    ceil,
+    clip,
+    concat,
+    cos,
+    cumulative_sum,
+    divide,
+    empty,
+    empty_like,
+    equal,
+    erf,
+    exp,
+    expand_dims,
+    expm1,
+    eye,
+    flip,
+    floor,
+    floor_divide,
+    full,
+    full_like,
+    greater,
+    greater_equal,
+    isfinite,
+    isinf,
+    isnan,
+    less,
+    less_equal,
+    linspace,
+    log,
+    log1p,
+    log2,
+    log10,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
+    matmul,
+    matrix_transpose,
+    max,
+    maximum,
+    mean,
+    min,
+    minimum,
+    moveaxis,
+    multiply,
+    negative,
+    not_equal,
+    ones,
+    ones_like,
+    pad,
+    permute_dims,
+    positive,
+    pow,
+    prod,
+    realize,
+    reciprocal,
+    remainder,
+    repeat,
+    reshape,
+    result_type,
+    roll,
+    round,
+    rsqrt,
+    sign,
+    sin,
+    sqrt,
+    square,
+    squeeze,
+    stack,
+    std,
+    subtract,
+    sum,
+    tan,
+    tanh,
+    tensordot,
+    tile,
+    tril,
+    triu,
+    trunc,
+    unstack,
+    var,
+    vecdot,
+    where,
+    zeros,
+    zeros_like,
+)
+
+__version__ = "0.1.0"
+__array_api_version__ = "2023.12"
+
+e = 2.718281828459045
+pi = 3.141592653589793
+inf = float("inf")
+nan = float("nan")
+newaxis = None
+concatenate = concat
+transpose = permute_dims
+power = pow
+absolute = abs
+
+
+def isdtype(dtype, kind) -> builtins_bool:  # noqa: F821 - annotation only
+    """Array API `isdtype`: kind is a dtype, a kind name, or a tuple of those."""
+    d = _dt.dtype(dtype)
+    if isinstance(kind, tuple):
+        return builtins.any(isdtype(d, k) for k in kind)
+    if isinstance(kind, str):
+        return {"bool": d.is_bool, "signed integer": d.is_int, "unsigned integer": False,
+                "integral": d.is_int, "real floating": d.is_float, "complex floating": False,
+                "numeric": not d.is_bool}[kind]
+    return d == _dt.dtype(kind)
+
+
+def can_cast(from_, to, /) -> builtins_bool:  # noqa: F821
+    f = from_.dtype if isinstance(from_, Tensor) else _dt.dtype(from_)
+    return _dt.promote_types(f, _dt.dtype(to)) == _dt.dtype(to)
+
+
+def finfo(dtype):
+    import numpy as np
+
+    return np.finfo(_dt.dtype(dtype).np)
+
+
+def iinfo(dtype):
+    import numpy as np
+
+    return np.iinfo(_dt.dtype(dtype).np)
+
+
+import builtins  # noqa: E402
+
+builtins_bool = builtins.bool

@@ -1,0 +1,193 @@
+"""dtypes and numpy-2 promotion for the five dtypes svod supports.
+
+svod's dtypes: float32, float64, int32, int64, bool (stored as one byte). Python floats
+(and lists of floats) default to float32, as in torch and JAX; Python scalars are weak
+(NEP 50): they take the array's dtype when the kinds allow it.
+
+>>> from svod import dtype as d
+>>> d.promote_types(d.int32, d.float32)
+float64
+>>> d.result_type(d.int32, 3)
+int32
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=True)
+class DType:
+    """A svod dtype. Compares equal to itself only; `np` gives the numpy dtype."""
+
+    name: str
+    itemsize: int
+    kind: str  # 'b' bool, 'i' signed int, 'f' float
+    priority: int  # order within the promotion lattice (for readable sorting only)
+
+    @property
+    def np(self) -> np.dtype:
+        return np.dtype(self.name)
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __reduce__(self):  # pickling by name keeps the singletons unique
+        return (dtype, (self.name,))
+
+    # numpy interop: np.dtype(svod.float32) works
+    @property
+    def dtype(self) -> np.dtype:
+        return self.np
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "f"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind == "i"
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "b"
+
+
+bool_ = DType("bool", 1, "b", 0)
+int32 = DType("int32", 4, "i", 1)
+int64 = DType("int64", 8, "i", 2)
+float32 = DType("float32", 4, "f", 3)
+float64 = DType("float64", 8, "f", 4)
+
+ALL: tuple[DType, ...] = (bool_, int32, int64, float32, float64)
+FLOATS: tuple[DType, ...] = (float32, float64)
+INTS: tuple[DType, ...] = (int32, int64)
+NUMERIC: tuple[DType, ...] = (int32, int64, float32, float64)
+
+default_float = float32
+default_int = int64
+
+_BY_NAME = {d.name: d for d in ALL}
+_BY_NAME["bool_"] = bool_
+
+
+class DTypeError(TypeError):
+    """An unsupported or incompatible dtype."""
+
+
+def dtype(x) -> DType:
+    """Convert a svod dtype, numpy dtype, Python type or name into a svod `DType`."""
+    if isinstance(x, DType):
+        return x
+    if x is bool:
+        return bool_
+    if x is int:
+        return default_int
+    if x is float:
+        return default_float
+    if isinstance(x, str) and x in _BY_NAME:
+        return _BY_NAME[x]
+    try:
+        npd = np.dtype(x)
+    except TypeError as e:
+        raise DTypeError(f"svod does not support dtype {x!r}; supported: {', '.join(d.name for d in ALL)}") from e
+    if npd.name in _BY_NAME:
+        return _BY_NAME[npd.name]
+    raise DTypeError(f"svod does not support dtype {npd} ({x!r}); supported: {', '.join(d.name for d in ALL)}")
+
+
+def from_numpy(npd: np.dtype, what: str = "array") -> DType:
+    """The svod dtype of a numpy dtype; narrow ints/floats are not silently widened."""
+    if npd.name in _BY_NAME:
+        return _BY_NAME[npd.name]
+    raise DTypeError(
+        f"asarray: {what} has dtype {npd}, which svod does not support "
+        f"(supported: {', '.join(d.name for d in ALL)}); convert it with .astype() first"
+    )
+
+
+# numpy 2 promotion table restricted to svod's dtypes.
+_PROMOTE: dict[tuple[DType, DType], DType] = {}
+for _a in ALL:
+    for _b in ALL:
+        _PROMOTE[(_a, _b)] = _BY_NAME[np.promote_types(_a.np, _b.np).name]
+
+
+def promote_types(a: DType, b: DType) -> DType:
+    """numpy 2 promotion between two svod dtypes (int32 with float32 gives float64)."""
+    return _PROMOTE[(dtype(a), dtype(b))]
+
+
+def scalar_kind(x) -> str | None:
+    """'b', 'i' or 'f' for a Python (or numpy) scalar, None if not a scalar."""
+    if isinstance(x, (bool, np.bool_)):
+        return "b"
+    if isinstance(x, (int, np.integer)):
+        return "i"
+    if isinstance(x, (float, np.floating)):
+        return "f"
+    return None
+
+
+def weak_result(arr: DType, scalar) -> DType:
+    """NEP 50: a Python scalar takes the array's dtype unless its kind is higher.
+
+    bool array with int scalar -> int64; int or bool array with float scalar -> the
+    default float dtype (float32, as in JAX); otherwise the array's dtype.
+    """
+    k = scalar_kind(scalar)
+    if k is None:
+        raise DTypeError(f"{type(scalar).__name__} is not a scalar svod can use")
+    order = {"b": 0, "i": 1, "f": 2}
+    if order[k] <= order[arr.kind]:
+        return arr
+    return default_int if k == "i" else default_float
+
+
+def result_type(*args) -> DType:
+    """Result dtype of mixing arrays/dtypes (strong) with Python scalars (weak)."""
+    strong = [a for a in args if scalar_kind(a) is None]
+    weak = [a for a in args if scalar_kind(a) is not None]
+    if not strong:
+        kinds = [scalar_kind(a) for a in weak]
+        if "f" in kinds:
+            return default_float
+        if "i" in kinds:
+            return default_int
+        return bool_
+    out = dtype(getattr(strong[0], "dtype", strong[0]))
+    for s in strong[1:]:
+        out = promote_types(out, dtype(getattr(s, "dtype", s)))
+    for w in weak:
+        out = weak_result(out, w)
+    return out
+
+
+def can_cast_scalar(d: DType, value) -> bool:
+    """Whether a Python int fits the integer dtype (for weak-scalar overflow checks)."""
+    if d.is_int and isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        info = np.iinfo(d.np)
+        return info.min <= int(value) <= info.max
+    return True
+
+
+def min_value(d: DType):
+    """The identity of `max` for this dtype (-inf, the smallest int, False)."""
+    if d.is_float:
+        return float("-inf")
+    if d.is_int:
+        return int(np.iinfo(d.np).min)
+    return False
+
+
+def max_value(d: DType):
+    if d.is_float:
+        return float("inf")
+    if d.is_int:
+        return int(np.iinfo(d.np).max)
+    return True

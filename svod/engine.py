@@ -1,0 +1,168 @@
+"""The one orchestrator: realize pending UOps along the pipeline of DESIGN.md.
+
+    compact -> lookup (memory, then disk) -> plan (miss) -> build -> compile -> run
+
+Each stage is a replaceable part (`Pipeline`): later work swaps in the search planner,
+the CompiledGraph builder and the LLVM compiler without touching this path. Until then
+the plan is "evaluate the GraphKey with the numpy interpreter", so every result is
+already correct and cacheable.
+
+>>> import svod
+>>> x = svod.asarray([1.0, 2.0]) * 2
+>>> _ = svod.realize(x); x.numpy()
+array([2., 4.], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import sys as _sys
+
+import svod.stats  # noqa: F401 - ensures the submodule is loaded
+
+_stats = _sys.modules["svod.stats"]
+from svod.interp import eval_key
+from svod.ir import Ops, UOp
+from svod.key import Bindings, GraphKey, compact
+
+log = logging.getLogger("svod")
+
+
+class Executable:
+    """A runnable plan for one GraphKey: `run(arrays) -> outputs`."""
+
+    key: GraphKey
+    provisional: bool = False  # plans from a fallback are kept in memory only
+
+    def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class InterpretedGraph(Executable):
+    """Evaluate the whole GraphKey with the numpy reference interpreter."""
+
+    def __init__(self, key: GraphKey):
+        self.key = key
+        self.n_compute = sum(1 for n in key.nodes if n.op not in (Ops.BUFFER, Ops.CONST))
+
+    def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        _stats.bump("interpreter_fallbacks")
+        _stats.bump("nodes_evaluated", self.n_compute)
+        return eval_key(self.key, arrays)
+
+
+def _plan_interpreted(key: GraphKey) -> Executable:
+    _stats.bump("searches")
+    return InterpretedGraph(key)
+
+
+@dataclass
+class Pipeline:
+    """The replaceable parts of the realize path."""
+
+    compact: Callable[[list[UOp]], tuple[GraphKey, Bindings]] = compact
+    plan: Callable[[GraphKey], Executable] = _plan_interpreted
+    load: Callable[[GraphKey], Executable | None] = field(default=lambda key: None)
+    save: Callable[[GraphKey, Executable], None] = field(default=lambda key, exe: None)
+
+
+class PlanCache:
+    """In-memory LRU of Executables keyed by GraphKey hash; thread-safe."""
+
+    def __init__(self, max_entries: int = 512):
+        self.max_entries = max_entries
+        self._d: OrderedDict[str, Executable] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: GraphKey) -> Executable | None:
+        with self._lock:
+            exe = self._d.get(key.hash)
+            if exe is not None:
+                self._d.move_to_end(key.hash)
+            return exe
+
+    def put(self, key: GraphKey, exe: Executable) -> None:
+        with self._lock:
+            self._d[key.hash] = exe
+            self._d.move_to_end(key.hash)
+            while len(self._d) > self.max_entries:
+                self._d.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._d.clear()
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
+PIPELINE = Pipeline()
+PLAN_CACHE = PlanCache()
+
+
+def _debug() -> int:
+    try:
+        return int(os.environ.get("SVOD_DEBUG", "0") or 0)
+    except ValueError:
+        return 1
+
+
+def get_executable(key: GraphKey) -> Executable:
+    """Lookup (memory, then disk) or plan the executable for `key`."""
+    exe = PLAN_CACHE.get(key)
+    if exe is not None:
+        _stats.bump("graph_cache_hits")
+        return exe
+    _stats.bump("graph_cache_misses")
+    exe = PIPELINE.load(key)
+    if exe is not None:
+        _stats.bump("disk_cache_hits")
+    else:
+        exe = PIPELINE.plan(key)
+        if not exe.provisional:
+            PIPELINE.save(key, exe)
+    PLAN_CACHE.put(key, exe)
+    return exe
+
+
+def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
+    """Compute every pending root in one plan; returns the becomes-map root -> BUFFER."""
+    pending: list[UOp] = []
+    seen: set[int] = set()
+    for r in roots:
+        if r.op is not Ops.BUFFER and id(r) not in seen:
+            seen.add(id(r))
+            pending.append(r)
+    if not pending:
+        return {}
+    t0 = time.perf_counter()
+    _stats.bump("realizes")
+    key, bindings = PIPELINE.compact(pending)
+    hits = _stats.stats()["graph_cache_hits"]
+    exe = get_executable(key)
+    outs = exe.run(bindings.arrays)
+    mapping = {}
+    for r, arr in zip(pending, outs):
+        assert arr.shape == r.shape and arr.dtype == r.dtype.np, (r, arr.shape, arr.dtype)
+        mapping[r] = UOp.buffer(arr, r.dtype)
+    if _debug():
+        hit = "hit" if _stats.stats()["graph_cache_hits"] > hits else "miss"
+        msg = (f"svod realize: key {key.hash[:12]} nodes={len(key.nodes)} inputs={len(bindings.arrays)} "
+               f"outputs={len(pending)} cache={hit} {type(exe).__name__} "
+               f"{(time.perf_counter() - t0) * 1e3:.3f} ms")
+        log.warning(msg) if not log.handlers and not logging.getLogger().handlers else log.info(msg)
+    return mapping
+
+
+def reset_caches() -> None:
+    """Forget every in-memory plan (tests; `svod cache clear`)."""
+    PLAN_CACHE.clear()

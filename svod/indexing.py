@@ -1,0 +1,246 @@
+"""Indexing: basic indices build lazy movement ops; advanced ones realize eagerly.
+
+Basic indexing (ints, slices with any step, `None`, `...`) becomes SHRINK / FLIP /
+RESHAPE (a step `s` is a pad + reshape + shrink, which the view algebra folds into a
+strided view). Boolean masks and integer arrays have data-dependent shapes or gathers:
+they realize their inputs and index with numpy (DESIGN "Numbers and dtypes").
+`x[key] = v` rebinds `x` to a functional update: `where(mask, placed(v), x)`.
+
+>>> import svod
+>>> x = svod.arange(10)
+>>> x[::-3].tolist(), x[2:8:2].tolist()
+([9, 6, 3, 0], [2, 4, 6])
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from svod import dtype as dt
+from svod.errors import ShapeError, SvodIndexError
+from svod.ir import Ops, UOp, shape_str
+
+
+def _is_int(k) -> bool:
+    return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
+
+
+def _is_advanced(k) -> bool:
+    from svod.tensor import Tensor
+
+    if isinstance(k, (Tensor, np.ndarray, list)):
+        return True
+    return isinstance(k, (bool, np.bool_))
+
+
+def _expand_key(key, ndim: int, shape) -> list:
+    """Normalise `key` to a list with exactly one entry per consumed axis plus Nones."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    n_ellipsis = sum(1 for k in key if k is Ellipsis)
+    if n_ellipsis > 1:
+        raise SvodIndexError("an index can only have a single ellipsis ('...')")
+    consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if consumed > ndim:
+        raise SvodIndexError(f"too many indices for array: array of shape {shape_str(shape)} is "
+                             f"{ndim}-dimensional, but {consumed} were indexed")
+    out = []
+    for k in key:
+        if k is Ellipsis:
+            out.extend([slice(None)] * (ndim - consumed))
+        else:
+            out.append(k)
+    if not n_ellipsis:
+        out.extend([slice(None)] * (ndim - consumed))
+    return out
+
+
+def _step_slice(u: UOp, axis: int, step: int) -> UOp:
+    """Every `step`-th element along `axis` (step > 1) via pad + reshape + shrink."""
+    n = u.shape[axis]
+    m = -(-n // step)
+    d = u.dtype
+    if m * step != n:
+        pads = tuple((0, m * step - n) if i == axis else (0, 0) for i in range(u.ndim))
+        u = UOp(Ops.PAD, d, (u,), (pads, _zero(d)))
+    shape = u.shape[:axis] + (m, step) + u.shape[axis + 1:]
+    u = UOp(Ops.RESHAPE, d, (u,), shape)
+    u = UOp(Ops.SHRINK, d, (u,), tuple((0, 1) if i == axis + 1 else (0, s) for i, s in enumerate(shape)))
+    return UOp(Ops.RESHAPE, d, (u,), shape[:axis + 1] + shape[axis + 2:])
+
+
+def _zero(d):
+    return 0.0 if d.is_float else (False if d.is_bool else 0)
+
+
+def basic_index(u: UOp, key) -> UOp:
+    """Apply a basic index (no arrays) to a UOp."""
+    items = _expand_key(key, u.ndim, u.shape)
+    d = u.dtype
+    axis = 0
+    shrink, flips, steps, out_shape = [], [], [], []
+    for k in items:
+        if k is None:
+            out_shape.append(("new",))
+            continue
+        n = u.shape[axis]
+        if _is_int(k):
+            i = operator.index(k)
+            if not -n <= i < n:
+                raise SvodIndexError(f"index {i} is out of bounds for axis {axis} with size {n} "
+                                     f"(array shape {shape_str(u.shape)})")
+            i %= n
+            shrink.append((i, i + 1))
+            out_shape.append(("drop",))
+        elif isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            if step > 0:
+                length = max(0, -(-(stop - start) // step))
+                b = start
+            else:
+                length = max(0, -(-(start - stop) // -step))
+                b = start + (length - 1) * step if length else 0
+            e = b + (length - 1) * abs(step) + 1 if length else b
+            shrink.append((b, e) if length else (0, 0))
+            if step < 0 and length > 1:
+                flips.append(axis)
+            if abs(step) > 1 and length > 1:
+                steps.append((axis, abs(step)))
+            out_shape.append(("keep",))
+        else:
+            raise SvodIndexError(f"only integers, slices (`:`), ellipsis (`...`), None and integer or "
+                                 f"boolean arrays are valid indices, got {type(k).__name__}")
+        axis += 1
+    if any(s != (0, n) for s, n in zip(shrink, u.shape)):
+        u = UOp(Ops.SHRINK, d, (u,), tuple(shrink))
+    if flips:
+        u = UOp(Ops.FLIP, d, (u,), tuple(flips))
+    for ax, st in steps:
+        u = _step_slice(u, ax, st)
+    final = []
+    axis = 0
+    for kind in out_shape:
+        if kind[0] == "new":
+            final.append(1)
+        elif kind[0] == "drop":
+            axis += 1
+        else:
+            final.append(u.shape[axis])
+            axis += 1
+    final = tuple(final)
+    if final != u.shape:
+        u = UOp(Ops.RESHAPE, d, (u,), final)
+    return u
+
+
+def _numpy_key(key):
+    """Convert Tensors inside an advanced key into numpy arrays (realizing them)."""
+    from svod.tensor import Tensor
+
+    items = key if isinstance(key, tuple) else (key,)
+    out = []
+    for k in items:
+        if isinstance(k, Tensor):
+            k = k.numpy()
+        if isinstance(k, list):
+            k = np.asarray(k)
+            if k.dtype.kind not in "biu":
+                raise SvodIndexError(f"arrays used as indices must be of integer or boolean type, got {k.dtype}")
+        if isinstance(k, np.ndarray) and k.dtype.kind not in "biu":
+            raise SvodIndexError(f"arrays used as indices must be of integer or boolean type, got {k.dtype}")
+        out.append(k)
+    return tuple(out) if isinstance(key, tuple) else out[0]
+
+
+def getitem(x, key):
+    from svod.tensor import Tensor, _from_numpy
+
+    items = key if isinstance(key, tuple) else (key,)
+    if any(_is_advanced(k) for k in items):
+        arr = x.numpy()
+        try:
+            res = arr[_numpy_key(key)]
+        except IndexError as e:
+            raise SvodIndexError(f"getitem: {e} (array shape {shape_str(x.shape)})") from e
+        return _from_numpy(np.array(res, copy=True), copy=False)
+    return Tensor._from(basic_index(x.uop, key))
+
+
+def setitem(x, key, value):
+    """Functional `x[key] = value`: returns the updated tensor (same shape and dtype)."""
+    from svod.tensor import Tensor, _from_numpy, asarray, broadcast_to, where
+
+    items = key if isinstance(key, tuple) else (key,)
+    v = value if isinstance(value, Tensor) else asarray(value) if not dt.scalar_kind(value) else None
+    if any(_is_advanced(k) for k in items):
+        arr = np.array(x.numpy(), copy=True)
+        try:
+            arr[_numpy_key(key)] = v.numpy() if v is not None else value
+        except (IndexError, ValueError) as e:
+            raise SvodIndexError(f"setitem: {e} (array shape {shape_str(x.shape)})") from e
+        return _from_numpy(arr, copy=False)
+    region = basic_index(x.uop, key).shape
+    if v is None:
+        v = asarray(np.array(value).astype(x.dtype.np))
+    if v.dtype != x.dtype:
+        v = v.astype(x.dtype)
+    try:
+        v = broadcast_to(v, region)
+    except ShapeError as e:
+        raise ShapeError(f"setitem: value of shape {shape_str(v.shape)} cannot be broadcast to the indexed "
+                         f"region {shape_str(region)}") from e
+    if v.size == 0:
+        return x
+    placed = Tensor._from(_place(v.uop, key, x.shape))
+    mask = Tensor._from(_place(_ones_bool(region), key, x.shape))
+    return where(mask, placed, x)
+
+
+def _ones_bool(shape):
+    u = UOp.const(True, dt.bool_)
+    if shape:
+        u = UOp(Ops.EXPAND, dt.bool_, (UOp(Ops.RESHAPE, dt.bool_, (u,), (1,) * len(shape)),), tuple(shape))
+    return u
+
+
+def _place(v: UOp, key, shape) -> UOp:
+    """The inverse of `basic_index`: put a region-shaped value back at its place in an
+    array of `shape`, zero (False) elsewhere — lazily, with movement ops only."""
+    items = [k for k in _expand_key(key, len(shape), shape) if k is not None]
+    d = v.dtype
+    per_axis = []  # (begin, end, length, step, flipped)
+    for axis, k in enumerate(items):
+        n = shape[axis]
+        if _is_int(k):
+            i = operator.index(k) % n
+            per_axis.append((i, i + 1, 1, 1, False))
+            continue
+        start, stop, step = k.indices(n)
+        if step > 0:
+            length = max(0, -(-(stop - start) // step))
+            b = start
+        else:
+            length = max(0, -(-(start - stop) // -step))
+            b = start + (length - 1) * step if length else 0
+        e = b + (length - 1) * abs(step) + 1 if length else b
+        per_axis.append((b, e, length, abs(step), step < 0 and length > 1))
+    axis_shape = tuple(p[2] for p in per_axis)
+    if v.shape != axis_shape:
+        v = UOp(Ops.RESHAPE, d, (v,), axis_shape)
+    flips = tuple(a for a, p in enumerate(per_axis) if p[4])
+    if flips:
+        v = UOp(Ops.FLIP, d, (v,), flips)
+    for a, (b, e, length, step, _) in enumerate(per_axis):
+        if step > 1 and length > 1:
+            s = v.shape
+            v = UOp(Ops.RESHAPE, d, (v,), s[:a + 1] + (1,) + s[a + 1:])
+            pads = tuple((0, step - 1) if i == a + 1 else (0, 0) for i in range(len(s) + 1))
+            v = UOp(Ops.PAD, d, (v,), (pads, _zero(d)))
+            v = UOp(Ops.RESHAPE, d, (v,), s[:a] + (length * step,) + s[a + 1:])
+            v = UOp(Ops.SHRINK, d, (v,), tuple((0, e - b) if i == a else (0, n) for i, n in enumerate(v.shape)))
+    pads = tuple((p[0], n - p[1]) for p, n in zip(per_axis, shape))
+    if any(p != (0, 0) for p in pads):
+        v = UOp(Ops.PAD, d, (v,), (pads, _zero(d)))
+    return v

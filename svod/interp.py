@@ -1,0 +1,173 @@
+"""The reference interpreter: evaluates graphs with numpy. The oracle of every test.
+
+`eval_uops(roots)` evaluates UOps directly; `eval_key(key, arrays)` evaluates a compacted
+GraphKey with new input data (what the engine's interpreter path replays). The semantics
+here *define* svod's semantics where numpy has a choice (documented in docs/semantics.md):
+integer `//` and `%` give 0 on division by zero, integer `**` with a negative exponent
+gives 0 unless the base is ±1, float->int casts follow numpy on this platform.
+
+>>> import numpy as np
+>>> from svod.ir import UOp, Ops
+>>> from svod import dtype as d
+>>> x = UOp.buffer(np.array([1.0, 4.0], np.float32), d.float32)
+>>> eval_uops([UOp(Ops.SQRT, d.float32, (x,))])[0]
+array([1., 2.], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from svod.ir import Ops, UOp
+
+_UNARY = {
+    Ops.NEG: np.negative, Ops.ABS: np.abs, Ops.EXP: np.exp, Ops.LOG: np.log, Ops.SQRT: np.sqrt,
+    Ops.SIN: np.sin, Ops.COS: np.cos, Ops.TANH: np.tanh, Ops.FLOOR: np.floor, Ops.CEIL: np.ceil,
+    Ops.ROUND: np.round, Ops.SIGN: np.sign, Ops.ISNAN: np.isnan, Ops.ISINF: np.isinf,
+}
+_BINARY = {
+    Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.DIV: np.true_divide,
+    Ops.MAX: np.maximum, Ops.MIN: np.minimum, Ops.CMPLT: np.less, Ops.CMPLE: np.less_equal,
+    Ops.CMPEQ: np.equal, Ops.CMPNE: np.not_equal,
+}
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    # numpy has no erf; math.erf is correctly rounded enough (float64) and vectorised here.
+    out = np.frompyfunc(math.erf, 1, 1)(x.astype(np.float64)).astype(np.float64)
+    return out.astype(x.dtype)
+
+
+def _int_div(a: np.ndarray, b: np.ndarray, op: Ops) -> np.ndarray:
+    zero = b == 0
+    safe = np.where(zero, 1, b).astype(b.dtype)
+    out = np.floor_divide(a, safe) if op is Ops.IDIV else np.remainder(a, safe)
+    return np.where(zero, 0, out).astype(a.dtype)
+
+
+def _int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    neg = b < 0
+    out = np.power(a, np.where(neg, 0, b).astype(b.dtype))
+    # a ** -k for integers: 1 for a == 1, ±1 for a == -1, else 0 (C semantics, no error)
+    negres = np.where(a == 1, 1, np.where(a == -1, np.where(b % 2 == 0, 1, -1), 0))
+    return np.where(neg, negres, out).astype(a.dtype)
+
+
+def _binary(op: Ops, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if op in _BINARY:
+        return _BINARY[op](a, b)
+    if op in (Ops.IDIV, Ops.MOD):
+        if a.dtype.kind in "iub":
+            return _int_div(a, b, op)
+        return np.floor_divide(a, b) if op is Ops.IDIV else np.remainder(a, b)
+    if op is Ops.POW:
+        return _int_pow(a, b) if a.dtype.kind in "iu" else np.power(a, b)
+    if op is Ops.AND:
+        return np.bitwise_and(a, b)
+    if op is Ops.OR:
+        return np.bitwise_or(a, b)
+    if op is Ops.XOR:
+        return np.bitwise_xor(a, b)
+    raise NotImplementedError(f"interpreter: no rule for {op}")
+
+
+def _reduce(rop: str, x: np.ndarray, axes: tuple[int, ...], out_dtype) -> np.ndarray:
+    if x.dtype == np.bool_ and rop in ("max", "min"):
+        f = np.any if rop == "max" else np.all
+        return f(x, axis=axes, keepdims=True)
+    if rop == "sum":
+        return np.sum(x, axis=axes, keepdims=True, dtype=out_dtype)
+    if rop == "prod":
+        return np.prod(x, axis=axes, keepdims=True, dtype=out_dtype)
+    if rop == "max":
+        return np.max(x, axis=axes, keepdims=True)
+    if rop == "min":
+        return np.min(x, axis=axes, keepdims=True)
+    raise NotImplementedError(rop)
+
+
+def _arg_reduce(op: Ops, x: np.ndarray, axis: int) -> np.ndarray:
+    f = np.argmax if op is Ops.ARGMAX else np.argmin
+    # numpy's argmax/argmin already return the first index and let NaN win
+    return np.expand_dims(f(x, axis=axis), axis).astype(np.int64)
+
+
+def eval_node(op: Ops, dtype, arg, shape, srcs: Sequence[np.ndarray]) -> np.ndarray:
+    """Evaluate one non-leaf node on numpy arrays (the single source of op semantics)."""
+    npd = dtype.np
+    with np.errstate(all="ignore"):
+        if op is Ops.CONST:
+            return np.array(arg, dtype=npd)
+        if op is Ops.CAST:
+            src = srcs[0]
+            if npd.kind in "iu" and src.dtype.kind == "f":
+                # NaN/inf/out of range: numpy's documented platform result (INT_MIN on x86)
+                return src.astype(npd)
+            return src.astype(npd)
+        if op is Ops.ERF:
+            return _erf(srcs[0])
+        if op is Ops.NOT:
+            return np.logical_not(srcs[0]) if srcs[0].dtype == np.bool_ else np.invert(srcs[0])
+        if op in _UNARY:
+            out = _UNARY[op](srcs[0])
+            return out if op in (Ops.ISNAN, Ops.ISINF) else out.astype(npd, copy=False)
+        if op in _BINARY or op in (Ops.IDIV, Ops.MOD, Ops.POW, Ops.AND, Ops.OR, Ops.XOR):
+            return np.asarray(_binary(op, srcs[0], srcs[1])).astype(npd, copy=False)
+        if op is Ops.WHERE:
+            return np.where(srcs[0], srcs[1], srcs[2])
+        if op is Ops.REDUCE:
+            rop, axes = arg
+            return np.asarray(_reduce(rop, srcs[0], tuple(axes), npd)).astype(npd, copy=False)
+        if op in (Ops.ARGMAX, Ops.ARGMIN):
+            return _arg_reduce(op, srcs[0], arg)
+        if op is Ops.RESHAPE:
+            return srcs[0].reshape(arg)
+        if op is Ops.PERMUTE:
+            return np.transpose(srcs[0], arg)
+        if op is Ops.EXPAND:
+            return np.broadcast_to(srcs[0], arg)
+        if op is Ops.SHRINK:
+            return srcs[0][tuple(slice(b, e) for b, e in arg)]
+        if op is Ops.FLIP:
+            return np.flip(srcs[0], axis=tuple(arg)) if arg else srcs[0]
+        if op is Ops.PAD:
+            pads, value = arg
+            return np.pad(srcs[0], pads, mode="constant", constant_values=value)
+        if op is Ops.CAT:
+            return np.concatenate(srcs, axis=arg)
+        if op is Ops.MATMUL:
+            return np.matmul(srcs[0], srcs[1]).astype(npd, copy=False)
+        if op is Ops.CONTIGUOUS:
+            return np.ascontiguousarray(srcs[0])
+    raise NotImplementedError(f"interpreter: no rule for {op}")
+
+
+def eval_key(key, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Evaluate a GraphKey on input arrays; returns fresh contiguous outputs."""
+    vals: list[np.ndarray | None] = [None] * len(key.nodes)
+    last_use = [-1] * len(key.nodes)
+    for i, n in enumerate(key.nodes):
+        for s in n.src:
+            last_use[s] = i
+    keep = set(key.outputs)
+    for i, n in enumerate(key.nodes):
+        if n.op is Ops.BUFFER:
+            vals[i] = arrays[n.arg[0]]
+        else:
+            vals[i] = eval_node(n.op, n.dtype, n.arg, n.shape, [vals[s] for s in n.src])
+            assert vals[i].shape == n.shape, f"{n.op}: {vals[i].shape} != {n.shape}"
+        for s in n.src:  # free intermediates early: big graphs must fit in memory
+            if last_use[s] == i and s not in keep:
+                vals[s] = None
+    return [np.array(vals[o], dtype=key.nodes[o].dtype.np, copy=True, order="C") for o in key.outputs]
+
+
+def eval_uops(roots: Sequence[UOp]) -> list[np.ndarray]:
+    """Evaluate UOps with numpy (the oracle)."""
+    from svod.key import compact
+
+    key, bindings = compact(list(roots))
+    return eval_key(key, bindings.arrays)

@@ -1,0 +1,356 @@
+"""The UOp graph: immutable, hash-consed nodes `(op, dtype, src, arg)`.
+
+Every node is unique for its structure (a weak-value cache hands back the existing
+object), so equality is identity and graphs share structure for free. Each node also
+carries its `shape` (derived from op, sources and arg) and a structural content hash
+that is stable across processes (blake2b, never Python's salted `hash()`).
+All walks are iterative: a 100,000-node chain must not hit the recursion limit.
+
+>>> from svod.ir import UOp, Ops
+>>> from svod import dtype as d
+>>> a = UOp.const(2.0, d.float32)
+>>> UOp(Ops.ADD, d.float32, (a, a)) is UOp(Ops.ADD, d.float32, (a, a))
+True
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import itertools
+import threading
+import weakref
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from svod.dtype import DType
+
+
+class Ops(enum.Enum):
+    # leaves
+    BUFFER = "BUFFER"  # arg: BufferRef (realized data)
+    CONST = "CONST"  # arg: Python scalar; shape ()
+    # unary elementwise
+    NEG = "NEG"
+    ABS = "ABS"
+    EXP = "EXP"
+    LOG = "LOG"
+    SQRT = "SQRT"
+    SIN = "SIN"
+    COS = "COS"
+    TANH = "TANH"
+    ERF = "ERF"
+    FLOOR = "FLOOR"
+    CEIL = "CEIL"
+    ROUND = "ROUND"  # half to even
+    SIGN = "SIGN"
+    NOT = "NOT"  # logical not (bool) / bitwise invert (int)
+    ISNAN = "ISNAN"
+    ISINF = "ISINF"
+    CAST = "CAST"  # dtype is the target
+    # binary elementwise (same dtype operands)
+    ADD = "ADD"
+    SUB = "SUB"
+    MUL = "MUL"
+    DIV = "DIV"  # true division, float only
+    IDIV = "IDIV"  # floor division (numpy //), 0 on integer division by zero
+    MOD = "MOD"  # floor modulo (numpy %), sign of the divisor
+    POW = "POW"
+    MAX = "MAX"  # numpy maximum: NaN propagates
+    MIN = "MIN"
+    CMPLT = "CMPLT"
+    CMPLE = "CMPLE"
+    CMPEQ = "CMPEQ"
+    CMPNE = "CMPNE"
+    AND = "AND"  # logical for bool, bitwise for int
+    OR = "OR"
+    XOR = "XOR"
+    # ternary
+    WHERE = "WHERE"  # (cond: bool, a, b)
+    # reductions: keep reduced axes as size 1
+    REDUCE = "REDUCE"  # arg: (ReduceOp name, axes)
+    ARGMAX = "ARGMAX"  # arg: axis; first index, NaN wins; int64
+    ARGMIN = "ARGMIN"
+    # movement
+    RESHAPE = "RESHAPE"  # arg: shape
+    PERMUTE = "PERMUTE"  # arg: order
+    EXPAND = "EXPAND"  # arg: shape (size-1 axes broadcast)
+    SHRINK = "SHRINK"  # arg: ((begin, end), ...)
+    FLIP = "FLIP"  # arg: axes
+    PAD = "PAD"  # arg: (((lo, hi), ...), value)
+    CAT = "CAT"  # arg: axis; several sources
+    # compute-heavy
+    MATMUL = "MATMUL"  # (a[..., m, k], b[..., k, n]), equal batch shapes
+    # boundaries
+    CONTIGUOUS = "CONTIGUOUS"  # identity that asks for a materialised result
+
+    def __repr__(self) -> str:
+        return f"Ops.{self.name}"
+
+
+UNARY = frozenset({Ops.NEG, Ops.ABS, Ops.EXP, Ops.LOG, Ops.SQRT, Ops.SIN, Ops.COS, Ops.TANH, Ops.ERF,
+                   Ops.FLOOR, Ops.CEIL, Ops.ROUND, Ops.SIGN, Ops.NOT, Ops.ISNAN, Ops.ISINF, Ops.CAST})
+BINARY = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.DIV, Ops.IDIV, Ops.MOD, Ops.POW, Ops.MAX, Ops.MIN,
+                    Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR})
+COMPARE = frozenset({Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ, Ops.CMPNE})
+ELEMENTWISE = UNARY | BINARY | {Ops.WHERE}
+REDUCTIONS = frozenset({Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN})
+MOVEMENT = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.FLIP, Ops.PAD})
+REDUCE_OPS = ("sum", "prod", "max", "min")
+
+
+class BufferRef:
+    """A realized value: a numpy array owned by the graph. Hashes by identity.
+
+    `serial` is a process-local counter used in content hashes and reprs.
+    """
+
+    __slots__ = ("array", "serial", "__weakref__")
+    _counter = itertools.count()
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+        self.serial = next(BufferRef._counter)
+
+    def __repr__(self) -> str:
+        return f"buf{self.serial}"
+
+
+def _canon(arg: Any) -> Any:
+    """Hash-consing key for an arg: keeps -0.0 apart from 0.0, 1 from 1.0 and True, NaN equal."""
+    if isinstance(arg, bool):
+        return ("b", arg)
+    if isinstance(arg, int):
+        return ("i", arg)
+    if isinstance(arg, float):
+        return ("f", arg.hex())
+    if isinstance(arg, tuple):
+        return tuple(_canon(a) for a in arg)
+    return arg
+
+
+def _hash_arg(arg: Any) -> bytes:
+    """Stable bytes for an arg (for the content hash)."""
+    if isinstance(arg, BufferRef):
+        return b"buf%d" % arg.serial
+    if isinstance(arg, DType):
+        return arg.name.encode()
+    if isinstance(arg, enum.Enum):
+        return str(arg.value).encode()
+    if isinstance(arg, float):
+        return b"f" + arg.hex().encode()
+    if isinstance(arg, bool):
+        return b"b1" if arg else b"b0"
+    if isinstance(arg, int):
+        return b"i%d" % arg
+    if isinstance(arg, str):
+        return b"s" + arg.encode()
+    if isinstance(arg, tuple):
+        return b"(" + b",".join(_hash_arg(a) for a in arg) + b")"
+    if arg is None:
+        return b"N"
+    raise TypeError(f"UOp arg of type {type(arg).__name__} has no stable hash")
+
+
+def _prod(xs: Iterable[int]) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def _infer_shape(op: Ops, src: tuple[UOp, ...], arg: Any) -> tuple[int, ...]:
+    if op is Ops.BUFFER:
+        return tuple(arg.array.shape)
+    if op is Ops.CONST:
+        return ()
+    if op in ELEMENTWISE or op is Ops.CONTIGUOUS:
+        s = src[0].shape
+        assert all(x.shape == s for x in src), f"{op}: shapes differ {[x.shape for x in src]}"
+        return s
+    if op is Ops.REDUCE:
+        axes = set(arg[1])
+        return tuple(1 if i in axes else n for i, n in enumerate(src[0].shape))
+    if op in (Ops.ARGMAX, Ops.ARGMIN):
+        return tuple(1 if i == arg else n for i, n in enumerate(src[0].shape))
+    if op is Ops.RESHAPE:
+        assert _prod(arg) == _prod(src[0].shape), f"RESHAPE {src[0].shape} -> {arg}"
+        return tuple(arg)
+    if op is Ops.PERMUTE:
+        assert sorted(arg) == list(range(len(src[0].shape))), f"PERMUTE {arg}"
+        return tuple(src[0].shape[i] for i in arg)
+    if op is Ops.EXPAND:
+        s = src[0].shape
+        assert len(arg) == len(s) and all(a == b or a == 1 for a, b in zip(s, arg)), f"EXPAND {s} -> {arg}"
+        return tuple(arg)
+    if op is Ops.SHRINK:
+        assert len(arg) == len(src[0].shape)
+        assert all(0 <= b <= e <= n for (b, e), n in zip(arg, src[0].shape)), f"SHRINK {src[0].shape} {arg}"
+        return tuple(e - b for b, e in arg)
+    if op is Ops.FLIP:
+        return src[0].shape
+    if op is Ops.PAD:
+        pads = arg[0]
+        assert len(pads) == len(src[0].shape)
+        return tuple(n + lo + hi for n, (lo, hi) in zip(src[0].shape, pads))
+    if op is Ops.CAT:
+        s0 = src[0].shape
+        out = list(s0)
+        out[arg] = sum(x.shape[arg] for x in src)
+        return tuple(out)
+    if op is Ops.MATMUL:
+        a, b = src[0].shape, src[1].shape
+        assert a[:-2] == b[:-2] and a[-1] == b[-2], f"MATMUL {a} @ {b}"
+        return a[:-1] + (b[-1],)
+    raise AssertionError(f"no shape rule for {op}")
+
+
+class UOp:
+    """An immutable graph node. Construct with `UOp(op, dtype, src, arg)`; equal structure
+    gives the same object."""
+
+    __slots__ = ("op", "dtype", "src", "arg", "shape", "_hash", "__weakref__")
+    op: Ops
+    dtype: DType
+    src: tuple[UOp, ...]
+    arg: Any
+    shape: tuple[int, ...]
+
+    _cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+    _lock = threading.Lock()
+
+    def __new__(cls, op: Ops, dtype: DType, src: tuple[UOp, ...] = (), arg: Any = None):
+        key = (op, dtype, src, _canon(arg) if op is not Ops.BUFFER else arg)
+        with UOp._lock:
+            hit = UOp._cache.get(key)
+            if hit is not None:
+                return hit
+        self = object.__new__(cls)
+        self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
+        self.shape = _infer_shape(op, src, arg)
+        h = hashlib.blake2b(digest_size=16)
+        h.update(op.value.encode())
+        h.update(dtype.name.encode())
+        h.update(_hash_arg(arg))
+        for s in src:
+            h.update(s._hash)
+        self._hash = h.digest()
+        with UOp._lock:
+            # another thread may have built the same node meanwhile: keep one
+            hit = UOp._cache.get(key)
+            if hit is not None:
+                return hit
+            UOp._cache[key] = self
+        return self
+
+    # identity semantics (hash-consed)
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):
+        return self is other
+
+    def __reduce__(self):
+        raise TypeError("UOps are process-local; use svod.key.compact for a portable form")
+
+    @property
+    def content_hash(self) -> str:
+        """Structural hash, stable across processes (hex)."""
+        return self._hash.hex()
+
+    @property
+    def size(self) -> int:
+        return _prod(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @staticmethod
+    def const(value, dtype: DType) -> UOp:
+        return UOp(Ops.CONST, dtype, (), _py_scalar(value, dtype))
+
+    @staticmethod
+    def buffer(array: np.ndarray, dtype: DType) -> UOp:
+        return UOp(Ops.BUFFER, dtype, (), BufferRef(array))
+
+    def toposort(self) -> list[UOp]:
+        return toposort([self])
+
+    def __repr__(self) -> str:
+        arg = "" if self.arg is None else f", arg={self.arg!r}"
+        return f"UOp({self.op.name}, {self.dtype}, shape={self.shape}, nsrc={len(self.src)}{arg})"
+
+
+def _py_scalar(value, dtype: DType):
+    """Canonical Python scalar of a constant for its dtype."""
+    if dtype.is_float:
+        return float(value)
+    if dtype.is_int:
+        return int(value)
+    return bool(value)
+
+
+def toposort(roots: Iterable[UOp], stop: Any = ()) -> list[UOp]:
+    """All nodes reachable from `roots`, sources before users, deterministic order.
+
+    Iterative DFS: sources are visited in order, so the order depends only on structure.
+    Nodes in `stop` (a set or dict) are neither descended into nor returned.
+    """
+    order: list[UOp] = []
+    seen: set[int] = set()
+    for root in roots:
+        if id(root) in seen or root in stop:
+            continue
+        stack: list[tuple[UOp, int]] = [(root, 0)]
+        seen.add(id(root))
+        while stack:
+            node, i = stack[-1]
+            if i < len(node.src):
+                stack[-1] = (node, i + 1)
+                child = node.src[i]
+                if id(child) not in seen and child not in stop:
+                    seen.add(id(child))
+                    stack.append((child, 0))
+            else:
+                stack.pop()
+                order.append(node)
+    return order
+
+
+def substitute(roots: list[UOp], mapping: dict[UOp, UOp], memo: dict[UOp, UOp] | None = None) -> list[UOp]:
+    """Rebuild `roots` with every node in `mapping` replaced (iteratively).
+
+    `memo` may be shared between calls so that many roots with common structure are
+    rewritten in time proportional to their distinct nodes.
+    """
+    memo = {} if memo is None else memo
+    memo.update(mapping)
+    for node in toposort(roots, stop=memo):
+        new_src = tuple(memo.get(s, s) for s in node.src)
+        memo[node] = node if new_src == node.src else UOp(node.op, node.dtype, new_src, node.arg)
+    return [memo.get(r, r) for r in roots]
+
+
+def live_nodes() -> int:
+    """Number of UOps alive in this process (the hash-consing cache size)."""
+    return len(UOp._cache)
+
+
+def is_realized(u: UOp) -> bool:
+    return u.op is Ops.BUFFER
+
+
+def reduce_identity(rop: str, dtype: DType):
+    from svod.dtype import max_value, min_value
+
+    return {"sum": 0, "prod": 1, "max": min_value(dtype), "min": max_value(dtype)}[rop]
+
+
+def shape_str(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+__all__ = ["UOp", "Ops", "BufferRef", "toposort", "substitute", "live_nodes", "is_realized",
+           "UNARY", "BINARY", "COMPARE", "ELEMENTWISE", "REDUCTIONS", "MOVEMENT", "REDUCE_OPS"]

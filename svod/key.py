@@ -1,0 +1,160 @@
+"""Compaction: a pending UOp graph -> an ID-normalised `GraphKey` plus `Bindings`.
+
+The key re-indexes the nodes 0..N-1 in a deterministic topological order, turns every
+realized input into a leaf described by (dtype, shape, strides) only, and keeps shapes,
+axes, pads and constants as key data. Two graphs that differ only in node identities or
+in the data of their inputs get equal keys, so a plan found for one replays for the other
+(seed 002/003: the schedule cache keyed by a normalised graph).
+
+>>> import numpy as np
+>>> from svod.ir import UOp, Ops
+>>> from svod import dtype as d
+>>> def g(arr):
+...     x = UOp.buffer(arr, d.float32)
+...     return UOp(Ops.EXP, d.float32, (x,))
+>>> k1, b1 = compact([g(np.zeros(3, np.float32))])
+>>> k2, b2 = compact([g(np.ones(3, np.float32))])
+>>> k1 == k2 and k1.hash == k2.hash
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from svod.dtype import DType
+from svod.dtype import dtype as to_dtype
+from svod.ir import BufferRef, Ops, UOp, _hash_arg, toposort
+
+
+@dataclass(frozen=True)
+class KeyNode:
+    """One node of a GraphKey: sources are indices of earlier nodes.
+
+    For `Ops.BUFFER` leaves, `arg` is `(input_index, strides)`: the position of the
+    input in the Bindings and its element strides.
+    """
+
+    op: Ops
+    dtype: DType
+    src: tuple[int, ...]
+    arg: object
+    shape: tuple[int, ...]
+
+    def encode(self) -> bytes:
+        return b"|".join([self.op.value.encode(), self.dtype.name.encode(),
+                          b",".join(b"%d" % s for s in self.src), _hash_arg(self.arg),
+                          b",".join(b"%d" % s for s in self.shape)])
+
+
+@dataclass(frozen=True)
+class GraphKey:
+    """An ID-normalised graph: nodes in topological order and the output node indices."""
+
+    nodes: tuple[KeyNode, ...]
+    outputs: tuple[int, ...]
+    hash: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        if not self.hash:
+            h = hashlib.blake2b(digest_size=20)
+            for n in self.nodes:
+                h.update(n.encode())
+                h.update(b";")
+            h.update(b"out:" + b",".join(b"%d" % o for o in self.outputs))
+            object.__setattr__(self, "hash", h.hexdigest())
+
+    def __hash__(self) -> int:
+        return hash(self.hash)
+
+    @property
+    def inputs(self) -> list[int]:
+        """Node indices of the input leaves, in binding order."""
+        return [i for i, n in enumerate(self.nodes) if n.op is Ops.BUFFER]
+
+    def users(self) -> list[list[int]]:
+        out: list[list[int]] = [[] for _ in self.nodes]
+        for i, n in enumerate(self.nodes):
+            for s in n.src:
+                out[s].append(i)
+        return out
+
+    def to_json(self) -> dict:
+        """A JSON-able form (no pickle): enough to rebuild the key in another process."""
+        return {"nodes": [[n.op.value, n.dtype.name, list(n.src), _arg_to_json(n.arg), list(n.shape)]
+                          for n in self.nodes], "outputs": list(self.outputs), "hash": self.hash}
+
+    @staticmethod
+    def from_json(obj: dict) -> GraphKey:
+        nodes = tuple(KeyNode(Ops(op), to_dtype(dt), tuple(src), _arg_from_json(arg), tuple(shape))
+                      for op, dt, src, arg, shape in obj["nodes"])
+        key = GraphKey(nodes, tuple(obj["outputs"]))
+        if obj.get("hash") and obj["hash"] != key.hash:
+            raise ValueError("GraphKey JSON does not match its hash")
+        return key
+
+    def __str__(self) -> str:
+        lines = []
+        for i, n in enumerate(self.nodes):
+            arg = "" if n.arg is None else f" {n.arg}"
+            src = ", ".join(f"%{s}" for s in n.src)
+            out = "  <- out" if i in self.outputs else ""
+            lines.append(f"%{i} = {n.op.name}[{n.dtype} {n.shape}]({src}){arg}{out}")
+        return "\n".join(lines)
+
+
+def _arg_to_json(arg):
+    if isinstance(arg, tuple):
+        return {"t": [_arg_to_json(a) for a in arg]}
+    if isinstance(arg, float):
+        return {"f": arg.hex()}
+    if isinstance(arg, DType):
+        return {"d": arg.name}
+    return arg
+
+
+def _arg_from_json(obj):
+    if isinstance(obj, dict):
+        if "t" in obj:
+            return tuple(_arg_from_json(a) for a in obj["t"])
+        if "f" in obj:
+            return float.fromhex(obj["f"])
+        if "d" in obj:
+            return to_dtype(obj["d"])
+    return obj
+
+
+@dataclass
+class Bindings:
+    """The data of a compacted graph: input arrays in leaf order."""
+
+    arrays: list[np.ndarray]
+    buffers: list[BufferRef]
+
+
+def _strides(a: np.ndarray) -> tuple[int, ...]:
+    return tuple(s // a.itemsize for s in a.strides)
+
+
+def compact(roots: list[UOp]) -> tuple[GraphKey, Bindings]:
+    """Normalise the graph below `roots` into a GraphKey and the Bindings of its inputs."""
+    order = toposort(roots)
+    index: dict[int, int] = {}
+    nodes: list[KeyNode] = []
+    arrays: list[np.ndarray] = []
+    bufs: list[BufferRef] = []
+    for u in order:
+        if u.op is Ops.BUFFER:
+            arr = u.arg.array
+            node = KeyNode(Ops.BUFFER, u.dtype, (), (len(arrays), _strides(arr)), u.shape)
+            arrays.append(arr)
+            bufs.append(u.arg)
+        else:
+            node = KeyNode(u.op, u.dtype, tuple(index[id(s)] for s in u.src), u.arg, u.shape)
+        index[id(u)] = len(nodes)
+        nodes.append(node)
+    key = GraphKey(tuple(nodes), tuple(index[id(r)] for r in roots))
+    return key, Bindings(arrays, bufs)

@@ -1,0 +1,124 @@
+"""Neural-network building blocks composed from svod ops (so the fusion search sees them).
+
+>>> import svod
+>>> svod.nn.softmax(svod.asarray([0.0, 0.0])).tolist()
+[0.5, 0.5]
+"""
+
+from __future__ import annotations
+
+import math
+
+from svod import tensor as T
+from svod.errors import ShapeError
+from svod.ir import shape_str
+
+
+def relu(x):
+    """max(x, 0); NaN propagates."""
+    return T.maximum(x, 0)
+
+
+def sigmoid(x):
+    x = T.asarray(x)
+    return T.reciprocal(T.add(T.exp(T.negative(x)), 1))
+
+
+def silu(x):
+    return T.multiply(x, sigmoid(x))
+
+
+def gelu(x, approximate: str = "none"):
+    """GELU; `approximate="tanh"` is the GPT-2 form, "none" the exact erf form."""
+    x = T.asarray(x)
+    if not x.dtype.is_float:
+        x = x.astype("float32")
+    if approximate == "tanh":
+        c = math.sqrt(2.0 / math.pi)
+        inner = T.multiply(T.add(x, T.multiply(T.multiply(T.multiply(x, x), x), 0.044715)), c)
+        return T.multiply(T.multiply(x, 0.5), T.add(T.tanh(inner), 1))
+    if approximate == "none":
+        return T.multiply(T.multiply(x, 0.5), T.add(T.erf(T.multiply(x, 1 / math.sqrt(2.0))), 1))
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def softmax(x, axis: int = -1):
+    """exp(x - max) / sum(exp(x - max)) along `axis` (one row-wise kernel once fused)."""
+    x = T.asarray(x)
+    if not x.dtype.is_float:
+        x = x.astype("float32")
+    m = T.max(x, axis=axis, keepdims=True)
+    e = T.exp(T.subtract(x, m))
+    return T.divide(e, T.sum(e, axis=axis, keepdims=True))
+
+
+def log_softmax(x, axis: int = -1):
+    x = T.asarray(x)
+    if not x.dtype.is_float:
+        x = x.astype("float32")
+    m = T.max(x, axis=axis, keepdims=True)
+    s = T.subtract(x, m)
+    return T.subtract(s, T.log(T.sum(T.exp(s), axis=axis, keepdims=True)))
+
+
+def _norm_axes(x, normalized_shape, op):
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(normalized_shape)
+    k = len(normalized_shape)
+    if k > x.ndim or tuple(x.shape[x.ndim - k:]) != normalized_shape:
+        raise ShapeError(f"{op}: normalized_shape {shape_str(normalized_shape)} does not match the trailing "
+                         f"dimensions of input shape {shape_str(x.shape)}")
+    return tuple(range(x.ndim - k, x.ndim))
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    """(x - mean) / sqrt(var + eps) * weight + bias over the trailing `normalized_shape`."""
+    x = T.asarray(x)
+    axes = _norm_axes(x, normalized_shape, "layer_norm")
+    m = T.mean(x, axis=axes, keepdims=True)
+    d = T.subtract(x, m)
+    v = T.mean(T.multiply(d, d), axis=axes, keepdims=True)
+    y = T.multiply(d, T.reciprocal(T.sqrt(T.add(v, eps))))
+    if weight is not None:
+        y = T.multiply(y, weight)
+    if bias is not None:
+        y = T.add(y, bias)
+    return y
+
+
+def rms_norm(x, normalized_shape, weight=None, eps: float = 1e-6):
+    x = T.asarray(x)
+    axes = _norm_axes(x, normalized_shape, "rms_norm")
+    ms = T.mean(T.multiply(x, x), axis=axes, keepdims=True)
+    y = T.multiply(x, T.reciprocal(T.sqrt(T.add(ms, eps))))
+    if weight is not None:
+        y = T.multiply(y, weight)
+    return y
+
+
+def linear(x, weight, bias=None):
+    """x @ weight.T + bias, with weight of shape (out_features, in_features) as in torch."""
+    weight = T.asarray(weight)
+    y = T.matmul(x, weight.mT if weight.ndim >= 2 else weight)
+    return y if bias is None else T.add(y, bias)
+
+
+def scaled_dot_product_attention(q, k, v, attn_mask=None, is_causal: bool = False, scale: float | None = None):
+    """softmax(q @ kᵀ * scale + mask) @ v over the last two dims (batch/head dims broadcast)."""
+    q, k, v = T.asarray(q), T.asarray(k), T.asarray(v)
+    if q.shape[-1] != k.shape[-1]:
+        raise ShapeError(f"scaled_dot_product_attention: q {shape_str(q.shape)} and k {shape_str(k.shape)} "
+                         f"differ in the last dimension")
+    s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = T.multiply(T.matmul(q, k.mT), s)
+    L, S = q.shape[-2], k.shape[-2]
+    if is_causal:
+        import numpy as np
+
+        keep = T.asarray(np.tril(np.ones((L, S), dtype=bool)))
+        scores = T.where(keep, scores, float("-inf"))
+    if attn_mask is not None:
+        attn_mask = T.asarray(attn_mask)
+        scores = T.where(attn_mask, scores, float("-inf")) if attn_mask.dtype.is_bool else T.add(scores, attn_mask)
+    return T.matmul(softmax(scores, axis=-1), v)

@@ -1,0 +1,1581 @@
+"""The lazy, numpy-like `Tensor` and the Array-API-shaped functions over it.
+
+Nothing is computed until a value is needed (`.numpy()`, `float(t)`, `print`, ...);
+then `svod.realize` hands the pending graph to the engine. A registry of live tensors
+(weak refs) lets each realize rebind every tensor that referenced a realized node, so a
+value is never computed twice (seed 000).
+
+>>> import svod
+>>> x = svod.asarray([[1.0, 2.0], [3.0, 4.0]])
+>>> y = svod.exp(x - x.max(axis=1, keepdims=True))
+>>> (y / y.sum(axis=1, keepdims=True)).numpy().round(3)
+array([[0.269, 0.731],
+       [0.269, 0.731]], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+import threading
+import weakref
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from svod import dtype as dt
+from svod.dtype import DType, DTypeError
+from svod.errors import AxisError, ShapeError, SvodIndexError
+from svod.ir import Ops, UOp, shape_str
+
+# ----------------------------------------------------------------------------- registry
+
+_live: weakref.WeakSet = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+def _register(t: Tensor) -> None:
+    with _live_lock:
+        _live.add(t)
+
+
+def _apply_becomes(mapping: dict[UOp, UOp]) -> None:
+    """Rebind every live tensor through `mapping` (realized node -> BUFFER)."""
+    if not mapping:
+        return
+    with _live_lock:
+        tensors = list(_live)
+    memo: dict[UOp, UOp] = dict(mapping)
+    from svod.ir import substitute
+
+    for t in tensors:
+        u = t.uop
+        if u.op in (Ops.BUFFER, Ops.CONST):
+            continue
+        if u in mapping:
+            t.uop = mapping[u]
+        else:
+            t.uop = substitute([u], mapping, memo)[0]
+
+
+def realize(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """Compute several tensors in one plan (shared producers once, sibling fusion).
+
+    >>> import svod
+    >>> a = svod.arange(4) * 2
+    >>> b, c = svod.realize(a + 1, a - 1)
+    >>> b.tolist(), c.tolist()
+    ([1, 3, 5, 7], [-1, 1, 3, 5])
+    """
+    from svod.engine import realize_uops
+
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"realize: expected Tensors, got {type(t).__name__}")
+    mapping = realize_uops([t.uop for t in tensors])
+    for t in tensors:  # tensors passed in are rebound even if the registry lost them
+        if t.uop in mapping:
+            t.uop = mapping[t.uop]
+    _apply_becomes(mapping)
+    return tensors
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _normalize_axis(axis: int, ndim: int, op: str) -> int:
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
+    a = int(axis)
+    if not -ndim <= a < ndim:
+        raise AxisError(f"{op}: axis {a} is out of bounds for array of dimension {ndim}")
+    return a % ndim if ndim else 0
+
+
+def _normalize_axes(axis, ndim: int, op: str) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (list, tuple)):
+        axes = tuple(_normalize_axis(a, ndim, op) for a in axis)
+        if len(set(axes)) != len(axes):
+            raise AxisError(f"{op}: repeated axis in {tuple(axis)}")
+        return tuple(sorted(axes))
+    return (_normalize_axis(axis, ndim, op),)
+
+
+def broadcast_shapes(*shapes: tuple[int, ...], op: str = "broadcast_shapes") -> tuple[int, ...]:
+    """numpy broadcasting of shapes; raises ShapeError naming `op` and the shapes."""
+    ndim = builtins.max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(ndim):
+        size = 1
+        for s in shapes:
+            d = s[i - ndim + len(s)] if i - ndim + len(s) >= 0 else 1
+            if d != 1:
+                if size not in (1, d):
+                    raise ShapeError(f"{op}: shapes {', '.join(shape_str(x) for x in shapes)} "
+                                     f"cannot be broadcast together")
+                size = d
+        out.append(size)
+    return tuple(out)
+
+
+def _prod(xs: Iterable[int]) -> int:
+    return math.prod(xs)
+
+
+def _is_scalar(x) -> bool:
+    return dt.scalar_kind(x) is not None and not isinstance(x, np.ndarray)
+
+
+def _scalar_value(x):
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+# ----------------------------------------------------------------------------- Tensor
+
+
+class Tensor:
+    """A lazy n-d array. Create with `svod.asarray`, `svod.zeros`, ...; operators build
+    the graph; `.numpy()` or `svod.realize` computes it.
+
+    Hashable by identity; `==` is elementwise (as in numpy).
+    """
+
+    __slots__ = ("uop", "__weakref__")
+    __array_priority__ = 100  # numpy defers binary operators to Tensor
+
+    def __init__(self, data=None, dtype=None, *, _uop: UOp | None = None):
+        if _uop is None:
+            _uop = asarray(data, dtype=dtype).uop
+        self.uop = _uop
+        _register(self)
+
+    @staticmethod
+    def _from(u: UOp) -> Tensor:
+        return Tensor(_uop=u)
+
+    # --- attributes
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.uop.shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.uop.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.uop.shape)
+
+    @property
+    def size(self) -> int:
+        return _prod(self.uop.shape)
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    @property
+    def T(self) -> Tensor:
+        return permute_dims(self, tuple(reversed(range(self.ndim))))
+
+    @property
+    def mT(self) -> Tensor:
+        if self.ndim < 2:
+            raise ShapeError(f"mT: needs at least 2 dimensions, got shape {shape_str(self.shape)}")
+        order = list(range(self.ndim))
+        order[-1], order[-2] = order[-2], order[-1]
+        return permute_dims(self, tuple(order))
+
+    @property
+    def is_realized(self) -> bool:
+        return self.uop.op is Ops.BUFFER
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    # --- realization and conversion
+    def realize(self) -> Tensor:
+        realize(self)
+        return self
+
+    def numpy(self) -> np.ndarray:
+        """The value as a read-only numpy array (a view of svod's buffer, no copy)."""
+        self.realize()
+        arr = self.uop.arg.array
+        if arr.flags.writeable or arr.base is None:
+            arr = arr.view()
+            arr.flags.writeable = False
+        return arr
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self.numpy()
+        if dtype is not None and np.dtype(dtype) != arr.dtype:
+            return arr.astype(dtype)
+        if copy:
+            return arr.copy()
+        return arr
+
+    def __array_namespace__(self, api_version=None):
+        if api_version not in (None, "2021.12", "2022.12", "2023.12"):
+            raise ValueError(f"svod implements the array API 2023.12, not {api_version}")
+        import svod
+
+        return svod
+
+    def item(self):
+        if self.size != 1:
+            raise ValueError(f"item: can only convert an array of size 1, got shape {shape_str(self.shape)}")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def _scalar(self, what: str):
+        if self.size != 1:
+            raise TypeError(f"only size-1 arrays can be converted to Python {what}, got shape "
+                            f"{shape_str(self.shape)}")
+        return self.numpy().reshape(()).item()
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ValueError(f"the truth value of an array with shape {shape_str(self.shape)} is ambiguous; "
+                             f"use .any() or .all()")
+        return bool(self._scalar("bool"))
+
+    def __float__(self) -> float:
+        return float(self._scalar("float"))
+
+    def __int__(self) -> int:
+        return int(self._scalar("int"))
+
+    def __complex__(self) -> complex:
+        return complex(self._scalar("complex"))
+
+    def __index__(self) -> int:
+        if self.ndim != 0 or not (self.dtype.is_int or self.dtype.is_bool):
+            raise TypeError(f"only 0-d integer arrays can be used as an index, got {self.dtype} "
+                            f"shape {shape_str(self.shape)}")
+        return int(self._scalar("int"))
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        for i in range(self.shape[0]):
+            yield self[i]
+
+    def __repr__(self) -> str:
+        if self.is_realized or self.size <= 1000:
+            body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+            return f"tensor({body}, dtype={self.dtype})"
+        return f"<svod.Tensor shape={shape_str(self.shape)} dtype={self.dtype} lazy>"
+
+    def __str__(self) -> str:
+        if self.is_realized or self.size <= 1000:
+            return str(self.numpy())
+        return self.__repr__()
+
+    def __format__(self, spec: str) -> str:
+        if self.ndim == 0 and spec:
+            return format(self.item(), spec)
+        return str(self) if not spec else format(str(self), spec)
+
+    def __setstate__(self, state):  # pragma: no cover
+        raise TypeError("pickle svod tensors through .numpy()")
+
+    def __reduce__(self):
+        return (asarray, (np.array(self.numpy()),))
+
+    # --- dtype
+    def astype(self, dtype, copy: bool = True) -> Tensor:
+        return astype(self, dtype, copy=copy)
+
+    # --- arithmetic operators
+    def __add__(self, o):
+        return add(self, o)
+
+    def __radd__(self, o):
+        return add(o, self)
+
+    def __sub__(self, o):
+        return subtract(self, o)
+
+    def __rsub__(self, o):
+        return subtract(o, self)
+
+    def __mul__(self, o):
+        return multiply(self, o)
+
+    def __rmul__(self, o):
+        return multiply(o, self)
+
+    def __truediv__(self, o):
+        return divide(self, o)
+
+    def __rtruediv__(self, o):
+        return divide(o, self)
+
+    def __floordiv__(self, o):
+        return floor_divide(self, o)
+
+    def __rfloordiv__(self, o):
+        return floor_divide(o, self)
+
+    def __mod__(self, o):
+        return remainder(self, o)
+
+    def __rmod__(self, o):
+        return remainder(o, self)
+
+    def __pow__(self, o):
+        return pow(self, o)
+
+    def __rpow__(self, o):
+        return pow(o, self)
+
+    def __matmul__(self, o):
+        return matmul(self, o)
+
+    def __rmatmul__(self, o):
+        return matmul(o, self)
+
+    def __and__(self, o):
+        return bitwise_and(self, o)
+
+    def __rand__(self, o):
+        return bitwise_and(o, self)
+
+    def __or__(self, o):
+        return bitwise_or(self, o)
+
+    def __ror__(self, o):
+        return bitwise_or(o, self)
+
+    def __xor__(self, o):
+        return bitwise_xor(self, o)
+
+    def __rxor__(self, o):
+        return bitwise_xor(o, self)
+
+    def __neg__(self):
+        return negative(self)
+
+    def __pos__(self):
+        return positive(self)
+
+    def __abs__(self):
+        return abs(self)
+
+    def __invert__(self):
+        return bitwise_invert(self)
+
+    def __lt__(self, o):
+        return less(self, o)
+
+    def __le__(self, o):
+        return less_equal(self, o)
+
+    def __gt__(self, o):
+        return greater(self, o)
+
+    def __ge__(self, o):
+        return greater_equal(self, o)
+
+    def __eq__(self, o):  # type: ignore[override]
+        return equal(self, o)
+
+    def __ne__(self, o):  # type: ignore[override]
+        return not_equal(self, o)
+
+    # in-place operators rebind this tensor to a functional update (same dtype required)
+    def _inplace(self, fn, o, name: str) -> Tensor:
+        res = fn(self, o)
+        if res.dtype != self.dtype:
+            raise DTypeError(f"{name}: result dtype {res.dtype} cannot be cast to the in-place "
+                             f"operand's dtype {self.dtype}")
+        if res.shape != self.shape:
+            raise ShapeError(f"{name}: result shape {shape_str(res.shape)} differs from the in-place "
+                             f"operand's shape {shape_str(self.shape)}")
+        self.uop = res.uop
+        return self
+
+    def __iadd__(self, o):
+        return self._inplace(add, o, "__iadd__")
+
+    def __isub__(self, o):
+        return self._inplace(subtract, o, "__isub__")
+
+    def __imul__(self, o):
+        return self._inplace(multiply, o, "__imul__")
+
+    def __itruediv__(self, o):
+        return self._inplace(divide, o, "__itruediv__")
+
+    def __ifloordiv__(self, o):
+        return self._inplace(floor_divide, o, "__ifloordiv__")
+
+    def __imod__(self, o):
+        return self._inplace(remainder, o, "__imod__")
+
+    def __ipow__(self, o):
+        return self._inplace(pow, o, "__ipow__")
+
+    def __imatmul__(self, o):
+        return self._inplace(matmul, o, "__imatmul__")
+
+    def __iand__(self, o):
+        return self._inplace(bitwise_and, o, "__iand__")
+
+    def __ior__(self, o):
+        return self._inplace(bitwise_or, o, "__ior__")
+
+    def __ixor__(self, o):
+        return self._inplace(bitwise_xor, o, "__ixor__")
+
+    # --- indexing
+    def __getitem__(self, key) -> Tensor:
+        from svod.indexing import getitem
+
+        return getitem(self, key)
+
+    def __setitem__(self, key, value) -> None:
+        from svod.indexing import setitem
+
+        self.uop = setitem(self, key, value).uop
+
+    # --- method forms of the common functions
+    def reshape(self, *shape, copy=None) -> Tensor:
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return reshape(self, shape)
+
+    def permute(self, *axes) -> Tensor:
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        return permute_dims(self, axes)
+
+    def transpose(self, *axes) -> Tensor:
+        if not axes:
+            return self.T
+        return self.permute(*axes)
+
+    def flatten(self) -> Tensor:
+        return reshape(self, (-1,))
+
+    def ravel(self) -> Tensor:
+        return reshape(self, (-1,))
+
+    def broadcast_to(self, shape) -> Tensor:
+        return broadcast_to(self, shape)
+
+    def expand_dims(self, axis) -> Tensor:
+        return expand_dims(self, axis)
+
+    def squeeze(self, axis=None) -> Tensor:
+        return squeeze(self, axis)
+
+    def flip(self, axis=None) -> Tensor:
+        return flip(self, axis=axis)
+
+    def contiguous(self) -> Tensor:
+        return Tensor._from(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+
+    def sum(self, axis=None, keepdims=False, dtype=None):
+        return sum(self, axis=axis, keepdims=keepdims, dtype=dtype)
+
+    def prod(self, axis=None, keepdims=False, dtype=None):
+        return prod(self, axis=axis, keepdims=keepdims, dtype=dtype)
+
+    def max(self, axis=None, keepdims=False):
+        return max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis=None, keepdims=False):
+        return min(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        return mean(self, axis=axis, keepdims=keepdims)
+
+    def var(self, axis=None, correction=0.0, keepdims=False, ddof=None):
+        return var(self, axis=axis, correction=correction if ddof is None else ddof, keepdims=keepdims)
+
+    def std(self, axis=None, correction=0.0, keepdims=False, ddof=None):
+        return std(self, axis=axis, correction=correction if ddof is None else ddof, keepdims=keepdims)
+
+    def argmax(self, axis=None, keepdims=False):
+        return argmax(self, axis=axis, keepdims=keepdims)
+
+    def argmin(self, axis=None, keepdims=False):
+        return argmin(self, axis=axis, keepdims=keepdims)
+
+    def any(self, axis=None, keepdims=False):
+        return any(self, axis=axis, keepdims=keepdims)
+
+    def all(self, axis=None, keepdims=False):
+        return all(self, axis=axis, keepdims=keepdims)
+
+    def exp(self):
+        return exp(self)
+
+    def log(self):
+        return log(self)
+
+    def sqrt(self):
+        return sqrt(self)
+
+    def abs(self):
+        return abs(self)
+
+    def tanh(self):
+        return tanh(self)
+
+    def sigmoid(self):
+        from svod.nn import sigmoid
+
+        return sigmoid(self)
+
+    def relu(self):
+        from svod.nn import relu
+
+        return relu(self)
+
+    def clip(self, min=None, max=None):
+        return clip(self, min, max)
+
+    def round(self):
+        return round(self)
+
+    def square(self):
+        return square(self)
+
+    def reciprocal(self):
+        return reciprocal(self)
+
+    def softmax(self, axis=-1):
+        from svod.nn import softmax
+
+        return softmax(self, axis=axis)
+
+    def matmul(self, o):
+        return matmul(self, o)
+
+    def dot(self, o):
+        return matmul(self, o)
+
+
+# ----------------------------------------------------------------------------- creation
+
+
+def _from_numpy(arr: np.ndarray, copy: bool) -> Tensor:
+    d = dt.from_numpy(arr.dtype)
+    if copy or not arr.flags.c_contiguous and not arr.flags.f_contiguous:
+        arr = np.array(arr, copy=True, order="C")
+    arr.flags.writeable = False if copy else arr.flags.writeable
+    return Tensor._from(UOp.buffer(arr, d))
+
+
+def _infer_list_dtype(obj) -> DType:
+    """float32 if any Python float appears, else int64 if any int, else bool (iteratively)."""
+    kinds = set()
+    stack = [obj]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, Tensor):
+            kinds.add(x.dtype.kind)
+        elif isinstance(x, np.ndarray):
+            kinds.add(dt.from_numpy(x.dtype).kind)
+        else:
+            k = dt.scalar_kind(x)
+            if k is None:
+                raise DTypeError(f"asarray: element of type {type(x).__name__} ({x!r:.40}) is not a number; "
+                                 f"svod supports {', '.join(d.name for d in dt.ALL)}")
+            kinds.add(k)
+    if "f" in kinds:
+        return dt.default_float
+    if "i" in kinds:
+        return dt.default_int
+    return dt.bool_
+
+
+def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Tensor:
+    """Convert arrays, nested lists, scalars or Tensors into a Tensor.
+
+    Python floats become float32 (svod's default float), Python ints int64; numpy arrays
+    keep their dtype. The data is copied unless `copy=False`.
+
+    >>> import svod
+    >>> svod.asarray([1, 2.5]).dtype, svod.asarray([1, 2]).dtype
+    (float32, int64)
+    """
+    if device not in (None, "cpu"):
+        raise ValueError(f"asarray: svod runs on 'cpu', not {device!r}")
+    want = dt.dtype(dtype) if dtype is not None else None
+    if isinstance(obj, Tensor):
+        if want is not None and want != obj.dtype:
+            if copy is False:
+                raise ValueError(f"asarray: copy=False but a cast from {obj.dtype} to {want} is needed")
+            return astype(obj, want)
+        return obj if not copy else Tensor._from(UOp(Ops.CONTIGUOUS, obj.dtype, (obj.uop,)))
+    if isinstance(obj, np.ndarray) or (hasattr(obj, "__array__") and not isinstance(obj, (list, tuple))):
+        arr = np.asarray(obj)
+        if arr.dtype == object or arr.dtype.kind in "USV":
+            raise DTypeError(f"asarray: arrays of dtype {arr.dtype} are not supported")
+        if want is not None and arr.dtype != want.np:
+            if copy is False:
+                raise ValueError(f"asarray: copy=False but a cast from {arr.dtype} to {want} is needed")
+            arr = arr.astype(want.np)
+            return _from_numpy(arr, copy=False)
+        return _from_numpy(arr, copy=copy is not False)
+    if isinstance(obj, (str, bytes)):
+        raise DTypeError(f"asarray: strings are not supported (got {obj!r:.40})")
+    if _is_scalar(obj):
+        d = want or dt.result_type(_scalar_value(obj))
+        if isinstance(obj, np.generic) and want is None:
+            d = dt.from_numpy(obj.dtype)
+        value = _scalar_value(obj)
+        if d.is_int and isinstance(value, int) and not dt.can_cast_scalar(d, value):
+            raise OverflowError(f"asarray: Python int {value} does not fit {d}")
+        return _from_numpy(np.array(value, dtype=d.np), copy=False)
+    if isinstance(obj, (list, tuple)):
+        if builtins.any(isinstance(x, Tensor) for x in _flat_iter(obj)):
+            obj = _materialise_tensors(obj)
+        d = want or _infer_list_dtype(obj)
+        try:
+            with np.errstate(all="raise"):
+                arr = np.array(obj, dtype=d.np)
+        except ValueError as e:
+            raise ShapeError(f"asarray: nested sequence is ragged or inconsistent ({e})") from e
+        except OverflowError as e:
+            raise OverflowError(f"asarray: value out of range for {d} ({e})") from e
+        return _from_numpy(arr, copy=False)
+    raise DTypeError(f"asarray: cannot convert object of type {type(obj).__name__}")
+
+
+def _flat_iter(obj):
+    stack = [obj]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(x)
+        else:
+            yield x
+
+
+def _materialise_tensors(obj):
+    if isinstance(obj, (list, tuple)):
+        return [_materialise_tensors(x) for x in obj]
+    if isinstance(obj, Tensor):
+        return obj.numpy()
+    return obj
+
+
+def _check_shape(shape, op: str) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    try:
+        shape = tuple(operator.index(s) for s in shape)
+    except TypeError as e:
+        raise TypeError(f"{op}: shape must be a tuple of ints, got {shape!r}") from e
+    if builtins.any(s < 0 for s in shape):
+        raise ShapeError(f"{op}: negative dimensions are not allowed in shape {shape_str(shape)}")
+    return shape
+
+
+def _const(value, dtype: DType, shape: tuple[int, ...]) -> UOp:
+    u = UOp.const(value, dtype)
+    if shape:
+        u = UOp(Ops.RESHAPE, dtype, (u,), (1,) * len(shape))
+        if builtins.any(s != 1 for s in shape):
+            u = UOp(Ops.EXPAND, dtype, (u,), shape)
+    return u
+
+
+def full(shape, fill_value, *, dtype=None, device=None) -> Tensor:
+    shape = _check_shape(shape, "full")
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    d = dt.dtype(dtype) if dtype is not None else dt.result_type(_scalar_value(fill_value))
+    if d.is_int and not dt.can_cast_scalar(d, fill_value):
+        raise OverflowError(f"full: fill value {fill_value} does not fit {d}")
+    return Tensor._from(_const(fill_value, d, shape))
+
+
+def zeros(shape, *, dtype=None, device=None) -> Tensor:
+    return full(shape, 0, dtype=dtype or dt.default_float)
+
+
+def ones(shape, *, dtype=None, device=None) -> Tensor:
+    return full(shape, 1, dtype=dtype or dt.default_float)
+
+
+def empty(shape, *, dtype=None, device=None) -> Tensor:
+    return zeros(shape, dtype=dtype)
+
+
+def full_like(x: Tensor, fill_value, *, dtype=None, device=None) -> Tensor:
+    return full(x.shape, fill_value, dtype=dtype or x.dtype)
+
+
+def zeros_like(x: Tensor, *, dtype=None, device=None) -> Tensor:
+    return full(x.shape, 0, dtype=dtype or x.dtype)
+
+
+def ones_like(x: Tensor, *, dtype=None, device=None) -> Tensor:
+    return full(x.shape, 1, dtype=dtype or x.dtype)
+
+
+def empty_like(x: Tensor, *, dtype=None, device=None) -> Tensor:
+    return zeros_like(x, dtype=dtype)
+
+
+def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
+    """Like numpy.arange; int arguments give int64, floats float32."""
+    if stop is None:
+        start, stop = 0, start
+    if step == 0:
+        raise ValueError("arange: step must not be zero")
+    d = dt.dtype(dtype) if dtype is not None else dt.result_type(start, stop, step)
+    n = builtins.max(0, math.ceil((stop - start) / step))
+    arr = (start + step * np.arange(n, dtype=np.float64 if d.is_float else np.int64)).astype(d.np)
+    return _from_numpy(arr, copy=False)
+
+
+def linspace(start, stop, /, num: int, *, dtype=None, device=None, endpoint: bool = True) -> Tensor:
+    d = dt.dtype(dtype) if dtype is not None else dt.default_float
+    if num < 0:
+        raise ValueError(f"linspace: num must be non-negative, got {num}")
+    return _from_numpy(np.linspace(start, stop, num, endpoint=endpoint, dtype=np.float64).astype(d.np), copy=False)
+
+
+def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype=None, device=None) -> Tensor:
+    d = dt.dtype(dtype) if dtype is not None else dt.default_float
+    return _from_numpy(np.eye(n_rows, n_cols, k=k, dtype=d.np), copy=False)
+
+
+def tril(x: Tensor, /, *, k: int = 0) -> Tensor:
+    x = asarray(x)
+    mask = asarray(np.tril(np.ones(x.shape[-2:], dtype=bool), k=k))
+    return where(mask, x, zeros_like(x))
+
+
+def triu(x: Tensor, /, *, k: int = 0) -> Tensor:
+    x = asarray(x)
+    mask = asarray(np.triu(np.ones(x.shape[-2:], dtype=bool), k=k))
+    return where(mask, x, zeros_like(x))
+
+
+# ----------------------------------------------------------------------------- casting & broadcasting
+
+
+def astype(x: Tensor, dtype, /, *, copy: bool = True, device=None) -> Tensor:
+    x = asarray(x)
+    d = dt.dtype(dtype)
+    if d == x.dtype:
+        return x if not copy else Tensor._from(x.uop)
+    return Tensor._from(UOp(Ops.CAST, d, (x.uop,)))
+
+
+def _cast(u: UOp, d: DType) -> UOp:
+    return u if u.dtype == d else UOp(Ops.CAST, d, (u,))
+
+
+def _expand_uop(u: UOp, shape: tuple[int, ...]) -> UOp:
+    if u.shape == shape:
+        return u
+    if u.ndim < len(shape):
+        u = UOp(Ops.RESHAPE, u.dtype, (u,), (1,) * (len(shape) - u.ndim) + u.shape)
+    if u.shape != shape:
+        u = UOp(Ops.EXPAND, u.dtype, (u,), shape)
+    return u
+
+
+def broadcast_to(x: Tensor, /, shape) -> Tensor:
+    x = asarray(x)
+    shape = _check_shape(shape, "broadcast_to")
+    if len(shape) < x.ndim or builtins.any(
+            a != b and a != 1 for a, b in zip(x.shape, shape[len(shape) - x.ndim:])):
+        raise ShapeError(f"broadcast_to: cannot broadcast shape {shape_str(x.shape)} to {shape_str(shape)}")
+    return Tensor._from(_expand_uop(x.uop, shape))
+
+
+def broadcast_arrays(*arrays: Tensor) -> list[Tensor]:
+    arrays = [asarray(a) for a in arrays]
+    shape = broadcast_shapes(*(a.shape for a in arrays), op="broadcast_arrays")
+    return [broadcast_to(a, shape) for a in arrays]
+
+
+def result_type(*arrays_and_dtypes) -> DType:
+    return dt.result_type(*[a.dtype if isinstance(a, Tensor) else a for a in arrays_and_dtypes])
+
+
+def _operands(op: str, *xs, dtype_fn=None) -> tuple[list[UOp], DType]:
+    """Turn operands (Tensors, arrays, scalars) into UOps of one dtype and one shape."""
+    tensors = [x if isinstance(x, Tensor) else None for x in xs]
+    strong: list[Any] = []
+    for i, x in enumerate(xs):
+        if tensors[i] is None and not _is_scalar(x):
+            tensors[i] = asarray(x)
+        if tensors[i] is not None:
+            strong.append(tensors[i].dtype)
+        else:
+            strong.append(_scalar_value(x))
+    try:
+        d = dt.result_type(*strong)
+    except DTypeError as e:
+        raise DTypeError(f"{op}: {e}") from e
+    if dtype_fn is not None:
+        d = dtype_fn(d)
+    shape = broadcast_shapes(*(t.shape for t in tensors if t is not None), op=op)
+    uops = []
+    for i, x in enumerate(xs):
+        if tensors[i] is not None:
+            uops.append(_expand_uop(_cast(tensors[i].uop, d), shape))
+        else:
+            v = _scalar_value(x)
+            if d.is_int and isinstance(v, (int, float)) and not isinstance(v, bool):
+                if isinstance(v, float) and not v.is_integer():
+                    raise DTypeError(f"{op}: cannot use float {v} with an integer array")
+                if not dt.can_cast_scalar(d, v):
+                    raise OverflowError(f"{op}: Python int {v} out of bounds for {d}")
+            uops.append(_const(v, d, shape))
+    return uops, d
+
+
+def _binop(op: Ops, name: str, a, b, *, dtype_fn=None, out_dtype=None) -> Tensor:
+    (ua, ub), d = _operands(name, a, b, dtype_fn=dtype_fn)
+    return Tensor._from(UOp(op, out_dtype or d, (ua, ub)))
+
+
+def _unop(op: Ops, name: str, x, *, float_only=False, allow_bool=True, identity_for_int=False) -> Tensor:
+    x = asarray(x)
+    if not allow_bool and x.dtype.is_bool:
+        raise DTypeError(f"{name}: not supported for bool input")
+    if identity_for_int and not x.dtype.is_float:
+        return x
+    u = x.uop
+    if float_only and not x.dtype.is_float:
+        u = _cast(u, dt.default_float)
+    return Tensor._from(UOp(op, u.dtype, (u,)))
+
+
+def _float_result(d: DType) -> DType:
+    return d if d.is_float else dt.default_float
+
+
+# ----------------------------------------------------------------------------- elementwise
+
+
+def add(a, b, /) -> Tensor:
+    (ua, ub), d = _operands("add", a, b)
+    return Tensor._from(UOp(Ops.OR if d.is_bool else Ops.ADD, d, (ua, ub)))
+
+
+def subtract(a, b, /) -> Tensor:
+    (ua, ub), d = _operands("subtract", a, b)
+    if d.is_bool:
+        raise DTypeError("subtract: boolean subtract is not supported, use logical_xor or bitwise_xor")
+    return Tensor._from(UOp(Ops.SUB, d, (ua, ub)))
+
+
+def multiply(a, b, /) -> Tensor:
+    (ua, ub), d = _operands("multiply", a, b)
+    return Tensor._from(UOp(Ops.AND if d.is_bool else Ops.MUL, d, (ua, ub)))
+
+
+def divide(a, b, /) -> Tensor:
+    """True division; integers divide in the default float dtype (float32)."""
+    return _binop(Ops.DIV, "divide", a, b, dtype_fn=_float_result)
+
+
+def floor_divide(a, b, /) -> Tensor:
+    (ua, ub), d = _operands("floor_divide", a, b)
+    if d.is_bool:
+        raise DTypeError("floor_divide: not supported for bool operands")
+    return Tensor._from(UOp(Ops.IDIV, d, (ua, ub)))
+
+
+def remainder(a, b, /) -> Tensor:
+    (ua, ub), d = _operands("remainder", a, b)
+    if d.is_bool:
+        raise DTypeError("remainder: not supported for bool operands")
+    return Tensor._from(UOp(Ops.MOD, d, (ua, ub)))
+
+
+def pow(a, b, /) -> Tensor:  # noqa: A001 - the Array API name
+    (ua, ub), d = _operands("pow", a, b)
+    if d.is_bool:
+        raise DTypeError("pow: not supported for bool operands")
+    return Tensor._from(UOp(Ops.POW, d, (ua, ub)))
+
+
+def maximum(a, b, /) -> Tensor:
+    """Elementwise maximum; NaN propagates (numpy semantics)."""
+    (ua, ub), d = _operands("maximum", a, b)
+    return Tensor._from(UOp(Ops.OR if d.is_bool else Ops.MAX, d, (ua, ub)))
+
+
+def minimum(a, b, /) -> Tensor:
+    (ua, ub), d = _operands("minimum", a, b)
+    return Tensor._from(UOp(Ops.AND if d.is_bool else Ops.MIN, d, (ua, ub)))
+
+
+def _cmp(op: Ops, name: str, a, b, swap=False) -> Tensor:
+    (ua, ub), _ = _operands(name, a, b)
+    if swap:
+        ua, ub = ub, ua
+    return Tensor._from(UOp(op, dt.bool_, (ua, ub)))
+
+
+def less(a, b, /) -> Tensor:
+    return _cmp(Ops.CMPLT, "less", a, b)
+
+
+def less_equal(a, b, /) -> Tensor:
+    return _cmp(Ops.CMPLE, "less_equal", a, b)
+
+
+def greater(a, b, /) -> Tensor:
+    return _cmp(Ops.CMPLT, "greater", a, b, swap=True)
+
+
+def greater_equal(a, b, /) -> Tensor:
+    return _cmp(Ops.CMPLE, "greater_equal", a, b, swap=True)
+
+
+def equal(a, b, /) -> Tensor:
+    return _cmp(Ops.CMPEQ, "equal", a, b)
+
+
+def not_equal(a, b, /) -> Tensor:
+    return _cmp(Ops.CMPNE, "not_equal", a, b)
+
+
+def _bitwise(op: Ops, name: str, a, b) -> Tensor:
+    (ua, ub), d = _operands(name, a, b)
+    if d.is_float:
+        raise DTypeError(f"{name}: not supported for floating-point operands ({d})")
+    return Tensor._from(UOp(op, d, (ua, ub)))
+
+
+def bitwise_and(a, b, /) -> Tensor:
+    return _bitwise(Ops.AND, "bitwise_and", a, b)
+
+
+def bitwise_or(a, b, /) -> Tensor:
+    return _bitwise(Ops.OR, "bitwise_or", a, b)
+
+
+def bitwise_xor(a, b, /) -> Tensor:
+    return _bitwise(Ops.XOR, "bitwise_xor", a, b)
+
+
+def bitwise_invert(x, /) -> Tensor:
+    x = asarray(x)
+    if x.dtype.is_float:
+        raise DTypeError(f"bitwise_invert: not supported for {x.dtype}")
+    return Tensor._from(UOp(Ops.NOT, x.dtype, (x.uop,)))
+
+
+def _as_bool(x) -> Tensor:
+    x = asarray(x)
+    return x if x.dtype.is_bool else not_equal(x, 0)
+
+
+def logical_and(a, b, /) -> Tensor:
+    return _bitwise(Ops.AND, "logical_and", _as_bool(a), _as_bool(b))
+
+
+def logical_or(a, b, /) -> Tensor:
+    return _bitwise(Ops.OR, "logical_or", _as_bool(a), _as_bool(b))
+
+
+def logical_xor(a, b, /) -> Tensor:
+    return _bitwise(Ops.XOR, "logical_xor", _as_bool(a), _as_bool(b))
+
+
+def logical_not(x, /) -> Tensor:
+    x = _as_bool(x)
+    return Tensor._from(UOp(Ops.NOT, dt.bool_, (x.uop,)))
+
+
+def negative(x, /) -> Tensor:
+    return _unop(Ops.NEG, "negative", x, allow_bool=False)
+
+
+def positive(x, /) -> Tensor:
+    x = asarray(x)
+    if x.dtype.is_bool:
+        raise DTypeError("positive: not supported for bool input")
+    return x
+
+
+def abs(x, /) -> Tensor:  # noqa: A001
+    x = asarray(x)
+    return x if x.dtype.is_bool else _unop(Ops.ABS, "abs", x)
+
+
+def exp(x, /) -> Tensor:
+    return _unop(Ops.EXP, "exp", x, float_only=True)
+
+
+def log(x, /) -> Tensor:
+    return _unop(Ops.LOG, "log", x, float_only=True)
+
+
+def sqrt(x, /) -> Tensor:
+    return _unop(Ops.SQRT, "sqrt", x, float_only=True)
+
+
+def rsqrt(x, /) -> Tensor:
+    return reciprocal(sqrt(x))
+
+
+def sin(x, /) -> Tensor:
+    return _unop(Ops.SIN, "sin", x, float_only=True)
+
+
+def cos(x, /) -> Tensor:
+    return _unop(Ops.COS, "cos", x, float_only=True)
+
+
+def tan(x, /) -> Tensor:
+    return divide(sin(x), cos(x))
+
+
+def tanh(x, /) -> Tensor:
+    return _unop(Ops.TANH, "tanh", x, float_only=True)
+
+
+def erf(x, /) -> Tensor:
+    return _unop(Ops.ERF, "erf", x, float_only=True)
+
+
+def expm1(x, /) -> Tensor:
+    return subtract(exp(x), 1)
+
+
+def log1p(x, /) -> Tensor:
+    return log(add(x, 1) if asarray(x).dtype.is_float else add(astype(x, dt.default_float), 1))
+
+
+def log2(x, /) -> Tensor:
+    x = asarray(x)
+    f = _float_result(x.dtype)
+    return multiply(log(x), np.array(1 / math.log(2), dtype=f.np).item())
+
+
+def log10(x, /) -> Tensor:
+    x = asarray(x)
+    f = _float_result(x.dtype)
+    return multiply(log(x), np.array(1 / math.log(10), dtype=f.np).item())
+
+
+def floor(x, /) -> Tensor:
+    return _unop(Ops.FLOOR, "floor", x, identity_for_int=True)
+
+
+def ceil(x, /) -> Tensor:
+    return _unop(Ops.CEIL, "ceil", x, identity_for_int=True)
+
+
+def trunc(x, /) -> Tensor:
+    x = asarray(x)
+    if not x.dtype.is_float:
+        return x
+    return where(less(x, 0), ceil(x), floor(x))
+
+
+def round(x, /) -> Tensor:  # noqa: A001
+    """Round half to even (numpy semantics)."""
+    return _unop(Ops.ROUND, "round", x, identity_for_int=True)
+
+
+def sign(x, /) -> Tensor:
+    return _unop(Ops.SIGN, "sign", x, allow_bool=False)
+
+
+def reciprocal(x, /) -> Tensor:
+    return divide(1, x)
+
+
+def square(x, /) -> Tensor:
+    x = asarray(x)
+    return multiply(x, x)
+
+
+def isnan(x, /) -> Tensor:
+    x = asarray(x)
+    if not x.dtype.is_float:
+        return full(x.shape, False, dtype=dt.bool_)
+    return Tensor._from(UOp(Ops.ISNAN, dt.bool_, (x.uop,)))
+
+
+def isinf(x, /) -> Tensor:
+    x = asarray(x)
+    if not x.dtype.is_float:
+        return full(x.shape, False, dtype=dt.bool_)
+    return Tensor._from(UOp(Ops.ISINF, dt.bool_, (x.uop,)))
+
+
+def isfinite(x, /) -> Tensor:
+    return logical_not(logical_or(isnan(x), isinf(x)))
+
+
+def where(condition, x1, x2, /) -> Tensor:
+    """Elementwise select; numpy broadcasting and promotion between `x1` and `x2`."""
+    c = _as_bool(condition) if not _is_scalar(condition) else asarray(bool(condition))
+    (u1, u2), d = _operands("where", x1, x2)
+    shape = broadcast_shapes(c.shape, u1.shape, op="where")
+    return Tensor._from(UOp(Ops.WHERE, d, (_expand_uop(c.uop, shape), _expand_uop(u1, shape),
+                                           _expand_uop(u2, shape))))
+
+
+def clip(x, /, min=None, max=None) -> Tensor:  # noqa: A002
+    """Clamp to [min, max]; NaN in `x` propagates. Keeps `x`'s dtype."""
+    x = asarray(x)
+    out = x
+    if min is not None:
+        out = maximum(out, min)
+    if max is not None:
+        out = minimum(out, max)
+    return astype(out, x.dtype, copy=False) if out.dtype != x.dtype else out
+
+
+# ----------------------------------------------------------------------------- reductions
+
+
+def _reduce(x, rop: str, axis, keepdims: bool, op: str, out_dtype: DType | None = None) -> Tensor:
+    x = asarray(x)
+    axes = _normalize_axes(axis, x.ndim, op)
+    u = x.uop
+    if out_dtype is not None and out_dtype != x.dtype:
+        u = _cast(u, out_dtype)
+    if rop in ("max", "min") and builtins.any(x.shape[a] == 0 for a in axes):
+        raise ValueError(f"{op}: zero-size array (shape {shape_str(x.shape)}) along axes {axes} has no identity")
+    if axes:
+        u = UOp(Ops.REDUCE, u.dtype, (u,), (rop, axes))
+    if not keepdims:
+        u = UOp(Ops.RESHAPE, u.dtype, (u,), tuple(s for i, s in enumerate(x.shape) if i not in axes))
+    return Tensor._from(u)
+
+
+def _acc_dtype(d: DType, dtype) -> DType:
+    if dtype is not None:
+        return dt.dtype(dtype)
+    return dt.int64 if not d.is_float else d
+
+
+def sum(x, /, *, axis=None, dtype=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    x = asarray(x)
+    return _reduce(x, "sum", axis, keepdims, "sum", _acc_dtype(x.dtype, dtype))
+
+
+def prod(x, /, *, axis=None, dtype=None, keepdims: bool = False) -> Tensor:
+    x = asarray(x)
+    return _reduce(x, "prod", axis, keepdims, "prod", _acc_dtype(x.dtype, dtype))
+
+
+def max(x, /, *, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Maximum along axes; NaN wins (numpy semantics)."""
+    return _reduce(x, "max", axis, keepdims, "max")
+
+
+def min(x, /, *, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    return _reduce(x, "min", axis, keepdims, "min")
+
+
+def any(x, /, *, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    return _reduce(_as_bool(x), "max", axis, keepdims, "any") if _count(x, axis) else \
+        _reduce_empty(x, False, axis, keepdims, "any")
+
+
+def all(x, /, *, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    return _reduce(_as_bool(x), "min", axis, keepdims, "all") if _count(x, axis) else \
+        _reduce_empty(x, True, axis, keepdims, "all")
+
+
+def _count(x, axis) -> int:
+    x = asarray(x)
+    axes = _normalize_axes(axis, x.ndim, "reduce")
+    return _prod(x.shape[a] for a in axes)
+
+
+def _reduce_empty(x, value, axis, keepdims, op) -> Tensor:
+    x = asarray(x)
+    axes = _normalize_axes(axis, x.ndim, op)
+    shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape)) if keepdims else \
+        tuple(s for i, s in enumerate(x.shape) if i not in axes)
+    return full(shape, value, dtype=dt.bool_)
+
+
+def mean(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
+    """Arithmetic mean; integers average in the default float dtype (float32)."""
+    x = asarray(x)
+    f = _float_result(x.dtype)
+    n = _count(x, axis)
+    s = _reduce(x, "sum", axis, keepdims, "mean", f)
+    return divide(s, n) if n else multiply(s, float("nan"))
+
+
+def var(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> Tensor:
+    """Variance, two passes (mean, then squared deviations) — never E[x²]−E[x]²."""
+    x = asarray(x)
+    f = _float_result(x.dtype)
+    xf = astype(x, f, copy=False)
+    n = _count(x, axis)
+    m = mean(xf, axis=axis, keepdims=True)
+    d = subtract(xf, m)
+    ss = _reduce(multiply(d, d), "sum", axis, keepdims, "var")
+    denom = n - correction
+    return divide(ss, denom) if denom > 0 else multiply(ss, float("inf")) if denom == 0 and n else \
+        multiply(ss, float("nan"))
+
+
+def std(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> Tensor:
+    return sqrt(var(x, axis=axis, correction=correction, keepdims=keepdims))
+
+
+def _argreduce(op: Ops, name: str, x, axis, keepdims) -> Tensor:
+    x = asarray(x)
+    if axis is None:
+        if x.size == 0:
+            raise ValueError(f"{name}: attempt to get {name} of an empty sequence")
+        flat = reshape(x, (-1,))
+        u = UOp(op, dt.int64, (flat.uop,), 0)
+        return Tensor._from(UOp(Ops.RESHAPE, dt.int64, (u,), (1,) * x.ndim if keepdims else ()))
+    a = _normalize_axis(axis, x.ndim, name)
+    if x.shape[a] == 0:
+        raise ValueError(f"{name}: attempt to get {name} of an empty sequence (axis {a} of shape "
+                         f"{shape_str(x.shape)})")
+    u = UOp(op, dt.int64, (x.uop,), a)
+    if not keepdims:
+        u = UOp(Ops.RESHAPE, dt.int64, (u,), tuple(s for i, s in enumerate(x.shape) if i != a))
+    return Tensor._from(u)
+
+
+def argmax(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
+    """Index of the first maximum; NaN wins (numpy semantics)."""
+    return _argreduce(Ops.ARGMAX, "argmax", x, axis, keepdims)
+
+
+def argmin(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
+    return _argreduce(Ops.ARGMIN, "argmin", x, axis, keepdims)
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False) -> Tensor:
+    """Cumulative sum (computed eagerly: a scan is not a fusion target yet)."""
+    x = asarray(x)
+    if axis is None:
+        if x.ndim > 1:
+            raise ValueError("cumulative_sum: axis is required for arrays with more than one dimension")
+        axis = 0
+    a = _normalize_axis(axis, x.ndim, "cumulative_sum")
+    d = _acc_dtype(x.dtype, dtype)
+    out = np.cumsum(x.numpy(), axis=a, dtype=d.np)
+    if include_initial:
+        pad = [(0, 0)] * x.ndim
+        pad[a] = (1, 0)
+        out = np.pad(out, pad)
+    return _from_numpy(out, copy=False)
+
+
+# ----------------------------------------------------------------------------- movement
+
+
+def reshape(x, /, shape, *, copy=None) -> Tensor:
+    x = asarray(x)
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    try:
+        shape = tuple(operator.index(s) for s in shape)
+    except TypeError as e:
+        raise TypeError(f"reshape: shape must be ints, got {shape!r}") from e
+    if builtins.sum(1 for s in shape if s == -1) > 1:
+        raise ShapeError(f"reshape: can only specify one unknown dimension (-1), got {shape_str(shape)}")
+    if builtins.any(s < -1 for s in shape):
+        raise ShapeError(f"reshape: invalid shape {shape_str(shape)}")
+    if -1 in shape:
+        known = _prod(s for s in shape if s != -1)
+        if known == 0 or x.size % known:
+            raise ShapeError(f"reshape: cannot reshape array of size {x.size} (shape {shape_str(x.shape)}) "
+                             f"into shape {shape_str(shape)}")
+        shape = tuple(x.size // known if s == -1 else s for s in shape)
+    if _prod(shape) != x.size:
+        raise ShapeError(f"reshape: cannot reshape array of size {x.size} (shape {shape_str(x.shape)}) "
+                         f"into shape {shape_str(shape)}")
+    if shape == x.shape:
+        return x
+    return Tensor._from(UOp(Ops.RESHAPE, x.dtype, (x.uop,), shape))
+
+
+def permute_dims(x, /, axes) -> Tensor:
+    x = asarray(x)
+    axes = tuple(axes)
+    if sorted(_normalize_axis(a, x.ndim, "permute_dims") for a in axes) != list(range(x.ndim)) \
+            or len(axes) != x.ndim:
+        raise AxisError(f"permute_dims: axes {axes} are not a permutation of the {x.ndim} axes of shape "
+                        f"{shape_str(x.shape)}")
+    axes = tuple(a % x.ndim for a in axes)
+    if axes == tuple(range(x.ndim)):
+        return x
+    return Tensor._from(UOp(Ops.PERMUTE, x.dtype, (x.uop,), axes))
+
+
+def matrix_transpose(x, /) -> Tensor:
+    return asarray(x).mT
+
+
+def moveaxis(x, source, destination, /) -> Tensor:
+    x = asarray(x)
+    src = tuple(_normalize_axis(s, x.ndim, "moveaxis") for s in
+                (source if isinstance(source, (tuple, list)) else (source,)))
+    dst = tuple(_normalize_axis(s, x.ndim, "moveaxis") for s in
+                (destination if isinstance(destination, (tuple, list)) else (destination,)))
+    if len(src) != len(dst):
+        raise ValueError("moveaxis: source and destination must have the same number of elements")
+    order = [a for a in range(x.ndim) if a not in src]
+    for d_, s_ in sorted(zip(dst, src)):
+        order.insert(d_, s_)
+    return permute_dims(x, tuple(order))
+
+
+def expand_dims(x, /, axis=0) -> Tensor:
+    x = asarray(x)
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    nd = x.ndim + len(axes)
+    norm = sorted(_normalize_axis(a, nd, "expand_dims") for a in axes)
+    if len(set(norm)) != len(norm):
+        raise AxisError(f"expand_dims: repeated axis in {axis}")
+    shape = list(x.shape)
+    for a in norm:
+        shape.insert(a, 1)
+    return reshape(x, tuple(shape))
+
+
+def squeeze(x, /, axis=None) -> Tensor:
+    x = asarray(x)
+    if axis is None:
+        axes = tuple(i for i, s in enumerate(x.shape) if s == 1)
+    else:
+        axes = _normalize_axes(axis, x.ndim, "squeeze")
+        for a in axes:
+            if x.shape[a] != 1:
+                raise ShapeError(f"squeeze: cannot select axis {a} of shape {shape_str(x.shape)}: size is not 1")
+    return reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in axes))
+
+
+def flip(x, /, *, axis=None) -> Tensor:
+    x = asarray(x)
+    axes = _normalize_axes(axis, x.ndim, "flip")
+    axes = tuple(a for a in axes if x.shape[a] > 1)
+    if not axes:
+        return x
+    return Tensor._from(UOp(Ops.FLIP, x.dtype, (x.uop,), axes))
+
+
+def roll(x, /, shift, *, axis=None) -> Tensor:
+    x = asarray(x)
+    if axis is None:
+        return reshape(roll(reshape(x, (-1,)), shift, axis=0), x.shape)
+    shifts = shift if isinstance(shift, (tuple, list)) else (shift,) * (len(axis) if isinstance(axis, (tuple, list))
+                                                                        else 1)
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    out = x
+    for s, a in zip(shifts, axes):
+        a = _normalize_axis(a, x.ndim, "roll")
+        n = x.shape[a]
+        if n == 0:
+            continue
+        s %= n
+        if s:
+            idx = [slice(None)] * x.ndim
+            idx[a] = slice(n - s, None)
+            tail = out[tuple(idx)]
+            idx[a] = slice(0, n - s)
+            out = concat([tail, out[tuple(idx)]], axis=a)
+    return out
+
+
+def pad(x, /, pad_width, mode: str = "constant", constant_values=0) -> Tensor:
+    """numpy.pad with mode='constant': `pad_width` is an int, (lo, hi) or one pair per axis."""
+    x = asarray(x)
+    if mode != "constant":
+        raise ValueError(f"pad: only mode='constant' is supported, got {mode!r}")
+    pw = np.asarray(pad_width)
+    if pw.dtype.kind not in "iu":
+        raise TypeError(f"pad: pad_width must be integers, got {pad_width!r}")
+    try:
+        pw = np.broadcast_to(pw, (x.ndim, 2))
+    except ValueError as e:
+        raise ShapeError(f"pad: pad_width {pad_width!r} does not fit an array of shape {shape_str(x.shape)}") from e
+    if (pw < 0).any():
+        raise ValueError(f"pad: pad widths must be non-negative, got {pad_width!r}")
+    pads = tuple((int(a), int(b)) for a, b in pw)
+    if builtins.all(p == (0, 0) for p in pads):
+        return x
+    if dt.scalar_kind(constant_values) is None:
+        raise TypeError(f"pad: constant_values must be a scalar, got {constant_values!r}")
+    value = np.array(constant_values).astype(x.dtype.np).item()
+    return Tensor._from(UOp(Ops.PAD, x.dtype, (x.uop,), (pads, value)))
+
+
+def concat(arrays: Sequence[Tensor], /, *, axis: int | None = 0) -> Tensor:
+    arrays = [asarray(a) for a in arrays]
+    if not arrays:
+        raise ValueError("concat: need at least one array")
+    if axis is None:
+        arrays = [reshape(a, (-1,)) for a in arrays]
+        axis = 0
+    nd = arrays[0].ndim
+    if nd == 0:
+        raise ShapeError("concat: zero-dimensional arrays cannot be concatenated")
+    for a in arrays:
+        if a.ndim != nd:
+            raise ShapeError(f"concat: all arrays must have the same number of dimensions, got shapes "
+                             f"{', '.join(shape_str(b.shape) for b in arrays)}")
+    ax = _normalize_axis(axis, nd, "concat")
+    for a in arrays:
+        if builtins.any(a.shape[i] != arrays[0].shape[i] for i in range(nd) if i != ax):
+            raise ShapeError(f"concat: shapes {', '.join(shape_str(b.shape) for b in arrays)} differ outside "
+                             f"axis {ax}")
+    d = dt.result_type(*[a.dtype for a in arrays])
+    srcs = tuple(_cast(a.uop, d) for a in arrays if a.shape[ax] > 0)
+    if not srcs:
+        return full(tuple(0 if i == ax else s for i, s in enumerate(arrays[0].shape)), 0, dtype=d)
+    if len(srcs) == 1:
+        return Tensor._from(srcs[0])
+    return Tensor._from(UOp(Ops.CAT, d, srcs, ax))
+
+
+def stack(arrays: Sequence[Tensor], /, *, axis: int = 0) -> Tensor:
+    arrays = [asarray(a) for a in arrays]
+    if not arrays:
+        raise ValueError("stack: need at least one array")
+    shape = arrays[0].shape
+    for a in arrays:
+        if a.shape != shape:
+            raise ShapeError(f"stack: all input arrays must have the same shape, got "
+                             f"{', '.join(shape_str(b.shape) for b in arrays)}")
+    ax = _normalize_axis(axis, len(shape) + 1, "stack")
+    return concat([expand_dims(a, ax) for a in arrays], axis=ax)
+
+
+def unstack(x, /, *, axis: int = 0) -> tuple[Tensor, ...]:
+    x = asarray(x)
+    ax = _normalize_axis(axis, x.ndim, "unstack")
+    return tuple(x[(slice(None),) * ax + (i,)] for i in range(x.shape[ax]))
+
+
+def tile(x, repetitions, /) -> Tensor:
+    x = asarray(x)
+    reps = tuple(repetitions)
+    nd = builtins.max(len(reps), x.ndim)
+    reps = (1,) * (nd - len(reps)) + reps
+    x = reshape(x, (1,) * (nd - x.ndim) + x.shape)
+    # (a, b) -> (1, a, 1, b) -> (ra, a, rb, b) -> (ra*a, rb*b)
+    inter = []
+    for s in x.shape:
+        inter += [1, s]
+    y = reshape(x, tuple(inter))
+    full_shape = []
+    for r, s in zip(reps, x.shape):
+        full_shape += [r, s]
+    y = broadcast_to(y, tuple(full_shape))
+    return reshape(y, tuple(r * s for r, s in zip(reps, x.shape)))
+
+
+def repeat(x, repeats: int, /, *, axis=None) -> Tensor:
+    x = asarray(x)
+    if not isinstance(repeats, (int, np.integer)):
+        raise TypeError("repeat: only an int number of repeats is supported lazily")
+    if axis is None:
+        x, axis = reshape(x, (-1,)), 0
+    a = _normalize_axis(axis, x.ndim, "repeat")
+    y = expand_dims(x, a + 1)
+    shape = list(y.shape)
+    shape[a + 1] = int(repeats)
+    y = broadcast_to(y, tuple(shape))
+    out = list(x.shape)
+    out[a] *= int(repeats)
+    return reshape(y, tuple(out))
+
+
+# ----------------------------------------------------------------------------- matmul
+
+
+def matmul(a, b, /) -> Tensor:
+    """numpy.matmul: batch dims broadcast, 1-D operands promoted and squeezed.
+
+    >>> import svod
+    >>> (svod.ones((2, 3)) @ svod.ones((3,))).tolist()
+    [3.0, 3.0]
+    """
+    a, b = asarray(a), asarray(b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(f"matmul: operands must be at least 1-D, got shapes {shape_str(a.shape)} and "
+                         f"{shape_str(b.shape)}; use * for scalars")
+    d = dt.promote_types(a.dtype, b.dtype)
+    ua, ub = _cast(a.uop, d), _cast(b.uop, d)
+    squeeze_a = a.ndim == 1
+    squeeze_b = b.ndim == 1
+    if squeeze_a:
+        ua = UOp(Ops.RESHAPE, d, (ua,), (1,) + ua.shape)
+    if squeeze_b:
+        ub = UOp(Ops.RESHAPE, d, (ub,), ub.shape + (1,))
+    if ua.shape[-1] != ub.shape[-2]:
+        raise ShapeError(f"matmul: inner dimensions differ: {shape_str(a.shape)} @ {shape_str(b.shape)} "
+                         f"({ua.shape[-1]} != {ub.shape[-2]})")
+    try:
+        batch = broadcast_shapes(ua.shape[:-2], ub.shape[:-2], op="matmul")
+    except ShapeError as e:
+        raise ShapeError(f"matmul: batch dimensions of {shape_str(a.shape)} and {shape_str(b.shape)} "
+                         f"cannot be broadcast together") from e
+    ua = _expand_uop(ua, batch + ua.shape[-2:])
+    ub = _expand_uop(ub, batch + ub.shape[-2:])
+    out = UOp(Ops.MATMUL, d, (ua, ub))
+    shape = out.shape
+    if squeeze_a:
+        shape = shape[:-2] + shape[-1:]
+    if squeeze_b:
+        shape = shape[:-1]
+    if shape != out.shape:
+        out = UOp(Ops.RESHAPE, d, (out,), shape)
+    return Tensor._from(out)
+
+
+def tensordot(a, b, /, *, axes=2) -> Tensor:
+    a, b = asarray(a), asarray(b)
+    if isinstance(axes, int):
+        ax_a = tuple(range(a.ndim - axes, a.ndim))
+        ax_b = tuple(range(axes))
+    else:
+        ax_a = tuple(_normalize_axis(x, a.ndim, "tensordot") for x in axes[0])
+        ax_b = tuple(_normalize_axis(x, b.ndim, "tensordot") for x in axes[1])
+    for i, j in zip(ax_a, ax_b):
+        if a.shape[i] != b.shape[j]:
+            raise ShapeError(f"tensordot: contracted axes differ in size: {shape_str(a.shape)} and "
+                             f"{shape_str(b.shape)} over {ax_a} / {ax_b}")
+    free_a = [i for i in range(a.ndim) if i not in ax_a]
+    free_b = [i for i in range(b.ndim) if i not in ax_b]
+    k = _prod(a.shape[i] for i in ax_a)
+    am = reshape(permute_dims(a, free_a + list(ax_a)), (_prod(a.shape[i] for i in free_a), k))
+    bm = reshape(permute_dims(b, list(ax_b) + free_b), (k, _prod(b.shape[i] for i in free_b)))
+    return reshape(matmul(am, bm), tuple(a.shape[i] for i in free_a) + tuple(b.shape[i] for i in free_b))
+
+
+def vecdot(x1, x2, /, *, axis: int = -1) -> Tensor:
+    x1, x2 = asarray(x1), asarray(x2)
+    shape = broadcast_shapes(x1.shape, x2.shape, op="vecdot")
+    ax = _normalize_axis(axis, len(shape), "vecdot")
+    return sum(multiply(x1, x2), axis=ax)
