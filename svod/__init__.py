@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from svod import dtype as _dt
 from svod import nn, random
-from svod.dtype import DType
+from svod.dtype import DType, float32, float64, int32, int64
 from svod.dtype import bool_ as bool
-from svod.dtype import float32, float64, int32, int64
 from svod.errors import AxisError, DTypeError, ShapeError, SvodIndexError, SvodWarning
 from svod.stats import reset_stats, stats
 from svod.tensor import (

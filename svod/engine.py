@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+import sys as _sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
-
-import sys as _sys
 
 import svod.stats  # noqa: F401 - ensures the submodule is loaded
 
@@ -33,6 +33,8 @@ _stats = _sys.modules["svod.stats"]
 from svod.interp import eval_key
 from svod.ir import Ops, UOp
 from svod.key import Bindings, GraphKey, compact
+from svod.stats import bump
+from svod.stats import stats as snapshot
 
 log = logging.getLogger("svod")
 
@@ -46,6 +48,13 @@ class Executable:
     def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def describe(self) -> str:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def to_json(self) -> dict | None:
+        """A JSON form for the persistent plan cache (None: not persistable)."""
+        return None
+
 
 class InterpretedGraph(Executable):
     """Evaluate the whole GraphKey with the numpy reference interpreter."""
@@ -54,15 +63,53 @@ class InterpretedGraph(Executable):
         self.key = key
         self.n_compute = sum(1 for n in key.nodes if n.op not in (Ops.BUFFER, Ops.CONST))
 
+    def describe(self) -> str:
+        lines = str(self.key).splitlines()
+        body = "\n".join("  " + ln for ln in lines[:40])
+        more = f"\n  ... {len(lines) - 40} more" if len(lines) > 40 else ""
+        return f"plan: the whole graph in the numpy interpreter ({self.n_compute} ops)\n{body}{more}"
+
+    def to_json(self) -> dict:
+        return {"kind": "interpreted"}
+
     def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-        _stats.bump("interpreter_fallbacks")
-        _stats.bump("nodes_evaluated", self.n_compute)
+        bump("interpreter_fallbacks")
+        bump("nodes_evaluated", self.n_compute)
         return eval_key(self.key, arrays)
 
 
 def _plan_interpreted(key: GraphKey) -> Executable:
-    _stats.bump("searches")
+    bump("searches")
     return InterpretedGraph(key)
+
+
+PLAN_FORMAT = 1  # bump when the JSON form of plans changes
+PLAN_GENERATION = "g0"  # cost-model/tuning generation; tuning results will bump it
+
+
+def _plan_store_key(key: GraphKey) -> str:
+    return f"{key.hash}:{PLAN_FORMAT}:{PLAN_GENERATION}"
+
+
+def _load_plan(key: GraphKey) -> Executable | None:
+    """Rebuild a plan from the persistent store (the store namespaces machine + code)."""
+    from svod.store import default_store
+
+    obj = default_store().get_json("plans", _plan_store_key(key))
+    if not isinstance(obj, dict):
+        return None
+    if obj.get("kind") == "interpreted":
+        return InterpretedGraph(key)
+    return None
+
+
+def _save_plan(key: GraphKey, exe: Executable) -> None:
+    data = exe.to_json()
+    if data is None:
+        return
+    from svod.store import default_store
+
+    default_store().put_json("plans", _plan_store_key(key), data)
 
 
 @dataclass
@@ -71,8 +118,8 @@ class Pipeline:
 
     compact: Callable[[list[UOp]], tuple[GraphKey, Bindings]] = compact
     plan: Callable[[GraphKey], Executable] = _plan_interpreted
-    load: Callable[[GraphKey], Executable | None] = field(default=lambda key: None)
-    save: Callable[[GraphKey, Executable], None] = field(default=lambda key, exe: None)
+    load: Callable[[GraphKey], Executable | None] = _load_plan
+    save: Callable[[GraphKey, Executable], None] = _save_plan
 
 
 class PlanCache:
@@ -120,18 +167,24 @@ def get_executable(key: GraphKey) -> Executable:
     """Lookup (memory, then disk) or plan the executable for `key`."""
     exe = PLAN_CACHE.get(key)
     if exe is not None:
-        _stats.bump("graph_cache_hits")
+        bump("graph_cache_hits")
         return exe
-    _stats.bump("graph_cache_misses")
+    bump("graph_cache_misses")
     exe = PIPELINE.load(key)
     if exe is not None:
-        _stats.bump("disk_cache_hits")
+        bump("disk_cache_hits")
     else:
         exe = PIPELINE.plan(key)
         if not exe.provisional:
             PIPELINE.save(key, exe)
     PLAN_CACHE.put(key, exe)
     return exe
+
+
+def plan_for(tensors) -> tuple[GraphKey, Executable]:
+    """The key and the plan svod uses for these (unrealized) tensors, without running it."""
+    key, _ = PIPELINE.compact([t.uop for t in tensors if t.uop.op is not Ops.BUFFER])
+    return key, get_executable(key)
 
 
 def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
@@ -145,9 +198,9 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
     if not pending:
         return {}
     t0 = time.perf_counter()
-    _stats.bump("realizes")
+    bump("realizes")
     key, bindings = PIPELINE.compact(pending)
-    hits = _stats.stats()["graph_cache_hits"]
+    hits = snapshot()["graph_cache_hits"]
     exe = get_executable(key)
     outs = exe.run(bindings.arrays)
     mapping = {}
@@ -155,11 +208,14 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
         assert arr.shape == r.shape and arr.dtype == r.dtype.np, (r, arr.shape, arr.dtype)
         mapping[r] = UOp.buffer(arr, r.dtype)
     if _debug():
-        hit = "hit" if _stats.stats()["graph_cache_hits"] > hits else "miss"
+        hit = "hit" if snapshot()["graph_cache_hits"] > hits else "miss"
         msg = (f"svod realize: key {key.hash[:12]} nodes={len(key.nodes)} inputs={len(bindings.arrays)} "
                f"outputs={len(pending)} cache={hit} {type(exe).__name__} "
                f"{(time.perf_counter() - t0) * 1e3:.3f} ms")
-        log.warning(msg) if not log.handlers and not logging.getLogger().handlers else log.info(msg)
+        if log.isEnabledFor(logging.INFO) and (log.handlers or logging.getLogger().handlers):
+            log.info(msg)
+        else:  # no logging configured: SVOD_DEBUG still prints
+            print(msg, file=sys.stderr)
     return mapping
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from svod import dtype as dt
 from svod.dtype import DType, DTypeError
-from svod.errors import AxisError, ShapeError, SvodIndexError
+from svod.errors import AxisError, ShapeError
 from svod.ir import Ops, UOp, shape_str
 
 # ----------------------------------------------------------------------------- registry
