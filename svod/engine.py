@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import sys as _sys
 import threading
 import time
 from collections import OrderedDict
@@ -27,9 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import svod.stats  # noqa: F401 - ensures the submodule is loaded
-
-_stats = _sys.modules["svod.stats"]
 from svod.interp import eval_key
 from svod.ir import Ops, UOp
 from svod.key import Bindings, GraphKey, compact
