@@ -74,9 +74,88 @@ class InterpretedGraph(Executable):
         return eval_key(self.key, arrays)
 
 
-def _plan_interpreted(key: GraphKey) -> Executable:
+class KernelPlan(Executable):
+    """A Plan of Kernels over slots; kernels run through the kernel interpreter until
+    the codegen compiles them."""
+
+    def __init__(self, key: GraphKey, plan, provisional: bool = False):
+        self.key = key
+        self.plan = plan
+        self.provisional = provisional
+        self._validated = not _flag("SVOD_VALIDATE")
+
+    def describe(self) -> str:
+        return str(self.plan)
+
+    def to_json(self) -> dict:
+        from svod.kernel import plan_to_json
+
+        return {"kind": "plan", "plan": plan_to_json(self.plan)}
+
+    def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        from svod.interp import run_plan
+
+        bump("kernels_launched", len(self.plan.kernels))
+        bump("interpreter_fallbacks", len(self.plan.kernels))
+        bump("nodes_evaluated", sum(len(k.nodes) for k in self.plan.kernels))
+        outs = run_plan(self.plan, arrays)
+        if not self._validated:
+            validate_outputs(self.key, arrays, outs, self.describe)
+            self._validated = True
+        return outs
+
+
+class ValidationError(AssertionError):
+    """SVOD_VALIDATE: a plan's results differ from the reference interpreter."""
+
+
+def validate_outputs(key: GraphKey, arrays, outs, describe) -> None:
+    """Compare a plan's outputs with the numpy reference interpreter (SVOD_VALIDATE=1)."""
+    ref = eval_key(key, arrays)
+    for i, (got, want) in enumerate(zip(outs, ref)):
+        ok = got.shape == want.shape and got.dtype == want.dtype
+        if ok and want.dtype.kind == "f":
+            tol = 1e-4 if want.dtype == np.float32 else 1e-10
+            scale = float(np.max(np.abs(want[np.isfinite(want)]), initial=1.0))
+            ok = bool(np.allclose(got, want, rtol=tol, atol=tol * scale, equal_nan=True))
+        elif ok:
+            ok = bool(np.array_equal(got, want))
+        if not ok:
+            raise ValidationError(f"SVOD_VALIDATE: output {i} of graph {key.hash[:12]} differs from the "
+                                  f"reference interpreter\n{describe()}")
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "0") not in ("", "0", "false", "False")
+
+
+_warned: set[str] = set()
+
+
+def _plan_greedy(key: GraphKey) -> Executable:
+    """The greedy planner; a failure falls back to the interpreter with one warning."""
+    import warnings
+
+    from svod.errors import SvodWarning
+    from svod.plan_greedy import plan_greedy
+
     bump("searches")
-    return InterpretedGraph(key)
+    t0 = time.perf_counter()
+    try:
+        plan = plan_greedy(key)
+        if _flag("SVOD_VALIDATE"):
+            plan.check()
+    except Exception as e:  # noqa: BLE001 - any planner bug must not lose the user's result
+        if "plan" not in _warned:
+            _warned.add("plan")
+            warnings.warn(f"svod: planning failed ({type(e).__name__}: {e}); running graph {key.hash[:12]} in "
+                          f"the interpreter", SvodWarning, stacklevel=4)
+        exe = InterpretedGraph(key)
+        exe.provisional = True
+        return exe
+    finally:
+        bump("search_seconds", time.perf_counter() - t0)
+    return KernelPlan(key, plan)
 
 
 PLAN_FORMAT = 1  # bump when the JSON form of plans changes
@@ -96,6 +175,15 @@ def _load_plan(key: GraphKey) -> Executable | None:
         return None
     if obj.get("kind") == "interpreted":
         return InterpretedGraph(key)
+    if obj.get("kind") == "plan":
+        from svod.kernel import plan_from_json
+
+        try:
+            plan = plan_from_json(obj["plan"])
+            plan.check()
+        except Exception:  # noqa: BLE001 - a stale or foreign entry is a miss, never an error
+            return None
+        return KernelPlan(key, plan)
     return None
 
 
@@ -113,7 +201,7 @@ class Pipeline:
     """The replaceable parts of the realize path."""
 
     compact: Callable[[list[UOp]], tuple[GraphKey, Bindings]] = compact
-    plan: Callable[[GraphKey], Executable] = _plan_interpreted
+    plan: Callable[[GraphKey], Executable] = _plan_greedy
     load: Callable[[GraphKey], Executable | None] = _load_plan
     save: Callable[[GraphKey, Executable], None] = _save_plan
 

@@ -37,7 +37,7 @@ _BINARY = {
 
 def _erf(x: np.ndarray) -> np.ndarray:
     # numpy has no erf; math.erf is correctly rounded enough (float64) and vectorised here.
-    out = np.frompyfunc(math.erf, 1, 1)(x.astype(np.float64)).astype(np.float64)
+    out = np.asarray(np.frompyfunc(math.erf, 1, 1)(x.astype(np.float64)), dtype=np.float64)  # 0-d gives a float
     return out.astype(x.dtype)
 
 
@@ -171,3 +171,66 @@ def eval_uops(roots: Sequence[UOp]) -> list[np.ndarray]:
 
     key, bindings = compact(list(roots))
     return eval_key(key, bindings.arrays)
+
+
+# ----------------------------------------------------------------------------- kernels
+
+
+def _gather(flat: np.ndarray, view) -> np.ndarray:
+    return view.gather(flat, pad_value=0)
+
+
+def run_kernel(kernel, buffers: dict[int, np.ndarray]) -> None:
+    """Execute one Kernel with numpy over flat slot buffers (writes its output slots).
+
+    The whole iteration space is evaluated at once; REDUCE nodes keep their reduced
+    axes (size 1) and broadcast in later nodes — the same values the passes compute.
+    """
+    from svod.kernel import ACC, LOAD, VALID
+
+    r = tuple(kernel.reduce_axes)
+    vals: list[np.ndarray] = []
+    with np.errstate(all="ignore"):
+        for n in kernel.nodes:
+            if n.op == LOAD:
+                inp = kernel.inputs[n.arg]
+                v = _gather(buffers[inp.slot], inp.view)
+            elif n.op == VALID:
+                v = n.arg.index_arrays()[1]
+            elif n.op == ACC:
+                mm = kernel.matmul
+                a = _gather(buffers[kernel.inputs[mm.a].slot], kernel.inputs[mm.a].view)
+                b = _gather(buffers[kernel.inputs[mm.b].slot], kernel.inputs[mm.b].view)
+                v = np.matmul(a, b).astype(n.dtype.np, copy=False)
+            elif n.op is Ops.REDUCE:
+                src = np.broadcast_to(vals[n.src[0]], kernel.shape)  # NOTE: a CONST source is 0-d
+                v = np.asarray(_reduce(n.arg, src, r, n.dtype.np)).astype(n.dtype.np, copy=False)
+            elif n.op in (Ops.ARGMAX, Ops.ARGMIN):
+                v = _arg_reduce_axes(n.op, np.broadcast_to(vals[n.src[0]], kernel.shape), r)
+            else:
+                v = eval_node(n.op, n.dtype, n.arg, None, [vals[s] for s in n.src])
+            vals.append(np.asarray(v))
+    for o in kernel.outputs:
+        space = kernel.reduced_shape if o.reduced else kernel.shape
+        v = np.broadcast_to(vals[o.node], space)
+        buffers[o.slot] = np.array(v, dtype=o.dtype.np, order="C").reshape(-1)
+
+
+def _arg_reduce_axes(op: Ops, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """argmax/argmin over several axes: the row-major index within the reduced axes."""
+    keep = [i for i in range(x.ndim) if i not in axes]
+    moved = np.transpose(x, keep + list(axes))
+    flat = moved.reshape(moved.shape[:len(keep)] + (-1,))
+    idx = (np.argmax if op is Ops.ARGMAX else np.argmin)(flat, axis=-1).astype(np.int64)
+    out_shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+    return idx.reshape(out_shape)
+
+
+def run_plan(plan, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Execute a Plan (list of Kernels over slots) with numpy; returns its outputs."""
+    buffers: dict[int, np.ndarray] = {}
+    for i, a in enumerate(arrays):
+        buffers[i] = np.ascontiguousarray(a).reshape(-1)
+    for k in plan.kernels:
+        run_kernel(k, buffers)
+    return [np.array(buffers[slot].reshape(shape), copy=True) for slot, shape in plan.outputs]

@@ -1,0 +1,467 @@
+"""The Kernel: one fused loop nest. The contract between search, codegen and cost models.
+
+A `Kernel` iterates over `shape` (its iteration space). Its body is an expression DAG
+(`nodes`, sources before users) over loads of its inputs, each input a buffer slot read
+through a `ViewChain` that maps the iteration space to buffer elements (broadcast,
+permute, flip, pad, ... all become index arithmetic).
+
+Structure made explicit, so every consumer reads it the same way:
+
+- **Reductions**: `reduce_axes` are the axes REDUCE (and ARGMAX/ARGMIN) nodes fold. A
+  "row" is one index of the other axes. Values computed from a reduction are per-row.
+- **Row-wise passes**: a REDUCE node accumulates during pass `pass_` over the row; its
+  value is usable from pass `pass_ + 1` on. Softmax is three passes (max; exp-sum;
+  normalise), layernorm three (mean; squared deviations; normalise) — variance by two
+  passes over the row, never E[x²]−E[x]². A full-shape output is written in its pass;
+  a reduced output (one value per row) after the row's last pass.
+- **Multi-output**: several outputs, full or reduced.
+- **Matmul**: `matmul` set; the ACC node is the dot product of inputs `a` and `b` at
+  the (batch..., m, n) index; other nodes form the epilogue (bias, activation, ...).
+  `matmul.library` marks the library step (numpy's BLAS, no epilogue).
+
+`check()` enforces legality with messages that say what is wrong; `key()` is the
+content key (slot numbers and thread counts excluded, so equal kernels in different
+graphs share compiled code); `str()` is the readable (golden-tested) form.
+
+>>> from svod.kernel_examples import softmax_kernel
+>>> k = softmax_kernel(4, 8)
+>>> k.check(); k.passes
+3
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from svod.dtype import DType, bool_, int64
+from svod.ir import BINARY, COMPARE, REDUCE_OPS, UNARY, Ops, _hash_arg
+from svod.view import ViewChain
+
+# Body ops that exist only inside kernels (the rest are ir.Ops).
+LOAD = "LOAD"  # arg: input index
+VALID = "VALID"  # arg: ViewChain whose masks say whether the index is in range
+ACC = "ACC"  # matmul accumulator value at the output index
+
+
+class KernelError(ValueError):
+    """An illegal kernel; the message names the kernel, the node and the rule."""
+
+
+@dataclass(frozen=True)
+class KInput:
+    slot: int
+    dtype: DType
+    view: ViewChain  # maps the kernel's iteration space (or the matmul operand space) to the buffer
+
+    def key(self) -> tuple:
+        return (self.dtype.name, self.view.key())
+
+
+@dataclass(frozen=True)
+class KNode:
+    op: Any  # an ir.Ops or one of LOAD / VALID / ACC
+    dtype: DType
+    src: tuple[int, ...] = ()
+    arg: Any = None
+    pass_: int | None = None  # REDUCE / ARGMAX / ARGMIN only: the pass that accumulates it
+
+    def key(self) -> tuple:
+        op = self.op.value if isinstance(self.op, Ops) else self.op
+        arg = self.arg.key() if isinstance(self.arg, ViewChain) else _hash_arg(self.arg)
+        return (op, self.dtype.name, self.src, arg, self.pass_)
+
+
+@dataclass(frozen=True)
+class KOutput:
+    slot: int
+    node: int
+    dtype: DType
+    shape: tuple[int, ...]  # the buffer's shape (row-major; same element order as the kernel's space)
+    reduced: bool = False  # one value per row (written after the row's passes)
+    pass_: int = 0  # full outputs: the pass that writes them
+
+    def key(self) -> tuple:
+        return (self.node, self.dtype.name, self.shape, self.reduced, self.pass_)
+
+
+@dataclass(frozen=True)
+class MatmulSpec:
+    a: int  # input index of A, viewed as (batch..., m, k)
+    b: int  # input index of B, viewed as (batch..., k, n)
+    m: int
+    n: int
+    k: int
+    library: bool = False  # numpy/BLAS step instead of generated code
+
+    def key(self) -> tuple:
+        return (self.a, self.b, self.m, self.n, self.k, self.library)
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    shape: tuple[int, ...]
+    inputs: tuple[KInput, ...]
+    nodes: tuple[KNode, ...]
+    outputs: tuple[KOutput, ...]
+    reduce_axes: tuple[int, ...] = ()
+    matmul: MatmulSpec | None = None
+    _key: list = field(default_factory=list, compare=False, repr=False)
+
+    # ---- derived structure
+    @property
+    def passes(self) -> int:
+        """Number of sweeps over each row (1 for plain elementwise kernels)."""
+        p = 0
+        for n in self.nodes:
+            if n.pass_ is not None:
+                p = max(p, n.pass_ + 1)
+        for o in self.outputs:
+            if not o.reduced:
+                p = max(p, o.pass_ + 1)
+        return max(p, 1)
+
+    @property
+    def reduced_shape(self) -> tuple[int, ...]:
+        r = set(self.reduce_axes)
+        return tuple(1 if i in r else s for i, s in enumerate(self.shape))
+
+    @property
+    def kind(self) -> str:
+        if self.matmul is not None:
+            return "blas" if self.matmul.library else "matmul"
+        if not self.reduce_axes:
+            return "elementwise"
+        return "rowwise" if self.passes > 1 or any(not o.reduced for o in self.outputs) else "reduce"
+
+    @property
+    def size(self) -> int:
+        return _prod(self.shape)
+
+    def key(self) -> str:
+        """Content key: structure only (no slot numbers, no thread count)."""
+        if not self._key:
+            h = hashlib.blake2b(digest_size=16)
+            parts = (self.shape, self.reduce_axes, tuple(i.key() for i in self.inputs),
+                     tuple(n.key() for n in self.nodes), tuple(o.key() for o in self.outputs),
+                     self.matmul.key() if self.matmul else None)
+            h.update(repr(parts).encode())
+            self._key.append(h.hexdigest())
+        return self._key[0]
+
+    # ---- legality
+    def check(self) -> None:
+        """Raise KernelError if the kernel breaks a rule of the spec."""
+        err = lambda msg: KernelError(f"kernel {self.name}: {msg}")
+        nd = len(self.shape)
+        if any(not isinstance(s, int) or s < 0 for s in self.shape):
+            raise err(f"bad iteration space {self.shape}")
+        if sorted(set(self.reduce_axes)) != list(self.reduce_axes) or any(not 0 <= a < nd for a in self.reduce_axes):
+            raise err(f"reduce_axes {self.reduce_axes} must be sorted, unique axes of {self.shape}")
+        if not self.outputs:
+            raise err("has no outputs")
+        mm = self.matmul
+        for i, inp in enumerate(self.inputs):
+            want = self.shape
+            if mm is not None and i == mm.a:
+                want = self.shape[:-2] + (mm.m, mm.k)
+            elif mm is not None and i == mm.b:
+                want = self.shape[:-2] + (mm.k, mm.n)
+            if inp.view.shape != want:
+                raise err(f"input {i} (slot {inp.slot}) is viewed as {inp.view.shape}, but the kernel "
+                          f"reads it over {want}")
+        if mm is not None:
+            if self.reduce_axes:
+                raise err("a matmul kernel cannot also reduce")
+            if nd < 2 or self.shape[-2:] != (mm.m, mm.n):
+                raise err(f"matmul output space {self.shape} does not end in (m, n) = ({mm.m}, {mm.n})")
+            if not (0 <= mm.a < len(self.inputs) and 0 <= mm.b < len(self.inputs)):
+                raise err(f"matmul operands {mm.a}, {mm.b} are not inputs")
+            if self.inputs[mm.a].dtype != self.inputs[mm.b].dtype:
+                raise err("matmul operands differ in dtype")
+        per_row = [False] * len(self.nodes)  # the node's value is constant along the reduce axes
+        avail = [0] * len(self.nodes)  # first pass in which the value exists
+        r = set(self.reduce_axes)
+        for i, n in enumerate(self.nodes):
+            for s in n.src:
+                if not 0 <= s < i:
+                    raise err(f"node %{i} ({_opname(n.op)}) reads %{s}, which is not an earlier node")
+            srcs = [self.nodes[s] for s in n.src]
+            self._check_node(i, n, srcs, err)
+            if n.op == LOAD:
+                v = self.inputs[n.arg].view
+                per_row[i] = all(view_axes_stride0(v, a) for a in r)
+            elif n.op == VALID:
+                per_row[i] = False
+            elif n.op in (Ops.CONST,):
+                per_row[i] = True
+            elif n.op == ACC:
+                per_row[i] = True
+            elif n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN):
+                if n.pass_ is None or n.pass_ < 0:
+                    raise err(f"node %{i} ({_opname(n.op)}) needs a pass number")
+                if avail[n.src[0]] > n.pass_:
+                    raise err(f"node %{i} ({_opname(n.op)}) accumulates in pass {n.pass_} but its input %{n.src[0]} "
+                              f"is only available from pass {avail[n.src[0]]} (a row pass reads a value of a "
+                              f"later pass)")
+                per_row[i] = True
+                avail[i] = n.pass_ + 1
+                continue
+            else:
+                per_row[i] = all(per_row[s] for s in n.src)
+            avail[i] = max((avail[s] for s in n.src), default=0)
+        for j, o in enumerate(self.outputs):
+            if not 0 <= o.node < len(self.nodes):
+                raise err(f"output {j} reads node %{o.node}, which does not exist")
+            node = self.nodes[o.node]
+            if node.dtype != o.dtype:
+                raise err(f"output {j} is {o.dtype} but node %{o.node} is {node.dtype}")
+            space = self.reduced_shape if o.reduced else self.shape
+            if _prod(o.shape) != _prod(space):
+                raise err(f"output {j} shape {o.shape} does not hold the {'reduced ' if o.reduced else ''}"
+                          f"space {space}")
+            if o.reduced:
+                if not r:
+                    raise err(f"output {j} is reduced but the kernel has no reduce axes")
+                if not per_row[o.node]:
+                    raise err(f"output {j} is reduced but node %{o.node} varies along the reduce axes "
+                              f"{self.reduce_axes}")
+            elif avail[o.node] > o.pass_:
+                raise err(f"output {j} is written in pass {o.pass_} but node %{o.node} is only available "
+                          f"from pass {avail[o.node]}")
+        slots_out = [o.slot for o in self.outputs]
+        if len(set(slots_out)) != len(slots_out):
+            raise err(f"two outputs write the same slot ({slots_out})")
+        both = sorted(set(slots_out) & {i.slot for i in self.inputs})
+        if both:
+            raise err(f"an output slot is also an input slot ({both})")
+        if mm is not None and mm.library:
+            if len(self.nodes) != 1 or self.nodes[0].op != ACC or len(self.outputs) != 1:
+                raise err("a library (BLAS) step computes exactly one matmul, with no epilogue")
+
+    def _check_node(self, i: int, n: KNode, srcs: list[KNode], err) -> None:
+        op = n.op
+        if op == LOAD:
+            if not isinstance(n.arg, int) or not 0 <= n.arg < len(self.inputs):
+                raise err(f"node %{i} loads input {n.arg!r}, which does not exist")
+            if self.matmul is not None and n.arg in (self.matmul.a, self.matmul.b):
+                raise err(f"node %{i} loads matmul operand {n.arg} elementwise")
+            if self.inputs[n.arg].dtype != n.dtype:
+                raise err(f"node %{i} loads input {n.arg} of dtype {self.inputs[n.arg].dtype} as {n.dtype}")
+        elif op == VALID:
+            if not isinstance(n.arg, ViewChain) or n.arg.shape != self.shape or n.dtype != bool_:
+                raise err(f"node %{i} VALID needs a bool ViewChain over {self.shape}")
+        elif op == ACC:
+            if self.matmul is None:
+                raise err(f"node %{i} ACC in a kernel without matmul")
+            if n.dtype != self.inputs[self.matmul.a].dtype:
+                raise err(f"node %{i} ACC has dtype {n.dtype}, operands {self.inputs[self.matmul.a].dtype}")
+        elif op is Ops.CONST:
+            if srcs:
+                raise err(f"node %{i} CONST has sources")
+        elif op is Ops.REDUCE:
+            if not self.reduce_axes:
+                raise err(f"node %{i} REDUCE in a kernel without reduce axes")
+            if n.arg not in REDUCE_OPS or len(srcs) != 1 or srcs[0].dtype != n.dtype:
+                raise err(f"node %{i} REDUCE({n.arg!r}) needs one source of dtype {n.dtype}")
+        elif op in (Ops.ARGMAX, Ops.ARGMIN):
+            if not self.reduce_axes or n.dtype != int64 or len(srcs) != 1:
+                raise err(f"node %{i} {op.name} needs reduce axes, one source and dtype int64")
+        elif op in UNARY:
+            if len(srcs) != 1:
+                raise err(f"node %{i} {op.name} takes one source, got {len(srcs)}")
+            if op is not Ops.CAST and op not in (Ops.ISNAN, Ops.ISINF) and srcs[0].dtype != n.dtype:
+                raise err(f"node %{i} {op.name}: source dtype {srcs[0].dtype} != {n.dtype}")
+        elif op in BINARY:
+            if len(srcs) != 2 or srcs[0].dtype != srcs[1].dtype:
+                raise err(f"node %{i} {op.name} needs two sources of one dtype, got "
+                          f"{[s.dtype for s in srcs]}")
+            want = bool_ if op in COMPARE else srcs[0].dtype
+            if n.dtype != want:
+                raise err(f"node %{i} {op.name} has dtype {n.dtype}, expected {want}")
+        elif op is Ops.WHERE:
+            if len(srcs) != 3 or srcs[0].dtype != bool_ or srcs[1].dtype != srcs[2].dtype != n.dtype:
+                raise err(f"node %{i} WHERE needs (bool, x, x) sources of dtype {n.dtype}")
+        else:
+            raise err(f"node %{i} has op {op!r}, which kernels do not support")
+
+    # ---- text
+    def __str__(self) -> str:
+        head = f"kernel {self.name} [{self.kind}] space {_shape(self.shape)}"
+        if self.reduce_axes:
+            head += f" reduce {self.reduce_axes} passes {self.passes}"
+        if self.matmul:
+            mm = self.matmul
+            head += f" matmul(in{mm.a} @ in{mm.b}, m={mm.m} n={mm.n} k={mm.k}{', library' if mm.library else ''})"
+        lines = [head]
+        for i, inp in enumerate(self.inputs):
+            lines.append(f"  in{i}: slot {inp.slot} {inp.dtype} {_view_str(inp.view)}")
+        for i, n in enumerate(self.nodes):
+            if n.op == LOAD:
+                rhs = f"LOAD in{n.arg}"
+            elif n.op == VALID:
+                rhs = f"VALID {_view_str(n.arg)}"
+            elif n.op is Ops.CONST:
+                rhs = f"CONST {n.arg!r}"
+            else:
+                name = _opname(n.op) + (f".{n.arg}" if n.op is Ops.REDUCE else "")
+                rhs = f"{name} " + " ".join(f"%{s}" for s in n.src)
+            tail = f"  @pass{n.pass_}" if n.pass_ is not None else ""
+            lines.append(f"  %{i}: {n.dtype} = {rhs.rstrip()}{tail}")
+        for j, o in enumerate(self.outputs):
+            where = "per row" if o.reduced else f"@pass{o.pass_}"
+            lines.append(f"  out{j}: slot {o.slot} {o.dtype} {_shape(o.shape)} <- %{o.node} {where}")
+        return "\n".join(lines)
+
+
+def view_axes_stride0(v: ViewChain, axis: int) -> bool:
+    """Whether the chain reads the same element for every index along `axis`."""
+    if len(v.views) == 1:
+        view = v.views[0]
+        return view.strides[axis] == 0 and (view.mask is None or view.mask[axis] == (0, v.shape[axis]))
+    return v.shape[axis] == 1
+
+
+def _opname(op) -> str:
+    return op.name if isinstance(op, Ops) else str(op)
+
+
+def _shape(s: tuple[int, ...]) -> str:
+    return "(" + ", ".join(map(str, s)) + ("," if len(s) == 1 else "") + ")"
+
+
+def _view_str(v: ViewChain) -> str:
+    parts = []
+    for view in v.views:
+        s = f"{_shape(view.shape)} strides {view.strides}"
+        if view.offset:
+            s += f" offset {view.offset}"
+        if view.mask is not None:
+            s += f" mask {view.mask}"
+        parts.append(s)
+    return " | ".join(parts)
+
+
+@dataclass(frozen=True)
+class SlotInfo:
+    shape: tuple[int, ...]
+    dtype: DType
+    role: str  # "input", "output" or "temp"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Kernels in execution order over numbered slots.
+
+    Slots `0..n_inputs-1` are the graph's inputs in binding order; `outputs[i]` is the
+    slot (and the user-visible shape) of the i-th output of the GraphKey.
+    """
+
+    kernels: tuple[Kernel, ...]
+    slots: dict[int, SlotInfo]
+    n_inputs: int
+    outputs: tuple[tuple[int, tuple[int, ...]], ...]
+    planner: str = "greedy"
+
+    def check(self) -> None:
+        """Each kernel is legal, and reads only slots written earlier (or inputs)."""
+        written = set(range(self.n_inputs))
+        for k in self.kernels:
+            k.check()
+            for inp in k.inputs:
+                if inp.slot not in written:
+                    raise KernelError(f"plan: kernel {k.name} reads slot {inp.slot} before any kernel writes it")
+            for o in k.outputs:
+                info = self.slots.get(o.slot)
+                if info is None or _prod(info.shape) != _prod(o.shape) or info.dtype != o.dtype:
+                    raise KernelError(f"plan: kernel {k.name} writes slot {o.slot} as {o.dtype}{o.shape}, "
+                                      f"which does not match the slot {info}")
+                if o.slot < self.n_inputs:
+                    raise KernelError(f"plan: kernel {k.name} overwrites input slot {o.slot}")
+                written.add(o.slot)
+        for slot, _ in self.outputs:
+            if slot not in written:
+                raise KernelError(f"plan: output slot {slot} is never written")
+
+    def __str__(self) -> str:
+        outs = ", ".join(f"slot {s}" for s, _ in self.outputs)
+        return f"plan ({self.planner}): {len(self.kernels)} kernel(s), outputs {outs}\n" + \
+            "\n".join(str(k) for k in self.kernels)
+
+
+# ----------------------------------------------------------------------------- JSON form (no pickle)
+
+
+def _chain_to_json(c: ViewChain) -> dict:
+    pv = c.pad_value
+    return {"views": [[list(v.shape), list(v.strides), v.offset, None if v.mask is None else [list(m) for m in v.mask]]
+                      for v in c.views],
+            "pad": pv.hex() if isinstance(pv, float) else pv}
+
+
+def _chain_from_json(obj: dict) -> ViewChain:
+    from svod.view import View
+
+    views = tuple(View(tuple(s), tuple(st), off, None if m is None else tuple(tuple(x) for x in m))
+                  for s, st, off, m in obj["views"])
+    pad = obj["pad"]
+    return ViewChain(views, float.fromhex(pad) if isinstance(pad, str) else pad)
+
+
+def _scalar_to_json(x):
+    return {"f": x.hex()} if isinstance(x, float) else x
+
+
+def _scalar_from_json(x):
+    return float.fromhex(x["f"]) if isinstance(x, dict) else x
+
+
+def kernel_to_json(k: Kernel) -> dict:
+    nodes = []
+    for n in k.nodes:
+        op = n.op.value if isinstance(n.op, Ops) else n.op
+        arg = _chain_to_json(n.arg) if isinstance(n.arg, ViewChain) else _scalar_to_json(n.arg)
+        nodes.append([op, n.dtype.name, list(n.src), arg, n.pass_])
+    mm = k.matmul
+    return {"name": k.name, "shape": list(k.shape), "reduce_axes": list(k.reduce_axes),
+            "inputs": [[i.slot, i.dtype.name, _chain_to_json(i.view)] for i in k.inputs], "nodes": nodes,
+            "outputs": [[o.slot, o.node, o.dtype.name, list(o.shape), o.reduced, o.pass_] for o in k.outputs],
+            "matmul": None if mm is None else [mm.a, mm.b, mm.m, mm.n, mm.k, mm.library]}
+
+
+def kernel_from_json(obj: dict) -> Kernel:
+    from svod.dtype import dtype as to_dtype
+
+    nodes = []
+    for op, dt, src, arg, p in obj["nodes"]:
+        op = op if op in (LOAD, VALID, ACC) else Ops(op)
+        arg = _chain_from_json(arg) if op == VALID else _scalar_from_json(arg)
+        nodes.append(KNode(op, to_dtype(dt), tuple(src), arg, p))
+    mm = obj["matmul"]
+    return Kernel(obj["name"], tuple(obj["shape"]),
+                  tuple(KInput(s, to_dtype(d), _chain_from_json(v)) for s, d, v in obj["inputs"]), tuple(nodes),
+                  tuple(KOutput(s, n, to_dtype(d), tuple(sh), r, p) for s, n, d, sh, r, p in obj["outputs"]),
+                  tuple(obj["reduce_axes"]), None if mm is None else MatmulSpec(*mm))
+
+
+def plan_to_json(p: Plan) -> dict:
+    return {"kernels": [kernel_to_json(k) for k in p.kernels],
+            "slots": [[s, list(i.shape), i.dtype.name, i.role] for s, i in sorted(p.slots.items())],
+            "n_inputs": p.n_inputs, "outputs": [[s, list(sh)] for s, sh in p.outputs], "planner": p.planner}
+
+
+def plan_from_json(obj: dict) -> Plan:
+    from svod.dtype import dtype as to_dtype
+
+    return Plan(tuple(kernel_from_json(k) for k in obj["kernels"]),
+                {s: SlotInfo(tuple(sh), to_dtype(d), r) for s, sh, d, r in obj["slots"]},
+                obj["n_inputs"], tuple((s, tuple(sh)) for s, sh in obj["outputs"]), obj["planner"])

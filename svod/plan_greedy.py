@@ -1,0 +1,407 @@
+"""The greedy planner: GraphKey -> Plan (Kernels over slots) with the obvious fusions.
+
+Fusions it makes: elementwise chains (movement ops become index arithmetic in the
+loads), a reduction with its prologue, an elementwise epilogue after a reduction,
+reduce-then-broadcast row fusion (softmax, layernorm: one row-wise multi-pass kernel),
+and sibling kernels over the same iteration space merged into one multi-output kernel.
+Matmuls run as the library (BLAS) step. Cheap shared producers are recomputed in each
+consumer; a reduction that two kernels would recompute is materialised once.
+
+The search (search/) produces Plans through the same `lower()`; this planner is its
+fallback for graphs too big to search, and the engine's planner until the search lands.
+
+>>> import svod
+>>> from svod.key import compact
+>>> x = svod.asarray([[1.0, 2.0], [3.0, 4.0]])
+>>> key, _ = compact([svod.nn.softmax(x).uop])
+>>> len(plan_greedy(key).kernels)
+1
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+
+from svod.dtype import bool_
+from svod.ir import ELEMENTWISE, MOVEMENT, Ops
+from svod.kernel import ACC, LOAD, VALID, Kernel, KInput, KNode, KOutput, MatmulSpec, Plan, SlotInfo
+from svod.key import GraphKey, KeyNode
+from svod.view import View, ViewChain, apply_movement
+
+MAX_BODY = 384  # body nodes per kernel before a producer is materialised (compile time stays bounded)
+MAX_DEPTH = 200  # lowering depth (Python recursion) before a producer is materialised
+
+Stack = tuple[tuple[str, object], ...]  # movement ops from the kernel's root down
+
+
+class _Materialize(Exception):
+    def __init__(self, node: int):
+        self.node = node
+
+
+def _chain(base_shape: tuple[int, ...], stack: Stack) -> ViewChain:
+    chain = ViewChain.of(base_shape)
+    for op, arg in reversed(stack):
+        chain = apply_movement(chain, op, arg)
+        assert chain is not None, (op, arg)
+    return chain
+
+
+def _peel_reshapes(key: GraphKey, i: int, materialized: set[int]) -> int:
+    """A RESHAPE never changes row-major order: a kernel may compute the inner value."""
+    while key.nodes[i].op is Ops.RESHAPE and key.nodes[i].src[0] not in materialized:
+        i = key.nodes[i].src[0]
+    return i
+
+
+class _KernelBuilder:
+    """Lowers the expression below one materialised root into one Kernel body."""
+
+    def __init__(self, key: GraphKey, materialized: set[int], slot_of: dict[int, int],
+                 space: tuple[int, ...], reduce_axes: tuple[int, ...] | None):
+        self.key = key
+        self.materialized = materialized
+        self.slot_of = slot_of
+        self.space = space
+        self.reduce_axes = reduce_axes
+        self.nodes: list[KNode] = []
+        self.inputs: list[KInput] = []
+        self._node_ids: dict[tuple, int] = {}
+        self._input_ids: dict[tuple, int] = {}
+        self._memo: dict[tuple[int, Stack], int] = {}
+        self.inlined_reduces: set[int] = set()
+        self.root = -1  # the node this kernel computes (materialised, but not loaded)
+
+    # body construction with local CSE
+    def emit(self, op, dtype, src=(), arg=None) -> int:
+        k = KNode(op, dtype, tuple(src), arg).key()
+        if k in self._node_ids:
+            return self._node_ids[k]
+        self.nodes.append(KNode(op, dtype, tuple(src), arg))
+        self._node_ids[k] = len(self.nodes) - 1
+        return len(self.nodes) - 1
+
+    def add_input(self, slot: int, dtype, view: ViewChain) -> int:
+        k = (slot, view.key())
+        if k not in self._input_ids:
+            self.inputs.append(KInput(slot, dtype, view))
+            self._input_ids[k] = len(self.inputs) - 1
+        return self._input_ids[k]
+
+    def load(self, i: int, stack: Stack) -> int:
+        n = self.key.nodes[i]
+        inp = self.add_input(self.slot_of[i], n.dtype, _chain(n.shape, stack))
+        return self.emit(LOAD, n.dtype, (), inp)
+
+    def lower(self, i: int, stack: Stack, depth: int = 0) -> int:
+        memo_key = (i, stack)
+        if memo_key in self._memo:
+            return self._memo[memo_key]
+        out = self._lower(i, stack, depth)
+        self._memo[memo_key] = out
+        return out
+
+    def _lower(self, i: int, stack: Stack, depth: int) -> int:
+        n: KeyNode = self.key.nodes[i]
+        if (i in self.materialized and i != self.root) or n.op is Ops.BUFFER:
+            return self.load(i, stack)
+        if depth > MAX_DEPTH or (len(self.nodes) > MAX_BODY and n.op not in MOVEMENT):
+            raise _Materialize(i)
+        if n.op is Ops.CONST:
+            return self.emit(Ops.CONST, n.dtype, (), n.arg)
+        if n.op in MOVEMENT and n.op is not Ops.PAD:
+            return self.lower(n.src[0], stack + ((n.op.value, n.arg),), depth + 1)
+        if n.op is Ops.PAD:
+            pads, value = n.arg
+            inner_stack = stack + (("PAD", (pads, 0)),)
+            inner = self.lower(n.src[0], inner_stack, depth + 1)
+            zero = value == 0 and not (isinstance(value, float) and str(value) == "-0.0")
+            if zero and self.nodes[inner].op == LOAD:
+                return inner  # a masked load already reads 0 outside
+            valid = self.emit(VALID, bool_, (), _chain(self.key.nodes[n.src[0]].shape, inner_stack))
+            c = self.emit(Ops.CONST, n.dtype, (), value)
+            return self.emit(Ops.WHERE, n.dtype, (valid, inner, c))
+        if n.op is Ops.CAT:
+            axis = n.arg
+            total = n.shape[axis]
+            parts = []
+            off = 0
+            for s in n.src:
+                length = self.key.nodes[s].shape[axis]
+                pads = tuple((off, total - off - length) if a == axis else (0, 0) for a in range(len(n.shape)))
+                inner_stack = stack + (("PAD", (pads, 0)),)
+                parts.append((self.lower(s, inner_stack, depth + 1),
+                              _chain(self.key.nodes[s].shape, inner_stack)))
+                off += length
+            acc = parts[-1][0]
+            for val, chain in reversed(parts[:-1]):
+                valid = self.emit(VALID, bool_, (), chain)
+                acc = self.emit(Ops.WHERE, n.dtype, (valid, val, acc))
+            return acc
+        if n.op in ELEMENTWISE:
+            srcs = [self.lower(s, stack, depth + 1) for s in n.src]
+            return self.emit(n.op, n.dtype, srcs, n.arg if n.op is not Ops.CAST else None)
+        if n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN):
+            axes = n.arg[1] if n.op is Ops.REDUCE else (n.arg,)
+            in_shape = self.key.nodes[n.src[0]].shape
+            if not self._hostable(n, axes, in_shape, stack):
+                raise _Materialize(i)
+            self.reduce_axes = tuple(axes)
+            self.inlined_reduces.add(i)
+            src = self.lower(n.src[0], (), depth + 1)
+            return self.emit(n.op, n.dtype, (src,), n.arg[0] if n.op is Ops.REDUCE else None)
+        # MATMUL, CONTIGUOUS inside an expression: always their own kernel
+        raise _Materialize(i)
+
+    def _hostable(self, n: KeyNode, axes, in_shape, stack: Stack) -> bool:
+        if in_shape != self.space or (self.reduce_axes is not None and tuple(self.reduce_axes) != tuple(axes)):
+            return False
+        try:
+            chain = _chain(n.shape, stack)
+        except AssertionError:
+            return False
+        return len(chain.views) == 1 and chain.views[0] == View.contiguous(n.shape).expand(self.space)
+
+
+def _find_reduced_space(key: GraphKey, root: int, materialized: set[int]):
+    """If the root's value is an epilogue over a reduction (its elements in the reduction's
+    output order), return (input space, axes) so the kernel hosts the reduction."""
+    stack_nodes = [(root, ())]
+    seen = set()
+    steps = 0
+    while stack_nodes and steps < 4 * MAX_BODY:
+        i, stack = stack_nodes.pop()
+        steps += 1
+        if (i, stack) in seen or (i in materialized and i != root):
+            continue
+        seen.add((i, stack))
+        n = key.nodes[i]
+        if n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN):
+            axes = n.arg[1] if n.op is Ops.REDUCE else (n.arg,)
+            chain = _chain(n.shape, stack)
+            if len(chain.views) == 1 and chain.views[0].is_contiguous and chain.views[0].mask is None:
+                return key.nodes[n.src[0]].shape, tuple(axes)
+            continue
+        if n.op in (Ops.RESHAPE,):
+            stack_nodes.append((n.src[0], stack + (("RESHAPE", n.arg),)))
+        elif n.op in ELEMENTWISE:
+            stack_nodes.extend((s, stack) for s in n.src)
+    return None
+
+
+def _assign_passes(nodes: list[KNode], outputs: list[KOutput]) -> tuple[list[KNode], list[KOutput]]:
+    avail = [0] * len(nodes)
+    out_nodes = []
+    for i, n in enumerate(nodes):
+        a = max((avail[s] for s in n.src), default=0)
+        if n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN):
+            n = KNode(n.op, n.dtype, n.src, n.arg, a)
+            avail[i] = a + 1
+        else:
+            avail[i] = a
+        out_nodes.append(n)
+    outs = [KOutput(o.slot, o.node, o.dtype, o.shape, o.reduced, 0 if o.reduced else avail[o.node])
+            for o in outputs]
+    return out_nodes, outs
+
+
+def _build_kernel(key: GraphKey, root: int, materialized: set[int], slot_of: dict[int, int], name: str):
+    """One kernel computing materialised node `root`; returns (kernel, inlined reductions)."""
+    rn = key.nodes[root]
+    inner = _peel_reshapes(key, root, materialized)
+    n = key.nodes[inner]
+    if n.op is Ops.MATMUL:
+        b = _KernelBuilder(key, materialized, slot_of, rn.shape, None)
+        a_shape, b_shape = key.nodes[n.src[0]].shape, key.nodes[n.src[1]].shape
+        ia = _operand_input(b, key, n.src[0], materialized)
+        ib = _operand_input(b, key, n.src[1], materialized)
+        acc = b.emit(ACC, n.dtype)
+        spec = MatmulSpec(ia, ib, a_shape[-2], b_shape[-1], a_shape[-1], library=True)
+        k = Kernel(name, n.shape, tuple(b.inputs), tuple(b.nodes),
+                   (KOutput(slot_of[root], acc, n.dtype, rn.shape),), (), spec)
+        return k, set()
+    if n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN):
+        space = key.nodes[n.src[0]].shape
+        axes = tuple(n.arg[1] if n.op is Ops.REDUCE else (n.arg,))
+        reduced = True
+    else:
+        found = _find_reduced_space(key, inner, materialized)
+        if found is not None:
+            space, axes = found
+            reduced = True
+        else:
+            space, axes, reduced = n.shape, None, False
+    b = _KernelBuilder(key, materialized, slot_of, space, axes if reduced else None)
+    b.root = inner
+    if reduced:
+        red_shape = tuple(1 if a in axes else s for a, s in enumerate(space))
+        stack: Stack = (("EXPAND", space),) + ((("RESHAPE", red_shape),) if n.shape != red_shape else ())
+        body_root = b.lower(inner, stack)
+    else:
+        body_root = b.lower(inner, ())
+    r_axes = tuple(b.reduce_axes or ())
+    if reduced and not r_axes:  # the reduction was materialised elsewhere: plain elementwise
+        raise AssertionError("reduced kernel without a reduction")
+    outs = [KOutput(slot_of[root], body_root, rn.dtype, rn.shape, reduced=bool(reduced))]
+    nodes, outs = _assign_passes(b.nodes, outs)
+    return Kernel(name, space, tuple(b.inputs), tuple(nodes), tuple(outs), r_axes), b.inlined_reduces
+
+
+def _operand_input(b: _KernelBuilder, key: GraphKey, i: int, materialized: set[int]) -> int:
+    """A matmul operand must be a view of a materialised value."""
+    stack: Stack = ()
+    j = i
+    while j not in materialized and key.nodes[j].op is not Ops.BUFFER:
+        n = key.nodes[j]
+        if n.op in MOVEMENT and n.op is not Ops.PAD:
+            stack = stack + ((n.op.value, n.arg),)
+            j = n.src[0]
+        else:
+            raise _Materialize(j)
+    return b.add_input(b.slot_of[j], key.nodes[j].dtype, _chain(key.nodes[j].shape, stack))
+
+
+def initial_materialized(key: GraphKey) -> set[int]:
+    """Nodes that are kernel boundaries before any choice: inputs, outputs, matmuls,
+    explicit `contiguous()`."""
+    m = set(key.inputs) | set(key.outputs)
+    for i, n in enumerate(key.nodes):
+        if n.op in (Ops.MATMUL, Ops.CONTIGUOUS):
+            m.add(i)
+    return m
+
+
+def lower(key: GraphKey, materialized: Iterable[int], *, merge_siblings: bool = True,
+          planner: str = "greedy") -> Plan:
+    """Build the Plan whose kernels compute exactly the `materialized` nodes (plus any
+    producer that legality forces to materialise: a reduction that cannot be hosted, a
+    matmul operand that is not a view, a body over the size cap)."""
+    m = set(materialized) | initial_materialized(key)
+    while True:
+        built, inlined_by, slot_of = _lower_all(key, m)
+        groups = _merge_siblings(built) if merge_siblings else [([r], k) for r, k in built]
+        group_of = {r: gi for gi, (roots, _) in enumerate(groups) for r in roots}
+        # a reduction recomputed by two kernels (after sibling merging) is materialised once
+        shared = {r for r, roots in inlined_by.items() if len({group_of[x] for x in roots}) > 1}
+        if not shared:
+            break
+        m |= shared
+    kernels = [k for _, k in groups]
+    slots = {}
+    for i, n in enumerate(key.nodes):
+        if i in slot_of:
+            role = "input" if n.op is Ops.BUFFER else "output" if i in key.outputs else "temp"
+            slots[slot_of[i]] = SlotInfo(n.shape, n.dtype, role)
+    plan = Plan(tuple(kernels), slots, len(key.inputs), tuple((slot_of[o], key.nodes[o].shape) for o in key.outputs),
+                planner)
+    return plan
+
+
+def _slots(key: GraphKey, m: set[int]) -> dict[int, int]:
+    slot_of = {}
+    for i in key.inputs:
+        slot_of[i] = key.nodes[i].arg[0]
+    nxt = len(key.inputs)
+    for i in sorted(m):
+        if i not in slot_of:
+            slot_of[i] = nxt
+            nxt += 1
+    return slot_of
+
+
+def _lower_all(key: GraphKey, m: set[int]):
+    """Build one kernel per materialised node, consumers first, so that producers the
+    lowering forces to materialise are built after (a heap on node index)."""
+    import sys
+
+    slot_of = _slots(key, m)
+    todo = [-i for i in m if key.nodes[i].op is not Ops.BUFFER]
+    heapq.heapify(todo)
+    built: dict[int, Kernel] = {}
+    inlined_by: dict[int, set[int]] = {}
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 4 * MAX_DEPTH + 200))
+    try:
+        while todo:
+            root = -heapq.heappop(todo)
+            if root in built:
+                continue
+            try:
+                k, inl = _build_kernel(key, root, m, slot_of, f"k{root}")
+            except _Materialize as e:
+                if e.node in m or e.node == root:
+                    raise AssertionError(f"cannot lower node {e.node} ({key.nodes[e.node].op})") from None
+                m.add(e.node)
+                slot_of[e.node] = max(slot_of.values(), default=-1) + 1
+                heapq.heappush(todo, -root)
+                heapq.heappush(todo, -e.node)
+                continue
+            built[root] = k
+            for r in inl:
+                inlined_by.setdefault(r, set()).add(root)
+    finally:
+        sys.setrecursionlimit(limit)
+    return [(i, built[i]) for i in sorted(built)], inlined_by, slot_of
+
+
+def _merge_siblings(built: list[tuple[int, Kernel]]) -> list[tuple[list[int], Kernel]]:
+    """Merge kernels over the same space and reduce axes that do not depend on each
+    other into multi-output kernels (one pass over shared inputs). Returns
+    (roots, kernel) groups in execution order."""
+    out: list[tuple[list[int], Kernel]] = []
+    for root, k in built:
+        merged = False
+        if k.matmul is None:
+            reads = {i.slot for i in k.inputs}
+            for gi in range(len(out) - 1, -1, -1):
+                roots, g = out[gi]
+                g_writes = {o.slot for o in g.outputs}
+                if reads & g_writes:
+                    break  # k depends on g: it cannot join g or anything before it
+                if g.matmul is None and g.shape == k.shape and g.reduce_axes == k.reduce_axes and \
+                        ({i.slot for i in g.inputs} & reads):
+                    # nothing after g may read g's outputs (k would move g later)
+                    later_reads = {i.slot for _, h in out[gi + 1:] for i in h.inputs}
+                    if not later_reads & g_writes:
+                        out.pop(gi)
+                        out.append((roots + [root], _concat_kernels(g, k)))
+                        merged = True
+                    break
+        if not merged:
+            out.append(([root], k))
+    return out
+
+
+def _concat_kernels(a: Kernel, b: Kernel) -> Kernel:
+    inputs: list[KInput] = list(a.inputs)
+    in_ids = {(i.slot, i.view.key()): j for j, i in enumerate(inputs)}
+    nodes: list[KNode] = list(a.nodes)
+    node_ids = {n.key(): j for j, n in enumerate(nodes)}
+    remap: dict[int, int] = {}
+    for j, n in enumerate(b.nodes):
+        arg = n.arg
+        if n.op == LOAD:
+            inp = b.inputs[arg]
+            k = (inp.slot, inp.view.key())
+            if k not in in_ids:
+                inputs.append(inp)
+                in_ids[k] = len(inputs) - 1
+            arg = in_ids[k]
+        nn = KNode(n.op, n.dtype, tuple(remap[s] for s in n.src), arg, n.pass_)
+        if nn.key() in node_ids:
+            remap[j] = node_ids[nn.key()]
+        else:
+            nodes.append(nn)
+            node_ids[nn.key()] = remap[j] = len(nodes) - 1
+    outs = list(a.outputs) + [KOutput(o.slot, remap[o.node], o.dtype, o.shape, o.reduced, o.pass_)
+                              for o in b.outputs]
+    base = [KNode(n.op, n.dtype, n.src, n.arg) for n in nodes]
+    nodes2, outs2 = _assign_passes(base, [KOutput(o.slot, o.node, o.dtype, o.shape, o.reduced) for o in outs])
+    return Kernel(f"{a.name}+{b.name}", a.shape, tuple(inputs), tuple(nodes2), tuple(outs2), a.reduce_axes)
+
+
+def plan_greedy(key: GraphKey) -> Plan:
+    """The greedy plan for `key` (obvious fusions, no search)."""
+    plan = lower(key, initial_materialized(key))
+    return plan
