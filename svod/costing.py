@@ -1,0 +1,156 @@
+"""The cost-model contract shared by the search and `costmodels/`, and a placeholder
+roofline model so planning works before calibration exists.
+
+`CostModel.price(kernel, machine) -> Price(seconds, threads)`; the thread count is part
+of the price (not of the kernel's content key) and travels on the Launch step.
+
+>>> from svod.kernel_examples import softmax_kernel
+>>> p = RooflineModel().price(softmax_kernel(4096, 4096), Machine.host())
+>>> p.seconds > 0, p.threads in (1, 2)
+(True, True)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from svod.ir import Ops
+from svod.kernel import ACC, LOAD, VALID, Kernel
+
+
+@dataclass(frozen=True)
+class Price:
+    seconds: float
+    threads: int = 1
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What a cost model knows of the machine. Defaults are this project's reference
+    machine (FACTS.md): a 2-core AVX-512 x86-64 with ~40 GB/s DRAM bandwidth."""
+
+    name: str = "reference"
+    cores: int = 2
+    dram_bandwidth: float = 39e9  # bytes/s, STREAM triad, one core saturates DRAM
+    cache_bandwidth: float = 85e9  # bytes/s for working sets that fit the last-level cache
+    llc_bytes: int = 32 << 20
+    l2_bytes: int = 2 << 20
+    flops_per_core: float = 32e9  # simple float ops/s per core (16-lane FMA units, not peak)
+    launch_seconds: float = 2e-6  # one kernel call from a compiled graph
+    thread_dispatch_seconds: float = 5e-6  # waking the worker pool
+    vector_bits: int = 512
+
+    @staticmethod
+    def host() -> Machine:
+        return Machine(name="host", cores=os.cpu_count() or 1)
+
+
+# Relative cost of one element of each op, in simple float ops (vectorised; measured
+# orders of magnitude: a vector exp is ~10 adds, erf ~15, a division ~4).
+OP_WEIGHT: dict = {
+    Ops.EXP: 10, Ops.LOG: 12, Ops.SIN: 14, Ops.COS: 14, Ops.TANH: 14, Ops.ERF: 16, Ops.POW: 26,
+    Ops.SQRT: 4, Ops.DIV: 4, Ops.IDIV: 8, Ops.MOD: 8,
+}
+
+
+@runtime_checkable
+class CostModel(Protocol):
+    """Prices a kernel on a machine. Implementations: RooflineModel (here),
+    costmodels.CalibratedModel, costmodels.MeasuredModel."""
+
+    name: str
+
+    def price(self, kernel: Kernel, machine: Machine) -> Price: ...
+
+    def price_batch(self, kernels: Sequence[Kernel], machine: Machine) -> list[Price]: ...
+
+
+def input_bytes(kernel: Kernel) -> int:
+    """Bytes a kernel reads from memory once (broadcast and padded reads counted once)."""
+    total = 0
+    for inp in kernel.inputs:
+        v = inp.view.views[0]
+        elems = 1
+        for (_size, stride, lo, hi) in v.axes():
+            if stride != 0:
+                elems *= hi - lo
+        if len(inp.view.views) > 1:
+            elems = min(elems, inp.view.size)
+        total += elems * inp.dtype.itemsize
+    return total
+
+
+def output_bytes(kernel: Kernel) -> int:
+    total = 0
+    for o in kernel.outputs:
+        n = 1
+        for s in o.shape:
+            n *= s
+        total += n * o.dtype.itemsize
+    return total
+
+
+def flop_count(kernel: Kernel) -> float:
+    """Weighted element operations over the iteration space (per-row values per row)."""
+    size = kernel.size
+    if kernel.matmul is not None:
+        mm = kernel.matmul
+        batch = size // max(mm.m * mm.n, 1)
+        return 2.0 * batch * mm.m * mm.n * mm.k + size * (len(kernel.nodes) - 1)
+    total = 0.0
+    for n in kernel.nodes:
+        if n.op in (LOAD, VALID, ACC, Ops.CONST):
+            continue
+        w = OP_WEIGHT.get(n.op, 1)
+        if n.dtype.itemsize == 8:
+            w *= 2  # half the lanes
+        total += w * size
+    return total
+
+
+class RooflineModel:
+    """Placeholder: max(bytes / bandwidth, work / throughput) + launch overhead.
+
+    Row-wise kernels re-read each row once per pass, from cache when a row fits in L2.
+    Two threads when the kernel is large enough that the split pays for its dispatch.
+    """
+
+    name = "roofline"
+
+    def price(self, kernel: Kernel, machine: Machine) -> Price:
+        nbytes = input_bytes(kernel) + output_bytes(kernel)
+        working = nbytes
+        bw = machine.cache_bandwidth if working <= machine.llc_bytes else machine.dram_bandwidth
+        mem = nbytes / bw
+        if kernel.passes > 1:
+            row = 1
+            for a in kernel.reduce_axes:
+                row *= kernel.shape[a]
+            row_bytes = row * sum(i.dtype.itemsize for i in kernel.inputs)
+            reread = input_bytes(kernel) * (kernel.passes - 1)
+            mem += reread / (machine.cache_bandwidth if row_bytes <= machine.l2_bytes else machine.dram_bandwidth)
+        work = flop_count(kernel)
+        if kernel.matmul is not None and kernel.matmul.library:
+            work *= 0.6  # BLAS runs closer to peak than generated code
+        one = max(mem, work / machine.flops_per_core)
+        threads = 1
+        best = one
+        if machine.cores > 1:
+            # memory bandwidth does not scale with cores here (one core saturates DRAM)
+            split = max(mem, work / (machine.flops_per_core * machine.cores)) + machine.thread_dispatch_seconds
+            if split < one:
+                threads, best = machine.cores, split
+        return Price(best + machine.launch_seconds, threads)
+
+    def price_batch(self, kernels: Sequence[Kernel], machine: Machine) -> list[Price]:
+        return [self.price(k, machine) for k in kernels]
+
+
+def plan_seconds(kernels: Sequence[Kernel], model: CostModel | None = None, machine: Machine | None = None) -> float:
+    """Total price of a plan's kernels (each kernel in a plan runs once)."""
+    model = model or RooflineModel()
+    machine = machine or Machine.host()
+    return sum(p.seconds for p in model.price_batch(list(kernels), machine))
