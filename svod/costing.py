@@ -30,12 +30,13 @@ class Price:
 @dataclass(frozen=True)
 class Machine:
     """What a cost model knows of the machine. Defaults are this project's reference
-    machine (FACTS.md): a 2-core AVX-512 x86-64 with ~40 GB/s DRAM bandwidth."""
+    machine: a 2-core AVX-512 x86-64 VM with ~16 GB/s DRAM bandwidth (re-measured;
+    FACTS.md says 39 GB/s for the bare-metal Zen 5). `svod calibrate` replaces these."""
 
     name: str = "reference"
     cores: int = 2
-    dram_bandwidth: float = 39e9  # bytes/s, STREAM triad, one core saturates DRAM
-    cache_bandwidth: float = 85e9  # bytes/s for working sets that fit the last-level cache
+    dram_bandwidth: float = 16e9  # bytes/s: np.copyto 14 GB/s, fused kernels 16.6 GB/s on the CI VM
+    cache_bandwidth: float = 60e9  # bytes/s for working sets that fit the last-level cache
     llc_bytes: int = 32 << 20
     l2_bytes: int = 2 << 20
     flops_per_core: float = 32e9  # simple float ops/s per core (16-lane FMA units, not peak)

@@ -74,15 +74,67 @@ class InterpretedGraph(Executable):
         return eval_key(self.key, arrays)
 
 
+class InterpretedKernel:
+    """A kernel run by the numpy kernel interpreter (the codegen's fallback)."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def run(self, buffers: dict, threads: int = 1) -> None:
+        from svod.interp import run_kernel
+
+        bump("interpreter_fallbacks")
+        run_kernel(self.kernel, buffers)
+
+
+def _programs(plan) -> list:
+    """One program per kernel: compiled when the codegen is available, else interpreted."""
+    compile_kernel = _codegen()
+    out = []
+    for k in plan.kernels:
+        out.append(compile_kernel(k) if compile_kernel is not None else InterpretedKernel(k))
+    return out
+
+
+def _codegen():
+    """The codegen's compile_kernel, or None (SVOD_CODEGEN=0, or llvmlite unusable)."""
+    if os.environ.get("SVOD_CODEGEN", "1") in ("0", "false", "False"):
+        return None
+    try:
+        from svod.codegen.program import compile_kernel
+    except ImportError:
+        return None
+    return compile_kernel
+
+
 class KernelPlan(Executable):
-    """A Plan of Kernels over slots; kernels run through the kernel interpreter until
-    the codegen compiles them."""
+    """A Plan of Kernels, built into a CompiledGraph (Allocate/Copy/Launch/Free over slots
+    with a memory plan) and run with one program per kernel."""
 
     def __init__(self, key: GraphKey, plan, provisional: bool = False):
         self.key = key
         self.plan = plan
         self.provisional = provisional
         self._validated = not _flag("SVOD_VALIDATE")
+        self._graph = None
+        self._programs = None
+        self._lock = threading.Lock()
+
+    @property
+    def graph(self):
+        if self._graph is None:
+            from svod.graph import build_graph
+
+            self._graph = build_graph(self.plan)
+        return self._graph
+
+    def programs(self) -> list:
+        with self._lock:
+            if self._programs is None:
+                t0 = time.perf_counter()
+                self._programs = _programs(self.plan)
+                bump("compile_seconds", time.perf_counter() - t0)
+            return self._programs
 
     def describe(self) -> str:
         return str(self.plan)
@@ -93,12 +145,11 @@ class KernelPlan(Executable):
         return {"kind": "plan", "plan": plan_to_json(self.plan)}
 
     def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-        from svod.interp import run_plan
+        from svod.graph import run_graph
 
         bump("kernels_launched", len(self.plan.kernels))
-        bump("interpreter_fallbacks", len(self.plan.kernels))
         bump("nodes_evaluated", sum(len(k.nodes) for k in self.plan.kernels))
-        outs = run_plan(self.plan, arrays)
+        outs = run_graph(self.graph, arrays, self.programs())
         if not self._validated:
             validate_outputs(self.key, arrays, outs, self.describe)
             self._validated = True

@@ -145,7 +145,7 @@ def _numpy_key(key):
         if isinstance(k, Tensor):
             k = k.numpy()
         if isinstance(k, list):
-            k = np.asarray(k)
+            k = np.asarray(k) if len(k) else np.zeros(0, np.int64)  # numpy: x[[]] is an empty int index
             if k.dtype.kind not in "biu":
                 raise SvodIndexError(f"arrays used as indices must be of integer or boolean type, got {k.dtype}")
         if isinstance(k, np.ndarray) and k.dtype.kind not in "biu":

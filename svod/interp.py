@@ -213,7 +213,11 @@ def run_kernel(kernel, buffers: dict[int, np.ndarray]) -> None:
     for o in kernel.outputs:
         space = kernel.reduced_shape if o.reduced else kernel.shape
         v = np.broadcast_to(vals[o.node], space)
-        buffers[o.slot] = np.array(v, dtype=o.dtype.np, order="C").reshape(-1)
+        dst = buffers.get(o.slot)
+        if dst is not None and dst.size == v.size and dst.dtype == o.dtype.np:
+            np.copyto(dst.reshape(space), v, casting="unsafe")  # a pre-allocated slot buffer
+        else:
+            buffers[o.slot] = np.array(v, dtype=o.dtype.np, order="C").reshape(-1)
 
 
 def _arg_reduce_axes(op: Ops, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:

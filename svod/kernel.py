@@ -201,7 +201,8 @@ class Kernel:
                 v = self.inputs[n.arg].view
                 per_row[i] = all(view_axes_stride0(v, a) for a in r)
             elif n.op == VALID:
-                per_row[i] = False
+                per_row[i] = all(self.shape[a] == 1 or (len(n.arg.views) == 1 and (
+                    n.arg.views[0].mask is None or n.arg.views[0].mask[a] == (0, self.shape[a]))) for a in r)
             elif n.op in (Ops.CONST,):
                 per_row[i] = True
             elif n.op == ACC:

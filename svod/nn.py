@@ -25,7 +25,8 @@ def sigmoid(x):
 
 
 def silu(x):
-    return T.multiply(x, sigmoid(x))
+    x = T.asarray(x)  # ints compute in float32 like gelu/softmax (not int32*float32 -> float64)
+    return T.multiply(x if x.dtype.is_float else x.astype("float32"), sigmoid(x))
 
 
 def gelu(x, approximate: str = "none"):

@@ -151,6 +151,8 @@ class _KernelBuilder:
             self.inlined_reduces.add(i)
             src = self.lower(n.src[0], (), depth + 1)
             return self.emit(n.op, n.dtype, (src,), n.arg[0] if n.op is Ops.REDUCE else None)
+        if n.op is Ops.CONTIGUOUS and i == self.root:  # the kernel that materialises it
+            return self.lower(n.src[0], stack, depth + 1)
         # MATMUL, CONTIGUOUS inside an expression: always their own kernel
         raise _Materialize(i)
 

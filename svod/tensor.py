@@ -601,7 +601,7 @@ def _infer_list_dtype(obj) -> DType:
                 raise DTypeError(f"asarray: element of type {type(x).__name__} ({x!r:.40}) is not a number; "
                                  f"svod supports {', '.join(d.name for d in dt.ALL)}")
             kinds.add(k)
-    if "f" in kinds:
+    if "f" in kinds or not kinds:  # an empty list has no kind: the default float, as in torch/JAX
         return dt.default_float
     if "i" in kinds:
         return dt.default_int
@@ -1196,18 +1196,18 @@ def min(x, /, *, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
 
 
 def any(x, /, *, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    return _reduce(_as_bool(x), "max", axis, keepdims, "any") if _count(x, axis) else \
+    return _reduce(_as_bool(x), "max", axis, keepdims, "any") if _count(x, axis, "any") else \
         _reduce_empty(x, False, axis, keepdims, "any")
 
 
 def all(x, /, *, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    return _reduce(_as_bool(x), "min", axis, keepdims, "all") if _count(x, axis) else \
+    return _reduce(_as_bool(x), "min", axis, keepdims, "all") if _count(x, axis, "all") else \
         _reduce_empty(x, True, axis, keepdims, "all")
 
 
-def _count(x, axis) -> int:
+def _count(x, axis, op: str = "reduce") -> int:
     x = asarray(x)
-    axes = _normalize_axes(axis, x.ndim, "reduce")
+    axes = _normalize_axes(axis, x.ndim, op)
     return _prod(x.shape[a] for a in axes)
 
 
@@ -1223,7 +1223,7 @@ def mean(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
     """Arithmetic mean; integers average in the default float dtype (float32)."""
     x = asarray(x)
     f = _float_result(x.dtype)
-    n = _count(x, axis)
+    n = _count(x, axis, "mean")
     s = _reduce(x, "sum", axis, keepdims, "mean", f)
     return divide(s, n) if n else multiply(s, float("nan"))
 
@@ -1233,7 +1233,7 @@ def var(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> Tensor:
     x = asarray(x)
     f = _float_result(x.dtype)
     xf = astype(x, f, copy=False)
-    n = _count(x, axis)
+    n = _count(x, axis, "var")
     m = mean(xf, axis=axis, keepdims=True)
     d = subtract(xf, m)
     ss = _reduce(multiply(d, d), "sum", axis, keepdims, "var")
