@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from svod import dtype as _dt
 from svod import nn, random
+from svod.capture import JitError, jit
 from svod.dtype import DType, float32, float64, int32, int64
 from svod.dtype import bool_ as bool
 from svod.errors import AxisError, DTypeError, ShapeError, SvodIndexError, SvodWarning

@@ -705,7 +705,8 @@ def full(shape, fill_value, *, dtype=None, device=None) -> Tensor:
     shape = _check_shape(shape, "full")
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
-    d = dt.dtype(dtype) if dtype is not None else dt.result_type(_scalar_value(fill_value))
+    d = dt.dtype(dtype) if dtype is not None else dt.from_numpy(fill_value.dtype) \
+        if isinstance(fill_value, np.generic) else dt.result_type(_scalar_value(fill_value))  # np scalars: strong
     if d.is_int and not dt.can_cast_scalar(d, fill_value):
         raise OverflowError(f"full: fill value {fill_value} does not fit {d}")
     return Tensor._from(_const(fill_value, d, shape))
@@ -824,7 +825,7 @@ def _operands(op: str, *xs, dtype_fn=None) -> tuple[list[UOp], DType]:
     tensors = [x if isinstance(x, Tensor) else None for x in xs]
     strong: list[Any] = []
     for i, x in enumerate(xs):
-        if tensors[i] is None and not _is_scalar(x):
+        if tensors[i] is None and (not _is_scalar(x) or isinstance(x, np.generic)):  # NEP 50: numpy scalars are strong
             tensors[i] = asarray(x)
         if tensors[i] is not None:
             strong.append(tensors[i].dtype)

@@ -1420,6 +1420,34 @@ def test_numpy_interop_operators_defer_to_tensor():
     check(np.float32(1.0) + t, np.array([11, 21], F32))
 
 
+def test_numpy_scalars_are_strong():
+    # NEP 50: numpy scalars carry their dtype (only Python scalars are weak)
+    i32 = svod.asarray(np.array([1, 2], I32))
+    f32 = svod.asarray(np.array([1.0, 2.0], F32))
+    check(i32 + np.int64(3), np.array([4, 5], I64))
+    check(i32 + np.int32(3), np.array([4, 5], I32))
+    check(f32 * np.float64(2), np.array([2, 4], F64))
+    check(np.float64(2) * f32, np.array([2, 4], F64))
+    check(f32 * np.float32(2), np.array([2, 4], F32))
+    check(i32 * np.float32(2), np.array([2, 4], F64))
+    check(svod.where(svod.asarray([True, False]), np.float32(1), i32), np.array([1, 2], F64))
+    check(svod.full((2,), np.float64(1.5)), np.full(2, 1.5, F64))
+    check(svod.full((2,), np.int32(3)), np.full(2, 3, I32))
+    check(svod.asarray(np.float64(1.5)), np.array(1.5, F64))
+
+
+def test_indexed_inplace_update():
+    x = svod.arange(6).reshape(2, 3)
+    a = np.arange(6).reshape(2, 3)
+    x[0] += 1
+    a[0] += 1
+    x[:, ::2] *= 2
+    a[:, ::2] *= 2
+    x[..., -1] -= svod.asarray([10, 20])
+    a[..., -1] -= np.array([10, 20])
+    check(x, a)
+
+
 def test_hash_identity_and_elementwise_eq():
     a, b = svod.asarray([1, 2]), svod.asarray([1, 2])
     assert hash(a) != hash(b) or a is b

@@ -1,0 +1,193 @@
+"""`svod.jit`: capture a function of Tensors once per input signature, replay it after.
+
+The first call with a new signature (shapes and dtypes of the Tensor arguments, kinds
+of the scalar arguments, values of the other arguments) traces the function into one
+graph, plans and compiles it; later calls bind the new arguments to the plan's input
+slots and launch — no tracing, no graph building, no planning.
+
+- Tensor (and numpy array) arguments are traced; Python scalars are traced as 0-d
+  tensors (float32, int64 or bool), so a new value does not recompile. NOTE: unlike a
+  weak Python scalar, a traced scalar takes part in dtype promotion as a 0-d array.
+- Closed-over tensors are constants of the trace (their value at trace time).
+- `strict=True` raises `JitError` instead of tracing a second signature.
+- Outputs are fresh buffers: they never alias each other or the inputs, except when the
+  function returns an input unchanged (then that input is returned).
+
+>>> import svod
+>>> @svod.jit
+... def f(x, s):
+...     return svod.exp(x) * s
+>>> a = f(svod.ones(3), 2.0); b = f(svod.zeros(3), 3.0)
+>>> b.tolist(), f.traces
+([3.0, 3.0, 3.0], 1)
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from svod import dtype as dt
+from svod.ir import Ops, UOp
+
+
+class JitError(TypeError):
+    """Misuse of a jitted function (a new signature under strict=True, bad outputs)."""
+
+
+def _flatten(out):
+    """Outputs as a flat list of Tensors plus a rebuild function."""
+    from svod.tensor import Tensor
+
+    if isinstance(out, Tensor):
+        return [out], lambda xs: xs[0]
+    if isinstance(out, (tuple, list)):
+        items = list(out)
+        if not all(isinstance(x, Tensor) for x in items):
+            raise JitError("jit: a jitted function must return Tensors (or a tuple/list/dict of Tensors)")
+        kind = type(out)
+        return items, lambda xs: kind(xs)
+    if isinstance(out, dict):
+        keys = list(out)
+        if not all(isinstance(out[k], Tensor) for k in keys):
+            raise JitError("jit: a jitted function must return Tensors (or a tuple/list/dict of Tensors)")
+        return [out[k] for k in keys], lambda xs: dict(zip(keys, xs))
+    raise JitError(f"jit: a jitted function must return Tensors, got {type(out).__name__}")
+
+
+def _arg_sig(a):
+    from svod.tensor import Tensor
+
+    if isinstance(a, Tensor):
+        return ("T", a.shape, a.dtype.name)
+    if isinstance(a, np.ndarray):
+        return ("T", a.shape, dt.from_numpy(a.dtype).name)
+    k = dt.scalar_kind(a)
+    if k is not None:
+        return ("S", k)
+    try:
+        hash(a)
+    except TypeError as e:
+        raise JitError(f"jit: argument of type {type(a).__name__} is neither a Tensor, a scalar nor hashable") from e
+    return ("V", a)
+
+
+_SCALAR_DTYPE = {"f": dt.default_float, "i": dt.default_int, "b": dt.bool_}
+
+
+@dataclass
+class _Entry:
+    exe: object  # engine Executable
+    sources: list  # per binding: ("arg", i) or ("const", array)
+    outputs: list  # per output: ("slot", j) index into exe outputs, or ("arg", i) / ("const", array)
+    rebuild: object
+
+
+class JitFunction:
+    def __init__(self, fn, strict: bool = False):
+        self.fn = fn
+        self.strict = strict
+        self._entries: dict[tuple, _Entry] = {}
+        self._lock = threading.Lock()
+        functools.update_wrapper(self, fn)
+
+    @property
+    def traces(self) -> int:
+        """How many signatures were traced."""
+        return len(self._entries)
+
+    def _arrays(self, args) -> list[np.ndarray | None]:
+        from svod.tensor import Tensor
+
+        out = []
+        for a in args:
+            if isinstance(a, Tensor):
+                a.realize()
+                out.append(a.uop.arg.array)
+            elif isinstance(a, np.ndarray):
+                out.append(a)
+            elif dt.scalar_kind(a) is not None:
+                out.append(np.array(a, dtype=_SCALAR_DTYPE[dt.scalar_kind(a)].np))
+            else:
+                out.append(None)
+        return out
+
+    def _trace(self, args, kwargs, arrays) -> _Entry:
+        from svod.engine import get_executable
+        from svod.key import compact
+        from svod.tensor import Tensor
+
+        traced = []
+        arg_of_buf: dict[int, int] = {}
+        for i, (a, arr) in enumerate(zip(args, arrays)):
+            if arr is None:
+                traced.append(a)
+                continue
+            u = UOp.buffer(arr, dt.from_numpy(arr.dtype))
+            arg_of_buf[id(u.arg)] = i
+            traced.append(Tensor._from(u))
+        outs, rebuild = _flatten(self.fn(*traced, **kwargs))
+        pending = []
+        outputs = []
+        for t in outs:
+            if t.uop.op is Ops.BUFFER:
+                i = arg_of_buf.get(id(t.uop.arg))
+                outputs.append(("arg", i) if i is not None else ("const", t.uop.arg.array))
+            else:
+                if t.uop not in pending:
+                    pending.append(t.uop)
+                outputs.append(("slot", pending.index(t.uop)))
+        exe, sources = None, []
+        if pending:
+            key, bindings = compact(pending)
+            exe = get_executable(key)
+            for ref, arr in zip(bindings.buffers, bindings.arrays):
+                i = arg_of_buf.get(id(ref))
+                sources.append(("arg", i) if i is not None else ("const", arr))
+        return _Entry(exe, sources, outputs, rebuild)
+
+    def __call__(self, *args, **kwargs):
+        from svod.tensor import Tensor
+
+        try:
+            sig = (tuple(_arg_sig(a) for a in args), tuple(sorted((k, _arg_sig(v)) for k, v in kwargs.items())))
+        except JitError:
+            raise
+        entry = self._entries.get(sig)
+        arrays = self._arrays(args)
+        if entry is None:
+            with self._lock:
+                entry = self._entries.get(sig)
+                if entry is None:
+                    if self.strict and self._entries:
+                        known = "\n  ".join(str(s[0]) for s in self._entries)
+                        raise JitError(f"jit(strict=True): {getattr(self.fn, '__name__', 'function')} called with a "
+                                       f"new signature {sig[0]}; traced:\n  {known}")
+                    entry = self._trace(args, kwargs, arrays)
+                    self._entries[sig] = entry
+        results = []
+        if entry.exe is not None:
+            bound = [arrays[src[1]] if src[0] == "arg" else src[1] for src in entry.sources]
+            results = entry.exe.run(bound)
+        out = []
+        for kind, v in entry.outputs:
+            if kind == "slot":
+                arr = results[v]
+                out.append(Tensor._from(UOp.buffer(arr, dt.from_numpy(arr.dtype))))
+            elif kind == "arg":
+                a = args[v]
+                out.append(a if isinstance(a, Tensor) else Tensor._from(UOp.buffer(arrays[v], dt.from_numpy(
+                    arrays[v].dtype))))
+            else:
+                out.append(Tensor._from(UOp.buffer(v, dt.from_numpy(v.dtype))))
+        return entry.rebuild(out)
+
+
+def jit(fn=None, *, strict: bool = False):
+    """Capture-and-replay decorator (see the module docstring)."""
+    if fn is None:
+        return lambda f: JitFunction(f, strict=strict)
+    return JitFunction(fn, strict=strict)

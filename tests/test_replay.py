@@ -1,0 +1,133 @@
+"""Replay: the plan cache across processes, concurrency, and svod.jit."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import svod
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_SCRIPT = """
+import json, numpy as np, svod
+x = svod.asarray(np.arange(64, dtype=np.float32).reshape(8, 8))
+y = svod.nn.layer_norm(x, (8,)) * 2.0 + svod.nn.softmax(x)
+out = y.numpy()
+print(json.dumps({"stats": svod.stats(), "sum": float(out.sum())}))
+"""
+
+
+def _run(cache: Path, root: Path = ROOT) -> dict:
+    env = dict(os.environ, SVOD_CACHE_DIR=str(cache), PYTHONPATH=str(root))
+    res = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env, cwd=root,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def test_second_process_skips_planning(tmp_path):
+    first = _run(tmp_path)
+    second = _run(tmp_path)
+    assert first["stats"]["searches"] > 0
+    assert second["stats"]["searches"] == 0 and second["stats"]["disk_cache_hits"] > 0
+    assert second["stats"]["kernels_compiled"] == 0
+    assert first["sum"] == pytest.approx(second["sum"], rel=1e-6)
+
+
+def test_new_code_fingerprint_plans_again(tmp_path):
+    src = tmp_path / "copy"
+    for pkg in ("svod", "search", "costmodels"):
+        if (ROOT / pkg).exists():
+            shutil.copytree(ROOT / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    cache = tmp_path / "cache"
+    _run(cache, src)
+    assert _run(cache, src)["stats"]["searches"] == 0
+    with open(src / "svod" / "ir.py", "a") as f:
+        f.write("\n# a new commit\n")
+    assert _run(cache, src)["stats"]["searches"] > 0
+
+
+def test_processes_and_threads_at_once_lose_nothing(tmp_path):
+    env = dict(os.environ, SVOD_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    procs = [subprocess.Popen([sys.executable, "-c", _SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env, cwd=ROOT) for _ in range(2)]
+    errors = []
+    results = []
+
+    def work(i):
+        try:
+            x = svod.asarray(np.full((16, 16), i, np.float32))
+            for _ in range(5):
+                results.append(float((svod.exp(x * 0.01) + i).sum().item()))
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert not errors
+    assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
+    sums = {json.loads(o[0].strip().splitlines()[-1])["sum"] for o in outs}
+    assert len(sums) == 1
+    assert len(results) == 20
+    for i in range(4):
+        want = float((np.exp(np.full((16, 16), i * 0.01, np.float32)) + i).sum())
+        assert sum(abs(r - want) < 1e-3 * abs(want) for r in results) == 5
+
+
+def test_jit_replays_without_planning():
+    @svod.jit
+    def f(x, y, s):
+        return svod.nn.softmax(x * s) + y
+
+    x, y = svod.random.randn(4, 8), svod.random.randn(8)
+    a = f(x, y, 2.0)
+    svod.reset_stats()
+    b = f(svod.random.randn(4, 8), y, 3.0)  # new data, new scalar value: same trace
+    assert f.traces == 1 and svod.stats()["searches"] == 0
+    x2 = svod.random.randn(4, 8)
+    np.testing.assert_allclose(f(x2, y, 0.5).numpy(), (svod.nn.softmax(x2 * 0.5) + y).numpy(), rtol=1e-6)
+    assert a.shape == b.shape == (4, 8)
+    f(svod.random.randn(2, 8), y, 1.0)  # new shape: a new entry
+    assert f.traces == 2
+
+
+def test_jit_strict_raises_on_new_signature():
+    f = svod.jit(lambda x: x * 2, strict=True)
+    f(svod.ones(3))
+    f(svod.zeros(3))
+    with pytest.raises(svod.JitError, match="new signature"):
+        f(svod.ones(4))
+
+
+def test_jit_outputs_do_not_alias_and_constants_are_captured():
+    c = svod.asarray([1.0, 2.0, 3.0])
+
+    @svod.jit
+    def f(x):
+        return x + c, x * 1.0, x
+
+    x = svod.asarray([0.0, 0.0, 0.0])
+    p, q, same = f(x)
+    assert same is x
+    assert not np.shares_memory(p.numpy(), q.numpy())
+    assert not np.shares_memory(q.numpy(), x.numpy())
+    p2, _, _ = f(svod.asarray([1.0, 1.0, 1.0]))
+    assert p2.tolist() == [2.0, 3.0, 4.0] and p.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_jit_rejects_non_tensor_outputs():
+    with pytest.raises(svod.JitError, match="must return"):
+        svod.jit(lambda x: 3)(svod.ones(2))
