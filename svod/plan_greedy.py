@@ -72,6 +72,7 @@ class _KernelBuilder:
         self._memo: dict[tuple[int, Stack], int] = {}
         self.inlined_reduces: set[int] = set()
         self.root = -1  # the node this kernel computes (materialised, but not loaded)
+        self.matmul_node = -1  # a MATMUL computed in this kernel (its result is the ACC node)
 
     # body construction with local CSE
     def emit(self, op, dtype, src=(), arg=None) -> int:
@@ -153,6 +154,10 @@ class _KernelBuilder:
             return self.emit(n.op, n.dtype, (src,), n.arg[0] if n.op is Ops.REDUCE else None)
         if n.op is Ops.CONTIGUOUS and i == self.root:  # the kernel that materialises it
             return self.lower(n.src[0], stack, depth + 1)
+        if n.op is Ops.MATMUL and i == self.matmul_node:
+            chain = _chain(n.shape, stack)
+            if len(chain.views) == 1 and chain.views[0] == View.contiguous(self.space):
+                return self.emit(ACC, n.dtype)
         # MATMUL, CONTIGUOUS inside an expression: always their own kernel
         raise _Materialize(i)
 
@@ -223,6 +228,21 @@ def _build_kernel(key: GraphKey, root: int, materialized: set[int], slot_of: dic
         k = Kernel(name, n.shape, tuple(b.inputs), tuple(b.nodes),
                    (KOutput(slot_of[root], acc, n.dtype, rn.shape),), (), spec)
         return k, set()
+    mm = _find_matmul(key, inner, materialized) if n.op not in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN) else None
+    if mm is not None:  # a matmul with its elementwise epilogue in one kernel
+        j = key.nodes[mm]
+        space = j.shape
+        b = _KernelBuilder(key, materialized, slot_of, space, None)
+        b.root, b.matmul_node = inner, mm
+        ia = _operand_input(b, key, j.src[0], materialized)
+        ib = _operand_input(b, key, j.src[1], materialized)
+        stack = (("RESHAPE", space),) if n.shape != space else ()
+        body_root = b.lower(inner, stack)
+        a_shape, b_shape = key.nodes[j.src[0]].shape, key.nodes[j.src[1]].shape
+        spec = MatmulSpec(ia, ib, a_shape[-2], b_shape[-1], a_shape[-1])
+        out = KOutput(slot_of[root], body_root, rn.dtype, rn.shape)
+        k = Kernel(name, space, tuple(b.inputs), tuple(b.nodes), (out,), (), spec)
+        return k, b.inlined_reduces
     if n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN):
         space = key.nodes[n.src[0]].shape
         axes = tuple(n.arg[1] if n.op is Ops.REDUCE else (n.arg,))
@@ -250,6 +270,27 @@ def _build_kernel(key: GraphKey, root: int, materialized: set[int], slot_of: dic
     return Kernel(name, space, tuple(b.inputs), tuple(nodes), tuple(outs), r_axes), b.inlined_reduces
 
 
+def _find_matmul(key: GraphKey, root: int, materialized: set[int]) -> int | None:
+    """A non-materialised MATMUL the root's value is an elementwise epilogue of (reached
+    through elementwise ops and order-preserving reshapes only), if any."""
+    todo, seen, found = [root], set(), None
+    while todo:
+        i = todo.pop()
+        if i in seen or (i in materialized and i != root):
+            continue
+        seen.add(i)
+        n = key.nodes[i]
+        if n.op is Ops.MATMUL:
+            if found is not None and found != i:
+                return None  # two matmuls: not one kernel
+            found = i
+        elif n.op in ELEMENTWISE or n.op is Ops.RESHAPE:
+            todo.extend(n.src)
+        elif n.op in (Ops.EXPAND,) and key.nodes[n.src[0]].op is not Ops.MATMUL:
+            todo.extend(n.src)
+    return found
+
+
 def _operand_input(b: _KernelBuilder, key: GraphKey, i: int, materialized: set[int]) -> int:
     """A matmul operand must be a view of a materialised value."""
     stack: Stack = ()
@@ -265,13 +306,18 @@ def _operand_input(b: _KernelBuilder, key: GraphKey, i: int, materialized: set[i
 
 
 def initial_materialized(key: GraphKey) -> set[int]:
-    """Nodes that are kernel boundaries before any choice: inputs, outputs, matmuls,
-    explicit `contiguous()`."""
+    """Nodes that are kernel boundaries before any choice: inputs, outputs, explicit
+    `contiguous()`."""
     m = set(key.inputs) | set(key.outputs)
     for i, n in enumerate(key.nodes):
-        if n.op in (Ops.MATMUL, Ops.CONTIGUOUS):
+        if n.op is Ops.CONTIGUOUS:
             m.add(i)
     return m
+
+
+def greedy_materialized(key: GraphKey) -> set[int]:
+    """The greedy planner's boundaries: the forced ones, and every matmul (BLAS step)."""
+    return initial_materialized(key) | {i for i, n in enumerate(key.nodes) if n.op is Ops.MATMUL}
 
 
 def lower(key: GraphKey, materialized: Iterable[int], *, merge_siblings: bool = True,
@@ -405,5 +451,4 @@ def _concat_kernels(a: Kernel, b: Kernel) -> Kernel:
 
 def plan_greedy(key: GraphKey) -> Plan:
     """The greedy plan for `key` (obvious fusions, no search)."""
-    plan = lower(key, initial_materialized(key))
-    return plan
+    return lower(key, greedy_materialized(key))
