@@ -13,12 +13,14 @@ array([[0.2689, 0.7311],
 
 from __future__ import annotations
 
+from svod import config, nn, random
 from svod import dtype as _dt
-from svod import nn, random
 from svod.capture import JitError, jit
+from svod.config import search_limits
 from svod.dtype import DType, float32, float64, int32, int64
 from svod.dtype import bool_ as bool
 from svod.errors import AxisError, DTypeError, ShapeError, SvodIndexError, SvodWarning
+from svod.explain import Explanation, explain
 from svod.stats import reset_stats, stats
 from svod.tensor import (
     Tensor,

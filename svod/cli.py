@@ -1,4 +1,4 @@
-"""The `svod` command line: `svod demo`, `svod cache info|clear`.
+"""The `svod` command line: `svod demo`, `svod explain FILE.py`, `svod cache info|clear`.
 
 Usage errors exit with code 2 (argparse's convention) and a one-line message; expected
 failures (a missing file, an unknown workload) print a message without a traceback.
@@ -36,6 +36,42 @@ def _cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_explain(args: argparse.Namespace) -> int:
+    import os
+    import runpy
+
+    from svod import engine
+    from svod.explain import explain_key
+
+    if not os.path.isfile(args.file):
+        raise CliError(f"no such file: {args.file}")
+    engine.RECORDER = []
+    try:
+        runpy.run_path(args.file, run_name="__main__")
+    except SystemExit:
+        pass
+    except Exception as e:  # noqa: BLE001 - the user's script failed: say so, no traceback
+        raise CliError(f"{args.file} raised {type(e).__name__}: {e}") from None
+    finally:
+        keys, engine.RECORDER = engine.RECORDER, None
+    seen: dict[str, object] = {}
+    for k in keys:
+        seen.setdefault(k.hash, k)
+    if not seen:
+        print(f"{args.file} realized nothing: no graph to explain")
+        return 0
+    for i, key in enumerate(list(seen.values())[: args.max_graphs]):
+        e = explain_key(key, k=args.variants)
+        print(f"=== graph {i} ({len(key.nodes)} nodes, key {key.hash[:12]}) ===")
+        print(e)
+        if args.ir:
+            for j in range(len(e.kernels)):
+                print(f"--- LLVM IR of kernel {j} ---")
+                print(e.ir(j) or "(library step: no generated code)")
+        print()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="svod", description="svod: e-graph kernel fusion with a vectorised CPU JIT")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -48,6 +84,15 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--cols", type=int, default=1024, help="columns of the input (default 1024)")
     d.add_argument("--repeats", type=int, default=7, help="timed repeats per side (median reported)")
     d.set_defaults(fn=_cmd_demo)
+
+    e = sub.add_parser("explain", help="run a script and explain the fusion search of every graph it realizes",
+                       description="Run FILE.py; for each distinct graph it realizes, print the chosen kernels, the "
+                                   "saturation report and the rejected variants with their predicted costs.")
+    e.add_argument("file", help="a Python script using svod")
+    e.add_argument("--variants", type=int, default=6, help="variants to show per graph (default 6)")
+    e.add_argument("--max-graphs", type=int, default=5, help="graphs to explain at most (default 5)")
+    e.add_argument("--ir", action="store_true", help="also print each kernel's LLVM IR")
+    e.set_defaults(fn=_cmd_explain)
 
     c = sub.add_parser("cache", help="inspect or empty the persistent cache (plans, objects, tuning)",
                        description="Show where svod's persistent cache lives and what it holds, or empty it.")

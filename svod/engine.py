@@ -183,30 +183,103 @@ def _flag(name: str) -> bool:
 _warned: set[str] = set()
 
 
-def _plan_greedy(key: GraphKey) -> Executable:
-    """The greedy planner; a failure falls back to the interpreter with one warning."""
+def _warn_once(tag: str, msg: str) -> None:
     import warnings
 
     from svod.errors import SvodWarning
+
+    if tag not in _warned:
+        _warned.add(tag)
+        warnings.warn(msg, SvodWarning, stacklevel=5)
+
+
+def _plan_greedy(key: GraphKey, provisional: bool = False) -> Executable:
+    """The greedy planner; a failure falls back to the interpreter with one warning.
+    `provisional`: the greedy plan stands in for a search that failed or was skipped."""
     from svod.plan_greedy import plan_greedy
 
-    bump("searches")
-    t0 = time.perf_counter()
     try:
         plan = plan_greedy(key)
         if _flag("SVOD_VALIDATE"):
             plan.check()
     except Exception as e:  # noqa: BLE001 - any planner bug must not lose the user's result
-        if "plan" not in _warned:
-            _warned.add("plan")
-            warnings.warn(f"svod: planning failed ({type(e).__name__}: {e}); running graph {key.hash[:12]} in "
-                          f"the interpreter", SvodWarning, stacklevel=4)
+        _warn_once("plan", f"svod: planning failed ({type(e).__name__}: {e}); running graph {key.hash[:12]} in "
+                           f"the interpreter")
         exe = InterpretedGraph(key)
         exe.provisional = True
         return exe
+    return KernelPlan(key, plan, provisional=provisional)
+
+
+_search_imported = threading.Event()
+
+
+def _import_search() -> None:
+    """Import the search (and egglog) on a fresh thread, once.
+
+    NOTE: egglog keeps references to the frames that were on the stack while it was
+    imported (its declarations remember where they were made). Imported from here, that
+    stack would be the user's realize() — whose locals (the result arrays) would then
+    never be freed. A thread of its own starts from an empty stack."""
+    if _search_imported.is_set():
+        return
+    err: list[BaseException] = []
+
+    def work():
+        try:
+            import search.extract  # noqa: F401
+            import search.saturate  # noqa: F401
+        except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread
+            err.append(e)
+
+    t = threading.Thread(target=work, name="svod-import-search")
+    t.start()
+    t.join()
+    if err:
+        raise err[0]
+    _search_imported.set()
+
+
+LAST_SEARCH: dict = {}  # the latest search report per key hash (explain, SVOD_DEBUG)
+
+
+def cost_model():
+    """The cost model the search prices with (the calibrated one once costmodels lands)."""
+    from svod.costing import RooflineModel
+
+    return RooflineModel()
+
+
+def _plan(key: GraphKey) -> Executable:
+    """The planner: the e-graph search (search/), the greedy planner as its fallback."""
+    from svod.config import limits
+
+    bump("searches")
+    t0 = time.perf_counter()
+    try:
+        if not limits().enabled:
+            return _plan_greedy(key)
+        try:
+            _import_search()
+            from search import plan_search
+
+            result = plan_search(key, cost_model=cost_model())
+            if _flag("SVOD_VALIDATE"):
+                result.plan.check()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # noqa: BLE001 - egglog panics derive from BaseException
+            _warn_once("search", f"svod: the fusion search failed ({type(e).__name__}: {e}); using the greedy "
+                                 f"planner for graph {key.hash[:12]}")
+            return _plan_greedy(key, provisional=True)
+        LAST_SEARCH[key.hash] = result.report
+        if len(LAST_SEARCH) > 64:
+            LAST_SEARCH.pop(next(iter(LAST_SEARCH)))
+        if _debug():
+            print(f"svod search {key.hash[:12]}:\n{result.report}", file=sys.stderr)
+        return KernelPlan(key, result.plan, provisional=result.provisional)
     finally:
         bump("search_seconds", time.perf_counter() - t0)
-    return KernelPlan(key, plan)
 
 
 PLAN_FORMAT = 1  # bump when the JSON form of plans changes
@@ -252,7 +325,7 @@ class Pipeline:
     """The replaceable parts of the realize path."""
 
     compact: Callable[[list[UOp]], tuple[GraphKey, Bindings]] = compact
-    plan: Callable[[GraphKey], Executable] = _plan_greedy
+    plan: Callable[[GraphKey], Executable] = _plan
     load: Callable[[GraphKey], Executable | None] = _load_plan
     save: Callable[[GraphKey, Executable], None] = _save_plan
 
@@ -322,6 +395,9 @@ def plan_for(tensors) -> tuple[GraphKey, Executable]:
     return key, get_executable(key)
 
 
+RECORDER: list | None = None  # when a list, every realized GraphKey is appended (svod explain FILE.py)
+
+
 def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
     """Compute every pending root in one plan; returns the becomes-map root -> BUFFER."""
     pending: list[UOp] = []
@@ -335,6 +411,8 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
     t0 = time.perf_counter()
     bump("realizes")
     key, bindings = PIPELINE.compact(pending)
+    if RECORDER is not None:
+        RECORDER.append(key)
     hits = snapshot()["graph_cache_hits"]
     exe = get_executable(key)
     outs = exe.run(bindings.arrays)

@@ -191,6 +191,7 @@ class Kernel:
         per_row = [False] * len(self.nodes)  # the node's value is constant along the reduce axes
         avail = [0] * len(self.nodes)  # first pass in which the value exists
         r = set(self.reduce_axes)
+        rows_of_one = all(self.shape[a] == 1 for a in r)  # every value is constant along size-1 axes
         for i, n in enumerate(self.nodes):
             for s in n.src:
                 if not 0 <= s < i:
@@ -219,6 +220,7 @@ class Kernel:
                 continue
             else:
                 per_row[i] = all(per_row[s] for s in n.src)
+            per_row[i] = per_row[i] or rows_of_one
             avail[i] = max((avail[s] for s in n.src), default=0)
         for j, o in enumerate(self.outputs):
             if not 0 <= o.node < len(self.nodes):

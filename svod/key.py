@@ -70,6 +70,10 @@ class GraphKey:
     def __hash__(self) -> int:
         return hash(self.hash)
 
+    def __eq__(self, other) -> bool:
+        # by content hash: node equality would identify 0.0 with -0.0
+        return isinstance(other, GraphKey) and self.hash == other.hash
+
     @property
     def inputs(self) -> list[int]:
         """Node indices of the input leaves, in binding order."""

@@ -162,6 +162,8 @@ class _KernelBuilder:
         raise _Materialize(i)
 
     def _hostable(self, n: KeyNode, axes, in_shape, stack: Stack) -> bool:
+        if self.matmul_node >= 0:
+            return False  # a matmul kernel's epilogue is elementwise only
         if in_shape != self.space or (self.reduce_axes is not None and tuple(self.reduce_axes) != tuple(axes)):
             return False
         try:

@@ -19,6 +19,7 @@ The pool holds at most `max_bytes` of free blocks (env `SVOD_POOL_BYTES`).
 
 from __future__ import annotations
 
+import collections
 import mmap
 import os
 import threading
@@ -58,13 +59,27 @@ class BufferPool:
         self.max_bytes = max_bytes if max_bytes is not None else int(env) if env else 1 << 30
         self._free: list[np.ndarray] = []  # blocks nobody uses, oldest first
         self._lent: dict[int, np.ndarray] = {}  # id -> block currently lent
+        # NOTE: finalisers run inside garbage collection, possibly while this thread holds
+        # the lock: they only append here (atomic), and the pool drains it under the lock.
+        self._returned: collections.deque[int] = collections.deque()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
+    def _drain(self) -> None:
+        """Move blocks whose last view died back to the free list (lock held)."""
+        while self._returned:
+            blk = self._lent.pop(self._returned.popleft(), None)
+            if blk is not None:
+                self._free.append(blk)
+        total = sum(b.nbytes for b in self._free)
+        while self._free and total > self.max_bytes:
+            total -= self._free.pop(0).nbytes
+
     def _take(self, nbytes: int) -> np.ndarray:
         need = _round(max(nbytes, 1))
         with self._lock:
+            self._drain()
             fits = [b for b in self._free if need <= b.nbytes <= 2 * need]
             if fits:
                 blk = min(fits, key=lambda b: b.nbytes)
@@ -77,14 +92,7 @@ class BufferPool:
             return blk
 
     def _give_back(self, key: int) -> None:
-        with self._lock:
-            blk = self._lent.pop(key, None)
-            if blk is None:
-                return
-            self._free.append(blk)
-            total = sum(b.nbytes for b in self._free)
-            while self._free and total > self.max_bytes:
-                total -= self._free.pop(0).nbytes
+        self._returned.append(key)  # no lock: see __init__
 
     def array(self, shape, dtype) -> np.ndarray:
         """An uninitialised C-contiguous array; its block returns to the pool when the
@@ -104,10 +112,12 @@ class BufferPool:
 
     def clear(self) -> None:
         with self._lock:
+            self._drain()
             self._free.clear()
 
     def stats(self) -> dict:
         with self._lock:
+            self._drain()
             return {"blocks_free": len(self._free), "blocks_in_use": len(self._lent),
                     "bytes_free": sum(b.nbytes for b in self._free),
                     "bytes_in_use": sum(b.nbytes for b in self._lent.values()),

@@ -989,7 +989,7 @@ def bitwise_invert(x, /) -> Tensor:
 
 
 def _as_bool(x) -> Tensor:
-    x = asarray(x)
+    x = asarray(bool(x)) if _is_scalar(x) else asarray(x)  # NOTE: 1e-50 must not round to a float32 zero
     return x if x.dtype.is_bool else not_equal(x, 0)
 
 

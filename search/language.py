@@ -1,0 +1,55 @@
+"""The e-graph language svod saturates, as egglog source (run through egglog's bindings).
+
+Sorts:
+
+- `T`, a materialised tensor: `(Input i)` — the i-th bound input — or `(Kernel body)`.
+- `F`, an in-kernel expression: `(Load t)` reads a materialised tensor;
+  `(E op node srcs)` applies GraphKey node `node`'s operation (`op` names it for the
+  rules; the GraphKey holds dtype, shape and arguments) to its sources.
+- `FL`, the sources as a cons list (`Cons`, `Nil`): one constructor for every arity.
+
+Names: `(Node i)` is graph node i's tensor and `(Body i)` its own expression — handles
+for encoding, relations and decoding, unioned with the terms they name.
+
+Relations classify ops for the fusion rules (`Elementwise`, `Movement`, `Reduction`,
+`Matmul`) and mark broadcast constants (`ConstIs`) for the exact algebraic rules.
+
+The text form is used rather than egglog-python's expression objects because building
+the e-graph is then linear and fast on both egglog lines (13.2: one top-level command
+per node is quadratic, so the encoding is batched into rules of 50 actions).
+"""
+
+from __future__ import annotations
+
+DECLARATIONS = """
+(sort T)
+(sort F)
+(sort FL)
+(constructor Input (i64) T)
+(constructor Kernel (F) T)
+(constructor Load (T) F)
+(constructor E (String i64 FL) F)
+(constructor Cons (F FL) FL)
+(constructor Nil () FL)
+(constructor Node (i64) T)
+(constructor Body (i64) F)
+(relation Elementwise (String))
+(relation Movement (String))
+(relation Reduction (String))
+(relation Matmul (String))
+(relation ConstIs (F String))
+"""
+
+# e-node operators that are names, not choices (decoding ignores them)
+HANDLES = ("Node", "Body")
+
+
+def flist(items: list[str]) -> str:
+    out = "(Nil)"
+    for x in reversed(items):
+        out = f"(Cons {x} {out})"
+    return out
+
+
+def quote(s: str) -> str:
+    return '"' + s.replace("\\\\", "\\\\\\\\").replace('"', '\\\\"') + '"'

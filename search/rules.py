@@ -1,0 +1,111 @@
+"""Named rule sets of the fusion search, generated as egglog source. Rules are data:
+each set is documented here and selectable by name (`RULESETS`), so tests and notebooks
+switch them on and off.
+
+Fusion rules fire at the *consumer*: `(E c n [..., (Load (Kernel body)), ...])` gains
+the variant `(E c n [..., body, ...])`. Unioning `(Load (Kernel f))` with `f` itself
+would make the unfused variant unextractable (FACTS.md); consumer-level rewriting keeps
+the e-graph linear in the graph (at most 2^arity variants per op).
+
+- `fuse_elementwise`: elementwise and movement producers into elementwise and movement
+  consumers (elementwise chains; movement becomes index arithmetic in the loads).
+- `fuse_reduce_prologue`: elementwise producers into a reduction (its prologue).
+- `fuse_epilogue`: a reduction into an elementwise consumer — the epilogue after a
+  reduction and reduce-then-broadcast row fusion (softmax, layernorm as one kernel). The
+  lowering decides whether the consumer's rows can host the broadcast.
+- `fuse_nested_reduce`: a reduction into a reduction over the same rows (the lowering
+  hosts it when the inner result is read as a per-row value).
+- `fuse_matmul_epilogue`: a matmul into its elementwise consumer (the matmul with a fused
+  epilogue) — the alternative, a materialised matmul, is the BLAS library step.
+- `fuse_matmul_operand`: movement producers (transposes, broadcasts) into a matmul's
+  operands, read through a view instead of materialised.
+- `algebra`: rewrites exact in IEEE arithmetic: x*1, 1*x, x/1, x+(-0.0), (-0.0)+x,
+  x-(+0.0), -(-x), max(x,x), min(x,x), where(c,x,x) -> x. (Not x+0.0: -0.0+0.0 = +0.0.)
+
+Sibling multi-output fusion and recompute-versus-materialise are decided by extraction:
+a producer that is not materialised is recomputed in every kernel that reads it, and
+kernels over one iteration space that share inputs merge into one multi-output kernel.
+"""
+
+from __future__ import annotations
+
+from svod.ir import ELEMENTWISE, MOVEMENT, Ops
+
+# CONTIGUOUS is a consumer only: as a producer it is always materialised
+ELEMENTWISE_OPS = sorted({o.value for o in ELEMENTWISE} | {o.value for o in MOVEMENT} | {"CAT", "CONST", "CONTIGUOUS"})
+MOVEMENT_OPS = sorted({o.value for o in MOVEMENT})
+REDUCTION_OPS = [Ops.REDUCE.value, Ops.ARGMAX.value, Ops.ARGMIN.value]
+MATMUL_OPS = [Ops.MATMUL.value]
+MAX_POSITION = 6  # consumer operand positions the fusion rules cover (a CAT may have more)
+
+
+def facts() -> str:
+    """The op classification, as egglog facts."""
+    out = [f'(Elementwise "{o}")' for o in ELEMENTWISE_OPS]
+    out += [f'(Movement "{o}")' for o in MOVEMENT_OPS]
+    out += [f'(Reduction "{o}")' for o in REDUCTION_OPS]
+    out += [f'(Matmul "{o}")' for o in MATMUL_OPS]
+    return "\n".join(out)
+
+
+def _list_at(pos: int, item: str) -> str:
+    out = f"(Cons {item} rest)"
+    for i in reversed(range(pos)):
+        out = f"(Cons x{i} {out})"
+    return out
+
+
+def _fusion(name: str, producer: str, consumer: str) -> str:
+    rules = [f"(ruleset {name})"]
+    for pos in range(MAX_POSITION):
+        loaded = f"(E cop cn {_list_at(pos, '(Load (Kernel (E pop pn ps)))')})"
+        fused = f"(E cop cn {_list_at(pos, '(E pop pn ps)')})"
+        rules.append(f"(rule ((= a {loaded}) ({producer} pop) ({consumer} cop))\n"
+                     f"      ((union a {fused})) :ruleset {name})")
+    return "\n".join(rules)
+
+
+def _algebra() -> str:
+    def keep(lhs: str, cond: str = "") -> str:
+        return f"(rule ((= a {lhs}){cond}) ((union a x)) :ruleset algebra)"
+
+    one, pzero, nzero = ' (ConstIs c "one")', ' (ConstIs c "+zero")', ' (ConstIs c "-zero")'
+    return "\n".join([
+        "(ruleset algebra)",
+        keep('(E "MUL" n (Cons x (Cons c (Nil))))', one),
+        keep('(E "MUL" n (Cons c (Cons x (Nil))))', one),
+        keep('(E "DIV" n (Cons x (Cons c (Nil))))', one),
+        keep('(E "ADD" n (Cons x (Cons c (Nil))))', nzero),
+        keep('(E "ADD" n (Cons c (Cons x (Nil))))', nzero),
+        keep('(E "SUB" n (Cons x (Cons c (Nil))))', pzero),
+        keep('(E "NEG" n (Cons (E "NEG" m (Cons x (Nil))) (Nil)))'),
+        keep('(E "MAX" n (Cons x (Cons x (Nil))))'),
+        keep('(E "MIN" n (Cons x (Cons x (Nil))))'),
+        keep('(E "WHERE" n (Cons c (Cons x (Cons x (Nil)))))'),
+    ])
+
+
+RULESETS: dict[str, str] = {
+    "fuse_elementwise": "\n".join([_fusion("fuse_elementwise", "Elementwise", "Elementwise")]),
+    "fuse_reduce_prologue": _fusion("fuse_reduce_prologue", "Elementwise", "Reduction"),
+    "fuse_epilogue": _fusion("fuse_epilogue", "Reduction", "Elementwise"),
+    "fuse_nested_reduce": _fusion("fuse_nested_reduce", "Reduction", "Reduction"),
+    "fuse_matmul_epilogue": _fusion("fuse_matmul_epilogue", "Matmul", "Elementwise"),
+    "fuse_matmul_operand": _fusion("fuse_matmul_operand", "Movement", "Matmul"),
+    "algebra": _algebra(),
+}
+FUSION = tuple(n for n in RULESETS if n.startswith("fuse_"))
+DEFAULT = tuple(RULESETS)
+
+
+def program(names=DEFAULT) -> str:
+    """Declarations of the named rule sets."""
+    unknown = set(names) - set(RULESETS)
+    if unknown:
+        raise ValueError(f"unknown rule set(s) {sorted(unknown)}; known: {sorted(RULESETS)}")
+    return "\n".join(RULESETS[n] for n in names)
+
+
+def schedule(names=DEFAULT) -> str:
+    """One iteration of every named rule set, as an egglog schedule."""
+    return "(run-schedule " + " ".join(f"(run {n})" for n in names) + ")"

@@ -1,0 +1,417 @@
+"""Programs: compiled kernels ready to launch (`compile_kernel(kernel) -> Program`).
+
+A Program runs one Kernel over flat contiguous slot buffers::
+
+    prog = compile_kernel(kernel)
+    prog.run({slot: array, ...}, threads=2)   # or a list indexed by slot
+
+Inputs must be present; outputs should be pre-allocated (right dtype and size) by the
+caller — a missing output slot is allocated and put into the dict. Kinds:
+
+* ``native``: LLVM code (`svod.codegen.lower`), entry ``void f(i8** slots, i64 ub,
+  i64 ue)`` over ``units`` parallel work units, split across threads by
+  `svod.runtime.run_parallel`.
+* ``library``: a BLAS step (``matmul.library``): numpy's matmul on the operand views,
+  written into the output buffer (numpy/OpenBLAS threads itself; our pool stays out).
+* ``interpreted``: the fallback when lowering or compiling fails (one `SvodWarning`
+  naming the kernel and the file holding its IR); results stay correct.
+
+Programs are memoised per `Kernel.key()` in-process; object code is cached in the
+persistent store (kind "objects") under the kernel key + LLVM/llvmlite version + host
+CPU and features, so a second process loads instead of compiling.
+
+>>> import numpy as np
+>>> from svod.kernel_examples import softmax_kernel, softmax_reference
+>>> x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
+>>> bufs = {0: x.reshape(-1), 1: np.empty(32, np.float32)}
+>>> compile_kernel(softmax_kernel(4, 8)).run(bufs)
+>>> bool(np.allclose(bufs[1].reshape(4, 8), softmax_reference(x), atol=1e-6))
+True
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import tempfile
+import threading
+import time
+import warnings
+import weakref
+
+import numpy as np
+
+from svod.kernel import Kernel
+from svod.stats import bump
+
+_ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+
+_programs: dict[str, Program] = {}
+_programs_lock = threading.Lock()
+_compile_locks: dict[str, threading.Lock] = {}
+_warned: set[str] = set()
+
+
+class Program:
+    """A runnable kernel. `run(buffers, threads)`; `.ir`, `.asm`, `.kernel`, `.units`, `.kind`."""
+
+    kind = "abstract"
+
+    def __init__(self, kernel: Kernel, units: int):
+        self.kernel = kernel
+        self.units = units
+        self.slots = tuple(i.slot for i in kernel.inputs) + tuple(o.slot for o in kernel.outputs)
+        self._n_in = len(kernel.inputs)
+        self._out_specs = tuple((o.slot, o.dtype.np, int(np.prod(o.shape, dtype=np.int64)))
+                                for o in kernel.outputs)
+        self._in_specs = tuple((i.slot, i.dtype.np) for i in kernel.inputs)
+
+    @property
+    def ir(self) -> str:
+        return ""
+
+    @property
+    def asm(self) -> str:
+        return ""
+
+    def _outputs(self, buffers) -> None:
+        """Allocate missing outputs (dict buffers only) and check dtype/size of the rest."""
+        for slot, dt, size in self._out_specs:
+            arr = buffers.get(slot) if isinstance(buffers, dict) else buffers[slot]
+            if arr is None:
+                if not isinstance(buffers, dict):
+                    raise ValueError(f"program {self.kernel.name}: output slot {slot} is not allocated")
+                buffers[slot] = arr = np.empty(size, dt)
+            elif arr.dtype != dt or arr.size < size or not arr.flags.c_contiguous or not arr.flags.writeable:
+                raise ValueError(f"program {self.kernel.name}: output slot {slot} needs a writable contiguous "
+                                 f"{dt} buffer of {size} elements, got {arr.dtype} {arr.shape}")
+
+    def run(self, buffers, threads: int = 1) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.kernel.name} [{self.kernel.kind}] units={self.units}>"
+
+
+class NativeProgram(Program):
+    """LLVM-compiled kernel (freshly compiled, or loaded from the object cache)."""
+
+    kind = "native"
+
+    def __init__(self, kernel: Kernel, module, symbol: str, units: int, ir_text: str | None = None):
+        super().__init__(kernel, units)
+        self.module = module  # CompiledModule: keeps the code mapped
+        self.symbol = symbol
+        self.address = module.address(symbol)
+        self._fn = _ENTRY(self.address)
+        self._ir = ir_text
+        self._argtype = ctypes.c_void_p * len(self.slots)
+        self._args = self._argtype()
+        self._args_addr = ctypes.addressof(self._args)
+        self._args_lock = threading.Lock()
+        self._need = tuple(_extent(i.view) for i in kernel.inputs)
+        self._cache: list = [None] * len(self.slots)
+
+    @property
+    def ir(self) -> str:
+        """Optimised LLVM IR (recompiled on demand for programs loaded from object code)."""
+        if self._ir is None:
+            self._ir = self.module.ir or _recompile(self.kernel).ir
+        return self._ir
+
+    @property
+    def asm(self) -> str:
+        try:
+            return self.module.asm
+        except ValueError:  # loaded from object code: compile again just for the text
+            return _recompile(self.kernel).asm
+
+    def _address(self, j: int, arr, buffers) -> int:
+        """Validate slot position `j`'s array and remember (weakref, address) for next time."""
+        slot = self.slots[j]
+        if j < self._n_in:
+            _, dt = self._in_specs[j]
+            if arr is None or arr.dtype != dt or arr.size < self._need[j] or not arr.flags.c_contiguous:
+                raise ValueError(f"program {self.kernel.name}: input slot {slot} needs a contiguous {dt} buffer "
+                                 f"of at least {self._need[j]} elements, got "
+                                 f"{None if arr is None else (arr.dtype, arr.shape)}")
+        else:
+            _, dt, size = self._out_specs[j - self._n_in]
+            if arr is None:
+                if not isinstance(buffers, dict):
+                    raise ValueError(f"program {self.kernel.name}: output slot {slot} is not allocated")
+                buffers[slot] = arr = np.empty(size, dt)
+            elif arr.dtype != dt or arr.size < size or not arr.flags.c_contiguous or not arr.flags.writeable:
+                raise ValueError(f"program {self.kernel.name}: output slot {slot} needs a writable contiguous "
+                                 f"{dt} buffer of {size} elements, got {arr.dtype} {arr.shape}")
+        addr = arr.__array_interface__["data"][0]
+        try:
+            self._cache[j] = (weakref.ref(arr), addr)
+        except TypeError:  # not weak-referenceable (an ndarray subclass with __slots__)
+            pass
+        return addr
+
+    def _fill(self, args, buffers) -> None:
+        # NOTE: fetching a data address costs ~1 µs; a weakref check ~50 ns. A live array
+        # keeps its address, so (weakref, address) per slot position is safe to reuse.
+        cache = self._cache
+        get = buffers.get if isinstance(buffers, dict) else buffers.__getitem__
+        for j, slot in enumerate(self.slots):
+            arr = get(slot)
+            c = cache[j]
+            if c is not None and arr is not None and c[0]() is arr:
+                args[j] = c[1]
+            else:
+                args[j] = self._address(j, arr, buffers)
+
+    def run(self, buffers, threads: int = 1) -> None:
+        if self.units == 0:
+            self._outputs(buffers)
+            return
+        if self._args_lock.acquire(False):
+            try:
+                self._fill(self._args, buffers)
+                self._launch(self._args_addr, threads)
+            finally:
+                self._args_lock.release()
+        else:  # another Python thread is using the cached argument block
+            args = self._argtype()
+            self._fill(args, buffers)
+            self._launch(ctypes.addressof(args), threads)
+
+    def _launch(self, args_addr: int, threads: int) -> None:
+        if threads <= 1 or self.units <= 1:
+            self._fn(args_addr, 0, self.units)
+        else:
+            from svod.runtime import run_parallel
+
+            run_parallel(self.address, args_addr, self.units, threads)
+
+
+def _extent(view) -> int:
+    """Elements of the buffer a ViewChain may touch (max address + 1; 0 when it reads nothing)."""
+    v = view.views[0]
+    if v.size == 0 or v.fully_masked:
+        return 0
+    hi = v.offset
+    for _, s, lo, top in v.axes():
+        hi += max(s * lo, s * (top - 1))
+    return hi + 1
+
+
+class LibraryProgram(Program):
+    """``matmul.library``: numpy's matmul (BLAS) on the gathered operands."""
+
+    kind = "library"
+
+    def __init__(self, kernel: Kernel):
+        super().__init__(kernel, 1)
+        mm = kernel.matmul
+        self._a, self._b = kernel.inputs[mm.a], kernel.inputs[mm.b]
+
+    def run(self, buffers, threads: int = 1) -> None:
+        self._outputs(buffers)
+        k = self.kernel
+        o = k.outputs[0]
+        a = _operand(buffers[self._a.slot], self._a.view)
+        b = _operand(buffers[self._b.slot], self._b.view)
+        out = buffers[o.slot][:self._out_specs[0][2]].reshape(k.shape)
+        if out.size == 0:
+            return
+        np.matmul(a, b, out=out)
+
+
+def _operand(flat: np.ndarray, chain) -> np.ndarray:
+    """The operand as an ndarray: a strided view when one unmasked view suffices, else a gather."""
+    if len(chain.views) == 1 and chain.views[0].mask is None and flat.size:
+        v = chain.views[0]
+        item = flat.itemsize
+        base = flat[v.offset:] if v.offset < flat.size else flat
+        if v.offset < flat.size:
+            return np.lib.stride_tricks.as_strided(base, v.shape, tuple(s * item for s in v.strides),
+                                                   writeable=False)
+    return chain.gather(flat, pad_value=0)
+
+
+class InterpretedProgram(Program):
+    """The numpy kernel interpreter (fallback when code generation fails)."""
+
+    kind = "interpreted"
+
+    def __init__(self, kernel: Kernel, reason: str = "", ir_text: str = ""):
+        super().__init__(kernel, 1)
+        self.reason = reason
+        self._ir = ir_text
+
+    @property
+    def ir(self) -> str:
+        return self._ir
+
+    def run(self, buffers, threads: int = 1) -> None:
+        from svod.interp import run_kernel
+
+        bump("interpreter_fallbacks")
+        self._outputs(buffers)
+        scratch = {s: buffers[s] for s in set(self.slots)}
+        run_kernel(self.kernel, scratch)
+        for slot, _, size in self._out_specs:
+            buffers[slot][:size] = scratch[slot]
+
+
+# ----------------------------------------------------------------------------- compile
+
+
+def _target_key() -> str:
+    import llvmlite
+    import llvmlite.binding as llvm
+
+    from svod.codegen import jit
+    from svod.codegen.lower import LOWER_VERSION
+
+    info = jit.host_target_info()
+    feats = hashlib.blake2b(info["features"].encode(), digest_size=8).hexdigest()
+    ver = ".".join(map(str, llvm.llvm_version_info))
+    return f"L{LOWER_VERSION}:llvmlite{llvmlite.__version__}:llvm{ver}:{info['cpu']}:{feats}:" \
+           f"mvec{int(jit.libmvec_enabled())}"
+
+
+def object_key(kernel: Kernel) -> str:
+    """The object-cache key (the store adds machine and svod-code fingerprints)."""
+    return f"{kernel.key()}:{_target_key()}"
+
+
+def _recompile(kernel: Kernel):
+    from svod.codegen.jit import compile_ir
+    from svod.codegen.lower import lower_kernel
+
+    low = lower_kernel(kernel)
+    return compile_ir(low.ir, name=kernel.name)
+
+
+def _cache_enabled() -> bool:
+    return os.environ.get("SVOD_OBJECT_CACHE", "1") not in ("0", "false", "False")
+
+
+def _build(kernel: Kernel) -> Program:
+    if kernel.matmul is not None and kernel.matmul.library:
+        return LibraryProgram(kernel)
+    from svod.codegen.jit import compile_ir, load_object
+    from svod.codegen.lower import lower_kernel, plan_loops, symbol_for
+
+    symbol = symbol_for(kernel)
+    store = None
+    okey = None
+    if _cache_enabled():
+        try:
+            from svod.store import default_store
+
+            store = default_store()
+            okey = object_key(kernel)
+            obj = store.get("objects", okey)
+        except Exception:  # noqa: BLE001 - the cache is an optimisation, never an error
+            obj = None
+        if obj:
+            try:
+                t0 = time.perf_counter()
+                units = plan_loops(kernel).units
+                mod = load_object(obj, [symbol], name=kernel.name)
+                bump("kernels_loaded")
+                bump("compile_seconds", time.perf_counter() - t0)
+                return NativeProgram(kernel, mod, symbol, units)
+            except Exception:  # noqa: BLE001 - a foreign/truncated object is a miss
+                pass
+    ir_text = ""
+    t0 = time.perf_counter()
+    try:
+        low = lower_kernel(kernel, symbol)
+        ir_text = low.ir
+        mod = compile_ir(ir_text, name=kernel.name)
+        prog = NativeProgram(kernel, mod, symbol, low.units)
+    except Exception as e:  # noqa: BLE001 - a codegen bug must not lose the user's result
+        return _fallback(kernel, e, ir_text)
+    bump("kernels_compiled")
+    bump("compile_seconds", time.perf_counter() - t0)
+    if store is not None and okey is not None:
+        try:
+            store.put("objects", okey, mod.object_code, meta={"kernel": kernel.name, "symbol": symbol})
+        except Exception:  # noqa: BLE001
+            pass
+    return prog
+
+
+def _fallback(kernel: Kernel, err: BaseException, ir_text: str) -> Program:
+    from svod.errors import SvodWarning
+
+    path = "(no IR: lowering failed)"
+    if ir_text:
+        fd, path = tempfile.mkstemp(prefix=f"svod-{kernel.name[:40]}-", suffix=".ll")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(ir_text)
+    key = kernel.key()
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(f"svod: compiling kernel {kernel.name} failed ({type(err).__name__}: "
+                      f"{str(err).splitlines()[0] if str(err) else ''}); running it in the interpreter. "
+                      f"IR: {path}", SvodWarning, stacklevel=4)
+    return InterpretedProgram(kernel, f"{type(err).__name__}: {err}", ir_text)
+
+
+def compile_kernel(kernel: Kernel) -> Program:
+    """The Program for `kernel`: memoised per content key, loaded from the object cache
+    when possible, compiled otherwise; never raises for a kernel that passes `check()`."""
+    key = kernel.key()
+    prog = _programs.get(key)
+    if prog is not None:
+        return _rebind(prog, kernel)
+    with _programs_lock:
+        prog = _programs.get(key)
+        if prog is not None:
+            return _rebind(prog, kernel)
+        lock = _compile_locks.setdefault(key, threading.Lock())
+    with lock:  # one compile per key, other keys compile concurrently
+        prog = _programs.get(key)
+        if prog is None:
+            prog = _build(kernel)
+            with _programs_lock:
+                _programs[key] = prog
+                _compile_locks.pop(key, None)
+    return _rebind(prog, kernel)
+
+
+def _rebind(prog: Program, kernel: Kernel) -> Program:
+    """Programs are shared by content key; slot numbers are not part of it."""
+    if prog.kernel is kernel or prog.slots == tuple(i.slot for i in kernel.inputs) + \
+            tuple(o.slot for o in kernel.outputs):
+        return prog
+    import copy
+
+    clone = copy.copy(prog)
+    clone.kernel = kernel
+    clone.slots = tuple(i.slot for i in kernel.inputs) + tuple(o.slot for o in kernel.outputs)
+    clone._out_specs = tuple((o.slot, o.dtype.np, spec[2]) for o, spec in zip(kernel.outputs, prog._out_specs))
+    clone._in_specs = tuple((i.slot, i.dtype.np) for i in kernel.inputs)
+    if isinstance(prog, NativeProgram):
+        clone._args = clone._argtype()
+        clone._args_addr = ctypes.addressof(clone._args)
+        clone._args_lock = threading.Lock()
+        clone._cache = [None] * len(clone.slots)
+    if isinstance(prog, LibraryProgram):
+        mm = kernel.matmul
+        clone._a, clone._b = kernel.inputs[mm.a], kernel.inputs[mm.b]
+    return clone
+
+
+def clear_programs() -> None:
+    """Forget memoised Programs (tests)."""
+    with _programs_lock:
+        _programs.clear()
+
+
+def run_kernel_native(kernel: Kernel, buffers, threads: int = 1) -> None:
+    """compile_kernel(kernel).run(buffers, threads) — for callers holding only a kernel."""
+    compile_kernel(kernel).run(buffers, threads)
+
+
+__all__ = ["InterpretedProgram", "LibraryProgram", "NativeProgram", "Program", "clear_programs",
+           "compile_kernel", "object_key", "run_kernel_native"]

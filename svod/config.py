@@ -1,0 +1,86 @@
+"""Settings read by the planner: search limits (settable from code and environment).
+
+| variable | default | meaning |
+|---|---|---|
+| `SVOD_SEARCH_ITERATIONS` | 24 | saturation iterations at most |
+| `SVOD_SEARCH_ENODES` | 200000 | stop saturating above this many e-nodes |
+| `SVOD_SEARCH_SECONDS` | 2.0 | wall-time budget of one search (saturation + extraction) |
+| `SVOD_SEARCH_MAX_NODES` | 3000 | graphs bigger than this use the greedy planner |
+| `SVOD_SEARCH_EXACT` | 6 | exact extraction up to this many free boundary choices |
+| `SVOD_SEARCH` | 1 | 0: always use the greedy planner |
+
+>>> import svod
+>>> with svod.search_limits(seconds=0.5):
+...     svod.config.limits().seconds
+0.5
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class SearchLimits:
+    iterations: int = 24
+    enodes: int = 200_000
+    seconds: float = 2.0
+    max_nodes: int = 3000
+    exact: int = 6
+    enabled: bool = True
+
+
+def _from_env() -> SearchLimits:
+    e = os.environ.get
+    return SearchLimits(
+        iterations=int(e("SVOD_SEARCH_ITERATIONS", 24)),
+        enodes=int(e("SVOD_SEARCH_ENODES", 200_000)),
+        seconds=float(e("SVOD_SEARCH_SECONDS", 2.0)),
+        max_nodes=int(e("SVOD_SEARCH_MAX_NODES", 3000)),
+        exact=int(e("SVOD_SEARCH_EXACT", 6)),
+        enabled=e("SVOD_SEARCH", "1") not in ("0", "false", "False"),
+    )
+
+
+_local = threading.local()
+_global: SearchLimits | None = None
+
+
+def limits() -> SearchLimits:
+    """The limits in force (innermost `search_limits` context, else set globally, else env)."""
+    stack = getattr(_local, "stack", None)
+    if stack:
+        return stack[-1]
+    return _global or _from_env()
+
+
+class search_limits(contextlib.AbstractContextManager):
+    """Set search limits: for the process (`svod.search_limits(seconds=1)`) or, used as a
+    context manager, for the enclosed block only."""
+
+    def __init__(self, **changes):
+        global _global
+        unknown = set(changes) - set(SearchLimits.__dataclass_fields__)
+        if unknown:
+            raise TypeError(f"search_limits: unknown limit(s) {sorted(unknown)}; "
+                            f"known: {sorted(SearchLimits.__dataclass_fields__)}")
+        self._prev = _global
+        self.value = replace(limits(), **changes)
+        _global = self.value
+        self._entered = False
+
+    def __enter__(self):
+        global _global
+        _global = self._prev  # as a context manager the change is scoped, not global
+        stack = getattr(_local, "stack", None)
+        if stack is None:
+            stack = _local.stack = []
+        stack.append(self.value)
+        return self.value
+
+    def __exit__(self, *exc):
+        _local.stack.pop()
+        return False

@@ -1,0 +1,340 @@
+"""Threads: a persistent worker pool with a native (LLVM IR) wait loop, dispatch in µs.
+
+`run_parallel(fn_addr, args_addr, units, threads)` calls the native kernel entry
+``void fn(void* args, i64 unit_begin, i64 unit_end)`` on ``threads`` contiguous slices
+of ``[0, units)`` (thread t gets ``[units*t//T, units*(t+1)//T)``) and returns when all
+are done. The calling thread runs slice 0 itself.
+
+Design (see docs/codegen.md): worker Python threads each enter, once, a native wait
+loop compiled from LLVM IR (ctypes releases the GIL for the whole time). A worker spins
+briefly on an atomic job-generation counter in a shared 256-byte block, then sleeps on a
+futex (Linux x86-64: ``syscall(SYS_futex=202, ...)``; elsewhere it naps with usleep).
+The dispatcher — also native, called through ctypes — writes (fn, args, units,
+threads), bumps the generation, wakes sleepers only when some sleep, runs its own
+slice and spins until the others report done.
+
+Lifecycle: started lazily on the first parallel call; `os.register_at_fork` forgets the
+pool in a child (threads do not survive fork) so the child starts its own; `atexit`
+stops and joins the workers. Dispatch holds a lock; a second Python thread that finds
+the pool busy runs its job single-threaded instead of waiting. Library (BLAS) steps do
+not use this pool: OpenBLAS has its own threads.
+
+>>> import ctypes
+>>> pool_size() >= 1
+True
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import platform
+import sys
+import threading
+import time
+
+_SPIN_WORKER = 20000  # pause-loop iterations (~50-100 µs) before a worker sleeps
+_SPIN_YIELD = 200000  # dispatcher spins this long before yielding the CPU between checks
+_WORDS = 32
+SLICES_PER_THREAD = 4  # more slices than threads: a late worker leaves less imbalance
+# i64 word offsets in the shared block (gen, done and the job on separate cache lines)
+GEN, DONE, CLAIM, FN, ARGS, UNITS, NSLICES, QUIT, SLEEPERS, READY = 0, 8, 16, 24, 25, 26, 27, 28, 29, 30
+
+_ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+
+
+def _use_futex() -> bool:
+    return sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64")
+
+
+def _runtime_ir() -> str:
+    x86 = platform.machine() in ("x86_64", "AMD64", "i386", "i686")
+    futex = _use_futex()
+    pause = "call void @llvm.x86.sse2.pause()" if x86 else "call void asm sideeffect \"\", \"\"()"
+    decl_pause = "declare void @llvm.x86.sse2.pause()" if x86 else ""
+    if futex:
+        sleep = "%fx = call i64 (i64, ...) @syscall(i64 202, ptr %genp, i64 128, i64 %myx, ptr null)"
+        wake = "%wx = call i64 (i64, ...) @syscall(i64 202, ptr %genp, i64 129, i64 %nwake)"
+        decl_sys = "declare i64 @syscall(i64, ...)"
+    else:
+        sleep = "%fx = call i32 @usleep(i32 50)"
+        wake = ""
+        decl_sys = "declare i32 @usleep(i32)"
+    # Slices are claimed with a CAS on CLAIM = (generation << 32) | next slice: whoever
+    # is awake takes the next slice, so a late (sleeping) worker never delays a job, and
+    # slice boundaries (hence results) do not depend on who runs them.
+    claim_loop = """
+claim:
+  %w = load atomic i64, ptr %claimp acquire, align 8
+  %wg64 = lshr i64 %w, 32
+  %wg = trunc i64 %wg64 to i32
+  %k = and i64 %w, 4294967295
+  %ns = load i64, ptr %nsp, align 8
+  %same = icmp eq i32 %wg, %my
+  %left = icmp ult i64 %k, %ns
+  %can = and i1 %same, %left
+  br i1 %can, label %try, label %CLAIM_DONE
+try:
+  %w1 = add i64 %w, 1
+  %cx = cmpxchg ptr %claimp, i64 %w, i64 %w1 acq_rel acquire
+  %ok = extractvalue { i64, i1 } %cx, 1
+  br i1 %ok, label %run, label %claim
+run:
+  %units = load i64, ptr %unitsp, align 8
+  %fn = load ptr, ptr %fnp, align 8
+  %args = load ptr, ptr %argp, align 8
+  %b0 = mul i64 %units, %k
+  %b = udiv i64 %b0, %ns
+  %k1 = add i64 %k, 1
+  %e0 = mul i64 %units, %k1
+  %e = udiv i64 %e0, %ns
+  %nonempty = icmp ult i64 %b, %e
+  br i1 %nonempty, label %call, label %signal
+call:
+  call void %fn(ptr %args, i64 %b, i64 %e)
+  br label %signal
+signal:
+  %d0 = atomicrmw add ptr %donep, i64 1 release
+  br label %claim
+"""
+    ptrs = f"""
+  %genp = getelementptr i64, ptr %pool, i64 {GEN}
+  %donep = getelementptr i64, ptr %pool, i64 {DONE}
+  %claimp = getelementptr i64, ptr %pool, i64 {CLAIM}
+  %fnp = getelementptr i64, ptr %pool, i64 {FN}
+  %argp = getelementptr i64, ptr %pool, i64 {ARGS}
+  %unitsp = getelementptr i64, ptr %pool, i64 {UNITS}
+  %nsp = getelementptr i64, ptr %pool, i64 {NSLICES}
+  %quitp = getelementptr i64, ptr %pool, i64 {QUIT}
+  %sleepp = getelementptr i64, ptr %pool, i64 {SLEEPERS}
+  %readyp = getelementptr i64, ptr %pool, i64 {READY}"""
+    return f"""
+{decl_pause}
+{decl_sys}
+declare i32 @sched_yield()
+
+define void @svod_rt_worker(ptr %pool, i64 %tid) {{
+entry:{ptrs}
+  %g0 = load atomic i32, ptr %genp acquire, align 8
+  %r0 = atomicrmw add ptr %readyp, i64 1 seq_cst
+  br label %wait
+wait:
+  %my = phi i32 [ %g0, %entry ], [ %g, %claim ]
+  br label %spin
+spin:
+  %spins = phi i64 [ 0, %wait ], [ %spins1, %pause ], [ 0, %sleep ]
+  %g = load atomic i32, ptr %genp acquire, align 8
+  %changed = icmp ne i32 %g, %my
+  br i1 %changed, label %work, label %idle
+idle:
+  %more = icmp ult i64 %spins, {_SPIN_WORKER}
+  br i1 %more, label %pause, label %sleep
+pause:
+  {pause}
+  %spins1 = add i64 %spins, 1
+  br label %spin
+sleep:
+  %s0 = atomicrmw add ptr %sleepp, i64 1 seq_cst
+  %myx = zext i32 %my to i64
+  {sleep}
+  %s1 = atomicrmw sub ptr %sleepp, i64 1 seq_cst
+  br label %spin
+work:
+  %q = load atomic i64, ptr %quitp acquire, align 8
+  %isq = icmp ne i64 %q, 0
+  br i1 %isq, label %exit, label %claim
+{claim_loop.replace("%my", "%g").replace("CLAIM_DONE", "wait")}
+exit:
+  ret void
+}}
+
+define void @svod_rt_dispatch(ptr %pool, ptr %fn_a, ptr %args_a, i64 %units_a, i64 %nslices, i64 %nwake) {{
+entry:{ptrs}
+  store atomic i64 0, ptr %donep monotonic, align 8
+  store ptr %fn_a, ptr %fnp, align 8
+  store ptr %args_a, ptr %argp, align 8
+  store i64 %units_a, ptr %unitsp, align 8
+  store i64 %nslices, ptr %nsp, align 8
+  %g0 = load atomic i32, ptr %genp monotonic, align 8
+  %my = add i32 %g0, 1
+  %my64 = zext i32 %my to i64
+  %w0 = shl i64 %my64, 32
+  store atomic i64 %w0, ptr %claimp release, align 8
+  store atomic i32 %my, ptr %genp seq_cst, align 8
+  %sl = load atomic i64, ptr %sleepp seq_cst, align 8
+  %any = icmp ne i64 %sl, 0
+  br i1 %any, label %wake, label %claim
+wake:
+  {wake}
+  br label %claim
+{claim_loop.replace("CLAIM_DONE", "wait")}
+wait:
+  br label %check
+check:
+  %spins = phi i64 [ 0, %wait ], [ %spins1, %again ]
+  %d = load atomic i64, ptr %donep acquire, align 8
+  %fin = icmp uge i64 %d, %ns
+  br i1 %fin, label %exit, label %again0
+again0:
+  %long = icmp ugt i64 %spins, {_SPIN_YIELD}
+  br i1 %long, label %yield, label %pause
+yield:
+  %y = call i32 @sched_yield()
+  br label %again
+pause:
+  {pause}
+  br label %again
+again:
+  %spins1 = add i64 %spins, 1
+  br label %check
+exit:
+  ret void
+}}
+
+define void @svod_rt_quit(ptr %pool) {{
+entry:
+  %genp = getelementptr i64, ptr %pool, i64 {GEN}
+  %quitp = getelementptr i64, ptr %pool, i64 {QUIT}
+  %nwake = add i64 0, 2147483647
+  store atomic i64 1, ptr %quitp seq_cst, align 8
+  %old = atomicrmw add ptr %genp, i32 1 seq_cst
+  {wake}
+  ret void
+}}
+"""
+
+
+_module = None
+_module_lock = threading.Lock()
+
+
+def _runtime_module():
+    """The compiled runtime (once per process; the code survives fork)."""
+    global _module
+    if _module is None:
+        with _module_lock:
+            if _module is None:
+                from svod.codegen.jit import compile_ir
+
+                _module = compile_ir(_runtime_ir(), name="svod_runtime")
+    return _module
+
+
+class _Pool:
+    def __init__(self, nworkers: int):
+        mod = _runtime_module()
+        self.mem = (ctypes.c_int64 * _WORDS)()
+        self.addr = ctypes.addressof(self.mem)
+        self.nworkers = nworkers
+        self._worker = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(mod.address("svod_rt_worker"))
+        self._dispatch = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                          ctypes.c_int64, ctypes.c_int64)(mod.address("svod_rt_dispatch"))
+        self._quit = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(mod.address("svod_rt_quit"))
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._worker, args=(self.addr, t), daemon=True,
+                                         name=f"svod-worker-{t}") for t in range(1, nworkers + 1)]
+        for t in self.threads:
+            t.start()
+        deadline = time.monotonic() + 10
+        while self.mem[READY] < nworkers:  # every worker has read the generation
+            if time.monotonic() > deadline:
+                raise RuntimeError("svod runtime: worker threads did not start")
+            time.sleep(0.0001)
+        self.pid = os.getpid()
+
+    def run(self, fn_addr: int, args_addr: int, units: int, threads: int) -> None:
+        nt = max(1, min(threads, self.nworkers + 1, units))
+        slices = min(units, nt * SLICES_PER_THREAD)
+        self._dispatch(self.addr, fn_addr, args_addr, units, slices, nt - 1)
+
+    def shutdown(self) -> None:
+        self._quit(self.addr)
+        for t in self.threads:
+            t.join(timeout=5)
+
+
+_pool: _Pool | None = None
+_pool_lock = threading.Lock()
+
+
+_size: list[int] = []
+
+
+def pool_size() -> int:
+    """Threads the pool can use (workers + the calling thread): SVOD_THREADS or the CPU
+    count, read once per process."""
+    if not _size:
+        n = os.cpu_count() or 1
+        try:
+            n = int(os.environ.get("SVOD_THREADS") or n)
+        except ValueError:
+            pass
+        _size.append(max(1, n))
+    return _size[0]
+
+
+def _get_pool() -> _Pool:
+    global _pool
+    p = _pool
+    if p is None or p.pid != os.getpid():
+        with _pool_lock:
+            if _pool is None or _pool.pid != os.getpid():
+                _pool = _Pool(max(1, pool_size() - 1))
+            p = _pool
+    return p
+
+
+def run_parallel(fn_addr: int, args_addr: int, units: int, threads: int) -> None:
+    """Run ``fn(args, ub, ue)`` over ``[0, units)`` split into ``threads`` contiguous slices."""
+    if units <= 0:
+        return
+    if threads <= 1 or units == 1 or pool_size() <= 1:
+        _ENTRY(fn_addr)(args_addr, 0, units)
+        return
+    pool = _get_pool()
+    if not pool.lock.acquire(blocking=False):  # another Python thread is dispatching: go alone
+        _ENTRY(fn_addr)(args_addr, 0, units)
+        return
+    try:
+        pool.run(fn_addr, args_addr, units, threads)
+    finally:
+        pool.lock.release()
+
+
+def shutdown() -> None:
+    """Stop and join the workers (atexit; a later parallel call starts a new pool)."""
+    global _pool
+    with _pool_lock:
+        p, _pool = _pool, None
+    if p is not None and p.pid == os.getpid():
+        with p.lock:
+            p.shutdown()
+
+
+def _after_fork_in_child() -> None:
+    global _pool, _pool_lock
+    _pool = None  # the workers did not survive fork; the shared block is simply dropped
+    _pool_lock = threading.Lock()
+
+
+def dispatch_cost(threads: int = 2, repeats: int = 2000) -> float:
+    """Median seconds of one `run_parallel` of an empty job (for benchmarks and docs)."""
+    from svod.codegen.jit import compile_ir
+
+    mod = compile_ir("define void @noop(ptr %a, i64 %b, i64 %e) { ret void }", name="noop")
+    addr = mod.address("noop")
+    run_parallel(addr, 0, threads, threads)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        run_parallel(addr, 0, threads, threads)
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[len(times) // 2]
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(shutdown)
+
+__all__ = ["dispatch_cost", "pool_size", "run_parallel", "shutdown"]

@@ -1,0 +1,197 @@
+"""The e-graph fusion search: optimality against the oracle, kernel counts, bounded
+saturation, exact algebra, the workload corpus."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+
+import svod
+from search import plan_search, rules
+from search.oracle import all_covers, choices
+from svod.config import SearchLimits
+from svod.costing import Machine, RooflineModel
+from svod.interp import eval_key, run_plan
+from svod.ir import Ops
+from svod.key import compact
+from tests.programs import programs
+
+MODEL, MACHINE = RooflineModel(), Machine()
+EXACT = SearchLimits(exact=16, seconds=30.0)
+
+
+def _search(*tensors, rulesets=None, limits=EXACT, k=1):
+    key, b = compact([t.uop for t in tensors])
+    r = plan_search(key, cost_model=MODEL, machine=MACHINE, limits=limits, rulesets=rulesets, k=k)
+    r.plan.check()
+    got = run_plan(r.plan, b.arrays)
+    want = eval_key(key, b.arrays)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5, equal_nan=True)
+    return r
+
+
+def _x(*shape, seed=0):
+    return svod.asarray(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+# ----------------------------------------------------------------------------- optimality
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(programs(max_ops=4))
+def test_search_matches_the_oracle(prog):
+    inputs, build, desc = prog
+    outs = [t for t in build([svod.asarray(a) for a in inputs]) if not t.is_realized]
+    outs = list({id(t.uop): t for t in outs}.values())  # realize() drops realized and repeated roots too
+    assume(outs)
+    key, _ = compact([t.uop for t in outs])
+    assume(len(choices(key)) <= 9)
+    best = all_covers(key, MODEL, MACHINE)[0]
+    r = plan_search(key, cost_model=MODEL, machine=MACHINE, limits=EXACT, rulesets=rules.FUSION)
+    found = r.variants[0].seconds
+    assert math.isclose(found, best.seconds, rel_tol=1e-9), f"{desc}\nsearch {found} vs oracle {best.seconds}\n" \
+        f"search plan:\n{r.plan}\noracle plan:\n{best.plan}"
+
+
+# ----------------------------------------------------------------------------- structure
+
+
+def test_chain_of_20_is_one_kernel():
+    x, y = _x(64, 64), _x(64)
+    t = x
+    for i in range(20):
+        t = [svod.tanh, lambda v: v * 1.5, lambda v: v + y, svod.exp, lambda v: svod.maximum(v, 0.0)][i % 5](t)
+    assert len(_search(t).plan.kernels) == 1
+
+
+def test_softmax_and_layernorm_are_one_kernel_each():
+    x = _x(128, 256)
+    assert len(_search(svod.nn.softmax(x)).plan.kernels) == 1
+    assert len(_search(svod.nn.layer_norm(x, (256,), _x(256), _x(256))).plan.kernels) == 1
+
+
+def test_matmul_bias_gelu_is_fused_or_blas_plus_one_whichever_prices_lower():
+    x, w, b = _x(256, 512), _x(512, 256), _x(256)
+    r = _search(svod.nn.gelu(x @ w + b, approximate="tanh"), k=100_000)  # every variant
+    kinds = [k.kind for k in r.plan.kernels]
+    assert kinds in (["matmul"], ["blas", "elementwise"])
+    alternatives = {tuple(k.kind for k in v.plan.kernels): v.seconds for v in r.variants}
+    assert ("matmul",) in alternatives and ("blas", "elementwise") in alternatives
+    assert r.variants[0].seconds == min(alternatives.values())
+
+
+def test_expensive_shared_producer_materialised_cheap_one_recomputed():
+    x = _x(512, 512)
+    expensive = svod.exp(svod.tanh(svod.sin(x) * svod.cos(x)))  # transcendental-heavy, used by two kernels
+    a, b = (expensive * 2.0).sum(axis=0), (expensive + 1.0).sum(axis=1)
+    r = _search(a, b)
+    key = r.decoded
+    heavy = [i for i, n in enumerate(key.nodes) if n.op is Ops.EXP]
+    slots_written = {o.slot for k in r.plan.kernels for o in k.outputs}
+    assert len(r.plan.kernels) == 3 and len(slots_written) == 3  # the producer has its own kernel
+    cheap = x * 2.0
+    r2 = _search((cheap + 1.0).sum(axis=0), (cheap - 1.0).sum(axis=1))
+    assert len(r2.plan.kernels) == 2  # recomputed in both reductions
+    assert heavy
+
+
+def test_shared_producer_two_outputs_one_kernel():
+    x = _x(64, 64)
+    s = svod.exp(x)
+    r = _search(s + 1.0, s * 2.0)
+    assert len(r.plan.kernels) == 1 and len(r.plan.kernels[0].outputs) == 2
+
+
+# ----------------------------------------------------------------------------- bounds and report
+
+
+def test_report_says_why_saturation_stopped():
+    x = _x(8, 8)
+    t = svod.nn.softmax(svod.exp(x) * 2.0)
+    r = _search(t)
+    assert r.report.saturation.stop_reason == "saturated"
+    r1 = _search(t, limits=SearchLimits(iterations=1))
+    assert r1.report.saturation.stop_reason == "iteration limit" and r1.report.saturation.iterations == 1
+    r2 = _search(t, limits=SearchLimits(enodes=10))
+    assert r2.report.saturation.stop_reason == "e-node limit"
+    text = str(r.report)
+    assert "saturated" in text and "extraction" in text
+
+
+def test_size_policy_uses_greedy_above_the_cap():
+    t = _x(4, 4)
+    for _ in range(60):
+        t = t * 1.01 + 0.5
+    key, _ = compact([t.uop])
+    r = plan_search(key, limits=SearchLimits(max_nodes=50))
+    assert r.report.planner == "greedy" and r.provisional and "size policy" in r.report.reason
+
+
+def test_search_limits_from_code_and_environment(monkeypatch):
+    with svod.search_limits(iterations=3, seconds=1.5):
+        assert svod.config.limits().iterations == 3
+    monkeypatch.setenv("SVOD_SEARCH_ITERATIONS", "7")
+    assert svod.config.limits().iterations == 7
+    with pytest.raises(TypeError, match="unknown limit"):
+        svod.search_limits(bogus=1)
+
+
+# ----------------------------------------------------------------------------- algebra
+
+
+SPECIAL = np.array([-0.0, 0.0, np.inf, -np.inf, np.nan, 1e30, -1e-30, 3.0], np.float32)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x * 1.0, lambda x: 1.0 * x, lambda x: x / 1.0, lambda x: x + (-0.0), lambda x: x - 0.0,
+    lambda x: svod.negative(svod.negative(x)), lambda x: svod.maximum(x, x), lambda x: svod.where(x > 0, x, x),
+    lambda x: x + 0.0, lambda x: (x + 1e7) - 1e7,
+], ids=["x*1", "1*x", "x/1", "x+-0", "x-0", "--x", "max(x,x)", "where(c,x,x)", "x+0", "large-mean"])
+def test_algebra_is_exact_on_special_values(fn):
+    x = svod.asarray(SPECIAL)
+    t = fn(x) * 3.0
+    r = _search(t)
+    key, b = compact([t.uop])
+    got = run_plan(r.plan, b.arrays)[0]
+    want = eval_key(key, b.arrays)[0]
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_algebra_removes_ops():
+    x = _x(16)
+    r = _search(svod.negative(svod.negative(x * 1.0)) + 2.0, rulesets=rules.DEFAULT)
+    ops = [n.op for n in r.decoded.nodes]
+    assert Ops.NEG not in ops and Ops.MUL not in ops
+
+
+# ----------------------------------------------------------------------------- corpus
+
+
+def _corpus():
+    from svod import workloads
+
+    out = []
+    for name in workloads.names():
+        out.append(name)
+    return out
+
+
+@pytest.mark.parametrize("name", _corpus())
+def test_corpus_plans_equal_the_interpreter(name):
+    from svod import workloads
+
+    w = workloads.get(name)
+    arrays = w.make_inputs(w.small_shapes, seed=1)
+    outs = w.build(**{k: svod.asarray(v) for k, v in arrays.items()})
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    _search(*outs, limits=SearchLimits(seconds=5.0))
+
+
+def test_corpus_is_big_enough():
+    assert len(_corpus()) >= 30
