@@ -230,13 +230,7 @@ class UOp:
         self = object.__new__(cls)
         self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
         self.shape = _infer_shape(op, src, arg)
-        h = hashlib.blake2b(digest_size=16)
-        h.update(op.value.encode())
-        h.update(dtype.name.encode())
-        h.update(_hash_arg(arg))
-        for s in src:
-            h.update(s._hash)
-        self._hash = h.digest()
+        self._hash = None  # NOTE: computed on demand; most nodes never need it
         with UOp._lock:
             # another thread may have built the same node meanwhile: keep one
             hit = UOp._cache.get(key)
@@ -257,6 +251,15 @@ class UOp:
     @property
     def content_hash(self) -> str:
         """Structural hash, stable across processes (hex)."""
+        if self._hash is None:
+            for n in toposort([self], stop=_HASHED):
+                h = hashlib.blake2b(digest_size=16)
+                h.update(n.op.value.encode())
+                h.update(n.dtype.name.encode())
+                h.update(_hash_arg(n.arg))
+                for s in n.src:
+                    h.update(s._hash)
+                n._hash = h.digest()
         return self._hash.hex()
 
     @property
@@ -290,6 +293,16 @@ def _py_scalar(value, dtype: DType):
     if dtype.is_int:
         return int(value)
     return bool(value)
+
+
+class _Hashed:
+    """A `stop` set for toposort: nodes whose content hash is already known."""
+
+    def __contains__(self, u) -> bool:
+        return u._hash is not None
+
+
+_HASHED = _Hashed()
 
 
 def toposort(roots: Iterable[UOp], stop: Any = ()) -> list[UOp]:

@@ -344,4 +344,116 @@ register(Workload(
     rtol=1e-5, atol=1e-6, tags=("elementwise", "diamond")))
 
 
+# ----------------------------------------------------------------------------- more of the search corpus
+
+
+def _np_sigmoid(x):
+    return _F32(1) / (_F32(1) + np.exp(-x))
+
+
+register(Workload(
+    "swiglu", "model block: SwiGLU silu(x@Wg) * (x@Wu) @ Wd, x 512x1024, Wg/Wu 1024x2816, Wd 2816x1024",
+    {"x": (512, 1024), "wg": (1024, 2816), "wu": (1024, 2816), "wd": (2816, 1024)},
+    {"x": (9, 16), "wg": (16, 24), "wu": (16, 24), "wd": (24, 16)},
+    lambda x, wg, wu, wd: (nn.silu(x @ wg) * (x @ wu)) @ wd,
+    lambda x, wg, wu, wd: ((lambda g: g * _np_sigmoid(g))(x @ wg) * (x @ wu)) @ wd,
+    inputs={"wg": "weight", "wu": "weight", "wd": "weight"}, rtol=1e-4, atol=1e-4, tags=("matmul", "model")))
+
+register(Workload(
+    "linear_relu", "matmul + bias + relu (epilogue fusion against the BLAS step), 1024x1024 @ 1024x1024",
+    {"x": (1024, 1024), "w": (1024, 1024), "b": (1024,)}, {"x": (7, 12), "w": (12, 10), "b": (10,)},
+    lambda x, w, b: nn.relu(x @ w + b), lambda x, w, b: np.maximum(x @ w + b, _F32(0)),
+    inputs={"w": "weight"}, rtol=1e-4, atol=1e-4, tags=("matmul",)))
+
+register(Workload(
+    "matmul_transposed", "x @ w.T * scale with a transposed operand read through a view, 1024x512 @ (768x512).T",
+    {"x": (1024, 512), "w": (768, 512)}, {"x": (6, 8), "w": (5, 8)},
+    lambda x, w: (x @ w.T) * 0.125, lambda x, w: (x @ w.T) * _F32(0.125),
+    inputs={"w": "weight"}, rtol=1e-4, atol=1e-4, tags=("matmul", "movement")))
+
+register(Workload(
+    "batched_matmul_softmax", "batched scores softmax(a @ b) over 16 batches of 256x64 @ 64x256",
+    {"a": (16, 256, 64), "b": (16, 64, 256)}, {"a": (3, 5, 4), "b": (3, 4, 6)},
+    lambda a, b: nn.softmax(a @ b, axis=-1), lambda a, b: _np_softmax(a @ b, -1),
+    inputs={"b": "small"}, rtol=1e-4, atol=1e-5, tags=("matmul", "rowwise")))
+
+register(Workload(
+    "sigmoid_gate", "elementwise gate x * sigmoid(y) + (1 - sigmoid(y)) * z over 4096x1024",
+    {"x": (4096, 1024), "y": (4096, 1024), "z": (4096, 1024)},
+    {"x": (11, 13), "y": (11, 13), "z": (11, 13)},
+    lambda x, y, z: (lambda g: x * g + (1.0 - g) * z)(nn.sigmoid(y)),
+    lambda x, y, z: (lambda g: x * g + (_F32(1) - g) * z)(_np_sigmoid(y)),
+    rtol=1e-5, atol=1e-6, tags=("elementwise", "diamond")))
+
+register(Workload(
+    "l2_normalize", "rows divided by their L2 norm: x / sqrt(sum(x*x) + eps) over 8192x512",
+    {"x": (8192, 512)}, {"x": (17, 29)},
+    lambda x: x / T.sqrt(T.sum(x * x, axis=-1, keepdims=True) + 1e-12),
+    lambda x: x / np.sqrt((x * x).sum(axis=-1, keepdims=True) + _F32(1e-12)),
+    rtol=1e-5, atol=1e-6, tags=("rowwise",)))
+
+register(Workload(
+    "standardize_columns", "columns standardised: (x - mean_0) / std_0 over 4096x256 (axis-0 statistics)",
+    {"x": (4096, 256)}, {"x": (23, 9)},
+    lambda x: (x - T.mean(x, axis=0, keepdims=True)) / T.sqrt(T.var(x, axis=0, keepdims=True) + 1e-5),
+    lambda x: (x - x.mean(axis=0, keepdims=True)) / np.sqrt(x.var(axis=0, keepdims=True) + _F32(1e-5)),
+    rtol=1e-4, atol=1e-5, tags=("rowwise", "columns")))
+
+register(Workload(
+    "argmax_rows", "argmax and max of each row of 4096x1024 (sibling reductions)",
+    {"x": (4096, 1024)}, {"x": (15, 21)},
+    lambda x: (T.argmax(x, axis=1), T.max(x, axis=1)),
+    lambda x: (np.argmax(x, axis=1), x.max(axis=1)), tags=("reduction", "multi-output")))
+
+register(Workload(
+    "logsumexp", "log(sum(exp(x - max))) + max per row of 4096x2048",
+    {"x": (4096, 2048)}, {"x": (13, 37)},
+    lambda x: (lambda m: T.log(T.sum(T.exp(x - m), axis=-1)) + T.squeeze(m, -1))(T.max(x, axis=-1, keepdims=True)),
+    lambda x: (lambda m: np.log(np.exp(x - m).sum(axis=-1)) + m[..., 0])(x.max(axis=-1, keepdims=True)),
+    rtol=1e-5, atol=1e-5, tags=("rowwise", "reduction")))
+
+register(Workload(
+    "cross_entropy", "mean softmax cross-entropy against one-hot targets over 2048x1000",
+    {"x": (2048, 1000), "t": (2048, 1000)}, {"x": (9, 11), "t": (9, 11)},
+    lambda x, t: -T.mean(T.sum(nn.log_softmax(x, axis=-1) * t, axis=-1)),
+    lambda x, t: -(_np_log_softmax(x, -1) * t).sum(axis=-1).mean(),
+    inputs={"t": "positive"}, rtol=1e-4, atol=1e-4, tags=("rowwise", "reduction")))
+
+register(Workload(
+    "padded_stencil", "3-point stencil with zero padding: x[i-1] + 2x[i] + x[i+1] along the rows of 4096x1024",
+    {"x": (4096, 1024)}, {"x": (7, 19)},
+    lambda x: (lambda p: p[:, :-2] + 2.0 * p[:, 1:-1] + p[:, 2:])(T.pad(x, ((0, 0), (1, 1)))),
+    lambda x: (lambda p: p[:, :-2] + _F32(2) * p[:, 1:-1] + p[:, 2:])(np.pad(x, ((0, 0), (1, 1)))),
+    rtol=1e-6, atol=1e-6, tags=("elementwise", "movement")))
+
+register(Workload(
+    "concat_norm", "concat([x, y], axis=1) then layer norm over 2048x(512+512)",
+    {"x": (2048, 512), "y": (2048, 512)}, {"x": (5, 6), "y": (5, 7)},
+    lambda x, y: nn.layer_norm(T.concat([x, y], axis=1), (x.shape[1] + y.shape[1],)),
+    lambda x, y: _np_layer_norm(np.concatenate([x, y], axis=1)), rtol=1e-4, atol=1e-5,
+    tags=("rowwise", "movement")))
+
+register(Workload(
+    "transpose_add", "x.T + y with a permuted read, then tanh, over 2048x2048",
+    {"x": (2048, 2048), "y": (2048, 2048)}, {"x": (6, 9), "y": (9, 6)},
+    lambda x, y: T.tanh(x.T + y), lambda x, y: np.tanh(x.T + y), rtol=1e-5, atol=1e-6,
+    tags=("elementwise", "movement")))
+
+register(Workload(
+    "flip_center", "flip the rows, scale, and subtract the row mean over 4096x1024",
+    {"x": (4096, 1024)}, {"x": (8, 14)},
+    lambda x: (lambda f: f - T.mean(f, axis=1, keepdims=True))(T.flip(x, axis=1) * 3.0),
+    lambda x: (lambda f: f - f.mean(axis=1, keepdims=True))(np.flip(x, axis=1) * _F32(3)),
+    rtol=1e-5, atol=1e-5, tags=("rowwise", "movement")))
+
+register(Workload(
+    "residual_rmsnorm_mlp", "model block: x + relu(rmsnorm(x) @ W1) @ W2, x 1024x512, W1 512x1024, W2 1024x512",
+    {"x": (1024, 512), "g": (512,), "w1": (512, 1024), "w2": (1024, 512)},
+    {"x": (6, 8), "g": (8,), "w1": (8, 12), "w2": (12, 8)},
+    lambda x, g, w1, w2: x + nn.relu(nn.rms_norm(x, x.shape[-1:], g) @ w1) @ w2,
+    lambda x, g, w1, w2: x + np.maximum((x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + _F32(1e-6)) * g) @ w1,
+                                        _F32(0)) @ w2,
+    inputs={"g": "positive", "w1": "weight", "w2": "weight"}, rtol=1e-4, atol=1e-4, tags=("matmul", "model")))
+
+
 __all__ = ["Workload", "WORKLOADS", "get", "names", "run", "register"]

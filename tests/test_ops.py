@@ -1509,11 +1509,10 @@ def test_values_are_not_recomputed():
     assert svod.stats()["realizes"] == n + 1
 
 
-def test_zz_interpreter_fallbacks_readable():
-    """Counted over the whole module (the fixture above sums svod.stats() after each test).
-    Not asserted to be 0 until the code generator lands (DESIGN: zero fallbacks)."""
-    value = svod.stats()["interpreter_fallbacks"]
-    assert isinstance(value, (int, float)) and value >= 0
+def test_zz_op_suite_runs_with_zero_interpreter_fallbacks():
+    """Counted over the whole module (the fixture above sums svod.stats() after each test):
+    every op of the suite compiled for every dtype it used (DESIGN: zero fallbacks)."""
     total = _FALLBACKS["interpreter_fallbacks"]
-    assert isinstance(total, (int, float)) and total >= 0
     print(f"interpreter_fallbacks over {_FALLBACKS['tests']} tests: {total}")
+    if _FALLBACKS["tests"] >= 100:  # the whole module ran (not a -k selection)
+        assert total == 0
