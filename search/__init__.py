@@ -91,7 +91,8 @@ def plan_search(key: GraphKey, *, cost_model: CostModel | None = None, machine: 
         js = enc.serialize()
         t_ser = time.perf_counter() - t1
     decoded, fusible, _ = decode(js, key)
-    ext = choose(decoded, fusible, model, mach, k=k, exact_limit=lim.exact, deadline=t0 + lim.seconds)
+    # 10% headroom: the evaluation under way when the deadline passes still finishes
+    ext = choose(decoded, fusible, model, mach, k=k, exact_limit=lim.exact, deadline=t0 + 0.9 * lim.seconds)
     if not ext.variants:
         return _greedy(key, "fallback: no variant could be lowered", t0)
     best = ext.best

@@ -12,7 +12,7 @@ Two steps:
    algebraic rewrites only ever remove ops), which turns the e-graph back into a graph.
    For each value, the e-graph also says whether each of its consumers has a variant
    that reads the value's body instead of loading it — the fusion rules added those.
-   A value is a *free choice* when every consumer can fuse it; else it is materialised.
+   A value is a *free choice* when some consumer can fuse it; else it is materialised.
 2. **Choose kernel boundaries.** Each free choice is "materialise" or "inline". The
    plan of a choice is built by `svod.plan_greedy.lower` (the Kernel spec's lowering:
    it adds any boundary that legality forces) and priced. Exact — every combination —
@@ -34,7 +34,7 @@ from svod.costing import CostModel, Machine
 from svod.ir import Ops
 from svod.kernel import Plan
 from svod.key import GraphKey, KeyNode
-from svod.plan_greedy import greedy_materialized, lower
+from svod.plan_greedy import greedy_materialized, lower, shared_heavy
 
 INF = float("inf")
 
@@ -257,7 +257,9 @@ def boundaries(key: GraphKey, fusible: set[tuple[int, int]]) -> tuple[set[int], 
     for i in range(len(key.nodes)):
         if i in fixed or i in consts:
             continue
-        if users[i] and all((u, i) in fusible for u in users[i]):
+        # free when some consumer can fuse it: a consumer that cannot makes the lowering
+        # materialise it for that consumer, while the others may still recompute it
+        if users[i] and any((u, i) in fusible for u in users[i]):
             free.append(i)
         else:
             fixed.add(i)
@@ -271,6 +273,14 @@ def choose(key: GraphKey, fusible: set[tuple[int, int]], model: CostModel, machi
     fixed, free = boundaries(key, fusible)
     seen: dict[frozenset, Variant | None] = {}
     evaluated = 0
+    kernels_cache: dict = {}  # root -> kernels built for earlier choices (see plan_greedy.lower)
+    prices: dict[str, float] = {}  # kernel content key -> predicted seconds
+
+    def price(plan: Plan) -> float:
+        todo = [k for k in plan.kernels if k.key() not in prices]
+        for k, p in zip(todo, model.price_batch(todo, machine)):
+            prices[k.key()] = p.seconds
+        return sum(prices[k.key()] for k in plan.kernels)
 
     def evaluate(chosen: frozenset) -> Variant | None:
         nonlocal evaluated
@@ -278,11 +288,11 @@ def choose(key: GraphKey, fusible: set[tuple[int, int]], model: CostModel, machi
             return seen[chosen]
         evaluated += 1
         try:
-            plan = lower(key, fixed | chosen, planner="search")
+            plan = lower(key, fixed | chosen, planner="search", cache=kernels_cache)
         except Exception:  # noqa: BLE001 - a variant that cannot be lowered is not a candidate
             seen[chosen] = None
             return None
-        v = Variant(plan, sum(p.seconds for p in model.price_batch(list(plan.kernels), machine)), chosen)
+        v = Variant(plan, price(plan), chosen)
         seen[chosen] = v
         return v
 
@@ -298,8 +308,11 @@ def choose(key: GraphKey, fusible: set[tuple[int, int]], model: CostModel, machi
             if stop != "complete":
                 break
     else:
-        greedy = frozenset(greedy_materialized(key) & set(free))
-        for start in (greedy, frozenset()):
+        greedy = frozenset((greedy_materialized(key) | shared_heavy(key)) & set(free))
+        # NOTE: the all-fused start recomputes every shared value everywhere: on big graphs
+        # its kernels are huge and slow to lower, and it is rarely the better start
+        starts = (greedy, frozenset()) if len(free) <= 64 else (greedy,)
+        for start in starts:
             cur = evaluate(start)
             improved = cur is not None
             while improved and stop == "complete":

@@ -73,6 +73,7 @@ class _KernelBuilder:
         self.inlined_reduces: set[int] = set()
         self.root = -1  # the node this kernel computes (materialised, but not loaded)
         self.matmul_node = -1  # a MATMUL computed in this kernel (its result is the ACC node)
+        self.seen: set[int] = set()  # nodes whose boundary status this kernel depended on
 
     # body construction with local CSE
     def emit(self, op, dtype, src=(), arg=None) -> int:
@@ -105,6 +106,7 @@ class _KernelBuilder:
 
     def _lower(self, i: int, stack: Stack, depth: int) -> int:
         n: KeyNode = self.key.nodes[i]
+        self.seen.add(i)
         if (i in self.materialized and i != self.root) or n.op is Ops.BUFFER:
             return self.load(i, stack)
         if depth > MAX_DEPTH or (len(self.nodes) > MAX_BODY and n.op not in MOVEMENT):
@@ -173,7 +175,7 @@ class _KernelBuilder:
         return len(chain.views) == 1 and chain.views[0] == View.contiguous(n.shape).expand(self.space)
 
 
-def _find_reduced_space(key: GraphKey, root: int, materialized: set[int]):
+def _find_reduced_space(key: GraphKey, root: int, materialized: set[int], seen: set[int]):
     """If the root's value is an epilogue over a reduction (its elements in the reduction's
     output order), return (input space, axes) so the kernel hosts the reduction."""
     stack_nodes = [(root, ())]
@@ -181,6 +183,7 @@ def _find_reduced_space(key: GraphKey, root: int, materialized: set[int]):
     steps = 0
     while stack_nodes and steps < 4 * MAX_BODY:
         i, stack = stack_nodes.pop()
+        seen.add(i)
         steps += 1
         if (i, stack) in seen or (i in materialized and i != root):
             continue
@@ -216,12 +219,27 @@ def _assign_passes(nodes: list[KNode], outputs: list[KOutput]) -> tuple[list[KNo
 
 
 def _build_kernel(key: GraphKey, root: int, materialized: set[int], slot_of: dict[int, int], name: str):
-    """One kernel computing materialised node `root`; returns (kernel, inlined reductions)."""
+    """One kernel computing materialised node `root`.
+
+    Returns (kernel, inlined reductions, seen): `seen` holds every node whose boundary
+    status the kernel depended on, so a cached kernel stays valid while the
+    materialised set agrees on `seen` (the search re-lowers many similar choices)."""
+    seen: set[int] = {root}
     rn = key.nodes[root]
-    inner = _peel_reshapes(key, root, materialized)
+    inner = root
+    while key.nodes[inner].op is Ops.RESHAPE and key.nodes[inner].src[0] not in materialized:
+        seen.add(key.nodes[inner].src[0])
+        inner = key.nodes[inner].src[0]
+    seen.add(key.nodes[inner].src[0] if key.nodes[inner].src else inner)
     n = key.nodes[inner]
+
+    def builder(space, axes):
+        b = _KernelBuilder(key, materialized, slot_of, space, axes)
+        b.seen = seen
+        return b
+
     if n.op is Ops.MATMUL:
-        b = _KernelBuilder(key, materialized, slot_of, rn.shape, None)
+        b = builder(rn.shape, None)
         a_shape, b_shape = key.nodes[n.src[0]].shape, key.nodes[n.src[1]].shape
         ia = _operand_input(b, key, n.src[0], materialized)
         ib = _operand_input(b, key, n.src[1], materialized)
@@ -229,12 +247,13 @@ def _build_kernel(key: GraphKey, root: int, materialized: set[int], slot_of: dic
         spec = MatmulSpec(ia, ib, a_shape[-2], b_shape[-1], a_shape[-1], library=True)
         k = Kernel(name, n.shape, tuple(b.inputs), tuple(b.nodes),
                    (KOutput(slot_of[root], acc, n.dtype, rn.shape),), (), spec)
-        return k, set()
-    mm = _find_matmul(key, inner, materialized) if n.op not in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN) else None
+        return k, set(), seen
+    is_reduce = n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN)
+    mm = None if is_reduce else _find_matmul(key, inner, materialized, seen)
     if mm is not None:  # a matmul with its elementwise epilogue in one kernel
         j = key.nodes[mm]
         space = j.shape
-        b = _KernelBuilder(key, materialized, slot_of, space, None)
+        b = builder(space, None)
         b.root, b.matmul_node = inner, mm
         ia = _operand_input(b, key, j.src[0], materialized)
         ib = _operand_input(b, key, j.src[1], materialized)
@@ -244,19 +263,19 @@ def _build_kernel(key: GraphKey, root: int, materialized: set[int], slot_of: dic
         spec = MatmulSpec(ia, ib, a_shape[-2], b_shape[-1], a_shape[-1])
         out = KOutput(slot_of[root], body_root, rn.dtype, rn.shape)
         k = Kernel(name, space, tuple(b.inputs), tuple(b.nodes), (out,), (), spec)
-        return k, b.inlined_reduces
-    if n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN):
+        return k, b.inlined_reduces, seen
+    if is_reduce:
         space = key.nodes[n.src[0]].shape
         axes = tuple(n.arg[1] if n.op is Ops.REDUCE else (n.arg,))
         reduced = True
     else:
-        found = _find_reduced_space(key, inner, materialized)
+        found = _find_reduced_space(key, inner, materialized, seen)
         if found is not None:
             space, axes = found
             reduced = True
         else:
             space, axes, reduced = n.shape, None, False
-    b = _KernelBuilder(key, materialized, slot_of, space, axes if reduced else None)
+    b = builder(space, axes if reduced else None)
     b.root = inner
     if reduced:
         red_shape = tuple(1 if a in axes else s for a, s in enumerate(space))
@@ -269,18 +288,20 @@ def _build_kernel(key: GraphKey, root: int, materialized: set[int], slot_of: dic
         raise AssertionError("reduced kernel without a reduction")
     outs = [KOutput(slot_of[root], body_root, rn.dtype, rn.shape, reduced=bool(reduced))]
     nodes, outs = _assign_passes(b.nodes, outs)
-    return Kernel(name, space, tuple(b.inputs), tuple(nodes), tuple(outs), r_axes), b.inlined_reduces
+    return Kernel(name, space, tuple(b.inputs), tuple(nodes), tuple(outs), r_axes), b.inlined_reduces, seen
 
 
-def _find_matmul(key: GraphKey, root: int, materialized: set[int]) -> int | None:
+def _find_matmul(key: GraphKey, root: int, materialized: set[int], seen: set[int]) -> int | None:
     """A non-materialised MATMUL the root's value is an elementwise epilogue of (reached
     through elementwise ops and order-preserving reshapes only), if any."""
-    todo, seen, found = [root], set(), None
+    todo, found = [root], None
+    visited: set[int] = set()
     while todo:
         i = todo.pop()
-        if i in seen or (i in materialized and i != root):
-            continue
         seen.add(i)
+        if i in visited or (i in materialized and i != root):
+            continue
+        visited.add(i)
         n = key.nodes[i]
         if n.op is Ops.MATMUL:
             if found is not None and found != i:
@@ -297,7 +318,7 @@ def _operand_input(b: _KernelBuilder, key: GraphKey, i: int, materialized: set[i
     """A matmul operand must be a view of a materialised value."""
     stack: Stack = ()
     j = i
-    while j not in materialized and key.nodes[j].op is not Ops.BUFFER:
+    while b.seen.add(j) or (j not in materialized and key.nodes[j].op is not Ops.BUFFER):
         n = key.nodes[j]
         if n.op in MOVEMENT and n.op is not Ops.PAD:
             stack = stack + ((n.op.value, n.arg),)
@@ -323,13 +344,13 @@ def greedy_materialized(key: GraphKey) -> set[int]:
 
 
 def lower(key: GraphKey, materialized: Iterable[int], *, merge_siblings: bool = True,
-          planner: str = "greedy") -> Plan:
+          planner: str = "greedy", cache: dict | None = None) -> Plan:
     """Build the Plan whose kernels compute exactly the `materialized` nodes (plus any
     producer that legality forces to materialise: a reduction that cannot be hosted, a
     matmul operand that is not a view, a body over the size cap)."""
     m = set(materialized) | initial_materialized(key)
     while True:
-        built, inlined_by, slot_of = _lower_all(key, m)
+        built, inlined_by, slot_of = _lower_all(key, m, cache)
         groups = _merge_siblings(built) if merge_siblings else [([r], k) for r, k in built]
         group_of = {r: gi for gi, (roots, _) in enumerate(groups) for r in roots}
         # a reduction recomputed by two kernels (after sibling merging) is materialised once
@@ -349,18 +370,34 @@ def lower(key: GraphKey, materialized: Iterable[int], *, merge_siblings: bool = 
 
 
 def _slots(key: GraphKey, m: set[int]) -> dict[int, int]:
+    """Inputs keep their binding index; node i's value lives in slot n_inputs + i, so a
+    kernel's slots do not depend on which other values are materialised."""
     slot_of = {}
+    n_in = len(key.inputs)
     for i in key.inputs:
         slot_of[i] = key.nodes[i].arg[0]
-    nxt = len(key.inputs)
-    for i in sorted(m):
+    for i in m:
         if i not in slot_of:
-            slot_of[i] = nxt
-            nxt += 1
+            slot_of[i] = n_in + i
     return slot_of
 
 
-def _lower_all(key: GraphKey, m: set[int]):
+def _cached_kernel(key: GraphKey, root: int, m: set[int], slot_of: dict[int, int], cache: dict | None):
+    """`_build_kernel`, reusing a kernel built earlier for the same root while `m` agrees
+    with the boundaries that kernel depended on."""
+    if cache is not None:
+        for seen, m_part, k, inl in cache.get(root, ()):
+            if all((i in m) == (i in m_part) for i in seen):
+                return k, inl
+    k, inl, seen = _build_kernel(key, root, m, slot_of, f"k{root}")
+    if cache is not None:
+        entries = cache.setdefault(root, [])
+        if len(entries) < 64:
+            entries.append((frozenset(seen), frozenset(i for i in seen if i in m), k, inl))
+    return k, inl
+
+
+def _lower_all(key: GraphKey, m: set[int], cache: dict | None = None):
     """Build one kernel per materialised node, consumers first, so that producers the
     lowering forces to materialise are built after (a heap on node index)."""
     import sys
@@ -378,12 +415,12 @@ def _lower_all(key: GraphKey, m: set[int]):
             if root in built:
                 continue
             try:
-                k, inl = _build_kernel(key, root, m, slot_of, f"k{root}")
+                k, inl = _cached_kernel(key, root, m, slot_of, cache)
             except _Materialize as e:
                 if e.node in m or e.node == root:
                     raise AssertionError(f"cannot lower node {e.node} ({key.nodes[e.node].op})") from None
                 m.add(e.node)
-                slot_of[e.node] = max(slot_of.values(), default=-1) + 1
+                slot_of[e.node] = len(key.inputs) + e.node
                 heapq.heappush(todo, -root)
                 heapq.heappush(todo, -e.node)
                 continue
@@ -451,6 +488,24 @@ def _concat_kernels(a: Kernel, b: Kernel) -> Kernel:
     return Kernel(f"{a.name}+{b.name}", a.shape, tuple(inputs), tuple(nodes2), tuple(outs2), a.reduce_axes)
 
 
+def shared_heavy(key: GraphKey, threshold: int = 12) -> set[int]:
+    """Values read by several consumers whose inlined cone is big: recomputing them in
+    every consumer would multiply work (and kernel bodies), so the greedy planner
+    materialises them. Cheap shared values (a cast, a scale) are still recomputed."""
+    users = key.users()
+    weight = [0] * len(key.nodes)
+    out = set()
+    for i, n in enumerate(key.nodes):
+        if n.op in (Ops.BUFFER, Ops.CONST):
+            continue
+        w = (0 if n.op in MOVEMENT else 1) + sum(weight[s] for s in n.src)
+        weight[i] = min(w, 10_000)
+        if len(set(users[i])) >= 2 and weight[i] > threshold and n.op not in MOVEMENT:
+            out.add(i)
+            weight[i] = 0  # a boundary: consumers load it
+    return out
+
+
 def plan_greedy(key: GraphKey) -> Plan:
     """The greedy plan for `key` (obvious fusions, no search)."""
-    return lower(key, greedy_materialized(key))
+    return lower(key, greedy_materialized(key) | shared_heavy(key))

@@ -94,11 +94,11 @@ def test_golden_graph_text():
     text = str(build_graph(plan_greedy(key)))
     assert text == (
         "compiled graph: 2 kernel(s), 2 storage(s), peak 256 bytes\n"
-        "  Allocate slot 1 (128 B) in storage 0\n"
-        "  Launch k2 [elementwise] slots (0, 1) threads 1\n"
-        "  Allocate slot 2 (128 B) in storage 1\n"
-        "  Launch k9 [rowwise] slots (1, 2) threads 1\n"
-        "  Free slot 1")
+        "  Allocate slot 3 (128 B) in storage 0\n"
+        "  Launch k2 [elementwise] slots (0, 3) threads 1\n"
+        "  Allocate slot 10 (128 B) in storage 1\n"
+        "  Launch k9 [rowwise] slots (3, 10) threads 1\n"
+        "  Free slot 3")
 
 
 def test_pool_reuses_blocks_only_when_no_view_is_alive():

@@ -764,6 +764,22 @@ def test_max_min(name, case, method):
     check(got, np.asarray(want, arr.dtype))
 
 
+@pytest.mark.parametrize("shape,axis", [((0, 3), 0), ((3, 0), 1), ((4, 0, 2), (-2, 0))])
+@pytest.mark.parametrize("d", [BOOL, I32, F32, F64])
+def test_reductions_over_empty_axes_of_real_buffers(shape, axis, d):
+    # realized inputs (not lazy constants), so the compiled reduction loop itself runs on 0 elements
+    arr = np.zeros(shape, d)
+    t = svod.asarray(arr)
+    ax = _np_axis(axis)
+    check(svod.sum(t, axis=axis), np.sum(arr.astype(sum_dtype(arr.dtype)), axis=ax))
+    check(svod.prod(t, axis=axis, keepdims=True), np.prod(arr.astype(sum_dtype(arr.dtype)), axis=ax, keepdims=True))
+    check(svod.any(t, axis=axis), np.any(arr, axis=ax))
+    check(svod.all(t, axis=axis), np.all(arr, axis=ax))
+    with np.errstate(all="ignore"):
+        check(svod.mean(t, axis=axis), np.full(np.sum(arr, axis=ax).shape, np.nan, float_result(arr.dtype)))
+        check(svod.var(t, axis=axis), np.full(np.sum(arr, axis=ax).shape, np.nan, float_result(arr.dtype)))
+
+
 def test_max_min_nan_wins_and_bool():
     x = np.array([[1.0, np.nan, 3.0], [-np.inf, 2.0, 1.0]], F32)
     check(svod.max(svod.asarray(x), axis=1), np.max(x, axis=1))
