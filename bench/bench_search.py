@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 import svod
-from svod.config import SearchLimits, limits
+from svod.config import limits
 from svod.key import compact
 from svod.plan_greedy import plan_greedy
 
@@ -69,7 +69,7 @@ def main(argv=None) -> None:
         times, r = [], None
         for _ in range(args.repeats):
             t0 = time.perf_counter()
-            r = plan_search(key, limits=SearchLimits(**{**lim.__dict__, "max_nodes": max(lim.max_nodes, 6000)}))
+            r = plan_search(key, limits=lim)
             times.append(time.perf_counter() - t0)
         g = plan_greedy(key)
         sat = r.report.saturation

@@ -19,13 +19,14 @@ plan is kept in memory only and searched again in a later process.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from svod.config import SearchLimits
 from svod.config import limits as current_limits
 from svod.costing import CostModel, Machine, RooflineModel
+from svod.ir import Ops
 from svod.kernel import Plan
-from svod.key import GraphKey
+from svod.key import GraphKey, KeyNode
 
 
 @dataclass
@@ -58,6 +59,7 @@ class SearchResult:
     variants: list = field(default_factory=list)  # extract.Variant, cheapest first
     decoded: GraphKey | None = None
     egraph: dict | None = None  # the saturated e-graph, serialised (for explain / pictures), when kept
+    decoded_to_key: dict = field(default_factory=dict)  # decoded node -> node of the searched key
 
 
 def _greedy(key: GraphKey, reason: str, t0: float) -> SearchResult:
@@ -81,6 +83,8 @@ def plan_search(key: GraphKey, *, cost_model: CostModel | None = None, machine: 
         return _greedy(key, f"size policy: {len(key.nodes)} nodes > {lim.max_nodes}", t0)
     model = cost_model or RooflineModel()
     mach = machine or Machine.host()
+    if len(key.nodes) > lim.region_nodes:
+        return _search_regions(key, model, mach, lim, rulesets, t0)
     names = tuple(rulesets or rules.DEFAULT)
     with session(names) as eg:
         t0 = time.perf_counter()  # time waiting for the shared e-graph is not search time
@@ -90,7 +94,7 @@ def plan_search(key: GraphKey, *, cost_model: CostModel | None = None, machine: 
         t1 = time.perf_counter()
         js = enc.serialize()
         t_ser = time.perf_counter() - t1
-    decoded, fusible, _ = decode(js, key)
+    decoded, fusible, orig_of = decode(js, key)
     # 10% headroom: the evaluation under way when the deadline passes still finishes
     ext = choose(decoded, fusible, model, mach, k=k, exact_limit=lim.exact, deadline=t0 + 0.9 * lim.seconds)
     if not ext.variants:
@@ -98,4 +102,112 @@ def plan_search(key: GraphKey, *, cost_model: CostModel | None = None, machine: 
     best = ext.best
     report = SearchReport("search", "searched", sat, ext, time.perf_counter() - t0, t_ser)
     provisional = sat.stop_reason == "time limit" or ext.stop_reason == "time limit"
-    return SearchResult(best.plan, report, provisional, ext.variants, decoded, js if keep_egraph else None)
+    return SearchResult(best.plan, report, provisional, ext.variants, decoded, js if keep_egraph else None, orig_of)
+
+
+# ----------------------------------------------------------------------------- regions
+
+
+def _const_like(key: GraphKey) -> set[int]:
+    out: set[int] = set()
+    for i, n in enumerate(key.nodes):
+        if n.op is Ops.CONST or (n.op in (Ops.RESHAPE, Ops.EXPAND) and n.src[0] in out):
+            out.add(i)
+    return out
+
+
+def regions(key: GraphKey, size: int) -> list[list[int]]:
+    """Cut the computed nodes, in topological order, into regions of at most `size`
+    nodes; a region also ends after a matmul once it has a quarter of its size (a natural
+    boundary: the matmul is its own BLAS step or the head of an epilogue kernel)."""
+    consts = _const_like(key)
+    out: list[list[int]] = []
+    cur: list[int] = []
+    for i, n in enumerate(key.nodes):
+        if n.op is Ops.BUFFER or i in consts:
+            continue
+        cur.append(i)
+        if len(cur) >= size or (n.op is Ops.MATMUL and len(cur) >= size // 4):
+            out.append(cur)
+            cur = []
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _subkey(key: GraphKey, region: list[int], users: list[list[int]], consts: set[int]):
+    """The region as a graph of its own: values from outside are inputs (constants are
+    copied in), values used outside (or graph outputs) are its outputs."""
+    rset = set(region)
+    need_consts: list[int] = []
+    inputs: list[int] = []
+    seen: set[int] = set()
+    stack = [s for i in region for s in key.nodes[i].src]
+    while stack:
+        s = stack.pop()
+        if s in rset or s in seen:
+            continue
+        seen.add(s)
+        if s in consts:
+            need_consts.append(s)
+            stack.extend(key.nodes[s].src)
+        else:
+            inputs.append(s)
+    inputs.sort()
+    index: dict[int, int] = {}
+    nodes: list[KeyNode] = []
+    for j, s in enumerate(inputs):
+        n = key.nodes[s]
+        strides, acc = [], 1
+        for d in reversed(n.shape):
+            strides.append(acc)
+            acc *= d
+        index[s] = len(nodes)
+        nodes.append(KeyNode(Ops.BUFFER, n.dtype, (), (j, tuple(reversed(strides))), n.shape))
+    for i in sorted(need_consts) + region:
+        n = key.nodes[i]
+        index[i] = len(nodes)
+        nodes.append(KeyNode(n.op, n.dtype, tuple(index[s] for s in n.src), n.arg, n.shape))
+    outs = [i for i in region if i in key.outputs or any(u not in rset for u in users[i])]
+    sub = GraphKey(tuple(nodes), tuple(index[o] for o in outs))
+    back = {index[i]: i for i in region}
+    return sub, back, outs
+
+
+def _search_regions(key: GraphKey, model, mach, lim: SearchLimits, rulesets, t0: float) -> SearchResult:
+    """Size policy for big graphs: search each region on its own (values crossing a
+    region boundary are materialised), then lower the whole graph with the union of the
+    regions' kernel boundaries."""
+    from svod.plan_greedy import initial_materialized, lower
+
+    users = key.users()
+    consts = _const_like(key)
+    parts = regions(key, lim.region_nodes)
+    budget = max(lim.seconds / max(len(parts), 1), 0.05)
+    sub_limits = replace(lim, seconds=budget, region_nodes=lim.region_nodes + 1)
+    m: set[int] = set(initial_materialized(key))
+    provisional = False
+    stops: dict[str, int] = {}
+    for region in parts:
+        sub, back, outs = _subkey(key, region, users, consts)
+        m.update(outs)
+        r = plan_search(sub, cost_model=model, machine=mach, limits=sub_limits, rulesets=rulesets)
+        provisional |= r.provisional
+        reason = r.report.saturation.stop_reason if r.report.saturation else r.report.reason
+        stops[reason] = stops.get(reason, 0) + 1
+        n_in = len(r.decoded.inputs) if r.decoded is not None else len(sub.inputs)
+        for slot in r.plan.slots:
+            if slot < n_in:
+                continue
+            d = slot - n_in
+            node = r.decoded_to_key.get(d, d) if r.decoded is not None else d
+            if node in back:
+                m.add(back[node])
+        if time.perf_counter() - t0 > lim.seconds * 3:
+            provisional = True  # out of time: the remaining regions keep only their cuts
+            break
+    plan = lower(key, m, planner="search")
+    reason = (f"size policy: {len(parts)} regions of <= {lim.region_nodes} nodes searched apart "
+              f"({', '.join(f'{v} {k}' for k, v in stops.items())})")
+    report = SearchReport("search", reason, seconds=time.perf_counter() - t0)
+    return SearchResult(plan, report, provisional)

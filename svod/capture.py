@@ -84,6 +84,26 @@ class _Entry:
     sources: list  # per binding: ("arg", i) or ("const", array)
     outputs: list  # per output: ("slot", j) index into exe outputs, or ("arg", i) / ("const", array)
     rebuild: object
+    # precomputed for replay: per binding the argument index or the constant array;
+    # per output (kind, value, svod DType) — no dtype lookups on the replay path
+    exe_dtypes: tuple = ()  # svod DType of each exe output
+    bind: tuple = ()
+    out_plan: tuple = ()
+
+    def __post_init__(self):
+        self.bind = tuple(v if k == "arg" else _Const(v) for k, v in self.sources)
+        self.out_plan = tuple(
+            (k, v, None if k == "slot" else dt.from_numpy(v.dtype) if k == "const" else None)
+            for k, v in self.outputs)
+
+
+class _Const:
+    """A constant binding of a trace (so an int index and an array never mix up)."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
 
 
 class JitFunction:
@@ -147,15 +167,34 @@ class JitFunction:
             for ref, arr in zip(bindings.buffers, bindings.arrays):
                 i = arg_of_buf.get(id(ref))
                 sources.append(("arg", i) if i is not None else ("const", arr))
-        return _Entry(exe, sources, outputs, rebuild)
+        return _Entry(exe, sources, outputs, rebuild, tuple(u.dtype for u in pending))
 
-    def __call__(self, *args, **kwargs):
+    def _fast(self, args):
+        """Replay when every argument is a realized Tensor and no keywords are given: the
+        signature and arrays come from one pass over the arguments. None: take the
+        general path."""
         from svod.tensor import Tensor
 
-        try:
-            sig = (tuple(_arg_sig(a) for a in args), tuple(sorted((k, _arg_sig(v)) for k, v in kwargs.items())))
-        except JitError:
-            raise
+        sig, arrays = [], []
+        for a in args:
+            if type(a) is not Tensor:
+                return None
+            u = a.uop
+            if u.op is not Ops.BUFFER:
+                return None
+            sig.append(("T", u.shape, u.dtype.name))
+            arrays.append(u.arg.array)
+        entry = self._entries.get((tuple(sig), ()))
+        if entry is None:
+            return None
+        return self._replay(entry, args, arrays)
+
+    def __call__(self, *args, **kwargs):
+        if not kwargs:
+            out = self._fast(args)
+            if out is not None:
+                return out
+        sig = (tuple(_arg_sig(a) for a in args), tuple(sorted((k, _arg_sig(v)) for k, v in kwargs.items())))
         entry = self._entries.get(sig)
         arrays = self._arrays(args)
         if entry is None:
@@ -168,21 +207,24 @@ class JitFunction:
                                        f"new signature {sig[0]}; traced:\n  {known}")
                     entry = self._trace(args, kwargs, arrays)
                     self._entries[sig] = entry
-        results = []
+        return self._replay(entry, args, arrays)
+
+    def _replay(self, entry: _Entry, args, arrays):
+        from svod.tensor import Tensor
+
+        results = ()
         if entry.exe is not None:
-            bound = [arrays[src[1]] if src[0] == "arg" else src[1] for src in entry.sources]
-            results = entry.exe.run(bound)
+            results = entry.exe.run([arrays[b] if type(b) is int else b.array for b in entry.bind])
         out = []
-        for kind, v in entry.outputs:
+        for kind, v, d in entry.out_plan:
             if kind == "slot":
-                arr = results[v]
-                out.append(Tensor._from(UOp.buffer(arr, dt.from_numpy(arr.dtype))))
+                out.append(Tensor._from(UOp.buffer(results[v], entry.exe_dtypes[v])))
             elif kind == "arg":
                 a = args[v]
                 out.append(a if isinstance(a, Tensor) else Tensor._from(UOp.buffer(arrays[v], dt.from_numpy(
                     arrays[v].dtype))))
             else:
-                out.append(Tensor._from(UOp.buffer(v, dt.from_numpy(v.dtype))))
+                out.append(Tensor._from(UOp.buffer(v, d)))
         return entry.rebuild(out)
 
 

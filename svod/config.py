@@ -5,7 +5,8 @@
 | `SVOD_SEARCH_ITERATIONS` | 24 | saturation iterations at most |
 | `SVOD_SEARCH_ENODES` | 200000 | stop saturating above this many e-nodes |
 | `SVOD_SEARCH_SECONDS` | 2.0 | wall-time budget of one search (saturation + extraction) |
-| `SVOD_SEARCH_MAX_NODES` | 3000 | graphs bigger than this use the greedy planner |
+| `SVOD_SEARCH_REGION_NODES` | 400 | graphs bigger than this are searched region by region |
+| `SVOD_SEARCH_MAX_NODES` | 20000 | graphs bigger than this use the greedy planner |
 | `SVOD_SEARCH_EXACT` | 6 | exact extraction up to this many free boundary choices |
 | `SVOD_SEARCH` | 1 | 0: always use the greedy planner |
 
@@ -28,7 +29,8 @@ class SearchLimits:
     iterations: int = 24
     enodes: int = 200_000
     seconds: float = 2.0
-    max_nodes: int = 3000
+    max_nodes: int = 20000
+    region_nodes: int = 400
     exact: int = 6
     enabled: bool = True
 
@@ -39,7 +41,8 @@ def _from_env() -> SearchLimits:
         iterations=int(e("SVOD_SEARCH_ITERATIONS", 24)),
         enodes=int(e("SVOD_SEARCH_ENODES", 200_000)),
         seconds=float(e("SVOD_SEARCH_SECONDS", 2.0)),
-        max_nodes=int(e("SVOD_SEARCH_MAX_NODES", 3000)),
+        max_nodes=int(e("SVOD_SEARCH_MAX_NODES", 20000)),
+        region_nodes=int(e("SVOD_SEARCH_REGION_NODES", 400)),
         exact=int(e("SVOD_SEARCH_EXACT", 6)),
         enabled=e("SVOD_SEARCH", "1") not in ("0", "false", "False"),
     )

@@ -18,9 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)
 class DType:
-    """A svod dtype. Compares equal to itself only; `np` gives the numpy dtype."""
+    """A svod dtype. Compares equal to itself only (the five dtypes are singletons, so
+    identity equality and hashing: they sit on the hot path of every op); `np` gives the
+    numpy dtype."""
 
     name: str
     itemsize: int
@@ -29,7 +31,7 @@ class DType:
 
     @property
     def np(self) -> np.dtype:
-        return np.dtype(self.name)
+        return _NP[self.name]
 
     def __repr__(self) -> str:
         return self.name
@@ -74,6 +76,8 @@ default_int = int64
 
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME["bool_"] = bool_
+_NP = {d.name: np.dtype(d.name) for d in ALL}
+_BY_NP = {np.dtype(d.name): d for d in ALL}  # NOTE: np.dtype.name is slow; a dict lookup is not
 
 
 class DTypeError(TypeError):
@@ -103,8 +107,9 @@ def dtype(x) -> DType:
 
 def from_numpy(npd: np.dtype, what: str = "array") -> DType:
     """The svod dtype of a numpy dtype; narrow ints/floats are not silently widened."""
-    if npd.name in _BY_NAME:
-        return _BY_NAME[npd.name]
+    d = _BY_NP.get(npd)
+    if d is not None:
+        return d
     raise DTypeError(
         f"asarray: {what} has dtype {npd}, which svod does not support "
         f"(supported: {', '.join(d.name for d in ALL)}); convert it with .astype() first"

@@ -119,7 +119,8 @@ class GraphError(ValueError):
     """A CompiledGraph whose steps would read garbage."""
 
 
-def _nbytes(plan: Plan, slot: int) -> int:
+def slot_nbytes(plan: Plan, slot: int) -> int:
+    """Bytes of slot `slot`'s value."""
     info = plan.slots[slot]
     n = 1
     for d in info.shape:
@@ -150,7 +151,7 @@ def build_graph(plan: Plan, *, reuse: bool = True, threads: dict[int, int] | Non
     for ki, k in enumerate(plan.kernels):
         writes = [o.slot for o in k.outputs]
         for slot in writes:
-            nb = _nbytes(plan, slot)
+            nb = slot_nbytes(plan, slot)
             st = None
             if reuse and slot not in outputs:
                 fits = [s for s in free_pool if storage_bytes[s] >= nb]

@@ -89,6 +89,9 @@ class Ops(enum.Enum):
     def __repr__(self) -> str:
         return f"Ops.{self.name}"
 
+    # members are singletons: identity hashing (Enum's default hashes the name in Python)
+    __hash__ = object.__hash__
+
 
 UNARY = frozenset({Ops.NEG, Ops.ABS, Ops.EXP, Ops.LOG, Ops.SQRT, Ops.SIN, Ops.COS, Ops.TANH, Ops.ERF,
                    Ops.FLOOR, Ops.CEIL, Ops.ROUND, Ops.SIGN, Ops.NOT, Ops.ISNAN, Ops.ISINF, Ops.CAST})

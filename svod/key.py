@@ -77,7 +77,11 @@ class GraphKey:
     @property
     def inputs(self) -> list[int]:
         """Node indices of the input leaves, in binding order."""
-        return [i for i, n in enumerate(self.nodes) if n.op is Ops.BUFFER]
+        cached = self.__dict__.get("_inputs")
+        if cached is None:
+            cached = [i for i, n in enumerate(self.nodes) if n.op is Ops.BUFFER]
+            object.__setattr__(self, "_inputs", cached)
+        return list(cached)
 
     def users(self) -> list[list[int]]:
         out: list[list[int]] = [[] for _ in self.nodes]

@@ -296,7 +296,7 @@ def _find_matmul(key: GraphKey, root: int, materialized: set[int], seen: set[int
     through elementwise ops and order-preserving reshapes only), if any."""
     todo, found = [root], None
     visited: set[int] = set()
-    while todo:
+    while todo and len(visited) < 4 * MAX_BODY:  # a kernel body is bounded: so is the walk
         i = todo.pop()
         seen.add(i)
         if i in visited or (i in materialized and i != root):

@@ -9,6 +9,11 @@ Ownership: a block is handed out as numpy views of it. numpy collapses every vie
 is alive: a block returns to the pool only when none is (DESIGN "Buffers").
 The pool holds at most `max_bytes` of free blocks (env `SVOD_POOL_BYTES`).
 
+Small blocks (≤ `SMALL`, the outputs of replayed small graphs) take a cheaper path: no
+lease and no finaliser (those cost ~3 µs, more than a 1,000-element kernel); the pool
+keeps them in per-size lists and reads the free ones off the reference count itself
+(only the pool's list refers to a free block), so reuse still waits for every view.
+
 >>> p = BufferPool(max_bytes=1 << 20)
 >>> a = p.array((4, 4), "float32")
 >>> a.shape, p.stats()["blocks_in_use"]
@@ -22,6 +27,7 @@ from __future__ import annotations
 import collections
 import mmap
 import os
+import sys
 import threading
 import weakref
 
@@ -29,6 +35,30 @@ import numpy as np
 
 HUGE = 2 << 20  # blocks at least this big come from mmap + MADV_HUGEPAGE
 MIN_MMAP = 256 << 10
+SMALL = 64 << 10  # blocks up to this size: refcount-tracked, no finaliser
+SMALL_PER_SIZE = 32  # tracked small blocks per rounded size
+SMALL_TOTAL = 16 << 20  # tracked small bytes at most (and at most max_bytes)
+_getrefcount = sys.getrefcount
+
+
+def _first_free(blocks: list, base: int):
+    """The first block only `blocks` refers to (refcount `base`), or None."""
+    for b in blocks:
+        if _getrefcount(b) == base:
+            return b
+    return None
+
+
+def _free_refcount() -> int:
+    """The reference count `_first_free` sees for a block held only by its list."""
+    blocks = [np.empty(1, np.uint8)]
+    for base in range(1, 8):
+        if _first_free(blocks, base) is not None:
+            return base
+    raise RuntimeError("svod pool: cannot calibrate reference counts")
+
+
+_FREE_REFS = _free_refcount()
 
 
 def _round(nbytes: int) -> int:
@@ -63,6 +93,8 @@ class BufferPool:
         # the lock: they only append here (atomic), and the pool drains it under the lock.
         self._returned: collections.deque[int] = collections.deque()
         self._lock = threading.Lock()
+        self._small: dict[int, list[np.ndarray]] = {}  # rounded size -> tracked small blocks
+        self._small_bytes = 0
         self.hits = 0
         self.misses = 0
 
@@ -94,15 +126,44 @@ class BufferPool:
     def _give_back(self, key: int) -> None:
         self._returned.append(key)  # no lock: see __init__
 
+    def _take_small(self, nbytes: int) -> np.ndarray:
+        need = (nbytes + 63) // 64 * 64 if nbytes <= 4096 else (nbytes + 4095) // 4096 * 4096  # _round
+        need = need or 64
+        with self._lock:
+            blocks = self._small.get(need)
+            if blocks is None:
+                blocks = self._small[need] = []
+            blk = _first_free(blocks, _FREE_REFS)
+            if blk is not None:
+                self.hits += 1
+                return blk
+            self.misses += 1
+            blk = np.empty(need, np.uint8)
+            if len(blocks) < SMALL_PER_SIZE and self._small_bytes + need <= min(SMALL_TOTAL, self.max_bytes):
+                blocks.append(blk)
+                self._small_bytes += need
+            return blk  # untracked when over the caps: the garbage collector frees it
+
+    def small_array(self, shape: tuple[int, ...], dt: np.dtype, count: int) -> np.ndarray:
+        """`array` for callers with normalised arguments (a tuple of ints, a numpy dtype,
+        their product) and at most `SMALL` bytes: the replay path's allocator."""
+        # NOTE: frombuffer's base is blk itself (as is every view's): blk's refcount
+        # counts the live views
+        a = np.frombuffer(self._take_small(count * dt.itemsize), dt, count)
+        return a if len(shape) == 1 else a.reshape(shape)
+
     def array(self, shape, dtype) -> np.ndarray:
         """An uninitialised C-contiguous array; its block returns to the pool when the
         array and every view of it are gone."""
-        dt = np.dtype(dtype)
+        dt = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         shape = tuple(int(s) for s in shape)
         n = 1
         for s in shape:
             n *= s
-        blk = self._take(n * dt.itemsize)
+        nbytes = n * dt.itemsize
+        if nbytes <= SMALL:
+            return self.small_array(shape, dt, n)
+        blk = self._take(nbytes)
         # The lease is the array every view's `base` collapses to: numpy stops collapsing
         # at a non-ndarray base (the memoryview), so the lease lives exactly as long as
         # some view of the block does.
@@ -110,17 +171,30 @@ class BufferPool:
         weakref.finalize(lease, self._give_back, id(blk))
         return lease.view(dt).reshape(shape)
 
+    def _small_split(self) -> tuple[list, list]:
+        """Tracked small blocks as (free, in use) (lock held)."""
+        free, used = [], []
+        for blocks in self._small.values():
+            for b in blocks:
+                (free if _getrefcount(b) == _FREE_REFS else used).append(b)
+        return free, used
+
     def clear(self) -> None:
         with self._lock:
             self._drain()
             self._free.clear()
+            for need, blocks in list(self._small.items()):
+                keep = [b for b in blocks if _getrefcount(b) != _FREE_REFS]
+                self._small_bytes -= need * (len(blocks) - len(keep))
+                self._small[need] = keep
 
     def stats(self) -> dict:
         with self._lock:
             self._drain()
-            return {"blocks_free": len(self._free), "blocks_in_use": len(self._lent),
-                    "bytes_free": sum(b.nbytes for b in self._free),
-                    "bytes_in_use": sum(b.nbytes for b in self._lent.values()),
+            sfree, sused = self._small_split()
+            return {"blocks_free": len(self._free) + len(sfree), "blocks_in_use": len(self._lent) + len(sused),
+                    "bytes_free": sum(b.nbytes for b in self._free) + sum(b.nbytes for b in sfree),
+                    "bytes_in_use": sum(b.nbytes for b in self._lent.values()) + sum(b.nbytes for b in sused),
                     "hits": self.hits, "misses": self.misses, "max_bytes": self.max_bytes}
 
 

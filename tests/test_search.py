@@ -128,8 +128,26 @@ def test_size_policy_uses_greedy_above_the_cap():
     for _ in range(60):
         t = t * 1.01 + 0.5
     key, _ = compact([t.uop])
-    r = plan_search(key, limits=SearchLimits(max_nodes=50))
+    r = plan_search(key, limits=SearchLimits(max_nodes=50, region_nodes=40))
     assert r.report.planner == "greedy" and r.provisional and "size policy" in r.report.reason
+
+
+def test_big_graphs_are_searched_region_by_region():
+    x = _x(16, 32)
+    w = _x(32, 32)
+    t = x
+    for i in range(12):
+        t = svod.nn.softmax(t * 1.1 + 0.1, axis=-1) if i % 3 else svod.tanh(t @ w)
+    r = _search(t, limits=SearchLimits(region_nodes=30, seconds=10.0))
+    assert "regions" in r.report.reason
+    greedy = lower_greedy(t)
+    assert len(r.plan.kernels) <= len(greedy.kernels) + 2
+
+
+def lower_greedy(t):
+    from svod.plan_greedy import plan_greedy
+
+    return plan_greedy(compact([t.uop])[0])
 
 
 def test_search_limits_from_code_and_environment(monkeypatch):

@@ -183,12 +183,29 @@ def test_pow_special_values(dt, path):
 @pytest.mark.parametrize("dt", DTYPES, ids=["f32", "f64"])
 @pytest.mark.parametrize("name", ["sin", "cos"])
 def test_sincos_huge_arguments_fall_back_exactly(name, dt):
-    # vector lanes with |x| >= 4e9 go through libm; the length is a multiple of every
-    # vector width, so no element lands in the scalar tail (which has no fallback).
+    # vector lanes and scalar elements with |x| >= 4e9 go through libm; the odd length
+    # puts the last elements in the scalar tail.
     rng = np.random.default_rng(3)
-    x = np.concatenate([np.exp(rng.uniform(22.2, 80, 1024)), -np.exp(rng.uniform(22.2, 80, 1024))]).astype(dt)
+    top = 88 if dt == np.float32 else 709
+    x = np.concatenate([np.exp(rng.uniform(22.2, top, 1024)), -np.exp(rng.uniform(22.2, top, 1023)),
+                        [np.finfo(dt).max, -np.finfo(dt).max, 3e38, 1e20, -3e9, 5e9]]).astype(dt)
     got = run(name, "poly", x)
     assert ulp_error(got, reference(name, x)).max() <= MAX_ULP
+
+
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_emit_math_sincos_scalar_names_vector_variants(name):
+    import llvmlite.ir as ir
+
+    from svod.codegen.vecmath import emit_math
+
+    m = ir.Module()
+    f = ir.Function(m, ir.FunctionType(ir.FloatType(), [ir.FloatType()]), "f")
+    b = ir.IRBuilder(f.append_basic_block())
+    b.ret(emit_math(b, name, f.args[0], use_libmvec=False))
+    txt = str(m)
+    assert '"vector-function-abi-variant"="_ZGV_LLVM_N' in txt and "llvm.compiler.used" in txt
+    assert f"svod.{name}.f32.fix" in txt
 
 
 def test_polynomial_path_is_forced_without_libmvec():

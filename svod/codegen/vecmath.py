@@ -18,9 +18,11 @@ Two implementations:
 
 Accuracy (max ulp vs a float64/correctly rounded reference, measured by
 ``tests/test_vecmath.py``): ≤ 4 ulp for every function and dtype over its full domain,
-except sin/cos, where ≤ 4 ulp holds for |x| < 4e9; beyond that, vector types fall back to
-libm per lane (exact), scalar types degrade gracefully (results stay in [-1, 1] only
-approximately). NaN propagates; special values follow numpy (see each emitter).
+including sin/cos for every finite input: the Cody-Waite reduction is exact for |x| < 4e9,
+larger arguments are recomputed by libm (per lane for vector types, in a branch that
+ordinary inputs never take). ``emit_math`` on scalar sin/cos (kernels' loop bodies) keeps
+loops vectorisable through LLVM's ``vector-function-abi-variant`` call attribute (see
+``_emit_loop_sincos``). NaN propagates; special values follow numpy (see each emitter).
 
 Coefficients: ``mpmath.chebyfit`` (50 digits) of the reduced functions noted beside each
 table, degree chosen so the fit error is < 1/8 ulp of the result.
@@ -437,43 +439,97 @@ def _sincos64(E: _Em, x, want_cos: bool, coarse: bool):
     return E.sel(fin, v, E.c(math.nan))
 
 
-def _libm_fallback(E: _Em, x, fast, mask, libm_name: str):
-    """Vector types only: lanes where ``mask`` holds are recomputed by scalar libm calls,
-    in a branch taken only when some lane needs it (huge sin/cos arguments)."""
-    b = E.b
-    n = E.n
-    anyset = b.icmp_unsigned("!=", b.bitcast(mask, ir.IntType(n)), ir.Constant(ir.IntType(n), 0))
+def _libm_lane(b: ir.IRBuilder, xi, libm_name: str):
+    """``libm_name`` (the double function) on one float/double value."""
+    dbl = ir.DoubleType()
     fn = b.module.globals.get(libm_name) or ir.Function(
-        b.module, ir.FunctionType(E.st, [E.st]), libm_name)
+        b.module, ir.FunctionType(dbl, [dbl]), libm_name)
+    if isinstance(xi.type, ir.DoubleType):
+        return b.call(fn, [xi])
+    return b.fptrunc(b.call(fn, [b.fpext(xi, dbl)]), xi.type)
+
+
+def _libm_fallback(E: _Em, x, fast, mask, libm_name: str):
+    """``fast`` with the lanes where ``mask`` holds recomputed by the libm double function
+    ``libm_name``, in a branch taken only when some lane needs it (huge sin/cos arguments).
+
+    Vector types: the slow path loops over the set mask bits (cttz) through a stack slot,
+    so the code stays small for every width. Scalar types: one branch."""
+    b = E.b
+    if not E.n:
+        cur = b.block
+        slow, done = b.append_basic_block("slow"), b.append_basic_block("done")
+        b.cbranch(mask, slow, done)
+        b.position_at_end(slow)
+        exact = _libm_lane(b, x, libm_name)
+        b.branch(done)
+        b.position_at_end(done)
+        phi = b.phi(E.ty)
+        phi.add_incoming(fast, cur)
+        phi.add_incoming(exact, slow)
+        return phi
+    n = E.n
+    itn = ir.IntType(n)
+    i32 = ir.IntType(32)
+    bitsv = b.bitcast(mask, itn)
+    anyset = b.icmp_unsigned("!=", bitsv, ir.Constant(itn, 0))
+    cttz = b.module.globals.get(f"llvm.cttz.i{n}") or ir.Function(
+        b.module, ir.FunctionType(itn, [itn, ir.IntType(1)]), f"llvm.cttz.i{n}")
+    # NOTE: the slot goes in the entry block: a static alloca, not one per execution once
+    # this function is inlined into a loop.
+    with b.goto_entry_block():
+        slot = b.alloca(ir.ArrayType(E.st, n), name="lanes")
+    elem = 8 if E.is64 else 4
     cur = b.block
     slow = b.append_basic_block("slow")
+    lane = b.append_basic_block("lane")
+    gather = b.append_basic_block("gather")
     done = b.append_basic_block("done")
     b.cbranch(anyset, slow, done)
     b.position_at_end(slow)
-    acc = fast
-    for i in range(n):
-        idx = ir.Constant(ir.IntType(32), i)
-        xi = b.extract_element(x, idx)
-        fi = b.extract_element(fast, idx)
-        mi = b.extract_element(mask, idx)
-        acc = b.insert_element(acc, b.select(mi, b.call(fn, [xi]), fi), idx)
+    b.store(fast, b.bitcast(slot, ir.PointerType(E.ty)), align=elem)
+    b.branch(lane)
+    b.position_at_end(lane)
+    m = b.phi(itn)
+    m.add_incoming(bitsv, slow)
+    i = b.call(cttz, [m, ir.Constant(ir.IntType(1), 1)])
+    i = i if n == 32 else b.zext(i, i32) if n < 32 else b.trunc(i, i32)
+    r = _libm_lane(b, b.extract_element(x, i), libm_name)
+    b.store(r, b.gep(slot, [ir.Constant(i32, 0), i]), align=elem)
+    rest = b.and_(m, b.sub(m, ir.Constant(itn, 1)))
+    m.add_incoming(rest, lane)
+    b.cbranch(b.icmp_unsigned("!=", rest, ir.Constant(itn, 0)), lane, gather)
+    b.position_at_end(gather)
+    acc = b.load(b.bitcast(slot, ir.PointerType(E.ty)), align=elem)
     b.branch(done)
     b.position_at_end(done)
     phi = b.phi(E.ty)
     phi.add_incoming(fast, cur)
-    phi.add_incoming(acc, slow)
+    phi.add_incoming(acc, gather)
     return phi
 
 
-def _sincos(E: _Em, x, want_cos: bool):
+def _sincos_huge(E: _Em, x):
+    """|x| >= _SINCOS_LIMIT and finite: where the Cody-Waite reduction is not exact."""
+    ax = E.abs(x)
+    return E.and_(E.ge(ax, E.c(_SINCOS_LIMIT)), E.lt(ax, E.c(math.inf)))
+
+
+def _sincos(E: _Em, x, want_cos: bool, exact: bool = True):
+    """sin/cos; ``exact``: arguments with |x| >= 4e9 (more bits of pi/2 than Cody-Waite
+    has) are recomputed by libm (Payne-Hanek), in a branch ordinary arguments never take.
+    ``exact=False`` is straight-line code, exact for |x| < 4e9 only (see _fix_fn)."""
     D = E.other(True)
     xd = x if E.is64 else E.b.fpext(x, D.ty)
     v = _sincos64(D, xd, want_cos, coarse=not E.is64)
-    if D.n:
-        ax = D.abs(xd)
-        big = D.and_(D.ge(ax, D.c(_SINCOS_LIMIT)), D.lt(ax, D.c(math.inf)))
-        v = _libm_fallback(D, xd, v, big, "cos" if want_cos else "sin")
+    if exact:
+        v = _libm_fallback(D, xd, v, _sincos_huge(D, xd), "cos" if want_cos else "sin")
     return v if E.is64 else E.b.fptrunc(v, E.ty)
+
+
+def _fix_sincos(E: _Em, x, fast, want_cos: bool):
+    """``fast`` (from _sincos(exact=False)) with huge-argument elements redone by libm."""
+    return _libm_fallback(E, x, fast, _sincos_huge(E, x), "cos" if want_cos else "sin")
 
 
 def _erf(E: _Em, x):
@@ -671,10 +727,131 @@ def get_math_fn(module: ir.Module, name: str, ty: ir.Type, *, use_libmvec: bool 
     return fn
 
 
+# Functions whose exact scalar form branches (to libm for huge arguments), which stops the
+# loop vectoriser when inlined into a loop body. emit_math calls them on scalars through
+# noinline functions whose call sites name vector variants (LLVM's
+# ``vector-function-abi-variant`` attribute), so loops still vectorise (_emit_loop_sincos).
+_BRANCHY = frozenset({"sin", "cos"})
+
+
+def _vf_widths(ebits: int, count: int = 2) -> list[int]:
+    """Vector widths the loop vectoriser may pick for a loop whose widest element has
+    ``ebits`` bits: the host's full register width, then halves (``count`` in all, each
+    at least 128 bits). Narrowest first."""
+    from svod.codegen.jit import host_target_info
+
+    bits = host_target_info()["vector_bits"]
+    return [bits // d // ebits for d in (4, 2, 1)[-count:] if bits // d >= 128]
+
+
+def _keep_alive(module: ir.Module, fn: ir.Function) -> None:
+    """List ``fn`` in ``@llvm.compiler.used``: LLVM ignores vector variants that are not
+    in the module, and would delete an unreferenced one before the loop vectoriser runs."""
+    i8p = ir.IntType(8).as_pointer()
+    gv = module.globals.get("llvm.compiler.used")
+    if gv is None:
+        gv = ir.GlobalVariable(module, ir.ArrayType(i8p, 0), "llvm.compiler.used")
+        gv.linkage = "appending"
+        gv.section = "llvm.metadata"
+        gv.svod_items = []
+    if fn in gv.svod_items:
+        return
+    gv.svod_items.append(fn)
+    # NOTE: llvmlite globals have a fixed element count: retype the (unreferenced) array.
+    gv.value_type = ir.ArrayType(i8p, len(gv.svod_items))
+    gv.initializer = ir.Constant(gv.value_type, [f.bitcast(i8p) for f in gv.svod_items])
+
+
+def _define(module: ir.Module, fname: str, ty: ir.Type, nargs: int, body, *, inline: bool
+            ) -> ir.Function:
+    """The internal function ``fname``: ``ty`` x nargs -> ``ty``, defined once by ``body``."""
+    fn = module.globals.get(fname)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(ty, [ty] * nargs), fname)
+        fn.linkage = "internal"
+        fn.attributes.add("alwaysinline" if inline else "noinline")
+        fn.attributes.add("nounwind")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        b.ret(body(b, *fn.args))
+        if _is_vec(ty):
+            _keep_alive(module, fn)
+    return fn
+
+
+def _vfabi_call(b: ir.IRBuilder, fn: ir.Function, args, variants) -> ir.Value:
+    """``fn(args)`` whose call site names ``variants`` ((lanes, vector function), ...)."""
+    params = "v" * len(args)
+    attr = ",".join(f"_ZGV_LLVM_N{n}{params}_{fn.name}({vfn.name})" for n, vfn in variants)
+    call = b.call(fn, list(args))
+    # NOTE: llvmlite only accepts known call attributes: add the string ones directly.
+    set.add(call.attributes, f'"vector-function-abi-variant"="{attr}"')
+    set.add(call.attributes, "memory(none)")
+    return call
+
+
+def _emit_loop_sincos(b: ir.IRBuilder, name: str, x: ir.Value, use_libmvec: bool | None
+                      ) -> ir.Value:
+    """sin/cos of a scalar, exact for every input, vectorisable by LLVM's loop vectoriser.
+
+    * libmvec route (when emit_math would use it for the full vector width): a noinline
+      call of the exact scalar function, vector variants = the libmvec symbols (exact for
+      every finite input) or wrappers of vecmath's vector functions.
+    * polynomial route: the straight-line polynomial inline (exact for |x| < 4e9), then a
+      noinline call ``fix(x, fast)`` whose vector variants test the lanes for |x| >= 4e9
+      and recompute only those through libm. The polynomial stays in the loop body (no
+      call overhead inside it); the per-vector test costs a call and a mask compare.
+    """
+    module = b.module
+    ty = x.type
+    suf = _suffix(ty)
+    want_cos = name == "cos"
+    # a loop mixing float and double vectorises at the double width: offer both
+    widths = _vf_widths(64 if suf == "f64" else 32) if suf == "f64" else \
+        sorted(set(_vf_widths(32, 1) + _vf_widths(64, 1)))
+    if _use_mvec(name, ir.VectorType(ty, widths[-1]), use_libmvec):
+        variants = []
+        for n in widths:
+            vty = ir.VectorType(ty, n)
+            mvec = _use_mvec(name, vty, use_libmvec)
+            if mvec is not None and mvec[1] == n:
+                vfn = module.globals.get(mvec[0]) or ir.Function(
+                    module, ir.FunctionType(vty, [vty]), mvec[0])
+                _keep_alive(module, vfn)
+            else:
+                vfn = _define(module, f"svod.{name}.{_suffix(vty)}.vf", vty, 1, lambda bb, v, vty=vty:
+                              bb.call(get_math_fn(module, name, vty, use_libmvec=use_libmvec), [v]),
+                              inline=False)
+            variants.append((n, vfn))
+        exact = _define(module, f"svod.{name}.{suf}.loop", ty, 1, lambda bb, v:
+                        bb.call(get_math_fn(module, name, ty, use_libmvec=False), [v]), inline=False)
+        return _vfabi_call(b, exact, [x], variants)
+    fast = _define(module, f"svod.{name}.{suf}.fast", ty, 1, lambda bb, v:
+                   _sincos(_Em(bb, ty), v, want_cos, exact=False), inline=True)
+    variants = []
+    # NOTE: the polynomial computes in double, so the loop's VF is the double width. Each
+    # variant costs ~3 ms of compile time: offer only that one (at another VF LLVM would
+    # call the scalar fix per element — slower, still exact).
+    for n in _vf_widths(64, 1):
+        vty = ir.VectorType(ty, n)
+        variants.append((n, _define(module, f"svod.{name}.{_suffix(vty)}.fix", vty, 2,
+                                    lambda bb, v, f, vty=vty: _fix_sincos(_Em(bb, vty), v, f, want_cos),
+                                    inline=False)))
+    fix = _define(module, f"svod.{name}.{suf}.fix", ty, 2, lambda bb, v, f:
+                  _fix_sincos(_Em(bb, ty), v, f, want_cos), inline=False)
+    return _vfabi_call(b, fix, [x, b.call(fast, [x])], variants)
+
+
 def emit_math(builder: ir.IRBuilder, name: str, *args: ir.Value, use_libmvec: bool | None = None
               ) -> ir.Value:
-    """Call ``name`` on ``args`` at the builder's position (declaring it on first use)."""
-    fn = get_math_fn(builder.module, name, args[0].type, use_libmvec=use_libmvec)
+    """Call ``name`` on ``args`` at the builder's position (declaring it on first use).
+
+    On scalars, sin and cos go through _emit_loop_sincos: exact for every input (libm
+    for |x| >= 4e9) while a loop around the call still vectorises.
+    """
+    ty = args[0].type
+    if name in _BRANCHY and isinstance(ty, (ir.FloatType, ir.DoubleType)):
+        return _emit_loop_sincos(builder, name, args[0], use_libmvec)
+    fn = get_math_fn(builder.module, name, ty, use_libmvec=use_libmvec)
     return builder.call(fn, list(args))
 
 

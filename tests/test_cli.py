@@ -1,0 +1,70 @@
+"""The command line and explain: usage errors, messages without tracebacks, outputs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import svod
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _svod(*args, cwd=ROOT, env_extra=None):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **(env_extra or {}))
+    return subprocess.run([sys.executable, "-m", "svod", *args], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=300)
+
+
+def test_help_and_usage_errors():
+    r = _svod("--help")
+    assert r.returncode == 0 and "demo" in r.stdout and "explain" in r.stdout
+    for cmd in ("demo", "explain", "cache"):
+        assert _svod(cmd, "--help").returncode == 0
+    r = _svod("bogus")
+    assert r.returncode == 2 and "invalid choice" in r.stderr
+    assert _svod("cache", "wipe").returncode == 2
+
+
+def test_explain_a_script(tmp_path):
+    script = tmp_path / "prog.py"
+    script.write_text("import svod\nx = svod.random.randn(8, 16)\nprint(float(svod.nn.softmax(x).sum()))\n")
+    r = _svod("explain", str(script), "--variants", "3", env_extra={"SVOD_CACHE_DIR": str(tmp_path / "c")})
+    assert r.returncode == 0, r.stderr
+    assert "graph 0" in r.stdout and "saturation" in r.stdout and "variants" in r.stdout
+
+
+def test_explain_bad_scripts_give_messages_not_tracebacks(tmp_path):
+    r = _svod("explain", str(tmp_path / "missing.py"))
+    assert r.returncode == 1 and "no such file" in r.stderr and "Traceback" not in r.stderr
+    bad = tmp_path / "bad.py"
+    bad.write_text("raise RuntimeError('boom')\n")
+    r = _svod("explain", str(bad))
+    assert r.returncode == 1 and "RuntimeError: boom" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cache_info_and_clear(tmp_path):
+    env = {"SVOD_CACHE_DIR": str(tmp_path / "c")}
+    assert _svod("cache", "info", env_extra=env).returncode == 0
+    r = _svod("cache", "clear", env_extra=env)
+    assert r.returncode == 0 and "cleared" in r.stdout
+
+
+def test_explain_object(tmp_path):
+    x = svod.random.randn(16, 32)
+    e = svod.explain(svod.nn.softmax(x * 2.0))
+    assert len(e.kernels) == 1 and e.variants and e.variants[0].seconds <= e.variants[-1].seconds
+    text = str(e)
+    assert "saturation" in text and "chosen" in text
+    assert e.to_dot().startswith("digraph")
+    assert "define" in e.ir(0)
+    out = e.picture(str(tmp_path / "eg.svg"))
+    assert out.startswith("digraph") or Path(out).exists()
+    with pytest.raises(ValueError, match="already realized"):
+        y = svod.exp(x)
+        y.realize()
+        svod.explain(y)
