@@ -154,6 +154,13 @@ def weak_result(arr: DType, scalar) -> DType:
     return default_int if k == "i" else default_float
 
 
+def _strong_dtype(x) -> DType:
+    if isinstance(x, DType):  # NOTE: DType.dtype is the numpy dtype (interop): check first
+        return x
+    d = getattr(x, "dtype", x)
+    return d if isinstance(d, DType) else dtype(d)
+
+
 def result_type(*args) -> DType:
     """Result dtype of mixing arrays/dtypes (strong) with Python scalars (weak)."""
     strong = [a for a in args if scalar_kind(a) is None]
@@ -165,9 +172,9 @@ def result_type(*args) -> DType:
         if "i" in kinds:
             return default_int
         return bool_
-    out = dtype(getattr(strong[0], "dtype", strong[0]))
+    out = _strong_dtype(strong[0])
     for s in strong[1:]:
-        out = promote_types(out, dtype(getattr(s, "dtype", s)))
+        out = _PROMOTE[(out, _strong_dtype(s))]
     for w in weak:
         out = weak_result(out, w)
     return out

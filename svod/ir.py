@@ -214,32 +214,37 @@ class UOp:
     """An immutable graph node. Construct with `UOp(op, dtype, src, arg)`; equal structure
     gives the same object."""
 
-    __slots__ = ("op", "dtype", "src", "arg", "shape", "_hash", "__weakref__")
+    __slots__ = ("op", "dtype", "src", "arg", "shape", "_hash", "_kb", "__weakref__")
     op: Ops
     dtype: DType
     src: tuple[UOp, ...]
     arg: Any
     shape: tuple[int, ...]
 
-    _cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+    # key -> weakref to the node; a node's death removes its entry (see _forget). A plain
+    # dict of weakrefs: WeakValueDictionary's Python-level get/set cost ~1 µs per node.
+    _cache: dict = {}
     _lock = threading.Lock()
 
     def __new__(cls, op: Ops, dtype: DType, src: tuple[UOp, ...] = (), arg: Any = None):
         key = (op, dtype, src, _canon(arg) if op is not Ops.BUFFER else arg)
-        with UOp._lock:
-            hit = UOp._cache.get(key)
+        ref = UOp._cache.get(key)
+        if ref is not None:
+            hit = ref()
             if hit is not None:
                 return hit
         self = object.__new__(cls)
         self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
         self.shape = _infer_shape(op, src, arg)
         self._hash = None  # NOTE: computed on demand; most nodes never need it
+        self._kb = None  # cached key-encoding parts (svod.key.compact)
         with UOp._lock:
             # another thread may have built the same node meanwhile: keep one
-            hit = UOp._cache.get(key)
+            ref = UOp._cache.get(key)
+            hit = ref() if ref is not None else None
             if hit is not None:
                 return hit
-            UOp._cache[key] = self
+            UOp._cache[key] = weakref.ref(self, _forgetter(key))
         return self
 
     # identity semantics (hash-consed)
@@ -349,9 +354,21 @@ def substitute(roots: list[UOp], mapping: dict[UOp, UOp], memo: dict[UOp, UOp] |
     return [memo.get(r, r) for r in roots]
 
 
+def _forgetter(key):
+    def forget(ref, key=key):
+        # only drop the entry if it still refers to the dead node (a new one may own it)
+        cache = UOp._cache
+        if cache.get(key) is ref:
+            try:
+                del cache[key]
+            except KeyError:  # raced with another thread's removal
+                pass
+    return forget
+
+
 def live_nodes() -> int:
     """Number of UOps alive in this process (the hash-consing cache size)."""
-    return len(UOp._cache)
+    return sum(1 for r in list(UOp._cache.values()) if r() is not None)
 
 
 def is_realized(u: UOp) -> bool:

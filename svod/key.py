@@ -154,15 +154,28 @@ def compact(roots: list[UOp]) -> tuple[GraphKey, Bindings]:
     nodes: list[KeyNode] = []
     arrays: list[np.ndarray] = []
     bufs: list[BufferRef] = []
+    h = hashlib.blake2b(digest_size=20)
     for u in order:
         if u.op is Ops.BUFFER:
             arr = u.arg.array
             node = KeyNode(Ops.BUFFER, u.dtype, (), (len(arrays), _strides(arr)), u.shape)
             arrays.append(arr)
             bufs.append(u.arg)
+            h.update(node.encode())
         else:
-            node = KeyNode(u.op, u.dtype, tuple(index[id(s)] for s in u.src), u.arg, u.shape)
+            src = tuple(index[id(s)] for s in u.src)
+            node = KeyNode(u.op, u.dtype, src, u.arg, u.shape)
+            # NOTE: the same bytes as node.encode(), with the position-free parts cached on
+            # the UOp: a replayed structure re-hashes only its source indices
+            parts = u._kb
+            if parts is None:
+                parts = u._kb = (u.op.value.encode() + b"|" + u.dtype.name.encode() + b"|",
+                                 b"|" + _hash_arg(u.arg) + b"|" + b",".join(b"%d" % d for d in u.shape))
+            h.update(parts[0] + b",".join(b"%d" % d for d in src) + parts[1])
+        h.update(b";")
         index[id(u)] = len(nodes)
         nodes.append(node)
-    key = GraphKey(tuple(nodes), tuple(index[id(r)] for r in roots))
+    outputs = tuple(index[id(r)] for r in roots)
+    h.update(b"out:" + b",".join(b"%d" % o for o in outputs))
+    key = GraphKey(tuple(nodes), outputs, h.hexdigest())
     return key, Bindings(arrays, bufs)

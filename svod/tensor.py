@@ -28,7 +28,7 @@ import numpy as np
 from svod import dtype as dt
 from svod.dtype import DType, DTypeError
 from svod.errors import AxisError, ShapeError
-from svod.ir import Ops, UOp, shape_str
+from svod.ir import Ops, UOp, _canon, shape_str
 
 # ----------------------------------------------------------------------------- registry
 
@@ -692,12 +692,24 @@ def _check_shape(shape, op: str) -> tuple[int, ...]:
     return shape
 
 
+_CONST_CACHE: dict = {}  # (value key, dtype, shape) -> broadcast constant UOp (strong refs, bounded)
+
+
 def _const(value, dtype: DType, shape: tuple[int, ...]) -> UOp:
+    """A constant broadcast to `shape` (CONST -> RESHAPE -> EXPAND), memoised: scalars in
+    expressions are the commonest operands and building the chain costs three nodes."""
+    ck = (_canon(value), dtype, shape)
+    u = _CONST_CACHE.get(ck)
+    if u is not None:
+        return u
     u = UOp.const(value, dtype)
     if shape:
         u = UOp(Ops.RESHAPE, dtype, (u,), (1,) * len(shape))
         if builtins.any(s != 1 for s in shape):
             u = UOp(Ops.EXPAND, dtype, (u,), shape)
+    if len(_CONST_CACHE) > 4096:
+        _CONST_CACHE.clear()
+    _CONST_CACHE[ck] = u
     return u
 
 
