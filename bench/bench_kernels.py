@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import svod  # noqa: E402
 from svod import runtime  # noqa: E402
+from svod.bench.harness import compile_shared  # noqa: E402
 from svod.codegen import program as program_mod  # noqa: E402
 from svod.codegen.program import compile_kernel  # noqa: E402
 from svod.key import compact  # noqa: E402
@@ -58,10 +59,9 @@ def build_c(flags: list[str]):
     with open(src, "w") as fh:
         fh.write(C_W1)
     try:
-        subprocess.run([gcc, *flags, "-shared", "-fPIC", src, "-o", lib, "-lm"], check=True, capture_output=True)
-    except (subprocess.CalledProcessError, OSError):
+        fn = ctypes.CDLL(compile_shared(gcc, src, lib, flags)).w1
+    except (subprocess.SubprocessError, OSError):
         return None
-    fn = ctypes.CDLL(lib).w1
     fn.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64]
     return fn
 

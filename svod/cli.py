@@ -72,6 +72,37 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _only_arg(value: str) -> list[str]:
+    from svod.bench.harness import parse_only
+
+    try:
+        return parse_only(value)
+    except ValueError as e:  # argparse turns this into a usage error, exit 2
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    import json
+
+    from svod.bench import harness
+
+    sizes = "quick" if args.quick else "default"
+    res = harness.run(sizes=sizes, only=args.only, repeats=args.repeats, peers=not args.no_peers, out=sys.stdout)
+    if args.json:
+        try:
+            with open(args.json, "w") as fh:
+                json.dump(res, fh, indent=1, default=str)
+        except OSError as e:
+            raise CliError(f"cannot write {args.json}: {e}") from None
+        print(f"results written to {args.json}")
+    if args.chart:
+        msg = harness.write_chart(res, args.chart)
+        print(msg if msg else f"chart written to {args.chart}")
+    if res["failures"]:
+        raise CliError(f"{len(res['failures'])} result check(s) FAILED: {', '.join(res['failures'])}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="svod", description="svod: e-graph kernel fusion with a vectorised CPU JIT")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -99,6 +130,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("action", choices=("info", "clear"))
     c.add_argument("--kind", default=None, help="clear only this kind (plans, objects, tuning, profiles)")
     c.set_defaults(fn=_cmd_cache)
+
+    b = sub.add_parser("bench", help="measure W1-W7 against numpy and the optional peers (svod[bench])",
+                       description="Time the named workloads W1-W7 (medians of interleaved repeats) against numpy, "
+                                   "numexpr, numba, jax.jit, PyTorch, tinygrad when installed, and for W1 a gcc C "
+                                   "loop; every svod result is checked against numpy.")
+    b.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats (about a minute)")
+    b.add_argument("--only", type=_only_arg, default=None, metavar="W1,W2", help="only these workloads, e.g. w1,w6")
+    b.add_argument("--repeats", type=int, default=None, help="interleaved repeats (default 11, --quick 5)")
+    b.add_argument("--json", default=None, metavar="PATH", help="write all results as JSON to PATH")
+    b.add_argument("--chart", default=None, metavar="PATH", help="write a bar chart (needs matplotlib)")
+    b.add_argument("--no-peers", action="store_true", help="skip the optional peers (numpy and C only)")
+    b.set_defaults(fn=_cmd_bench)
     return p
 
 

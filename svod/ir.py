@@ -284,7 +284,14 @@ class UOp:
 
     @staticmethod
     def buffer(array: np.ndarray, dtype: DType) -> UOp:
-        return UOp(Ops.BUFFER, dtype, (), BufferRef(array))
+        """A realized leaf. NOTE: a fresh BufferRef can never be a hash-consing hit, so the
+        node skips the cache (this is the hot path of every realize and every replay)."""
+        self = object.__new__(UOp)
+        self.op, self.dtype, self.src, self.arg = Ops.BUFFER, dtype, (), BufferRef(array)
+        self.shape = tuple(array.shape)
+        self._hash = None
+        self._kb = None
+        return self
 
     def toposort(self) -> list[UOp]:
         return toposort([self])

@@ -32,13 +32,24 @@ from svod.ir import Ops, UOp, _canon, shape_str
 
 # ----------------------------------------------------------------------------- registry
 
-_live: weakref.WeakSet = weakref.WeakSet()
-_live_lock = threading.Lock()
+# id(tensor) -> weakref. NOTE: not a WeakSet: a set compares colliding members with ==,
+# and Tensor.__eq__ is elementwise (it builds a Tensor, which registers: re-entry).
+_live: dict[int, weakref.ref] = {}
+_live_lock = threading.RLock()
+
+
+def _unregister(key: int, ref: weakref.ref) -> None:
+    with _live_lock:
+        if _live.get(key) is ref:
+            del _live[key]
 
 
 def _register(t: Tensor) -> None:
+    key = id(t)
+    if key in _live:
+        return
     with _live_lock:
-        _live.add(t)
+        _live[key] = weakref.ref(t, lambda r, key=key: _unregister(key, r))
 
 
 def _apply_becomes(mapping: dict[UOp, UOp]) -> None:
@@ -46,7 +57,8 @@ def _apply_becomes(mapping: dict[UOp, UOp]) -> None:
     if not mapping:
         return
     with _live_lock:
-        tensors = list(_live)
+        refs = list(_live.values())
+    tensors = [t for t in (r() for r in refs) if t is not None]
     memo: dict[UOp, UOp] = dict(mapping)
     from svod.ir import substitute
 
@@ -153,7 +165,8 @@ class Tensor:
         if _uop is None:
             _uop = asarray(data, dtype=dtype).uop
         self.uop = _uop
-        _register(self)
+        if _uop.op is not Ops.BUFFER:  # realized tensors need no becomes-map: register lazily
+            _register(self)
 
     @staticmethod
     def _from(u: UOp) -> Tensor:
@@ -407,6 +420,7 @@ class Tensor:
             raise ShapeError(f"{name}: result shape {shape_str(res.shape)} differs from the in-place "
                              f"operand's shape {shape_str(self.shape)}")
         self.uop = res.uop
+        _register(self)  # now pending: later realizes must rebind it
         return self
 
     def __iadd__(self, o):
@@ -452,6 +466,7 @@ class Tensor:
         from svod.indexing import setitem
 
         self.uop = setitem(self, key, value).uop
+        _register(self)
 
     # --- method forms of the common functions
     def reshape(self, *shape, copy=None) -> Tensor:
