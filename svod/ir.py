@@ -18,7 +18,6 @@ from __future__ import annotations
 import enum
 import hashlib
 import itertools
-import threading
 import weakref
 from collections.abc import Iterable
 from typing import Any
@@ -99,6 +98,7 @@ BINARY = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.DIV, Ops.IDIV, Ops.MOD, Ops.P
                     Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR})
 COMPARE = frozenset({Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ, Ops.CMPNE})
 ELEMENTWISE = UNARY | BINARY | {Ops.WHERE}
+_SAME_SHAPE = UNARY | {Ops.CONTIGUOUS}  # one source, its shape
 REDUCTIONS = frozenset({Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN})
 MOVEMENT = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.FLIP, Ops.PAD})
 REDUCE_OPS = ("sum", "prod", "max", "min")
@@ -169,6 +169,10 @@ def _infer_shape(op: Ops, src: tuple[UOp, ...], arg: Any) -> tuple[int, ...]:
         return tuple(arg.array.shape)
     if op is Ops.CONST:
         return ()
+    if op in BINARY:
+        s = src[0].shape
+        assert src[1].shape == s, f"{op}: shapes differ {s} {src[1].shape}"
+        return s
     if op in ELEMENTWISE or op is Ops.CONTIGUOUS:
         s = src[0].shape
         assert all(x.shape == s for x in src), f"{op}: shapes differ {[x.shape for x in src]}"
@@ -214,7 +218,7 @@ class UOp:
     """An immutable graph node. Construct with `UOp(op, dtype, src, arg)`; equal structure
     gives the same object."""
 
-    __slots__ = ("op", "dtype", "src", "arg", "shape", "_hash", "_kb", "__weakref__")
+    __slots__ = ("op", "dtype", "src", "arg", "shape", "_hash", "_kb", "_sig", "_leaves", "__weakref__")
     op: Ops
     dtype: DType
     src: tuple[UOp, ...]
@@ -224,27 +228,31 @@ class UOp:
     # key -> weakref to the node; a node's death removes its entry (see _forget). A plain
     # dict of weakrefs: WeakValueDictionary's Python-level get/set cost ~1 µs per node.
     _cache: dict = {}
-    _lock = threading.Lock()
 
     def __new__(cls, op: Ops, dtype: DType, src: tuple[UOp, ...] = (), arg: Any = None):
-        key = (op, dtype, src, _canon(arg) if op is not Ops.BUFFER else arg)
-        ref = UOp._cache.get(key)
+        key = (op, dtype, src, arg if arg is None or op is Ops.BUFFER else _canon(arg))
+        cache = UOp._cache
+        ref = cache.get(key)
         if ref is not None:
             hit = ref()
             if hit is not None:
                 return hit
         self = object.__new__(cls)
         self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
-        self.shape = _infer_shape(op, src, arg)
+        self.shape = src[0].shape if op in _SAME_SHAPE else _infer_shape(op, src, arg)
         self._hash = None  # NOTE: computed on demand; most nodes never need it
         self._kb = None  # cached key-encoding parts (svod.key.compact)
-        with UOp._lock:
-            # another thread may have built the same node meanwhile: keep one
-            ref = UOp._cache.get(key)
-            hit = ref() if ref is not None else None
+        self._sig, self._leaves = _signature(key, src)
+        new = _NodeRef(self, _forget)
+        new.key = key
+        # NOTE: setdefault is atomic under the GIL: if another thread built the same node
+        # meanwhile, keep its node (a dead entry awaiting its callback is replaced)
+        ref = cache.setdefault(key, new)
+        if ref is not new:
+            hit = ref()
             if hit is not None:
                 return hit
-            UOp._cache[key] = weakref.ref(self, _forgetter(key))
+            cache[key] = new
         return self
 
     # identity semantics (hash-consed)
@@ -291,6 +299,8 @@ class UOp:
         self.shape = tuple(array.shape)
         self._hash = None
         self._kb = None
+        self._sig = _intern(("B", dtype, self.shape, array.strides))
+        self._leaves = (self.arg,)  # NOTE: the BufferRef, not the node: (self,) would be a cycle
         return self
 
     def toposort(self) -> list[UOp]:
@@ -361,16 +371,121 @@ def substitute(roots: list[UOp], mapping: dict[UOp, UOp], memo: dict[UOp, UOp] |
     return [memo.get(r, r) for r in roots]
 
 
-def _forgetter(key):
-    def forget(ref, key=key):
-        # only drop the entry if it still refers to the dead node (a new one may own it)
-        cache = UOp._cache
-        if cache.get(key) is ref:
-            try:
-                del cache[key]
-            except KeyError:  # raced with another thread's removal
-                pass
-    return forget
+# ----------------------------------------------------------------------------- signatures
+# A structural signature is a small int naming a UOp's graph up to the identity of its
+# realized leaves: op, dtype, arg and shape of every node, the (dtype, shape, strides) of
+# each leaf, and which leaf occurrences are the same buffer. With hash-consing that is
+# the whole DAG (two nodes are one object iff their structure and leaves are equal), so
+# equal signatures compact to equal GraphKeys with leaves in a fixed correspondence: the
+# engine's replay cache maps a signature straight to its plan, skipping compaction.
+# Computed at construction (one dict lookup per new node). Ids are never reused, so the
+# table can be dropped when it grows without ever confusing two structures.
+
+MAX_SIG_LEAVES = 16  # wider graphs get no signature (merging leaf lists would cost more)
+_SIGS: dict = {}
+_sig_ids = itertools.count(1)
+
+
+def _intern(k) -> int:
+    sig = _SIGS.get(k)
+    if sig is None:
+        if len(_SIGS) > 200_000:
+            _SIGS.clear()
+        sig = _SIGS.setdefault(k, next(_sig_ids))
+    return sig
+
+
+def merge_leaves(nodes) -> tuple[Any, tuple]:
+    """(pattern, leaves): the distinct leaves (BufferRefs) of `nodes` in first-occurrence order, and for
+    each node the positions of its leaves in that list (pattern 0 when every node with
+    leaves has the same leaf tuple); (None, None) when a node has no signature or there
+    are more than MAX_SIG_LEAVES leaves."""
+    first = ()
+    same = True
+    for n in nodes:
+        lv = n._leaves
+        if lv is None:
+            return None, None
+        if lv:
+            if not first:
+                first = lv
+            elif lv != first:
+                same = False
+                break
+    if same:
+        return 0, first
+    pos: dict = {}
+    merged: list = []
+    pattern = []
+    for n in nodes:
+        idx = []
+        for leaf in n._leaves:
+            j = pos.get(leaf)
+            if j is None:
+                j = pos[leaf] = len(merged)
+                merged.append(leaf)
+            idx.append(j)
+        pattern.append(tuple(idx))
+    if len(merged) > MAX_SIG_LEAVES:
+        return None, None
+    return tuple(pattern), tuple(merged)
+
+
+def _signature(key: tuple, src: tuple) -> tuple[int | None, tuple | None]:
+    op, dtype, _, carg = key
+    if not src:
+        return _intern((op, dtype, carg)), ()
+    if len(src) == 1:
+        s = src[0]
+        if s._sig is None:
+            return None, None
+        return _intern((op, dtype, carg, s._sig)), s._leaves
+    if len(src) == 2:  # the common binary cases: one leaf list, or leaves on one side
+        a, b = src
+        la, lb = a._leaves, b._leaves
+        if a._sig is None or b._sig is None:
+            return None, None
+        if la == lb or not lb:
+            return _intern((op, dtype, carg, a._sig, b._sig)), la
+        if not la:
+            return _intern((op, dtype, carg, a._sig, b._sig)), lb
+    sigs = tuple(s._sig for s in src)
+    if None in sigs:
+        return None, None
+    pattern, leaves = merge_leaves(src)
+    if leaves is None:
+        return None, None
+    return _intern((op, dtype, carg, sigs, pattern)), leaves
+
+
+def signature_of(roots) -> tuple[int | None, tuple | None]:
+    """(signature, leaves) of several roots together, or (None, None)."""
+    if len(roots) == 1:
+        return roots[0]._sig, roots[0]._leaves
+    sigs = tuple(r._sig for r in roots)
+    if None in sigs:
+        return None, None
+    pattern, leaves = merge_leaves(roots)
+    if leaves is None:
+        return None, None
+    return _intern(("R", sigs, pattern)), leaves
+
+
+class _NodeRef(weakref.ref):
+    """The cache's weak reference to a node, carrying its cache key."""
+
+    __slots__ = ("key",)
+
+
+def _forget(ref: _NodeRef) -> None:
+    # only drop the entry if it still refers to the dead node (a new one may own it)
+    cache = UOp._cache
+    key = ref.key
+    if cache.get(key) is ref:
+        try:
+            del cache[key]
+        except KeyError:  # raced with another thread's removal
+            pass
 
 
 def live_nodes() -> int:

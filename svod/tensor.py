@@ -18,7 +18,6 @@ from __future__ import annotations
 import builtins
 import math
 import operator
-import threading
 import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -34,41 +33,56 @@ from svod.ir import Ops, UOp, _canon, shape_str
 
 # id(tensor) -> weakref. NOTE: not a WeakSet: a set compares colliding members with ==,
 # and Tensor.__eq__ is elementwise (it builds a Tensor, which registers: re-entry).
+# Plain dict operations are atomic under the GIL: no lock on this hot path.
 _live: dict[int, weakref.ref] = {}
-_live_lock = threading.RLock()
 
 
-def _unregister(key: int, ref: weakref.ref) -> None:
-    with _live_lock:
-        if _live.get(key) is ref:
-            del _live[key]
+class _LiveRef(weakref.ref):
+    __slots__ = ("key",)
+
+
+def _unregister(ref: _LiveRef) -> None:
+    if _live.get(ref.key) is ref:
+        try:
+            del _live[ref.key]
+        except KeyError:
+            pass
 
 
 def _register(t: Tensor) -> None:
     key = id(t)
-    if key in _live:
-        return
-    with _live_lock:
-        _live[key] = weakref.ref(t, lambda r, key=key: _unregister(key, r))
+    if key not in _live:
+        ref = _LiveRef(t, _unregister)
+        ref.key = key
+        _live[key] = ref
 
 
 def _apply_becomes(mapping: dict[UOp, UOp]) -> None:
     """Rebind every live tensor through `mapping` (realized node -> BUFFER)."""
     if not mapping:
         return
-    with _live_lock:
-        refs = list(_live.values())
+    refs = list(_live.values())
     tensors = [t for t in (r() for r in refs) if t is not None]
     memo: dict[UOp, UOp] = dict(mapping)
     from svod.ir import substitute
 
+    # A graph that contains a realized root also contains that root's leaves: tensors
+    # sharing no leaf with any root are skipped without a walk (many pending graphs stay
+    # cheap). Roots without a leaf list (constant graphs, very wide ones) disable this.
+    root_leaves: set | None = set()
+    for r in mapping:
+        if not r._leaves:
+            root_leaves = None
+            break
+        root_leaves.update(r._leaves)
     for t in tensors:
         u = t.uop
         if u.op in (Ops.BUFFER, Ops.CONST):
             continue
         if u in mapping:
             t.uop = mapping[u]
-        else:
+            _live.pop(id(t), None)  # realized: nothing left to rebind
+        elif root_leaves is None or u._leaves is None or not root_leaves.isdisjoint(u._leaves):
             t.uop = substitute([u], mapping, memo)[0]
 
 
@@ -170,7 +184,11 @@ class Tensor:
 
     @staticmethod
     def _from(u: UOp) -> Tensor:
-        return Tensor(_uop=u)
+        t = object.__new__(Tensor)
+        t.uop = u
+        if u.op is not Ops.BUFFER:
+            _register(t)
+        return t
 
     # --- attributes
     @property
@@ -849,6 +867,20 @@ def result_type(*arrays_and_dtypes) -> DType:
 
 def _operands(op: str, *xs, dtype_fn=None) -> tuple[list[UOp], DType]:
     """Turn operands (Tensors, arrays, scalars) into UOps of one dtype and one shape."""
+    if len(xs) == 2:  # fast paths: two tensors alike, or a float tensor and a Python float/int
+        a, b = xs
+        ta, tb = type(a) is Tensor, type(b) is Tensor
+        if ta or tb:
+            u = a.uop if ta else b.uop
+            d = u.dtype
+            if dtype_fn is None or dtype_fn(d) is d:
+                if ta and tb:
+                    ub = b.uop
+                    if ub.dtype is d and ub.shape == u.shape:
+                        return [u, ub], d
+                elif d.is_float and type(b if ta else a) in (float, int):
+                    c = _const(b if ta else a, d, u.shape)
+                    return ([u, c] if ta else [c, u]), d
     tensors = [x if isinstance(x, Tensor) else None for x in xs]
     strong: list[Any] = []
     for i, x in enumerate(xs):
