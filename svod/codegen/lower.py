@@ -49,10 +49,11 @@ from svod.ir import COMPARE, Ops
 from svod.kernel import ACC, LOAD, VALID, Kernel, view_axes_stride0
 from svod.view import View, ViewChain
 
-LOWER_VERSION = "1"  # bump when generated code changes meaning (part of the object-cache key)
+LOWER_VERSION = "2"  # bump when generated code changes meaning (part of the object-cache key)
 CHUNK = 4096  # elements per unit of a one-axis elementwise kernel
 SUM_BLOCK = 256  # elements per float-sum block (vector accumulators inside, cascade across)
 CASCADE_LEVELS = 64
+COL_BLOCK = 256  # columns per unit of a column reduce (accumulators stay in L1)
 MM_ROWS = 16  # matmul rows per unit
 MM_COLS = 256  # matmul columns per accumulator tile
 
@@ -100,6 +101,7 @@ class LoopPlan:
     inner_axes: tuple[Axis, ...]  # looped inside a unit
     units: int
     chunk: int = 0  # > 0: one-axis elementwise kernel, a unit is `chunk` elements
+    cols: int = 0  # > 0: column reduce, a unit is (outer kept index, block of `cols` columns)
 
 
 def _outer_views(kernel: Kernel) -> list[View]:
@@ -159,8 +161,25 @@ def plan_loops(kernel: Kernel) -> LoopPlan:
         return LoopPlan(kind, tuple(axes), tuple(axes[:-1]), (axes[-1],), math.prod(a.size for a in axes[:-1]))
     unit_axes = tuple(a for a in axes if not a.reduce)
     inner = tuple(a for a in axes if a.reduce)
+    if _column_reduce(kernel, axes):
+        last = axes[-1]
+        units = math.prod(a.size for a in unit_axes[:-1]) * -(-last.size // COL_BLOCK)
+        return LoopPlan(kind, tuple(axes), unit_axes, inner, units, cols=COL_BLOCK)
     # a reduce axis of size 0 is dropped by nothing above: keep it so the loop runs 0 times
     return LoopPlan(kind, tuple(axes), unit_axes, inner, math.prod(a.size for a in unit_axes))
+
+
+def _column_reduce(kernel: Kernel, axes: list[Axis]) -> bool:
+    """Reductions over outer axes with a kept innermost axis (sum(x, axis=0)): walking
+    each output's column would stride through memory; instead a unit keeps a block of
+    columns' accumulators and streams the rows."""
+    if kernel.kind != "reduce" or kernel.passes != 1 or not axes or axes[-1].reduce:
+        return False
+    if not any(a.reduce and a.size > 0 for a in axes) or axes[-1].size < 2:
+        return False
+    if any(not o.reduced for o in kernel.outputs):
+        return False
+    return all(n.op is Ops.REDUCE for n in kernel.nodes if n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN))
 
 
 # ----------------------------------------------------------------------------- accessors
@@ -345,6 +364,8 @@ class KernelLowering:
                 self.out_access.append(Access(terms=[(g, strides[g[-1]]) for g in groups if strides[g[-1]]]))
             if k.kind == "elementwise":
                 self._lower_elementwise()
+            elif self.plan.cols:
+                self._lower_columns()
             else:
                 self._lower_rows()
         self.f.b.ret_void()
@@ -534,6 +555,86 @@ class KernelLowering:
 
         if plan.units:
             f.loop(self.ub, self.ue, unit, "row")
+
+    def _lower_columns(self) -> None:
+        """Column reduce (plan.cols): per unit, accumulators for a block of columns of the
+        innermost kept axis; the reduce loops stream whole row segments (sequential
+        memory), the column loop inside is what vectorises. Float sums are blocked over
+        the outermost reduce axis: SUM_BLOCK rows into a block tile, block tiles added
+        into the total in order (deterministic; independent of the thread count)."""
+        k, f, b, plan = self.k, self.f, self.f.b, self.plan
+        last = plan.axes[-1]
+        outer = plan.unit_axes[:-1]
+        red_axes = plan.inner_axes
+        nblk = -(-last.size // plan.cols)
+        consts = {i: emit_op(f, n.op, n.dtype, n.arg, [], []) for i, n in enumerate(k.nodes) if n.op is Ops.CONST}
+        reds = [_Reduction(self, i) for i, n in enumerate(k.nodes) if n.op is Ops.REDUCE]
+        blocked = any(r.cascade for r in reds) and red_axes[0].size > SUM_BLOCK
+        tiles = [f.alloca(r.ty, plan.cols, "ctile") for r in reds]
+        totals = [f.alloca(r.ty, plan.cols, "ctotal") if blocked else None for r in reds]
+        srcs = [r.n.src[0] for r in reds]
+
+        def unit(u):
+            ctx = self._unravel(b.udiv(u, _i64(nblk)), outer) if outer else {}
+            c0 = b.mul(b.urem(u, _i64(nblk)), _i64(plan.cols))
+            c1 = b.add(c0, _i64(plan.cols))
+            c1 = b.select(b.icmp_signed("<", c1, _i64(last.size)), c1, _i64(last.size))
+            w = b.sub(c1, c0)
+
+            def fill(arrs):
+                def col(c):
+                    for r, t in zip(reds, arrs):
+                        b.store(r._identity(), b.gep(t, [c]))
+                f.loop(_i64(0), w, col, "ci")
+
+            def rows(level: int, rctx: dict):
+                if level == len(red_axes):
+                    def col(c):
+                        env = dict(consts)
+                        cctx = {**rctx, last.dims: b.add(c0, c)}
+                        self._eval(srcs, env, cctx)
+                        for r, t, sidx in zip(reds, tiles, srcs):
+                            ptr = b.gep(t, [c])
+                            b.store(_combine(f, r, b.load(ptr), env[sidx], elementwise=True), ptr)
+                    f.loop(_i64(0), w, col, "c")
+                    return
+                ax = red_axes[level]
+                f.loop(_i64(0), _i64(ax.size), lambda j: rows(level + 1, {**rctx, ax.dims: j}), "r")
+
+            fill(tiles)
+            if blocked:
+                fill(totals)
+                ax0 = red_axes[0]
+
+                def block(jb):
+                    start = b.mul(jb, _i64(SUM_BLOCK))
+                    end = b.add(start, _i64(SUM_BLOCK))
+                    end = b.select(b.icmp_signed("<", end, _i64(ax0.size)), end, _i64(ax0.size))
+                    f.loop(start, end, lambda j: rows(1, {**ctx, ax0.dims: j}), "r")
+
+                    def add(c):
+                        for r, t, tot in zip(reds, tiles, totals):
+                            if r.cascade:  # float sums: block into total, block restarts
+                                pt, po = b.gep(t, [c]), b.gep(tot, [c])
+                                b.store(b.fadd(b.load(po), b.load(pt)), po)
+                                b.store(r._identity(), pt)
+                    f.loop(_i64(0), w, add, "ca")
+
+                f.loop(_i64(0), _i64(-(-ax0.size // SUM_BLOCK)), block, "rb")
+            else:
+                rows(0, dict(ctx))
+
+            def store(c):
+                env = dict(consts)
+                cctx = {**ctx, last.dims: b.add(c0, c)}
+                for r, t, tot in zip(reds, tiles, totals):
+                    env[r.node] = b.load(b.gep(tot if (blocked and r.cascade) else t, [c]))
+                self._eval([o.node for o in k.outputs], env, cctx)
+                for j, o in enumerate(k.outputs):
+                    self._store(self.out_ptrs[j], o.dtype, self.out_access[j], cctx, env[o.node])
+            f.loop(_i64(0), w, store, "cs")
+
+        f.loop(self.ub, self.ue, unit, "u")
 
     def _pass(self, p: int, row_env: dict, row_ctx: dict) -> None:
         k, f = self.k, self.f
@@ -743,6 +844,37 @@ class KernelLowering:
         f.loop(self.ub, self.ue, unit, "u")
 
 
+def _combine(f: _Fn, red: _Reduction, cur: ir.Value, x: ir.Value, elementwise: bool = False) -> ir.Value:
+    """One step of a REDUCE: cur (accumulator) with x. `elementwise`: accumulators are
+    independent memory cells (column tiles), not one loop-carried value."""
+    b, dt, rop = f.b, red.dt, red.n.arg
+    if rop == "sum":
+        if dt.is_float:
+            v = b.fadd(cur, x)
+            v.flags.append("reassoc")
+            return v
+        return b.or_(cur, x) if dt.is_bool else b.add(cur, x)
+    if rop == "prod":
+        if dt.is_float:
+            v = b.fmul(cur, x)
+            v.flags.append("reassoc")
+            return v
+        return b.and_(cur, x) if dt.is_bool else b.mul(cur, x)
+    is_max = rop == "max"
+    if dt.is_float and elementwise:
+        # NOTE: llvm.maximum expands to 5 instructions per vector on x86; this is 3
+        # (cmp+blend is maxps; the unordered test carries a NaN in x): NaN propagates
+        # from either side, as numpy's max does. Loop-carried accumulators keep
+        # llvm.maximum: the vectoriser recognises it as a reduction, not this form.
+        m = b.select(b.fcmp_ordered(">" if is_max else "<", x, cur), x, cur)
+        return b.select(b.fcmp_unordered("uno", x, x), x, m)
+    if dt.is_float:
+        return f.call_intr(f"llvm.{'maximum' if is_max else 'minimum'}.{_tsuf(red.ty)}", red.ty, [cur, x])
+    if dt.is_bool:
+        return b.or_(cur, x) if is_max else b.and_(cur, x)
+    return b.select(b.icmp_signed(">" if is_max else "<", x, cur), x, cur)
+
+
 class _Reduction:
     """One REDUCE/ARGMAX/ARGMIN accumulator over a row pass."""
 
@@ -797,32 +929,7 @@ class _Reduction:
         cur = b.load(self.acc)
         dt = self.dt
         if self.op is Ops.REDUCE:
-            rop = self.n.arg
-            if rop == "sum":
-                if dt.is_float:
-                    v = b.fadd(cur, x)
-                    v.flags.append("reassoc")
-                elif dt.is_bool:
-                    v = b.or_(cur, x)
-                else:
-                    v = b.add(cur, x)
-            elif rop == "prod":
-                if dt.is_float:
-                    v = b.fmul(cur, x)
-                    v.flags.append("reassoc")
-                elif dt.is_bool:
-                    v = b.and_(cur, x)
-                else:
-                    v = b.mul(cur, x)
-            else:
-                is_max = rop == "max"
-                if dt.is_float:
-                    v = f.call_intr(f"llvm.{'maximum' if is_max else 'minimum'}.{_tsuf(self.ty)}", self.ty, [cur, x])
-                elif dt.is_bool:
-                    v = b.or_(cur, x) if is_max else b.and_(cur, x)
-                else:
-                    v = b.select(b.icmp_signed(">" if is_max else "<", x, cur), x, cur)
-            b.store(v, self.acc)
+            b.store(_combine(f, self, cur, x), self.acc)
             return
         # ARGMAX / ARGMIN: first index; NaN wins (and then stays)
         is_max = self.op is Ops.ARGMAX
