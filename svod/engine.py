@@ -51,6 +51,10 @@ class Executable:
         """A JSON form for the persistent plan cache (None: not persistable)."""
         return None
 
+    def nbytes(self) -> int:
+        """Memory this entry holds in the plan cache (estimate; the LRU's byte bound)."""
+        return 256 * len(self.key.nodes)
+
 
 class InterpretedGraph(Executable):
     """Evaluate the whole GraphKey with the numpy reference interpreter."""
@@ -160,6 +164,19 @@ class KernelPlan(Executable):
 
     def describe(self) -> str:
         return str(self.plan)
+
+    # NOTE: native code of a kernel is a few KB of machine code plus the LLVM module
+    # kept for IR/asm inspection; 64 KB each is the order measured on the workloads.
+    PROGRAM_BYTES = 64 << 10
+
+    def nbytes(self) -> int:
+        n = super().nbytes()
+        if self._programs is not None:
+            n += self.PROGRAM_BYTES * len(self._programs)
+        gp = self._gp
+        if gp is not None and gp._state is not None:  # scratch temps kept between runs
+            n += sum(blk.nbytes for blk in gp._state[2].values())
+        return n
 
     def to_json(self) -> dict:
         from svod.kernel import plan_to_json
@@ -350,13 +367,27 @@ class Pipeline:
     save: Callable[[GraphKey, Executable], None] = _save_plan
 
 
-class PlanCache:
-    """In-memory LRU of Executables keyed by GraphKey hash; thread-safe."""
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, "") or default)
+    except ValueError:
+        return default
 
-    def __init__(self, max_entries: int = 512):
-        self.max_entries = max_entries
+
+class PlanCache:
+    """In-memory LRU of Executables keyed by GraphKey hash; thread-safe. Bounded by
+    entries and by bytes (`Executable.nbytes`: compiled programs and the scratch memory
+    a graph program keeps between runs); `SVOD_PLAN_CACHE_ENTRIES`, `SVOD_PLAN_CACHE_MB`."""
+
+    def __init__(self, max_entries: int | None = None, max_bytes: int | None = None):
+        self.max_entries = max_entries if max_entries is not None else _env_int("SVOD_PLAN_CACHE_ENTRIES", 512)
+        self.max_bytes = max_bytes if max_bytes is not None else _env_int("SVOD_PLAN_CACHE_MB", 512) << 20
         self._d: OrderedDict[str, Executable] = OrderedDict()
         self._lock = threading.Lock()
+
+    def nbytes(self) -> int:
+        with self._lock:
+            return sum(e.nbytes() for e in self._d.values())
 
     def get(self, key: GraphKey) -> Executable | None:
         with self._lock:
@@ -366,11 +397,20 @@ class PlanCache:
             return exe
 
     def put(self, key: GraphKey, exe: Executable) -> None:
+        """Insert (most recent) and evict least-recent entries beyond either bound. Sizes
+        are re-read here (programs and scratch appear after an entry's first run); the
+        entry just put is never evicted."""
         with self._lock:
             self._d[key.hash] = exe
             self._d.move_to_end(key.hash)
             while len(self._d) > self.max_entries:
                 self._d.popitem(last=False)
+                bump("plan_cache_evictions")
+            total = sum(e.nbytes() for e in self._d.values())
+            while total > self.max_bytes and len(self._d) > 1:
+                _, old = self._d.popitem(last=False)
+                total -= old.nbytes()
+                bump("plan_cache_evictions")
 
     def holds(self, key_hash: str, exe: Executable) -> bool:
         """Whether `exe` is still the entry for `key_hash` (lock-free read)."""

@@ -20,6 +20,7 @@ COUNTERS = (
     "kernels_launched",  # kernel launches (native or interpreted)
     "interpreter_fallbacks",  # kernels or graphs evaluated by the numpy interpreter
     "nodes_evaluated",  # graph nodes computed (a recompute shows up here)
+    "plan_cache_evictions",  # in-memory plans dropped by the LRU (entries or bytes bound)
     "search_seconds",
     "compile_seconds",
 )

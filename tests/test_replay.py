@@ -131,3 +131,28 @@ def test_jit_outputs_do_not_alias_and_constants_are_captured():
 def test_jit_rejects_non_tensor_outputs():
     with pytest.raises(svod.JitError, match="must return"):
         svod.jit(lambda x: 3)(svod.ones(2))
+
+
+def test_plan_cache_is_bounded_by_entries_and_bytes():
+    from svod import engine
+
+    a = np.arange(64, dtype=np.float32).reshape(8, 8)
+    keys = []
+    for i in range(6):  # six structures: each a different constant
+        t = svod.exp(svod.asarray(a) * float(i + 2))
+        key, exe = engine.plan_for([t])
+        keys.append((key, exe))
+        exe.run([a])  # programs and scratch exist now: nbytes grows
+        assert exe.nbytes() >= engine.KernelPlan.PROGRAM_BYTES
+    one = keys[0][1].nbytes()
+    cache = engine.PlanCache(max_entries=4, max_bytes=1 << 40)
+    for key, exe in keys:
+        cache.put(key, exe)
+    assert len(cache) == 4 and cache.get(keys[0][0]) is None and cache.get(keys[-1][0]) is keys[-1][1]
+    cache = engine.PlanCache(max_entries=100, max_bytes=int(2.5 * one))
+    before = svod.stats()["plan_cache_evictions"]
+    for key, exe in keys:
+        cache.put(key, exe)
+    assert len(cache) == 2 and cache.nbytes() <= 2.5 * one
+    assert svod.stats()["plan_cache_evictions"] - before == 4
+    assert cache.get(keys[-1][0]) is keys[-1][1] and cache.get(keys[-2][0]) is keys[-2][1]
