@@ -9,10 +9,12 @@ Ownership: a block is handed out as numpy views of it. numpy collapses every vie
 is alive: a block returns to the pool only when none is (DESIGN "Buffers").
 The pool holds at most `max_bytes` of free blocks (env `SVOD_POOL_BYTES`).
 
-Small blocks (≤ `SMALL`, the outputs of replayed small graphs) take a cheaper path: no
-lease and no finaliser (those cost ~3 µs, more than a 1,000-element kernel); the pool
-keeps them in per-size lists and reads the free ones off the reference count itself
-(only the pool's list refers to a free block), so reuse still waits for every view.
+Small blocks (≤ `SMALL`) take a cheaper path: no lease and no finaliser (those cost
+~3 µs, more than a 1,000-element kernel); `array` keeps them in per-size lists and reads
+the free ones off the reference count itself (only the pool's list refers to a free
+block), so reuse still waits for every view. The replay path (`small_array`) skips even
+that: blocks this small come from malloc's heap bins without page faults, and
+`np.empty` costs 0.19 µs against 0.96 µs for the tracked path.
 
 >>> p = BufferPool(max_bytes=1 << 20)
 >>> a = p.array((4, 4), "float32")
@@ -145,12 +147,12 @@ class BufferPool:
             return blk  # untracked when over the caps: the garbage collector frees it
 
     def small_array(self, shape: tuple[int, ...], dt: np.dtype, count: int) -> np.ndarray:
-        """`array` for callers with normalised arguments (a tuple of ints, a numpy dtype,
-        their product) and at most `SMALL` bytes: the replay path's allocator."""
-        # NOTE: frombuffer's base is blk itself (as is every view's): blk's refcount
-        # counts the live views
-        a = np.frombuffer(self._take_small(count * dt.itemsize), dt, count)
-        return a if len(shape) == 1 else a.reshape(shape)
+        """The replay path's allocator for outputs of at most `SMALL` bytes (arguments
+        normalised: a tuple of ints, a numpy dtype, their product)."""
+        # NOTE: blocks this small come from malloc's heap bins (below glibc's mmap
+        # threshold): freed and re-used without page faults, and np.empty is 5x cheaper
+        # than any pool bookkeeping (0.19 vs 0.96 µs for 4 KB, measured)
+        return np.empty(shape, dt)
 
     def array(self, shape, dtype) -> np.ndarray:
         """An uninitialised C-contiguous array; its block returns to the pool when the
@@ -162,7 +164,8 @@ class BufferPool:
             n *= s
         nbytes = n * dt.itemsize
         if nbytes <= SMALL:
-            return self.small_array(shape, dt, n)
+            a = np.frombuffer(self._take_small(nbytes), dt, n)  # base: the block (refcount = views)
+            return a if len(shape) == 1 else a.reshape(shape)
         blk = self._take(nbytes)
         # The lease is the array every view's `base` collapses to: numpy stops collapsing
         # at a non-ndarray base (the memoryview), so the lease lives exactly as long as
