@@ -12,6 +12,7 @@ of the price (not of the kernel's content key) and travels on the Launch step.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,7 +47,22 @@ class Machine:
 
     @staticmethod
     def host() -> Machine:
-        return Machine(name="host", cores=os.cpu_count() or 1)
+        """This machine: its core count and SIMD width (the JIT's target: AVX-512 or
+        AVX2 decides how many lanes a core's float throughput has)."""
+        return _host_machine()
+
+
+@functools.lru_cache(maxsize=1)
+def _host_machine() -> Machine:
+    bits = 512
+    try:
+        from svod.codegen.jit import host_target_info
+
+        bits = int(host_target_info().get("vector_bits", 512))
+    except Exception:  # noqa: BLE001 - no llvmlite: the reference machine's width
+        pass
+    return Machine(name="host", cores=os.cpu_count() or 1, vector_bits=bits,
+                   flops_per_core=Machine.flops_per_core * bits / 512)
 
 
 # Relative cost of one element of each op, in simple float ops (vectorised; measured

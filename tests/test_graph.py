@@ -123,3 +123,21 @@ def test_repeated_realize_stops_allocating():
     for _ in range(5):
         (svod.exp(x) * 2).realize()
     assert POOL.stats()["misses"] == before
+
+
+def test_launch_threads_come_from_the_cost_model():
+    """The thread count the cost model prices a kernel with is the one its Launch uses."""
+    from svod import engine
+    from svod.costing import Machine
+    from svod.graph import Launch
+
+    x = svod.random.randn(1 << 20)
+    small = svod.random.randn(64)
+    _, exe = engine.plan_for([svod.exp(x) / (1.0 + x * x)])
+    _, exe_small = engine.plan_for([svod.exp(small) + 1.0])
+    launches = [s for s in exe.graph.steps if isinstance(s, Launch)]
+    want = engine.kernel_threads(exe.plan.kernels)
+    assert [s.threads for s in launches] == [want.get(s.kernel, 1) for s in launches]
+    if Machine.host().cores > 1:
+        assert max(s.threads for s in launches) > 1  # 1M elements of exp: worth both cores
+    assert all(s.threads == 1 for s in exe_small.graph.steps if isinstance(s, Launch))
