@@ -595,7 +595,7 @@ class KernelLowering:
                         self._eval(srcs, env, cctx)
                         for r, t, sidx in zip(reds, tiles, srcs):
                             ptr = b.gep(t, [c])
-                            b.store(_combine(f, r, b.load(ptr), env[sidx], elementwise=True), ptr)
+                            b.store(_combine(f, r, b.load(ptr), env[sidx]), ptr)
                     f.loop(_i64(0), w, col, "c")
                     return
                 ax = red_axes[level]
@@ -844,9 +844,12 @@ class KernelLowering:
         f.loop(self.ub, self.ue, unit, "u")
 
 
-def _combine(f: _Fn, red: _Reduction, cur: ir.Value, x: ir.Value, elementwise: bool = False) -> ir.Value:
-    """One step of a REDUCE: cur (accumulator) with x. `elementwise`: accumulators are
-    independent memory cells (column tiles), not one loop-carried value."""
+def _combine(f: _Fn, red: _Reduction, cur: ir.Value, x: ir.Value) -> ir.Value:
+    """One step of a REDUCE: cur (accumulator) with x.
+
+    NOTE: float max/min stay llvm.maximum/minimum, also on column tiles: the
+    select form (x > cur or x is NaN ? x : cur) stored back to the tile becomes a
+    masked store (vmaskmovps), microcoded on AMD: 6x slower with two reductions."""
     b, dt, rop = f.b, red.dt, red.n.arg
     if rop == "sum":
         if dt.is_float:
@@ -861,13 +864,6 @@ def _combine(f: _Fn, red: _Reduction, cur: ir.Value, x: ir.Value, elementwise: b
             return v
         return b.and_(cur, x) if dt.is_bool else b.mul(cur, x)
     is_max = rop == "max"
-    if dt.is_float and elementwise:
-        # NOTE: llvm.maximum expands to 5 instructions per vector on x86; this is 3
-        # (cmp+blend is maxps; the unordered test carries a NaN in x): NaN propagates
-        # from either side, as numpy's max does. Loop-carried accumulators keep
-        # llvm.maximum: the vectoriser recognises it as a reduction, not this form.
-        m = b.select(b.fcmp_ordered(">" if is_max else "<", x, cur), x, cur)
-        return b.select(b.fcmp_unordered("uno", x, x), x, m)
     if dt.is_float:
         return f.call_intr(f"llvm.{'maximum' if is_max else 'minimum'}.{_tsuf(red.ty)}", red.ty, [cur, x])
     if dt.is_bool:
