@@ -485,3 +485,21 @@ def test_column_sum_is_accurate_over_many_rows():
     a = np.full((20000, 3), 0.1, np.float32)
     got = svod.sum(svod.asarray(a), axis=0).numpy()
     np.testing.assert_allclose(got, a.astype(np.float64).sum(0), rtol=1e-5)
+
+
+def test_rowwise_stash_computes_each_exp_once():
+    """softmax's exp(x - max) is summed in one pass and divided in the next: the kernel
+    stores it in a row buffer instead of computing it twice (bit-identical results)."""
+    import re
+
+    from svod.codegen.lower import lower_kernel
+
+    x = svod.asarray(_rng(3).standard_normal((8, 300)).astype(np.float32))
+    plan, got = check(svod.nn.softmax(x, axis=-1))
+    (kern,) = plan.kernels
+    assert kern.passes >= 2
+    calls = re.findall(r'call \S+ @"?(svod\.exp[\w.]*)', lower_kernel(kern).ir)
+    assert len(calls) == 1, calls
+    a = x.numpy()
+    e = np.exp(a - a.max(-1, keepdims=True))
+    np.testing.assert_allclose(got[0], e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)

@@ -53,11 +53,13 @@ LOWER_VERSION = "2"  # bump when generated code changes meaning (part of the obj
 CHUNK = 4096  # elements per unit of a one-axis elementwise kernel
 SUM_BLOCK = 256  # elements per float-sum block (vector accumulators inside, cascade across)
 CASCADE_LEVELS = 64
+STASH_ELEMS = 16384  # longest row whose expensive values are kept between passes (64 KB f32)
 COL_BLOCK = 256  # columns per unit of a column reduce (accumulators stay in L1)
 MM_ROWS = 16  # matmul rows per unit
 MM_COLS = 256  # matmul columns per accumulator tile
 
 F32, F64 = ir.FloatType(), ir.DoubleType()
+_COSTLY = frozenset({Ops.EXP, Ops.LOG, Ops.TANH, Ops.ERF, Ops.SIN, Ops.COS, Ops.POW, Ops.SQRT, Ops.DIV})
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 VOID = ir.VoidType()
 
@@ -541,6 +543,7 @@ class KernelLowering:
             else:
                 per_row[i] = all(per_row[s] for s in n.src)
         self.per_row = per_row
+        self.stash = self._plan_stash()
 
         def unit(u):
             ctx = self._unravel(u, plan.unit_axes) if plan.unit_axes else {}
@@ -555,6 +558,16 @@ class KernelLowering:
 
         if plan.units:
             f.loop(self.ub, self.ue, unit, "row")
+
+    def _stash_pass(self, i: int) -> int:
+        """The first pass evaluating stashed node i."""
+        cache = self.__dict__.setdefault("_closures", {})
+        for p in range(self.k.passes):
+            if p not in cache:
+                cache[p] = self._pass_closure(p)
+            if i in cache[p]:
+                return p
+        raise AssertionError(f"stashed node %{i} is in no pass")
 
     def _lower_columns(self) -> None:
         """Column reduce (plan.cols): per unit, accumulators for a block of columns of the
@@ -636,6 +649,46 @@ class KernelLowering:
 
         f.loop(self.ub, self.ue, unit, "u")
 
+    def _pass_closure(self, p: int) -> set[int]:
+        """Nodes a pass evaluates per element (not per row: those come from row_env)."""
+        k = self.k
+        reds = [i for i, n in enumerate(k.nodes) if n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN) and n.pass_ == p]
+        stack = [k.nodes[i].src[0] for i in reds] + [o.node for o in k.outputs if not o.reduced and o.pass_ == p]
+        seen: set[int] = set()
+        while stack:
+            i = stack.pop()
+            if i in seen or self.per_row[i]:
+                continue
+            seen.add(i)
+            stack.extend(k.nodes[i].src)
+        return seen
+
+    def _plan_stash(self) -> dict[int, ir.Value]:
+        """Expensive per-element values a later pass would compute again (softmax's
+        exp(x - max): summed in one pass, divided and stored in the next): the first
+        pass stores them in a row-sized stack buffer, later passes load them. Values
+        are bit-identical to a recompute; only for one merged reduce axis of at most
+        STASH_ELEMS elements."""
+        k = self.k
+        inner = self.plan.inner_axes
+        if k.passes < 2 or len(inner) != 1 or not 0 < inner[0].size <= STASH_ELEMS:
+            return {}
+        closures = [self._pass_closure(p) for p in range(k.passes)]
+        costly: dict[int, bool] = {}
+        for i, n in enumerate(k.nodes):
+            costly[i] = n.op in _COSTLY or any(costly[j] for j in n.src if j in costly)
+        stash: dict[int, ir.Value] = {}
+        for p in range(k.passes):
+            later = set().union(*closures[p + 1:]) if p + 1 < k.passes else set()
+            for i in sorted(closures[p] & later):
+                n = k.nodes[i]
+                if i in stash or not costly[i] or n.op in (LOAD, VALID, Ops.CONST) or n.dtype.is_bool:
+                    continue
+                if any(i in closures[q] for q in range(p)):
+                    continue  # an earlier pass computes it: stashed there
+                stash[i] = self.f.alloca(reg_type(n.dtype), inner[0].size, f"stash{i}")
+        return stash
+
     def _pass(self, p: int, row_env: dict, row_ctx: dict) -> None:
         k, f = self.k, self.f
         reds = [i for i, n in enumerate(k.nodes) if n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN) and n.pass_ == p]
@@ -663,9 +716,20 @@ class KernelLowering:
         inner = self.plan.inner_axes
         blocked = any(a.cascade for a in accs)
 
+        ax_dims = inner[0].dims if len(inner) == 1 else None
+        mine = self._pass_closure(p) if self.stash else set()
+        loads = [i for i in self.stash if i in mine and self._stash_pass(i) < p]
+        stores = [i for i in self.stash if i in mine and self._stash_pass(i) == p]
+
         def element(ctx, lin):
             env = dict(row_env)
+            if loads or stores:
+                j = ctx[ax_dims]
+                for i in loads:
+                    env[i] = f.b.load(f.b.gep(self.stash[i], [j]))
             self._eval(targets, env, ctx, stop=lambda i: self.per_row[i] and i not in row_env)
+            for i in stores:
+                f.b.store(env[i], f.b.gep(self.stash[i], [j]))
             for a in accs:
                 a.update(env[k.nodes[a.node].src[0]], lin)
             for j, o in outs:
