@@ -77,6 +77,8 @@ def test_cli_json(tmp_path, monkeypatch, capsys):
     assert [c["id"] for c in data["cases"]] == ["w7_lazy", "w7_jit"]
     out = capsys.readouterr().out
     assert "W7" in out and ("chart written" in out or "matplotlib is not installed" in out)
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert "chart written" in out and chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_cli_help_and_bad_only():
