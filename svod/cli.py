@@ -1,7 +1,11 @@
-"""The `svod` command line: `svod demo`, `svod explain FILE.py`, `svod cache info|clear`.
+"""The `svod` command line: `svod demo | bench | tune | calibrate | explain | cache |
+costmodel report`.
 
-Usage errors exit with code 2 (argparse's convention) and a one-line message; expected
-failures (a missing file, an unknown workload) print a message without a traceback.
+Usage errors (bad options, malformed shapes, unknown workloads) exit with code 2
+(argparse's convention) and a one-line message; expected failures (a missing file, a
+script that raises) print a message without a traceback and exit 1; Ctrl-C exits 130.
+This module is also where `search` and `costmodels` meet (costmodels never imports
+the search): it hands the search's variants and the oracle to costmodels' tune/report.
 """
 
 from __future__ import annotations
@@ -12,6 +16,10 @@ import sys
 
 class CliError(Exception):
     """An expected failure: printed as one line, exit code 1."""
+
+
+class UsageError(CliError):
+    """A bad argument found after parsing (an unknown workload...): exit code 2."""
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -103,6 +111,167 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+
+def _shapes_arg(value: str) -> dict:
+    from costmodels.targets import TargetError, parse_shapes
+
+    try:
+        return parse_shapes(value)
+    except TargetError as e:  # argparse turns this into a usage error, exit 2
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _merge_shapes(items) -> dict:
+    out: dict = {}
+    for d in items or []:
+        for k, v in d.items():
+            if k in out:
+                raise UsageError(f"shape of {k!r} given twice")
+            out[k] = v
+    return out
+
+
+def _target(args: argparse.Namespace):
+    """The program `svod tune` works on: a workload name, or FILE.py[:FUNC] with shapes."""
+    import os
+
+    from costmodels.targets import TargetError, script_target, workload_target
+    from svod import workloads
+
+    shapes = _merge_shapes(args.shapes)
+    spec = args.target
+    is_file = spec.endswith(".py") or ".py:" in spec or os.sep in spec or os.path.isfile(spec)
+    try:
+        if is_file:
+            if not shapes:
+                raise UsageError(f"{spec}: give the input shapes with --shapes NAME=AxB,...")
+            path = spec if os.path.isfile(spec) else spec.rsplit(":", 1)[0]
+            if not os.path.isfile(path):
+                raise CliError(f"no such file: {path}")
+            return script_target(spec, shapes)
+        if spec not in workloads.names():
+            raise UsageError(f"unknown workload {spec!r}; known: {', '.join(workloads.names())} "
+                             f"(or a Python file FILE.py[:FUNC])")
+        return workload_target(spec, shapes, small=args.small)
+    except TargetError as e:
+        msg = str(e)
+        if msg.startswith("malformed") or "has no input" in msg or "needs shapes" in msg:
+            raise UsageError(msg) from None
+        raise CliError(msg) from None
+
+
+def _candidates(target, model, k: int, oracle_choices: int) -> list:
+    """The search's k best plans (cheapest predicted first), then the oracle's cheapest
+    covers when the graph is small enough to enumerate."""
+    from search import plan_search
+    from search.oracle import all_covers, choices
+    from svod.costing import Machine
+
+    r = plan_search(target.key, cost_model=model, k=k)
+    out = [("search", v.plan) for v in r.variants] or [("search", r.plan)]
+    if 0 < len(choices(target.key)) <= oracle_choices:
+        covers = all_covers(target.key, model, Machine.host(), max_choices=oracle_choices)
+        out += [("oracle", c.plan) for c in covers[:k]]
+    return out
+
+
+def _ensure_profile(args: argparse.Namespace) -> None:
+    """The first `svod tune` on a machine calibrates (unless a profile is given or stored)."""
+    from costmodels.profile import profile
+
+    p = profile()
+    if p.source == "reference" and not args.no_calibrate:
+        from costmodels.calibrate import calibrate, summary
+
+        print("no machine profile yet: calibrating first (svod calibrate; about a minute)", file=sys.stderr)
+        print(summary(calibrate(progress=not args.no_progress)), file=sys.stderr)
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+
+    target = _target(args)
+    _ensure_profile(args)
+    from costmodels.analytic import CalibratedModel
+    from costmodels.tune import tune
+
+    estimate = CalibratedModel()
+    cands = _candidates(target, estimate, args.k, args.oracle_choices)
+    res = tune(target, cands, estimate=estimate, progress=not args.no_progress, repeats=args.repeats)
+    print(res.table())
+    if args.json:
+        data = {"label": res.label, "graph": res.graph, "numpy_seconds": res.numpy_seconds, "chosen": res.chosen,
+                "default": res.default, "variants": [{"source": v.source, "sig": v.sig, "kernels": v.kernels,
+                                                      "predicted": v.predicted, "measured": v.measured}
+                                                     for v in res.variants]}
+        _write_json(args.json, data)
+    return 0
+
+
+def _write_json(path: str, data) -> None:
+    import json
+
+    try:
+        with open(path, "w") as fh:
+            json.dump(data, fh, indent=1, default=str)
+    except OSError as e:
+        raise CliError(f"cannot write {path}: {e}") from None
+    print(f"results written to {path}")
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from costmodels.calibrate import calibrate, summary
+
+    p = calibrate(progress=not args.no_progress, budget=args.budget, quick=args.quick, save=not args.no_store)
+    print(summary(p))
+    where = "not stored (--no-store)" if args.no_store else "stored in the svod cache (svod cache info)"
+    print(f"profile {p.id}: {where}")
+    if args.json:
+        try:
+            p.dump(args.json)
+        except OSError as e:
+            raise CliError(f"cannot write {args.json}: {e}") from None
+        print(f"profile written to {args.json}")
+    return 0
+
+
+def _workloads_arg(value: str) -> list[str]:
+    from svod import workloads
+
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in workloads.names()]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown workload(s) {', '.join(unknown) or '(none given)'}; known: "
+                                         f"{', '.join(workloads.names())}")
+    return names
+
+
+def _cmd_costmodel(args: argparse.Namespace) -> int:
+    import search.oracle
+    from costmodels.report import format_report, report, summary
+
+    model, name = _report_model(args.model)
+    rows = report(model, search.oracle, names=args.workloads, small=args.small, max_variants=args.max_variants,
+                  repeats=args.repeats, max_choices=args.max_choices, seed=args.seed, progress=not args.no_progress)
+    print(format_report(rows, name))
+    if args.json:
+        _write_json(args.json, {"model": name, "summary": summary(rows), "rows": [r.to_json() for r in rows]})
+    return 0
+
+
+def _report_model(which: str):
+    from costmodels.analytic import CalibratedModel
+    from costmodels.profile import profile
+    from costmodels.tuning import MeasuredModel
+    from svod.costing import RooflineModel
+
+    if which == "roofline":
+        return RooflineModel(), "roofline (svod.costing placeholder)"
+    p = profile()
+    if which == "measured":
+        return MeasuredModel(CalibratedModel(p)), f"measured (tuning database over profile {p.id}, {p.source})"
+    return CalibratedModel(p), f"calibrated (profile {p.id}, {p.source})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="svod", description="svod: e-graph kernel fusion with a vectorised CPU JIT")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -142,6 +311,66 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--chart", default=None, metavar="PATH", help="write a bar chart (needs matplotlib)")
     b.add_argument("--no-peers", action="store_true", help="skip the optional peers (numpy and C only)")
     b.set_defaults(fn=_cmd_bench)
+
+    t = sub.add_parser("tune", help="measure a program's best fusion variants and make realize() use the fastest",
+                       description="Take the search's k best fusion variants of a program (and, for small graphs, "
+                                   "the oracle's cheapest covers), time every kernel and every variant, store the "
+                                   "results in the tuning database and the fastest variant as the program's tuned "
+                                   "plan. Resumable: an interrupted run keeps every finished measurement, a repeated "
+                                   "run measures nothing new.")
+    t.add_argument("target", help="a workload name (see svod/workloads.py) or FILE.py[:FUNCTION] defining a "
+                                  "function of Tensors")
+    t.add_argument("--shapes", type=_shapes_arg, action="append", metavar="NAME=AxB,...",
+                   help="input shapes by parameter name, e.g. x=4096x1024,w=1024 (required for a file; for a "
+                        "workload they replace its default shapes)")
+    t.add_argument("--small", action="store_true", help="a workload's small shapes instead of its default ones")
+    t.add_argument("-k", type=int, default=8, help="variants to take from the search (default 8)")
+    t.add_argument("--oracle-choices", type=int, default=8,
+                   help="also time the oracle's cheapest covers when the graph has at most this many free kernel "
+                        "boundaries (default 8; 0 disables)")
+    t.add_argument("--repeats", type=int, default=7, help="interleaved repeats confirming the fastest (default 7)")
+    t.add_argument("--json", default=None, metavar="PATH", help="write the table as JSON to PATH")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.add_argument("--no-calibrate", action="store_true",
+                   help="never calibrate first (use the reference profile when this machine has none)")
+    t.set_defaults(fn=_cmd_tune)
+
+    cal = sub.add_parser("calibrate", help="measure this machine's cost-model constants (about a minute)",
+                         description="Time small generated kernels to measure bandwidth per working-set size, the "
+                                     "cost of every op (each transcendental), reductions, gathers, launch and "
+                                     "dispatch overheads and thread scaling; store the machine profile the "
+                                     "calibrated cost model plans with.")
+    cal.add_argument("--budget", type=float, default=60.0, help="seconds to aim for (default 60)")
+    cal.add_argument("--quick", action="store_true", help="fewer probes (a rough profile in seconds)")
+    cal.add_argument("--json", default=None, metavar="PATH", help="also write the profile to PATH")
+    cal.add_argument("--no-store", action="store_true", help="do not store the profile (with --json: just measure)")
+    cal.add_argument("--no-progress", action="store_true", help="no progress bar")
+    cal.set_defaults(fn=_cmd_calibrate)
+
+    cm = sub.add_parser("costmodel", help="evaluate the cost model against measurements (costmodel report)",
+                        description="Cost-model tools.")
+    cms = cm.add_subparsers(dest="action", metavar="ACTION")
+    cms.required = True
+    rep = cms.add_parser("report", help="rank correlation of predicted vs measured times over every small workload",
+                         description="For each workload with a small graph, enumerate its fusion variants (every "
+                                     "cover by legal kernels, the search's oracle), time them (medians of "
+                                     "interleaved repeats) and print the Spearman rank correlation of predicted "
+                                     "against measured time and the measured time of the model's pick over the "
+                                     "best, then the means.")
+    rep.add_argument("--model", choices=("calibrated", "measured", "roofline"), default="calibrated",
+                     help="the model to evaluate (default calibrated)")
+    rep.add_argument("--workloads", type=_workloads_arg, default=None, metavar="A,B",
+                     help="only these workloads (default: every small one)")
+    rep.add_argument("--small", action="store_true", help="the workloads' small shapes (overhead-bound)")
+    rep.add_argument("--max-variants", type=int, default=24,
+                     help="variants timed per workload: all when fewer, else the model's pick and a seeded random "
+                          "sample (default 24)")
+    rep.add_argument("--max-choices", type=int, default=12, help="largest graph (free boundaries) to enumerate")
+    rep.add_argument("--repeats", type=int, default=9, help="interleaved repeats per variant (default 9)")
+    rep.add_argument("--seed", type=int, default=0, help="seed of the variant sample")
+    rep.add_argument("--json", default=None, metavar="PATH", help="write every row (predicted/measured pairs) as JSON")
+    rep.add_argument("--no-progress", action="store_true", help="no progress bar")
+    rep.set_defaults(fn=_cmd_costmodel)
     return p
 
 
@@ -150,6 +379,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.fn(args)
+    except UsageError as e:
+        parser.print_usage(sys.stderr)
+        print(f"svod {args.command}: error: {e}", file=sys.stderr)
+        return 2
     except CliError as e:
         print(f"svod {args.command}: {e}", file=sys.stderr)
         return 1

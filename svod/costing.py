@@ -138,6 +138,8 @@ class RooflineModel:
     name = "roofline"
 
     def price(self, kernel: Kernel, machine: Machine) -> Price:
+        if kernel.matmul is not None:
+            return price_matmul(kernel, machine)
         nbytes = input_bytes(kernel) + output_bytes(kernel)
         working = nbytes
         bw = machine.cache_bandwidth if working <= machine.llc_bytes else machine.dram_bandwidth
@@ -150,8 +152,6 @@ class RooflineModel:
             reread = input_bytes(kernel) * (kernel.passes - 1)
             mem += reread / (machine.cache_bandwidth if row_bytes <= machine.l2_bytes else machine.dram_bandwidth)
         work = flop_count(kernel)
-        if kernel.matmul is not None and kernel.matmul.library:
-            work *= 0.6  # BLAS runs closer to peak than generated code
         one = max(mem, work / machine.flops_per_core)
         threads = 1
         best = one
@@ -170,6 +170,81 @@ class RooflineModel:
 
     def price_batch(self, kernels: Sequence[Kernel], machine: Machine) -> list[Price]:
         return [self.price(k, machine) for k in kernels]
+
+
+# ----------------------------------------------------------------------------- matmul
+# Measured on the 2-core AVX2 VM (bench/bench_matmul.py, docs/codegen.md): the generated
+# micro-kernel runs 88 GFLOP/s per core from cache (5.5x `flops_per_core`), the whole
+# GEMM 70-80 GFLOP/s on one core and 115-127 on two (1024^3, 2048^3); numpy's OpenBLAS
+# 99-128 on two in the same runs. Both are priced at the two-core rate per core.
+GEMM_FLOPS_PER_OP = 4.0  # generated GEMM flop/s per unit of `flops_per_core` (large shapes)
+BLAS_FLOPS_PER_OP = 4.0  # the BLAS step, same unit (OpenBLAS uses every core by itself)
+BLAS_CALL_SECONDS = 8e-6  # np.matmul through the library step: Python, checks, OpenBLAS wake-up
+BLAS_BATCH_SECONDS = 1e-6  # numpy loops over batch matrices, one BLAS call each
+GEMM_SETUP_SECONDS = 2e-6  # malloc of the packing buffers per slice of units
+
+
+def _gemm_geometry(mm, batch: int, itemsize: int, machine: Machine) -> tuple[int, int, int, int, int]:
+    """(MR, NR, KC, tiles_m, tiles_n) of the generated GEMM on `machine`: the rule of
+    svod/codegen/gemm.py applied to the machine's vector width and L2, nothing compiled."""
+    from svod.codegen.gemm import split_tiles
+
+    lanes = max(1, machine.vector_bits // (8 * itemsize))
+    mr, nr = (12, 2 * lanes) if machine.vector_bits >= 512 else (6, 2 * lanes)
+    kc = 256
+    l2_core = machine.l2_bytes // max(1, machine.cores)
+    tile = max(nr, l2_core // (kc * itemsize) // nr * nr)
+    _, _, tm, tn = split_tiles(batch, mm.m, mm.n, mr, nr, max(mr, tile // mr * mr), tile, machine.cores)
+    return mr, nr, kc, tm, tn
+
+
+def price_matmul(kernel: Kernel, machine: Machine) -> Price:
+    """Matmul kernels: the generated GEMM (packing, padded micro-tiles, K blocks, fused
+    epilogue, units over cores) or the BLAS step (per-call overhead, all cores)."""
+    mm = kernel.matmul
+    size = kernel.size
+    batch = size // max(mm.m * mm.n, 1) if mm.m * mm.n else 0
+    item = kernel.inputs[mm.a].dtype.itemsize
+    width = 4 / item  # float64: half the lanes
+    nbytes = input_bytes(kernel) + output_bytes(kernel)
+    bw = machine.cache_bandwidth if nbytes <= machine.llc_bytes else machine.dram_bandwidth
+    mem = nbytes / bw
+    flops = 2.0 * batch * mm.m * mm.n * mm.k
+    if mm.library:
+        rate = BLAS_FLOPS_PER_OP * machine.flops_per_core * width
+        cores = machine.cores if flops > 2e6 else 1  # OpenBLAS stays on one thread for small calls
+        gather = 0.0
+        for i in (mm.a, mm.b):  # masked / chained operand views are gathered into a copy first
+            v = kernel.inputs[i].view
+            if len(v.views) > 1 or v.views[0].mask is not None:
+                gather += 2 * v.size * item / bw
+        sec = max(mem, flops / (rate * cores)) + gather + BLAS_CALL_SECONDS + BLAS_BATCH_SECONDS * batch
+        return Price(sec + machine.launch_seconds, 1)
+    mr, nr, _, tiles_m, tiles_n = _gemm_geometry(mm, batch, item, machine)
+    # the micro-kernel always computes whole MR x NR tiles: padding is work
+    padded = 2.0 * batch * (-(-mm.m // mr) * mr) * (-(-mm.n // nr) * nr) * mm.k
+    units = max(1, batch * tiles_m * tiles_n)
+    rate = GEMM_FLOPS_PER_OP * machine.flops_per_core * width
+    if not kernel.inputs[mm.a].dtype.is_float:  # integer/bool matmuls: the simple tile loop
+        padded, rate, tiles_m, tiles_n = flops, machine.flops_per_core * width, 1, 1
+        units = max(1, batch * -(-mm.m // 16))
+    # packing is in the measured rate; repacking when there are many unit tiles is not:
+    # every unit packs its A rows and B columns once (the BLAS packs each once)
+    pack = batch * (mm.m * mm.k * (tiles_n - 1) + mm.k * mm.n * (tiles_m - 1)) * item * 2 / machine.cache_bandwidth
+    epi = 0.0
+    for n in kernel.nodes:
+        if n.op in (LOAD, VALID, ACC, Ops.CONST):
+            continue
+        epi += OP_WEIGHT.get(n.op, 1) * size / (machine.flops_per_core * width)
+    work = padded / rate + pack + epi
+    one = max(mem, work) + GEMM_SETUP_SECONDS
+    threads = min(machine.cores, units)
+    if threads > 1:
+        per_thread = -(-units // threads) / units  # the busiest thread's share of the units
+        split = max(mem, work * per_thread) + GEMM_SETUP_SECONDS + machine.thread_dispatch_seconds
+        if split < one:
+            return Price(split + machine.launch_seconds, threads)
+    return Price(one + machine.launch_seconds, 1)
 
 
 def plan_seconds(kernels: Sequence[Kernel], model: CostModel | None = None, machine: Machine | None = None) -> float:

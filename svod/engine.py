@@ -294,11 +294,43 @@ def kernel_threads(kernels) -> dict[int, int]:
     return {i: p.threads for i, p in enumerate(prices) if p.threads > 1}
 
 
-def cost_model():
-    """The cost model the search prices with (the calibrated one once costmodels lands)."""
-    from svod.costing import RooflineModel
+_MODEL: tuple[str, object] | None = None  # (generation, model) of the latest cost_model() call
 
-    return RooflineModel()
+
+def cost_model():
+    """The cost model the search prices with: `costmodels.tuning.default_model()` —
+    measured times from the tuning database where `svod tune` stored them, the calibrated
+    model over this machine's profile elsewhere (`SVOD_COST_MODEL` picks another). One
+    instance per plan generation: tuning results or a new profile make a fresh one."""
+    global _MODEL
+    gen = plan_generation()
+    cached = _MODEL
+    if cached is not None and cached[0] == gen:
+        return cached[1]
+    try:
+        from costmodels.tuning import default_model
+
+        model = default_model()
+    except Exception as e:  # noqa: BLE001 - a broken profile or store costs plan quality, never a result
+        from svod.costing import RooflineModel
+
+        _warn_once("costmodel", f"svod: the calibrated cost model is unavailable ({type(e).__name__}: {e}); "
+                                "planning with the roofline model")
+        model = RooflineModel()
+    _MODEL = (gen, model)
+    return model
+
+
+def plan_generation() -> str:
+    """The cost-model generation in every persistent plan key: which model, the machine
+    profile's id and the tuning database's token (`costmodels.tuning.generation`), so a
+    calibration or tuning result makes plans made before it be planned again."""
+    try:
+        from costmodels.tuning import generation
+
+        return generation()
+    except Exception:  # noqa: BLE001 - no costmodels: the fixed generation of the roofline
+        return "g0"
 
 
 def _plan(key: GraphKey) -> Executable:
@@ -334,20 +366,31 @@ def _plan(key: GraphKey) -> Executable:
 
 
 PLAN_FORMAT = 1  # bump when the JSON form of plans changes
-PLAN_GENERATION = "g0"  # cost-model/tuning generation; tuning results will bump it
 
 
 def _plan_store_key(key: GraphKey) -> str:
-    return f"{key.hash}:{PLAN_FORMAT}:{PLAN_GENERATION}"
+    return f"{key.hash}:{PLAN_FORMAT}:{plan_generation()}"
+
+
+def _tuned_plan(key: GraphKey) -> Executable | None:
+    """The plan `svod tune` measured best for this graph, if any (costmodels' tuning DB)."""
+    try:
+        from costmodels.tuning import TuningDB
+
+        plan = TuningDB().tuned_plan(key.hash)
+    except Exception:  # noqa: BLE001 - the tuning DB is an optimisation, never an error
+        return None
+    return None if plan is None else KernelPlan(key, plan)
 
 
 def _load_plan(key: GraphKey) -> Executable | None:
-    """Rebuild a plan from the persistent store (the store namespaces machine + code)."""
+    """Rebuild a plan from the persistent store (the store namespaces machine + code);
+    a graph tuned by `svod tune` gets its tuned plan."""
     from svod.store import default_store
 
     obj = default_store().get_json("plans", _plan_store_key(key))
     if not isinstance(obj, dict):
-        return None
+        return _tuned_plan(key)
     if obj.get("kind") == "interpreted":
         return InterpretedGraph(key)
     if obj.get("kind") == "plan":

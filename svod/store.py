@@ -404,6 +404,25 @@ class Store:
         """`put` of `obj` as compact, key-sorted JSON text (NaN/inf allowed, as Python's json)."""
         return self.put(kind, key, json.dumps(obj, sort_keys=True, separators=(",", ":")).encode(), meta=meta)
 
+    def get_json_any_code(self, kind: str, key: str) -> Any:
+        """The newest JSON value stored under `key` on this machine by any svod code
+        version (None if none). For facts about the machine (calibration profiles) that
+        stay true across commits; everything code-dependent uses `get_json`."""
+        _check(kind, key)
+        with self._lock:
+            sql = (f"SELECT value, checksum FROM {kind} WHERE machine=? AND key=? "
+                   "ORDER BY created DESC LIMIT 8")
+            rows = self._run(kind, lambda c: c.execute(sql, (self._machine, key)).fetchall(), [])
+        for value, checksum in rows:
+            value = bytes(value)
+            if checksum != _checksum(kind, key, value):
+                continue
+            try:
+                return json.loads(value.decode("utf-8"))
+            except ValueError:
+                continue
+        return None
+
     def delete(self, kind: str, key: str) -> None:
         """Remove `key` (for this machine and code) if present."""
         _check(kind, key)

@@ -20,9 +20,11 @@ Loop structure (see docs/codegen.md):
   outputs of pass ``p`` are stored; values that are constant along the row (per-row
   values) are computed once per row, outside the inner loop. Reduced outputs are
   stored after the last pass.
-* **matmul**: a unit is (batch index, block of `MM_ROWS` rows); per unit and per block of
-  `MM_COLS` columns an accumulator tile lives on the stack, ``for p: for i: for j`` with
-  the j loop vectorised, then the epilogue runs on the tile.
+* **matmul**: float matmuls are the packed, register-blocked GEMM of
+  `svod/codegen/gemm.py` (a unit is a batch index × row tile × column tile; fused
+  epilogue per micro-tile). Integer and bool matmuls: a unit is (batch index, block of
+  `MM_ROWS` rows); per block of `MM_COLS` columns an accumulator tile lives on the stack,
+  ``for p: for i: for j`` with the j loop vectorised, then the epilogue runs on the tile.
 
 The IR is written clang -O0 style (allocas for loop counters and accumulators); O3's
 SROA/mem2reg turns it into SSA, and the loop vectoriser does the SIMD work. Float sums
@@ -49,14 +51,14 @@ from svod.ir import COMPARE, Ops
 from svod.kernel import ACC, LOAD, VALID, Kernel, view_axes_stride0
 from svod.view import View, ViewChain
 
-LOWER_VERSION = "2"  # bump when generated code changes meaning (part of the object-cache key)
+LOWER_VERSION = "3"  # bump when generated code changes meaning (part of the object-cache key)
 CHUNK = 4096  # elements per unit of a one-axis elementwise kernel
 SUM_BLOCK = 256  # elements per float-sum block (vector accumulators inside, cascade across)
 CASCADE_LEVELS = 64
 STASH_ELEMS = 16384  # longest row whose expensive values are kept between passes (64 KB f32)
 COL_BLOCK = 256  # columns per unit of a column reduce (accumulators stay in L1)
-MM_ROWS = 16  # matmul rows per unit
-MM_COLS = 256  # matmul columns per accumulator tile
+MM_ROWS = 16  # integer/bool matmul rows per unit (float matmuls: svod/codegen/gemm.py)
+MM_COLS = 256  # integer/bool matmul columns per accumulator tile
 
 F32, F64 = ir.FloatType(), ir.DoubleType()
 _COSTLY = frozenset({Ops.EXP, Ops.LOG, Ops.TANH, Ops.ERF, Ops.SIN, Ops.COS, Ops.POW, Ops.SQRT, Ops.DIV})
@@ -147,6 +149,10 @@ def plan_loops(kernel: Kernel) -> LoopPlan:
         mm = kernel.matmul
         batch = math.prod(kernel.shape[:-2])
         units = 1 if kind == "blas" else batch * -(-mm.m // MM_ROWS)
+        from svod.codegen.gemm import plan_gemm, supports_gemm
+
+        if supports_gemm(kernel):
+            units = plan_gemm(kernel).units
         if kernel.size == 0:
             units = 0
         return LoopPlan(kind, (), (), (), units)
@@ -790,6 +796,15 @@ class KernelLowering:
 
     # ---- matmul
     def _lower_matmul(self) -> None:
+        from svod.codegen.gemm import emit_gemm, supports_gemm
+
+        if supports_gemm(self.k):
+            emit_gemm(self)  # packed panels + register-blocked micro-kernel (svod/codegen/gemm.py)
+            return
+        self._lower_matmul_simple()
+
+    def _lower_matmul_simple(self) -> None:
+        """Integer and bool matmuls: a stack tile, ``for p: for i: for j`` (j vectorised)."""
         k, f, b = self.k, self.f, self.f.b
         mm = k.matmul
         nd = len(k.shape)

@@ -267,13 +267,15 @@ def _target_key() -> str:
     import llvmlite.binding as llvm
 
     from svod.codegen import jit
+    from svod.codegen.gemm import gemm_fingerprint
     from svod.codegen.lower import LOWER_VERSION
 
     info = jit.host_target_info()
     feats = hashlib.blake2b(info["features"].encode(), digest_size=8).hexdigest()
     ver = ".".join(map(str, llvm.llvm_version_info))
+    # NOTE: GEMM blocking follows the cache sizes and the thread count (not in the CPU name)
     return f"L{LOWER_VERSION}:llvmlite{llvmlite.__version__}:llvm{ver}:{info['cpu']}:{feats}:" \
-           f"mvec{int(jit.libmvec_enabled())}"
+           f"mvec{int(jit.libmvec_enabled())}:{gemm_fingerprint()}"
 
 
 def object_key(kernel: Kernel) -> str:

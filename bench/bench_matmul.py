@@ -1,0 +1,250 @@
+"""Benchmark svod's generated GEMM against numpy's BLAS (and jax.jit when installed).
+
+    python3 bench/bench_matmul.py [--repeats 11] [--sizes 1024,2048] [--threads 2] [--f64] [--no-mlp]
+
+Same run, interleaved repeats (each repeat runs every contender once), medians and
+bests. Reports:
+
+* square float32 matmuls (default 1024^3 and 2048^3): svod's generated kernel
+  (`compile_kernel` of a `Kernel` with `MatmulSpec(library=False)`, `--threads` threads)
+  vs `np.matmul(out=...)`, vs `jax.jit(jnp.matmul)`; GFLOP/s = 2·m·n·k / time;
+* the MLP block ``gelu(x@W1+b1)@W2+b2`` (x 512x1024, W1 1024x4096, W2 4096x1024, the
+  tanh GELU so numpy computes it natively): svod through `svod.jit` (the planner's
+  choice, kernels listed), svod with both matmuls fused into their epilogues (the
+  generated GEMM, forced), numpy unfused, jax.jit;
+* which BLAS numpy ran (threadpoolctl when installed, else numpy's build config) and
+  the OpenBLAS environment variables, the GEMM blocking, and how busy the machine was
+  with other processes during the run (/proc/stat), since a shared 2-core VM is noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import svod  # noqa: E402
+from svod.codegen.gemm import gemm_config, plan_gemm  # noqa: E402
+from svod.codegen.jit import host_target_info  # noqa: E402
+from svod.codegen.program import compile_kernel  # noqa: E402
+from svod.costing import Machine, RooflineModel  # noqa: E402
+from svod.dtype import float32, float64  # noqa: E402
+from svod.kernel import ACC, Kernel, KInput, KNode, KOutput, MatmulSpec  # noqa: E402
+from svod.key import compact  # noqa: E402
+from svod.plan_greedy import initial_materialized, lower  # noqa: E402
+from svod.view import ViewChain  # noqa: E402
+
+
+def matmul_kernel(m: int, k: int, n: int, dt=float32) -> Kernel:
+    return Kernel(f"bench_mm_{m}x{k}x{n}", (m, n), (KInput(0, dt, ViewChain.of((m, k))),
+                                                    KInput(1, dt, ViewChain.of((k, n)))),
+                  (KNode(ACC, dt),), (KOutput(2, 0, dt, (m, n)),), (), MatmulSpec(0, 1, m, n, k))
+
+
+GAP = 0.2  # seconds of rest before each timed call (--gap)
+
+
+def interleaved(fns: dict, repeats: int) -> dict:
+    """name -> sorted list of seconds; every repeat runs each contender once.
+
+    NOTE: OpenBLAS's worker threads busy-wait for a while after each call; without a
+    pause the contender timed next shares the cores with them (measured: the first
+    contender after np.matmul ran at half speed)."""
+    for f in fns.values():  # warm-up (compile, page in)
+        f()
+    times: dict = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, f in fns.items():
+            time.sleep(GAP)
+            t0 = time.perf_counter()
+            f()
+            times[name].append(time.perf_counter() - t0)
+    return {k: sorted(v) for k, v in times.items()}
+
+
+def median(xs):
+    return xs[len(xs) // 2]
+
+
+def blas_info() -> str:
+    try:
+        from threadpoolctl import threadpool_info
+
+        rows = [f"{d.get('internal_api')} {d.get('version')} core={d.get('architecture')} "
+                f"threads={d.get('num_threads')}" for d in threadpool_info() if d.get("user_api") == "blas"]
+        return "; ".join(rows) or "threadpoolctl: no BLAS found"
+    except ImportError:
+        cfg = np.show_config(mode="dicts") if "mode" in np.show_config.__code__.co_varnames else {}
+        blas = cfg.get("Build Dependencies", {}).get("blas", {}) if isinstance(cfg, dict) else {}
+        return (f"{blas.get('name', '?')} {blas.get('version', '')} ({blas.get('openblas configuration', '')}); "
+                "threadpoolctl not installed: the kernel chosen at run time is not reported")
+
+
+class CpuLoad:
+    """Share of the machine's CPU time used by *other* processes while the block ran."""
+
+    def __enter__(self):
+        self.t0, self.s0, self.p0 = time.perf_counter(), self._stat(), os.times()
+        return self
+
+    def __exit__(self, *exc):
+        s1, p1 = self._stat(), os.times()
+        if self.s0 is None or s1 is None:
+            self.other = float("nan")
+            return
+        hz = os.sysconf("SC_CLK_TCK")
+        busy = (s1[0] - self.s0[0]) / hz
+        total = (s1[1] - self.s0[1]) / hz
+        mine = (p1.user + p1.system) - (self.p0.user + self.p0.system)
+        self.other = max(0.0, busy - mine) / total if total else float("nan")
+
+    @staticmethod
+    def _stat():
+        try:
+            with open("/proc/stat") as fh:
+                v = [int(x) for x in fh.readline().split()[1:]]
+            idle = v[3] + v[4]
+            return sum(v) - idle, sum(v)
+        except OSError:
+            return None
+
+
+def bench_square(sizes, dtypes, threads, repeats, jax_mm):
+    print(f"\n## square matmuls (threads={threads}, {repeats} interleaved repeats; GFLOP/s median / best)\n")
+    print("| case | svod generated | numpy (BLAS) | jax.jit | svod / numpy | max abs diff | other load |")
+    print("|---|---|---|---|---|---|---|")
+    for dt in dtypes:
+        for n in sizes:
+            print(square_row(n, dt, threads, repeats, jax_mm))
+
+
+def square_row(n: int, dt, threads: int, repeats: int, jax_mm) -> str:
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal((n, n)).astype(dt.np)
+    b = rng.standard_normal((n, n)).astype(dt.np)
+    out = np.empty(n * n, dt.np)
+    out_np = np.empty((n, n), dt.np)
+    prog = compile_kernel(matmul_kernel(n, n, n, dt))
+    bufs = {0: a.reshape(-1), 1: b.reshape(-1), 2: out}
+    fns = {"svod": lambda: prog.run(bufs, threads), "numpy": lambda: np.matmul(a, b, out=out_np)}
+    if jax_mm is not None:
+        ja, jb = jax_mm[1](a), jax_mm[1](b)
+        fns["jax"] = lambda: jax_mm[0](ja, jb).block_until_ready()
+    with CpuLoad() as load:
+        t = interleaved(fns, repeats)
+    err = float(np.max(np.abs(out.reshape(n, n) - out_np)))
+    gf = {k: 2 * n ** 3 / median(v) / 1e9 for k, v in t.items()}
+    best = {k: 2 * n ** 3 / v[0] / 1e9 for k, v in t.items()}
+
+    def cell(k):
+        return f"{gf[k]:.1f} / {best[k]:.1f}" if k in gf else "—"
+
+    return (f"| {n}³ {dt.name} | {cell('svod')} | {cell('numpy')} | {cell('jax')} | "
+            f"{gf['svod'] / gf['numpy']:.2f}x | {err:.1e} | {load.other:.0%} |")
+
+
+def gelu_tanh_np(h):
+    return 0.5 * h * (1 + np.tanh(np.float32(math.sqrt(2 / math.pi)) * (h + np.float32(0.044715) * h * h * h)))
+
+
+def bench_mlp(threads, repeats, jax_mod):
+    print(f"\n## MLP block gelu(x@W1+b1)@W2+b2, x 512x1024, W1 1024x4096, W2 4096x1024 float32 "
+          f"(tanh GELU; {repeats} interleaved repeats)\n")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((512, 1024)).astype(np.float32)
+    w1 = (rng.standard_normal((1024, 4096)) / 32).astype(np.float32)
+    b1 = rng.standard_normal(4096).astype(np.float32)
+    w2 = (rng.standard_normal((4096, 1024)) / 64).astype(np.float32)
+    b2 = rng.standard_normal(1024).astype(np.float32)
+    flops = 2 * 512 * 1024 * 4096 * 2
+
+    def mlp(x, w1, b1, w2, b2):
+        return svod.nn.gelu(x @ w1 + b1, approximate="tanh") @ w2 + b2
+
+    args = [svod.asarray(t) for t in (x, w1, b1, w2, b2)]
+    jitted = svod.jit(mlp)
+    key, bind = compact([mlp(*args).uop])
+    chosen = svod.explain(mlp(*args))
+    kinds = [k.kind for k in chosen.kernels]
+    fused = lower(key, initial_materialized(key))
+    model, mach = RooflineModel(), Machine.host()
+    progs = [(compile_kernel(k), model.price(k, mach).threads) for k in fused.kernels]
+    bufs = {i: np.ascontiguousarray(a).reshape(-1) for i, a in enumerate(bind.arrays)}
+    for k in fused.kernels:
+        for o in k.outputs:
+            bufs.setdefault(o.slot, np.empty(int(np.prod(o.shape)), o.dtype.np))
+
+    def run_fused():
+        for p, _ in progs:
+            p.run(bufs, threads)
+
+    def run_numpy():
+        return gelu_tanh_np(x @ w1 + b1) @ w2 + b2
+
+    fns = {"svod (planner's choice, svod.jit)": lambda: jitted(*args).numpy(),
+           "svod (generated GEMMs, epilogues fused)": run_fused,
+           "numpy unfused": run_numpy}
+    if jax_mod is not None:
+        jax, jnp = jax_mod
+        jf = jax.jit(lambda x, w1, b1, w2, b2: jax.nn.gelu(x @ w1 + b1, approximate=True) @ w2 + b2)
+        jargs = [jnp.asarray(t) for t in (x, w1, b1, w2, b2)]
+        fns["jax.jit"] = lambda: jf(*jargs).block_until_ready()
+    with CpuLoad() as load:
+        t = interleaved(fns, repeats)
+    ref = run_numpy()
+    got = bufs[fused.outputs[0][0]].reshape(512, 1024)
+    print("| contender | median ms | best ms | GFLOP/s (median) | vs numpy |")
+    print("|---|---|---|---|---|")
+    base = median(t["numpy unfused"])
+    for name, v in t.items():
+        print(f"| {name} | {median(v) * 1e3:.1f} | {v[0] * 1e3:.1f} | {flops / median(v) / 1e9:.1f} | "
+              f"{base / median(v):.2f}x |")
+    print(f"\nplanner's kernels: {kinds}; fused plan: {[k.kind for k in fused.kernels]}; "
+          f"max |fused - numpy| {float(np.max(np.abs(got - ref))):.1e}; other load {load.other:.0%}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=11)
+    ap.add_argument("--sizes", default="1024,2048")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--f64", action="store_true", help="also float64")
+    ap.add_argument("--no-mlp", action="store_true")
+    ap.add_argument("--gap", type=float, default=GAP, help="seconds of rest before each timed call")
+    opts = ap.parse_args()
+    globals()["GAP"] = opts.gap
+    info = host_target_info()
+    c4 = gemm_config(4)
+    print("# svod GEMM benchmark\n")
+    print(f"- machine: {platform.processor() or platform.machine()}, cpu {info['cpu']}, {os.cpu_count()} CPUs, "
+          f"vector {info['vector_bits']} bits, FMA {info['has_fma']}")
+    print(f"- GEMM f32: micro-tile {c4.mr}x{c4.nr} ({c4.mr * c4.nv} accumulators of {c4.vw} lanes), KC {c4.kc}, "
+          f"MC {c4.mc}, unit tiles up to {c4.mt}x{c4.nt}; 1024³ plan {plan_gemm(matmul_kernel(1024, 1024, 1024))}")
+    print(f"- numpy {np.__version__} BLAS: {blas_info()}")
+    env = {k: v for k, v in os.environ.items() if k.startswith(("OPENBLAS", "OMP_", "MKL_", "GOTO"))}
+    print(f"- BLAS environment: {env or 'none set'}")
+    jax_mm = jax_mod = None
+    try:
+        import jax
+        import jax.numpy as jnp
+
+        jax_mm = (jax.jit(jnp.matmul), jnp.asarray)
+        jax_mod = (jax, jnp)
+        print(f"- jax {jax.__version__}")
+    except ImportError:
+        print("- jax: not installed")
+    sizes = [int(s) for s in opts.sizes.split(",") if s]
+    bench_square(sizes, [float32] + ([float64] if opts.f64 else []), opts.threads, opts.repeats, jax_mm)
+    if not opts.no_mlp:
+        bench_mlp(opts.threads, opts.repeats, jax_mod)
+
+
+if __name__ == "__main__":
+    main()

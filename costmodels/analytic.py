@@ -1,0 +1,210 @@
+"""The calibrated analytic model: a kernel's time from its counted features and the
+machine profile's measured constants.
+
+    seconds(t) = launch + dispatch[t > 1] + alloc[output above the pool's small size]
+                 + units * unit / t + max(M, C) + overlap * min(M, C)
+    M = memory(t) + gathers / speedup(t),   C = compute / speedup(t)
+
+- memory: bytes read and written, each at the bandwidth measured for the kernel's
+  working set (L2, L3 or DRAM; times a footprint factor: other live values of the
+  program compete for the caches) on `t` threads; row-wise kernels whose rows do not
+  fit the L2 re-read them once per extra pass;
+- gathers: loads that do not stream (transposed, reversed, masked, chained views) at
+  their measured extra cost for the working set — latency that overlaps compute;
+- compute: every op evaluation (counted as the codegen emits them) at its measured
+  per-element cost (inline math next to a vector-library call at the measured
+  slowdown), reductions at the cost measured for the row length (columns: by working
+  set; beside an argmax: scalar), matmul tiles at the measured flop rate (a strided B
+  operand at its own rate), the BLAS step at its rate for the product's arithmetic
+  intensity (or its bytes, whichever is slower);
+- threads: 1 or all cores, whichever is cheaper (the price carries the choice).
+
+>>> from svod.costing import Machine
+>>> from svod.kernel_examples import softmax_kernel
+>>> from costmodels.profile import reference
+>>> p = CalibratedModel(reference()).price(softmax_kernel(1024, 1024), Machine.host())
+>>> p.seconds > 0 and p.threads >= 1
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from costmodels.features import Features, features
+from costmodels.profile import Profile
+from svod.costing import Machine, Price
+from svod.kernel import Kernel
+
+
+def _interp_log(points: dict, x: float, default: float) -> float:
+    """Piecewise-linear in log(x) over {str(x): y} points, flat beyond them."""
+    if not points:
+        return default
+    pts = sorted((float(k), float(v)) for k, v in points.items())
+    lx = math.log(max(x, 1.0))
+    xs = [math.log(max(a, 1.0)) for a, _ in pts]
+    if lx <= xs[0]:
+        return pts[0][1]
+    if lx >= xs[-1]:
+        return pts[-1][1]
+    for i in range(1, len(xs)):
+        if lx <= xs[i]:
+            w = (lx - xs[i - 1]) / (xs[i] - xs[i - 1])
+            return pts[i - 1][1] * (1 - w) + pts[i][1] * w
+    return pts[-1][1]
+
+
+class CalibratedModel:
+    """`svod.costing.CostModel` over a machine `Profile` (default: `costmodels.profile()`)."""
+
+    name = "calibrated"
+
+    def __init__(self, profile: Profile | None = None):
+        if profile is None:
+            from costmodels.profile import profile as current
+
+            profile = current()
+        self.profile = profile
+        self._cache: dict[str, Price] = {}
+
+    # ---- the protocol
+    def price(self, kernel: Kernel, machine: Machine | None = None) -> Price:
+        key = kernel.key()
+        p = self._cache.get(key)
+        if p is None:
+            p = self.price_features(features(kernel))
+            if len(self._cache) > 200_000:
+                self._cache.clear()
+            self._cache[key] = p
+        return p
+
+    def price_batch(self, kernels: Sequence[Kernel], machine: Machine | None = None) -> list[Price]:
+        return [self.price(k, machine) for k in kernels]
+
+    # ---- the model
+    def price_features(self, f: Features) -> Price:
+        cores = max(1, self.profile.cores)
+        best = Price(self.seconds(f, 1), 1)
+        if cores > 1 and f.units > 1 and not f.library:
+            t = self.seconds(f, cores)
+            if t < best.seconds:
+                best = Price(t, cores)
+        return best
+
+    def seconds(self, f: Features, threads: int) -> float:
+        """Predicted seconds of a kernel with features `f` on `threads` threads."""
+        p = self.profile
+        te = max(1, min(threads, f.units))
+        over = p.launch_seconds + (p.dispatch_seconds if te > 1 else 0.0)
+        if f.write_bytes > (64 << 10):  # an output block from the buffer pool, every run
+            over += p.get("alloc_seconds", 0.0)
+        if f.library:  # numpy's BLAS threads itself; small-k products are bound by their bytes
+            return over + max(f.flops / self._blas_rate(f), self.memory(f, 2))
+        speed = 1.0 if te == 1 else self._speedup(te)
+        mem = self.memory(f, te) + self.gathers(f) / speed
+        comp = self.compute(f) / speed
+        units = f.units * p.unit_seconds / te
+        return over + units + max(mem, comp) + p.get("overlap", 0.0) * min(mem, comp)
+
+    def _speedup(self, te: int) -> float:
+        s = self.profile.compute_scaling
+        return 1.0 + (s - 1.0) * (te - 1) / max(self.profile.cores - 1, 1)
+
+    def _blas_rate(self, f: Features) -> float:
+        table = self.profile.get("blas_flops")
+        if table:  # by arithmetic intensity: flops per byte read and written
+            return _interp_log(table, f.flops / max(f.working_set, 1), 1e11)
+        mm = self.profile.get("matmul_flops", {})
+        small, big = mm.get("blas:256", 5e10), mm.get("blas:1024", 1e11)
+        # the BLAS rate grows with the problem: interpolate in log(flops) between the probes
+        return _interp_log({str(2.0 * 256 ** 3): small, str(2.0 * 1024 ** 3): big}, f.flops, big)
+
+    def effective_working_set(self, f: Features) -> float:
+        """The kernel's bytes, times the profile's footprint factor: in a program other
+        live values compete for the caches (a 16 MB kernel does not get the L3 to itself)."""
+        return max(f.working_set, 1) * self.profile.get("footprint_factor", 1.0)
+
+    def memory(self, f: Features, te: int) -> float:
+        """Seconds of streaming the kernel's bytes (no gathers, no compute)."""
+        p = self.profile
+        ws = self.effective_working_set(f)
+        t = 1 if te == 1 else 2
+        c_read = 1.0 / p.bandwidth_at(f"read{t}", ws)
+        c_copy = 1.0 / p.bandwidth_at(f"copy{t}", ws)
+        c_write = max(2.0 * c_copy - c_read, 0.25 * c_copy)
+        if f.column:
+            return f.write_bytes * c_write  # the column tables hold the whole cost of the reads
+        sec = f.read_bytes * c_read + f.write_bytes * c_write
+        if f.passes > 1 and f.row_bytes:
+            # later passes re-read the row: from L1/L2 when it fits, else from further away
+            if f.row_bytes * 2 > p.get("l2_bytes", 1 << 20):
+                sec += (f.passes - 1) * f.read_bytes * c_read
+            # streaming from DRAM, a row-wise kernel stops and goes per row (its later
+            # passes issue no new reads): measured against a plain stream
+            factor = p.get("rowwise_dram_factor", 1.0)
+            if factor > 1.0:
+                l3 = p.get("l3_bytes", 32 << 20)
+                w = min(1.0, max(0.0, math.log(ws / (l3 / 4)) / math.log(4))) if ws > l3 / 4 else 0.0
+                sec *= 1.0 + (factor - 1.0) * w
+        return sec
+
+    def gathers(self, f: Features) -> float:
+        """Single-thread seconds of loads that do not stream: transposed, reversed,
+        masked or chained reads (latency that overlaps compute, not bandwidth)."""
+        acc = self.profile.get("access_seconds", {})
+        ws = self.effective_working_set(f)
+        sec = 0.0
+        for pat, n in f.access.items():
+            key = {"strided": "transpose", "reverse": "reverse", "masked": "masked", "chain": "chain"}.get(pat)
+            if key is None or not n:
+                continue
+            if key == "masked" and f.reduce_elems and "masked_reduce" in acc:
+                key = "masked_reduce"  # inside a reduction loop a masked load does not vectorise
+            table = acc.get(key) or (acc.get("pad") if key == "masked" else None) or {}
+            sec += n * max(_interp_log(table, ws, 0.0), 0.0)
+        return sec
+
+    def compute(self, f: Features) -> float:
+        """Single-thread seconds of the work (ops, reductions, matmul tiles)."""
+        p = self.profile
+        ops = p.op_seconds
+        alu = ops.get("ALU", 2e-11)
+        sec = 0.0
+        inline = 0.0  # math around a vector-library call runs slower (values spilled across it)
+        has_arg = any(c.startswith("RED_ARG") for c in f.ops)
+        for cls, n in f.ops.items():
+            if cls.startswith("RED_"):
+                sec += n * self._reduce_cost(cls[4:], f, has_arg)
+                continue
+            c = ops.get(cls)
+            if c is None:
+                base = cls[:-2] if cls.endswith("64") else cls
+                c = ops.get(base, alu) * (p.get("f64_factor", 3.0) if cls.endswith("64") else 1.0)
+            if cls in f.calls:
+                sec += n * c
+            else:
+                inline += n * c
+        sec += inline * (p.get("call_mix", 1.0) if f.calls else 1.0)
+        if f.flops and not f.library:
+            mm = p.get("matmul_flops", {})
+            rate = mm.get("nativeT", mm.get("native", 2e10) / 8) if f.matmul_strided else mm.get("native", 2e10)
+            sec += f.flops / rate
+        return sec
+
+    def _reduce_cost(self, op: str, f: Features, has_arg: bool = False) -> float:
+        p = self.profile
+        red = p.get("reduce_seconds", {})
+        base = op[:-2] if op.endswith("64") else op
+        wide = 2.0 if op.endswith("64") else 1.0
+        if f.column:
+            table = p.get("column_seconds", {}).get("MAX" if base == "MAXR" else "SUM", {})
+            return wide * _interp_log(table, self.effective_working_set(f), red.get("SUM", 5e-11))
+        if has_arg and base != "ARG":
+            return wide * red.get("SCALAR", red.get("ARG", 1e-9) / 2)  # the argmax loop does not vectorise
+        c = red.get(base, red.get("SUM", 5e-11))
+        short = p.get("short_row_seconds", {})  # extra per element of short rows (vector tails)
+        if short and base != "ARG":
+            c += max(_interp_log(short, f.row_len, 0.0), 0.0)
+        return c * wide

@@ -1,0 +1,546 @@
+"""`svod calibrate`: measure the calibrated model's constants on this machine.
+
+Every probe is a small svod program (built with Tensors, planned by the greedy planner,
+compiled by the real codegen) timed with `costmodels.measure.time_kernel`; the
+constants are read off the timings:
+
+- **bandwidth** per working-set size (L1/L2, L3, DRAM), for reads (a row sum) and for
+  read+write streams (x + 1), on one thread and on all cores;
+- **per-op cost** of every op class (each transcendental on its own, division, sqrt,
+  cheap ALU ops, float64 variants, reductions), from kernels applying the op K times
+  to cache-resident data minus the same kernel without it;
+- **access patterns**: transposed (strided) reads, masked (padded) reads, chains of
+  views (reshape after permute), broadcasts;
+- **overheads**: per work unit (row), per kernel in a graph program (launch), waking
+  the thread pool (dispatch), and the efficiency of compute on all cores;
+- **matmul** throughput of the generated tiles and of the BLAS step.
+
+`calibrate(progress=True, budget=60)` returns the `Profile` and stores it
+(`costmodels.profile.save`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from costmodels.features import features
+from costmodels.measure import Timing, time_kernel
+from costmodels.profile import PROFILE_FORMAT, Profile
+
+KIB, MIB = 1 << 10, 1 << 20
+
+
+@dataclass
+class Probe:
+    name: str
+    build: Callable[[], object]  # -> list[Kernel] (the greedy plan's kernels)
+    threads: int = 1
+    budget: float = 0.2
+
+
+def kernels_of(fn, *shapes, dtype=np.float32):
+    """The kernels the greedy planner makes of `fn(*tensors)` over inputs of `shapes`."""
+    import svod
+    from svod.key import compact
+    from svod.plan_greedy import plan_greedy
+
+    ts = [svod.asarray(np.zeros(s, dtype)) for s in shapes]
+    out = fn(*ts)
+    outs = out if isinstance(out, tuple) else (out,)
+    key, _ = compact([o.uop for o in outs])
+    return list(plan_greedy(key).kernels)
+
+
+def one_kernel(fn, *shapes, dtype=np.float32):
+    ks = kernels_of(fn, *shapes, dtype=dtype)
+    if len(ks) != 1:
+        raise AssertionError(f"calibration probe made {len(ks)} kernels, expected 1")
+    return ks[0]
+
+
+# ----------------------------------------------------------------------------- probe programs
+
+
+def _add1(x):
+    return x + 1.0
+
+
+def _rowsum(x):
+    import svod
+
+    return svod.sum(x, axis=-1)
+
+
+def _colsum(x):
+    import svod
+
+    return svod.sum(x, axis=0)
+
+
+def _repeat(op: str, k: int):
+    """sum_j op(x * c_j): k applications of `op` to distinct values (no CSE)."""
+    import svod
+
+    def fn(x):
+        acc = None
+        for j in range(k):
+            v = x * (1.0 + 0.01 * j) if op != "NONE" else x * (1.0 + 0.01 * j)
+            if op == "EXP":
+                v = svod.exp(v)
+            elif op == "LOG":
+                v = svod.log(v)
+            elif op == "SQRT":
+                v = svod.sqrt(v)
+            elif op == "SIN":
+                v = svod.sin(v)
+            elif op == "COS":
+                v = svod.cos(v)
+            elif op == "TANH":
+                v = svod.tanh(v)
+            elif op == "ERF":
+                v = svod.erf(v)
+            elif op == "POW":
+                v = v ** (1.5 + 0.01 * j)
+            elif op == "DIV":
+                v = (1.0 + 0.01 * j) / v
+            elif op == "ALU":
+                v = svod.maximum(v * 0.5 + 0.25, 0.75) - 0.125  # 4 cheap ops
+            elif op == "ROUND":
+                v = svod.floor(v)
+            acc = v if acc is None else acc + v
+        return acc
+
+    return fn
+
+
+def _mix(k: int):
+    """sum_j exp(tanh(x * c_j)): the TANH probe with an inline exp after each call."""
+    import svod
+
+    def fn(x):
+        acc = None
+        for j in range(k):
+            v = svod.exp(svod.tanh(x * (1.0 + 0.01 * j)))
+            acc = v if acc is None else acc + v
+        return acc
+
+    return fn
+
+
+def _repeat_int(op: str, k: int):
+    def fn(x):
+        acc = None
+        for j in range(k):
+            v = x + (j + 1)
+            v = v // (j + 3) if op == "IDIV" else (v % (j + 3) if op == "MOD" else v * (j + 2))
+            acc = v if acc is None else acc + v
+        return acc
+
+    return fn
+
+
+OPS_F32 = ("EXP", "LOG", "SQRT", "SIN", "COS", "TANH", "ERF", "POW", "DIV", "ALU", "ROUND")
+OPS_F64 = ("EXP", "LOG", "TANH", "ERF", "DIV", "ALU")
+OP_ELEMS = 64 * 1024  # 256 KB of float32: L2-resident
+OP_REPEAT = 4
+
+
+def probes(quick: bool = False) -> list[Probe]:
+    """Every probe `calibrate` runs, in order."""
+    import svod
+
+    out: list[Probe] = []
+    sizes = [256 * KIB, 1 * MIB, 4 * MIB, 12 * MIB, 24 * MIB, 48 * MIB, 96 * MIB, 256 * MIB]  # working sets
+    if quick:
+        sizes = [1 * MIB, 32 * MIB, 96 * MIB]
+    for ws in sizes:
+        n = ws // 8  # float32 in + float32 out
+        rows = max(ws // 4 // 1024, 1)
+        for t in (1, 2):
+            out.append(Probe(f"copy:{ws}:{t}", lambda n=n: [one_kernel(_add1, (n,))], t))
+            out.append(Probe(f"read:{ws}:{t}", lambda r=rows: [one_kernel(_rowsum, (r, 1024))], t))
+    ops32 = OPS_F32 if not quick else ("EXP", "DIV", "ALU", "TANH")
+    out.append(Probe("op:NONE:f32", lambda: [one_kernel(_repeat("NONE", OP_REPEAT), (OP_ELEMS,))]))
+    for op in ops32:
+        out.append(Probe(f"op:{op}:f32", lambda op=op: [one_kernel(_repeat(op, OP_REPEAT), (OP_ELEMS,))]))
+    if not quick:
+        out.append(Probe("op:NONE:f64", lambda: [one_kernel(_repeat("NONE", OP_REPEAT), (OP_ELEMS,),
+                                                            dtype=np.float64)]))
+        for op in OPS_F64:
+            out.append(Probe(f"op:{op}:f64", lambda op=op: [one_kernel(_repeat(op, OP_REPEAT), (OP_ELEMS,),
+                                                                       dtype=np.float64)]))
+        out.append(Probe("op:NONE:i32", lambda: [one_kernel(_repeat_int("MUL", OP_REPEAT), (OP_ELEMS,),
+                                                            dtype=np.int32)]))
+        for op in ("IDIV", "MOD"):
+            out.append(Probe(f"op:{op}:i32", lambda op=op: [one_kernel(_repeat_int(op, OP_REPEAT), (OP_ELEMS,),
+                                                                       dtype=np.int32)]))
+    # a vector-library call in a loop makes the inline math around it slower (spills)
+    out.append(Probe("mix:TANH_EXP:f32", lambda: [one_kernel(_mix(OP_REPEAT), (OP_ELEMS,))]))
+    # reductions: the row-length sweep (short rows miss the vector loop), max, argmax, columns
+    for cols in ROW_LENGTHS if not quick else (8, 64, 1024):
+        out.append(Probe(f"rows:{cols}", lambda c=cols: [one_kernel(_rowsum, (RED_ELEMS // c, c))]))
+    out.append(Probe("rowmax:1024", lambda: [one_kernel(lambda x: svod.max(x, axis=-1), (RED_ELEMS // 1024, 1024))]))
+    out.append(Probe("argmax:1024", lambda: [one_kernel(lambda x: svod.argmax(x, axis=-1),
+                                                        (RED_ELEMS // 1024, 1024))]))
+    out.append(Probe("argmaxmax:1024", lambda: [one_kernel(lambda x: (svod.argmax(x, axis=-1), svod.max(x, axis=-1)),
+                                                           (RED_ELEMS // 1024, 1024))]))
+    # column reductions (sum(x, axis=0)): cache-resident and streaming from DRAM
+    for rows, tag in ((RED_ELEMS // 256, "l2"), (4096, "dram")):
+        cols = 256 if tag == "l2" else 4096
+        out.append(Probe(f"colsum:{tag}", lambda r=rows, c=cols: [one_kernel(_colsum, (r, c))]))
+        out.append(Probe(f"colmax:{tag}", lambda r=rows, c=cols: [one_kernel(lambda x: svod.max(x, axis=0), (r, c))]))
+    out.append(Probe("rowsum:dram", lambda: [one_kernel(_rowsum, (4096, 4096))]))
+    # access patterns, L2-resident and L3/DRAM-sized, against the plain 2-D kernel
+    for n in (256, 2048):
+        out.append(Probe(f"plain2d:{n}", lambda n=n: [one_kernel(lambda x: x + 1.0, (n, n))]))
+        out.append(Probe(f"transpose:{n}", lambda n=n: [one_kernel(lambda x: x.T + 1.0, (n, n))]))
+        out.append(Probe(f"reverse:{n}", lambda n=n: [one_kernel(lambda x: svod.flip(x, axis=1) + 1.0, (n, n))]))
+        out.append(Probe(f"masked:{n}", lambda n=n: [one_kernel(lambda x, y: svod.concat([x, y], axis=1) + 1.0,
+                                                                (n, n // 2), (n, n // 2))]))
+        out.append(Probe(f"chain:{n}", lambda n=n: [one_kernel(lambda x: x.T.reshape((n // 2, 2 * n)) + 1.0,
+                                                               (n, n))]))
+        # a masked load inside a reduction loop does not vectorise as it does elementwise
+        out.append(Probe(f"plainsum:{n}", lambda n=n: [one_kernel(lambda x: svod.sum(x, axis=1), (n, n))]))
+        out.append(Probe(f"maskedsum:{n}", lambda n=n: [one_kernel(
+            lambda x, y: svod.sum(svod.concat([x, y], axis=1), axis=1), (n, n // 2), (n, n // 2))]))
+    # a row-wise kernel streaming from DRAM: reads a row, re-reads it, writes it (not a stream)
+    out.append(Probe("rowwise:dram", lambda: [one_kernel(
+        lambda x: x / svod.sqrt(svod.mean(x * x, axis=-1, keepdims=True) + 1e-6), (8192, 1024))], 2))
+    out.append(Probe("stream:dram", lambda: [one_kernel(lambda x: x * 2.0 + 1.0, (8192, 1024))], 2))
+    # how much of compute and memory time overlap: compute-heavy kernels streaming from DRAM
+    out.append(Probe("overlap:softmax", lambda: [one_kernel(lambda x: svod.nn.softmax(x, axis=-1), (4096, 4096))]))
+    out.append(Probe("overlap:tanh", lambda: [one_kernel(lambda x: svod.tanh(x), (16 << 20,))]))
+    # overheads: dispatch (a split of little work), compute scaling on all cores
+    out.append(Probe("small:1", lambda: [one_kernel(_add1, (16 * 1024,))], 1, 0.05))
+    out.append(Probe("small:2", lambda: [one_kernel(_add1, (16 * 1024,))], 2, 0.05))
+    out.append(Probe("exp:1M:1", lambda: [one_kernel(_repeat("EXP", 2), (1 << 20,))], 1))
+    out.append(Probe("exp:1M:2", lambda: [one_kernel(_repeat("EXP", 2), (1 << 20,))], 2))
+    # matmul: generated tiles and the BLAS step
+    out.append(Probe("matmul:native", lambda: [_matmul_kernel(128, 256, 256, library=False)], 1, 0.3))
+    out.append(Probe("matmul:nativeT", lambda: [_matmul_kernel(64, 64, 128, library=False, b_t=True)], 1, 0.3))
+    out.append(Probe("matmul:blas:256", lambda: [_matmul_kernel(256, 256, 256, library=True)], 1, 0.3))
+    if not quick:
+        out.append(Probe("matmul:blas:1024", lambda: [_matmul_kernel(1024, 1024, 1024, library=True)], 1, 0.5))
+        # low arithmetic intensity (attention scores: k = 64), batched
+        out.append(Probe("matmul:blas:k64", lambda: [one_kernel(lambda a, b: a @ b, (8, 512, 64), (8, 64, 512))],
+                         1, 0.3))
+    return out
+
+
+ROW_LENGTHS = (8, 32, 64, 128, 1024)
+RED_ELEMS = 256 * 1024  # 1 MB of float32
+
+
+def _matmul_kernel(m: int, k: int, n: int, library: bool, b_t: bool = False):
+    from svod.dtype import float32
+    from svod.kernel import ACC, Kernel, KInput, KNode, KOutput, MatmulSpec
+    from svod.view import ViewChain
+
+    b = ViewChain.of((n, k)).permute((1, 0)) if b_t else ViewChain.of((k, n))
+    ins = (KInput(0, float32, ViewChain.of((m, k))), KInput(1, float32, b))
+    return Kernel(f"cal_matmul_{'lib' if library else 'gen'}", (m, n), ins, (KNode(ACC, float32),),
+                  (KOutput(2, 0, float32, (m, n)),), (), MatmulSpec(0, 1, m, n, k, library))
+
+
+def _launch_cost() -> float:
+    """Seconds a graph program spends per extra kernel: a chain of 32 tiny kernels against
+    the same work fused into one."""
+    import svod
+    from costmodels.measure import PlanRunner, time_plans
+    from svod.key import compact
+    from svod.plan_greedy import lower
+
+    x = svod.asarray(np.ones(16, np.float32))
+    ys = [x]
+    for j in range(32):
+        ys.append(ys[-1] * 1.01 + j)
+    key, b = compact([ys[-1].uop])
+    adds = [i for i, n in enumerate(key.nodes) if n.op.name == "ADD"]
+    one = lower(key, set(), planner="calibrate")
+    many = lower(key, set(adds), planner="calibrate")
+    t1, tn = time_plans([PlanRunner(one, b.arrays), PlanRunner(many, b.arrays)], repeats=9, target=2e-3)
+    return max((tn - t1) / max(len(many.kernels) - len(one.kernels), 1), 1e-8)
+
+
+def _alloc_cost() -> float:
+    """Seconds to take a 1 MB output block from svod's buffer pool and give it back (every
+    kernel output above the pool's small-block size pays it once per run)."""
+    from costmodels.measure import time_callable
+    from svod.pool import POOL
+
+    return time_callable(lambda: POOL.array((1 << 18,), np.float32), budget=0.05, target=5e-4).seconds
+
+
+# ----------------------------------------------------------------------------- running and fitting
+
+
+def run_probes(plist: list[Probe], progress: bool = True, budget: float | None = None,
+               rounds: int = 3) -> dict[str, dict]:
+    """Time every probe `rounds` times, round-robin (a slow spell of a shared machine
+    then hits one round of each probe, not every round of some), keeping each probe's
+    fastest round: name -> {"seconds", "median", "size", ...}."""
+    from costmodels.progress import bar
+
+    scale = 1.0
+    if budget is not None:  # the probes' own budgets, scaled to the whole budget (compiling aside)
+        scale = max(0.05, min(3.0, 0.5 * budget / max(rounds * sum(p.budget for p in plist), 1e-9)))
+    raw: dict[str, dict] = {}
+    built: dict[str, object] = {}
+    with bar(total=rounds * len(plist) + 1, desc="calibrate", enabled=progress, unit="probe") as pb:
+        for r in range(rounds):
+            for p in plist:
+                pb.set_postfix_str(p.name)
+                k = built.get(p.name)
+                if k is None:
+                    k = built[p.name] = p.build()[0]
+                    if p.name.startswith("overlap:"):
+                        _OVERLAP_KERNELS[p.name] = k
+                t: Timing = time_kernel(k, p.threads, budget=p.budget * scale, min_runs=3 if r else 2)
+                prev = raw.get(p.name)
+                if prev is None or t.seconds < prev["seconds"]:
+                    f = features(k)
+                    raw[p.name] = {"seconds": t.seconds, "median": t.median, "runs": t.runs, "threads": p.threads,
+                                   "size": f.size, "units": f.units, "read_bytes": f.read_bytes,
+                                   "write_bytes": f.write_bytes, "flops": f.flops,
+                                   "rounds": (prev or {}).get("rounds", [])}
+                raw[p.name]["rounds"].append(t.seconds)
+                pb.update(1)
+        pb.set_postfix_str("launch")
+        raw["launch"] = {"seconds": _launch_cost()}
+        raw["alloc"] = {"seconds": _alloc_cost()}
+        pb.update(1)
+    return raw
+
+
+def _decreasing(points: list) -> list:
+    """Bandwidth can only fall as the working set grows (L2 -> L3 -> DRAM): pool adjacent
+    violators (isotonic regression on the harmonic scale) smooths the noise of a shared
+    machine out of a measured curve."""
+    pts = sorted(points)
+    blocks: list[list] = []  # [sum of seconds per byte, count, first index]
+    for i, (_, bw) in enumerate(pts):
+        blocks.append([1.0 / bw, 1, i])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            a = blocks.pop()
+            blocks[-1][0] += a[0]
+            blocks[-1][1] += a[1]
+    out = []
+    for tot, n, first in blocks:
+        for j in range(first, first + n):
+            out.append([pts[j][0], n / tot])
+    return out
+
+
+def _per(raw: dict, name: str, attr: str) -> float:
+    r = raw[name]
+    return r["seconds"] / max(r[attr], 1)
+
+
+def fit(raw: dict[str, dict], cores: int) -> dict:
+    """The profile's constants from the probes' timings (see the module docstring)."""
+    prof: dict = {"format": PROFILE_FORMAT, "cores": cores, "l2_bytes": _cache_bytes(2, 1 * MIB),
+                  "l3_bytes": _cache_bytes(3, 32 * MIB)}
+    # overheads first: the bandwidth of a split kernel is measured net of its dispatch
+    dispatch = 5e-6
+    if "small:1" in raw and "small:2" in raw:
+        dispatch = max(raw["small:2"]["seconds"] - raw["small:1"]["seconds"] / 2, 2e-7)
+    prof["dispatch_seconds"] = dispatch
+    prof["launch_seconds"] = raw.get("launch", {}).get("seconds", 1e-7)
+    prof["alloc_seconds"] = raw.get("alloc", {}).get("seconds", 1e-6)
+    # NOTE: on a shared VM the second vCPU is sometimes a busy core's sibling: the round
+    # with the best split says what the machine can do
+    prof["compute_scaling"] = float(cores)
+    if "exp:1M:1" in raw and "exp:1M:2" in raw:
+        e1s = raw["exp:1M:1"].get("rounds") or [raw["exp:1M:1"]["seconds"]]
+        e2s = raw["exp:1M:2"].get("rounds") or [raw["exp:1M:2"]["seconds"]]
+        ratio = max(a / max(b - dispatch, 1e-9) for a, b in zip(e1s, e2s))
+        prof["compute_scaling"] = max(1.0, min(float(cores), ratio))
+    # bandwidth curves: bytes moved / seconds, by working set
+    bw: dict[str, list] = {"copy1": [], "copy2": [], "read1": [], "read2": []}
+    for name, r in raw.items():
+        parts = name.split(":")
+        if parts[0] in ("copy", "read") and len(parts) == 3:
+            t = int(parts[2])
+            sec = r["seconds"] - (dispatch if t > 1 else 0.0)
+            sec = max(sec, r["seconds"] / 4)
+            moved = r["read_bytes"] + r["write_bytes"]
+            bw[f"{parts[0]}{t}"].append([moved, moved / sec])
+    prof["bandwidth"] = {k: _decreasing(v) for k, v in bw.items() if v} or {"copy1": [[1, 2e10]]}
+    # per-op costs: (T(op) - T(NONE)) / (K * n), single thread, L2-resident
+    ops: dict[str, float] = {}
+    for dt, suffix in (("f32", ""), ("f64", "64"), ("i32", "")):
+        base = raw.get(f"op:NONE:{dt}")
+        if base is None:
+            continue
+        for name, r in raw.items():
+            p = name.split(":")
+            if p[0] != "op" or p[2] != dt or p[1] == "NONE":
+                continue
+            per = (r["seconds"] - base["seconds"]) / (OP_REPEAT * r["size"])
+            if p[1] == "ALU":
+                per /= 4  # four cheap ops per application
+            ops[p[1] + suffix] = max(per, 1e-12)
+    if "ALU" in ops and "ALU64" not in ops:
+        ops["ALU64"] = 2 * ops["ALU"]
+    prof["op_seconds"] = ops
+    if "EXP64" in ops and "EXP" in ops:
+        prof["f64_factor"] = ops["EXP64"] / ops["EXP"]
+    mix = raw.get("mix:TANH_EXP:f32")
+    if mix is not None and "op:TANH:f32" in raw and ops.get("EXP"):
+        extra = (mix["seconds"] - raw["op:TANH:f32"]["seconds"]) / (OP_REPEAT * mix["size"])
+        prof["call_mix"] = max(1.0, min(4.0, extra / ops["EXP"]))
+    # reductions: long rows stream at the read bandwidth (the memory term); what is left
+    # is the accumulate (max and argmax against sum) and the tail cost of short rows
+    long_row = raw["rows:1024"]["seconds"] / raw["rows:1024"]["size"] if "rows:1024" in raw else 5e-11
+    alu = ops.get("ALU", 2e-11)
+    red: dict = {"SUM": alu}
+    if "rowmax:1024" in raw:
+        red["MAXR"] = max(_per(raw, "rowmax:1024", "size") - long_row, 0.0) + alu
+    if "argmax:1024" in raw:
+        red["ARG"] = _per(raw, "argmax:1024", "size")
+        if "argmaxmax:1024" in raw:  # a reduction sharing a loop with argmax runs scalar
+            red["SCALAR"] = max(_per(raw, "argmaxmax:1024", "size") - red["ARG"], alu)
+    prof["reduce_seconds"] = red
+    # column reductions: seconds per element by working set (the whole cost: the tiles
+    # stream row segments, slower than rows from DRAM)
+    col: dict[str, dict[str, float]] = {}
+    for op in ("sum", "max"):
+        for tag in ("l2", "dram"):
+            r = raw.get(f"col{op}:{tag}")
+            if r is not None:
+                col.setdefault(op.upper(), {})[str(r["read_bytes"] + r["write_bytes"])] = r["seconds"] / r["size"]
+    prof["column_seconds"] = col
+    short = {}
+    for name, r in raw.items():
+        if name.startswith("rows:"):
+            short[name.split(":")[1]] = max(r["seconds"] / r["size"] - long_row, 0.0)
+    prof["short_row_seconds"] = short
+    prof["unit_seconds"] = 1e-9
+    # access patterns: extra seconds per gathered element against the plain 2-D kernel,
+    # by working set (transposed, reversed, masked (two half-valid inputs), chained views)
+    acc: dict[str, dict[str, float]] = {}
+    for n in (256, 2048):
+        plain = raw.get(f"plain2d:{n}")
+        if plain is None:
+            continue
+        for pat, loads in (("transpose", 1), ("reverse", 1), ("masked", 2), ("chain", 1)):
+            r = raw.get(f"{pat}:{n}")
+            if r is not None:
+                acc.setdefault(pat, {})[str(r["read_bytes"] + r["write_bytes"])] = \
+                    max((r["seconds"] - plain["seconds"]) / (loads * r["size"]), 0.0)
+    for n in (256, 2048):
+        plain, masked = raw.get(f"plainsum:{n}"), raw.get(f"maskedsum:{n}")
+        if plain is not None and masked is not None:
+            acc.setdefault("masked_reduce", {})[str(masked["read_bytes"] + masked["write_bytes"])] = \
+                max((masked["seconds"] - plain["seconds"]) / (2 * masked["size"]), 0.0)
+    prof["access_seconds"] = acc
+    # matmul throughput (flop/s)
+    mm: dict[str, float] = {}
+    blas: dict[str, float] = {}  # BLAS flop/s by arithmetic intensity (flops per byte moved)
+    for name, r in raw.items():
+        if name.startswith("matmul:"):
+            mm[name.split(":", 1)[1]] = r["flops"] / r["seconds"]
+            if name.startswith("matmul:blas"):
+                blas[str(r["flops"] / max(r["read_bytes"] + r["write_bytes"], 1))] = r["flops"] / r["seconds"]
+    prof["matmul_flops"] = mm
+    prof["blas_flops"] = blas
+    prof.setdefault("footprint_factor", 1.5)
+    rw, st = raw.get("rowwise:dram"), raw.get("stream:dram")
+    if rw is not None and st is not None:
+        # both read and write the same bytes; the row-wise one stops and goes per row
+        prof["rowwise_dram_factor"] = max(1.0, min(4.0, (rw["seconds"] - dispatch) / max(st["seconds"] - dispatch,
+                                                                                         1e-9)))
+    prof["overlap"] = 0.0
+    return prof
+
+
+def fit_overlap(prof: dict, raw: dict) -> float:
+    """The share of the smaller of memory and compute time that does not hide behind the
+    larger, from compute-heavy kernels streaming from DRAM (needs the rest of the profile)."""
+    from costmodels.analytic import CalibratedModel
+
+    model = CalibratedModel(Profile.from_json(prof))
+    ks = []
+    for name in ("overlap:softmax", "overlap:tanh"):
+        r = raw.get(name)
+        k = _OVERLAP_KERNELS.get(name)
+        if r is None or k is None:
+            continue
+        f = features(k)
+        mem, comp = model.memory(f, 1), model.compute(f)
+        lo, hi = min(mem, comp), max(mem, comp)
+        if lo > 0:
+            ks.append((r["seconds"] - hi - prof["launch_seconds"]) / lo)
+    return max(0.0, min(0.6, sum(ks) / len(ks))) if ks else 0.3
+
+
+_OVERLAP_KERNELS: dict = {}
+
+
+def _cache_bytes(level: int, default: int) -> int:
+    try:
+        from svod.bench.harness import _cache_size
+
+        return int(_cache_size(level) or default)
+    except Exception:  # noqa: BLE001 - no sysfs: the reference machine's sizes
+        return default
+
+
+def calibrate(progress: bool = True, budget: float = 60.0, quick: bool = False, save: bool = True,
+              rounds: int | None = None) -> Profile:
+    """Measure this machine and return (and by default store) its profile."""
+    from svod.costing import Machine
+    from svod.store import cpu_name, machine_fingerprint
+
+    t0 = time.perf_counter()
+    rounds = rounds if rounds is not None else (1 if quick else 3)
+    raw = run_probes(probes(quick), progress=progress, budget=budget, rounds=rounds)
+    data = fit(raw, Machine.host().cores)
+    data["overlap"] = fit_overlap(data, raw)
+    data["machine"] = {"fingerprint": machine_fingerprint(), "cpu": cpu_name(), "cores": Machine.host().cores,
+                       "vector_bits": Machine.host().vector_bits}
+    data["created"] = time.time()
+    data["calibrate_seconds"] = round(time.perf_counter() - t0, 2)
+    data["raw"] = {k: {kk: (round(vv, 12) if isinstance(vv, float) else vv) for kk, vv in v.items()}
+                   for k, v in raw.items()}
+    prof = Profile.from_json(data)
+    if save:
+        from costmodels.profile import save as save_profile
+
+        save_profile(prof)
+    return prof
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}"
+        n /= 1024
+    return f"{n:.0f} TiB"
+
+
+def summary(p: Profile) -> str:
+    """A human-readable digest of a profile (what `svod calibrate` prints)."""
+    lines = [f"machine profile ({p.data.get('machine', {}).get('cpu', '?')}, {p.cores} cores), "
+             f"calibrated in {p.data.get('calibrate_seconds', 0):.1f} s"]
+    for key, label in (("read1", "read, 1 thread"), ("read2", f"read, {p.cores} threads"),
+                       ("copy1", "read+write, 1 thread"), ("copy2", f"read+write, {p.cores} threads")):
+        pts = p.bandwidth.get(key, [])
+        if pts:
+            lines.append(f"  bandwidth {label:<22} " + "  ".join(f"{_fmt_bytes(ws)}: {b / 1e9:.1f}"
+                                                                  for ws, b in pts) + " GB/s")
+    ops = p.op_seconds
+    lines.append("  op cost (ns/element, 1 thread): " + ", ".join(f"{k} {v * 1e9:.2f}" for k, v in sorted(ops.items())))
+    lines.append(f"  launch {p.launch_seconds * 1e6:.2f} us/kernel, dispatch {p.dispatch_seconds * 1e6:.1f} us, "
+                 f"per unit {p.unit_seconds * 1e9:.1f} ns, compute on {p.cores} cores x{p.compute_scaling:.2f}")
+    mm = p.data.get("matmul_flops", {})
+    if mm:
+        lines.append("  matmul " + ", ".join(f"{k} {v / 1e9:.1f} GFLOP/s" for k, v in mm.items()))
+    return "\n".join(lines)
+
+
+__all__ = ["Probe", "calibrate", "fit", "kernels_of", "probes", "run_probes", "summary"]

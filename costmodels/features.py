@@ -1,0 +1,345 @@
+"""What a kernel does, counted: the quantities the calibrated model prices and the
+learned correction regresses on.
+
+`features(kernel)` walks the body the way `svod.codegen.lower` emits it: values that are
+constant along a row are computed once per row; a row-wise kernel evaluates in each
+pass the nodes that pass needs, except the expensive values the first pass stashed in
+a row buffer; elementwise nodes that only read inputs broadcast along the inner loop
+are hoisted out of it. Loads are counted per access pattern (contiguous, broadcast,
+strided, masked, through a chain of views), since a gather costs far more than a
+streaming load.
+
+>>> from svod.kernel_examples import softmax_kernel
+>>> f = features(softmax_kernel(64, 256))
+>>> f.kind, f.rows, f.passes, f.ops["EXP"]
+('rowwise', 64, 3, 16384.0)
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+
+from svod.ir import Ops
+from svod.kernel import ACC, LOAD, VALID, Kernel, view_axes_stride0
+
+# op -> cost class; everything else is "ALU" (one cheap vector instruction or two)
+OP_CLASS: dict = {
+    Ops.EXP: "EXP", Ops.LOG: "LOG", Ops.SQRT: "SQRT", Ops.SIN: "SIN", Ops.COS: "COS", Ops.TANH: "TANH",
+    Ops.ERF: "ERF", Ops.POW: "POW", Ops.DIV: "DIV", Ops.IDIV: "IDIV", Ops.MOD: "MOD",
+    Ops.FLOOR: "ROUND", Ops.CEIL: "ROUND", Ops.ROUND: "ROUND", Ops.CAST: "CAST",
+}
+TRANSCENDENTAL = ("EXP", "LOG", "SIN", "COS", "TANH", "ERF", "POW")
+COSTLY = frozenset({Ops.EXP, Ops.LOG, Ops.TANH, Ops.ERF, Ops.SIN, Ops.COS, Ops.POW, Ops.SQRT, Ops.DIV})
+ACCESS = ("contig", "bcast", "strided", "reverse", "masked", "chain")
+
+try:
+    from svod.codegen.lower import STASH_ELEMS  # longest row whose expensive values are stashed
+except Exception:  # noqa: BLE001 - no codegen: its documented default
+    STASH_ELEMS = 16384
+
+
+@dataclass
+class Features:
+    kind: str  # elementwise | reduce | rowwise | matmul | blas
+    size: int  # elements of the iteration space
+    units: int  # parallel work units (rows, chunks, tiles)
+    rows: int  # rows of a reduce/rowwise kernel (units of the kept axes), else units
+    row_len: int  # elements per row (reduce space), 1 for elementwise
+    passes: int
+    read_bytes: int  # unique bytes read from the input buffers
+    write_bytes: int
+    row_bytes: int  # bytes of one row of the inputs read along the row (multi-pass re-reads)
+    ops: dict[str, float] = field(default_factory=dict)  # cost class (+ "64" for 8-byte dtypes) -> evaluations
+    access: dict[str, float] = field(default_factory=dict)  # access pattern -> element loads
+    reduce_elems: float = 0.0  # accumulations (REDUCE/ARGMAX/ARGMIN updates)
+    column: bool = False  # column reduce (reduce over outer axes, kept innermost axis)
+    flops: float = 0.0  # matmul multiply-adds x 2
+    library: bool = False
+    matmul_strided: bool = False  # the matmul's B operand is not contiguous along n (a gather per product)
+    outputs: int = 1
+    inputs: int = 0
+    calls: dict[str, float] = field(default_factory=dict)  # op classes run as vector-library calls -> evaluations
+
+    @property
+    def working_set(self) -> int:
+        return self.read_bytes + self.write_bytes
+
+    def vector(self) -> dict[str, float]:
+        """Named numeric features (the learned correction's inputs)."""
+        v = {"size": float(self.size), "units": float(self.units), "rows": float(self.rows),
+             "passes": float(self.passes), "read_bytes": float(self.read_bytes),
+             "write_bytes": float(self.write_bytes), "reduce_elems": self.reduce_elems,
+             "flops": self.flops, "column": float(self.column), "inputs": float(self.inputs),
+             "matmul_strided": float(self.matmul_strided),
+             "outputs": float(self.outputs)}
+        for k, x in self.ops.items():
+            v["op:" + k] = x
+        for k, x in self.access.items():
+            v["access:" + k] = x
+        v["calls"] = sum(self.calls.values())
+        return v
+
+
+@functools.lru_cache(maxsize=1)
+def _library_calls() -> frozenset:
+    """(op class) pairs the codegen emits as libmvec calls on this machine."""
+    try:
+        from svod.codegen.jit import libmvec_enabled
+        from svod.codegen.vecmath import LIBMVEC_PREFERRED
+
+        if not libmvec_enabled():
+            return frozenset()
+    except Exception:  # noqa: BLE001 - no codegen: nothing is a call
+        return frozenset()
+    names = {"tanh": "TANH", "sin": "SIN", "cos": "COS", "erf": "ERF", "exp": "EXP", "log": "LOG", "pow": "POW"}
+    return frozenset(names[f] + ("64" if dt == "f64" else "") for f, dt in LIBMVEC_PREFERRED if f in names)
+
+
+def op_class(op, itemsize: int) -> str:
+    c = OP_CLASS.get(op, "ALU")
+    return c + "64" if itemsize == 8 else c
+
+
+def _unique_read_bytes(kernel: Kernel) -> int:
+    per_slot: dict[int, int] = {}
+    for inp in kernel.inputs:
+        v = inp.view.views[0]
+        elems = 1
+        for (_size, stride, lo, hi) in v.axes():
+            if stride != 0:
+                elems *= hi - lo
+        if len(inp.view.views) > 1:
+            elems = min(elems, inp.view.size)
+        if v.fully_masked:
+            elems = 0
+        per_slot[inp.slot] = max(per_slot.get(inp.slot, 0), elems * inp.dtype.itemsize)
+    return sum(per_slot.values())
+
+
+def _write_bytes(kernel: Kernel) -> int:
+    return sum(math.prod(o.shape) * o.dtype.itemsize for o in kernel.outputs)
+
+
+def _inner_dims(kernel: Kernel) -> tuple[int, ...]:
+    """Kernel axes of the innermost loop (what decides whether a load streams)."""
+    nd = len(kernel.shape)
+    live = [d for d in range(nd) if kernel.shape[d] != 1]
+    if not live:
+        return ()
+    red = [d for d in live if d in kernel.reduce_axes]
+    if kernel.reduce_axes and red and not _is_column(kernel):
+        return (red[-1],)
+    return (live[-1],)
+
+
+def _is_column(kernel: Kernel) -> bool:
+    if kernel.kind != "reduce" or kernel.passes != 1:
+        return False
+    live = [d for d in range(len(kernel.shape)) if kernel.shape[d] != 1]
+    if not live or live[-1] in kernel.reduce_axes or kernel.shape[live[-1]] < 2:
+        return False
+    if not any(kernel.shape[a] > 0 for a in kernel.reduce_axes if kernel.shape[a] != 1):
+        return False
+    if any(not o.reduced for o in kernel.outputs):
+        return False
+    return all(n.op is Ops.REDUCE for n in kernel.nodes if n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN))
+
+
+def access_class(kernel: Kernel, index: int) -> str:
+    """How input `index` is read along the innermost loop."""
+    inp = kernel.inputs[index]
+    if any(v.fully_masked for v in inp.view.views):
+        return "bcast"
+    if len(inp.view.views) > 1:
+        return "chain"
+    v = inp.view.views[0]
+    inner = _inner_dims(kernel)
+    if kernel.matmul is None and inner and all(view_axes_stride0(inp.view, d) for d in inner):
+        return "bcast"
+    if v.mask is not None:
+        return "masked"
+    if not inner:
+        return "contig"
+    d = inner[-1]
+    return "contig" if v.strides[d] == 1 else "reverse" if v.strides[d] == -1 else "strided"
+
+
+def _units(kernel: Kernel) -> int:
+    try:
+        from svod.codegen.lower import plan_loops
+
+        return plan_loops(kernel).units
+    except Exception:  # noqa: BLE001 - no codegen: rows, or chunks of 4096
+        kept = math.prod(n for d, n in enumerate(kernel.shape) if d not in kernel.reduce_axes)
+        return kept if kernel.reduce_axes else -(-kernel.size // 4096)
+
+
+def features(kernel: Kernel) -> Features:
+    """Count what `kernel` does (cached by content key)."""
+    return _features_cached(kernel.key(), kernel)
+
+
+@functools.lru_cache(maxsize=65536)
+def _features_cached(_key: str, kernel: Kernel) -> Features:
+    return _count(kernel)
+
+
+def _count(kernel: Kernel) -> Features:
+    k = kernel
+    n = k.size
+    red = set(k.reduce_axes)
+    row_len = math.prod(k.shape[a] for a in red) if red else 1
+    rows = n // row_len if row_len else math.prod(s for d, s in enumerate(k.shape) if d not in red)
+    units = _units(k)
+    column = _is_column(k)
+    kind = k.kind
+    if kind == "elementwise":
+        rows = units
+    acc_of = [access_class(k, i) for i in range(len(k.inputs))]
+    row_bytes = 0
+    if red:
+        row_bytes = sum(row_len * inp.dtype.itemsize for i, inp in enumerate(k.inputs) if acc_of[i] != "bcast")
+    f = Features(kind, n, units, rows, row_len, k.passes, _unique_read_bytes(k), _write_bytes(k), row_bytes,
+                 column=column, outputs=len(k.outputs), inputs=len(k.inputs))
+    counts = [0.0] * len(k.nodes)  # evaluations of each node
+    if k.matmul is not None:
+        mm = k.matmul
+        batch = n // max(mm.m * mm.n, 1)
+        f.flops = 2.0 * batch * mm.m * mm.n * mm.k
+        f.library = mm.library
+        bv = k.inputs[mm.b].view
+        f.matmul_strided = len(bv.views) > 1 or (mm.n > 1 and abs(bv.views[0].strides[-1]) != 1)
+        for i, node in enumerate(k.nodes):
+            if node.op not in (ACC, Ops.CONST):
+                counts[i] = n
+    elif kind == "elementwise":
+        inner = _inner_dims(k)
+        invariant = [False] * len(k.nodes)
+        for i, node in enumerate(k.nodes):
+            if node.op == LOAD:
+                invariant[i] = bool(inner) and acc_of[node.arg] == "bcast" and units > 1 and len(inner) == 1 \
+                    and _multi_axis(k)
+            elif node.op == Ops.CONST:
+                invariant[i] = True
+            elif node.op == VALID:
+                invariant[i] = False
+            else:
+                invariant[i] = all(invariant[s] for s in node.src)
+            if node.op is not Ops.CONST:
+                counts[i] = units if invariant[i] else n
+    else:
+        per_row = _per_row(k)
+        if column:
+            srcs = [k.nodes[i].src[0] for i, node in enumerate(k.nodes) if node.op is Ops.REDUCE]
+            closure = _closure(k, srcs, per_row, set())
+            for i in closure:
+                counts[i] += n
+            kept = n // max(row_len, 1)
+            for i, node in enumerate(k.nodes):
+                if i not in closure and node.op not in (Ops.CONST, Ops.REDUCE):
+                    counts[i] += kept
+        else:
+            closures = [_pass_targets_closure(k, p, per_row) for p in range(k.passes)]
+            stash = _stash(k, closures, row_len)
+            for p in range(k.passes):
+                stop = {i for i, sp in stash.items() if sp < p}
+                targets = _pass_targets(k, p)
+                need = _closure(k, targets, per_row, stop)
+                for i in need:
+                    counts[i] += n
+                for _i in stop & closures[p]:
+                    f.access["contig"] = f.access.get("contig", 0.0) + n  # a stash reload
+            for i, node in enumerate(k.nodes):
+                if per_row[i] and node.op not in (Ops.CONST, Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN):
+                    counts[i] += rows
+        for i, node in enumerate(k.nodes):
+            if node.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN):
+                f.reduce_elems += n
+                key = "ARG" if node.op is not Ops.REDUCE else ("SUM" if node.arg == "sum" else "MAXR")
+                key = "RED_" + key + ("64" if node.dtype.itemsize == 8 else "")
+                f.ops[key] = f.ops.get(key, 0.0) + n
+                counts[i] = 0.0
+    for i, node in enumerate(k.nodes):
+        c = counts[i]
+        if not c:
+            continue
+        if node.op == LOAD:
+            a = acc_of[node.arg]
+            f.access[a] = f.access.get(a, 0.0) + c
+        elif node.op == VALID:  # an index compare, no load
+            f.ops["ALU"] = f.ops.get("ALU", 0.0) + c
+        elif node.op in (Ops.CONST, ACC):
+            continue
+        else:
+            cls = op_class(node.op, max(node.dtype.itemsize, *(k.nodes[s].dtype.itemsize for s in node.src))
+                           if node.src else node.dtype.itemsize)
+            f.ops[cls] = f.ops.get(cls, 0.0) + c
+            if cls in _library_calls():
+                f.calls[cls] = f.calls.get(cls, 0.0) + c
+    return f
+
+
+def _multi_axis(k: Kernel) -> bool:
+    return sum(1 for s in k.shape if s != 1) > 1
+
+
+def _per_row(k: Kernel) -> list[bool]:
+    red = set(k.reduce_axes)
+    per_row = [False] * len(k.nodes)
+    for i, n in enumerate(k.nodes):
+        if n.op == LOAD:
+            per_row[i] = all(view_axes_stride0(k.inputs[n.arg].view, a) for a in red)
+        elif n.op == VALID:
+            per_row[i] = False
+        elif n.op in (Ops.CONST, Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN):
+            per_row[i] = True
+        else:
+            per_row[i] = all(per_row[s] for s in n.src)
+    return per_row
+
+
+def _pass_targets(k: Kernel, p: int) -> list[int]:
+    reds = [i for i, n in enumerate(k.nodes) if n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN) and n.pass_ == p]
+    return [k.nodes[i].src[0] for i in reds] + [o.node for o in k.outputs if not o.reduced and o.pass_ == p]
+
+
+def _closure(k: Kernel, targets, per_row: list[bool], stop: set[int]) -> set[int]:
+    seen: set[int] = set()
+    stack = list(targets)
+    while stack:
+        i = stack.pop()
+        if i in seen or per_row[i] or i in stop:
+            continue
+        seen.add(i)
+        stack.extend(k.nodes[i].src)
+    return seen
+
+
+def _pass_targets_closure(k: Kernel, p: int, per_row: list[bool]) -> set[int]:
+    return _closure(k, _pass_targets(k, p), per_row, set())
+
+
+def _stash(k: Kernel, closures: list[set[int]], row_len: int) -> dict[int, int]:
+    """Stashed node -> the pass computing it (svod.codegen.lower._plan_stash's rule)."""
+    red_live = [a for a in k.reduce_axes if k.shape[a] != 1]
+    if k.passes < 2 or not 0 < row_len <= STASH_ELEMS or not red_live:
+        return {}
+    # one merged reduce axis: adjacent reduce axes (contiguous reads merge them)
+    if red_live != list(range(red_live[0], red_live[-1] + 1)):
+        return {}
+    costly: dict[int, bool] = {}
+    for i, n in enumerate(k.nodes):
+        costly[i] = n.op in COSTLY or any(costly[j] for j in n.src if j in costly)
+    out: dict[int, int] = {}
+    for p in range(k.passes):
+        later = set().union(*closures[p + 1:]) if p + 1 < k.passes else set()
+        for i in sorted(closures[p] & later):
+            n = k.nodes[i]
+            if i in out or not costly[i] or n.op in (LOAD, VALID, Ops.CONST) or n.dtype.is_bool:
+                continue
+            if any(i in closures[q] for q in range(p)):
+                continue
+            out[i] = p
+    return out

@@ -1,0 +1,258 @@
+"""Timing kernels and plans on this machine: the ground truth every model is judged by.
+
+- `time_kernel(kernel, threads)`: compile with the real codegen, run on random inputs of
+  the kernel's shapes and dtypes; warm-up, then batches of calls; the result is the
+  minimum over batches with an early stop once the minimum stops improving (the
+  tinygrad BEAM habit: min of N is the least noisy estimate of what the code costs).
+  Kernels bigger than the last-level cache are timed cold (caches evicted before each
+  call), as they run inside a program.
+  The Python call overhead of `Program.run` (measured once per process on an empty
+  kernel) is taken off, so the figure is what the kernel costs inside a graph program.
+- `PlanRunner` / `time_plans`: whole plans as `realize()` runs them (a GraphProgram
+  over the plan's CompiledGraph), medians of interleaved repeats — for comparing
+  variants of one graph against each other.
+
+>>> from svod.kernel_examples import softmax_kernel
+>>> t = time_kernel(softmax_kernel(64, 256), threads=1, budget=0.05)
+>>> t.seconds > 0 and t.runs >= 1
+True
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from svod.kernel import Kernel, Plan
+
+
+@dataclass(frozen=True)
+class Timing:
+    seconds: float  # min over batches, per call, call overhead removed
+    median: float  # median over batches, per call
+    runs: int  # batches timed
+    calls: int  # calls per batch
+
+
+def random_array(dtype, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Benign values for any op: floats in [0.5, 2] (log, sqrt, pow, division stay on
+    their fast paths), small positive integers, random bools."""
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        return rng.uniform(0.5, 2.0, n).astype(dt)
+    if dt.kind == "b":
+        return rng.integers(0, 2, n).astype(bool)
+    return rng.integers(1, 8, n).astype(dt)
+
+
+def kernel_buffers(kernel: Kernel, seed: int = 0) -> dict[int, np.ndarray]:
+    """Flat buffers for every slot the kernel reads or writes."""
+    from svod.codegen.program import _extent
+
+    rng = np.random.default_rng(seed)
+    need: dict[int, tuple[object, int]] = {}
+    for inp in kernel.inputs:
+        dt, n = need.get(inp.slot, (inp.dtype.np, 0))
+        need[inp.slot] = (dt, max(n, _extent(inp.view), 1))
+    bufs = {slot: random_array(dt, n, rng) for slot, (dt, n) in need.items()}
+    for o in kernel.outputs:
+        bufs[o.slot] = np.empty(max(math.prod(o.shape), 1), o.dtype.np)
+    return bufs
+
+
+def _batch(fn: Callable[[], object], target: float) -> int:
+    """Calls per timed batch so a batch lasts about `target` seconds."""
+    t0 = time.perf_counter()
+    fn()
+    dt = time.perf_counter() - t0
+    return max(1, min(10000, int(target / max(dt, 1e-7))))
+
+
+def time_callable(fn: Callable[[], object], *, min_runs: int = 3, max_runs: int = 20, budget: float = 0.25,
+                  target: float = 2e-3, patience: int = 3, setup: Callable[[], object] | None = None) -> Timing:
+    """Min (and median) seconds per call of `fn`: one warm-up call, batches of about
+    `target` seconds, stop after `max_runs` batches, after `budget` seconds (once
+    `min_runs` are in), or when the minimum has not improved by 1% for `patience`
+    batches. `setup` (untimed) runs before every call, and then every batch is one call."""
+    fn()  # warm-up: compile, page in, caches
+    calls = _batch(fn, target) if setup is None else 1
+    best = math.inf
+    times: list[float] = []
+    stale = 0
+    t_start = time.perf_counter()
+    while len(times) < max_runs:
+        if setup is not None:
+            setup()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        dt = (time.perf_counter() - t0) / calls
+        times.append(dt)
+        if dt < best * 0.99:
+            best, stale = dt, 0
+        else:
+            best = min(best, dt)
+            stale += 1
+        if len(times) >= min_runs and (stale >= patience or time.perf_counter() - t_start > budget):
+            break
+    return Timing(best, statistics.median(times), len(times), calls)
+
+
+@functools.lru_cache(maxsize=1)
+def call_overhead() -> float:
+    """Seconds `Program.run` costs around the native call itself (Python, ctypes),
+    measured on a kernel over one element."""
+    from svod.codegen.program import compile_kernel
+    from svod.dtype import float32
+    from svod.kernel import LOAD, KInput, KNode, KOutput
+    from svod.view import ViewChain
+
+    k = Kernel("svod_noop", (1,), (KInput(0, float32, ViewChain.of((1,))),), (KNode(LOAD, float32, (), 0),),
+               (KOutput(1, 0, float32, (1,)),))
+    prog = compile_kernel(k)
+    bufs = kernel_buffers(k)
+    t = time_callable(lambda: prog.run(bufs, 1), min_runs=5, max_runs=9, budget=0.05, target=5e-4)
+    return t.seconds
+
+
+COLD_BYTES = 24 << 20  # kernels touching at least this much are timed with cold caches
+
+
+_evict_buf: list = []
+
+
+def evict_caches() -> None:
+    """Write a buffer twice the last-level cache: whatever a kernel left there is gone
+    (big kernels in a program read their inputs from DRAM, not from the cache the
+    previous run of the same kernel warmed)."""
+    if not _evict_buf:
+        _evict_buf.append(np.zeros(64 << 20, np.uint8))
+    b = _evict_buf[0]
+    b += 1
+
+
+def time_kernel(kernel: Kernel, threads: int = 1, *, budget: float = 0.25, min_runs: int = 3, max_runs: int = 15,
+                seed: int = 0, cold: bool | None = None) -> Timing:
+    """Compile `kernel` and time it on `threads` threads (see the module docstring).
+    `cold` (default: when the kernel touches at least `COLD_BYTES`) evicts the caches
+    before every call."""
+    from svod.codegen.program import compile_kernel
+
+    prog = compile_kernel(kernel)
+    bufs = kernel_buffers(kernel, seed)
+    if cold is None:
+        cold = sum(b.nbytes for b in bufs.values()) >= COLD_BYTES
+    t = time_callable(lambda: prog.run(bufs, threads), min_runs=min_runs, max_runs=max_runs, budget=budget,
+                      setup=evict_caches if cold else None)
+    over = call_overhead() if prog.kind == "native" else 0.0
+    floor = 0.05 * t.seconds
+    return Timing(max(t.seconds - over, floor), max(t.median - over, floor), t.runs, t.calls)
+
+
+# ----------------------------------------------------------------------------- plans
+
+
+class PlanRunner:
+    """A plan compiled into a GraphProgram with given thread counts, ready to time.
+
+    `threads`: kernel index -> threads (absent: one)."""
+
+    def __init__(self, plan: Plan, arrays: Sequence[np.ndarray], threads: dict[int, int] | None = None):
+        from svod.codegen.graphprog import compile_graph
+        from svod.codegen.program import compile_kernel
+        from svod.graph import build_graph
+
+        self.plan = plan
+        self.arrays = list(arrays)
+        self.graph = build_graph(plan, threads=threads or {})
+        self.program = compile_graph(self.graph, [compile_kernel(k) for k in self.graph.kernels])
+
+    def __call__(self) -> list[np.ndarray]:
+        return self.program.run(self.arrays)
+
+
+def time_rounds(runners: Sequence[Callable[[], object]], repeats: int = 9, target: float = 2e-3,
+                seed: int = 0, on_round: Callable[[int], None] | None = None) -> list[list[float]]:
+    """Seconds per call of each runner in each of `repeats` rounds: a round times every
+    runner once (a batch of about `target` seconds), in a fresh random order, so slow
+    spells of a shared machine and the position in the round hit all runners alike.
+    Returns times[runner][round]."""
+    import random
+
+    calls = [_batch(r, target) for r in runners]  # also the warm-up
+    rng = random.Random(seed)
+    times: list[list[float]] = [[] for _ in runners]
+    order = list(range(len(runners)))
+    for i in range(repeats):
+        rng.shuffle(order)
+        for j in order:
+            r, n = runners[j], calls[j]
+            t0 = time.perf_counter()
+            for _ in range(n):
+                r()
+            times[j].append((time.perf_counter() - t0) / n)
+        if on_round is not None:
+            on_round(i)
+    return times
+
+
+def robust_medians(times: list[list[float]], rounds: Sequence[int] | None = None) -> list[float]:
+    """Per runner, the median over rounds of its time relative to the round's median,
+    scaled back by the median round: a round run while the machine was slow counts like
+    any other (the ranking within a round is what it measured).
+
+    >>> robust_medians([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])
+    [1.5, 3.0, 4.5]
+    """
+    n = len(times[0]) if times else 0
+    idx = list(rounds) if rounds is not None else list(range(n))
+    if not idx:
+        return [math.nan] * len(times)
+    round_med = {i: statistics.median(t[i] for t in times) for i in idx}
+    scale = statistics.median(round_med.values())
+    return [statistics.median(t[i] / round_med[i] for i in idx) * scale for t in times]
+
+
+def time_plans(runners: Sequence[Callable[[], object]], repeats: int = 9, target: float = 2e-3,
+               on_round: Callable[[int], None] | None = None) -> list[float]:
+    """Robust medians (`robust_medians`) of interleaved rounds (`time_rounds`)."""
+    return robust_medians(time_rounds(runners, repeats, target, on_round=on_round))
+
+
+def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Spearman rank correlation (average ranks for ties); nan for fewer than 2 points
+    or a constant side.
+
+    >>> spearman([1, 2, 3, 4], [10, 20, 30, 25])
+    0.8
+    """
+    if len(xs) != len(ys) or len(xs) < 2:
+        return math.nan
+    rx, ry = _ranks(xs), _ranks(ys)
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx = sum((a - mx) ** 2 for a in rx)
+    syy = sum((b - my) ** 2 for b in ry)
+    if sxx == 0 or syy == 0:
+        return math.nan
+    return sxy / math.sqrt(sxx * syy)
+
+
+def _ranks(xs: Sequence[float]) -> list[float]:
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    ranks = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
+            j += 1
+        for t in range(i, j + 1):
+            ranks[order[t]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks

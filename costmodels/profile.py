@@ -1,0 +1,224 @@
+"""Machine profiles: the calibrated model's constants, as JSON, kept in the store.
+
+Where `profile()` finds one, first hit wins:
+
+1. `SVOD_PROFILE=path.json` (a profile file, e.g. `tests/machine_profile.json` in CI);
+2. the store (kind "profiles"), written by `svod calibrate` on this machine — a profile
+   written by an older svod version on this machine is reused (and re-stored under
+   this version) until the next calibration: it describes the machine, not the code;
+3. the reference profile shipped with svod (`costmodels.reference`, measured on the
+   project's 2-core reference VM), so planning never needs a calibration first.
+
+>>> p = reference()
+>>> p.cores >= 1 and p.bandwidth_at("copy1", 1 << 20) > 0
+True
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import math
+import os
+import threading
+from dataclasses import dataclass, field
+
+PROFILE_FORMAT = 1
+STORE_KEY = f"machine-profile/v{PROFILE_FORMAT}"
+
+
+@dataclass
+class Profile:
+    """A machine profile (see `costmodels.calibrate` for how each constant is measured).
+
+    `data` is the JSON form; the properties are views of it. `source` says where it came
+    from ("store", "file:<path>", "reference", "memory")."""
+
+    data: dict
+    source: str = "memory"
+    _curves: dict = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def from_json(data: dict, source: str = "memory") -> Profile:
+        if not isinstance(data, dict) or data.get("format") != PROFILE_FORMAT:
+            raise ValueError(f"not a svod machine profile of format {PROFILE_FORMAT}")
+        for key in ("bandwidth", "op_seconds", "launch_seconds", "dispatch_seconds", "unit_seconds"):
+            if key not in data:
+                raise ValueError(f"machine profile lacks {key!r}")
+        return Profile(data, source)
+
+    @staticmethod
+    def load(path: str | os.PathLike) -> Profile:
+        with open(path) as fh:
+            return Profile.from_json(json.load(fh), f"file:{path}")
+
+    def to_json(self) -> dict:
+        return self.data
+
+    def dump(self, path: str | os.PathLike) -> None:
+        with open(path, "w") as fh:
+            json.dump(self.data, fh, indent=1, sort_keys=True)
+            fh.write("\n")
+
+    @property
+    def id(self) -> str:
+        """A content hash: part of the plan generation (a new profile re-plans)."""
+        core = {k: v for k, v in self.data.items() if k not in ("raw", "created", "calibrate_seconds")}
+        text = json.dumps(core, sort_keys=True, separators=(",", ":"))
+        return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
+
+    # ---- the constants
+    @property
+    def cores(self) -> int:
+        return int(self.data.get("cores", 1))
+
+    @property
+    def bandwidth(self) -> dict[str, list]:
+        return self.data["bandwidth"]
+
+    @property
+    def op_seconds(self) -> dict[str, float]:
+        return self.data["op_seconds"]
+
+    @property
+    def launch_seconds(self) -> float:
+        return float(self.data["launch_seconds"])
+
+    @property
+    def dispatch_seconds(self) -> float:
+        return float(self.data["dispatch_seconds"])
+
+    @property
+    def unit_seconds(self) -> float:
+        return float(self.data["unit_seconds"])
+
+    @property
+    def compute_scaling(self) -> float:
+        return float(self.data.get("compute_scaling", 1.0))
+
+    def get(self, key: str, default=None):
+        return self.data.get(key, default)
+
+    def bandwidth_at(self, curve: str, working_set: float) -> float:
+        """Bytes/s of `curve` ("read1", "copy2", ...) at `working_set` bytes:
+        interpolated in log(size) between measured points, flat beyond them."""
+        pts = self._curves.get(curve)
+        if pts is None:
+            raw = sorted(self.bandwidth.get(curve) or self.bandwidth.get(curve[:-1] + "1") or [[1, 1e10]])
+            pts = ([math.log(max(p[0], 1)) for p in raw], [float(p[1]) for p in raw])
+            self._curves[curve] = pts
+        xs, ys = pts
+        x = math.log(max(working_set, 1))
+        if x <= xs[0]:
+            return ys[0]
+        if x >= xs[-1]:
+            return ys[-1]
+        i = bisect.bisect_right(xs, x)
+        w = (x - xs[i - 1]) / (xs[i] - xs[i - 1])
+        # harmonic interpolation: seconds per byte are what add up
+        return 1.0 / ((1 - w) / ys[i - 1] + w / ys[i])
+
+    def curves(self) -> dict[str, list[tuple[float, float]]]:
+        """Every bandwidth curve as (working-set bytes, bytes/s) points (for plotting)."""
+        return {k: [(float(a), float(b)) for a, b in sorted(v)] for k, v in self.bandwidth.items()}
+
+
+# ----------------------------------------------------------------------------- finding one
+
+_lock = threading.Lock()
+_cached: dict[str, Profile] = {}
+
+
+def reference() -> Profile:
+    """The profile shipped with svod (measured on the project's reference VM)."""
+    from costmodels.reference import PROFILE
+
+    return Profile.from_json(PROFILE, "reference")
+
+
+def _from_store(store) -> Profile | None:
+    obj = store.get_json("profiles", STORE_KEY)
+    source = "store"
+    if obj is None:
+        obj = store.get_json_any_code("profiles", STORE_KEY) if hasattr(store, "get_json_any_code") else None
+        if obj is not None:
+            store.put_json("profiles", STORE_KEY, obj)  # re-stored under this svod version
+            source = "store (older svod version)"
+    if obj is None:
+        return None
+    try:
+        return Profile.from_json(obj, source)
+    except ValueError:
+        return None
+
+
+def profile(store=None, refresh: bool = False) -> Profile:
+    """The profile this process plans with (see the module docstring for the order).
+
+    >>> profile().source in ("store", "reference", "store (older svod version)") or \
+        profile().source.startswith("file:")
+    True
+    """
+    path = os.environ.get("SVOD_PROFILE")
+    if path:
+        key = "file:" + path
+        with _lock:
+            if refresh or key not in _cached:
+                try:
+                    _cached[key] = Profile.load(path)
+                except (OSError, ValueError) as e:
+                    import warnings
+
+                    from svod.errors import SvodWarning
+
+                    warnings.warn(f"svod: SVOD_PROFILE={path} is not a usable profile ({e}); using the "
+                                  "reference profile", SvodWarning, stacklevel=2)
+                    _cached[key] = reference()
+            return _cached[key]
+    if store is None:
+        from svod.store import default_store
+
+        store = default_store()
+    key = f"store:{id(store)}"
+    with _lock:
+        if refresh or key not in _cached:
+            _cached[key] = _from_store(store) or reference()
+        return _cached[key]
+
+
+def save(p: Profile, store=None) -> None:
+    """Store `p` as this machine's profile (and use it from now on in this process)."""
+    if store is None:
+        from svod.store import default_store
+
+        store = default_store()
+    store.put_json("profiles", STORE_KEY, p.to_json())
+    p.source = "store"
+    with _lock:
+        _cached.clear()
+        _cached[f"store:{id(store)}"] = p
+
+
+def forget() -> None:
+    """Drop the per-process cache (tests; after changing SVOD_CACHE_DIR)."""
+    with _lock:
+        _cached.clear()
+
+
+def write_reference(p: Profile, path: str | os.PathLike | None = None) -> str:
+    """Write `p` (without its raw probe timings) as `costmodels/reference.py`, the profile
+    shipped with svod; keep `tests/machine_profile.json` the same profile."""
+    import pprint
+
+    data = {k: v for k, v in p.data.items() if k != "raw"}
+    path = path or os.path.join(os.path.dirname(__file__), "reference.py")
+    text = ('"""The reference machine profile shipped with svod: `svod calibrate` on the project\'s\n'
+            "reference VM (2 vCPUs, AMD EPYC under KVM, AVX2 JIT target). `costmodels.profile()` falls back\n"
+            "to it when this machine has no profile of its own. Generated by\n"
+            "`costmodels.profile.write_reference(Profile.load('tests/machine_profile.json'))`; the tests check\n"
+            'that the two agree."""\n\n'
+            f"PROFILE = {pprint.pformat(data, width=110, sort_dicts=True)}\n")
+    with open(path, "w") as fh:
+        fh.write(text)
+    return str(path)

@@ -1,0 +1,189 @@
+"""`svod costmodel report`: how well a cost model ranks the fusion variants of real
+programs, measured.
+
+For each workload with a small graph (at most `max_choices` free kernel boundaries),
+every cover of its graph by legal kernels is enumerated by the search's oracle — from
+the Kernel spec, independently of any model. Up to `max_variants` of them are timed
+(all of them when there are fewer; else the model's pick plus a seeded random sample:
+the sample does not depend on the model's ranking), each as `realize()` would run it
+(a GraphProgram with the thread counts the model priced), medians of interleaved
+repeats. Per workload: the Spearman rank correlation of predicted against measured
+time, and the measured time of the model's pick over the best measured variant.
+
+The oracle is passed in (`costmodels` never imports `search`; the CLI wires them)::
+
+>>> import search.oracle
+>>> rows = report(CalibratedModel(), search.oracle, names=["w2_softmax"], small=True, max_variants=4,
+...               repeats=3, progress=False)
+>>> rows[0].measured_variants, rows[0].pick_ratio >= 1.0
+(4, True)
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+from costmodels.analytic import CalibratedModel
+from costmodels.measure import PlanRunner, robust_medians, spearman, time_rounds
+from costmodels.progress import bar
+from costmodels.targets import Target, workload_target
+from svod.costing import CostModel, Machine
+
+__all__ = ["CalibratedModel", "Row", "format_report", "report", "small_workloads", "summary"]
+
+
+@dataclass
+class Row:
+    workload: str
+    covers: int  # every distinct plan of the graph
+    measured_variants: int
+    predicted: list[float] = field(default_factory=list)  # seconds, per measured variant
+    measured: list[float] = field(default_factory=list)  # median seconds, same order
+    kernels: list[int] = field(default_factory=list)
+    pick: int = 0  # index (in the lists) of the model's cheapest predicted variant
+    spearman: float = math.nan
+    noise: float = math.nan  # Spearman between the odd and the even rounds' medians: the ceiling noise allows
+    seconds: float = 0.0  # wall time spent on this workload
+    note: str = ""
+
+    @property
+    def best(self) -> int:
+        return min(range(len(self.measured)), key=self.measured.__getitem__) if self.measured else 0
+
+    @property
+    def pick_ratio(self) -> float:
+        return self.measured[self.pick] / self.measured[self.best] if self.measured else math.nan
+
+    def pairs(self) -> list[tuple[float, float]]:
+        """(predicted, measured) seconds of each measured variant."""
+        return list(zip(self.predicted, self.measured))
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["pick_ratio"] = self.pick_ratio
+        d["best"] = self.best
+        return d
+
+
+def small_workloads(oracle, max_choices: int = 12) -> list[str]:
+    """Workloads whose graphs the oracle can enumerate (1 to `max_choices` free boundaries)."""
+    from svod import workloads
+
+    out = []
+    for name in workloads.names():
+        t = workload_target(name, small=True)
+        if 1 <= len(oracle.choices(t.key)) <= max_choices:
+            out.append(name)
+    return out
+
+
+def _sample(n: int, keep: int, k: int, seed: int) -> list[int]:
+    """`k` indices of range(n): `keep` and a seeded random sample of the rest."""
+    if n <= k:
+        return list(range(n))
+    rest = [i for i in range(n) if i != keep]
+    rng = random.Random(seed)
+    return sorted([keep] + rng.sample(rest, k - 1))
+
+
+def measure_target(t: Target, model: CostModel, oracle, machine: Machine, max_variants: int, repeats: int,
+                   max_choices: int, seed: int, pb=None) -> Row:
+    """Time up to `max_variants` covers of `t`'s graph (see the module docstring)."""
+    t0 = time.perf_counter()
+    covers = oracle.all_covers(t.key, model, machine, max_choices=max_choices)
+    # a model-independent order (kernel content keys), then sample: the pick is covers[0]
+    order = sorted(range(len(covers)), key=lambda i: tuple(k.key() for k in covers[i].plan.kernels))
+    pick_pos = order.index(0)
+    chosen = [order[i] for i in _sample(len(order), pick_pos, max_variants, seed)]
+    runners, pred, nk = [], [], []
+    for ci in chosen:
+        c = covers[ci]
+        prices = model.price_batch(list(c.plan.kernels), machine)
+        threads = {i: p.threads for i, p in enumerate(prices) if p.threads > 1}
+        runners.append(PlanRunner(c.plan, t.arrays, threads))
+        pred.append(sum(p.seconds for p in prices))
+        nk.append(len(c.plan.kernels))
+        if pb is not None:
+            pb.set_postfix_str(f"{t.label.split()[0]}: compiled {len(runners)}/{len(chosen)}")
+    times = time_rounds(runners, repeats=repeats, target=2e-3, seed=seed)
+    meas = robust_medians(times)
+    row = Row(t.label.split()[0], len(covers), len(chosen), pred, meas, nk, chosen.index(0))
+    row.spearman = spearman(pred, meas)
+    if repeats >= 4:
+        row.noise = spearman(robust_medians(times, range(0, repeats, 2)), robust_medians(times, range(1, repeats, 2)))
+    row.seconds = time.perf_counter() - t0
+    return row
+
+
+def report(model: CostModel | None, oracle, names: Sequence[str] | None = None, *, small: bool = False,
+           max_variants: int = 24, repeats: int = 7, max_choices: int = 12, seed: int = 0,
+           progress: bool = True, machine: Machine | None = None) -> list[Row]:
+    """Measure the variants of each small workload and compare with `model`'s predictions
+    (None: the calibrated model over this machine's profile). `oracle` is
+    `search.oracle` (anything with `choices(key)` and `all_covers(key, model, machine,
+    max_choices=)`)."""
+    model = model or CalibratedModel()
+    machine = machine or Machine.host()
+    names = list(names) if names is not None else None
+    rows: list[Row] = []
+    from svod import workloads
+
+    todo = names if names is not None else workloads.names()
+    with bar(total=len(todo), desc="costmodel report", enabled=progress, unit="workload") as pb:
+        for name in todo:
+            pb.set_postfix_str(name)
+            t = workload_target(name, small=small)
+            n_free = len(oracle.choices(t.key))
+            if n_free > max_choices or n_free == 0:
+                if names is not None:
+                    rows.append(Row(name, 0, 0, note=f"skipped: {n_free} free boundaries (max {max_choices})"))
+                pb.update(1)
+                continue
+            rows.append(measure_target(t, model, oracle, machine, max_variants, repeats, max_choices, seed, pb))
+            pb.update(1)
+    return rows
+
+
+def summary(rows: Sequence[Row]) -> dict:
+    """Means over the workloads with a defined Spearman (at least two variants)."""
+    ranked = [r for r in rows if not math.isnan(r.spearman)]
+    measured = [r for r in rows if r.measured]
+    return {
+        "workloads": len(measured),
+        "mean_spearman": statistics.fmean(r.spearman for r in ranked) if ranked else math.nan,
+        "min_spearman": min((r.spearman for r in ranked), default=math.nan),
+        "mean_pick_ratio": statistics.fmean(r.pick_ratio for r in measured) if measured else math.nan,
+        "max_pick_ratio": max((r.pick_ratio for r in measured), default=math.nan),
+        "picks_within_15pct": sum(1 for r in measured if r.pick_ratio <= 1.15),
+        "mean_noise": statistics.fmean(r.noise for r in ranked if not math.isnan(r.noise))
+        if any(not math.isnan(r.noise) for r in ranked) else math.nan,
+    }
+
+
+def format_report(rows: Sequence[Row], model_name: str = "") -> str:
+    head = f"{'workload':<24} {'covers':>6} {'timed':>5} {'spearman':>8} {'noise':>6} {'pick/best':>9} " \
+           f"{'pick ms':>9} {'best ms':>9}  note"
+    lines = [f"cost model: {model_name}" if model_name else "", head, "-" * len(head)]
+    for r in rows:
+        if not r.measured:
+            lines.append(f"{r.workload:<24} {r.covers:>6} {0:>5} {'':>8} {'':>6} {'':>9} {'':>9} {'':>9}  {r.note}")
+            continue
+        rho = "n/a" if math.isnan(r.spearman) else f"{r.spearman:.3f}"
+        noise = "n/a" if math.isnan(r.noise) else f"{r.noise:.2f}"
+        flag = "" if r.pick_ratio <= 1.15 else "  pick > 15% off"
+        lines.append(f"{r.workload:<24} {r.covers:>6} {r.measured_variants:>5} {rho:>8} {noise:>6} "
+                     f"{r.pick_ratio:>9.3f} {r.measured[r.pick] * 1e3:>9.3f} {r.measured[r.best] * 1e3:>9.3f}  "
+                     f"{r.note}{flag}")
+    s = summary(rows)
+    lines.append("-" * len(head))
+    lines.append(f"mean Spearman {s['mean_spearman']:.3f} (min {s['min_spearman']:.3f}) over "
+                 f"{s['workloads']} workloads; pick/best mean {s['mean_pick_ratio']:.3f}, max "
+                 f"{s['max_pick_ratio']:.3f}; {s['picks_within_15pct']}/{s['workloads']} picks within 15% of best")
+    lines.append(f"noise ceiling: mean split-half Spearman of the measurements themselves {s['mean_noise']:.3f} "
+                 "(odd vs even rounds; a model cannot rank variants more consistently than they measure)")
+    return "\n".join(ln for ln in lines if ln is not None)

@@ -1,0 +1,218 @@
+"""`svod tune`: measure a program's best fusion variants and remember the fastest.
+
+Given a target (`costmodels.targets`) and candidate plans (the search's k best and, for
+small graphs, the oracle's cheapest covers — the CLI supplies them, `costmodels` does
+not import `search`):
+
+1. every kernel of every candidate is timed on 1 thread and on all cores
+   (`MeasuredModel(measure=True)`), each result committed as its own row;
+2. every candidate plan is timed whole, as realize() runs it (thread counts from the
+   measured kernels), one row each;
+3. the numpy reference is timed once (the speed-up column);
+4. the fastest few are timed again, interleaved, and the winner is stored as the
+   graph's tuned choice; the learned correction is refitted; the generation is bumped.
+
+Rows already in the database are not measured again, so an interrupted run (Ctrl-C
+loses only the measurement under way) resumes where it stopped, and a finished run
+repeated measures nothing. realize() then runs the tuned plan for this graph, and the
+search prices these kernels with their measured times everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from costmodels.analytic import CalibratedModel
+from costmodels.measure import PlanRunner, time_callable, time_plans
+from costmodels.progress import bar
+from costmodels.targets import Target
+from costmodels.tuning import MeasuredModel, TuningDB, plan_signature
+from svod.kernel import Plan
+
+
+@dataclass
+class Variant:
+    plan: Plan
+    source: str  # "search" (the search's k best) or "oracle" (a cover of the graph)
+    sig: str
+    predicted: float  # the calibrated model's estimate, seconds
+    measured: float | None = None  # seconds (min of N), None until measured
+    threads: dict = field(default_factory=dict)
+
+    @property
+    def kernels(self) -> int:
+        return len(self.plan.kernels)
+
+
+@dataclass
+class TuneResult:
+    label: str
+    graph: str  # GraphKey hash
+    variants: list[Variant]
+    numpy_seconds: float | None
+    chosen: int | None  # index into variants
+    default: int  # the variant realize() would have run before tuning (the model's pick)
+    measured_now: int = 0  # measurements taken by this run (kernels, variants, numpy)
+    correction: str = ""
+
+    def table(self) -> str:
+        head = f"{'#':>3} {'variant':<18} {'kernels':>7} {'predicted ms':>12} {'measured ms':>11} {'vs numpy':>8}"
+        lines = [f"svod tune {self.label}  (graph {self.graph[:12]})", head, "-" * len(head)]
+        order = sorted(range(len(self.variants)),
+                       key=lambda i: (self.variants[i].measured is None, self.variants[i].measured or 0.0))
+        for i in order:
+            v = self.variants[i]
+            meas = "-" if v.measured is None else f"{v.measured * 1e3:.3f}"
+            speed = "-" if v.measured is None or not self.numpy_seconds else f"{self.numpy_seconds / v.measured:.2f}x"
+            tag = f"{v.source}:{v.sig[:8]}"
+            mark = (" <- chosen" if i == self.chosen else "") + (" (model's pick)" if i == self.default else "")
+            lines.append(f"{i:>3} {tag:<18} {v.kernels:>7} {v.predicted * 1e3:>12.3f} {meas:>11} {speed:>8}{mark}")
+        if self.numpy_seconds:
+            lines.append(f"numpy reference: {self.numpy_seconds * 1e3:.3f} ms")
+        if self.chosen is not None and self.variants[self.chosen].measured and \
+                self.variants[self.default].measured:
+            gain = self.variants[self.default].measured / self.variants[self.chosen].measured
+            lines.append(f"tuned choice is {gain:.2f}x the model's pick; realize() now runs it")
+        lines.append(f"measured in this run: {self.measured_now} (rows already in the tuning database are reused)")
+        if self.correction:
+            lines.append(self.correction)
+        return "\n".join(lines)
+
+
+def dedupe(candidates: Sequence[tuple[str, Plan]]) -> list[tuple[str, Plan, str]]:
+    seen: set[str] = set()
+    out = []
+    for source, plan in candidates:
+        sig = plan_signature(plan)
+        if sig not in seen:
+            seen.add(sig)
+            out.append((source, plan, sig))
+    return out
+
+
+def tune(target: Target, candidates: Sequence[tuple[str, Plan]], *, db: TuningDB | None = None,
+         estimate: CalibratedModel | None = None, progress: bool = True, confirm: int = 3, repeats: int = 7,
+         budget: float = 0.25) -> TuneResult:
+    """Measure `candidates` (source, plan) of `target` and store the fastest as the tuned
+    choice (see the module docstring). Raises KeyboardInterrupt through, having stored
+    every measurement finished before it."""
+    db = db or TuningDB()
+    estimate = estimate or CalibratedModel()
+    model = MeasuredModel(estimate, db, measure=False, correction=False, budget=budget)
+    graph = target.key.hash
+    found = dedupe(candidates)
+    variants = [Variant(plan, src, sig, sum(p.seconds for p in estimate.price_batch(list(plan.kernels))))
+                for src, plan, sig in found]
+    default = 0  # candidates come cheapest-predicted first from the search
+    # what is left to measure (for the progress bar)
+    todo_kernels: dict[str, tuple] = {}
+    for v in variants:
+        for k in v.plan.kernels:
+            for t in model.thread_options(k):
+                rk = TuningDB.kernel_key(k, t)
+                if rk not in todo_kernels and db.get_kernel(k, t) is None:
+                    todo_kernels[rk] = (k, t)
+    todo_variants = [v for v in variants if db.get_variant(graph, v.sig) is None]
+    need_numpy = db.get_numpy(graph) is None
+    prior = db.get_choice(graph)
+    need_confirm = prior is None or prior.get("sig") not in {v.sig for v in variants}
+    total = len(todo_kernels) + len(todo_variants) + int(need_numpy) + int(need_confirm)
+    measured = 0
+    wrote = False
+
+    def first_write():
+        nonlocal wrote
+        if not wrote:
+            db.bump()  # plans made from here on see a new generation (again at the end)
+            wrote = True
+
+    try:
+        with bar(total=total, desc=f"tune {target.label.split()[0]}", enabled=progress and total > 0,
+                 unit="measurement") as pb:
+            measuring = MeasuredModel(estimate, db, measure=True, correction=False, budget=budget)
+            for k, t in todo_kernels.values():
+                pb.set_postfix_str(f"kernel {k.name} on {t} thread(s)")
+                first_write()
+                measuring.measure_kernel(k, t)
+                measured += 1
+                pb.update(1)
+            for v in variants:
+                v.threads = {i: p.threads for i, p in enumerate(measuring.price_batch(list(v.plan.kernels)))
+                             if p.threads > 1}
+                row = db.get_variant(graph, v.sig)
+                if row is None:
+                    pb.set_postfix_str(f"variant {v.sig[:8]} ({v.kernels} kernels)")
+                    run = PlanRunner(v.plan, target.arrays, v.threads)
+                    t = time_callable(run, budget=budget * 2, min_runs=3, max_runs=15, target=5e-3)
+                    row = {"seconds": t.seconds, "median": t.median, "predicted": v.predicted, "kernels": v.kernels,
+                           "source": v.source, "threads": {str(i): n for i, n in v.threads.items()}}
+                    first_write()
+                    db.put_variant(graph, v.plan, row)
+                    measured += 1
+                    pb.update(1)
+                v.measured = float(row["seconds"])
+            numpy_s = db.get_numpy(graph)
+            if numpy_s is None:
+                pb.set_postfix_str("numpy reference")
+                numpy_s = time_callable(target.reference, budget=budget * 2, target=5e-3).seconds
+                first_write()
+                db.put_numpy(graph, numpy_s)
+                measured += 1
+                pb.update(1)
+            chosen = _choose(variants, prior, need_confirm, confirm, repeats, target, pb)
+            if need_confirm and chosen is not None:
+                v = variants[chosen]
+                first_write()
+                db.put_choice(graph, v.plan, {"sig": v.sig, "seconds": v.measured, "label": target.label})
+                pb.update(1)
+    finally:
+        if wrote:
+            from costmodels.learned import refit
+
+            try:
+                refit(db)
+            finally:
+                db.bump()
+                _forget_plans()
+    corr = db.get_correction()
+    from costmodels.learned import Correction
+
+    c = Correction.from_json(corr)
+    return TuneResult(target.label, graph, variants, numpy_s, chosen, default, measured,
+                      c.describe() if c is not None else "")
+
+
+def _choose(variants: list[Variant], prior: dict | None, need_confirm: bool, confirm: int, repeats: int,
+            target: Target, pb) -> int | None:
+    """The tuned choice: the prior one when it is still a candidate, else the fastest of a
+    re-timing of the `confirm` fastest, interleaved (one noisy timing never decides)."""
+    measured = [i for i, v in enumerate(variants) if v.measured is not None]
+    if not measured:
+        return None
+    if not need_confirm and prior is not None:
+        for i, v in enumerate(variants):
+            if v.sig == prior.get("sig"):
+                return i
+    top = sorted(measured, key=lambda i: variants[i].measured)[:max(1, confirm)]
+    if len(top) == 1:
+        return top[0]
+    pb.set_postfix_str(f"confirming the fastest {len(top)}")
+    runners = [PlanRunner(variants[i].plan, target.arrays, variants[i].threads) for i in top]
+    meds = time_plans(runners, repeats=repeats, target=5e-3)
+    best = min(range(len(top)), key=meds.__getitem__)
+    return top[best]
+
+
+def _forget_plans() -> None:
+    """In-memory plans of this process predate the new results: drop them."""
+    from svod import engine
+
+    engine.reset_caches()
+
+
+def speedup(result: TuneResult) -> float:
+    if result.chosen is None or not result.numpy_seconds:
+        return math.nan
+    return result.numpy_seconds / (result.variants[result.chosen].measured or math.nan)

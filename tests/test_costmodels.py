@@ -1,0 +1,370 @@
+"""costmodels: features, the calibrated model over the checked-in machine profile, the
+tuning database and the measured model, the learned correction, the engine's
+generation plumbing, and smoke runs of calibrate and the report (tiny budgets).
+
+Tests never calibrate for real: they use `tests/machine_profile.json` (identical to
+the reference profile shipped in `costmodels.reference`), so plans are deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import svod
+from costmodels import analytic, calibrate, features, learned, measure, profile, tuning
+from costmodels.analytic import CalibratedModel
+from costmodels.features import features as kfeatures
+from costmodels.profile import Profile
+from costmodels.tuning import MeasuredModel, TuningDB
+from svod.costing import CostModel, Machine, Price
+from svod.kernel_examples import elementwise_chain_kernel, layernorm_kernel, matmul_bias_gelu_kernel, softmax_kernel
+from svod.store import Store
+
+PROFILE_PATH = Path(__file__).resolve().parent / "machine_profile.json"
+
+
+@pytest.fixture(scope="module")
+def prof() -> Profile:
+    return Profile.load(PROFILE_PATH)
+
+
+@pytest.fixture
+def model(prof) -> CalibratedModel:
+    return CalibratedModel(prof)
+
+
+@pytest.fixture
+def mem_store(tmp_path):
+    s = Store(tmp_path / "store.sqlite")
+    yield s
+    s.close()
+
+
+def _kernel(fn, *shapes, dtype=np.float32):
+    return calibrate.one_kernel(fn, *shapes, dtype=dtype)
+
+
+# ----------------------------------------------------------------------------- profile
+
+
+def test_checked_in_profile_is_the_reference(prof):
+    ref = profile.reference()
+    assert prof.id == ref.id, "tests/machine_profile.json and costmodels/reference.py differ: regenerate one"
+    assert prof.cores >= 1 and prof.launch_seconds > 0 and prof.dispatch_seconds > 0
+    for op in ("EXP", "LOG", "TANH", "ERF", "SIN", "COS", "SQRT", "POW", "DIV", "ALU"):
+        assert prof.op_seconds[op] > 0, op
+
+
+def test_bandwidth_curves_fall_with_the_working_set(prof):
+    for curve, pts in prof.curves().items():
+        bws = [b for _, b in pts]
+        assert bws == sorted(bws, reverse=True), curve
+        lo, hi = pts[0][0], pts[-1][0]
+        assert prof.bandwidth_at(curve, lo / 10) == bws[0] and prof.bandwidth_at(curve, hi * 10) == bws[-1]
+        mid = prof.bandwidth_at(curve, math.sqrt(lo * hi))
+        assert bws[-1] <= mid <= bws[0]
+
+
+def test_profile_json_round_trip_and_validation(prof, tmp_path):
+    path = tmp_path / "p.json"
+    prof.dump(path)
+    assert Profile.load(path).id == prof.id
+    with pytest.raises(ValueError):
+        Profile.from_json({"format": 999})
+    with pytest.raises(ValueError):
+        Profile.from_json({"format": profile.PROFILE_FORMAT})
+
+
+def test_profile_lookup_order(prof, tmp_path, monkeypatch, mem_store):
+    profile.forget()
+    monkeypatch.delenv("SVOD_PROFILE", raising=False)
+    assert profile.profile(mem_store).source == "reference"  # nothing stored yet
+    data = dict(prof.data, launch_seconds=prof.launch_seconds * 2)
+    profile.save(Profile.from_json(data), mem_store)
+    got = profile.profile(mem_store, refresh=True)
+    assert got.source == "store" and got.launch_seconds == prof.launch_seconds * 2
+    # a profile stored by another svod version on this machine is reused (and re-stored)
+    other = Store(tmp_path / "store.sqlite", code="another-commit")
+    assert other.get_json("profiles", profile.STORE_KEY) is None
+    profile.forget()
+    assert profile.profile(other).launch_seconds == prof.launch_seconds * 2
+    assert other.get_json("profiles", profile.STORE_KEY) is not None
+    other.close()
+    # SVOD_PROFILE wins over the store
+    path = tmp_path / "mine.json"
+    prof.dump(path)
+    monkeypatch.setenv("SVOD_PROFILE", str(path))
+    profile.forget()
+    assert profile.profile(mem_store).source == f"file:{path}"
+    monkeypatch.setenv("SVOD_PROFILE", str(tmp_path / "missing.json"))
+    profile.forget()
+    with pytest.warns(svod.SvodWarning, match="not a usable profile"):
+        assert profile.profile(mem_store).source == "reference"
+    profile.forget()
+
+
+# ----------------------------------------------------------------------------- features
+
+
+def test_features_follow_the_codegen():
+    f = kfeatures(softmax_kernel(64, 256))
+    assert (f.kind, f.rows, f.row_len, f.passes) == ("rowwise", 64, 256, 3)
+    assert f.ops["EXP"] == 64 * 256  # exp(x - max) is stashed by pass 1, not recomputed in pass 2
+    assert f.read_bytes == f.write_bytes == 64 * 256 * 4
+    ew = kfeatures(elementwise_chain_kernel(64, 256))
+    assert ew.access["strided"] == 64 * 256  # the transposed input
+    assert ew.read_bytes == (2 * 64 * 256 + 256) * 4  # the row vector counted once
+    col = kfeatures(_kernel(lambda x: svod.sum(x, axis=0), (64, 256)))
+    assert col.column and col.kind == "reduce"
+    assert kfeatures(_kernel(lambda x: svod.flip(x, axis=1) + 1.0, (8, 16))).access == {"reverse": 128.0}
+    cat = kfeatures(_kernel(lambda x, y: svod.concat([x, y], axis=1) * 2.0, (8, 4), (8, 4)))
+    assert cat.access["masked"] == 2 * 8 * 8
+    mm = kfeatures(matmul_bias_gelu_kernel(16, 32, 64))
+    assert mm.flops == 2 * 16 * 32 * 64 and not mm.matmul_strided and mm.ops["TANH"] == 16 * 64
+    assert kfeatures(calibrate._matmul_kernel(8, 8, 8, library=False, b_t=True)).matmul_strided
+    assert kfeatures(layernorm_kernel(4, 8)).vector()["passes"] == 3.0
+
+
+def test_stash_rule_matches_the_codegen():
+    from svod.codegen import lower
+
+    assert features.STASH_ELEMS == lower.STASH_ELEMS
+
+
+# ----------------------------------------------------------------------------- calibrated model
+
+
+def test_calibrated_model_is_a_cost_model(model):
+    assert isinstance(model, CostModel)
+    ks = [softmax_kernel(256, 256), layernorm_kernel(64, 512), matmul_bias_gelu_kernel(64, 64, 64)]
+    prices = model.price_batch(ks, Machine.host())
+    assert all(isinstance(p, Price) and p.seconds > 0 and p.threads >= 1 for p in prices)
+    assert model.price(ks[0]) == prices[0]  # cached by content key
+
+
+def test_calibrated_model_orders_the_basics(model):
+    n = 1 << 20
+    add = kfeatures(_kernel(lambda x: x + 1.0, (n,)))
+    exp = kfeatures(_kernel(lambda x: svod.exp(x), (n,)))
+    erf = kfeatures(_kernel(lambda x: svod.erf(x), (n,)))
+    assert model.seconds(add, 1) < model.seconds(exp, 1) < model.seconds(erf, 1)
+    small = kfeatures(_kernel(lambda x: svod.exp(x), (256,)))
+    assert model.price_features(small).threads == 1  # a split would not pay its dispatch
+    assert model.price_features(erf).threads == model.profile.cores  # heavy compute splits
+    big = kfeatures(_kernel(lambda x: x + 1.0, (1 << 24,)))
+    # per byte, DRAM is no faster than the caches
+    assert model.memory(big, 1) / big.working_set >= model.memory(add, 1) / add.working_set
+
+
+def test_fusion_is_priced_cheaper_when_it_saves_traffic(model):
+    from svod.key import compact
+    from svod.plan_greedy import lower
+
+    a, b = svod.random.randn(1 << 20), svod.random.randn(1 << 20)
+    y = svod.exp(a * b + 1.0) * 0.5
+    key, _ = compact([y.uop])
+    fused = lower(key, set())
+    computed = {i for i, n in enumerate(key.nodes) if n.op.name in ("MUL", "ADD", "EXP")}
+    unfused = lower(key, computed)
+    assert len(unfused.kernels) > len(fused.kernels)
+    total = lambda p: sum(x.seconds for x in model.price_batch(list(p.kernels)))
+    assert total(fused) < total(unfused)
+
+
+def test_library_call_mix_is_priced(model):
+    both = kfeatures(_kernel(lambda x: svod.exp(svod.tanh(x)), (1 << 16,)))
+    tanh = kfeatures(_kernel(lambda x: svod.tanh(x), (1 << 16,)))
+    exp = kfeatures(_kernel(lambda x: svod.exp(x), (1 << 16,)))
+    if both.calls:  # libmvec present: tanh is a call, exp inline around it costs more
+        assert model.compute(both) > model.compute(tanh) + model.compute(exp) - 1e-12
+
+
+# ----------------------------------------------------------------------------- tuning database, measured model
+
+
+def test_generation_token_changes_on_every_bump(mem_store):
+    db = TuningDB(mem_store)
+    seen = {db.generation()}
+    for _ in range(3):
+        seen.add(db.bump())
+        assert db.generation() in seen
+    assert len(seen) == 4
+
+
+def test_measured_figure_wins_over_the_estimate(model, mem_store):
+    db = TuningDB(mem_store)
+    k = softmax_kernel(128, 128)
+    est = MeasuredModel(model, db).price(k)
+    assert est == model.price(k)  # nothing measured: the estimate
+    db.put_kernel(k, 1, measure.Timing(1.5e-3, 1.6e-3, 3, 1), predicted=est.seconds)
+    db.put_kernel(k, 2, measure.Timing(2.5e-3, 2.6e-3, 3, 1), predicted=est.seconds)
+    m = MeasuredModel(model, db)
+    assert m.price(k) == Price(1.5e-3, 1)
+    assert m.measured_fraction([k, softmax_kernel(8, 8)]) == 0.5
+
+
+def test_measured_model_measures_each_kernel_once(model, mem_store, monkeypatch):
+    calls = []
+
+    def fake_time(kernel, threads=1, **kw):
+        calls.append((kernel.key(), threads))
+        return measure.Timing(1e-4 * threads, 1e-4, 3, 1)
+
+    monkeypatch.setattr(measure, "time_kernel", fake_time)
+    db = TuningDB(mem_store)
+    m = MeasuredModel(model, db, measure=True)
+    ks = [softmax_kernel(512, 512), softmax_kernel(4, 4)]
+    first = m.price_batch(ks)
+    assert first[0] == Price(1e-4, 1)
+    m2 = MeasuredModel(model, db, measure=True)
+    assert m2.price_batch(ks) == first and m2.measured_now == 0
+    assert len(calls) == len(set(calls)) == sum(len(m.thread_options(k)) for k in ks)
+    rows = db.kernel_rows()
+    assert {r["threads"] for r in rows} <= {1, model.profile.cores}
+    assert all("features" in r and r["seconds"] > 0 for r in rows)
+
+
+def test_default_model_and_generation_follow_the_environment(monkeypatch):
+    monkeypatch.setenv("SVOD_COST_MODEL", "roofline")
+    assert tuning.default_model().name == "roofline" and tuning.generation() == "roofline"
+    monkeypatch.setenv("SVOD_COST_MODEL", "calibrated")
+    assert isinstance(tuning.default_model(), CalibratedModel) and tuning.generation().startswith("c")
+    monkeypatch.delenv("SVOD_COST_MODEL")
+    assert isinstance(tuning.default_model(), MeasuredModel) and tuning.generation().startswith("m")
+
+
+def test_engine_plans_with_the_measured_model_and_rekeys_on_tuning(tmp_path, monkeypatch):
+    from svod import engine
+    from svod.store import reset_default_store
+
+    monkeypatch.setenv("SVOD_CACHE_DIR", str(tmp_path / "cache"))
+    reset_default_store()
+    profile.forget()
+    try:
+        assert isinstance(engine.cost_model(), MeasuredModel)
+        x = svod.random.randn(64, 64)
+        key, exe = engine.plan_for([svod.nn.softmax(x)])
+        k1 = engine._plan_store_key(key)
+        assert engine.cost_model() is engine.cost_model()  # one model per generation
+        old = engine.cost_model()
+        TuningDB().bump()
+        assert engine._plan_store_key(key) != k1 and engine.cost_model() is not old
+    finally:
+        reset_default_store()
+        profile.forget()
+
+
+def test_realize_uses_a_tuned_plan(tmp_path, monkeypatch):
+    from svod import engine
+    from svod.key import compact
+    from svod.plan_greedy import lower
+    from svod.store import reset_default_store
+
+    monkeypatch.setenv("SVOD_CACHE_DIR", str(tmp_path / "cache"))
+    reset_default_store()
+    try:
+        x = svod.asarray(np.linspace(-2, 2, 96, dtype=np.float32).reshape(8, 12))
+        y = svod.exp(x) * 2.0 + 1.0
+        key, _ = compact([y.uop])
+        computed = {i for i, n in enumerate(key.nodes) if n.op.name in ("EXP", "MUL")}
+        slow = lower(key, computed)  # 3 kernels: what the search would never pick
+        db = TuningDB()
+        db.put_choice(key.hash, slow, {"sig": tuning.plan_signature(slow), "seconds": 1.0})
+        db.bump()
+        engine.reset_caches()
+        _, exe = engine.plan_for([svod.exp(x) * 2.0 + 1.0])
+        assert len(exe.plan.kernels) == 3
+        np.testing.assert_allclose((svod.exp(x) * 2.0 + 1.0).numpy(), np.exp(x.numpy()) * 2 + 1, rtol=1e-6)
+    finally:
+        engine.reset_caches()
+        reset_default_store()
+
+
+# ----------------------------------------------------------------------------- learned correction
+
+
+def _rows(n, factor, noise, seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        size = float(2 ** rng.integers(10, 24))
+        f = {"size": size, "units": size / 1024, "read_bytes": 8 * size, "write_bytes": 4 * size,
+             "op:EXP": size * rng.integers(0, 3), "passes": 1.0}
+        pred = 1e-9 * size
+        out.append({"key": f"k{i}", "kind": "elementwise", "threads": 1, "features": f, "predicted": pred,
+                    "seconds": pred * factor(f) * math.exp(noise * rng.standard_normal())})
+    return out
+
+
+def test_learned_correction_is_used_only_where_it_helps():
+    # a systematic error that depends on the features: the fit is kept and helps
+    c = learned.fit(_rows(60, lambda f: 2.0 if f["op:EXP"] else 0.7, 0.05))
+    g = c.groups["elementwise"]
+    assert g["used"] and g["cv_after"] < g["cv_before"]
+    rt = learned.Correction.from_json(json.loads(json.dumps(c.to_json())))
+    row = _rows(1, lambda f: 1.0, 0.0, seed=5)[0]
+    assert rt.factor_row(row) == pytest.approx(c.factor_row(row))
+    # pure noise: nothing to learn, the correction stays off
+    c2 = learned.fit(_rows(60, lambda f: 1.0, 0.3, seed=1))
+    assert not c2.groups["elementwise"]["used"]
+    # too few rows: off
+    assert not learned.fit(_rows(5, lambda f: 3.0, 0.0)).groups["elementwise"]["used"]
+    assert "not used" in c2.describe()
+
+
+# ----------------------------------------------------------------------------- calibrate and report (smoke)
+
+
+def test_calibrate_smoke_with_a_few_probes(monkeypatch, mem_store):
+    """A tiny calibration (three probes, short budgets): the pipeline, not the numbers."""
+    few = [calibrate.Probe("copy:1048576:1", lambda: [calibrate.one_kernel(calibrate._add1, (1 << 17,))], 1, 0.01),
+           calibrate.Probe("op:NONE:f32", lambda: [calibrate.one_kernel(calibrate._repeat("NONE", 4), (4096,))],
+                           1, 0.01),
+           calibrate.Probe("op:EXP:f32", lambda: [calibrate.one_kernel(calibrate._repeat("EXP", 4), (4096,))],
+                           1, 0.01)]
+    monkeypatch.setattr(calibrate, "probes", lambda quick=False: few)
+    monkeypatch.setattr(calibrate, "_launch_cost", lambda: 5e-8)
+    monkeypatch.setattr(calibrate, "_alloc_cost", lambda: 1e-6)
+    p = calibrate.calibrate(progress=False, budget=0.5, rounds=1, save=False)
+    assert p.op_seconds["EXP"] > 0 and p.bandwidth["copy1"] and p.launch_seconds == 5e-8
+    assert "EXP" in calibrate.summary(p)
+    profile.save(p, mem_store)
+    assert mem_store.get_json("profiles", profile.STORE_KEY)["op_seconds"]["EXP"] == p.op_seconds["EXP"]
+    assert analytic.CalibratedModel(p).price(softmax_kernel(8, 8)).seconds > 0
+    profile.forget()
+
+
+def test_report_smoke_on_a_small_workload(model):
+    import search.oracle
+    from costmodels import report
+
+    rows = report.report(model, search.oracle, names=["w2_softmax", "w6_reductions"], small=True, max_variants=3,
+                         repeats=4, progress=False)
+    assert [r.workload for r in rows] == ["w2_softmax", "w6_reductions"]
+    for r in rows:
+        assert r.measured_variants == 3 == len(r.measured) == len(r.predicted)
+        assert r.pick_ratio >= 1.0 and -1.0 <= r.spearman <= 1.0
+        assert r.predicted[r.pick] == min(r.predicted)
+    text = report.format_report(rows, "calibrated")
+    assert "w2_softmax" in text and "mean Spearman" in text and "noise ceiling" in text
+    assert json.dumps([r.to_json() for r in rows])
+
+
+def test_spearman_and_robust_medians():
+    assert measure.spearman([1, 2, 3], [3, 2, 1]) == -1.0
+    assert measure.spearman([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(0.9487, abs=1e-3)
+    assert math.isnan(measure.spearman([1], [1]))
+    t = measure.robust_medians([[1.0, 10.0, 1.0], [2.0, 20.0, 2.0]])
+    assert t[1] == pytest.approx(2 * t[0])
+
+
+def test_time_kernel_reports_a_positive_minimum():
+    t = measure.time_kernel(softmax_kernel(16, 64), threads=1, budget=0.02)
+    assert 0 < t.seconds <= t.median and t.runs >= 1
+    assert os.environ.get("SVOD_CACHE_DIR")  # the store stays the tests' temporary one

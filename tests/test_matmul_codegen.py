@@ -1,0 +1,396 @@
+"""The generated GEMM (svod/codegen/gemm.py): packed panels, register-blocked micro-kernel,
+fused epilogues — against a float64 numpy reference within numpy's own error bound.
+
+Two routes in: hand-built `Kernel`s (every matmul form the Kernel spec allows: batch
+broadcasting, transposed and padded operand views, multi-output and non-float outputs),
+and the frontend (`@` on Tensors, planned with every matmul fused into its consumer, as
+the search's "matmul with fused epilogue" variant) so the views are the engine's own.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import svod
+from svod.codegen.gemm import gemm_config, plan_gemm, split_tiles
+from svod.codegen.program import compile_kernel
+from svod.costing import Machine, RooflineModel
+from svod.dtype import bool_, float32, float64
+from svod.ir import Ops
+from svod.kernel import ACC, LOAD, Kernel, KInput, KNode, KOutput, MatmulSpec
+from svod.key import compact
+from svod.plan_greedy import initial_materialized, lower
+from svod.view import View, ViewChain
+
+SIZES = [0, 1, 2, 5, 6, 7, 13, 16, 17, 33, 64, 129]
+EPILOGUES = ["none", "bias", "relu", "gelu", "gelu_tanh", "sigmoid", "tanh", "residual", "scale"]
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+# ----------------------------------------------------------------------------- reference and bound
+
+
+def _epilogue_np(name: str, y: np.ndarray, bias: np.ndarray, res: np.ndarray) -> np.ndarray:
+    """The epilogue in float64 (the reference)."""
+    if name == "none":
+        return y
+    if name == "bias":
+        return y + bias
+    if name == "relu":
+        return np.maximum(y + bias, 0)
+    if name == "gelu":
+        from math import erf
+
+        z = y + bias
+        return 0.5 * z * (1 + np.vectorize(erf)(z / math.sqrt(2))) if z.size else z
+    if name == "gelu_tanh":
+        z = y + bias
+        return 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
+    if name == "sigmoid":
+        return 1 / (1 + np.exp(-(y + bias)))
+    if name == "tanh":
+        return np.tanh(y + bias)
+    if name == "residual":
+        return y + res
+    if name == "scale":
+        return y * 0.125
+    raise AssertionError(name)
+
+
+def _epilogue_svod(name: str, y, bias, res):
+    if name == "none":
+        return y
+    if name == "bias":
+        return y + bias
+    if name == "relu":
+        return svod.nn.relu(y + bias)
+    if name == "gelu":
+        return svod.nn.gelu(y + bias)
+    if name == "gelu_tanh":
+        return svod.nn.gelu(y + bias, approximate="tanh")
+    if name == "sigmoid":
+        return svod.nn.sigmoid(y + bias)
+    if name == "tanh":
+        return svod.tanh(y + bias)
+    if name == "residual":
+        return y + res
+    if name == "scale":
+        return y * 0.125
+    raise AssertionError(name)
+
+
+def assert_within_bound(got, a, b, dtype, epilogue="none", bias=None, res=None, what=""):
+    """|got - ref| <= the classic dot-product bound (k+4)·eps·(|A|@|B|), carried through the
+    epilogue (every epilogue here is at most 1.13-Lipschitz, scaling 0.125) plus the
+    epilogue's own few ulps — the bound numpy's float32 BLAS result satisfies too."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    k = a.shape[-1]
+    y = np.matmul(a64, b64)
+    mag = np.matmul(np.abs(a64), np.abs(b64))
+    bias = np.zeros(y.shape[-1]) if bias is None else bias.astype(np.float64)
+    res = np.zeros_like(y) if res is None else res.astype(np.float64)
+    want = _epilogue_np(epilogue, y, bias, res)
+    eps = np.finfo(dtype).eps
+    lip = 0.125 if epilogue == "scale" else 1.13
+    tol = 2 * (k + 4) * eps * (mag * lip + np.abs(bias) + np.abs(res)) + 16 * eps * np.abs(want)
+    tol += 8 * np.finfo(dtype).tiny
+    assert got.shape == want.shape, (what, got.shape, want.shape)
+    assert got.dtype == dtype, (what, got.dtype)
+    err = np.abs(got.astype(np.float64) - want)
+    bad = ~(err <= tol)
+    assert not bad.any(), f"{what}: max err {err.max()} > tol at {np.argwhere(bad)[:3].tolist()}"
+
+
+# ----------------------------------------------------------------------------- running plans
+
+
+def run_fused(outs, threads: int = 2):
+    """Plan `outs` with every matmul fused into its consumer (the generated GEMM), compile
+    and run every kernel; returns (outputs, plan)."""
+    key, bind = compact([o.uop for o in outs])
+    plan = lower(key, initial_materialized(key))
+    plan.check()
+    bufs = {i: np.ascontiguousarray(x).reshape(-1) for i, x in enumerate(bind.arrays)}
+    for k in plan.kernels:
+        for o in k.outputs:
+            bufs.setdefault(o.slot, np.empty(int(np.prod(o.shape)), o.dtype.np))
+        compile_kernel(k).run(bufs, threads)
+    return [bufs[s].reshape(sh).copy() for s, sh in plan.outputs], plan
+
+
+def run_kernel(k: Kernel, ins: list[np.ndarray], threads: int = 2) -> dict:
+    k.check()
+    bufs = {i: np.ascontiguousarray(x).reshape(-1) for i, x in enumerate(ins)}
+    for o in k.outputs:
+        bufs[o.slot] = np.full(int(np.prod(o.shape)), 7, o.dtype.np)  # garbage: must be overwritten
+    compile_kernel(k).run(bufs, threads)
+    return bufs
+
+
+# ----------------------------------------------------------------------------- frontend route
+
+
+@st.composite
+def matmul_cases(draw):
+    dt = draw(st.sampled_from([np.float32, np.float64]))
+    m, k, n = (draw(st.sampled_from(SIZES)) for _ in range(3))
+    nbatch = draw(st.integers(0, 2))
+    ba = tuple(draw(st.sampled_from([1, 2, 3])) for _ in range(nbatch))
+    # broadcast: each batch dim of B is the same as A's, or 1 (or A's is 1)
+    bb = tuple(draw(st.sampled_from([x, 1])) for x in ba)
+    if nbatch and draw(st.booleans()):
+        ba, bb = bb, ba
+    if nbatch and draw(st.booleans()):
+        bb = bb[1:]  # fewer batch dims on one side
+    ta, tb = draw(st.booleans()), draw(st.booleans())
+    epi = draw(st.sampled_from(EPILOGUES))
+    return dt, m, k, n, ba, bb, ta, tb, epi
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(matmul_cases())
+def test_hypothesis_fused_matmul_matches_float64_reference(case):
+    dt, m, k, n, ba, bb, ta, tb, epi = case
+    rng = _rng(m * 1000 + k * 10 + n)
+    # a transposed operand is stored (..., k, m) and viewed through .mT: a strided view
+    a_store = rng.standard_normal(ba + ((k, m) if ta else (m, k))).astype(dt)
+    b_store = rng.standard_normal(bb + ((n, k) if tb else (k, n))).astype(dt)
+    bias = rng.standard_normal(n).astype(dt)
+    out_batch = np.broadcast_shapes(ba, bb)
+    res = rng.standard_normal(out_batch + (m, n)).astype(dt)
+    A, B, Bias, Res = (svod.asarray(x) for x in (a_store, b_store, bias, res))
+    A = A.mT if ta else A
+    B = B.mT if tb else B
+    y = _epilogue_svod(epi, A @ B, Bias, Res)
+    (got,), plan = run_fused([y])
+    kinds = [kk.kind for kk in plan.kernels]
+    # NOTE: a matmul with no epilogue is materialised, hence the BLAS step (plan_greedy.lower)
+    assert kinds.count("matmul" if epi != "none" else "blas") == 1 or got.size == 0, kinds
+    a = np.swapaxes(a_store, -1, -2) if ta else a_store
+    b = np.swapaxes(b_store, -1, -2) if tb else b_store
+    uses_bias = epi in ("bias", "relu", "gelu", "gelu_tanh", "sigmoid", "tanh")
+    assert_within_bound(got, a, b, dt, epi, bias if uses_bias else None, res if epi == "residual" else None,
+                        what=str(case))
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (7, 7, 7), (129, 129, 129), (1000, 7, 129), (7, 1000, 1),
+                                   (1, 1000, 7), (129, 600, 1000), (0, 5, 7), (5, 0, 7), (5, 7, 0), (0, 0, 0)])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_odd_and_empty_sizes(m, k, n, dt):
+    rng = _rng(1)
+    a = rng.standard_normal((m, k)).astype(dt)
+    b = rng.standard_normal((k, n)).astype(dt)
+    bias = rng.standard_normal(n).astype(dt)
+    A, B, Bias = (svod.asarray(x) for x in (a, b, bias))
+    (got,), plan = run_fused([svod.nn.relu(A @ B + Bias)])
+    assert_within_bound(got, a, b, dt, "relu", bias, what=f"{m}x{k}x{n}")
+
+
+def test_empty_batch():
+    a = np.ones((0, 3, 4), np.float32)
+    b = np.ones((4, 5), np.float32)
+    (got,), _ = run_fused([svod.asarray(a) @ svod.asarray(b) * 2.0])
+    assert got.shape == (0, 3, 5)
+
+
+def test_attention_scores_and_values():
+    """q @ kᵀ (a transposed B through a permute view), softmax, @ v — batched heads."""
+    rng = _rng(2)
+    q, kk, v = (rng.standard_normal((2, 3, 37, 16)).astype(np.float32) for _ in range(3))
+    Q, K, V = (svod.asarray(x) for x in (q, kk, v))
+    s = (Q @ K.transpose(0, 1, 3, 2)) * 0.125
+    (got_s,), plan = run_fused([s])
+    assert [x.kind for x in plan.kernels] == ["matmul"]
+    assert_within_bound(got_s, q, np.swapaxes(kk, -1, -2), np.float32, "scale")
+    p = rng.random((2, 3, 37, 37)).astype(np.float32)
+    (got_o,), _ = run_fused([svod.asarray(p) @ V + 1.0])
+    assert_within_bound(got_o, p, v, np.float32, "bias", np.ones(16, np.float32))
+
+
+def test_vector_operands():
+    rng = _rng(3)
+    a = rng.standard_normal((9, 300)).astype(np.float32)
+    x = rng.standard_normal(300).astype(np.float32)
+    (got,), _ = run_fused([svod.tanh(svod.asarray(a) @ svod.asarray(x) + 0.0)])
+    assert_within_bound(got[:, None], a, x[:, None], np.float32, "tanh", np.zeros(1), what="matvec")
+    (got2,), _ = run_fused([svod.asarray(x) @ svod.asarray(a.T.copy()) * 0.125])
+    assert_within_bound(got2[None], x[None], a.T, np.float32, "scale", what="vecmat")
+
+
+def test_mlp_block_matches_numpy():
+    rng = _rng(4)
+    x = rng.standard_normal((64, 96)).astype(np.float32)
+    w1 = (rng.standard_normal((96, 256)) / 10).astype(np.float32)
+    b1 = rng.standard_normal(256).astype(np.float32)
+    w2 = (rng.standard_normal((256, 80)) / 16).astype(np.float32)
+    b2 = rng.standard_normal(80).astype(np.float32)
+    X, W1, B1, W2, B2 = (svod.asarray(t) for t in (x, w1, b1, w2, b2))
+    (got,), plan = run_fused([svod.nn.gelu(X @ W1 + B1) @ W2 + B2])
+    assert [k.kind for k in plan.kernels] == ["matmul", "matmul"]
+    h = _epilogue_np("gelu", x.astype(np.float64) @ w1.astype(np.float64), b1.astype(np.float64), None)
+    want = h @ w2 + b2
+    np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4)
+
+
+# ----------------------------------------------------------------------------- kernel route
+
+
+def _mm_kernel(dt, batch, m, k, n, a_view=None, b_view=None, nodes=None, outputs=None, extra=()):
+    d = dt
+    shape = batch + (m, n)
+    a_view = a_view or ViewChain.of(batch + (m, k))
+    b_view = b_view or ViewChain.of(batch + (k, n))
+    ins = (KInput(0, d, a_view), KInput(1, d, b_view)) + tuple(extra)
+    nodes = nodes or (KNode(ACC, d),)
+    nin = len(ins)
+    outputs = outputs or (KOutput(nin, len(nodes) - 1, d, shape),)
+    return Kernel("mm_test", shape, ins, tuple(nodes), tuple(outputs), (), MatmulSpec(0, 1, m, n, k))
+
+
+@pytest.mark.parametrize("dt", [float32, float64])
+def test_multiple_k_blocks_with_a_bool_output_use_scratch_partials(dt):
+    """No output has the accumulator dtype: partial sums between K blocks live in scratch."""
+    k = gemm_config(dt.itemsize).kc * 2 + 3
+    m, n = 13, 21
+    nodes = (KNode(ACC, dt), KNode(Ops.CONST, dt, (), 0.0), KNode(Ops.CMPLT, bool_, (1, 0)))
+    kern = _mm_kernel(dt, (), m, k, n, nodes=nodes, outputs=(KOutput(2, 2, bool_, (m, n)),))
+    assert plan_gemm(kern).nkb == 3
+    rng = _rng(5)
+    a, b = rng.standard_normal((m, k)).astype(dt.np), rng.standard_normal((k, n)).astype(dt.np)
+    bufs = run_kernel(kern, [a, b])
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    sure = np.abs(want) > 1e-3 * np.abs(a) @ np.abs(b)  # far from 0: the sign is certain
+    np.testing.assert_array_equal(bufs[2].reshape(m, n).astype(bool)[sure], (want > 0)[sure])
+
+
+def test_multi_output_acc_and_epilogue_and_k_blocks():
+    dt = float32
+    k = gemm_config(4).kc + 17
+    m, n = 40, 70
+    nodes = (KNode(ACC, dt), KNode(LOAD, dt, (), 2), KNode(Ops.ADD, dt, (0, 1)), KNode(Ops.TANH, dt, (2,)))
+    bias_view = ViewChain((View.contiguous((1, n)).expand((m, n)),))
+    outs = (KOutput(3, 3, dt, (m, n)), KOutput(4, 0, dt, (m, n)))
+    kern = _mm_kernel(dt, (), m, k, n, nodes=nodes, outputs=outs, extra=(KInput(2, dt, bias_view),))
+    rng = _rng(6)
+    a, b, bias = rng.standard_normal((m, k)), rng.standard_normal((k, n)), rng.standard_normal(n)
+    a, b, bias = (x.astype(np.float32) for x in (a, b, bias))
+    bufs = run_kernel(kern, [a, b, bias])
+    assert_within_bound(bufs[4].reshape(m, n), a, b, np.float32, what="acc output")
+    assert_within_bound(bufs[3].reshape(m, n), a, b, np.float32, "tanh", bias, what="tanh output")
+
+
+def test_padded_and_chained_operand_views():
+    """A padded operand (masked view: zeros read, never loaded) and a reshape-after-permute
+    chain go through the general element loads of the packing."""
+    dt = float32
+    m, k, n = 9, 12, 20
+    a_real = _rng(7).standard_normal((m, k - 4)).astype(np.float32)
+    a_view = ViewChain((View.contiguous((m, k - 4)).pad(((0, 0), (2, 2))),))
+    b_store = _rng(8).standard_normal((n, k)).astype(np.float32)  # B = b_store.T reshaped (k, n)
+    b_view = ViewChain.of((n, k))
+    from svod.view import apply_movement
+
+    b_view = apply_movement(b_view, "PERMUTE", (1, 0))
+    b_view = apply_movement(b_view, "RESHAPE", (k // 2, 2, n))
+    b_view = apply_movement(b_view, "RESHAPE", (k, n))
+    kern = _mm_kernel(dt, (), m, k, n, a_view=a_view, b_view=b_view)
+    bufs = run_kernel(kern, [a_real, b_store])
+    a = np.pad(a_real, ((0, 0), (2, 2)))
+    assert_within_bound(bufs[2].reshape(m, n), a, b_store.T, np.float32)
+
+
+def test_threads_and_units_do_not_change_results():
+    """Each element's sum order depends on K and KC only: 1 and 2 threads agree bit for bit."""
+    rng = _rng(9)
+    a = rng.standard_normal((300, 700)).astype(np.float32)
+    b = rng.standard_normal((700, 333)).astype(np.float32)
+    kern = _mm_kernel(float32, (), 300, 700, 333)
+    assert plan_gemm(kern).units > 1
+    one = run_kernel(kern, [a, b], threads=1)[2]
+    two = run_kernel(kern, [a, b], threads=2)[2]
+    np.testing.assert_array_equal(one, two)
+
+
+def test_integer_matmul_keeps_the_simple_lowering():
+    a = np.arange(12, dtype=np.int32).reshape(3, 4)
+    b = np.arange(20, dtype=np.int32).reshape(4, 5)
+    from svod.dtype import int32
+
+    bufs = run_kernel(_mm_kernel(int32, (), 3, 4, 5), [a, b])
+    np.testing.assert_array_equal(bufs[2].reshape(3, 5), a @ b)
+
+
+# ----------------------------------------------------------------------------- structure
+
+
+def test_generated_code_is_a_vector_micro_kernel_with_packing():
+    kern = _mm_kernel(float32, (), 64, 64, 64)
+    ir_text = compile_kernel(kern).ir
+    cfg = gemm_config(4)
+    assert f"llvm.fmuladd.v{cfg.vw}f32" in ir_text
+    assert "@malloc" in ir_text and "@free" in ir_text
+
+
+def test_avx512_configuration_compiles_to_zmm_without_spills(monkeypatch):
+    """The AVX-512 blocking (12 x 32 f32: 24 zmm accumulators) cannot run on an AVX2 host,
+    but it must compile: asm for an AVX-512 CPU, FMAs on zmm, no stack traffic in the
+    micro-kernel."""
+    import re
+
+    import llvmlite.binding as llvm
+
+    import svod.codegen.gemm as gemm
+    from svod.codegen.jit import LLVM_LOCK, _ensure_init
+    from svod.codegen.lower import lower_kernel
+    from svod.kernel_examples import matmul_bias_gelu_kernel
+
+    cfg = gemm.GemmConfig(4, 16, 12, 2, 256, 240, 1024, 1020)
+    monkeypatch.setattr(gemm, "gemm_config", lambda itemsize: cfg)
+    low = lower_kernel(matmul_bias_gelu_kernel(100, 70, 90))
+    _ensure_init()
+    with LLVM_LOCK:
+        mod = llvm.parse_assembly(low.ir)
+        tm = llvm.Target.from_triple("x86_64-unknown-linux-gnu").create_target_machine(
+            cpu="skylake-avx512", features="+avx512f,+avx512vl,+avx512bw,+avx512dq,+fma,+avx2", opt=3)
+        mod.triple = "x86_64-unknown-linux-gnu"
+        mod.data_layout = str(tm.target_data)
+        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+        pb.getModulePassManager().run(mod, pb)
+        asm = tm.emit_assembly(mod)
+    uk = asm[asm.index(".uk:"):]
+    uk = uk[:uk.index("ret")]
+    assert len(re.findall(r"vfmadd231ps\s+[^\n]*zmm", uk)) >= 24
+    assert not re.findall(r"\(%rsp\)", uk), "the micro-kernel spills accumulators"
+
+
+def test_split_tiles_balances_units():
+    mt, nt, tm, tn = split_tiles(1, 1024, 1024, 6, 16, 1020, 1024, workers=2)
+    assert tm * tn >= 4 and mt % 6 == 0 and nt % 16 == 0 and mt * tm >= 1024 and nt * tn >= 1024
+    assert split_tiles(1, 7, 7, 6, 16, 1020, 1024, workers=2)[2:] == (1, 1)  # too small to split
+    assert split_tiles(8, 64, 64, 6, 16, 1020, 1024, workers=2)[2:] == (1, 1)  # batch gives the units
+    assert split_tiles(1, 0, 5, 6, 16, 1020, 1024, workers=2)[2:] == (0, 0)
+
+
+def test_roofline_matmul_prices():
+    """The roofline's matmul branch: a vector-times-matrix prefers BLAS (the micro-tile
+    pads one row to MR), large fused kernels use both cores, tiny ones one."""
+    model, mach = RooflineModel(), Machine(cores=2, vector_bits=256, flops_per_core=16e9)
+    skinny = _mm_kernel(float32, (), 1, 1024, 1024)
+    lib = Kernel(skinny.name, skinny.shape, skinny.inputs, skinny.nodes, skinny.outputs, (),
+                 MatmulSpec(0, 1, 1, 1024, 1024, library=True))
+    assert model.price(lib, mach).seconds < model.price(skinny, mach).seconds
+    big = _mm_kernel(float32, (), 1024, 1024, 1024)
+    assert model.price(big, mach).threads == 2
+    assert model.price(_mm_kernel(float32, (), 8, 8, 8), mach).threads == 1
+    tiny_lib = Kernel("t", (8, 8), big.inputs[:0] + (KInput(0, float32, ViewChain.of((8, 8))),
+                                                      KInput(1, float32, ViewChain.of((8, 8)))),
+                      (KNode(ACC, float32),), (KOutput(2, 0, float32, (8, 8)),), (), MatmulSpec(0, 1, 8, 8, 8, True))
+    assert model.price(_mm_kernel(float32, (), 8, 8, 8), mach).seconds < model.price(tiny_lib, mach).seconds
