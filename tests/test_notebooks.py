@@ -6,6 +6,7 @@ a persistent cache of its own; any cell error fails the test. Notebooks are stor
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import pytest
@@ -15,7 +16,8 @@ nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 pytest.importorskip("matplotlib")
 
-NOTEBOOKS = sorted((pathlib.Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 CELL_TIMEOUT = 180  # seconds per cell: a hung cell fails instead of hanging the run
 
 
@@ -39,6 +41,8 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "mpl"))
     monkeypatch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # a debugger warning on stderr
+    # the kernel imports the checkout under test, whatever svod is installed in the env
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
                                      resources={"metadata": {"path": str(path.parent)}})
