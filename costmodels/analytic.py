@@ -14,7 +14,8 @@ machine profile's measured constants.
 - compute: every op evaluation (counted as the codegen emits them) at its measured
   per-element cost (inline math next to a vector-library call at the measured
   slowdown), reductions at the cost measured for the row length (columns: by working
-  set; beside an argmax: scalar), matmul tiles at the measured flop rate (a strided B
+  set along the read-bandwidth curve, sibling columns sharing the read, scaled across
+  threads like streaming; beside an argmax: scalar), matmul tiles at the measured flop rate (a strided B
   operand at its own rate), the BLAS step at its rate for the product's arithmetic
   intensity (or its bytes, whichever is slower);
 - threads: 1 or all cores, whichever is cheaper (the price carries the choice).
@@ -54,6 +55,11 @@ def _interp_log(points: dict, x: float, default: float) -> float:
             w = (lx - xs[i - 1]) / (xs[i] - xs[i - 1])
             return pts[i - 1][1] * (1 - w) + pts[i][1] * w
     return pts[-1][1]
+
+
+# Bumped whenever the formulas change: plan-cache keys include it (`tuning.generation`),
+# so plans chosen by an older model are re-planned, not replayed from the disk cache.
+MODEL_VERSION = "2"
 
 
 class CalibratedModel:
@@ -104,9 +110,33 @@ class CalibratedModel:
             return over + max(f.flops / self._blas_rate(f), self.memory(f, 2))
         speed = 1.0 if te == 1 else self._speedup(te)
         mem = self.memory(f, te) + self.gathers(f) / speed
-        comp = self.compute(f) / speed
+        # a column reduction's cost is mostly its strided reads: more threads help it as
+        # much as they help streaming at its working set, not as much as they help compute
+        cspeed = min(speed, self._stream_scaling(f)) if f.column and te > 1 else speed
+        comp = self.compute(f) / cspeed
         units = f.units * p.unit_seconds / te
         return over + units + max(mem, comp) + p.get("overlap", 0.0) * min(mem, comp)
+
+    def _stream_scaling(self, f: Features) -> float:
+        ws = self.effective_working_set(f)
+        return max(1.0, self.profile.bandwidth_at("read2", ws) / self.profile.bandwidth_at("read1", ws))
+
+    def _column_cost(self, base: str, f: Features) -> tuple[float, float]:
+        """(seconds per element of a column reduction at the kernel's working set, the part
+        of it that is the read). The two calibrated points (L2-sized and DRAM-sized) are
+        joined along the measured read-bandwidth curve, so an L3-resident table costs
+        close to the L2 figure; the read part is shared by sibling column reductions."""
+        p = self.profile
+        table = p.get("column_seconds", {}).get("MAX" if base == "MAXR" else "SUM", {})
+        red = p.get("reduce_seconds", {})
+        ws = self.effective_working_set(f)
+        if len(table) < 2:
+            return _interp_log(table, ws, red.get("SUM", 5e-11)), 0.0
+        (s_lo, c_lo), (s_hi, c_hi) = sorted((float(k), float(v)) for k, v in table.items())[::len(table) - 1]
+        inv = [1.0 / p.bandwidth_at("read1", x) for x in (s_lo, s_hi, ws)]
+        w = min(1.0, max(0.0, (inv[2] - inv[0]) / max(inv[1] - inv[0], 1e-30)))
+        cost = c_lo + (c_hi - c_lo) * w
+        return cost, min(4.0 * inv[2], cost)  # float32 elements: 4 bytes read each
 
     def _speedup(self, te: int) -> float:
         s = self.profile.compute_scaling
@@ -174,8 +204,16 @@ class CalibratedModel:
         sec = 0.0
         inline = 0.0  # math around a vector-library call runs slower (values spilled across it)
         has_arg = any(c.startswith("RED_ARG") for c in f.ops)
+        col_read = 0.0  # sibling column reductions stream their rows once
         for cls, n in f.ops.items():
             if cls.startswith("RED_"):
+                if f.column:
+                    op = cls[4:]
+                    cost, read = self._column_cost(op[:-2] if op.endswith("64") else op, f)
+                    wide = 2.0 if op.endswith("64") else 1.0
+                    sec += n * wide * (cost - read)
+                    col_read = max(col_read, n * wide * read)
+                    continue
                 sec += n * self._reduce_cost(cls[4:], f, has_arg)
                 continue
             c = ops.get(cls)
@@ -186,7 +224,7 @@ class CalibratedModel:
                 sec += n * c
             else:
                 inline += n * c
-        sec += inline * (p.get("call_mix", 1.0) if f.calls else 1.0)
+        sec += col_read + inline * (p.get("call_mix", 1.0) if f.calls else 1.0)
         if f.flops and not f.library:
             mm = p.get("matmul_flops", {})
             rate = mm.get("nativeT", mm.get("native", 2e10) / 8) if f.matmul_strided else mm.get("native", 2e10)
@@ -198,9 +236,6 @@ class CalibratedModel:
         red = p.get("reduce_seconds", {})
         base = op[:-2] if op.endswith("64") else op
         wide = 2.0 if op.endswith("64") else 1.0
-        if f.column:
-            table = p.get("column_seconds", {}).get("MAX" if base == "MAXR" else "SUM", {})
-            return wide * _interp_log(table, self.effective_working_set(f), red.get("SUM", 5e-11))
         if has_arg and base != "ARG":
             return wide * red.get("SCALAR", red.get("ARG", 1e-9) / 2)  # the argmax loop does not vectorise
         c = red.get(base, red.get("SUM", 5e-11))

@@ -178,18 +178,24 @@ class PlanRunner:
 
 
 def time_rounds(runners: Sequence[Callable[[], object]], repeats: int = 9, target: float = 2e-3,
-                seed: int = 0, on_round: Callable[[int], None] | None = None) -> list[list[float]]:
-    """Seconds per call of each runner in each of `repeats` rounds: a round times every
-    runner once (a batch of about `target` seconds), in a fresh random order, so slow
-    spells of a shared machine and the position in the round hit all runners alike.
-    Returns times[runner][round]."""
+                seed: int = 0, on_round: Callable[[int], None] | None = None, budget: float = 0.0,
+                max_repeats: int | None = None) -> list[list[float]]:
+    """Seconds per call of each runner in each round: a round times every runner once (a
+    batch of about `target` seconds), in a fresh random order, so slow spells of a shared
+    machine and the position in the round hit all runners alike. `repeats` rounds, then
+    more while the timing has taken less than `budget` seconds (up to `max_repeats`,
+    default 5 x `repeats`): cheap programs get more rounds, so their medians resolve
+    smaller differences. Returns times[runner][round]."""
     import random
 
     calls = [_batch(r, target) for r in runners]  # also the warm-up
     rng = random.Random(seed)
     times: list[list[float]] = [[] for _ in runners]
     order = list(range(len(runners)))
-    for i in range(repeats):
+    cap = max(repeats, max_repeats if max_repeats is not None else 5 * repeats)
+    t_start = time.perf_counter()
+    i = 0
+    while i < repeats or (i < cap and time.perf_counter() - t_start < budget):
         rng.shuffle(order)
         for j in order:
             r, n = runners[j], calls[j]
@@ -199,6 +205,7 @@ def time_rounds(runners: Sequence[Callable[[], object]], repeats: int = 9, targe
             times[j].append((time.perf_counter() - t0) / n)
         if on_round is not None:
             on_round(i)
+        i += 1
     return times
 
 
@@ -223,6 +230,49 @@ def time_plans(runners: Sequence[Callable[[], object]], repeats: int = 9, target
                on_round: Callable[[int], None] | None = None) -> list[float]:
     """Robust medians (`robust_medians`) of interleaved rounds (`time_rounds`)."""
     return robust_medians(time_rounds(runners, repeats, target, on_round=on_round))
+
+
+def resolved_ranks(times: list[list[float]], z: float = 2.0, rel: float = 0.03) -> list[float]:
+    """Ranks of the runners' robust medians in which runners the measurement cannot tell
+    apart share a rank. Each runner's standard error comes from the spread of its
+    round-relative times (1.4826 MAD / sqrt(rounds)); walking up the medians, a group
+    takes the next runner while its median is within `z` combined standard errors of
+    the group's fastest, or within `rel` of it (differences of a few percent come and go
+    with memory placement and the other programs in the cache; no model of the code can
+    rank them, and a tuning run, not the model, settles them). Ties get the group's
+    average rank, as in Spearman's rho.
+
+    >>> resolved_ranks([[1.0, 1.0, 1.0, 1.0], [1.001, 0.999, 1.0, 1.002], [2.0, 2.0, 2.1, 1.9]])
+    [1.5, 1.5, 3.0]
+    >>> resolved_ranks([[1.0, 1.0, 1.0], [1.1, 1.1, 1.1]], rel=0.0)
+    [1.0, 2.0]
+    """
+    n = len(times[0]) if times else 0
+    if n == 0:
+        return []
+    round_med = [statistics.median(t[i] for t in times) for i in range(n)]
+    meds, ses = [], []
+    for t in times:
+        ratios = [t[i] / round_med[i] for i in range(n)]
+        m = statistics.median(ratios)
+        mad = statistics.median(abs(v - m) for v in ratios)
+        meds.append(m)
+        ses.append(1.4826 * mad / math.sqrt(n))
+    order = sorted(range(len(times)), key=meds.__getitem__)
+    ranks = [0.0] * len(times)
+    pos = 0
+    while pos < len(order):
+        first = order[pos]
+        end = pos + 1
+        while end < len(order):
+            j = order[end]
+            if meds[j] - meds[first] > max(z * math.sqrt(ses[first] ** 2 + ses[j] ** 2), rel * meds[first]):
+                break
+            end += 1
+        for q in range(pos, end):
+            ranks[order[q]] = (pos + end - 1) / 2 + 1
+        pos = end
+    return ranks
 
 
 def spearman(xs: Sequence[float], ys: Sequence[float]) -> float:

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from costmodels.analytic import CalibratedModel
-from costmodels.measure import PlanRunner, robust_medians, spearman, time_rounds
+from costmodels.measure import PlanRunner, resolved_ranks, robust_medians, spearman, time_rounds
 from costmodels.progress import bar
 from costmodels.targets import Target, workload_target
 from svod.costing import CostModel, Machine
@@ -46,7 +46,10 @@ class Row:
     measured: list[float] = field(default_factory=list)  # median seconds, same order
     kernels: list[int] = field(default_factory=list)
     pick: int = 0  # index (in the lists) of the model's cheapest predicted variant
-    spearman: float = math.nan
+    spearman: float = math.nan  # against the resolved measured ranks (variants the timing cannot tell apart tie)
+    spearman_raw: float = math.nan  # against the raw medians (every difference counts, however small)
+    groups: int = 0  # distinguishable groups of measured variants
+    rounds: int = 0
     noise: float = math.nan  # Spearman between the odd and the even rounds' medians: the ceiling noise allows
     seconds: float = 0.0  # wall time spent on this workload
     note: str = ""
@@ -92,7 +95,7 @@ def _sample(n: int, keep: int, k: int, seed: int) -> list[int]:
 
 
 def measure_target(t: Target, model: CostModel, oracle, machine: Machine, max_variants: int, repeats: int,
-                   max_choices: int, seed: int, pb=None) -> Row:
+                   max_choices: int, seed: int, pb=None, budget: float = 5.0) -> Row:
     """Time up to `max_variants` covers of `t`'s graph (see the module docstring)."""
     t0 = time.perf_counter()
     covers = oracle.all_covers(t.key, model, machine, max_choices=max_choices)
@@ -110,23 +113,30 @@ def measure_target(t: Target, model: CostModel, oracle, machine: Machine, max_va
         nk.append(len(c.plan.kernels))
         if pb is not None:
             pb.set_postfix_str(f"{t.label.split()[0]}: compiled {len(runners)}/{len(chosen)}")
-    times = time_rounds(runners, repeats=repeats, target=2e-3, seed=seed)
+    times = time_rounds(runners, repeats=repeats, target=2e-3, seed=seed, budget=budget)
+    rounds = len(times[0]) if times else 0
     meas = robust_medians(times)
     row = Row(t.label.split()[0], len(covers), len(chosen), pred, meas, nk, chosen.index(0))
-    row.spearman = spearman(pred, meas)
-    if repeats >= 4:
-        row.noise = spearman(robust_medians(times, range(0, repeats, 2)), robust_medians(times, range(1, repeats, 2)))
+    ranks = resolved_ranks(times)
+    row.rounds, row.groups = rounds, len(set(ranks))
+    row.spearman_raw = spearman(pred, meas)
+    row.spearman = spearman(pred, ranks)
+    if row.groups == 1 and len(chosen) > 1:
+        row.note = "variants indistinguishable (timing)"
+    if rounds >= 4:
+        row.noise = spearman(robust_medians(times, range(0, rounds, 2)), robust_medians(times, range(1, rounds, 2)))
     row.seconds = time.perf_counter() - t0
     return row
 
 
 def report(model: CostModel | None, oracle, names: Sequence[str] | None = None, *, small: bool = False,
            max_variants: int = 24, repeats: int = 7, max_choices: int = 12, seed: int = 0,
-           progress: bool = True, machine: Machine | None = None) -> list[Row]:
+           progress: bool = True, machine: Machine | None = None, budget: float = 5.0) -> list[Row]:
     """Measure the variants of each small workload and compare with `model`'s predictions
     (None: the calibrated model over this machine's profile). `oracle` is
     `search.oracle` (anything with `choices(key)` and `all_covers(key, model, machine,
-    max_choices=)`)."""
+    max_choices=)`). Each workload gets at least `repeats` interleaved rounds, and more
+    while its timing has taken less than `budget` seconds."""
     model = model or CalibratedModel()
     machine = machine or Machine.host()
     names = list(names) if names is not None else None
@@ -144,7 +154,7 @@ def report(model: CostModel | None, oracle, names: Sequence[str] | None = None, 
                     rows.append(Row(name, 0, 0, note=f"skipped: {n_free} free boundaries (max {max_choices})"))
                 pb.update(1)
                 continue
-            rows.append(measure_target(t, model, oracle, machine, max_variants, repeats, max_choices, seed, pb))
+            rows.append(measure_target(t, model, oracle, machine, max_variants, repeats, max_choices, seed, pb, budget))
             pb.update(1)
     return rows
 
@@ -152,11 +162,15 @@ def report(model: CostModel | None, oracle, names: Sequence[str] | None = None, 
 def summary(rows: Sequence[Row]) -> dict:
     """Means over the workloads with a defined Spearman (at least two variants)."""
     ranked = [r for r in rows if not math.isnan(r.spearman)]
+    raw = [r for r in rows if not math.isnan(r.spearman_raw)]
     measured = [r for r in rows if r.measured]
     return {
         "workloads": len(measured),
         "mean_spearman": statistics.fmean(r.spearman for r in ranked) if ranked else math.nan,
         "min_spearman": min((r.spearman for r in ranked), default=math.nan),
+        "mean_spearman_raw": statistics.fmean(r.spearman_raw for r in raw) if raw else math.nan,
+        "min_spearman_raw": min((r.spearman_raw for r in raw), default=math.nan),
+        "indistinguishable": sum(1 for r in measured if r.groups == 1 and r.measured_variants > 1),
         "mean_pick_ratio": statistics.fmean(r.pick_ratio for r in measured) if measured else math.nan,
         "max_pick_ratio": max((r.pick_ratio for r in measured), default=math.nan),
         "picks_within_15pct": sum(1 for r in measured if r.pick_ratio <= 1.15),
@@ -166,24 +180,31 @@ def summary(rows: Sequence[Row]) -> dict:
 
 
 def format_report(rows: Sequence[Row], model_name: str = "") -> str:
-    head = f"{'workload':<24} {'covers':>6} {'timed':>5} {'spearman':>8} {'noise':>6} {'pick/best':>9} " \
-           f"{'pick ms':>9} {'best ms':>9}  note"
+    head = f"{'workload':<24} {'covers':>6} {'timed':>5} {'rounds':>6} {'groups':>6} {'spearman':>8} {'raw':>6} " \
+           f"{'noise':>6} {'pick/best':>9} {'pick ms':>9} {'best ms':>9}  note"
     lines = [f"cost model: {model_name}" if model_name else "", head, "-" * len(head)]
+
+    def num(x: float, fmt: str) -> str:
+        return "n/a" if math.isnan(x) else format(x, fmt)
+
     for r in rows:
         if not r.measured:
-            lines.append(f"{r.workload:<24} {r.covers:>6} {0:>5} {'':>8} {'':>6} {'':>9} {'':>9} {'':>9}  {r.note}")
+            lines.append(f"{r.workload:<24} {r.covers:>6} {0:>5} {'':>6} {'':>6} {'':>8} {'':>6} {'':>6} {'':>9} "
+                         f"{'':>9} {'':>9}  {r.note}")
             continue
-        rho = "n/a" if math.isnan(r.spearman) else f"{r.spearman:.3f}"
-        noise = "n/a" if math.isnan(r.noise) else f"{r.noise:.2f}"
         flag = "" if r.pick_ratio <= 1.15 else "  pick > 15% off"
-        lines.append(f"{r.workload:<24} {r.covers:>6} {r.measured_variants:>5} {rho:>8} {noise:>6} "
+        lines.append(f"{r.workload:<24} {r.covers:>6} {r.measured_variants:>5} {r.rounds:>6} {r.groups:>6} "
+                     f"{num(r.spearman, '.3f'):>8} {num(r.spearman_raw, '.2f'):>6} {num(r.noise, '.2f'):>6} "
                      f"{r.pick_ratio:>9.3f} {r.measured[r.pick] * 1e3:>9.3f} {r.measured[r.best] * 1e3:>9.3f}  "
                      f"{r.note}{flag}")
     s = summary(rows)
     lines.append("-" * len(head))
-    lines.append(f"mean Spearman {s['mean_spearman']:.3f} (min {s['min_spearman']:.3f}) over "
-                 f"{s['workloads']} workloads; pick/best mean {s['mean_pick_ratio']:.3f}, max "
-                 f"{s['max_pick_ratio']:.3f}; {s['picks_within_15pct']}/{s['workloads']} picks within 15% of best")
+    lines.append(f"mean Spearman {s['mean_spearman']:.3f} (min {s['min_spearman']:.3f}) over the workloads whose "
+                 f"variants the timing tells apart; against raw medians {s['mean_spearman_raw']:.3f} (min "
+                 f"{s['min_spearman_raw']:.3f}); {s['indistinguishable']} workload(s) with indistinguishable variants")
+    lines.append(f"pick/best mean {s['mean_pick_ratio']:.3f}, max {s['max_pick_ratio']:.3f}; "
+                 f"{s['picks_within_15pct']}/{s['workloads']} picks within 15% of best")
     lines.append(f"noise ceiling: mean split-half Spearman of the measurements themselves {s['mean_noise']:.3f} "
-                 "(odd vs even rounds; a model cannot rank variants more consistently than they measure)")
+                 "(odd vs even rounds); groups: variants the timing tells apart (medians more than 2 standard "
+                 "errors and more than 3% apart), ranked as ties within a group")
     return "\n".join(ln for ln in lines if ln is not None)

@@ -250,7 +250,9 @@ def generation() -> str:
         return "roofline"
     from costmodels.profile import profile
 
-    pid = profile().id
+    from costmodels.analytic import MODEL_VERSION
+
+    pid = f"{profile().id}v{MODEL_VERSION}"
     if choice == "calibrated":
         return f"c{pid}"
     return f"m{pid}.{TuningDB().generation()}"

@@ -251,7 +251,8 @@ def _cmd_costmodel(args: argparse.Namespace) -> int:
 
     model, name = _report_model(args.model)
     rows = report(model, search.oracle, names=args.workloads, small=args.small, max_variants=args.max_variants,
-                  repeats=args.repeats, max_choices=args.max_choices, seed=args.seed, progress=not args.no_progress)
+                  repeats=args.repeats, max_choices=args.max_choices, seed=args.seed, progress=not args.no_progress,
+                  budget=args.budget)
     print(format_report(rows, name))
     if args.json:
         _write_json(args.json, {"model": name, "summary": summary(rows), "rows": [r.to_json() for r in rows]})
@@ -367,6 +368,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "sample (default 24)")
     rep.add_argument("--max-choices", type=int, default=12, help="largest graph (free boundaries) to enumerate")
     rep.add_argument("--repeats", type=int, default=9, help="interleaved repeats per variant (default 9)")
+    rep.add_argument("--budget", type=float, default=5.0,
+                     help="seconds of timing per workload: rounds beyond --repeats while under it (default 5)")
     rep.add_argument("--seed", type=int, default=0, help="seed of the variant sample")
     rep.add_argument("--json", default=None, metavar="PATH", help="write every row (predicted/measured pairs) as JSON")
     rep.add_argument("--no-progress", action="store_true", help="no progress bar")
