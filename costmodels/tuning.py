@@ -248,9 +248,8 @@ def generation() -> str:
     choice = os.environ.get("SVOD_COST_MODEL", "measured").strip().lower()
     if choice == "roofline":
         return "roofline"
-    from costmodels.profile import profile
-
     from costmodels.analytic import MODEL_VERSION
+    from costmodels.profile import profile
 
     pid = f"{profile().id}v{MODEL_VERSION}"
     if choice == "calibrated":
