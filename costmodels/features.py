@@ -87,14 +87,17 @@ def _library_calls() -> frozenset:
     """(op class) pairs the codegen emits as libmvec calls on this machine."""
     try:
         from svod.codegen.jit import libmvec_enabled
-        from svod.codegen.vecmath import LIBMVEC_PREFERRED
+        from svod.codegen.vecmath import libmvec_preferred
 
         if not libmvec_enabled():
             return frozenset()
     except Exception:  # noqa: BLE001 - no codegen: nothing is a call
         return frozenset()
-    names = {"tanh": "TANH", "sin": "SIN", "cos": "COS", "erf": "ERF", "exp": "EXP", "log": "LOG", "pow": "POW"}
-    return frozenset(names[f] + ("64" if dt == "f64" else "") for f, dt in LIBMVEC_PREFERRED if f in names)
+    # kernels are scalar IR widened by LLVM's loop vectoriser: only the functions routed
+    # through vector-variant calls (sin, cos; erf where preferred) are calls in the loop,
+    # the rest are inlined polynomials
+    names = {"sin": "SIN", "cos": "COS", "erf": "ERF"}
+    return frozenset(names[f] + ("64" if dt == "f64" else "") for f, dt in libmvec_preferred() if f in names)
 
 
 def op_class(op, itemsize: int) -> str:

@@ -51,7 +51,7 @@ from svod.ir import COMPARE, Ops
 from svod.kernel import ACC, LOAD, VALID, Kernel, view_axes_stride0
 from svod.view import View, ViewChain
 
-LOWER_VERSION = "3"  # bump when generated code changes meaning (part of the object-cache key)
+LOWER_VERSION = "4"  # bump when generated code changes meaning (part of the object-cache key)
 CHUNK = 4096  # elements per unit of a one-axis elementwise kernel
 SUM_BLOCK = 256  # elements per float-sum block (vector accumulators inside, cascade across)
 CASCADE_LEVELS = 64

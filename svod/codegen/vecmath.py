@@ -12,7 +12,7 @@ Two implementations:
   float32 exp/log/tanh/sigmoid/expm1/log1p run in float32; float32 sin/cos/erf/pow run
   in float64 internally (exact-enough range reduction for free, ≤ 1 ulp).
 * **libmvec** (glibc's vector math, ``_ZGVeN16v_expf`` ...): used for vector types when
-  the library is present, the function is in ``LIBMVEC_PREFERRED`` (chosen by
+  the library is present, the function is in ``libmvec_preferred()`` (chosen by
   measurement, see ``bench/bench_vecmath.py``) and libmvec is not disabled
   (``jit.set_libmvec_enabled(False)`` or ``SVOD_NO_LIBMVEC=1``).
 
@@ -43,22 +43,45 @@ import math
 
 import llvmlite.ir as ir
 
-__all__ = ["get_math_fn", "emit_math", "math_kernel_ir", "MATH_FUNCTIONS", "LIBMVEC_PREFERRED"]
+__all__ = ["get_math_fn", "emit_math", "math_kernel_ir", "MATH_FUNCTIONS", "LIBMVEC_PREFERRED", "libmvec_preferred"]
 
 MATH_FUNCTIONS = ("exp", "log", "tanh", "sigmoid", "erf", "sin", "cos", "pow", "sqrt", "expm1", "log1p")
 _BINARY = {"pow"}
 
-# (function, dtype) pairs where libmvec is the default for vector types. Rule: libmvec
-# when it was >= 1.2x faster than the polynomial at 16M elements and its max error in our
-# sweeps stayed <= 3.5 ulp (bench/bench_vecmath.py on the AVX-512 Xeon; Gelem/s poly vs
-# libmvec): tanh f32 0.94/1.65, sin f32 0.46/1.58, sin f64 0.57/0.82, cos likewise,
-# erf f64 0.30/0.60, expm1 f32 1.17/1.63, f64 0.28/0.51, log1p f32 0.59/1.46, f64 0.33/0.74.
+# (function, dtype) pairs where libmvec is the default for vector types, per vector ISA
+# (libmvec's AVX-512 and AVX2 variants are different code). Rule: libmvec when it was
+# >= 1.2x faster than the polynomial and its max error in our sweeps stayed <= 3.5 ulp;
+# exp stays polynomial everywhere (1 ulp, and it is in every softmax).
+# AVX-512 (bench/bench_vecmath.py on the AVX-512 Xeon; Gelem/s poly vs libmvec at 16M):
+# tanh f32 0.94/1.65, sin f32 0.46/1.58, sin f64 0.57/0.82, cos likewise, erf f64
+# 0.30/0.60, expm1 f32 1.17/1.63, f64 0.28/0.51, log1p f32 0.59/1.46, f64 0.33/0.74.
 # Not chosen: exp (same speed, poly 1 ulp vs 2.9), log f32 (+10% speed at 3.9 ulp),
 # erf f32 (4.0 ulp), pow (poly 2.5x faster), tanh f64 (poly faster).
-LIBMVEC_PREFERRED = frozenset({
+LIBMVEC_PREFERRED_AVX512 = frozenset({
     ("tanh", "f32"), ("sin", "f32"), ("sin", "f64"), ("cos", "f32"), ("cos", "f64"),
     ("erf", "f64"), ("expm1", "f32"), ("expm1", "f64"), ("log1p", "f32"), ("log1p", "f64"),
 })
+# AVX2 (znver4 VM without AVX-512, 1M elements, `python3 bench/bench_vecmath.py --n 1048576
+# --funcs tanh,erf,exp,sin,expm1,log1p`; Gelem/s poly/libmvec, max ulp of libmvec):
+# erf f32 0.20/1.34 (1.8 ulp), erf f64 0.12/0.61, sin f32 0.41/1.78, sin f64 0.37/0.86,
+# tanh f64 0.25/0.33 (2.1 ulp), expm1 f64 0.36/0.68, log1p f32 0.89/1.43, f64 0.34/0.47.
+# Not chosen: tanh f32 0.97/1.08 (and a call inside a fused loop spills the other live
+# values: a 10-op chain with tanh ran 3.7 us inlined vs 2.9 us called, so tanh f32 stays
+# a call as before), expm1 f32 1.04/1.09, exp (see above).
+LIBMVEC_PREFERRED_AVX2 = frozenset({
+    ("tanh", "f32"), ("tanh", "f64"), ("sin", "f32"), ("sin", "f64"), ("cos", "f32"), ("cos", "f64"),
+    ("erf", "f32"), ("erf", "f64"), ("expm1", "f64"), ("log1p", "f32"), ("log1p", "f64"),
+})
+
+
+def libmvec_preferred() -> frozenset:
+    """The (function, dtype) pairs this host calls libmvec for (by its vector width)."""
+    from svod.codegen.jit import host_target_info
+
+    return LIBMVEC_PREFERRED_AVX512 if host_target_info()["vector_bits"] >= 512 else LIBMVEC_PREFERRED_AVX2
+
+
+LIBMVEC_PREFERRED = LIBMVEC_PREFERRED_AVX512  # the AVX-512 table (kept for callers of the old name)
 
 # libmvec exports (glibc >= 2.22; tanh/erf/expm1/log1p since 2.35)
 _MVEC_NAMES = {"exp", "log", "sin", "cos", "pow", "tanh", "erf", "expm1", "log1p"}
@@ -658,7 +681,7 @@ def _use_mvec(name: str, ty: ir.Type, use_libmvec: bool | None) -> tuple[str, in
 
     if use_libmvec is None:
         key = (name, "f64" if isinstance(ty.element, ir.DoubleType) else "f32")
-        use_libmvec = key in LIBMVEC_PREFERRED and jit.libmvec_enabled()
+        use_libmvec = key in libmvec_preferred() and jit.libmvec_enabled()
     elif use_libmvec:
         use_libmvec = jit.libmvec_enabled()
     if not use_libmvec:
@@ -699,7 +722,7 @@ def get_math_fn(module: ir.Module, name: str, ty: ir.Type, *, use_libmvec: bool 
 
     ``ty`` is ``ir.FloatType()``, ``ir.DoubleType()`` or a vector of either; ``pow`` takes
     two arguments of ``ty``, the others one. ``use_libmvec``: None = per-function default
-    (``LIBMVEC_PREFERRED``), True = use libmvec when available for this type, False =
+    (``libmvec_preferred()``), True = use libmvec when available for this type, False =
     polynomial. The function is internal and alwaysinline; call it with
     ``builder.call(fn, [x])``.
     """
@@ -789,6 +812,44 @@ def _vfabi_call(b: ir.IRBuilder, fn: ir.Function, args, variants) -> ir.Value:
     return call
 
 
+def _emit_loop_mvec(b: ir.IRBuilder, name: str, x: ir.Value, widths: list[int], use_libmvec: bool | None
+                    ) -> ir.Value:
+    """``name`` of a scalar inside a loop the vectoriser will widen: a noinline call of the
+    exact scalar function whose vector variants (at each of ``widths`` lanes) are the
+    libmvec symbols, or wrappers of vecmath's vector functions where libmvec has no
+    variant of that width."""
+    module = b.module
+    ty = x.type
+    suf = _suffix(ty)
+    variants = []
+    for n in widths:
+        vty = ir.VectorType(ty, n)
+        mvec = _use_mvec(name, vty, use_libmvec)
+        if mvec is not None and mvec[1] == n:
+            vfn = module.globals.get(mvec[0]) or ir.Function(
+                module, ir.FunctionType(vty, [vty]), mvec[0])
+            _keep_alive(module, vfn)
+        else:
+            vfn = _define(module, f"svod.{name}.{_suffix(vty)}.vf", vty, 1, lambda bb, v, vty=vty:
+                          bb.call(get_math_fn(module, name, vty, use_libmvec=use_libmvec), [v]),
+                          inline=False)
+        variants.append((n, vfn))
+    exact = _define(module, f"svod.{name}.{suf}.loop", ty, 1, lambda bb, v:
+                    bb.call(get_math_fn(module, name, ty, use_libmvec=False), [v]), inline=False)
+    return _vfabi_call(b, exact, [x], variants)
+
+
+# Functions whose scalar polynomial is slow enough (erf: float32 computed in float64) that
+# a loop calls libmvec's vector variants instead, where the host prefers libmvec for them.
+_LOOP_MVEC = frozenset({"erf"})
+
+
+def _loop_widths(suf: str) -> list[int]:
+    # a loop mixing float and double vectorises at the double width: offer both
+    return _vf_widths(64 if suf == "f64" else 32) if suf == "f64" else \
+        sorted(set(_vf_widths(32, 1) + _vf_widths(64, 1)))
+
+
 def _emit_loop_sincos(b: ir.IRBuilder, name: str, x: ir.Value, use_libmvec: bool | None
                       ) -> ir.Value:
     """sin/cos of a scalar, exact for every input, vectorisable by LLVM's loop vectoriser.
@@ -805,26 +866,9 @@ def _emit_loop_sincos(b: ir.IRBuilder, name: str, x: ir.Value, use_libmvec: bool
     ty = x.type
     suf = _suffix(ty)
     want_cos = name == "cos"
-    # a loop mixing float and double vectorises at the double width: offer both
-    widths = _vf_widths(64 if suf == "f64" else 32) if suf == "f64" else \
-        sorted(set(_vf_widths(32, 1) + _vf_widths(64, 1)))
+    widths = _loop_widths(suf)
     if _use_mvec(name, ir.VectorType(ty, widths[-1]), use_libmvec):
-        variants = []
-        for n in widths:
-            vty = ir.VectorType(ty, n)
-            mvec = _use_mvec(name, vty, use_libmvec)
-            if mvec is not None and mvec[1] == n:
-                vfn = module.globals.get(mvec[0]) or ir.Function(
-                    module, ir.FunctionType(vty, [vty]), mvec[0])
-                _keep_alive(module, vfn)
-            else:
-                vfn = _define(module, f"svod.{name}.{_suffix(vty)}.vf", vty, 1, lambda bb, v, vty=vty:
-                              bb.call(get_math_fn(module, name, vty, use_libmvec=use_libmvec), [v]),
-                              inline=False)
-            variants.append((n, vfn))
-        exact = _define(module, f"svod.{name}.{suf}.loop", ty, 1, lambda bb, v:
-                        bb.call(get_math_fn(module, name, ty, use_libmvec=False), [v]), inline=False)
-        return _vfabi_call(b, exact, [x], variants)
+        return _emit_loop_mvec(b, name, x, widths, use_libmvec)
     fast = _define(module, f"svod.{name}.{suf}.fast", ty, 1, lambda bb, v:
                    _sincos(_Em(bb, ty), v, want_cos, exact=False), inline=True)
     variants = []
@@ -851,6 +895,10 @@ def emit_math(builder: ir.IRBuilder, name: str, *args: ir.Value, use_libmvec: bo
     ty = args[0].type
     if name in _BRANCHY and isinstance(ty, (ir.FloatType, ir.DoubleType)):
         return _emit_loop_sincos(builder, name, args[0], use_libmvec)
+    if name in _LOOP_MVEC and isinstance(ty, (ir.FloatType, ir.DoubleType)):
+        widths = _loop_widths(_suffix(ty))
+        if _use_mvec(name, ir.VectorType(ty, widths[-1]), use_libmvec):
+            return _emit_loop_mvec(builder, name, args[0], widths, use_libmvec)
     fn = get_math_fn(builder.module, name, ty, use_libmvec=use_libmvec)
     return builder.call(fn, list(args))
 
