@@ -622,27 +622,7 @@ class _Gemm:
         """`_Fn.loop` whose latch carries ``llvm.loop.unroll.disable`` unless `unroll`:
         runtime unrolling of the many packing/tile/edge loops tripled compile time
         (0.3 s -> 0.1 s a kernel) for no measured speed."""
-        f = self.f
-        n_before = len(f.fn.basic_blocks)
-        f.loop(start, end, body, name)
-        if unroll:
-            return
-        # the latch is the last block of the body: the one branching back to the cond block
-        cond = f.fn.basic_blocks[n_before]
-        for bb in f.fn.basic_blocks[n_before:]:
-            term = bb.terminator
-            if isinstance(term, ir.Branch) and not isinstance(term, ir.ConditionalBranch) and term.operands[0] is cond:
-                term.set_metadata("llvm.loop", self._no_unroll())
-
-    def _no_unroll(self) -> ir.MDValue:
-        module = self.low.module
-        md = getattr(module, "_svod_no_unroll", None)
-        if md is None:
-            inner = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
-            md = module.add_metadata([inner])
-            md.operands = (md,) + tuple(md.operands)  # a loop ID refers to itself
-            module._svod_no_unroll = md
-        return md
+        self.f.loop(start, end, body, name, hints=() if unroll else (("llvm.loop.unroll.disable", None),))
 
     def _if_else(self, cond: ir.Value, then, other) -> None:
         f, b = self.f, self.f.b
