@@ -34,11 +34,41 @@ from svod.ir import Ops, UOp, _canon, shape_str
 # id(tensor) -> weakref. NOTE: not a WeakSet: a set compares colliding members with ==,
 # and Tensor.__eq__ is elementwise (it builds a Tensor, which registers: re-entry).
 # Plain dict operations are atomic under the GIL: no lock on this hot path.
-_live: dict[int, weakref.ref] = {}
+_live: dict[int, _LiveRef] = {}
+# The same refs grouped by leaf (BufferRef) of the tensor's graph, so a realize visits only
+# the pending tensors that can contain a realized root (a graph containing a root contains
+# that root's leaves), not every live tensor: realizing N pending results one by one stays
+# linear. Key None: tensors whose graph has no leaf list (very wide graphs). NOTE: a group
+# lost to a race between threads only costs a missed rebind (a recompute), never a result.
+_by_leaf: dict = {}
 
 
 class _LiveRef(weakref.ref):
-    __slots__ = ("key",)
+    __slots__ = ("key", "leaves")
+
+
+def _index(ref: _LiveRef, leaves) -> None:
+    ref.leaves = leaves
+    key = ref.key
+    if leaves is None:
+        _by_leaf.setdefault(None, {})[key] = ref
+        return
+    for leaf in leaves:
+        g = _by_leaf.get(leaf)
+        if g is None:
+            g = _by_leaf.setdefault(leaf, {})
+        g[key] = ref
+
+
+def _unindex(ref: _LiveRef) -> None:
+    key = ref.key
+    for leaf in (None,) if ref.leaves is None else ref.leaves:
+        g = _by_leaf.get(leaf)
+        if g is not None and g.get(key) is ref:
+            g.pop(key, None)
+            if not g:
+                _by_leaf.pop(leaf, None)  # NOTE: a BufferRef key holds its array: drop empty groups
+    ref.leaves = ()
 
 
 def _unregister(ref: _LiveRef) -> None:
@@ -47,43 +77,70 @@ def _unregister(ref: _LiveRef) -> None:
             del _live[ref.key]
         except KeyError:
             pass
+        _unindex(ref)
 
 
 def _register(t: Tensor) -> None:
     key = id(t)
-    if key not in _live:
+    ref = _live.get(key)
+    if ref is None:
         ref = _LiveRef(t, _unregister)
         ref.key = key
         _live[key] = ref
+        _index(ref, t.uop._leaves)
+    elif ref.leaves != t.uop._leaves:  # rebound in place (setitem, +=): regroup
+        _unindex(ref)
+        _index(ref, t.uop._leaves)
+
+
+def _realized(t: Tensor) -> None:
+    ref = _live.pop(id(t), None)
+    if ref is not None:
+        _unindex(ref)
 
 
 def _apply_becomes(mapping: dict[UOp, UOp]) -> None:
     """Rebind every live tensor through `mapping` (realized node -> BUFFER)."""
     if not mapping:
         return
-    refs = list(_live.values())
-    tensors = [t for t in (r() for r in refs) if t is not None]
     memo: dict[UOp, UOp] = dict(mapping)
     from svod.ir import substitute
 
-    # A graph that contains a realized root also contains that root's leaves: tensors
-    # sharing no leaf with any root are skipped without a walk (many pending graphs stay
-    # cheap). Roots without a leaf list (constant graphs, very wide ones) disable this.
     root_leaves: set | None = set()
     for r in mapping:
-        if not r._leaves:
+        if not r._leaves:  # a constant graph (or a very wide one): any tensor may hold it
             root_leaves = None
             break
         root_leaves.update(r._leaves)
-    for t in tensors:
+    if root_leaves is None:
+        refs = list(_live.values())
+    else:
+        cands: dict = {}
+        for leaf in root_leaves:
+            g = _by_leaf.get(leaf)
+            if g:
+                cands.update(g)
+        g = _by_leaf.get(None)
+        if g:
+            cands.update(g)
+        refs = list(cands.values())
+    for ref in refs:
+        t = ref()
+        if t is None:
+            continue
         u = t.uop
-        if u.op in (Ops.BUFFER, Ops.CONST):
+        if u.op is Ops.BUFFER or u.op is Ops.CONST:
             continue
         if u in mapping:
             t.uop = mapping[u]
-            _live.pop(id(t), None)  # realized: nothing left to rebind
+            _realized(t)  # realized: nothing left to rebind
         elif root_leaves is None or u._leaves is None or not root_leaves.isdisjoint(u._leaves):
-            t.uop = substitute([u], mapping, memo)[0]
+            t.uop = nu = substitute([u], mapping, memo)[0]
+            if nu.op is Ops.BUFFER or nu.op is Ops.CONST:
+                _realized(t)
+            elif ref.leaves != nu._leaves and _live.get(ref.key) is ref:
+                _unindex(ref)
+                _index(ref, nu._leaves)
 
 
 def realize(*tensors: Tensor) -> tuple[Tensor, ...]:
@@ -104,6 +161,7 @@ def realize(*tensors: Tensor) -> tuple[Tensor, ...]:
     for t in tensors:  # tensors passed in are rebound even if the registry lost them
         if t.uop in mapping:
             t.uop = mapping[t.uop]
+            _realized(t)
     _apply_becomes(mapping)
     return tensors
 

@@ -110,3 +110,27 @@ def test_20k_node_chain_realizes_fast():
         x = x + 1.0
     x.realize()
     np.testing.assert_array_equal(x.numpy(), np.full(4, 20_000, np.float32))
+
+
+def test_becomes_visits_only_tensors_sharing_a_leaf():
+    """Realizing one of many independent pending results rebinds the tensors built on it
+    and leaves the others alone; the leaf index holds nothing once they die (a BufferRef
+    key would keep its array alive)."""
+    from svod import tensor as T
+
+    xs = [svod.asarray(np.full(8, i * 0.01, np.float32)) for i in range(300)]
+    heads = [x * 2.0 + 1.0 for x in xs]
+    tails = [h.exp() for h in heads]
+    heads[7].realize()
+    assert tails[7].uop.src[0].op is svod.ir.Ops.BUFFER  # rebound onto the realized head
+    assert tails[8].uop.src[0].op is not svod.ir.Ops.BUFFER  # an unrelated graph: untouched
+    for i, t in enumerate(tails):
+        np.testing.assert_allclose(t.numpy(), np.exp(np.full(8, i * 0.01, np.float32) * 2 + 1), rtol=1e-6)
+    y = xs[0] + 1.0
+    y[0] = 5.0  # rebound in place: regrouped under its new leaves
+    z = y * 3.0
+    y.realize()
+    assert z.numpy().tolist() == [15.0] + [3.0] * 7
+    del xs, heads, tails, y, z
+    gc.collect()
+    assert not [k for k in T._by_leaf if k is not None]
