@@ -31,7 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from svod import dtype as dt
+from svod.codegen.graphprog import data_address
 from svod.ir import Ops, UOp
+from svod.tensor import Tensor
 
 
 class JitError(TypeError):
@@ -40,8 +42,6 @@ class JitError(TypeError):
 
 def _flatten(out):
     """Outputs as a flat list of Tensors plus a rebuild function."""
-    from svod.tensor import Tensor
-
     if isinstance(out, Tensor):
         return [out], lambda xs: xs[0]
     if isinstance(out, (tuple, list)):
@@ -59,8 +59,6 @@ def _flatten(out):
 
 
 def _arg_sig(a):
-    from svod.tensor import Tensor
-
     if isinstance(a, Tensor):
         return ("T", a.shape, a.dtype.name)
     if isinstance(a, np.ndarray):
@@ -111,6 +109,7 @@ class JitFunction:
         self.fn = fn
         self.strict = strict
         self._entries: dict[tuple, _Entry] = {}
+        self._quick: dict[tuple, object] = {}  # signature -> replay closure (see _quick_for)
         self._lock = threading.Lock()
         functools.update_wrapper(self, fn)
 
@@ -120,8 +119,6 @@ class JitFunction:
         return len(self._entries)
 
     def _arrays(self, args) -> list[np.ndarray | None]:
-        from svod.tensor import Tensor
-
         out = []
         for a in args:
             if isinstance(a, Tensor):
@@ -138,8 +135,6 @@ class JitFunction:
     def _trace(self, args, kwargs, arrays) -> _Entry:
         from svod.engine import get_executable
         from svod.key import compact
-        from svod.tensor import Tensor
-
         traced = []
         arg_of_buf: dict[int, int] = {}
         for i, (a, arr) in enumerate(zip(args, arrays)):
@@ -173,8 +168,6 @@ class JitFunction:
         """Replay when every argument is a realized Tensor and no keywords are given: the
         signature and arrays come from one pass over the arguments. None: take the
         general path."""
-        from svod.tensor import Tensor
-
         sig, arrays = [], []
         for a in args:
             if type(a) is not Tensor:
@@ -187,10 +180,24 @@ class JitFunction:
         entry = self._entries.get((tuple(sig), ()))
         if entry is None:
             return None
-        return self._replay(entry, args, arrays)
+        out = self._replay(entry, args, arrays)
+        qkey = args[0].uop._sig if len(args) == 1 else tuple(a.uop._sig for a in args)  # as in __call__
+        if qkey not in self._quick:
+            self._quick[qkey] = _quick_for(entry, arrays) or _NO_QUICK
+        return out
 
     def __call__(self, *args, **kwargs):
         if not kwargs:
+            # the replay hot path: arguments are realized Tensors whose leaf signatures
+            # (dtype, shape, strides: `UOp.buffer`) name a `_quick_for` closure
+            try:
+                quick = self._quick.get(args[0].uop._sig if len(args) == 1 else tuple([a.uop._sig for a in args]))
+            except (AttributeError, IndexError):
+                quick = None
+            if quick is not None:
+                out = quick(args)
+                if out is not None:
+                    return out
             out = self._fast(args)
             if out is not None:
                 return out
@@ -210,8 +217,6 @@ class JitFunction:
         return self._replay(entry, args, arrays)
 
     def _replay(self, entry: _Entry, args, arrays):
-        from svod.tensor import Tensor
-
         results = ()
         if entry.exe is not None:
             results = entry.exe.run([arrays[b] if type(b) is int else b.array for b in entry.bind])
@@ -226,6 +231,63 @@ class JitFunction:
             else:
                 out.append(Tensor._from(UOp.buffer(v, d)))
         return entry.rebuild(out)
+
+
+def _NO_QUICK(args):
+    return None
+
+
+def _quick_for(entry: _Entry, arrays):
+    """A replay closure for `entry`, `quick(args) -> outputs` (None: take the general
+    path), for the common case: the plan binds the leading arguments in order, every
+    output is a fresh buffer of the plan, and the plan's graph program can take its fast
+    path (`KernelPlan.quick_parts`). It is generated as straight-line code for this
+    entry's argument and output counts (the replay costs a few microseconds, so every
+    loop and call level shows). The caller keys it by the arguments' leaf signatures
+    (dtype, shape, strides), so `arrays` — this call's, checked here — stand for every
+    later call: C-contiguous, big enough. None when the case does not apply."""
+    exe, bind = entry.exe, entry.bind
+    qp = getattr(exe, "quick_parts", None)
+    got = qp() if qp is not None else None
+    if got is None or bind != tuple(range(len(bind))) or any(k != "slot" for k, _, _ in entry.out_plan):
+        return None
+    parts, tally = got
+    if len(parts.inputs) != len(bind):
+        return None
+    for a, (want, need) in zip(arrays, parts.inputs):
+        if a.dtype is not want or a.size < need or not a.flags.c_contiguous:
+            return None
+    ns = {"slots": parts.slots, "saddr": parts.slots_addr, "fns": parts.fns, "segment": parts.segment,
+          "acquire": parts.lock.acquire, "release": parts.lock.release, "program": parts.program,
+          "tally": tally, "address": data_address, "empty": np.empty, "make": Tensor._from,
+          "leaf": UOp.buffer_signed, "buffer": UOp.buffer, "rebuild": entry.rebuild, "sigs": []}
+    body = ["def quick(args):"]
+    for i, (want, _) in enumerate(parts.inputs):
+        ns[f"W{i}"] = want
+        body.append(f"    a{i} = args[{i}].uop.arg.array")
+        body.append(f"    if a{i}.dtype is not W{i}: return None")
+    slot_of = {slot: j for j, (slot, _, _) in enumerate(parts.outputs)}
+    for j, (_, shape, dtype) in enumerate(parts.outputs):
+        ns[f"S{j}"], ns[f"D{j}"] = shape, dtype
+        body.append(f"    o{j} = empty(S{j}, D{j})")
+    body += ["    if not acquire(False): return None", "    try:"]
+    body += [f"        slots[{i}] = address(a{i})" for i in range(len(parts.inputs))]
+    body += [f"        slots[{slot}] = address(o{j})" for slot, j in slot_of.items()]
+    body += ["        program.calls += 1", "        tally.n += 1", "        segment(saddr, fns, None)",
+             "    finally:", "        release()"]
+    outs = []
+    for k, (_, v, _) in enumerate(entry.out_plan):
+        ns[f"T{k}"] = entry.exe_dtypes[v]
+        outs.append((k, v))
+    body.append("    if not sigs:")
+    body.append("        leaves = [" + ", ".join(f"buffer(o{v}, T{k})" for k, v in outs) + "]")
+    body.append("        sigs[:] = [u._sig for u in leaves]")
+    body.append("        return rebuild([make(u) for u in leaves])")
+    body.append("    g = sigs")
+    items = ", ".join(f"make(leaf(o{v}, T{k}, g[{k}]))" for k, v in outs)
+    body.append(f"    return rebuild([{items}])")
+    exec("\n".join(body), ns)  # noqa: S102 - our own template, no user text
+    return ns["quick"]
 
 
 def jit(fn=None, *, strict: bool = False):

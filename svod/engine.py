@@ -29,7 +29,7 @@ import numpy as np
 from svod.interp import eval_key
 from svod.ir import Ops, UOp, signature_of
 from svod.key import Bindings, GraphKey, compact
-from svod.stats import bump
+from svod.stats import Tally, bump, bump_many
 from svod.stats import stats as snapshot
 
 log = logging.getLogger("svod")
@@ -123,6 +123,7 @@ class KernelPlan(Executable):
         self._graph = None
         self._programs = None
         self._gp = None  # GraphProgram, built on the first run
+        self._tally = None  # Tally of inlined replays (`quick_parts`)
         self._n_kernels = len(plan.kernels)
         self._n_nodes = sum(len(k.nodes) for k in plan.kernels)
         self._lock = threading.Lock()
@@ -183,9 +184,22 @@ class KernelPlan(Executable):
 
         return {"kind": "plan", "plan": plan_to_json(self.plan)}
 
+    def quick_parts(self):
+        """The graph program's replay pieces (`GraphProgram.quick_parts`) and this plan's
+        `Tally` (one count per replay); None until a validated run has built the
+        program's state, or when the program cannot take the fast path."""
+        gp = self._gp
+        if gp is None or not self._validated:
+            return None
+        parts = gp.quick_parts()
+        if parts is None:
+            return None
+        if self._tally is None:
+            self._tally = Tally((("kernels_launched", self._n_kernels), ("nodes_evaluated", self._n_nodes)))
+        return parts, self._tally
+
     def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-        bump("kernels_launched", self._n_kernels)
-        bump("nodes_evaluated", self._n_nodes)
+        bump_many((("kernels_launched", self._n_kernels), ("nodes_evaluated", self._n_nodes)))
         outs = (self._gp or self.graph_program()).run(arrays)
         if not self._validated:
             validate_outputs(self.key, arrays, outs, self.describe)

@@ -303,6 +303,20 @@ class UOp:
         self._leaves = (self.arg,)  # NOTE: the BufferRef, not the node: (self,) would be a cycle
         return self
 
+    @staticmethod
+    def buffer_signed(array: np.ndarray, dtype: DType, sig: int) -> UOp:
+        """`buffer` with its structural signature given: `sig` must be the `_sig` of a
+        `buffer` of an array with the same dtype, shape and strides (replay hot path: a
+        compiled program's fresh outputs always have them)."""
+        self = object.__new__(UOp)
+        self.op, self.dtype, self.src, self.arg = Ops.BUFFER, dtype, (), BufferRef(array)
+        self.shape = array.shape
+        self._hash = None
+        self._kb = None
+        self._sig = sig
+        self._leaves = (self.arg,)
+        return self
+
     def toposort(self) -> list[UOp]:
         return toposort([self])
 

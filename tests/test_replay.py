@@ -156,3 +156,54 @@ def test_plan_cache_is_bounded_by_entries_and_bytes():
     assert len(cache) == 2 and cache.nbytes() <= 2.5 * one
     assert svod.stats()["plan_cache_evictions"] - before == 4
     assert cache.get(keys[-1][0]) is keys[-1][1] and cache.get(keys[-2][0]) is keys[-2][1]
+
+
+def test_jit_fast_replay_counts_checks_and_threads():
+    """The inlined replay (`capture._quick_for`): right values on every call, outputs
+    fresh each call, counters kept, another layout (F order) not mistaken for the traced
+    one, and threads replaying at once all get their own results."""
+
+    @svod.jit
+    def f(x, y):
+        return svod.tanh(x * 1.5) + y, x - y
+
+    rng = np.random.default_rng(0)
+
+    def ref(a, b):
+        return np.tanh(a * np.float32(1.5)) + b, a - b
+
+    prev = None
+    for i in range(5):
+        a, b = rng.standard_normal((2, 16, 8)).astype(np.float32)
+        before = svod.stats()["kernels_launched"]
+        p, q = f(svod.asarray(a), svod.asarray(b))
+        assert svod.stats()["kernels_launched"] > before
+        np.testing.assert_allclose(p.numpy(), ref(a, b)[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(q.numpy(), ref(a, b)[1], rtol=1e-6)
+        if prev is not None:
+            assert not np.shares_memory(prev.numpy(), p.numpy())
+        prev = p
+    from svod import capture
+
+    assert [q for q in f._quick.values() if q is not capture._NO_QUICK], "the fast replay was never set up"
+    a, b = rng.standard_normal((2, 16, 8)).astype(np.float32)
+    af = np.asfortranarray(a)
+    p, q = f(svod.asarray(af), svod.asarray(b))
+    np.testing.assert_allclose(p.numpy(), ref(a, b)[0], rtol=1e-5, atol=1e-6)
+
+    errors = []
+
+    def worker(seed):
+        r = np.random.default_rng(seed)
+        for _ in range(100):
+            a, b = r.standard_normal((2, 16, 8)).astype(np.float32)
+            p, q = f(svod.asarray(a), svod.asarray(b))
+            if not (np.allclose(p.numpy(), ref(a, b)[0], rtol=1e-5, atol=1e-6) and np.array_equal(q.numpy(), a - b)):
+                errors.append(seed)
+
+    ts = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
