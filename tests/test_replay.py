@@ -173,7 +173,7 @@ def test_jit_fast_replay_counts_checks_and_threads():
         return np.tanh(a * np.float32(1.5)) + b, a - b
 
     prev = None
-    for i in range(5):
+    for _ in range(5):
         a, b = rng.standard_normal((2, 16, 8)).astype(np.float32)
         before = svod.stats()["kernels_launched"]
         p, q = f(svod.asarray(a), svod.asarray(b))
