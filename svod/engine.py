@@ -499,9 +499,22 @@ PIPELINE = Pipeline()
 PLAN_CACHE = PlanCache()
 
 
+# NOTE: os.environ.get costs ~1 µs (it encodes the key); realize asks on every call, so
+# read CPython's underlying dict of encoded names when it is there (same values).
+_ENV_DATA = getattr(os.environ, "_data", None)
+_DEBUG_KEY = os.environ.encodekey("SVOD_DEBUG") if hasattr(os.environ, "encodekey") else None
+
+
 def _debug() -> int:
+    if _ENV_DATA is not None and _DEBUG_KEY is not None:
+        v = _ENV_DATA.get(_DEBUG_KEY)
+        if v is None:
+            return 0
+        v = os.environ.decodevalue(v)
+    else:
+        v = os.environ.get("SVOD_DEBUG", "0")
     try:
-        return int(os.environ.get("SVOD_DEBUG", "0") or 0)
+        return int(v or 0)
     except ValueError:
         return 1
 
@@ -575,6 +588,9 @@ class ReplayCache:
 REPLAY = ReplayCache()
 
 
+_REPLAY_COUNTS = (("realizes", 1), ("graph_cache_hits", 1))
+
+
 def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
     """Compute every pending root in one plan; returns the becomes-map root -> BUFFER."""
     pending: list[UOp] = []
@@ -586,15 +602,15 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
     if not pending:
         return {}
     t0 = time.perf_counter()
-    bump("realizes")
     sig, leaves = signature_of(pending) if RECORDER is None and not _debug() else (None, None)
     fast = REPLAY.get(sig) if sig is not None else None
     if fast is not None and PLAN_CACHE.holds(fast[0], fast[1]):
         # replay: a structure seen before (same signature => same GraphKey, leaves in a
         # known order): no compaction, no lookup by key
-        bump("graph_cache_hits")
+        bump_many(_REPLAY_COUNTS)
         outs = fast[1].run([leaves[j].array for j in fast[2]])
         return _wrap(pending, outs)
+    bump("realizes")
     key, bindings = PIPELINE.compact(pending)
     if RECORDER is not None:
         RECORDER.append(key)
