@@ -260,7 +260,7 @@ def _quick_for(entry: _Entry, arrays):
     ns = {"slots": parts.slots, "saddr": parts.slots_addr, "fns": parts.fns, "segment": parts.segment,
           "acquire": parts.lock.acquire, "release": parts.lock.release, "program": parts.program,
           "tally": tally, "address": data_address, "empty": np.empty, "make": Tensor._from,
-          "leaf": UOp.buffer_signed, "buffer": UOp.buffer, "rebuild": entry.rebuild, "sigs": []}
+          "buffer": UOp.buffer, "rebuild": entry.rebuild, "sigs": []}
     body = ["def quick(args):"]
     for i, (want, _) in enumerate(parts.inputs):
         ns[f"W{i}"] = want
@@ -284,8 +284,15 @@ def _quick_for(entry: _Entry, arrays):
     body.append("        sigs[:] = [u._sig for u in leaves]")
     body.append("        return rebuild([make(u) for u in leaves])")
     body.append("    g = sigs")
-    items = ", ".join(f"make(leaf(o{v}, T{k}, g[{k}]))" for k, v in outs)
-    body.append(f"    return rebuild([{items}])")
+    ns.update(UOp.buffer_namespace(), _Tensor=Tensor)
+    for k, v in outs:  # the output Tensors, built inline (see UOp.buffer_source)
+        body += UOp.buffer_source(f"o{v}", f"T{k}", f"g[{k}]", f"u{k}")
+        body.append(f"    t{k} = _new(_Tensor); t{k}.uop = u{k}")
+    probe = object()
+    if len(outs) == 1 and entry.rebuild([probe]) is probe:  # a function returning one Tensor
+        body.append("    return t0")
+    else:
+        body.append("    return rebuild([" + ", ".join(f"t{k}" for k, _ in outs) + "])")
     exec("\n".join(body), ns)  # noqa: S102 - our own template, no user text
     return ns["quick"]
 

@@ -304,18 +304,23 @@ class UOp:
         return self
 
     @staticmethod
-    def buffer_signed(array: np.ndarray, dtype: DType, sig: int) -> UOp:
-        """`buffer` with its structural signature given: `sig` must be the `_sig` of a
-        `buffer` of an array with the same dtype, shape and strides (replay hot path: a
-        compiled program's fresh outputs always have them)."""
-        self = object.__new__(UOp)
-        self.op, self.dtype, self.src, self.arg = Ops.BUFFER, dtype, (), BufferRef(array)
-        self.shape = array.shape
-        self._hash = None
-        self._kb = None
-        self._sig = sig
-        self._leaves = (self.arg,)
-        return self
+    def buffer_source(array: str, dtype: str, sig: str, out: str, indent: str = "    ") -> list[str]:
+        """Python source lines that bind `out` to a node equal to ``buffer(array, dtype)``
+        with its structural signature given (`sig`: the `_sig` of a `buffer` of an array
+        of the same dtype, shape and strides) — names of variables in generated replay
+        code, where a call per leaf shows (0.45 µs saved a leaf). The generated code's
+        namespace needs `buffer_namespace()`; keep both in step with `buffer`."""
+        r = f"{out}_ref"
+        return [f"{indent}{r} = _new(_BufferRef); {r}.array = {array}; {r}.serial = _next(_serials)",
+                f"{indent}{out} = _new(_UOp); {out}.op = _BUFFER; {out}.dtype = {dtype}; {out}.src = (); "
+                f"{out}.arg = {r}; {out}.shape = {array}.shape",
+                f"{indent}{out}._hash = None; {out}._kb = None; {out}._sig = {sig}; {out}._leaves = ({r},)"]
+
+    @staticmethod
+    def buffer_namespace() -> dict:
+        """The names `buffer_source` lines use."""
+        return {"_new": object.__new__, "_BufferRef": BufferRef, "_UOp": UOp, "_BUFFER": Ops.BUFFER, "_next": next,
+                "_serials": BufferRef._counter}
 
     def toposort(self) -> list[UOp]:
         return toposort([self])

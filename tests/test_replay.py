@@ -207,3 +207,18 @@ def test_jit_fast_replay_counts_checks_and_threads():
     for t in ts:
         t.join()
     assert not errors
+
+
+def test_jit_fast_replay_leaves_match_buffer():
+    """The inlined output leaves (`UOp.buffer_source`) are the nodes `UOp.buffer` makes."""
+    f = svod.jit(lambda x: svod.exp(x) * 2.0)
+    x = svod.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+    for _ in range(4):  # trace, replay (sets the fast path up), first fast call (takes signatures), inline
+        y = f(x)
+    ref = svod.ir.UOp.buffer(y.uop.arg.array, y.uop.dtype)
+    for name in ("op", "dtype", "src", "shape", "_hash", "_kb", "_sig"):
+        assert getattr(y.uop, name) == getattr(ref, name), name
+    assert y.uop._leaves == (y.uop.arg,) and y.uop.arg.array is y.uop.arg.array
+    assert y.uop.arg.serial != ref.arg.serial
+    np.testing.assert_allclose((y + 1).numpy(), np.exp(np.arange(6, dtype=np.float32)).reshape(2, 3) * 2 + 1,
+                               rtol=1e-6)

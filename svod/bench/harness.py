@@ -402,6 +402,10 @@ def run(sizes: str = "default", only=None, repeats: int | None = None, peers: bo
     from svod import runtime
     from svod.bench import peers as peers_mod
 
+    # NOTE: before any peer loads its OpenMP runtime (torch's libgomp reads this once):
+    # threads that spin after a call steal the cores from the contender timed next in an
+    # interleaved run (W1 at 1M: svod 0.69 ms alone, 1.01 ms after torch with spinning).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     cs = cases(sizes, only)
     repeats = repeats or REPEATS[sizes]
     avail = peers_mod.available() if peers else {n: "peers disabled" for n in peers_mod.PEERS}
@@ -411,7 +415,7 @@ def run(sizes: str = "default", only=None, repeats: int | None = None, peers: bo
         "sizes": sizes, "repeats": repeats,
         "env": {"cpu_count": os.cpu_count(), "svod_threads": runtime.pool_size(), "numpy": np.__version__,
                 "blas": blas_info(), "python": sys.version.split()[0], "gcc": shutil.which("gcc"),
-                "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "PASSIVE (set by the harness)")},
+                "omp_wait_policy": os.environ["OMP_WAIT_POLICY"]},
         "peers_skipped": skipped, "cases": [], "probes": {},
     }
     state: dict = {}
