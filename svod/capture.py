@@ -12,6 +12,11 @@ slots and launch — no tracing, no graph building, no planning.
 - `strict=True` raises `JitError` instead of tracing a second signature.
 - Outputs are fresh buffers: they never alias each other or the inputs, except when the
   function returns an input unchanged (then that input is returned).
+- Fast replay: from the second call of a signature whose arguments are all realized
+  Tensors and whose plan is one native segment, a call is one straight-line function
+  generated for that entry (`_quick_for`), looked up by the arguments' leaf signatures:
+  bind the arrays, allocate the outputs, call the graph program, wrap the outputs (W7:
+  ~5 µs a call, of which ~2.3 µs are the kernel). Anything else takes the general path.
 
 >>> import svod
 >>> @svod.jit
