@@ -131,6 +131,10 @@ def test_becomes_visits_only_tensors_sharing_a_leaf():
     z = y * 3.0
     y.realize()
     assert z.numpy().tolist() == [15.0] + [3.0] * 7
+    import weakref
+
+    refs = [weakref.ref(x.uop.arg) for x in xs]
+    assert all(r() in T._by_leaf for r in refs[8:20])  # pending graphs on these leaves: indexed
     del xs, heads, tails, y, z
     gc.collect()
-    assert not [k for k in T._by_leaf if k is not None]
+    assert not [r for r in refs if r() is not None]  # the index keeps no leaf (nor its array) alive
