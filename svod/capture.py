@@ -36,7 +36,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from svod import dtype as dt
-from svod.codegen.graphprog import data_address
 from svod.ir import Ops, UOp
 from svod.tensor import Tensor
 
@@ -262,24 +261,14 @@ def _quick_for(entry: _Entry, arrays):
     for a, (want, need) in zip(arrays, parts.inputs):
         if a.dtype is not want or a.size < need or not a.flags.c_contiguous:
             return None
-    ns = {"slots": parts.slots, "saddr": parts.slots_addr, "fns": parts.fns, "segment": parts.segment,
-          "acquire": parts.lock.acquire, "release": parts.lock.release, "program": parts.program,
-          "tally": tally, "address": data_address, "empty": np.empty, "make": Tensor._from,
-          "buffer": UOp.buffer, "rebuild": entry.rebuild, "sigs": []}
+    ns, call = parts.call_source(tally)
+    ns.update({"make": Tensor._from, "buffer": UOp.buffer, "rebuild": entry.rebuild, "sigs": []})
     body = ["def quick(args):"]
     for i, (want, _) in enumerate(parts.inputs):
         ns[f"W{i}"] = want
         body.append(f"    a{i} = args[{i}].uop.arg.array")
         body.append(f"    if a{i}.dtype is not W{i}: return None")
-    slot_of = {slot: j for j, (slot, _, _) in enumerate(parts.outputs)}
-    for j, (_, shape, dtype) in enumerate(parts.outputs):
-        ns[f"S{j}"], ns[f"D{j}"] = shape, dtype
-        body.append(f"    o{j} = empty(S{j}, D{j})")
-    body += ["    if not acquire(False): return None", "    try:"]
-    body += [f"        slots[{i}] = address(a{i})" for i in range(len(parts.inputs))]
-    body += [f"        slots[{slot}] = address(o{j})" for slot, j in slot_of.items()]
-    body += ["        program.calls += 1", "        tally.n += 1", "        segment(saddr, fns, None)",
-             "    finally:", "        release()"]
+    body += call
     outs = []
     for k, (_, v, _) in enumerate(entry.out_plan):
         ns[f"T{k}"] = entry.exe_dtypes[v]

@@ -124,6 +124,7 @@ class KernelPlan(Executable):
         self._programs = None
         self._gp = None  # GraphProgram, built on the first run
         self._tally = None  # Tally of inlined replays (`quick_parts`)
+        self._fast = None  # QuickParts.runner once set up; False: the program has none
         self._n_kernels = len(plan.kernels)
         self._n_nodes = sum(len(k.nodes) for k in plan.kernels)
         self._lock = threading.Lock()
@@ -199,11 +200,19 @@ class KernelPlan(Executable):
         return parts, self._tally
 
     def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        fast = self._fast
+        if fast:
+            outs = fast(arrays)
+            if outs is not None:
+                return outs
         bump_many((("kernels_launched", self._n_kernels), ("nodes_evaluated", self._n_nodes)))
         outs = (self._gp or self.graph_program()).run(arrays)
         if not self._validated:
             validate_outputs(self.key, arrays, outs, self.describe)
             self._validated = True
+        elif fast is None:  # from the second run: the straight-line runner, when the program has one
+            got = self.quick_parts()
+            self._fast = got[0].runner(got[1]) if got is not None else False
         return outs
 
 
@@ -601,7 +610,6 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
             pending.append(r)
     if not pending:
         return {}
-    t0 = time.perf_counter()
     sig, leaves = signature_of(pending) if RECORDER is None and not _debug() else (None, None)
     fast = REPLAY.get(sig) if sig is not None else None
     if fast is not None and PLAN_CACHE.holds(fast[0], fast[1]):
@@ -610,6 +618,7 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
         bump_many(_REPLAY_COUNTS)
         outs = fast[1].run([leaves[j].array for j in fast[2]])
         return _wrap(pending, outs)
+    t0 = time.perf_counter()
     bump("realizes")
     key, bindings = PIPELINE.compact(pending)
     if RECORDER is not None:

@@ -122,13 +122,21 @@ class BufferRef:
 
 
 def _canon(arg: Any) -> Any:
-    """Hash-consing key for an arg: keeps -0.0 apart from 0.0, 1 from 1.0 and True, NaN equal."""
+    """Hash-consing key for an arg: keeps -0.0 apart from 0.0, 1 from 1.0 and True, NaN equal.
+    (In-memory only; content hashes use `_hash_arg`.)"""
+    t = type(arg)
+    if t is float:  # NOTE: the hot case (scalars in expressions); hex() only where == is not identity
+        return ("f", arg) if arg == arg and arg != 0.0 else ("f", arg.hex())
+    if t is int:
+        return ("i", arg)
+    if t is tuple:
+        return tuple([_canon(a) for a in arg])
     if isinstance(arg, bool):
         return ("b", arg)
     if isinstance(arg, int):
         return ("i", arg)
     if isinstance(arg, float):
-        return ("f", arg.hex())
+        return ("f", arg) if arg == arg and arg != 0.0 else ("f", float(arg).hex())
     if isinstance(arg, tuple):
         return tuple(_canon(a) for a in arg)
     return arg

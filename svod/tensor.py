@@ -80,6 +80,31 @@ def _unregister(ref: _LiveRef) -> None:
         _unindex(ref)
 
 
+# Tensors made since the last realize, as plain weak references: most die before any
+# realize (the intermediates of `y = f(y)` chains), so they are registered (indexed, with a
+# death callback) only when a realize finds them alive (`_flush`) — 0.15 µs a tensor
+# instead of ~1 µs for registering and unregistering each one.
+_pending: list = []
+_PENDING_MAX = 4096  # flush early past this many (bounds the list between realizes)
+_weak, _new, _BUFFER = weakref.ref, object.__new__, Ops.BUFFER
+
+
+def _note(t: Tensor) -> None:
+    """A new lazy tensor (the hot path of every op)."""
+    _pending.append(weakref.ref(t))
+    if len(_pending) > _PENDING_MAX:
+        _flush()
+
+
+def _flush() -> None:
+    global _pending
+    batch, _pending = _pending, []  # NOTE: a note racing this swap is lost: a missed rebind, never a result
+    for w in batch:
+        t = w()
+        if t is not None and t.uop.op is not Ops.BUFFER:
+            _register(t)
+
+
 def _register(t: Tensor) -> None:
     key = id(t)
     ref = _live.get(key)
@@ -103,6 +128,8 @@ def _apply_becomes(mapping: dict[UOp, UOp]) -> None:
     """Rebind every live tensor through `mapping` (realized node -> BUFFER)."""
     if not mapping:
         return
+    if _pending:
+        _flush()
     memo: dict[UOp, UOp] = dict(mapping)
     from svod.ir import substitute
 
@@ -237,15 +264,17 @@ class Tensor:
         if _uop is None:
             _uop = asarray(data, dtype=dtype).uop
         self.uop = _uop
-        if _uop.op is not Ops.BUFFER:  # realized tensors need no becomes-map: register lazily
-            _register(self)
+        if _uop.op is not Ops.BUFFER:  # realized tensors need no becomes-map
+            _note(self)
 
     @staticmethod
     def _from(u: UOp) -> Tensor:
-        t = object.__new__(Tensor)
+        t = _new(Tensor)
         t.uop = u
-        if u.op is not Ops.BUFFER:
-            _register(t)
+        if u.op is not _BUFFER:
+            _pending.append(_weak(t))  # `_note`, inlined: every op passes here
+            if len(_pending) > _PENDING_MAX:
+                _flush()
         return t
 
     # --- attributes

@@ -108,6 +108,41 @@ class QuickParts(NamedTuple):
     inputs: tuple
     outputs: tuple
 
+    def call_source(self, tally, indent: str = "    ") -> tuple[dict, list[str]]:
+        """(namespace, lines) of generated code that, with the inputs bound to `a0`, `a1`,
+        ... (checked by the caller), allocates the outputs `o0`, `o1`, ..., launches the
+        segment (or returns None when another thread holds the program) and counts the
+        call on `tally`."""
+        ns = {"_slots": self.slots, "_saddr": self.slots_addr, "_fns": self.fns, "_segment": self.segment,
+              "_acquire": self.lock.acquire, "_release": self.lock.release, "_program": self.program,
+              "_tally": tally, "_address": data_address, "_empty": np.empty}
+        lines = []
+        for j, (_, shape, dtype) in enumerate(self.outputs):
+            ns[f"_S{j}"], ns[f"_D{j}"] = shape, dtype
+            lines.append(f"{indent}o{j} = _empty(_S{j}, _D{j})")
+        lines += [f"{indent}if not _acquire(False): return None", f"{indent}try:"]
+        lines += [f"{indent}    _slots[{i}] = _address(a{i})" for i in range(len(self.inputs))]
+        lines += [f"{indent}    _slots[{slot}] = _address(o{j})" for j, (slot, _, _) in enumerate(self.outputs)]
+        lines += [f"{indent}    _program.calls += 1", f"{indent}    _tally.n += 1",
+                  f"{indent}    _segment(_saddr, _fns, None)", f"{indent}finally:", f"{indent}    _release()"]
+        return ns, lines
+
+    def runner(self, tally):
+        """`run(arrays) -> outputs` as straight-line code for this program: None from it
+        when an input needs the general path (a dtype, size or layout to convert, too few
+        arrays) or another thread holds the program."""
+        ns, call = self.call_source(tally)
+        n = len(self.inputs)
+        body = ["def run(arrays):", f"    if len(arrays) < {n}: return None"]
+        for i, (want, need) in enumerate(self.inputs):
+            ns[f"_W{i}"] = want
+            body += [f"    a{i} = arrays[{i}]", f"    if a{i}.dtype is not _W{i} or a{i}.size < {need} "
+                     f"or not a{i}.flags.c_contiguous: return None"]
+        body += call
+        body.append("    return [" + ", ".join(f"o{j}" for j in range(len(self.outputs))) + "]")
+        exec("\n".join(body), ns)  # noqa: S102 - our own template
+        return ns["run"]
+
 
 class GraphProgram:
     """A CompiledGraph ready to replay: `run(arrays) -> outputs`. `kind` is "native"
