@@ -238,19 +238,35 @@ class UOp:
     _cache: dict = {}
 
     def __new__(cls, op: Ops, dtype: DType, src: tuple[UOp, ...] = (), arg: Any = None):
-        key = (op, dtype, src, arg if arg is None or op is Ops.BUFFER else _canon(arg))
-        cache = UOp._cache
+        carg = arg if arg is None or op is _BUFFER_OP else _canon(arg)
+        key = (op, dtype, src, carg)
+        cache = _NODE_CACHE
         ref = cache.get(key)
         if ref is not None:
             hit = ref()
             if hit is not None:
                 return hit
-        self = object.__new__(cls)
+        self = _new_object(cls)
         self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
-        self.shape = src[0].shape if op in _SAME_SHAPE else _infer_shape(op, src, arg)
         self._hash = None  # NOTE: computed on demand; most nodes never need it
         self._kb = None  # cached key-encoding parts (svod.key.compact)
-        self._sig, self._leaves = _signature(key, src)
+        # NOTE: the unary and binary cases of _infer_shape and _signature inline (every op)
+        if len(src) == 1 and op in _SAME_SHAPE:
+            s = src[0]
+            self.shape = s.shape
+            if s._sig is None:
+                self._sig = self._leaves = None
+            else:
+                k = (op, dtype, carg, s._sig)
+                self._sig = _SIGS.get(k) or _intern(k)
+                self._leaves = s._leaves
+        else:
+            if len(src) == 2 and op in BINARY:
+                self.shape = s = src[0].shape
+                assert src[1].shape == s, f"{op}: shapes differ {s} {src[1].shape}"
+            else:
+                self.shape = _infer_shape(op, src, arg)
+            self._sig, self._leaves = _signature(key, src)
         new = _NodeRef(self, _forget)
         new.key = key
         # NOTE: setdefault is atomic under the GIL: if another thread built the same node
@@ -397,6 +413,19 @@ def substitute(roots: list[UOp], mapping: dict[UOp, UOp], memo: dict[UOp, UOp] |
         memo[node] = node if new_src == node.src else UOp(node.op, node.dtype, new_src, node.arg)
     return [memo.get(r, r) for r in roots]
 
+
+class OP:
+    """Plain class attributes naming the `Ops` members: ``OP.MUL is Ops.MUL``. An ``Ops.X``
+    access goes through the enum machinery (~100 ns on Python 3.11, ~30 on 3.12); the
+    per-op paths of the frontend name members through `OP` (~25 ns)."""
+
+
+for _m in Ops:
+    setattr(OP, _m.name, _m)
+
+_NODE_CACHE = UOp._cache
+_BUFFER_OP = Ops.BUFFER
+_new_object = object.__new__
 
 # ----------------------------------------------------------------------------- signatures
 # A structural signature is a small int naming a UOp's graph up to the identity of its

@@ -27,7 +27,7 @@ import numpy as np
 from svod import dtype as dt
 from svod.dtype import DType, DTypeError
 from svod.errors import AxisError, ShapeError
-from svod.ir import Ops, UOp, _canon, shape_str
+from svod.ir import OP, Ops, UOp, _canon, shape_str
 
 # ----------------------------------------------------------------------------- registry
 
@@ -86,7 +86,7 @@ def _unregister(ref: _LiveRef) -> None:
 # instead of ~1 µs for registering and unregistering each one.
 _pending: list = []
 _PENDING_MAX = 4096  # flush early past this many (bounds the list between realizes)
-_weak, _new, _BUFFER = weakref.ref, object.__new__, Ops.BUFFER
+_weak, _new, _BUFFER = weakref.ref, object.__new__, OP.BUFFER
 
 
 def _note(t: Tensor) -> None:
@@ -101,7 +101,7 @@ def _flush() -> None:
     batch, _pending = _pending, []  # NOTE: a note racing this swap is lost: a missed rebind, never a result
     for w in batch:
         t = w()
-        if t is not None and t.uop.op is not Ops.BUFFER:
+        if t is not None and t.uop.op is not OP.BUFFER:
             _register(t)
 
 
@@ -156,14 +156,14 @@ def _apply_becomes(mapping: dict[UOp, UOp]) -> None:
         if t is None:
             continue
         u = t.uop
-        if u.op is Ops.BUFFER or u.op is Ops.CONST:
+        if u.op is OP.BUFFER or u.op is OP.CONST:
             continue
         if u in mapping:
             t.uop = mapping[u]
             _realized(t)  # realized: nothing left to rebind
         elif root_leaves is None or u._leaves is None or not root_leaves.isdisjoint(u._leaves):
             t.uop = nu = substitute([u], mapping, memo)[0]
-            if nu.op is Ops.BUFFER or nu.op is Ops.CONST:
+            if nu.op is OP.BUFFER or nu.op is OP.CONST:
                 _realized(t)
             elif ref.leaves != nu._leaves and _live.get(ref.key) is ref:
                 _unindex(ref)
@@ -264,7 +264,7 @@ class Tensor:
         if _uop is None:
             _uop = asarray(data, dtype=dtype).uop
         self.uop = _uop
-        if _uop.op is not Ops.BUFFER:  # realized tensors need no becomes-map
+        if _uop.op is not OP.BUFFER:  # realized tensors need no becomes-map
             _note(self)
 
     @staticmethod
@@ -312,7 +312,7 @@ class Tensor:
 
     @property
     def is_realized(self) -> bool:
-        return self.uop.op is Ops.BUFFER
+        return self.uop.op is OP.BUFFER
 
     def __hash__(self) -> int:
         return id(self)
@@ -608,7 +608,7 @@ class Tensor:
         return flip(self, axis=axis)
 
     def contiguous(self) -> Tensor:
-        return Tensor._from(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+        return Tensor._from(UOp(OP.CONTIGUOUS, self.dtype, (self.uop,)))
 
     def sum(self, axis=None, keepdims=False, dtype=None):
         return sum(self, axis=axis, keepdims=keepdims, dtype=dtype)
@@ -746,7 +746,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
             if copy is False:
                 raise ValueError(f"asarray: copy=False but a cast from {obj.dtype} to {want} is needed")
             return astype(obj, want)
-        return obj if not copy else Tensor._from(UOp(Ops.CONTIGUOUS, obj.dtype, (obj.uop,)))
+        return obj if not copy else Tensor._from(UOp(OP.CONTIGUOUS, obj.dtype, (obj.uop,)))
     if isinstance(obj, np.ndarray) or (hasattr(obj, "__array__") and not isinstance(obj, (list, tuple))):
         arr = np.asarray(obj)
         if arr.dtype == object or arr.dtype.kind in "USV":
@@ -824,9 +824,9 @@ def _const(value, dtype: DType, shape: tuple[int, ...]) -> UOp:
         return u
     u = UOp.const(value, dtype)
     if shape:
-        u = UOp(Ops.RESHAPE, dtype, (u,), (1,) * len(shape))
+        u = UOp(OP.RESHAPE, dtype, (u,), (1,) * len(shape))
         if builtins.any(s != 1 for s in shape):
-            u = UOp(Ops.EXPAND, dtype, (u,), shape)
+            u = UOp(OP.EXPAND, dtype, (u,), shape)
     if len(_CONST_CACHE) > 4096:
         _CONST_CACHE.clear()
     _CONST_CACHE[ck] = u
@@ -916,20 +916,20 @@ def astype(x: Tensor, dtype, /, *, copy: bool = True, device=None) -> Tensor:
     d = dt.dtype(dtype)
     if d == x.dtype:
         return x if not copy else Tensor._from(x.uop)
-    return Tensor._from(UOp(Ops.CAST, d, (x.uop,)))
+    return Tensor._from(UOp(OP.CAST, d, (x.uop,)))
 
 
 def _cast(u: UOp, d: DType) -> UOp:
-    return u if u.dtype == d else UOp(Ops.CAST, d, (u,))
+    return u if u.dtype == d else UOp(OP.CAST, d, (u,))
 
 
 def _expand_uop(u: UOp, shape: tuple[int, ...]) -> UOp:
     if u.shape == shape:
         return u
     if u.ndim < len(shape):
-        u = UOp(Ops.RESHAPE, u.dtype, (u,), (1,) * (len(shape) - u.ndim) + u.shape)
+        u = UOp(OP.RESHAPE, u.dtype, (u,), (1,) * (len(shape) - u.ndim) + u.shape)
     if u.shape != shape:
-        u = UOp(Ops.EXPAND, u.dtype, (u,), shape)
+        u = UOp(OP.EXPAND, u.dtype, (u,), shape)
     return u
 
 
@@ -1005,6 +1005,10 @@ def _binop(op: Ops, name: str, a, b, *, dtype_fn=None, out_dtype=None) -> Tensor
 
 
 def _unop(op: Ops, name: str, x, *, float_only=False, allow_bool=True, identity_for_int=False) -> Tensor:
+    if type(x) is Tensor:  # the common case first: a float tensor takes none of the branches below
+        u = x.uop
+        if u.dtype.is_float:
+            return Tensor._from(UOp(op, u.dtype, (u,)))
     x = asarray(x)
     if not allow_bool and x.dtype.is_bool:
         raise DTypeError(f"{name}: not supported for bool input")
@@ -1025,56 +1029,56 @@ def _float_result(d: DType) -> DType:
 
 def add(a, b, /) -> Tensor:
     (ua, ub), d = _operands("add", a, b)
-    return Tensor._from(UOp(Ops.OR if d.is_bool else Ops.ADD, d, (ua, ub)))
+    return Tensor._from(UOp(OP.OR if d.is_bool else OP.ADD, d, (ua, ub)))
 
 
 def subtract(a, b, /) -> Tensor:
     (ua, ub), d = _operands("subtract", a, b)
     if d.is_bool:
         raise DTypeError("subtract: boolean subtract is not supported, use logical_xor or bitwise_xor")
-    return Tensor._from(UOp(Ops.SUB, d, (ua, ub)))
+    return Tensor._from(UOp(OP.SUB, d, (ua, ub)))
 
 
 def multiply(a, b, /) -> Tensor:
     (ua, ub), d = _operands("multiply", a, b)
-    return Tensor._from(UOp(Ops.AND if d.is_bool else Ops.MUL, d, (ua, ub)))
+    return Tensor._from(UOp(OP.AND if d.is_bool else OP.MUL, d, (ua, ub)))
 
 
 def divide(a, b, /) -> Tensor:
     """True division; integers divide in the default float dtype (float32)."""
-    return _binop(Ops.DIV, "divide", a, b, dtype_fn=_float_result)
+    return _binop(OP.DIV, "divide", a, b, dtype_fn=_float_result)
 
 
 def floor_divide(a, b, /) -> Tensor:
     (ua, ub), d = _operands("floor_divide", a, b)
     if d.is_bool:
         raise DTypeError("floor_divide: not supported for bool operands")
-    return Tensor._from(UOp(Ops.IDIV, d, (ua, ub)))
+    return Tensor._from(UOp(OP.IDIV, d, (ua, ub)))
 
 
 def remainder(a, b, /) -> Tensor:
     (ua, ub), d = _operands("remainder", a, b)
     if d.is_bool:
         raise DTypeError("remainder: not supported for bool operands")
-    return Tensor._from(UOp(Ops.MOD, d, (ua, ub)))
+    return Tensor._from(UOp(OP.MOD, d, (ua, ub)))
 
 
 def pow(a, b, /) -> Tensor:  # noqa: A001 - the Array API name
     (ua, ub), d = _operands("pow", a, b)
     if d.is_bool:
         raise DTypeError("pow: not supported for bool operands")
-    return Tensor._from(UOp(Ops.POW, d, (ua, ub)))
+    return Tensor._from(UOp(OP.POW, d, (ua, ub)))
 
 
 def maximum(a, b, /) -> Tensor:
     """Elementwise maximum; NaN propagates (numpy semantics)."""
     (ua, ub), d = _operands("maximum", a, b)
-    return Tensor._from(UOp(Ops.OR if d.is_bool else Ops.MAX, d, (ua, ub)))
+    return Tensor._from(UOp(OP.OR if d.is_bool else OP.MAX, d, (ua, ub)))
 
 
 def minimum(a, b, /) -> Tensor:
     (ua, ub), d = _operands("minimum", a, b)
-    return Tensor._from(UOp(Ops.AND if d.is_bool else Ops.MIN, d, (ua, ub)))
+    return Tensor._from(UOp(OP.AND if d.is_bool else OP.MIN, d, (ua, ub)))
 
 
 def _cmp(op: Ops, name: str, a, b, swap=False) -> Tensor:
@@ -1085,27 +1089,27 @@ def _cmp(op: Ops, name: str, a, b, swap=False) -> Tensor:
 
 
 def less(a, b, /) -> Tensor:
-    return _cmp(Ops.CMPLT, "less", a, b)
+    return _cmp(OP.CMPLT, "less", a, b)
 
 
 def less_equal(a, b, /) -> Tensor:
-    return _cmp(Ops.CMPLE, "less_equal", a, b)
+    return _cmp(OP.CMPLE, "less_equal", a, b)
 
 
 def greater(a, b, /) -> Tensor:
-    return _cmp(Ops.CMPLT, "greater", a, b, swap=True)
+    return _cmp(OP.CMPLT, "greater", a, b, swap=True)
 
 
 def greater_equal(a, b, /) -> Tensor:
-    return _cmp(Ops.CMPLE, "greater_equal", a, b, swap=True)
+    return _cmp(OP.CMPLE, "greater_equal", a, b, swap=True)
 
 
 def equal(a, b, /) -> Tensor:
-    return _cmp(Ops.CMPEQ, "equal", a, b)
+    return _cmp(OP.CMPEQ, "equal", a, b)
 
 
 def not_equal(a, b, /) -> Tensor:
-    return _cmp(Ops.CMPNE, "not_equal", a, b)
+    return _cmp(OP.CMPNE, "not_equal", a, b)
 
 
 def _bitwise(op: Ops, name: str, a, b) -> Tensor:
@@ -1116,22 +1120,22 @@ def _bitwise(op: Ops, name: str, a, b) -> Tensor:
 
 
 def bitwise_and(a, b, /) -> Tensor:
-    return _bitwise(Ops.AND, "bitwise_and", a, b)
+    return _bitwise(OP.AND, "bitwise_and", a, b)
 
 
 def bitwise_or(a, b, /) -> Tensor:
-    return _bitwise(Ops.OR, "bitwise_or", a, b)
+    return _bitwise(OP.OR, "bitwise_or", a, b)
 
 
 def bitwise_xor(a, b, /) -> Tensor:
-    return _bitwise(Ops.XOR, "bitwise_xor", a, b)
+    return _bitwise(OP.XOR, "bitwise_xor", a, b)
 
 
 def bitwise_invert(x, /) -> Tensor:
     x = asarray(x)
     if x.dtype.is_float:
         raise DTypeError(f"bitwise_invert: not supported for {x.dtype}")
-    return Tensor._from(UOp(Ops.NOT, x.dtype, (x.uop,)))
+    return Tensor._from(UOp(OP.NOT, x.dtype, (x.uop,)))
 
 
 def _as_bool(x) -> Tensor:
@@ -1140,24 +1144,24 @@ def _as_bool(x) -> Tensor:
 
 
 def logical_and(a, b, /) -> Tensor:
-    return _bitwise(Ops.AND, "logical_and", _as_bool(a), _as_bool(b))
+    return _bitwise(OP.AND, "logical_and", _as_bool(a), _as_bool(b))
 
 
 def logical_or(a, b, /) -> Tensor:
-    return _bitwise(Ops.OR, "logical_or", _as_bool(a), _as_bool(b))
+    return _bitwise(OP.OR, "logical_or", _as_bool(a), _as_bool(b))
 
 
 def logical_xor(a, b, /) -> Tensor:
-    return _bitwise(Ops.XOR, "logical_xor", _as_bool(a), _as_bool(b))
+    return _bitwise(OP.XOR, "logical_xor", _as_bool(a), _as_bool(b))
 
 
 def logical_not(x, /) -> Tensor:
     x = _as_bool(x)
-    return Tensor._from(UOp(Ops.NOT, dt.bool_, (x.uop,)))
+    return Tensor._from(UOp(OP.NOT, dt.bool_, (x.uop,)))
 
 
 def negative(x, /) -> Tensor:
-    return _unop(Ops.NEG, "negative", x, allow_bool=False)
+    return _unop(OP.NEG, "negative", x, allow_bool=False)
 
 
 def positive(x, /) -> Tensor:
@@ -1169,19 +1173,19 @@ def positive(x, /) -> Tensor:
 
 def abs(x, /) -> Tensor:  # noqa: A001
     x = asarray(x)
-    return x if x.dtype.is_bool else _unop(Ops.ABS, "abs", x)
+    return x if x.dtype.is_bool else _unop(OP.ABS, "abs", x)
 
 
 def exp(x, /) -> Tensor:
-    return _unop(Ops.EXP, "exp", x, float_only=True)
+    return _unop(OP.EXP, "exp", x, float_only=True)
 
 
 def log(x, /) -> Tensor:
-    return _unop(Ops.LOG, "log", x, float_only=True)
+    return _unop(OP.LOG, "log", x, float_only=True)
 
 
 def sqrt(x, /) -> Tensor:
-    return _unop(Ops.SQRT, "sqrt", x, float_only=True)
+    return _unop(OP.SQRT, "sqrt", x, float_only=True)
 
 
 def rsqrt(x, /) -> Tensor:
@@ -1189,11 +1193,11 @@ def rsqrt(x, /) -> Tensor:
 
 
 def sin(x, /) -> Tensor:
-    return _unop(Ops.SIN, "sin", x, float_only=True)
+    return _unop(OP.SIN, "sin", x, float_only=True)
 
 
 def cos(x, /) -> Tensor:
-    return _unop(Ops.COS, "cos", x, float_only=True)
+    return _unop(OP.COS, "cos", x, float_only=True)
 
 
 def tan(x, /) -> Tensor:
@@ -1201,11 +1205,11 @@ def tan(x, /) -> Tensor:
 
 
 def tanh(x, /) -> Tensor:
-    return _unop(Ops.TANH, "tanh", x, float_only=True)
+    return _unop(OP.TANH, "tanh", x, float_only=True)
 
 
 def erf(x, /) -> Tensor:
-    return _unop(Ops.ERF, "erf", x, float_only=True)
+    return _unop(OP.ERF, "erf", x, float_only=True)
 
 
 def expm1(x, /) -> Tensor:
@@ -1229,11 +1233,11 @@ def log10(x, /) -> Tensor:
 
 
 def floor(x, /) -> Tensor:
-    return _unop(Ops.FLOOR, "floor", x, identity_for_int=True)
+    return _unop(OP.FLOOR, "floor", x, identity_for_int=True)
 
 
 def ceil(x, /) -> Tensor:
-    return _unop(Ops.CEIL, "ceil", x, identity_for_int=True)
+    return _unop(OP.CEIL, "ceil", x, identity_for_int=True)
 
 
 def trunc(x, /) -> Tensor:
@@ -1245,11 +1249,11 @@ def trunc(x, /) -> Tensor:
 
 def round(x, /) -> Tensor:  # noqa: A001
     """Round half to even (numpy semantics)."""
-    return _unop(Ops.ROUND, "round", x, identity_for_int=True)
+    return _unop(OP.ROUND, "round", x, identity_for_int=True)
 
 
 def sign(x, /) -> Tensor:
-    return _unop(Ops.SIGN, "sign", x, allow_bool=False)
+    return _unop(OP.SIGN, "sign", x, allow_bool=False)
 
 
 def reciprocal(x, /) -> Tensor:
@@ -1265,14 +1269,14 @@ def isnan(x, /) -> Tensor:
     x = asarray(x)
     if not x.dtype.is_float:
         return full(x.shape, False, dtype=dt.bool_)
-    return Tensor._from(UOp(Ops.ISNAN, dt.bool_, (x.uop,)))
+    return Tensor._from(UOp(OP.ISNAN, dt.bool_, (x.uop,)))
 
 
 def isinf(x, /) -> Tensor:
     x = asarray(x)
     if not x.dtype.is_float:
         return full(x.shape, False, dtype=dt.bool_)
-    return Tensor._from(UOp(Ops.ISINF, dt.bool_, (x.uop,)))
+    return Tensor._from(UOp(OP.ISINF, dt.bool_, (x.uop,)))
 
 
 def isfinite(x, /) -> Tensor:
@@ -1284,7 +1288,7 @@ def where(condition, x1, x2, /) -> Tensor:
     c = _as_bool(condition) if not _is_scalar(condition) else asarray(bool(condition))
     (u1, u2), d = _operands("where", x1, x2)
     shape = broadcast_shapes(c.shape, u1.shape, op="where")
-    return Tensor._from(UOp(Ops.WHERE, d, (_expand_uop(c.uop, shape), _expand_uop(u1, shape),
+    return Tensor._from(UOp(OP.WHERE, d, (_expand_uop(c.uop, shape), _expand_uop(u1, shape),
                                            _expand_uop(u2, shape))))
 
 
@@ -1311,9 +1315,9 @@ def _reduce(x, rop: str, axis, keepdims: bool, op: str, out_dtype: DType | None 
     if rop in ("max", "min") and builtins.any(x.shape[a] == 0 for a in axes):
         raise ValueError(f"{op}: zero-size array (shape {shape_str(x.shape)}) along axes {axes} has no identity")
     if axes:
-        u = UOp(Ops.REDUCE, u.dtype, (u,), (rop, axes))
+        u = UOp(OP.REDUCE, u.dtype, (u,), (rop, axes))
     if not keepdims:
-        u = UOp(Ops.RESHAPE, u.dtype, (u,), tuple(s for i, s in enumerate(x.shape) if i not in axes))
+        u = UOp(OP.RESHAPE, u.dtype, (u,), tuple(s for i, s in enumerate(x.shape) if i not in axes))
     return Tensor._from(u)
 
 
@@ -1400,24 +1404,24 @@ def _argreduce(op: Ops, name: str, x, axis, keepdims) -> Tensor:
             raise ValueError(f"{name}: attempt to get {name} of an empty sequence")
         flat = reshape(x, (-1,))
         u = UOp(op, dt.int64, (flat.uop,), 0)
-        return Tensor._from(UOp(Ops.RESHAPE, dt.int64, (u,), (1,) * x.ndim if keepdims else ()))
+        return Tensor._from(UOp(OP.RESHAPE, dt.int64, (u,), (1,) * x.ndim if keepdims else ()))
     a = _normalize_axis(axis, x.ndim, name)
     if x.shape[a] == 0:
         raise ValueError(f"{name}: attempt to get {name} of an empty sequence (axis {a} of shape "
                          f"{shape_str(x.shape)})")
     u = UOp(op, dt.int64, (x.uop,), a)
     if not keepdims:
-        u = UOp(Ops.RESHAPE, dt.int64, (u,), tuple(s for i, s in enumerate(x.shape) if i != a))
+        u = UOp(OP.RESHAPE, dt.int64, (u,), tuple(s for i, s in enumerate(x.shape) if i != a))
     return Tensor._from(u)
 
 
 def argmax(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
     """Index of the first maximum; NaN wins (numpy semantics)."""
-    return _argreduce(Ops.ARGMAX, "argmax", x, axis, keepdims)
+    return _argreduce(OP.ARGMAX, "argmax", x, axis, keepdims)
 
 
 def argmin(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
-    return _argreduce(Ops.ARGMIN, "argmin", x, axis, keepdims)
+    return _argreduce(OP.ARGMIN, "argmin", x, axis, keepdims)
 
 
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False) -> Tensor:
@@ -1463,7 +1467,7 @@ def reshape(x, /, shape, *, copy=None) -> Tensor:
                          f"into shape {shape_str(shape)}")
     if shape == x.shape:
         return x
-    return Tensor._from(UOp(Ops.RESHAPE, x.dtype, (x.uop,), shape))
+    return Tensor._from(UOp(OP.RESHAPE, x.dtype, (x.uop,), shape))
 
 
 def permute_dims(x, /, axes) -> Tensor:
@@ -1476,7 +1480,7 @@ def permute_dims(x, /, axes) -> Tensor:
     axes = tuple(a % x.ndim for a in axes)
     if axes == tuple(range(x.ndim)):
         return x
-    return Tensor._from(UOp(Ops.PERMUTE, x.dtype, (x.uop,), axes))
+    return Tensor._from(UOp(OP.PERMUTE, x.dtype, (x.uop,), axes))
 
 
 def matrix_transpose(x, /) -> Tensor:
@@ -1528,7 +1532,7 @@ def flip(x, /, *, axis=None) -> Tensor:
     axes = tuple(a for a in axes if x.shape[a] > 1)
     if not axes:
         return x
-    return Tensor._from(UOp(Ops.FLIP, x.dtype, (x.uop,), axes))
+    return Tensor._from(UOp(OP.FLIP, x.dtype, (x.uop,), axes))
 
 
 def roll(x, /, shift, *, axis=None) -> Tensor:
@@ -1574,7 +1578,7 @@ def pad(x, /, pad_width, mode: str = "constant", constant_values=0) -> Tensor:
     if dt.scalar_kind(constant_values) is None:
         raise TypeError(f"pad: constant_values must be a scalar, got {constant_values!r}")
     value = np.array(constant_values).astype(x.dtype.np).item()
-    return Tensor._from(UOp(Ops.PAD, x.dtype, (x.uop,), (pads, value)))
+    return Tensor._from(UOp(OP.PAD, x.dtype, (x.uop,), (pads, value)))
 
 
 def concat(arrays: Sequence[Tensor], /, *, axis: int | None = 0) -> Tensor:
@@ -1602,7 +1606,7 @@ def concat(arrays: Sequence[Tensor], /, *, axis: int | None = 0) -> Tensor:
         return full(tuple(0 if i == ax else s for i, s in enumerate(arrays[0].shape)), 0, dtype=d)
     if len(srcs) == 1:
         return Tensor._from(srcs[0])
-    return Tensor._from(UOp(Ops.CAT, d, srcs, ax))
+    return Tensor._from(UOp(OP.CAT, d, srcs, ax))
 
 
 def stack(arrays: Sequence[Tensor], /, *, axis: int = 0) -> Tensor:
@@ -1677,9 +1681,9 @@ def matmul(a, b, /) -> Tensor:
     squeeze_a = a.ndim == 1
     squeeze_b = b.ndim == 1
     if squeeze_a:
-        ua = UOp(Ops.RESHAPE, d, (ua,), (1,) + ua.shape)
+        ua = UOp(OP.RESHAPE, d, (ua,), (1,) + ua.shape)
     if squeeze_b:
-        ub = UOp(Ops.RESHAPE, d, (ub,), ub.shape + (1,))
+        ub = UOp(OP.RESHAPE, d, (ub,), ub.shape + (1,))
     if ua.shape[-1] != ub.shape[-2]:
         raise ShapeError(f"matmul: inner dimensions differ: {shape_str(a.shape)} @ {shape_str(b.shape)} "
                          f"({ua.shape[-1]} != {ub.shape[-2]})")
@@ -1690,14 +1694,14 @@ def matmul(a, b, /) -> Tensor:
                          f"cannot be broadcast together") from e
     ua = _expand_uop(ua, batch + ua.shape[-2:])
     ub = _expand_uop(ub, batch + ub.shape[-2:])
-    out = UOp(Ops.MATMUL, d, (ua, ub))
+    out = UOp(OP.MATMUL, d, (ua, ub))
     shape = out.shape
     if squeeze_a:
         shape = shape[:-2] + shape[-1:]
     if squeeze_b:
         shape = shape[:-1]
     if shape != out.shape:
-        out = UOp(Ops.RESHAPE, d, (out,), shape)
+        out = UOp(OP.RESHAPE, d, (out,), shape)
     return Tensor._from(out)
 
 
