@@ -598,21 +598,27 @@ REPLAY = ReplayCache()
 
 
 _REPLAY_COUNTS = (("realizes", 1), ("graph_cache_hits", 1))
+_BUFFER = Ops.BUFFER
 
 
 def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
     """Compute every pending root in one plan; returns the becomes-map root -> BUFFER."""
-    pending: list[UOp] = []
-    seen: set[int] = set()
-    for r in roots:
-        if r.op is not Ops.BUFFER and id(r) not in seen:
-            seen.add(id(r))
-            pending.append(r)
-    if not pending:
-        return {}
+    if len(roots) == 1:  # the common case, without the dedup set
+        if roots[0].op is _BUFFER:
+            return {}
+        pending: list[UOp] = list(roots)
+    else:
+        pending = []
+        seen: set[int] = set()
+        for r in roots:
+            if r.op is not _BUFFER and id(r) not in seen:
+                seen.add(id(r))
+                pending.append(r)
+        if not pending:
+            return {}
     sig, leaves = signature_of(pending) if RECORDER is None and not _debug() else (None, None)
-    fast = REPLAY.get(sig) if sig is not None else None
-    if fast is not None and PLAN_CACHE.holds(fast[0], fast[1]):
+    fast = REPLAY._d.get(sig) if sig is not None else None
+    if fast is not None and PLAN_CACHE._d.get(fast[0]) is fast[1]:  # PLAN_CACHE.holds, inline
         # replay: a structure seen before (same signature => same GraphKey, leaves in a
         # known order): no compaction, no lookup by key
         bump_many(_REPLAY_COUNTS)

@@ -27,7 +27,7 @@ import numpy as np
 from svod import dtype as dt
 from svod.dtype import DType, DTypeError
 from svod.errors import AxisError, ShapeError
-from svod.ir import OP, Ops, UOp, _canon, shape_str
+from svod.ir import OP, Ops, UOp, _canon, shape_str, substitute
 
 # ----------------------------------------------------------------------------- registry
 
@@ -130,9 +130,7 @@ def _apply_becomes(mapping: dict[UOp, UOp]) -> None:
         return
     if _pending:
         _flush()
-    memo: dict[UOp, UOp] = dict(mapping)
-    from svod.ir import substitute
-
+    memo: dict[UOp, UOp] | None = None
     root_leaves: set | None = set()
     for r in mapping:
         if not r._leaves:  # a constant graph (or a very wide one): any tensor may hold it
@@ -162,12 +160,24 @@ def _apply_becomes(mapping: dict[UOp, UOp]) -> None:
             t.uop = mapping[u]
             _realized(t)  # realized: nothing left to rebind
         elif root_leaves is None or u._leaves is None or not root_leaves.isdisjoint(u._leaves):
+            if memo is None:
+                memo = dict(mapping)
             t.uop = nu = substitute([u], mapping, memo)[0]
             if nu.op is OP.BUFFER or nu.op is OP.CONST:
                 _realized(t)
             elif ref.leaves != nu._leaves and _live.get(ref.key) is ref:
                 _unindex(ref)
                 _index(ref, nu._leaves)
+
+
+def _realize_uops(roots):
+    """`svod.engine.realize_uops`, bound on first use (the engine is imported lazily; a
+    `from ... import` per realize cost ~1 µs)."""
+    global _realize_uops
+    from svod.engine import realize_uops
+
+    _realize_uops = realize_uops
+    return realize_uops(roots)
 
 
 def realize(*tensors: Tensor) -> tuple[Tensor, ...]:
@@ -179,12 +189,10 @@ def realize(*tensors: Tensor) -> tuple[Tensor, ...]:
     >>> b.tolist(), c.tolist()
     ([1, 3, 5, 7], [-1, 1, 3, 5])
     """
-    from svod.engine import realize_uops
-
     for t in tensors:
         if not isinstance(t, Tensor):
             raise TypeError(f"realize: expected Tensors, got {type(t).__name__}")
-    mapping = realize_uops([t.uop for t in tensors])
+    mapping = _realize_uops([t.uop for t in tensors])
     for t in tensors:  # tensors passed in are rebound even if the registry lost them
         if t.uop in mapping:
             t.uop = mapping[t.uop]
