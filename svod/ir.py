@@ -260,12 +260,21 @@ class UOp:
                 k = (op, dtype, carg, s._sig)
                 self._sig = _SIGS.get(k) or _intern(k)
                 self._leaves = s._leaves
-        else:
-            if len(src) == 2 and op in BINARY:
-                self.shape = s = src[0].shape
-                assert src[1].shape == s, f"{op}: shapes differ {s} {src[1].shape}"
+        elif len(src) == 2 and op in BINARY:
+            a, b = src
+            self.shape = s = a.shape
+            assert b.shape == s, f"{op}: shapes differ {s} {b.shape}"
+            la, lb = a._leaves, b._leaves
+            if a._sig is None or b._sig is None:
+                self._sig = self._leaves = None
+            elif la == lb or not lb or not la:  # one leaf list (`_signature`'s common cases)
+                k = (op, dtype, carg, a._sig, b._sig)
+                self._sig = _SIGS.get(k) or _intern(k)
+                self._leaves = la or lb
             else:
-                self.shape = _infer_shape(op, src, arg)
+                self._sig, self._leaves = _signature(key, src)
+        else:
+            self.shape = _infer_shape(op, src, arg)
             self._sig, self._leaves = _signature(key, src)
         new = _NodeRef(self, _forget)
         new.key = key
