@@ -492,6 +492,15 @@ class PlanCache:
                 total -= old.nbytes()
                 bump("plan_cache_evictions")
 
+    def touch(self, key_hash: str) -> None:
+        """Mark an entry most recently used (a replay by signature skips `get`, but a plan
+        replayed all the time must not age out of the LRU). Lock-free: one C-level
+        OrderedDict call; an entry evicted meanwhile is simply gone."""
+        try:
+            self._d.move_to_end(key_hash)
+        except KeyError:
+            pass
+
     def holds(self, key_hash: str, exe: Executable) -> bool:
         """Whether `exe` is still the entry for `key_hash` (lock-free read)."""
         return self._d.get(key_hash) is exe
@@ -621,6 +630,7 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
     if fast is not None and PLAN_CACHE._d.get(fast[0]) is fast[1]:  # PLAN_CACHE.holds, inline
         # replay: a structure seen before (same signature => same GraphKey, leaves in a
         # known order): no compaction, no lookup by key
+        PLAN_CACHE.touch(fast[0])
         bump_many(_REPLAY_COUNTS)
         outs = fast[1].run([leaves[j].array for j in fast[2]])
         return _wrap(pending, outs)

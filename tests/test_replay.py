@@ -222,3 +222,23 @@ def test_jit_fast_replay_leaves_match_buffer():
     assert y.uop.arg.serial != ref.arg.serial
     np.testing.assert_allclose((y + 1).numpy(), np.exp(np.arange(6, dtype=np.float32)).reshape(2, 3) * 2 + 1,
                                rtol=1e-6)
+
+
+def test_replayed_plan_stays_recent_in_the_lru(monkeypatch):
+    """A structure replayed by signature (no `PlanCache.get`) still counts as used: new
+    structures evict the others first."""
+    from svod import engine
+
+    cache = engine.PlanCache(max_entries=3, max_bytes=1 << 40)
+    monkeypatch.setattr(engine, "PLAN_CACHE", cache)
+    engine.REPLAY.clear()
+    a = svod.asarray(np.arange(16, dtype=np.float32))
+    hot = lambda: (svod.exp(a) * 3.0).realize()  # noqa: E731
+    hot()
+    hot()  # now in the replay cache
+    svod.reset_stats()
+    for i in range(6):
+        (svod.sin(a) + float(i)).realize()  # new structures fill the LRU
+        hot()
+    assert svod.stats()["graph_cache_misses"] == 6  # the new structures only: `hot` never aged out
+    engine.REPLAY.clear()
