@@ -565,6 +565,10 @@ RECORDER: list | None = None  # when a list, every realized GraphKey is appended
 
 
 def _wrap(pending: list[UOp], outs) -> dict[UOp, UOp]:
+    if len(pending) == 1:
+        r, arr = pending[0], outs[0]
+        assert arr.shape == r.shape and arr.dtype == r.dtype.np, (r, arr.shape, arr.dtype)
+        return {r: UOp.buffer(arr, r.dtype)}
     mapping = {}
     for r, arr in zip(pending, outs):
         assert arr.shape == r.shape and arr.dtype == r.dtype.np, (r, arr.shape, arr.dtype)

@@ -258,6 +258,31 @@ def _scalar_value(x):
 # ----------------------------------------------------------------------------- Tensor
 
 
+def _fast_binary(op: Ops, fn_name: str, reflected: bool):
+    """A binary operator method with the float-tensor cases inline — a float tensor with a
+    Python float or int (weak: the tensor's dtype), or two float tensors of one dtype and
+    shape — and the rest through the module function `fn_name` (promotion, broadcasting,
+    errors). Same nodes either way; the inline path skips three calls per op."""
+
+    def method(self, o):
+        u = self.uop
+        d = u.dtype
+        if d.kind == "f":
+            t = type(o)
+            if t is float or t is int:
+                c = _const(o, d, u.shape)
+                return Tensor._from(UOp(op, d, (c, u) if reflected else (u, c)))
+            if t is Tensor:
+                v = o.uop
+                if v.dtype is d and v.shape == u.shape:
+                    return Tensor._from(UOp(op, d, (v, u) if reflected else (u, v)))
+        f = globals()[fn_name]
+        return f(o, self) if reflected else f(self, o)
+
+    method.__name__ = f"__{'r' if reflected else ''}{fn_name}__"
+    return method
+
+
 class Tensor:
     """A lazy n-d array. Create with `svod.asarray`, `svod.zeros`, ...; operators build
     the graph; `.numpy()` or `svod.realize` computes it.
@@ -327,7 +352,15 @@ class Tensor:
 
     # --- realization and conversion
     def realize(self) -> Tensor:
-        realize(self)
+        u = self.uop
+        if u.op is _BUFFER:
+            return self
+        mapping = _realize_uops((u,))  # `realize(self)` for one tensor, without its loops
+        nu = mapping.get(u)
+        if nu is not None:
+            self.uop = nu
+            _realized(self)
+        _apply_becomes(mapping)
         return self
 
     def numpy(self) -> np.ndarray:
@@ -427,29 +460,17 @@ class Tensor:
         return astype(self, dtype, copy=copy)
 
     # --- arithmetic operators
-    def __add__(self, o):
-        return add(self, o)
+    __add__ = _fast_binary(OP.ADD, "add", reflected=False)
+    __radd__ = _fast_binary(OP.ADD, "add", reflected=True)
 
-    def __radd__(self, o):
-        return add(o, self)
+    __sub__ = _fast_binary(OP.SUB, "subtract", reflected=False)
+    __rsub__ = _fast_binary(OP.SUB, "subtract", reflected=True)
 
-    def __sub__(self, o):
-        return subtract(self, o)
+    __mul__ = _fast_binary(OP.MUL, "multiply", reflected=False)
+    __rmul__ = _fast_binary(OP.MUL, "multiply", reflected=True)
 
-    def __rsub__(self, o):
-        return subtract(o, self)
-
-    def __mul__(self, o):
-        return multiply(self, o)
-
-    def __rmul__(self, o):
-        return multiply(o, self)
-
-    def __truediv__(self, o):
-        return divide(self, o)
-
-    def __rtruediv__(self, o):
-        return divide(o, self)
+    __truediv__ = _fast_binary(OP.DIV, "divide", reflected=False)
+    __rtruediv__ = _fast_binary(OP.DIV, "divide", reflected=True)
 
     def __floordiv__(self, o):
         return floor_divide(self, o)
