@@ -185,7 +185,8 @@ def test_jit_fast_replay_counts_checks_and_threads():
         prev = p
     from svod import capture
 
-    assert [q for q in f._quick.values() if q is not capture._NO_QUICK], "the fast replay was never set up"
+    if next(iter(f._entries.values())).exe.graph_program().kind == "native":  # not under SVOD_CODEGEN=0
+        assert [q for q in f._quick.values() if q is not capture._NO_QUICK], "the fast replay was never set up"
     a, b = rng.standard_normal((2, 16, 8)).astype(np.float32)
     af = np.asfortranarray(a)
     p, q = f(svod.asarray(af), svod.asarray(b))
