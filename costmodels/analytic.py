@@ -59,7 +59,7 @@ def _interp_log(points: dict, x: float, default: float) -> float:
 
 # Bumped whenever the formulas change: plan-cache keys include it (`tuning.generation`),
 # so plans chosen by an older model are re-planned, not replayed from the disk cache.
-MODEL_VERSION = "2"
+MODEL_VERSION = "3"
 
 
 class CalibratedModel:

@@ -150,6 +150,26 @@ def _is_column(kernel: Kernel) -> bool:
     return all(n.op is Ops.REDUCE for n in kernel.nodes if n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN))
 
 
+def _mask_cut(kernel: Kernel, v, d: int) -> bool:
+    """Whether the codegen cuts the innermost loop (axis `d`) where `v`'s mask starts and
+    ends, so the read is plain in each piece (`KernelLowering._segments`): a mask on `d`
+    alone, elementwise or row kernels, fewer cut points over all inputs than
+    `lower.MAX_SEGMENTS`."""
+    from svod.codegen.lower import MAX_SEGMENTS
+
+    if kernel.matmul is not None or _is_column(kernel):
+        return False
+    if any(box != (0, n) for i, (box, n) in enumerate(zip(v.valid_box(), v.shape)) if i != d):
+        return False
+    cuts = set()
+    for inp in kernel.inputs:
+        for w in inp.view.views:
+            if w.mask is not None:
+                lo, hi = w.valid_box()[d] if len(w.shape) == len(kernel.shape) else (0, 0)
+                cuts.update(c for c in (lo, hi) if 0 < c < kernel.shape[d])
+    return len(cuts) < MAX_SEGMENTS
+
+
 def access_class(kernel: Kernel, index: int) -> str:
     """How input `index` is read along the innermost loop."""
     inp = kernel.inputs[index]
@@ -161,7 +181,7 @@ def access_class(kernel: Kernel, index: int) -> str:
     inner = _inner_dims(kernel)
     if kernel.matmul is None and inner and all(view_axes_stride0(inp.view, d) for d in inner):
         return "bcast"
-    if v.mask is not None:
+    if v.mask is not None and not (inner and _mask_cut(kernel, v, inner[-1])):
         return "masked"
     if not inner:
         return "contig"

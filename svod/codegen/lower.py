@@ -51,7 +51,8 @@ from svod.ir import COMPARE, Ops
 from svod.kernel import ACC, LOAD, VALID, Kernel, view_axes_stride0
 from svod.view import View, ViewChain
 
-LOWER_VERSION = "5"  # bump when generated code changes meaning (part of the object-cache key)
+LOWER_VERSION = "6"  # bump when generated code changes meaning (part of the object-cache key)
+MAX_SEGMENTS = 8  # most pieces a loop is cut into at mask boundaries (`_segments`), or blocks unrolled
 ILP_INTERLEAVE = 4  # vectors in flight in an elementwise loop with a long chain (`_ilp_hints`)
 _LATENCY_OPS = frozenset({Ops.EXP, Ops.LOG, Ops.SQRT, Ops.SIN, Ops.COS, Ops.TANH, Ops.ERF, Ops.DIV, Ops.POW})
 CHUNK = 4096  # elements per unit of a one-axis elementwise kernel
@@ -442,6 +443,14 @@ class KernelLowering:
         for g, lo, hi in acc.masks:
             if g not in ctx:
                 continue
+            known = ctx.get(("known", g))  # the loop runs only over [rlo, rhi) here (`_segments`)
+            if known is not None:
+                rlo, rhi = known
+                if lo <= rlo and rhi <= hi:
+                    continue  # valid all along this piece of the loop
+                if rhi <= lo or rlo >= hi:
+                    both(ir.Constant(I1, 0))  # never valid: the load folds to the pad value
+                    continue
             i = ctx[g]
             if lo > 0:
                 both(b.icmp_signed(">=", i, _i64(lo)))
@@ -523,6 +532,22 @@ class KernelLowering:
                 env[i] = emit_op(self.f, n.op, n.dtype, n.arg, [env[s] for s in n.src],
                                  [self.k.nodes[s].dtype for s in n.src])
 
+    def _segments(self, dims: tuple[int, ...], size: int) -> list[tuple[int, int]]:
+        """The loop over axis group `dims` cut where a view's mask on it starts or ends
+        (a concat's inputs, a pad's borders): in each piece every such mask is statically
+        true or false (`_address` reads the piece from ctx ``("known", dims)``), so the
+        loads are plain or constant instead of two masked loads and a select. One piece
+        when no mask falls inside, or when there would be more than MAX_SEGMENTS."""
+        cuts: set[int] = set()
+        for acc in (*self.accesses.values(), *self.valid_access.values()):
+            for g, lo, hi in acc.masks:
+                if g == dims:
+                    cuts.update(c for c in (lo, hi) if 0 < c < size)
+        if not cuts or len(cuts) >= MAX_SEGMENTS:
+            return [(0, size)]
+        bounds = [0, *sorted(cuts), size]
+        return list(zip(bounds, bounds[1:]))
+
     # ---- elementwise
     def _ilp_hints(self) -> tuple:
         """Loop hints for an elementwise loop whose element is a long dependency chain
@@ -559,10 +584,16 @@ class KernelLowering:
             return
         inner = plan.inner_axes[0]
         hints = self._ilp_hints() if inner.size >= 4 * ILP_INTERLEAVE else ()
+        segs = self._segments(inner.dims, inner.size)
 
         def unit(u):
             ctx = self._unravel(u, plan.unit_axes)
-            f.loop(_i64(0), _i64(inner.size), lambda j: element({**ctx, inner.dims: j}), "j", hints)
+            if len(segs) == 1:
+                f.loop(_i64(0), _i64(inner.size), lambda j: element({**ctx, inner.dims: j}), "j", hints)
+                return
+            for lo, hi in segs:
+                known = {**ctx, ("known", inner.dims): (lo, hi)}
+                f.loop(_i64(lo), _i64(hi), lambda j, known=known: element({**known, inner.dims: j}), "j", hints)
 
         f.loop(self.ub, self.ue, unit, "u")
 
@@ -794,11 +825,28 @@ class KernelLowering:
                     return
                 ax = inner[level]
 
-                def body(j):
+                def body(j, known=None):
                     lin2 = b.add(lin, b.mul(j, _i64(weights[level]))) if need_lin else None
-                    element({**ctx, ax.dims: j}, lin2)
+                    c = {**ctx, ax.dims: j}
+                    if known is not None:
+                        c[("known", ax.dims)] = known
+                    element(c, lin2)
 
-                if not blocked or ax.size <= SUM_BLOCK:
+                segs = self._segments(ax.dims, ax.size)
+                nblocks = -(-ax.size // SUM_BLOCK) if blocked else 1
+                if len(segs) > 1 and nblocks <= MAX_SEGMENTS:
+                    # static blocks (the same SUM_BLOCK cascade), each loop cut at the masks
+                    for jb in range(nblocks):
+                        s0, s1 = (jb * SUM_BLOCK, min(ax.size, (jb + 1) * SUM_BLOCK)) if blocked else (0, ax.size)
+                        for a in accs:
+                            a.begin_block()
+                        for lo, hi in segs:
+                            lo, hi = max(lo, s0), min(hi, s1)
+                            if lo < hi:
+                                f.loop(_i64(lo), _i64(hi), lambda j, kn=(lo, hi): body(j, kn), "r")
+                        for a in accs:
+                            a.end_block()
+                elif not blocked or ax.size <= SUM_BLOCK:
                     for a in accs:
                         a.begin_block()
                     f.loop(_i64(0), _i64(ax.size), body, "r")
