@@ -262,25 +262,19 @@ def _quick_for(entry: _Entry, arrays):
         if a.dtype is not want or a.size < need or not a.flags.c_contiguous:
             return None
     ns, call = parts.call_source(tally)
-    ns.update({"make": Tensor._from, "buffer": UOp.buffer, "rebuild": entry.rebuild, "sigs": []})
+    ns.update(UOp.buffer_namespace(), _Tensor=Tensor, rebuild=entry.rebuild)
     body = ["def quick(args):"]
     for i, (want, _) in enumerate(parts.inputs):
         ns[f"W{i}"] = want
         body.append(f"    a{i} = args[{i}].uop.arg.array")
         body.append(f"    if a{i}.dtype is not W{i}: return None")
     body += call
-    outs = []
-    for k, (_, v, _) in enumerate(entry.out_plan):
-        ns[f"T{k}"] = entry.exe_dtypes[v]
-        outs.append((k, v))
-    body.append("    if not sigs:")
-    body.append("        leaves = [" + ", ".join(f"buffer(o{v}, T{k})" for k, v in outs) + "]")
-    body.append("        sigs[:] = [u._sig for u in leaves]")
-    body.append("        return rebuild([make(u) for u in leaves])")
-    body.append("    g = sigs")
-    ns.update(UOp.buffer_namespace(), _Tensor=Tensor)
+    outs = [(k, v) for k, (_, v, _) in enumerate(entry.out_plan)]
     for k, v in outs:  # the output Tensors, built inline (see UOp.buffer_source)
-        body += UOp.buffer_source(f"o{v}", f"T{k}", f"g[{k}]", f"u{k}")
+        _, shape, dtype = parts.outputs[v]
+        ns[f"T{k}"] = entry.exe_dtypes[v]
+        ns[f"G{k}"] = UOp.buffer(np.empty(shape, dtype), entry.exe_dtypes[v])._sig  # the fresh outputs' layout
+        body += UOp.buffer_source(f"o{v}", f"T{k}", f"G{k}", f"u{k}")
         body.append(f"    t{k} = _new(_Tensor); t{k}.uop = u{k}")
     probe = object()
     if len(outs) == 1 and entry.rebuild([probe]) is probe:  # a function returning one Tensor

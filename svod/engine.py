@@ -492,14 +492,17 @@ class PlanCache:
                 total -= old.nbytes()
                 bump("plan_cache_evictions")
 
-    def touch(self, key_hash: str) -> None:
-        """Mark an entry most recently used (a replay by signature skips `get`, but a plan
-        replayed all the time must not age out of the LRU). Lock-free: one C-level
-        OrderedDict call; an entry evicted meanwhile is simply gone."""
+    def use(self, key_hash: str, exe: Executable) -> bool:
+        """`holds`, and when it does, mark the entry most recently used: a replay by
+        signature skips `get`, but a plan replayed all the time must not age out of the
+        LRU. Lock-free: C-level OrderedDict calls; an entry evicted meanwhile is gone."""
+        if self._d.get(key_hash) is not exe:
+            return False
         try:
             self._d.move_to_end(key_hash)
         except KeyError:
             pass
+        return True
 
     def holds(self, key_hash: str, exe: Executable) -> bool:
         """Whether `exe` is still the entry for `key_hash` (lock-free read)."""
@@ -565,10 +568,6 @@ RECORDER: list | None = None  # when a list, every realized GraphKey is appended
 
 
 def _wrap(pending: list[UOp], outs) -> dict[UOp, UOp]:
-    if len(pending) == 1:
-        r, arr = pending[0], outs[0]
-        assert arr.shape == r.shape and arr.dtype == r.dtype.np, (r, arr.shape, arr.dtype)
-        return {r: UOp.buffer(arr, r.dtype)}
     mapping = {}
     for r, arr in zip(pending, outs):
         assert arr.shape == r.shape and arr.dtype == r.dtype.np, (r, arr.shape, arr.dtype)
@@ -630,11 +629,10 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
         if not pending:
             return {}
     sig, leaves = signature_of(pending) if RECORDER is None and not _debug() else (None, None)
-    fast = REPLAY._d.get(sig) if sig is not None else None
-    if fast is not None and PLAN_CACHE._d.get(fast[0]) is fast[1]:  # PLAN_CACHE.holds, inline
+    fast = REPLAY.get(sig) if sig is not None else None
+    if fast is not None and PLAN_CACHE.use(fast[0], fast[1]):
         # replay: a structure seen before (same signature => same GraphKey, leaves in a
         # known order): no compaction, no lookup by key
-        PLAN_CACHE.touch(fast[0])
         bump_many(_REPLAY_COUNTS)
         outs = fast[1].run([leaves[j].array for j in fast[2]])
         return _wrap(pending, outs)

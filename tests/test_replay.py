@@ -214,7 +214,7 @@ def test_jit_fast_replay_leaves_match_buffer():
     """The inlined output leaves (`UOp.buffer_source`) are the nodes `UOp.buffer` makes."""
     f = svod.jit(lambda x: svod.exp(x) * 2.0)
     x = svod.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
-    for _ in range(4):  # trace, replay (sets the fast path up), first fast call (takes signatures), inline
+    for _ in range(4):  # trace, replay (sets the fast path up), then fast calls
         y = f(x)
     ref = svod.ir.UOp.buffer(y.uop.arg.array, y.uop.dtype)
     for name in ("op", "dtype", "src", "shape", "_hash", "_kb", "_sig"):

@@ -112,7 +112,7 @@ class QuickParts(NamedTuple):
         """(namespace, lines) of generated code that, with the inputs bound to `a0`, `a1`,
         ... (checked by the caller), allocates the outputs `o0`, `o1`, ..., launches the
         segment (or returns None when another thread holds the program) and counts the
-        call on `tally`."""
+        call on `tally` (a `svod.stats.Tally`, or None)."""
         ns = {"_slots": self.slots, "_saddr": self.slots_addr, "_fns": self.fns, "_segment": self.segment,
               "_acquire": self.lock.acquire, "_release": self.lock.release, "_program": self.program,
               "_tally": tally, "_address": data_address, "_empty": np.empty}
@@ -123,8 +123,8 @@ class QuickParts(NamedTuple):
         lines += [f"{indent}if not _acquire(False): return None", f"{indent}try:"]
         lines += [f"{indent}    _slots[{i}] = _address(a{i})" for i in range(len(self.inputs))]
         lines += [f"{indent}    _slots[{slot}] = _address(o{j})" for j, (slot, _, _) in enumerate(self.outputs)]
-        lines += [f"{indent}    _program.calls += 1", f"{indent}    _tally.n += 1",
-                  f"{indent}    _segment(_saddr, _fns, None)", f"{indent}finally:", f"{indent}    _release()"]
+        lines += [f"{indent}    _program.calls += 1"] + ([f"{indent}    _tally.n += 1"] if tally is not None else [])
+        lines += [f"{indent}    _segment(_saddr, _fns, None)", f"{indent}finally:", f"{indent}    _release()"]
         return ns, lines
 
     def runner(self, tally):
@@ -183,6 +183,7 @@ class GraphProgram:
         self._n_slots = max([plan.n_inputs - 1, *graph.slot_storage, *outs], default=-1) + 1
         self._lock = threading.Lock()
         self._state = None  # (slot array, its address, temp blocks) reused by uncontended runs
+        self._runner = None  # QuickParts.runner, built once the state is
         self._parallel = False
         self._fns = None
 
@@ -237,35 +238,13 @@ class GraphProgram:
         return QuickParts(self, slots, addr, self._fns, self.segments[0][1], self._lock, tuple(self._in_specs),
                           tuple((slot, shape, dt) for slot, shape, dt, _, _ in self._out_specs))
 
-    def _run_quick(self, arrays):
-        """The replay hot path (lock held, state built): None when an input needs the
-        general path (a conversion or an error message)."""
-        slots, addr, _ = self._state
-        i = 0
-        for want, need in self._in_specs:
-            a = arrays[i]
-            if a.dtype is not want or a.size < need or not a.flags.c_contiguous:
-                return None
-            slots[i] = data_address(a)
-            i += 1
-        outs = []
-        empty = np.empty
-        for slot, shape, dt, _, _ in self._out_specs:
-            o = empty(shape, dt)
-            slots[slot] = data_address(o)
-            outs.append(o)
-        self.calls += 1
-        self.segments[0][1](addr, self._fns, None)
-        return outs
-
     def run(self, arrays) -> list[np.ndarray]:
         """Run the graph on `arrays` (one per input slot); fresh output arrays."""
-        if self._state is not None and len(arrays) >= self.n_inputs and self._quick() \
-                and self._lock.acquire(False):
-            try:
-                outs = self._run_quick(arrays)
-            finally:
-                self._lock.release()
+        if self._state is not None and self._quick():  # the replay hot path (`QuickParts.runner`)
+            run = self._runner
+            if run is None:
+                run = self._runner = self.quick_parts().runner(None)
+            outs = run(arrays)
             if outs is not None:
                 return outs
         if self.kind != "native":
