@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -576,7 +576,8 @@ def _wrap(pending: list[UOp], outs) -> dict[UOp, UOp]:
 
 
 class ReplayCache:
-    """Structural signature (svod.ir.signature_of) -> (key hash, Executable, leaf order).
+    """Structural signature (svod.ir.signature_of) -> (key hash, Executable, leaf order,
+    whether `RECENT` keeps the graph: its leaves' sizes follow from the signature).
 
     A front for PLAN_CACHE that skips compaction: valid only while PLAN_CACHE still
     holds the same Executable under the key (so clearing, evicting or re-planning there
@@ -597,7 +598,7 @@ class ReplayCache:
             return  # not the same leaves as the compacted graph's: never replay by signature
         if len(self._d) >= self.max_entries:
             self._d.clear()
-        self._d[sig] = (key_hash, exe, perm)
+        self._d[sig] = (key_hash, exe, perm, RECENT.small(leaves))
 
     def clear(self) -> None:
         self._d.clear()
@@ -609,8 +610,45 @@ class ReplayCache:
 REPLAY = ReplayCache()
 
 
-_REPLAY_COUNTS = (("realizes", 1), ("graph_cache_hits", 1))
+_REPLAY_TALLY = Tally((("realizes", 1), ("graph_cache_hits", 1)))  # replays by signature
+_REPLAY_TICK = _REPLAY_TALLY.tick
+
+
+class RecentGraphs:
+    """The last few realized expressions over small inputs, kept alive.
+
+    A realize replaces its expression by a buffer, so the expression's nodes die, and the
+    next `f(x)` over the same inputs builds them again (~1 µs a node, half of the lazy
+    path's cost on W7). Holding the last `max_graphs` expressions keeps their nodes in the
+    hash-consing cache: rebuilding one is a lookup per op. Only expressions whose leaves
+    hold at most `max_bytes` together are kept (a kept node keeps its inputs' arrays alive),
+    so at most `max_graphs * max_bytes` of inputs outlive their tensors, until
+    `max_graphs` more realizes or `clear()`. `SVOD_RETAIN_GRAPHS=0` turns it off.
+    """
+
+    def __init__(self, max_graphs: int, max_bytes: int = 1 << 18):
+        self.max_graphs = max_graphs
+        self.max_bytes = max_bytes
+        self._q: deque = deque(maxlen=max(max_graphs, 1))
+
+    def small(self, leaves) -> bool:
+        """Whether a graph over these leaves (BufferRefs) is kept."""
+        return bool(self.max_graphs) and leaves is not None and \
+            sum(leaf.array.nbytes for leaf in leaves) <= self.max_bytes
+
+    def keep(self, roots: list) -> None:
+        self._q.append(roots)  # NOTE: deque.append is atomic under the GIL
+
+    def clear(self) -> None:
+        self._q.clear()
+
+    def __len__(self) -> int:
+        return len(self._q)
+
+
+RECENT = RecentGraphs(_env_int("SVOD_RETAIN_GRAPHS", 16))
 _BUFFER = Ops.BUFFER
+_buffer = UOp.buffer
 
 
 def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
@@ -633,9 +671,12 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
     if fast is not None and PLAN_CACHE.use(fast[0], fast[1]):
         # replay: a structure seen before (same signature => same GraphKey, leaves in a
         # known order): no compaction, no lookup by key
-        bump_many(_REPLAY_COUNTS)
+        _REPLAY_TICK()
         outs = fast[1].run([leaves[j].array for j in fast[2]])
-        return _wrap(pending, outs)
+        if fast[3]:
+            RECENT.keep(pending)
+        # NOTE: no `_wrap` checks: this Executable's outputs were checked on its first run
+        return {r: _buffer(arr, r.dtype) for r, arr in zip(pending, outs)}
     t0 = time.perf_counter()
     bump("realizes")
     key, bindings = PIPELINE.compact(pending)
@@ -646,6 +687,8 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
     if sig is not None and PLAN_CACHE.holds(key.hash, exe):
         REPLAY.put(sig, key.hash, exe, leaves, bindings.buffers)
     outs = exe.run(bindings.arrays)
+    if RECENT.small(leaves):
+        RECENT.keep(pending)
     mapping = _wrap(pending, outs)
     if _debug():
         hit = "hit" if snapshot()["graph_cache_hits"] > hits else "miss"
@@ -663,3 +706,4 @@ def reset_caches() -> None:
     """Forget every in-memory plan (tests; `svod cache clear`)."""
     PLAN_CACHE.clear()
     REPLAY.clear()
+    RECENT.clear()

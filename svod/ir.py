@@ -327,13 +327,19 @@ class UOp:
     def buffer(array: np.ndarray, dtype: DType) -> UOp:
         """A realized leaf. NOTE: a fresh BufferRef can never be a hash-consing hit, so the
         node skips the cache (this is the hot path of every realize and every replay)."""
-        self = object.__new__(UOp)
-        self.op, self.dtype, self.src, self.arg = Ops.BUFFER, dtype, (), BufferRef(array)
-        self.shape = tuple(array.shape)
-        self._hash = None
-        self._kb = None
-        self._sig = _intern(("B", dtype, self.shape, array.strides))
-        self._leaves = (self.arg,)  # NOTE: the BufferRef, not the node: (self,) would be a cycle
+        ref = _new_object(BufferRef)  # NOTE: BufferRef(array) inline (a Python __init__ call)
+        ref.array = array
+        ref.serial = _next_serial()
+        self = _new_object(UOp)
+        self.op = _BUFFER_OP
+        self.dtype = dtype
+        self.src = ()
+        self.arg = ref
+        self.shape = shape = array.shape  # a tuple already
+        self._hash = self._kb = None
+        k = ("B", dtype, shape, array.strides)
+        self._sig = _SIGS.get(k) or _intern(k)
+        self._leaves = (ref,)  # NOTE: the BufferRef, not the node: (self,) would be a cycle
         return self
 
     @staticmethod
@@ -435,6 +441,7 @@ for _m in Ops:
 _NODE_CACHE = UOp._cache
 _BUFFER_OP = Ops.BUFFER
 _new_object = object.__new__
+_next_serial = BufferRef._counter.__next__
 
 # ----------------------------------------------------------------------------- signatures
 # A structural signature is a small int naming a UOp's graph up to the identity of its

@@ -136,5 +136,43 @@ def test_becomes_visits_only_tensors_sharing_a_leaf():
     refs = [weakref.ref(x.uop.arg) for x in xs]
     assert all(r() in T._by_leaf for r in refs[8:20])  # pending graphs on these leaves: indexed
     del xs, heads, tails, y, z
+    svod.engine.RECENT.clear()  # the realized expressions kept for rebuilding hold their leaves
     gc.collect()
     assert not [r for r in refs if r() is not None]  # the index keeps no leaf (nor its array) alive
+
+
+def test_recent_graphs_make_a_rebuild_a_lookup():
+    """A realized expression over small inputs stays alive for a while (`engine.RECENT`):
+    building it again gives the same nodes; large inputs, more realizes or `clear` let it go."""
+    import weakref
+
+    def f(x):
+        return ((x * 1.5 + 0.25).exp() - x).abs()
+
+    x = svod.asarray(np.linspace(0, 1, 64, dtype=np.float32))
+    t = f(x)
+    root = weakref.ref(t.uop)
+    first = t.numpy().copy()
+    gc.collect()
+    assert root() is not None  # kept past the realize that replaced it
+    t2 = f(x)
+    assert t2.uop is root()  # the rebuild hit every node
+    np.testing.assert_array_equal(t2.numpy(), first)
+    for i in range(svod.engine.RECENT.max_graphs):  # pushed out by later realizes
+        (x + float(i)).realize()
+    del t, t2
+    gc.collect()
+    assert root() is None
+    big = svod.asarray(np.ones(svod.engine.RECENT.max_bytes // 4 + 1, np.float32))
+    tb = f(big)
+    rb = weakref.ref(tb.uop)
+    tb.realize()
+    gc.collect()
+    assert rb() is None  # leaves above max_bytes: never kept
+    ts = f(x)
+    rs = weakref.ref(ts.uop)
+    ts.realize()
+    svod.engine.RECENT.clear()
+    gc.collect()
+    assert rs() is None
+    assert not svod.engine.RecentGraphs(0).small(x.uop._leaves)  # SVOD_RETAIN_GRAPHS=0

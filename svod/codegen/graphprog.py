@@ -115,7 +115,7 @@ class QuickParts(NamedTuple):
         call on `tally` (a `svod.stats.Tally`, or None)."""
         ns = {"_slots": self.slots, "_saddr": self.slots_addr, "_fns": self.fns, "_segment": self.segment,
               "_acquire": self.lock.acquire, "_release": self.lock.release, "_program": self.program,
-              "_tally": tally, "_address": data_address, "_empty": np.empty}
+              "_tick": tally.tick if tally is not None else None, "_address": data_address, "_empty": np.empty}
         lines = []
         for j, (_, shape, dtype) in enumerate(self.outputs):
             ns[f"_S{j}"], ns[f"_D{j}"] = shape, dtype
@@ -123,7 +123,7 @@ class QuickParts(NamedTuple):
         lines += [f"{indent}if not _acquire(False): return None", f"{indent}try:"]
         lines += [f"{indent}    _slots[{i}] = _address(a{i})" for i in range(len(self.inputs))]
         lines += [f"{indent}    _slots[{slot}] = _address(o{j})" for j, (slot, _, _) in enumerate(self.outputs)]
-        lines += [f"{indent}    _program.calls += 1"] + ([f"{indent}    _tally.n += 1"] if tally is not None else [])
+        lines += [f"{indent}    _program.calls += 1"] + ([f"{indent}    _tick()"] if tally is not None else [])
         lines += [f"{indent}    _segment(_saddr, _fns, None)", f"{indent}finally:", f"{indent}    _release()"]
         return ns, lines
 
