@@ -227,6 +227,14 @@ def _count(kernel: Kernel) -> Features:
     f = Features(kind, n, units, rows, row_len, k.passes, _unique_read_bytes(k), _write_bytes(k), row_bytes,
                  column=column, outputs=len(k.outputs), inputs=len(k.inputs))
     counts = [0.0] * len(k.nodes)  # evaluations of each node
+    if k.attention is not None:  # two products, a row softmax of the (m, n) scores in between
+        at = k.attention
+        batch = n // max(at.m * at.dv, 1)
+        scores = float(batch * at.m * at.n)
+        f.flops = 2.0 * scores * (at.d + at.dv)
+        f.ops = {"EXP": scores, "ALU": 4.0 * scores, "DIV": float(n)}
+        f.reduce_elems = 2.0 * scores
+        return f
     if k.matmul is not None:
         mm = k.matmul
         batch = n // max(mm.m * mm.n, 1)

@@ -197,6 +197,8 @@ def run_kernel(kernel, buffers: dict[int, np.ndarray]) -> None:
                 v = _gather(buffers[inp.slot], inp.view)
             elif n.op == VALID:
                 v = n.arg.index_arrays()[1]
+            elif n.op == ACC and kernel.attention is not None:
+                v = _attention(kernel, buffers).astype(n.dtype.np, copy=False)
             elif n.op == ACC:
                 mm = kernel.matmul
                 a = _gather(buffers[kernel.inputs[mm.a].slot], kernel.inputs[mm.a].view)
@@ -218,6 +220,17 @@ def run_kernel(kernel, buffers: dict[int, np.ndarray]) -> None:
             np.copyto(dst.reshape(space), v, casting="unsafe")  # a pre-allocated slot buffer
         else:
             buffers[o.slot] = np.array(v, dtype=o.dtype.np, order="C").reshape(-1)
+
+
+def _attention(kernel, buffers) -> np.ndarray:
+    """softmax(scale · q @ kᵀ) @ v of an attention kernel, as its unfused kernels compute it."""
+    at = kernel.attention
+    q, k, v = (_gather(buffers[kernel.inputs[i].slot], kernel.inputs[i].view) for i in (at.q, at.k, at.v))
+    s = np.matmul(q, np.swapaxes(k, -1, -2))
+    if at.scale != 1.0:
+        s = s * s.dtype.type(at.scale)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return np.matmul(e / e.sum(axis=-1, keepdims=True), v)
 
 
 def _arg_reduce_axes(op: Ops, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:

@@ -18,6 +18,10 @@ Structure made explicit, so every consumer reads it the same way:
 - **Matmul**: `matmul` set; the ACC node is the dot product of inputs `a` and `b` at
   the (batch..., m, n) index; other nodes form the epilogue (bias, activation, ...).
   `matmul.library` marks the library step (numpy's BLAS, no epilogue).
+- **Attention**: `attention` set; the kernel computes
+  ``softmax(scale · q @ kᵀ, last axis) @ v`` over (batch..., m, dv) without materialising
+  the (m, n) scores (`svod.fuse_attention` forms it from a matmul, a softmax and a
+  matmul); its one node is ACC, the result, with no epilogue.
 
 `check()` enforces legality with messages that say what is wrong; `key()` is the
 content key (slot numbers and thread counts excluded, so equal kernels in different
@@ -99,6 +103,24 @@ class MatmulSpec:
         return (self.a, self.b, self.m, self.n, self.k, self.library)
 
 
+@dataclass(frozen=True)
+class AttentionSpec:
+    """``out = softmax(scale · q @ kᵀ) @ v`` per batch index: inputs `q` (batch..., m, d),
+    `k` (batch..., n, d) and `v` (batch..., n, dv), each read through its view."""
+
+    q: int
+    k: int
+    v: int
+    m: int
+    n: int
+    d: int
+    dv: int
+    scale: float = 1.0
+
+    def key(self) -> tuple:
+        return (self.q, self.k, self.v, self.m, self.n, self.d, self.dv, self.scale.hex())
+
+
 def _prod(xs) -> int:
     out = 1
     for x in xs:
@@ -115,6 +137,7 @@ class Kernel:
     outputs: tuple[KOutput, ...]
     reduce_axes: tuple[int, ...] = ()
     matmul: MatmulSpec | None = None
+    attention: AttentionSpec | None = None
     _key: list = field(default_factory=list, compare=False, repr=False)
 
     # ---- derived structure
@@ -139,6 +162,8 @@ class Kernel:
     def kind(self) -> str:
         if self.matmul is not None:
             return "blas" if self.matmul.library else "matmul"
+        if self.attention is not None:
+            return "attention"
         if not self.reduce_axes:
             return "elementwise"
         return "rowwise" if self.passes > 1 or any(not o.reduced for o in self.outputs) else "reduce"
@@ -153,7 +178,8 @@ class Kernel:
             h = hashlib.blake2b(digest_size=16)
             parts = (self.shape, self.reduce_axes, tuple(i.key() for i in self.inputs),
                      tuple(n.key() for n in self.nodes), tuple(o.key() for o in self.outputs),
-                     self.matmul.key() if self.matmul else None)
+                     self.matmul.key() if self.matmul else None,
+                     self.attention.key() if self.attention else None)
             h.update(repr(parts).encode())
             self._key.append(h.hexdigest())
         return self._key[0]
@@ -170,12 +196,17 @@ class Kernel:
         if not self.outputs:
             raise err("has no outputs")
         mm = self.matmul
+        at = self.attention
+        if at is not None:
+            self._check_attention(err)
         for i, inp in enumerate(self.inputs):
             want = self.shape
             if mm is not None and i == mm.a:
                 want = self.shape[:-2] + (mm.m, mm.k)
             elif mm is not None and i == mm.b:
                 want = self.shape[:-2] + (mm.k, mm.n)
+            elif at is not None:
+                want = self.shape[:-2] + {at.q: (at.m, at.d), at.k: (at.n, at.d), at.v: (at.n, at.dv)}[i]
             if inp.view.shape != want:
                 raise err(f"input {i} (slot {inp.slot}) is viewed as {inp.view.shape}, but the kernel "
                           f"reads it over {want}")
@@ -251,6 +282,19 @@ class Kernel:
             if len(self.nodes) != 1 or self.nodes[0].op != ACC or len(self.outputs) != 1:
                 raise err("a library (BLAS) step computes exactly one matmul, with no epilogue")
 
+    def _check_attention(self, err) -> None:
+        at = self.attention
+        if self.matmul is not None or self.reduce_axes:
+            raise err("an attention kernel cannot also be a matmul or reduce")
+        if sorted((at.q, at.k, at.v)) != list(range(len(self.inputs))):
+            raise err(f"attention inputs q={at.q} k={at.k} v={at.v} must be the kernel's inputs 0..2")
+        if len(self.shape) < 2 or self.shape[-2:] != (at.m, at.dv):
+            raise err(f"attention output space {self.shape} does not end in (m, dv) = ({at.m}, {at.dv})")
+        if len({i.dtype for i in self.inputs}) != 1 or not self.inputs[0].dtype.is_float:
+            raise err("attention inputs must share one float dtype")
+        if len(self.nodes) != 1 or self.nodes[0].op != ACC or len(self.outputs) != 1:
+            raise err("an attention kernel computes exactly one result (one ACC node), with no epilogue")
+
     def _check_node(self, i: int, n: KNode, srcs: list[KNode], err) -> None:
         op = n.op
         if op == LOAD:
@@ -264,10 +308,11 @@ class Kernel:
             if not isinstance(n.arg, ViewChain) or n.arg.shape != self.shape or n.dtype != bool_:
                 raise err(f"node %{i} VALID needs a bool ViewChain over {self.shape}")
         elif op == ACC:
-            if self.matmul is None:
-                raise err(f"node %{i} ACC in a kernel without matmul")
-            if n.dtype != self.inputs[self.matmul.a].dtype:
-                raise err(f"node %{i} ACC has dtype {n.dtype}, operands {self.inputs[self.matmul.a].dtype}")
+            if self.matmul is None and self.attention is None:
+                raise err(f"node %{i} ACC in a kernel without matmul or attention")
+            first = self.inputs[self.matmul.a if self.matmul is not None else 0].dtype
+            if n.dtype != first:
+                raise err(f"node %{i} ACC has dtype {n.dtype}, operands {first}")
         elif op is Ops.CONST:
             if srcs:
                 raise err(f"node %{i} CONST has sources")
@@ -305,6 +350,10 @@ class Kernel:
         if self.matmul:
             mm = self.matmul
             head += f" matmul(in{mm.a} @ in{mm.b}, m={mm.m} n={mm.n} k={mm.k}{', library' if mm.library else ''})"
+        if self.attention:
+            at = self.attention
+            head += (f" attention(softmax({at.scale!r} * in{at.q} @ in{at.k}.T) @ in{at.v}, m={at.m} n={at.n} "
+                     f"d={at.d} dv={at.dv})")
         lines = [head]
         for i, inp in enumerate(self.inputs):
             lines.append(f"  in{i}: slot {inp.slot} {inp.dtype} {_view_str(inp.view)}")
@@ -438,7 +487,9 @@ def kernel_to_json(k: Kernel) -> dict:
     return {"name": k.name, "shape": list(k.shape), "reduce_axes": list(k.reduce_axes),
             "inputs": [[i.slot, i.dtype.name, _chain_to_json(i.view)] for i in k.inputs], "nodes": nodes,
             "outputs": [[o.slot, o.node, o.dtype.name, list(o.shape), o.reduced, o.pass_] for o in k.outputs],
-            "matmul": None if mm is None else [mm.a, mm.b, mm.m, mm.n, mm.k, mm.library]}
+            "matmul": None if mm is None else [mm.a, mm.b, mm.m, mm.n, mm.k, mm.library],
+            "attention": None if k.attention is None else
+            [*(getattr(k.attention, f) for f in ("q", "k", "v", "m", "n", "d", "dv")), k.attention.scale.hex()]}
 
 
 def kernel_from_json(obj: dict) -> Kernel:
@@ -450,10 +501,12 @@ def kernel_from_json(obj: dict) -> Kernel:
         arg = _chain_from_json(arg) if op == VALID else _scalar_from_json(arg)
         nodes.append(KNode(op, to_dtype(dt), tuple(src), arg, p))
     mm = obj["matmul"]
+    at = obj.get("attention")
     return Kernel(obj["name"], tuple(obj["shape"]),
                   tuple(KInput(s, to_dtype(d), _chain_from_json(v)) for s, d, v in obj["inputs"]), tuple(nodes),
                   tuple(KOutput(s, n, to_dtype(d), tuple(sh), r, p) for s, n, d, sh, r, p in obj["outputs"]),
-                  tuple(obj["reduce_axes"]), None if mm is None else MatmulSpec(*mm))
+                  tuple(obj["reduce_axes"]), None if mm is None else MatmulSpec(*mm),
+                  None if at is None else AttentionSpec(*at[:7], float.fromhex(at[7])))
 
 
 def plan_to_json(p: Plan) -> dict:

@@ -148,6 +148,10 @@ def merge_axes(shape: tuple[int, ...], views: list[View], reduce_axes: tuple[int
 def plan_loops(kernel: Kernel) -> LoopPlan:
     """The loop nest and unit count of a kernel (cheap: no IR)."""
     kind = kernel.kind
+    if kind == "attention":
+        from svod.codegen.attention import attention_units
+
+        return LoopPlan(kind, (), (), (), attention_units(kernel))
     if kind in ("matmul", "blas"):
         mm = kernel.matmul
         batch = math.prod(kernel.shape[:-2])
@@ -1367,6 +1371,10 @@ class Lowered:
 def lower_kernel(kernel: Kernel, symbol: str | None = None) -> Lowered:
     """Kernel -> LLVM IR text with entry ``void symbol(i8** slots, i64 ub, i64 ue)``."""
     symbol = symbol or symbol_for(kernel)
+    if kernel.attention is not None:
+        from svod.codegen.attention import lower_attention
+
+        return lower_attention(kernel, symbol)
     module = ir.Module(name=f"svod_{kernel.name}")
     low = KernelLowering(kernel, module, symbol)
     low.lower()

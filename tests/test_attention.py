@@ -1,0 +1,152 @@
+"""The fused attention kernel (svod.fuse_attention + svod.codegen.attention) against numpy:
+shapes around the micro-tile edges, the scale in either kernel, transposed and broadcast
+operands, the patterns left alone, the interpreter path, the JSON form and the spec checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import svod
+from svod import engine
+from svod.codegen.attention import tile
+from svod.fuse_attention import fuse_attention
+from svod.kernel import ACC, AttentionSpec, Kernel, KernelError, KInput, KNode, KOutput, plan_from_json, plan_to_json
+from svod.view import View, ViewChain
+
+NR = tile()[1]
+
+
+def _ref(q, k, v, scale):
+    s = (q.astype(np.float64) @ np.swapaxes(k, -1, -2).astype(np.float64)) * scale
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)) @ v.astype(np.float64)
+
+
+def _arrays(shape_q, n, dv, seed=0):
+    rng = np.random.default_rng(seed)
+    *batch, m, d = shape_q
+    q = rng.standard_normal((*batch, m, d)).astype(np.float32)
+    k = rng.standard_normal((*batch, n, d)).astype(np.float32)
+    v = rng.standard_normal((*batch, n, dv)).astype(np.float32)
+    return q, k, v
+
+
+def _plan_kinds(t):
+    _, exe = engine.plan_for([t])
+    return [k.kind for k in exe.plan.kernels]
+
+
+@pytest.mark.parametrize("batch,m,n,d,dv", [
+    ((2,), 16, NR, 8, NR),
+    ((3,), 37, 2 * NR, 5, NR),  # rows not a multiple of MR, odd head dim
+    ((), 7, NR, 24, 2 * NR),  # no batch axis
+    ((2, 3), 13, 3 * NR, 16, NR),  # two batch axes
+    ((1,), 1, NR, 1, NR),
+])
+def test_sdpa_fuses_and_matches_numpy(batch, m, n, d, dv):
+    q, k, v = _arrays((*batch, m, d), n, dv)
+    t = svod.nn.scaled_dot_product_attention(svod.asarray(q), svod.asarray(k), svod.asarray(v))
+    assert _plan_kinds(t) == ["attention"]
+    np.testing.assert_allclose(t.numpy(), _ref(q, k, v, 1 / np.sqrt(d)), rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("form", ["scale_after_matmul", "scale_in_softmax", "no_scale", "kt_given"])
+def test_pattern_forms(form):
+    q, k, v = _arrays((2, 20, 16), 2 * NR, NR, seed=1)
+    Q, K, V = svod.asarray(q), svod.asarray(k), svod.asarray(v)
+    scale = 0.3
+    if form == "scale_after_matmul":
+        t = svod.nn.softmax((Q @ K.mT) * scale, axis=-1) @ V
+    elif form == "scale_in_softmax":
+        s = Q @ K.mT
+        t = svod.nn.softmax(s * scale, axis=-1) @ V
+    elif form == "no_scale":
+        t, scale = svod.nn.softmax(Q @ K.mT, axis=-1) @ V, 1.0
+    else:  # k already transposed in memory: the kernel reads kᵀ's buffer through a view
+        kt = np.ascontiguousarray(np.swapaxes(k, -1, -2))
+        t = svod.nn.softmax((Q @ svod.asarray(kt)) * scale, axis=-1) @ V
+    assert _plan_kinds(t) == ["attention"]
+    np.testing.assert_allclose(t.numpy(), _ref(q, k, v, scale), rtol=2e-5, atol=2e-6)
+
+
+def test_broadcast_values_across_heads():
+    q, k, _ = _arrays((4, 9, 8), NR, NR, seed=2)
+    v = np.random.default_rng(3).standard_normal((NR, NR)).astype(np.float32)  # one v for every head
+    t = svod.nn.scaled_dot_product_attention(svod.asarray(q), svod.asarray(k), svod.asarray(v))
+    assert _plan_kinds(t) == ["attention"]
+    np.testing.assert_allclose(t.numpy(), _ref(q, k, np.broadcast_to(v, (4, NR, NR)), 1 / np.sqrt(8)),
+                               rtol=2e-5, atol=2e-6)
+
+
+def test_unfusable_patterns_stay_apart_and_correct(monkeypatch):
+    q, k, v = _arrays((2, 8, 4), NR + 3, NR)  # n not a multiple of the micro-tile width
+    t = svod.nn.scaled_dot_product_attention(svod.asarray(q), svod.asarray(k), svod.asarray(v))
+    assert "attention" not in _plan_kinds(t)
+    np.testing.assert_allclose(t.numpy(), _ref(q, k, v, 0.5), rtol=2e-5, atol=2e-6)
+    q, k, v = _arrays((2, 8, 4), NR, NR)
+    scores = svod.asarray(q) @ svod.asarray(k).mT
+    t = svod.nn.softmax(scores, axis=-1) @ svod.asarray(v)
+    _, exe = engine.plan_for([t, scores])  # the scores are an output too: they must be written
+    assert "attention" not in [kk.kind for kk in exe.plan.kernels]
+    svod.realize(t, scores)
+    np.testing.assert_allclose(t.numpy(), _ref(q, k, v, 1.0), rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(scores.numpy(), q @ np.swapaxes(k, -1, -2), rtol=1e-5, atol=1e-5)
+    monkeypatch.setenv("SVOD_FUSE_ATTENTION", "0")
+    engine.reset_caches()
+    q, k, v = _arrays((2, 8, 4), NR, NR, seed=5)
+    t = svod.nn.scaled_dot_product_attention(svod.asarray(q), svod.asarray(k), svod.asarray(v))
+    assert len(_plan_kinds(t)) == 3
+    np.testing.assert_allclose(t.numpy(), _ref(q, k, v, 0.5), rtol=2e-5, atol=2e-6)
+    engine.reset_caches()
+
+
+def test_w5_is_one_kernel_and_correct():
+    from svod import workloads
+
+    w = workloads.get("w5_attention")
+    arrs = w.make_inputs({"q": (2, 64, 16), "k": (2, 64, 16), "v": (2, 64, 16)})
+    t = w.build(**{n: svod.asarray(a) for n, a in arrs.items()})
+    assert _plan_kinds(t) == ["attention"]
+    np.testing.assert_allclose(t.numpy(), w.reference(**arrs), rtol=w.rtol, atol=w.atol)
+
+
+def _fused_plan():
+    q, k, v = _arrays((2, 10, 8), NR, NR, seed=4)
+    t = svod.nn.scaled_dot_product_attention(svod.asarray(q), svod.asarray(k), svod.asarray(v))
+    key, exe = engine.plan_for([t])
+    return key, exe.plan, (q, k, v)
+
+
+def test_plan_json_roundtrip_and_interpreter():
+    from svod.codegen.program import InterpretedProgram
+
+    key, plan, (q, k, v) = _fused_plan()
+    again = plan_from_json(plan_to_json(plan))
+    again.check()
+    assert str(again) == str(plan) and again.kernels[0].key() == plan.kernels[0].key()
+    kern = plan.kernels[0]
+    bufs = {kern.inputs[0].slot: q.reshape(-1), kern.inputs[1].slot: k.reshape(-1),
+            kern.inputs[2].slot: v.reshape(-1)}
+    InterpretedProgram(kern).run(bufs)  # the numpy path (SVOD_CODEGEN=0, a failed compile)
+    np.testing.assert_allclose(bufs[kern.outputs[0].slot].reshape(kern.shape), _ref(q, k, v, kern.attention.scale),
+                               rtol=2e-5, atol=2e-6)
+    assert fuse_attention(plan) is plan  # nothing left to fuse
+
+
+def test_attention_spec_checks():
+    _, plan, _ = _fused_plan()
+    good = plan.kernels[0]
+    import dataclasses
+
+    with pytest.raises(KernelError, match="one ACC node"):
+        dataclasses.replace(good, nodes=(KNode(ACC, good.nodes[0].dtype),) * 2, _key=[]).check()
+    bad_spec = dataclasses.replace(good.attention, dv=good.attention.dv + 1)
+    with pytest.raises(KernelError, match="does not end in"):
+        dataclasses.replace(good, attention=bad_spec, _key=[]).check()
+    v = ViewChain((View.contiguous((2, 10, 9)),))
+    wrong = (good.inputs[0], good.inputs[1], KInput(good.inputs[2].slot, good.inputs[2].dtype, v))
+    with pytest.raises(KernelError, match="viewed as"):
+        dataclasses.replace(good, inputs=wrong, _key=[]).check()
+    assert isinstance(good.attention, AttentionSpec) and isinstance(good.outputs[0], KOutput)
+    assert isinstance(good, Kernel) and good.kind == "attention"
