@@ -29,6 +29,7 @@ class Explanation:
     report: object  # search.SearchReport
     variants: list  # search.extract.Variant, cheapest first (the chosen plan is variants[0])
     egraph_json: dict | None = None
+    executed: object = None  # the plan realize() runs: `plan` after attention fusion (svod.fuse_attention)
     _programs: dict = field(default_factory=dict)
 
     @property
@@ -59,8 +60,11 @@ class Explanation:
         return "\n".join(lines)
 
     def __str__(self) -> str:
-        return (f"{self.report}\n\nchosen {self.plan}\n\nvariants (cheapest first; #0 is chosen):\n"
-                f"{self.variants_table()}")
+        out = (f"{self.report}\n\nchosen {self.plan}\n\nvariants (cheapest first; #0 is chosen):\n"
+               f"{self.variants_table()}")
+        if self.executed is not None and self.executed is not self.plan:
+            out += f"\n\nrealize() runs it with attention fused (svod.fuse_attention): {self.executed}"
+        return out
 
     def _repr_pretty_(self, p, cycle):  # IPython
         p.text(str(self))
@@ -170,5 +174,7 @@ def explain_key(key: GraphKey, *, k: int = 8, cost_model=None, machine=None) -> 
     _import_search()
     from search import plan_search
 
+    from svod.engine import _fused
+
     r = plan_search(key, cost_model=cost_model, machine=machine, k=k, keep_egraph=True)
-    return Explanation(key, r.plan, r.report, r.variants or [], r.egraph)
+    return Explanation(key, r.plan, r.report, r.variants or [], r.egraph, _fused(r.plan))

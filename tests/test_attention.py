@@ -150,3 +150,12 @@ def test_attention_spec_checks():
         dataclasses.replace(good, inputs=wrong, _key=[]).check()
     assert isinstance(good.attention, AttentionSpec) and isinstance(good.outputs[0], KOutput)
     assert isinstance(good, Kernel) and good.kind == "attention"
+
+
+def test_explain_shows_the_fused_plan_realize_runs():
+    q, k, v = _arrays((2, 12, 8), NR, NR, seed=6)
+    t = svod.nn.scaled_dot_product_attention(svod.asarray(q), svod.asarray(k), svod.asarray(v))
+    e = svod.explain(t)
+    assert [kk.kind for kk in e.executed.kernels] == ["attention"]
+    assert len(e.plan.kernels) >= 2  # the search's own choice, before the fusion
+    assert "attention fused" in str(e)
