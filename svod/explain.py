@@ -173,7 +173,6 @@ def explain_key(key: GraphKey, *, k: int = 8, cost_model=None, machine=None) -> 
 
     _import_search()
     from search import plan_search
-
     from svod.engine import _fused
 
     r = plan_search(key, cost_model=cost_model, machine=machine, k=k, keep_egraph=True)
