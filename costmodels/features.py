@@ -233,6 +233,12 @@ def _count(kernel: Kernel) -> Features:
         scores = float(batch * at.m * at.n)
         f.flops = 2.0 * scores * (at.d + at.dv)
         f.ops = {"EXP": scores, "ALU": 4.0 * scores, "DIV": float(n)}
+        for node in k.nodes:  # t: the scale, the mask (elementwise over the scores)
+            if node.op not in (ACC, LOAD, Ops.CONST):
+                cls = op_class(node.op, node.dtype.itemsize)
+                f.ops[cls] = f.ops.get(cls, 0.0) + scores
+            elif node.op == LOAD:
+                f.access["contig"] = f.access.get("contig", 0.0) + scores
         f.reduce_elems = 2.0 * scores
         return f
     if k.matmul is not None:

@@ -191,14 +191,12 @@ def run_kernel(kernel, buffers: dict[int, np.ndarray]) -> None:
     r = tuple(kernel.reduce_axes)
     vals: list[np.ndarray] = []
     with np.errstate(all="ignore"):
-        for n in kernel.nodes:
+        for n in () if kernel.attention is not None else kernel.nodes:
             if n.op == LOAD:
                 inp = kernel.inputs[n.arg]
                 v = _gather(buffers[inp.slot], inp.view)
             elif n.op == VALID:
                 v = n.arg.index_arrays()[1]
-            elif n.op == ACC and kernel.attention is not None:
-                v = _attention(kernel, buffers).astype(n.dtype.np, copy=False)
             elif n.op == ACC:
                 mm = kernel.matmul
                 a = _gather(buffers[kernel.inputs[mm.a].slot], kernel.inputs[mm.a].view)
@@ -212,6 +210,8 @@ def run_kernel(kernel, buffers: dict[int, np.ndarray]) -> None:
             else:
                 v = eval_node(n.op, n.dtype, n.arg, None, [vals[s] for s in n.src])
             vals.append(np.asarray(v))
+    if kernel.attention is not None:
+        vals = {kernel.outputs[0].node: _attention(kernel, buffers)}
     for o in kernel.outputs:
         space = kernel.reduced_shape if o.reduced else kernel.shape
         v = np.broadcast_to(vals[o.node], space)
@@ -223,14 +223,25 @@ def run_kernel(kernel, buffers: dict[int, np.ndarray]) -> None:
 
 
 def _attention(kernel, buffers) -> np.ndarray:
-    """softmax(scale · q @ kᵀ) @ v of an attention kernel, as its unfused kernels compute it."""
+    """softmax(t) @ v of an attention kernel (t: its nodes over the scores q @ kᵀ and its
+    other inputs), as the unfused kernels compute it."""
+    from svod.kernel import ACC, LOAD
+
     at = kernel.attention
-    q, k, v = (_gather(buffers[kernel.inputs[i].slot], kernel.inputs[i].view) for i in (at.q, at.k, at.v))
-    s = np.matmul(q, np.swapaxes(k, -1, -2))
-    if at.scale != 1.0:
-        s = s * s.dtype.type(at.scale)
-    e = np.exp(s - s.max(axis=-1, keepdims=True))
-    return np.matmul(e / e.sum(axis=-1, keepdims=True), v)
+    q, k, v = (_gather(buffers[kernel.inputs[i].slot], kernel.inputs[i].view) for i in at.operands)
+    vals: list[np.ndarray] = []
+    with np.errstate(all="ignore"):
+        for n in kernel.nodes:
+            if n.op == ACC:
+                x = np.matmul(q, np.swapaxes(k, -1, -2)).astype(n.dtype.np, copy=False)
+            elif n.op == LOAD:
+                x = _gather(buffers[kernel.inputs[n.arg].slot], kernel.inputs[n.arg].view)
+            else:
+                x = eval_node(n.op, n.dtype, n.arg, None, [vals[s] for s in n.src])
+            vals.append(np.asarray(x))
+        t = vals[kernel.outputs[0].node]
+        e = np.exp(t - t.max(axis=-1, keepdims=True))
+        return np.matmul(e / e.sum(axis=-1, keepdims=True), v)
 
 
 def _arg_reduce_axes(op: Ops, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:

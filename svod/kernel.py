@@ -18,10 +18,11 @@ Structure made explicit, so every consumer reads it the same way:
 - **Matmul**: `matmul` set; the ACC node is the dot product of inputs `a` and `b` at
   the (batch..., m, n) index; other nodes form the epilogue (bias, activation, ...).
   `matmul.library` marks the library step (numpy's BLAS, no epilogue).
-- **Attention**: `attention` set; the kernel computes
-  ``softmax(scale · q @ kᵀ, last axis) @ v`` over (batch..., m, dv) without materialising
-  the (m, n) scores (`svod.fuse_attention` forms it from a matmul, a softmax and a
-  matmul); its one node is ACC, the result, with no epilogue.
+- **Attention**: `attention` set; the kernel computes ``softmax(t, last axis) @ v`` over
+  (batch..., m, dv) without materialising the (m, n) scores. Its nodes compute `t`, the
+  output's node, over the score space (batch..., m, n) from ACC (the score ``q · kᵀ``)
+  and loads of its other inputs (a scale, a causal or additive mask): elementwise only.
+  `svod.fuse_attention` forms it from a matmul, a row softmax and a matmul.
 
 `check()` enforces legality with messages that say what is wrong; `key()` is the
 content key (slot numbers and thread counts excluded, so equal kernels in different
@@ -105,8 +106,10 @@ class MatmulSpec:
 
 @dataclass(frozen=True)
 class AttentionSpec:
-    """``out = softmax(scale · q @ kᵀ) @ v`` per batch index: inputs `q` (batch..., m, d),
-    `k` (batch..., n, d) and `v` (batch..., n, dv), each read through its view."""
+    """``out = softmax(t) @ v`` per batch index, `t` an elementwise function of the scores
+    ``q @ kᵀ`` (the kernel's nodes): inputs `q` (batch..., m, d), `k` (batch..., n, d) and
+    `v` (batch..., n, dv), each read through its view; other inputs are read over the
+    score space (batch..., m, n)."""
 
     q: int
     k: int
@@ -115,10 +118,13 @@ class AttentionSpec:
     n: int
     d: int
     dv: int
-    scale: float = 1.0
 
     def key(self) -> tuple:
-        return (self.q, self.k, self.v, self.m, self.n, self.d, self.dv, self.scale.hex())
+        return (self.q, self.k, self.v, self.m, self.n, self.d, self.dv)
+
+    @property
+    def operands(self) -> tuple[int, int, int]:
+        return (self.q, self.k, self.v)
 
 
 def _prod(xs) -> int:
@@ -206,7 +212,8 @@ class Kernel:
             elif mm is not None and i == mm.b:
                 want = self.shape[:-2] + (mm.k, mm.n)
             elif at is not None:
-                want = self.shape[:-2] + {at.q: (at.m, at.d), at.k: (at.n, at.d), at.v: (at.n, at.dv)}[i]
+                per = {at.q: (at.m, at.d), at.k: (at.n, at.d), at.v: (at.n, at.dv)}
+                want = self.shape[:-2] + per.get(i, (at.m, at.n))  # other inputs: over the scores
             if inp.view.shape != want:
                 raise err(f"input {i} (slot {inp.slot}) is viewed as {inp.view.shape}, but the kernel "
                           f"reads it over {want}")
@@ -286,14 +293,20 @@ class Kernel:
         at = self.attention
         if self.matmul is not None or self.reduce_axes:
             raise err("an attention kernel cannot also be a matmul or reduce")
-        if sorted((at.q, at.k, at.v)) != list(range(len(self.inputs))):
-            raise err(f"attention inputs q={at.q} k={at.k} v={at.v} must be the kernel's inputs 0..2")
+        ops = at.operands
+        if len(set(ops)) != 3 or not all(0 <= i < len(self.inputs) for i in ops):
+            raise err(f"attention operands q={at.q} k={at.k} v={at.v} must be three distinct inputs")
         if len(self.shape) < 2 or self.shape[-2:] != (at.m, at.dv):
             raise err(f"attention output space {self.shape} does not end in (m, dv) = ({at.m}, {at.dv})")
-        if len({i.dtype for i in self.inputs}) != 1 or not self.inputs[0].dtype.is_float:
-            raise err("attention inputs must share one float dtype")
-        if len(self.nodes) != 1 or self.nodes[0].op != ACC or len(self.outputs) != 1:
-            raise err("an attention kernel computes exactly one result (one ACC node), with no epilogue")
+        if len({self.inputs[i].dtype for i in ops}) != 1 or not self.inputs[at.q].dtype.is_float:
+            raise err("attention operands must share one float dtype")
+        if len(self.outputs) != 1 or sum(1 for n in self.nodes if n.op == ACC) != 1:
+            raise err("an attention kernel has one output and one ACC node (the scores)")
+        for i, n in enumerate(self.nodes):
+            if n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN, VALID):
+                raise err(f"node %{i} ({_opname(n.op)}): the scores of an attention kernel are elementwise")
+        if self.nodes[self.outputs[0].node].dtype != self.inputs[at.q].dtype:
+            raise err("the softmax input t must have the operands' dtype")
 
     def _check_node(self, i: int, n: KNode, srcs: list[KNode], err) -> None:
         op = n.op
@@ -302,6 +315,8 @@ class Kernel:
                 raise err(f"node %{i} loads input {n.arg!r}, which does not exist")
             if self.matmul is not None and n.arg in (self.matmul.a, self.matmul.b):
                 raise err(f"node %{i} loads matmul operand {n.arg} elementwise")
+            if self.attention is not None and n.arg in self.attention.operands:
+                raise err(f"node %{i} loads attention operand {n.arg} elementwise")
             if self.inputs[n.arg].dtype != n.dtype:
                 raise err(f"node %{i} loads input {n.arg} of dtype {self.inputs[n.arg].dtype} as {n.dtype}")
         elif op == VALID:
@@ -352,8 +367,8 @@ class Kernel:
             head += f" matmul(in{mm.a} @ in{mm.b}, m={mm.m} n={mm.n} k={mm.k}{', library' if mm.library else ''})"
         if self.attention:
             at = self.attention
-            head += (f" attention(softmax({at.scale!r} * in{at.q} @ in{at.k}.T) @ in{at.v}, m={at.m} n={at.n} "
-                     f"d={at.d} dv={at.dv})")
+            head += (f" attention(softmax(%{self.outputs[0].node}) @ in{at.v}, ACC = in{at.q} @ in{at.k}.T, "
+                     f"m={at.m} n={at.n} d={at.d} dv={at.dv})")
         lines = [head]
         for i, inp in enumerate(self.inputs):
             lines.append(f"  in{i}: slot {inp.slot} {inp.dtype} {_view_str(inp.view)}")
@@ -488,8 +503,7 @@ def kernel_to_json(k: Kernel) -> dict:
             "inputs": [[i.slot, i.dtype.name, _chain_to_json(i.view)] for i in k.inputs], "nodes": nodes,
             "outputs": [[o.slot, o.node, o.dtype.name, list(o.shape), o.reduced, o.pass_] for o in k.outputs],
             "matmul": None if mm is None else [mm.a, mm.b, mm.m, mm.n, mm.k, mm.library],
-            "attention": None if k.attention is None else
-            [*(getattr(k.attention, f) for f in ("q", "k", "v", "m", "n", "d", "dv")), k.attention.scale.hex()]}
+            "attention": None if k.attention is None else list(k.attention.key())}
 
 
 def kernel_from_json(obj: dict) -> Kernel:
@@ -506,7 +520,7 @@ def kernel_from_json(obj: dict) -> Kernel:
                   tuple(KInput(s, to_dtype(d), _chain_from_json(v)) for s, d, v in obj["inputs"]), tuple(nodes),
                   tuple(KOutput(s, n, to_dtype(d), tuple(sh), r, p) for s, n, d, sh, r, p in obj["outputs"]),
                   tuple(obj["reduce_axes"]), None if mm is None else MatmulSpec(*mm),
-                  None if at is None else AttentionSpec(*at[:7], float.fromhex(at[7])))
+                  None if at is None else AttentionSpec(*at))
 
 
 def plan_to_json(p: Plan) -> dict:

@@ -70,6 +70,52 @@ def test_pattern_forms(form):
     np.testing.assert_allclose(t.numpy(), _ref(q, k, v, scale), rtol=2e-5, atol=2e-6)
 
 
+def _masked_ref(q, k, v, scale, keep=None, add=None):
+    s = (q.astype(np.float64) @ np.swapaxes(k, -1, -2).astype(np.float64)) * scale
+    if keep is not None:
+        s = np.where(keep, s, -np.inf)
+    if add is not None:
+        s = s + add
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)) @ v.astype(np.float64)
+
+
+@pytest.mark.parametrize("m", [NR, 2 * NR + 5])
+def test_causal_attention_fuses(m):
+    q, k, v = _arrays((2, m, 8), 2 * NR, NR, seed=7)
+    Q, K, V = svod.asarray(q), svod.asarray(k), svod.asarray(v)
+    t = svod.nn.scaled_dot_product_attention(Q, K, V, is_causal=True)
+    assert _plan_kinds(t) == ["attention"]
+    keep = np.tril(np.ones((m, 2 * NR), dtype=bool))
+    np.testing.assert_allclose(t.numpy(), _masked_ref(q, k, v, 1 / np.sqrt(8), keep=keep), rtol=2e-5, atol=2e-6)
+
+
+def test_additive_and_boolean_masks_fuse():
+    q, k, v = _arrays((3, 10, 8), NR, NR, seed=8)
+    Q, K, V = svod.asarray(q), svod.asarray(k), svod.asarray(v)
+    rng = np.random.default_rng(9)
+    add = rng.standard_normal((3, 10, NR)).astype(np.float32)
+    t = svod.nn.scaled_dot_product_attention(Q, K, V, attn_mask=svod.asarray(add))
+    assert _plan_kinds(t) == ["attention"]
+    np.testing.assert_allclose(t.numpy(), _masked_ref(q, k, v, 1 / np.sqrt(8), add=add), rtol=2e-5, atol=2e-6)
+    keep = rng.random((10, NR)) < 0.7
+    keep[:, 0] = True  # every row keeps a key
+    t = svod.nn.scaled_dot_product_attention(Q, K, V, attn_mask=svod.asarray(keep))
+    assert _plan_kinds(t) == ["attention"]
+    np.testing.assert_allclose(t.numpy(), _masked_ref(q, k, v, 1 / np.sqrt(8), keep=keep), rtol=2e-5, atol=2e-6)
+
+
+def test_fully_masked_row_is_nan_like_numpy():
+    q, k, v = _arrays((1, 4, 8), NR, NR, seed=10)
+    keep = np.ones((4, NR), dtype=bool)
+    keep[2] = False
+    t = svod.nn.scaled_dot_product_attention(svod.asarray(q), svod.asarray(k), svod.asarray(v),
+                                             attn_mask=svod.asarray(keep))
+    assert _plan_kinds(t) == ["attention"]
+    got = t.numpy()
+    assert np.isnan(got[0, 2]).all() and np.isfinite(np.delete(got[0], 2, axis=0)).all()
+
+
 def test_broadcast_values_across_heads():
     q, k, _ = _arrays((4, 9, 8), NR, NR, seed=2)
     v = np.random.default_rng(3).standard_normal((NR, NR)).astype(np.float32)  # one v for every head
@@ -129,7 +175,7 @@ def test_plan_json_roundtrip_and_interpreter():
     bufs = {kern.inputs[0].slot: q.reshape(-1), kern.inputs[1].slot: k.reshape(-1),
             kern.inputs[2].slot: v.reshape(-1)}
     InterpretedProgram(kern).run(bufs)  # the numpy path (SVOD_CODEGEN=0, a failed compile)
-    np.testing.assert_allclose(bufs[kern.outputs[0].slot].reshape(kern.shape), _ref(q, k, v, kern.attention.scale),
+    np.testing.assert_allclose(bufs[kern.outputs[0].slot].reshape(kern.shape), _ref(q, k, v, 1 / np.sqrt(8)),
                                rtol=2e-5, atol=2e-6)
     assert fuse_attention(plan) is plan  # nothing left to fuse
 
@@ -140,7 +186,7 @@ def test_attention_spec_checks():
     import dataclasses
 
     with pytest.raises(KernelError, match="one ACC node"):
-        dataclasses.replace(good, nodes=(KNode(ACC, good.nodes[0].dtype),) * 2, _key=[]).check()
+        dataclasses.replace(good, nodes=good.nodes + (KNode(ACC, good.nodes[0].dtype),), _key=[]).check()
     bad_spec = dataclasses.replace(good.attention, dv=good.attention.dv + 1)
     with pytest.raises(KernelError, match="does not end in"):
         dataclasses.replace(good, attention=bad_spec, _key=[]).check()

@@ -1,4 +1,4 @@
-"""Native attention kernels: ``softmax(scale · q @ kᵀ) @ v`` a few query rows at a time.
+"""Native attention kernels: ``softmax(t(q @ kᵀ)) @ v`` a few query rows at a time.
 
 The kernel of an `AttentionSpec` (formed by `svod.fuse_attention`) lowers to::
 
@@ -8,18 +8,20 @@ The kernel of an `AttentionSpec` (formed by `svod.fuse_attention`) lowers to::
         pack v[b]  into NR-column panels Vp (n × NR each)
       copy the MR query rows into Qb (rows past m repeat row m-1; never stored)
       S  = Qb @ Kp                 # GEMM micro-kernel, MR × n scores in an L1-sized scratch
-      t  = S · scale; mᵣ = max t;  e = exp(t - mᵣ);  lᵣ = Σ e    (per row, vectorised)
+      S  = t(S, other inputs)      # the kernel's nodes (scale, mask), when there are any
+      mᵣ = max S;  e = exp(S - mᵣ);  lᵣ = Σ e                    (per row, vectorised)
       Ob = e @ Vp                  # GEMM micro-kernel, MR × dv
       out[b, rows] = Ob / l
 
 The (m, n) score matrix never exists in memory; q, k and v are read once per unit block
 from L1/L2 (the panels of one batch index are 2·n·d floats, reused by every row block
 of it). Both products use `svod.codegen.gemm`'s register-blocked micro-kernel, the
-exponential `svod.codegen.vecmath`'s polynomial. Requirements (`svod.fuse_attention`
-checks them): float32, single unmasked operand views (any strides: transposed and
-broadcast operands are read through pointer arithmetic while packing), n and dv
-multiples of NR (`tile()`). Each output element is ``Σ_j e_j·v_j / Σ_j e_j`` with both sums in a
-fixed order, independent of threads and tiling.
+exponential `svod.codegen.vecmath`'s polynomial, the nodes `lower.emit_op` (numpy
+semantics, as in every kernel). Requirements (`svod.fuse_attention` checks them):
+float32 operands, single unmasked views (any strides: transposed and broadcast operands
+and masks are read through pointer arithmetic), n and dv multiples of NR (`tile()`).
+Each output element is ``Σ_j e_j·v_j / Σ_j e_j`` with both sums in a fixed order,
+independent of threads and tiling.
 """
 
 from __future__ import annotations
@@ -30,9 +32,24 @@ import math
 import llvmlite.ir as ir
 
 from svod.codegen.gemm import _func, _vload, _vstore, emit_microkernel, gemm_config
-from svod.codegen.lower import F32, I1, I8, I64, VOID, LoopPlan, Lowered, _i64
+from svod.codegen.lower import (
+    F32,
+    I1,
+    I8,
+    I32,
+    I64,
+    VOID,
+    LoopPlan,
+    Lowered,
+    _const,
+    _Fn,
+    _i64,
+    emit_op,
+    mem_type,
+)
 from svod.codegen.vecmath import get_math_fn
-from svod.kernel import Kernel
+from svod.ir import Ops
+from svod.kernel import ACC, LOAD, Kernel
 
 __all__ = ["attention_units", "lower_attention", "tile"]
 
@@ -55,63 +72,36 @@ def attention_units(kernel: Kernel) -> int:
     return batch * -(-at.m // _cfg().mr) if kernel.size else 0
 
 
-class _Loops:
-    def __init__(self, fn: ir.Function, b: ir.IRBuilder):
-        self.fn, self.b = fn, b
-
-    def loop(self, start, end, body, name: str, step: int = 1) -> None:
-        b = self.b
-        pre = b.block
-        head = self.fn.append_basic_block(name + ".head")
-        blk = self.fn.append_basic_block(name + ".body")
-        out = self.fn.append_basic_block(name + ".end")
-        b.branch(head)
-        b.position_at_end(head)
-        i = b.phi(I64, name)
-        i.add_incoming(start, pre)
-        b.cbranch(b.icmp_signed("<", i, end), blk, out)
-        b.position_at_end(blk)
-        body(i)
-        i.add_incoming(b.add(i, _i64(step)), b.block)
-        b.branch(head)
-        b.position_at_end(out)
-
-    def if_then(self, cond, then, name: str) -> None:
-        b = self.b
-        blk = self.fn.append_basic_block(name + ".then")
-        out = self.fn.append_basic_block(name + ".end")
-        b.cbranch(cond, blk, out)
-        b.position_at_end(blk)
-        then()
-        b.branch(out)
-        b.position_at_end(out)
-
-
 def lower_attention(kernel: Kernel, symbol: str) -> Lowered:
     """Kernel (with `attention`) -> LLVM IR text with entry ``void symbol(i8** slots, i64 ub, i64 ue)``."""
     at = kernel.attention
     cfg = _cfg()
     mr, nr, vw = cfg.mr, cfg.nr, cfg.vw
     m, n, d, dv = at.m, at.n, at.d, at.dv
-    if n % nr or dv % nr or kernel.inputs[0].dtype.itemsize != 4:
+    if n % nr or dv % nr or kernel.inputs[at.q].dtype.itemsize != 4:
         raise ValueError(f"attention kernel {kernel.name}: needs float32 and n, dv multiples of {nr}")
-    views = [kernel.inputs[i].view.views[0] for i in (at.q, at.k, at.v)]
     if any(len(inp.view.views) != 1 or inp.view.views[0].mask is not None for inp in kernel.inputs):
-        raise ValueError(f"attention kernel {kernel.name}: operands must be single unmasked views")
+        raise ValueError(f"attention kernel {kernel.name}: inputs must be single unmasked views")
+    views = [inp.view.views[0] for inp in kernel.inputs]
     units = attention_units(kernel)
     batch_shape = kernel.shape[:-2]
     blocks = -(-m // mr)
+    t_node = kernel.outputs[0].node
+    scores_only = kernel.nodes[t_node].op == ACC
 
     module = ir.Module(name=f"svod_{kernel.name}")
     pt = ir.PointerType(F32)
     vt = ir.VectorType(F32, vw)
-    body = ir.Function(module, ir.FunctionType(VOID, [pt, pt, pt, pt, I64, I64]), symbol + ".body")
+    nin = len(kernel.inputs)
+    in_types = [ir.PointerType(mem_type(i.dtype)) for i in kernel.inputs]
+    body = ir.Function(module, ir.FunctionType(VOID, in_types + [pt, I64, I64]), symbol + ".body")
     body.linkage = "internal"
-    for a in body.args[:4]:
+    for a in body.args[:nin + 1]:
         a.add_attribute("noalias")
-    qp, kp, vp, op, ub, ue = body.args
-    b = ir.IRBuilder(body.append_basic_block("entry"))
-    L = _Loops(body, b)
+    ins, op, ub, ue = list(body.args[:nin]), body.args[nin], body.args[nin + 1], body.args[nin + 2]
+    qp, kp, vp = (ins[i] for i in at.operands)
+    f = _Fn(module, body)
+    b = f.b
     uk_qk = emit_microkernel(module, symbol + ".uk_qk", F32, cfg, d, 1)
     uk_pv = emit_microkernel(module, symbol + ".uk_pv", F32, cfg, n, 1)
     exp = get_math_fn(module, "exp", vt)
@@ -119,131 +109,144 @@ def lower_attention(kernel: Kernel, symbol: str) -> Lowered:
     smax = _func(module, "llvm.maxnum.f32", F32, [F32, F32])
     i8p = ir.PointerType(I8)
 
-    # stack slots first, in the entry block (mem2reg makes the loop-carried ones registers)
-    cur = b.alloca(I64, name="cur")  # the batch index the panels hold
-    lsum = b.alloca(F32, mr, name="lsum")
-    mx_slot = b.alloca(vt, name="mx")
-    sum_slot = b.alloca(vt, name="sum")
-    # scratch: Kp | Vp | S | Qb | Ob, each 64-byte aligned
-    sizes = [n * d, n * dv, mr * n, mr * d, mr * dv]
-    offs, total = [], 0
-    for s in sizes:
-        offs.append(total)
-        total += -(-s * 4 // 64) * 64
-    raw = b.call(_func(module, "malloc", i8p, [I64]), [_i64(total + 64)])
-    L.if_then(b.icmp_unsigned("==", b.ptrtoint(raw, I64), _i64(0)),
-              lambda: b.call(_func(module, "llvm.trap", VOID, []), []), "oom")
-    base = b.and_(b.add(b.ptrtoint(raw, I64), _i64(63)), _i64(-64))
-    Kp, Vp, S, Qb, Ob = (b.inttoptr(b.add(base, _i64(o)), pt) for o in offs)
-    b.store(_i64(-1), cur)
-    i32 = ir.IntType(32)
-
-    def _lane(k):
-        return ir.Constant(i32, k)
-
-    def _splat(x):
-        one = b.insert_element(ir.Constant(vt, ir.Undefined), x, _lane(0))
-        return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(i32, vw), [0] * vw))
-
-    def _splat_c(c):
-        return ir.Constant(vt, [c] * vw)
-    null = ir.Constant(pt, None)
-    no = ir.Constant(I1, 0)
-    zero_v = ir.Constant(vt, [0.0] * vw)
+    def loop(start, end, fn, name, step=1):
+        """for (i = start; i < end; i += step): `f.loop` over the count."""
+        if step == 1:
+            f.loop(start, end, fn, name)
+        else:
+            f.loop(_i64(0), b.sdiv(b.sub(end, start), _i64(step)), lambda c: fn(b.add(start, b.mul(c, _i64(step)))),
+                   name)
 
     def at_(ptr, idx):
         return b.gep(ptr, [idx])
 
+    def lane(k):
+        return ir.Constant(I32, k)
+
+    def splat(x):
+        one = b.insert_element(ir.Constant(vt, ir.Undefined), x, lane(0))
+        return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, vw), [0] * vw))
+
+    cur = f.var(I64, _i64(-1), "cur")  # the batch index the panels hold
+    lsum = f.alloca(F32, mr, "lsum")
+    mx_slot = f.alloca(vt, name="mx")
+    sum_slot = f.alloca(vt, name="sum")
+    # scratch: Kp | Vp | S | Qb | Ob, each 64-byte aligned
+    offs, total = [], 0
+    for size in (n * d, n * dv, mr * n, mr * d, mr * dv):
+        offs.append(total)
+        total += -(-size * 4 // 64) * 64
+    raw = b.call(_func(module, "malloc", i8p, [I64]), [_i64(total + 64)])
+    f.if_then(b.icmp_unsigned("==", b.ptrtoint(raw, I64), _i64(0)),
+              lambda: b.call(_func(module, "llvm.trap", VOID, []), []))
+    base = b.and_(b.add(b.ptrtoint(raw, I64), _i64(63)), _i64(-64))
+    Kp, Vp, S, Qb, Ob = (b.inttoptr(b.add(base, _i64(o)), pt) for o in offs)
+    null = ir.Constant(pt, None)
+    no = ir.Constant(I1, 0)
+
     def unit(u):
         bi = b.sdiv(u, _i64(blocks))
         i0 = b.mul(b.srem(u, _i64(blocks)), _i64(mr))
-        # batch offsets of q, k, v (row-major batch index, each operand's own strides)
+        # each input's offset at this batch index (row-major batch index, its own strides)
         offsets = [_i64(v.offset) for v in views]
         rem = bi
         for t in range(len(batch_shape) - 1, -1, -1):
             idx = b.srem(rem, _i64(batch_shape[t]))
             rem = b.sdiv(rem, _i64(batch_shape[t]))
             offsets = [b.add(o, b.mul(idx, _i64(v.strides[t]))) for o, v in zip(offsets, views)]
-        qoff, koff, voff = offsets
-        (_, sq_m, sq_d), (_, sk_n, sk_d), (_, sv_n, sv_c) = ((None,) + v.strides[-2:] for v in views)
+        qoff, koff, voff = (offsets[i] for i in at.operands)
+        (sq_m, sq_d), (sk_n, sk_d), (sv_n, sv_c) = (views[i].strides[-2:] for i in at.operands)
 
         def pack():
-            def krow(j):
-                panel = b.mul(b.sdiv(j, _i64(nr)), _i64(d * nr))
-                col = b.srem(j, _i64(nr))
+            def krow(j):  # kᵀ panels: Kp[(j / NR) · d · NR + kk · NR + j % NR] = k[j, kk]
+                dst = b.add(b.mul(b.sdiv(j, _i64(nr)), _i64(d * nr)), b.srem(j, _i64(nr)))
                 src = b.add(koff, b.mul(j, _i64(sk_n)))
+                f.loop(_i64(0), _i64(d), lambda kk: b.store(
+                    b.load(at_(kp, b.add(src, b.mul(kk, _i64(sk_d))))),
+                    at_(Kp, b.add(dst, b.mul(kk, _i64(nr))))), "pk.d")
+            f.loop(_i64(0), _i64(n), krow, "pk.n")
 
-                def kcol(kk):
-                    x = b.load(at_(kp, b.add(src, b.mul(kk, _i64(sk_d)))))
-                    b.store(x, at_(Kp, b.add(panel, b.add(b.mul(kk, _i64(nr)), col))))
-                L.loop(_i64(0), _i64(d), kcol, "pk.d")
-            L.loop(_i64(0), _i64(n), krow, "pk.n")
-
-            def vrow(j):
+            def vrow(j):  # v panels: Vp[(c / NR) · n · NR + j · NR + c % NR] = v[j, c]
                 src = b.add(voff, b.mul(j, _i64(sv_n)))
-
-                def vcol(c):
-                    x = b.load(at_(vp, b.add(src, b.mul(c, _i64(sv_c)))))
-                    dst = b.add(b.mul(b.add(b.mul(b.sdiv(c, _i64(nr)), _i64(n)), j), _i64(nr)), b.srem(c, _i64(nr)))
-                    b.store(x, at_(Vp, dst))
-                L.loop(_i64(0), _i64(dv), vcol, "pv.c")
-            L.loop(_i64(0), _i64(n), vrow, "pv.n")
+                f.loop(_i64(0), _i64(dv), lambda c: b.store(
+                    b.load(at_(vp, b.add(src, b.mul(c, _i64(sv_c))))),
+                    at_(Vp, b.add(b.mul(b.add(b.mul(b.sdiv(c, _i64(nr)), _i64(n)), j), _i64(nr)),
+                                  b.srem(c, _i64(nr))))), "pv.c")
+            f.loop(_i64(0), _i64(n), vrow, "pv.n")
             b.store(bi, cur)
 
-        L.if_then(b.icmp_signed("!=", b.load(cur), bi), pack, "repack")
+        f.if_then(b.icmp_signed("!=", b.load(cur), bi), pack)
 
-        # the query rows of this block (rows past m repeat the last one; never stored)
-        def qrow(r):
+        def clamp(r):  # the query row of block row r (rows past m repeat the last one)
             row = b.add(i0, r)
-            row = b.select(b.icmp_signed("<", row, _i64(m)), row, _i64(m - 1))
-            src = b.add(qoff, b.mul(row, _i64(sq_m)))
+            return b.select(b.icmp_signed("<", row, _i64(m)), row, _i64(m - 1))
 
-            def qcol(kk):
-                x = b.load(at_(qp, b.add(src, b.mul(kk, _i64(sq_d)))))
-                b.store(x, at_(Qb, b.add(b.mul(r, _i64(d)), kk)))
-            L.loop(_i64(0), _i64(d), qcol, "q.d")
-        L.loop(_i64(0), _i64(mr), qrow, "q.r")
+        def qrow(r):
+            src = b.add(qoff, b.mul(clamp(r), _i64(sq_m)))
+            f.loop(_i64(0), _i64(d), lambda kk: b.store(
+                b.load(at_(qp, b.add(src, b.mul(kk, _i64(sq_d))))), at_(Qb, b.add(b.mul(r, _i64(d)), kk))), "q.d")
+        f.loop(_i64(0), _i64(mr), qrow, "q.r")
 
         # scores: S[r, p·NR : p·NR + NR] for every column panel p
-        L.loop(_i64(0), _i64(n // nr), lambda p: b.call(uk_qk, [
+        f.loop(_i64(0), _i64(n // nr), lambda p: b.call(uk_qk, [
             Qb, at_(Kp, b.mul(p, _i64(d * nr))), _i64(d), null, _i64(0), no, at_(S, b.mul(p, _i64(nr))), _i64(n)]),
             "qk")
+
+        if not scores_only:  # t = the kernel's nodes over each score (and the other inputs there)
+            def trow(r):
+                row = clamp(r)
+                srow = b.mul(r, _i64(n))
+
+                def tcol(j):
+                    vals: list = []
+                    for nd in kernel.nodes:
+                        if nd.op == ACC:
+                            x = b.load(at_(S, b.add(srow, j)))
+                        elif nd.op == LOAD:
+                            v = views[nd.arg]
+                            addr = b.add(b.add(offsets[nd.arg], b.mul(row, _i64(v.strides[-2]))),
+                                         b.mul(j, _i64(v.strides[-1])))
+                            x = b.load(at_(ins[nd.arg], addr))
+                            if nd.dtype.is_bool:
+                                x = b.icmp_unsigned("!=", x, ir.Constant(I8, 0))
+                        elif nd.op is Ops.CONST:
+                            x = _const(nd.dtype, nd.arg)
+                        else:
+                            x = emit_op(f, nd.op, nd.dtype, nd.arg, [vals[s] for s in nd.src],
+                                        [kernel.nodes[s].dtype for s in nd.src])
+                        vals.append(x)
+                    b.store(vals[t_node], at_(S, b.add(srow, j)))
+                f.loop(_i64(0), _i64(n), tcol, "t.n")
+            f.loop(_i64(0), _i64(mr), trow, "t.r")
 
         # row softmax numerators in place, and each row's sum
         def srow(r):
             rowp = at_(S, b.mul(r, _i64(n)))
             b.store(ir.Constant(vt, [-math.inf] * vw), mx_slot)
-
-            def pmax(j):  # t = S * scale (stored back), running vector max
-                ptr = at_(rowp, j)
-                x = _vload(b, ptr, vt, 4)
-                if at.scale != 1.0:
-                    x = b.fmul(x, _splat_c(at.scale))
-                    _vstore(b, x, ptr, vt, 4)
-                b.store(b.call(maxnum, [b.load(mx_slot), x]), mx_slot)
-            L.loop(_i64(0), _i64(n), pmax, "mx", step=vw)
+            loop(_i64(0), _i64(n), lambda j: b.store(
+                b.call(maxnum, [b.load(mx_slot), _vload(b, at_(rowp, j), vt, 4)]), mx_slot), "mx", vw)
             mv = b.load(mx_slot)
-            mx = b.extract_element(mv, _lane(0))
-            for lane in range(1, vw):
-                mx = b.call(smax, [mx, b.extract_element(mv, _lane(lane))])
-            msplat = _splat(mx)
-            b.store(zero_v, sum_slot)
+            mx = b.extract_element(mv, lane(0))
+            for k in range(1, vw):
+                mx = b.call(smax, [mx, b.extract_element(mv, lane(k))])
+            msplat = splat(mx)
+            b.store(ir.Constant(vt, [0.0] * vw), sum_slot)
 
-            def pexp(j):  # e = exp(t - max), stored back, running vector sum
+            def pexp(j):
                 ptr = at_(rowp, j)
                 e = b.call(exp, [b.fsub(_vload(b, ptr, vt, 4), msplat)])
                 _vstore(b, e, ptr, vt, 4)
                 b.store(b.fadd(b.load(sum_slot), e), sum_slot)
-            L.loop(_i64(0), _i64(n), pexp, "ex", step=vw)
+            loop(_i64(0), _i64(n), pexp, "ex", vw)
             sv = b.load(sum_slot)
-            tot = b.extract_element(sv, _lane(0))
-            for lane in range(1, vw):
-                tot = b.fadd(tot, b.extract_element(sv, _lane(lane)))
+            tot = b.extract_element(sv, lane(0))
+            for k in range(1, vw):
+                tot = b.fadd(tot, b.extract_element(sv, lane(k)))
             b.store(tot, at_(lsum, r))
-        L.loop(_i64(0), _i64(mr), srow, "sm.r")
+        f.loop(_i64(0), _i64(mr), srow, "sm.r")
 
         # Ob = e @ V, then the normalised rows that exist
-        L.loop(_i64(0), _i64(dv // nr), lambda c: b.call(uk_pv, [
+        f.loop(_i64(0), _i64(dv // nr), lambda c: b.call(uk_pv, [
             S, at_(Vp, b.mul(c, _i64(n * nr))), _i64(n), null, _i64(0), no, at_(Ob, b.mul(c, _i64(nr))), _i64(dv)]),
             "pv")
         rows = b.sub(_i64(m), i0)
@@ -251,21 +254,20 @@ def lower_attention(kernel: Kernel, symbol: str) -> Lowered:
         obase = b.mul(b.add(b.mul(bi, _i64(m)), i0), _i64(dv))
 
         def orow(r):
-            lsp = _splat(b.load(at_(lsum, r)))
+            lsp = splat(b.load(at_(lsum, r)))
+            loop(_i64(0), _i64(dv), lambda c: _vstore(
+                b, b.fdiv(_vload(b, at_(Ob, b.add(b.mul(r, _i64(dv)), c)), vt, 4), lsp),
+                at_(op, b.add(obase, b.add(b.mul(r, _i64(dv)), c))), vt, 4), "o.c", vw)
+        f.loop(_i64(0), rows, orow, "o.r")
 
-            def ocol(c):
-                x = _vload(b, at_(Ob, b.add(b.mul(r, _i64(dv)), c)), vt, 4)
-                _vstore(b, b.fdiv(x, lsp), at_(op, b.add(obase, b.add(b.mul(r, _i64(dv)), c))), vt, 4)
-            L.loop(_i64(0), _i64(dv), ocol, "o.c", step=vw)
-        L.loop(_i64(0), rows, orow, "o.r")
-
-    L.loop(ub, ue, unit, "u")
+    f.loop(ub, ue, unit, "u")
     b.call(_func(module, "free", VOID, [i8p]), [raw])
     b.ret_void()
+    f.finish()
 
     fn = ir.Function(module, ir.FunctionType(VOID, [ir.PointerType(i8p), I64, I64]), symbol)
     eb = ir.IRBuilder(fn.append_basic_block("entry"))
-    ptrs = [eb.bitcast(eb.load(eb.gep(fn.args[0], [_i64(j)])), pt) for j in range(4)]
+    ptrs = [eb.bitcast(eb.load(eb.gep(fn.args[0], [_i64(j)])), t) for j, t in enumerate(in_types + [pt])]
     eb.call(body, ptrs + [fn.args[1], fn.args[2]])
     eb.ret_void()
     return Lowered(str(module), symbol, units, LoopPlan("attention", (), (), (), units))
