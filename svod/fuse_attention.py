@@ -78,6 +78,12 @@ def _readers(plan: Plan) -> dict[int, list[int]]:
     return out
 
 
+def _sole_reader(readers: dict, slot: int) -> int | None:
+    """The index of the one kernel reading `slot` (once), when nothing else reads it."""
+    r = readers.get(slot, [])
+    return r[0] if len(r) == 1 and r[0] >= 0 else None
+
+
 class _Builder:
     """The fused kernel's inputs and nodes, merged from the two kernels' bodies."""
 
@@ -117,10 +123,9 @@ def _try(plan: Plan, i: int, readers: dict, nr: int) -> tuple[int, int, Kernel] 
             is not float32:
         return None
     s_slot = k1.outputs[0].slot
-    r = readers.get(s_slot, [])
-    if len(r) != 1 or r[0] < 0:
+    j2 = _sole_reader(readers, s_slot)
+    if j2 is None:
         return None
-    j2 = r[0]
     k2 = plan.kernels[j2]
     t = softmax_input(k2)
     if t is None or k2.shape != k1.shape:
@@ -129,10 +134,9 @@ def _try(plan: Plan, i: int, readers: dict, nr: int) -> tuple[int, int, Kernel] 
     if any(not k2.inputs[k2.nodes[n_i].arg].view.is_contiguous for n_i in s_loads):
         return None
     p_slot = k2.outputs[0].slot
-    r = readers.get(p_slot, [])
-    if len(r) != 1 or r[0] < 0:
+    j3 = _sole_reader(readers, p_slot)
+    if j3 is None:
         return None
-    j3 = r[0]
     k3 = plan.kernels[j3]
     mm3 = k3.matmul
     if mm3 is None or len(k3.nodes) != 1 or k3.nodes[0].op != ACC or len(k3.outputs) != 1:
