@@ -59,7 +59,7 @@ def _interp_log(points: dict, x: float, default: float) -> float:
 
 # Bumped whenever the formulas change: plan-cache keys include it (`tuning.generation`),
 # so plans chosen by an older model are re-planned, not replayed from the disk cache.
-MODEL_VERSION = "3"
+MODEL_VERSION = "4"
 
 
 class CalibratedModel:
@@ -193,7 +193,10 @@ class CalibratedModel:
             if key == "masked" and f.reduce_elems and "masked_reduce" in acc:
                 key = "masked_reduce"  # inside a reduction loop a masked load does not vectorise
             table = acc.get(key) or (acc.get("pad") if key == "masked" else None) or {}
-            sec += n * max(_interp_log(table, ws, 0.0), 0.0)
+            # a transpose costs by the reach of its inner loop, not by the tensor's size: the
+            # calibration's square transposes of n^2 elements span half their working set
+            x = 2.0 * f.strided_span if key == "transpose" and f.strided_span else ws
+            sec += n * max(_interp_log(table, x, 0.0), 0.0)
         return sec
 
     def compute(self, f: Features) -> float:

@@ -61,6 +61,10 @@ class Features:
     outputs: int = 1
     inputs: int = 0
     calls: dict[str, float] = field(default_factory=dict)  # op classes run as vector-library calls -> evaluations
+    # bytes the innermost loop sweeps through a strided (transposed) read, extent x stride:
+    # the reach its cache lines and TLB entries need (a (1024, 64) transpose spans 256 KB
+    # however large the tensor; a 2048^2 one 16 MB)
+    strided_span: float = 0.0
 
     @property
     def working_set(self) -> int:
@@ -221,11 +225,17 @@ def _count(kernel: Kernel) -> Features:
     if kind == "elementwise":
         rows = units
     acc_of = [access_class(k, i) for i in range(len(k.inputs))]
+    span = 0.0
+    for i, a in enumerate(acc_of):
+        if a == "strided" and _inner_dims(k):
+            d = _inner_dims(k)[-1]
+            inp = k.inputs[i]
+            span = max(span, float(k.shape[d] * abs(inp.view.views[-1].strides[d]) * inp.dtype.itemsize))
     row_bytes = 0
     if red:
         row_bytes = sum(row_len * inp.dtype.itemsize for i, inp in enumerate(k.inputs) if acc_of[i] != "bcast")
     f = Features(kind, n, units, rows, row_len, k.passes, _unique_read_bytes(k), _write_bytes(k), row_bytes,
-                 column=column, outputs=len(k.outputs), inputs=len(k.inputs))
+                 column=column, outputs=len(k.outputs), inputs=len(k.inputs), strided_span=span)
     counts = [0.0] * len(k.nodes)  # evaluations of each node
     if k.attention is not None:  # two products, a row softmax of the (m, n) scores in between
         at = k.attention

@@ -179,6 +179,19 @@ def test_fusion_is_priced_cheaper_when_it_saves_traffic(model):
     assert total(fused) < total(unfused)
 
 
+def test_transpose_is_priced_by_the_reach_of_its_inner_loop(model):
+    """A transposed read costs by the bytes its innermost loop sweeps (extent x stride), not
+    by the tensor's size: the (8, 64, 1024) view of an (8, 1024, 64) tensor spans 256 KB
+    (a K^T copy in attention, measured 0.26 ms here) and is priced like the small probe,
+    far below one of the same element count whose inner loop walks 2048 rows (span 2 MB)."""
+    narrow = _kernel(lambda x: x.permute(0, 2, 1) + 0.0, (8, 1024, 64))
+    wide = _kernel(lambda x: x.T + 0.0, (2048, 256))
+    fn, fw = kfeatures(narrow), kfeatures(wide)
+    assert fn.access.get("strided") == fw.access.get("strided") == 8 * 1024 * 64
+    assert fn.strided_span == 1024 * 64 * 4 and fw.strided_span == 2048 * 256 * 4
+    assert model.gathers(fn) < 0.5 * model.gathers(fw)
+
+
 def test_library_call_mix_is_priced(model):
     both = kfeatures(_kernel(lambda x: svod.exp(svod.tanh(x)), (1 << 16,)))
     tanh = kfeatures(_kernel(lambda x: svod.tanh(x), (1 << 16,)))
