@@ -448,9 +448,15 @@ def _merge_siblings(built: list[tuple[int, Kernel]]) -> list[tuple[list[int], Ke
                     break  # k depends on g: it cannot join g or anything before it
                 if g.matmul is None and g.shape == k.shape and g.reduce_axes == k.reduce_axes and \
                         ({i.slot for i in g.inputs} & reads):
-                    # nothing after g may read g's outputs (k would move g later)
+                    # the merged kernel runs where g ran when k reads nothing written after g
+                    # (k moves earlier), else where k runs when nothing after g reads g's
+                    # outputs (g moves later)
+                    later_writes = {o.slot for _, h in out[gi + 1:] for o in h.outputs}
                     later_reads = {i.slot for _, h in out[gi + 1:] for i in h.inputs}
-                    if not later_reads & g_writes:
+                    if not reads & later_writes:
+                        out[gi] = (roots + [root], _concat_kernels(g, k))
+                        merged = True
+                    elif not later_reads & g_writes:
                         out.pop(gi)
                         out.append((roots + [root], _concat_kernels(g, k)))
                         merged = True

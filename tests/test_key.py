@@ -136,3 +136,44 @@ def test_replay_by_signature_matches_fresh_realize():
     assert len(engine.REPLAY) >= 1
     engine.reset_caches()
     assert len(engine.REPLAY) == 0
+
+
+# ----------------------------------------------------------------------------- shared partial reductions
+
+
+def _reduce_nodes(key: GraphKey):
+    return [(i, n) for i, n in enumerate(key.nodes) if n.op is svod.ir.Ops.REDUCE]
+
+
+def test_full_reduction_reuses_the_partial_one():
+    """sum(x) next to sum(x, axis=1): the full sum reduces the row sums (W6), max alike;
+    the ops and the sources have to match."""
+    x = np.random.default_rng(0).standard_normal((6, 5)).astype(np.float32)
+    key = _key(lambda t: (svod.sum(t), svod.sum(t, axis=1), svod.max(t), svod.max(t, axis=1)), x)
+    full = [(i, n) for i, n in _reduce_nodes(key) if key.nodes[n.src[0]].op is svod.ir.Ops.REDUCE]
+    assert sorted(n.arg[0] for _, n in full) == ["max", "sum"]
+    assert all(key.nodes[n.src[0]].arg == (n.arg[0], (1,)) and n.arg[1] == (0,) for _, n in full)
+    mixed = _key(lambda t: (svod.sum(t), svod.max(t, axis=1)), x)  # other op: nothing to share
+    assert all(mixed.nodes[n.src[0]].op is svod.ir.Ops.BUFFER for _, n in _reduce_nodes(mixed))
+
+
+def test_a_chain_of_partials_is_reused_once_each():
+    x = np.random.default_rng(1).standard_normal((3, 4, 5)).astype(np.float32)
+    key = _key(lambda t: (svod.sum(t), svod.sum(t, axis=(1, 2)), svod.sum(t, axis=2)), x)
+    reds = _reduce_nodes(key)
+    assert len(reds) == 3  # no reduction of x computed twice
+    assert sum(1 for _, n in reds if key.nodes[n.src[0]].op is svod.ir.Ops.BUFFER) == 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(["sum", "max", "min", "prod"]), st.lists(st.sampled_from([(0,), (1,), (2,), (0, 1), (1, 2),
+                                                                                  (0, 2), (0, 1, 2)]),
+                                                                min_size=2, max_size=4, unique=True),
+       st.integers(0, 1000))
+def test_shared_reductions_equal_numpy(op, axes_list, seed):
+    x = np.random.default_rng(seed).uniform(0.5, 1.5, (3, 4, 5)).astype(np.float32)
+    t = svod.asarray(x)
+    outs = [getattr(svod, op)(t, axis=a) for a in axes_list]
+    svod.realize(*outs)
+    for a, o in zip(axes_list, outs):
+        np.testing.assert_allclose(o.numpy(), getattr(np, op)(x, axis=a), rtol=2e-6, atol=1e-6)
