@@ -13,6 +13,17 @@ array([[0.2689, 0.7311],
 
 from __future__ import annotations
 
+import os as _os
+import sys as _sys
+
+if "numpy" not in _sys.modules:
+    # OpenBLAS's worker threads spin for 2^28 cycles (~0.1 s) after every BLAS call, so a
+    # svod kernel started soon after numpy's (or svod's own) matmul shares a core with a
+    # spinner: a fused attention kernel took 29 ms instead of 20 right after a matmul.
+    # 2^20 cycles (~0.4 ms) keeps back-to-back BLAS calls warm. Read when OpenBLAS loads
+    # (numpy's import): only set here when numpy is not imported yet, never overridden.
+    _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
+
 from svod import config, nn, random
 from svod import dtype as _dt
 from svod.capture import JitError, jit

@@ -136,3 +136,23 @@ def test_dispatch_is_cheap():
     # NOTE: a loose bound (the benchmark reports the real number); catches a pool that
     # falls back to sleeping/thread creation on every call.
     assert runtime.dispatch_cost(2, 500) < 200e-6
+
+
+def test_openblas_spin_is_shortened_only_before_numpy_loads():
+    """`import svod` before numpy sets OPENBLAS_THREAD_TIMEOUT=20 (OpenBLAS's workers stop
+    spinning after ~0.4 ms instead of ~0.1 s, so they stop taking a core from svod's
+    kernels); a value the user set wins, and after numpy's import svod changes nothing."""
+    import subprocess
+    import sys
+
+    code = "import os{pre}; import svod; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'))"
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+
+    def run(pre="", **extra):
+        out = subprocess.run([sys.executable, "-c", code.format(pre=pre)], capture_output=True, text=True,
+                             env={**env, **extra}, check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+        return out.stdout.strip()
+
+    assert run() == "20"
+    assert run(OPENBLAS_THREAD_TIMEOUT="26") == "26"
+    assert run(pre="; import numpy") == "None"
