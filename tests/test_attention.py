@@ -210,13 +210,13 @@ def test_explain_shows_the_fused_plan_realize_runs():
 def test_self_attention_reads_one_buffer_three_ways():
     """q, k and v the same tensor (one slot read as q, as kᵀ's view and as v); float64
     attention stays unfused (the kernel is float32) and right."""
-    x = np.random.default_rng(11).standard_normal((2, 3 * NR, 8)).astype(np.float32)
+    x = np.random.default_rng(11).standard_normal((2, 3 * NR, NR)).astype(np.float32)  # v's width: NR
     X = svod.asarray(x)
     t = svod.nn.scaled_dot_product_attention(X, X, X, is_causal=True)
     assert _plan_kinds(t) == ["attention"]
     keep = np.tril(np.ones((3 * NR, 3 * NR), dtype=bool))
-    np.testing.assert_allclose(t.numpy(), _masked_ref(x, x, x, 1 / np.sqrt(8), keep=keep), rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(t.numpy(), _masked_ref(x, x, x, 1 / np.sqrt(NR), keep=keep), rtol=2e-5, atol=2e-6)
     X64 = svod.asarray(x.astype(np.float64))
     t64 = svod.nn.scaled_dot_product_attention(X64, X64, X64)
     assert "attention" not in _plan_kinds(t64)
-    np.testing.assert_allclose(t64.numpy(), _masked_ref(x, x, x, 1 / np.sqrt(8)), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(t64.numpy(), _masked_ref(x, x, x, 1 / np.sqrt(NR)), rtol=1e-6, atol=1e-7)
