@@ -20,7 +20,7 @@ the search chose for its parts:
 where S and P are read by nothing else. The fused kernel's nodes are the epilogue of 1
 followed by the prologue of 2, so ``t`` is computed by the same operations in the same
 order. A pattern the native kernel cannot run as planned (not float32, a masked or
-chained view, n or dv not a multiple of the micro-tile width) is left alone.
+chained view) is left alone.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ class _Builder:
         return remap
 
 
-def _try(plan: Plan, i: int, readers: dict, nr: int) -> tuple[int, int, Kernel] | None:
+def _try(plan: Plan, i: int, readers: dict) -> tuple[int, int, Kernel] | None:
     """(second matmul index, softmax index, fused kernel) when kernel `i` starts the pattern."""
     k1 = plan.kernels[i]
     mm1 = k1.matmul
@@ -148,7 +148,7 @@ def _try(plan: Plan, i: int, readers: dict, nr: int) -> tuple[int, int, Kernel] 
     if k3.shape[:-2] != batch or mm3.m != mm1.m or mm3.k != mm1.n:
         return None
     q, kt, v = k1.inputs[mm1.a], k1.inputs[mm1.b], k3.inputs[mm3.b]
-    if mm1.n % nr or mm3.n % nr or mm1.k == 0 or mm1.m == 0:
+    if mm1.k == 0 or mm1.m == 0 or mm1.n == 0:
         return None
     nd = len(k1.shape)
     kv = ViewChain((kt.view.views[0].permute(tuple(range(nd - 2)) + (nd - 1, nd - 2)),), kt.view.pad_value) \
@@ -174,16 +174,13 @@ def _try(plan: Plan, i: int, readers: dict, nr: int) -> tuple[int, int, Kernel] 
 def fuse_attention(plan: Plan) -> Plan:
     """`plan` with every matmul-softmax-matmul chain as one attention kernel (see the
     module docstring); the plan itself when there is none."""
-    from svod.codegen.attention import tile
-
-    nr = tile()[1]
     kernels = list(plan.kernels)
     slots = dict(plan.slots)
     changed = False
     i = 0
     while i < len(kernels):
         cur = dataclasses.replace(plan, kernels=tuple(kernels), slots=slots)
-        got = _try(cur, i, _readers(cur), nr)
+        got = _try(cur, i, _readers(cur))
         if got is None:
             i += 1
             continue

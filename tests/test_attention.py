@@ -125,11 +125,18 @@ def test_broadcast_values_across_heads():
                                rtol=2e-5, atol=2e-6)
 
 
+@pytest.mark.parametrize("m,n,d,dv", [(8, NR + 3, 4, NR), (10, 197, 64, 40), (77, 77, 24, 24), (5, 3, 4, 5)])
+def test_edge_panels_past_n_and_dv(m, n, d, dv):
+    """n and dv that are not multiples of the micro-tile width: zero-padded panels, -inf
+    scores past n, a scalar store of the last columns."""
+    q, k, v = _arrays((2, m, d), n, dv, seed=m)
+    t = svod.nn.scaled_dot_product_attention(svod.asarray(q), svod.asarray(k), svod.asarray(v), is_causal=m == n)
+    assert _plan_kinds(t) == ["attention"]
+    keep = np.tril(np.ones((m, n), dtype=bool)) if m == n else None
+    np.testing.assert_allclose(t.numpy(), _masked_ref(q, k, v, 1 / np.sqrt(d), keep=keep), rtol=3e-5, atol=3e-6)
+
+
 def test_unfusable_patterns_stay_apart_and_correct(monkeypatch):
-    q, k, v = _arrays((2, 8, 4), NR + 3, NR)  # n not a multiple of the micro-tile width
-    t = svod.nn.scaled_dot_product_attention(svod.asarray(q), svod.asarray(k), svod.asarray(v))
-    assert "attention" not in _plan_kinds(t)
-    np.testing.assert_allclose(t.numpy(), _ref(q, k, v, 0.5), rtol=2e-5, atol=2e-6)
     q, k, v = _arrays((2, 8, 4), NR, NR)
     scores = svod.asarray(q) @ svod.asarray(k).mT
     t = svod.nn.softmax(scores, axis=-1) @ svod.asarray(v)

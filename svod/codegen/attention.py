@@ -19,7 +19,8 @@ of it). Both products use `svod.codegen.gemm`'s register-blocked micro-kernel, t
 exponential `svod.codegen.vecmath`'s polynomial, the nodes `lower.emit_op` (numpy
 semantics, as in every kernel). Requirements (`svod.fuse_attention` checks them):
 float32 operands, single unmasked views (any strides: transposed and broadcast operands
-and masks are read through pointer arithmetic), n and dv multiples of NR (`tile()`).
+and masks are read through pointer arithmetic); n and dv are padded to whole NR-wide
+panels (`tile()`) with zeros, the padded scores with -inf.
 Each output element is ``Σ_j e_j·v_j / Σ_j e_j`` with both sums in a fixed order,
 independent of threads and tiling.
 """
@@ -78,8 +79,11 @@ def lower_attention(kernel: Kernel, symbol: str) -> Lowered:
     cfg = _cfg()
     mr, nr, vw = cfg.mr, cfg.nr, cfg.vw
     m, n, d, dv = at.m, at.n, at.d, at.dv
-    if n % nr or dv % nr or kernel.inputs[at.q].dtype.itemsize != 4:
-        raise ValueError(f"attention kernel {kernel.name}: needs float32 and n, dv multiples of {nr}")
+    if kernel.inputs[at.q].dtype.itemsize != 4:
+        raise ValueError(f"attention kernel {kernel.name}: needs float32 operands")
+    # n and dv rounded up to whole panels: the packed panels are zero past n / dv and the
+    # scores past n are -inf (a zero weight), so the edge tiles need no code of their own
+    np_, dp = -(-n // nr) * nr, -(-dv // nr) * nr
     if any(len(inp.view.views) != 1 or inp.view.views[0].mask is not None for inp in kernel.inputs):
         raise ValueError(f"attention kernel {kernel.name}: inputs must be single unmasked views")
     views = [inp.view.views[0] for inp in kernel.inputs]
@@ -103,7 +107,7 @@ def lower_attention(kernel: Kernel, symbol: str) -> Lowered:
     f = _Fn(module, body)
     b = f.b
     uk_qk = emit_microkernel(module, symbol + ".uk_qk", F32, cfg, d, 1)
-    uk_pv = emit_microkernel(module, symbol + ".uk_pv", F32, cfg, n, 1)
+    uk_pv = emit_microkernel(module, symbol + ".uk_pv", F32, cfg, np_, 1)
     exp = get_math_fn(module, "exp", vt)
     maxnum = _func(module, f"llvm.maxnum.v{vw}f32", vt, [vt, vt])
     smax = _func(module, "llvm.maxnum.f32", F32, [F32, F32])
@@ -133,7 +137,7 @@ def lower_attention(kernel: Kernel, symbol: str) -> Lowered:
     sum_slot = f.alloca(vt, name="sum")
     # scratch: Kp | Vp | S | Qb | Ob, each 64-byte aligned
     offs, total = [], 0
-    for size in (n * d, n * dv, mr * n, mr * d, mr * dv):
+    for size in (np_ * d, np_ * dp, mr * np_, mr * d, mr * dp):
         offs.append(total)
         total += -(-size * 4 // 64) * 64
     raw = b.call(_func(module, "malloc", i8p, [I64]), [_i64(total + 64)])
@@ -141,6 +145,9 @@ def lower_attention(kernel: Kernel, symbol: str) -> Lowered:
               lambda: b.call(_func(module, "llvm.trap", VOID, []), []))
     base = b.and_(b.add(b.ptrtoint(raw, I64), _i64(63)), _i64(-64))
     Kp, Vp, S, Qb, Ob = (b.inttoptr(b.add(base, _i64(o)), pt) for o in offs)
+    if np_ > n or dp > dv:  # the panels' padding: zero once, packing never writes there
+        memset = _func(module, "llvm.memset.p0.i64", VOID, [i8p, I8, I64, I1])
+        b.call(memset, [b.inttoptr(base, i8p), ir.Constant(I8, 0), _i64(offs[2]), ir.Constant(I1, 0)])
     null = ir.Constant(pt, None)
     no = ir.Constant(I1, 0)
 
@@ -170,7 +177,7 @@ def lower_attention(kernel: Kernel, symbol: str) -> Lowered:
                 src = b.add(voff, b.mul(j, _i64(sv_n)))
                 f.loop(_i64(0), _i64(dv), lambda c: b.store(
                     b.load(at_(vp, b.add(src, b.mul(c, _i64(sv_c))))),
-                    at_(Vp, b.add(b.mul(b.add(b.mul(b.sdiv(c, _i64(nr)), _i64(n)), j), _i64(nr)),
+                    at_(Vp, b.add(b.mul(b.add(b.mul(b.sdiv(c, _i64(nr)), _i64(np_)), j), _i64(nr)),
                                   b.srem(c, _i64(nr))))), "pv.c")
             f.loop(_i64(0), _i64(n), vrow, "pv.n")
             b.store(bi, cur)
@@ -188,14 +195,14 @@ def lower_attention(kernel: Kernel, symbol: str) -> Lowered:
         f.loop(_i64(0), _i64(mr), qrow, "q.r")
 
         # scores: S[r, p·NR : p·NR + NR] for every column panel p
-        f.loop(_i64(0), _i64(n // nr), lambda p: b.call(uk_qk, [
-            Qb, at_(Kp, b.mul(p, _i64(d * nr))), _i64(d), null, _i64(0), no, at_(S, b.mul(p, _i64(nr))), _i64(n)]),
+        f.loop(_i64(0), _i64(np_ // nr), lambda p: b.call(uk_qk, [
+            Qb, at_(Kp, b.mul(p, _i64(d * nr))), _i64(d), null, _i64(0), no, at_(S, b.mul(p, _i64(nr))), _i64(np_)]),
             "qk")
 
         if not scores_only:  # t = the kernel's nodes over each score (and the other inputs there)
             def trow(r):
                 row = clamp(r)
-                srow = b.mul(r, _i64(n))
+                srow = b.mul(r, _i64(np_))
 
                 def tcol(j):
                     vals: list = []
@@ -218,12 +225,16 @@ def lower_attention(kernel: Kernel, symbol: str) -> Lowered:
                     b.store(vals[t_node], at_(S, b.add(srow, j)))
                 f.loop(_i64(0), _i64(n), tcol, "t.n")
             f.loop(_i64(0), _i64(mr), trow, "t.r")
+        if np_ > n:  # the padded columns weigh nothing
+            minf = ir.Constant(F32, -math.inf)
+            f.loop(_i64(0), _i64(mr), lambda r: f.loop(_i64(n), _i64(np_), lambda j: b.store(
+                minf, at_(S, b.add(b.mul(r, _i64(np_)), j))), "pad.n"), "pad.r")
 
         # row softmax numerators in place, and each row's sum
         def srow(r):
-            rowp = at_(S, b.mul(r, _i64(n)))
+            rowp = at_(S, b.mul(r, _i64(np_)))
             b.store(ir.Constant(vt, [-math.inf] * vw), mx_slot)
-            loop(_i64(0), _i64(n), lambda j: b.store(
+            loop(_i64(0), _i64(np_), lambda j: b.store(
                 b.call(maxnum, [b.load(mx_slot), _vload(b, at_(rowp, j), vt, 4)]), mx_slot), "mx", vw)
             mv = b.load(mx_slot)
             mx = b.extract_element(mv, lane(0))
@@ -237,7 +248,7 @@ def lower_attention(kernel: Kernel, symbol: str) -> Lowered:
                 e = b.call(exp, [b.fsub(_vload(b, ptr, vt, 4), msplat)])
                 _vstore(b, e, ptr, vt, 4)
                 b.store(b.fadd(b.load(sum_slot), e), sum_slot)
-            loop(_i64(0), _i64(n), pexp, "ex", vw)
+            loop(_i64(0), _i64(np_), pexp, "ex", vw)
             sv = b.load(sum_slot)
             tot = b.extract_element(sv, lane(0))
             for k in range(1, vw):
@@ -246,18 +257,24 @@ def lower_attention(kernel: Kernel, symbol: str) -> Lowered:
         f.loop(_i64(0), _i64(mr), srow, "sm.r")
 
         # Ob = e @ V, then the normalised rows that exist
-        f.loop(_i64(0), _i64(dv // nr), lambda c: b.call(uk_pv, [
-            S, at_(Vp, b.mul(c, _i64(n * nr))), _i64(n), null, _i64(0), no, at_(Ob, b.mul(c, _i64(nr))), _i64(dv)]),
-            "pv")
+        f.loop(_i64(0), _i64(dp // nr), lambda c: b.call(uk_pv, [
+            S, at_(Vp, b.mul(c, _i64(np_ * nr))), _i64(np_), null, _i64(0), no, at_(Ob, b.mul(c, _i64(nr))),
+            _i64(dp)]), "pv")
         rows = b.sub(_i64(m), i0)
         rows = b.select(b.icmp_signed("<", rows, _i64(mr)), rows, _i64(mr))
         obase = b.mul(b.add(b.mul(bi, _i64(m)), i0), _i64(dv))
 
         def orow(r):
-            lsp = splat(b.load(at_(lsum, r)))
-            loop(_i64(0), _i64(dv), lambda c: _vstore(
-                b, b.fdiv(_vload(b, at_(Ob, b.add(b.mul(r, _i64(dv)), c)), vt, 4), lsp),
-                at_(op, b.add(obase, b.add(b.mul(r, _i64(dv)), c))), vt, 4), "o.c", vw)
+            lr = b.load(at_(lsum, r))
+            if dv % vw == 0:
+                lsp = splat(lr)
+                loop(_i64(0), _i64(dv), lambda c: _vstore(
+                    b, b.fdiv(_vload(b, at_(Ob, b.add(b.mul(r, _i64(dp)), c)), vt, 4), lsp),
+                    at_(op, b.add(obase, b.add(b.mul(r, _i64(dv)), c))), vt, 4), "o.c", vw)
+            else:
+                f.loop(_i64(0), _i64(dv), lambda c: b.store(
+                    b.fdiv(b.load(at_(Ob, b.add(b.mul(r, _i64(dp)), c))), lr),
+                    at_(op, b.add(obase, b.add(b.mul(r, _i64(dv)), c)))), "o.c")
         f.loop(_i64(0), rows, orow, "o.r")
 
     f.loop(ub, ue, unit, "u")
