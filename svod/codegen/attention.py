@@ -61,8 +61,8 @@ def _cfg():
 
 
 def tile() -> tuple[int, int]:
-    """(MR, NR): query rows per unit and the column width n and dv must be multiples of
-    (the GEMM micro-tile of this host: 6 x 16 with AVX2, 12 x 32 with AVX-512)."""
+    """(MR, NR): query rows per unit and the panel width n and dv are padded to (the GEMM
+    micro-tile of this host: 6 x 16 with AVX2, 12 x 32 with AVX-512)."""
     c = _cfg()
     return c.mr, c.nr
 
