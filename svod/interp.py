@@ -185,18 +185,44 @@ def run_kernel(kernel, buffers: dict[int, np.ndarray]) -> None:
 
     The whole iteration space is evaluated at once; REDUCE nodes keep their reduced
     axes (size 1) and broadcast in later nodes — the same values the passes compute.
+    An attention kernel's nodes give the softmax input t over the scores; its output is
+    ``softmax(t) @ v``.
     """
+    at = kernel.attention
+    if at is None:
+        vals = _eval_body(kernel, buffers)
+    else:
+        q, k, v = (_gather(buffers[kernel.inputs[i].slot], kernel.inputs[i].view) for i in at.operands)
+        t = _eval_body(kernel, buffers, np.matmul(q, np.swapaxes(k, -1, -2)))[kernel.outputs[0].node]
+        with np.errstate(all="ignore"):
+            e = np.exp(t - t.max(axis=-1, keepdims=True))
+            vals = {kernel.outputs[0].node: np.matmul(e / e.sum(axis=-1, keepdims=True), v)}
+    for o in kernel.outputs:
+        space = kernel.reduced_shape if o.reduced else kernel.shape
+        v = np.broadcast_to(vals[o.node], space)
+        dst = buffers.get(o.slot)
+        if dst is not None and dst.size == v.size and dst.dtype == o.dtype.np:
+            np.copyto(dst.reshape(space), v, casting="unsafe")  # a pre-allocated slot buffer
+        else:
+            buffers[o.slot] = np.array(v, dtype=o.dtype.np, order="C").reshape(-1)
+
+
+def _eval_body(kernel, buffers: dict[int, np.ndarray], acc: np.ndarray | None = None) -> list[np.ndarray]:
+    """Every node of `kernel` over its whole space; ACC is the matmul of its operands, or
+    `acc` when given (an attention kernel's scores)."""
     from svod.kernel import ACC, LOAD, VALID
 
     r = tuple(kernel.reduce_axes)
     vals: list[np.ndarray] = []
     with np.errstate(all="ignore"):
-        for n in () if kernel.attention is not None else kernel.nodes:
+        for n in kernel.nodes:
             if n.op == LOAD:
                 inp = kernel.inputs[n.arg]
                 v = _gather(buffers[inp.slot], inp.view)
             elif n.op == VALID:
                 v = n.arg.index_arrays()[1]
+            elif n.op == ACC and acc is not None:
+                v = acc.astype(n.dtype.np, copy=False)
             elif n.op == ACC:
                 mm = kernel.matmul
                 a = _gather(buffers[kernel.inputs[mm.a].slot], kernel.inputs[mm.a].view)
@@ -210,38 +236,7 @@ def run_kernel(kernel, buffers: dict[int, np.ndarray]) -> None:
             else:
                 v = eval_node(n.op, n.dtype, n.arg, None, [vals[s] for s in n.src])
             vals.append(np.asarray(v))
-    if kernel.attention is not None:
-        vals = {kernel.outputs[0].node: _attention(kernel, buffers)}
-    for o in kernel.outputs:
-        space = kernel.reduced_shape if o.reduced else kernel.shape
-        v = np.broadcast_to(vals[o.node], space)
-        dst = buffers.get(o.slot)
-        if dst is not None and dst.size == v.size and dst.dtype == o.dtype.np:
-            np.copyto(dst.reshape(space), v, casting="unsafe")  # a pre-allocated slot buffer
-        else:
-            buffers[o.slot] = np.array(v, dtype=o.dtype.np, order="C").reshape(-1)
-
-
-def _attention(kernel, buffers) -> np.ndarray:
-    """softmax(t) @ v of an attention kernel (t: its nodes over the scores q @ kᵀ and its
-    other inputs), as the unfused kernels compute it."""
-    from svod.kernel import ACC, LOAD
-
-    at = kernel.attention
-    q, k, v = (_gather(buffers[kernel.inputs[i].slot], kernel.inputs[i].view) for i in at.operands)
-    vals: list[np.ndarray] = []
-    with np.errstate(all="ignore"):
-        for n in kernel.nodes:
-            if n.op == ACC:
-                x = np.matmul(q, np.swapaxes(k, -1, -2)).astype(n.dtype.np, copy=False)
-            elif n.op == LOAD:
-                x = _gather(buffers[kernel.inputs[n.arg].slot], kernel.inputs[n.arg].view)
-            else:
-                x = eval_node(n.op, n.dtype, n.arg, None, [vals[s] for s in n.src])
-            vals.append(np.asarray(x))
-        t = vals[kernel.outputs[0].node]
-        e = np.exp(t - t.max(axis=-1, keepdims=True))
-        return np.matmul(e / e.sum(axis=-1, keepdims=True), v)
+    return vals
 
 
 def _arg_reduce_axes(op: Ops, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
