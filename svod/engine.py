@@ -253,7 +253,7 @@ def _warn_once(tag: str, msg: str) -> None:
         warnings.warn(msg, SvodWarning, stacklevel=5)
 
 
-def _fused(plan):
+def fuse_plan(plan):
     """`plan` with its matmul-softmax-matmul chains as attention kernels
     (`svod.fuse_attention`; `SVOD_FUSE_ATTENTION=0` keeps them apart). A failure keeps the
     plan as it was, with one warning."""
@@ -275,7 +275,7 @@ def _plan_greedy(key: GraphKey, provisional: bool = False) -> Executable:
     from svod.plan_greedy import plan_greedy
 
     try:
-        plan = _fused(plan_greedy(key))
+        plan = fuse_plan(plan_greedy(key))
         if _flag("SVOD_VALIDATE"):
             plan.check()
     except Exception as e:  # noqa: BLE001 - any planner bug must not lose the user's result
@@ -399,7 +399,7 @@ def _plan(key: GraphKey) -> Executable:
             LAST_SEARCH.pop(next(iter(LAST_SEARCH)))
         if _debug():
             print(f"svod search {key.hash[:12]}:\n{result.report}", file=sys.stderr)
-        return KernelPlan(key, _fused(result.plan), provisional=result.provisional)
+        return KernelPlan(key, fuse_plan(result.plan), provisional=result.provisional)
     finally:
         bump("search_seconds", time.perf_counter() - t0)
 
@@ -419,7 +419,7 @@ def _tuned_plan(key: GraphKey) -> Executable | None:
         plan = TuningDB().tuned_plan(key.hash)
     except Exception:  # noqa: BLE001 - the tuning DB is an optimisation, never an error
         return None
-    return None if plan is None else KernelPlan(key, _fused(plan))
+    return None if plan is None else KernelPlan(key, fuse_plan(plan))
 
 
 def _load_plan(key: GraphKey) -> Executable | None:

@@ -173,7 +173,7 @@ def explain_key(key: GraphKey, *, k: int = 8, cost_model=None, machine=None) -> 
 
     _import_search()
     from search import plan_search
-    from svod.engine import _fused
+    from svod.engine import fuse_plan
 
     r = plan_search(key, cost_model=cost_model, machine=machine, k=k, keep_egraph=True)
-    return Explanation(key, r.plan, r.report, r.variants or [], r.egraph, _fused(r.plan))
+    return Explanation(key, r.plan, r.report, r.variants or [], r.egraph, fuse_plan(r.plan))

@@ -32,7 +32,7 @@ from svod.ir import BINARY, UNARY, Ops
 from svod.kernel import ACC, LOAD, AttentionSpec, Kernel, KInput, KNode, KOutput, Plan
 from svod.view import ViewChain
 
-__all__ = ["fuse_attention", "softmax_input"]
+__all__ = ["fuse_attention"]
 
 _ELEMENTWISE = UNARY | BINARY | {Ops.WHERE, Ops.CONST}
 
@@ -68,13 +68,14 @@ def softmax_input(k: Kernel) -> int | None:
     return t if o.node == i + 4 and o.pass_ == 2 and nodes[t].dtype is float32 else None
 
 
-def _readers(plan: Plan) -> dict[int, list[int]]:
+def _readers(kernels: list[Kernel], outputs) -> dict[int, list[int]]:
+    """slot -> indices of the kernels reading it (-1: a graph output, read by the user)."""
     out: dict[int, list[int]] = {}
-    for ki, k in enumerate(plan.kernels):
+    for ki, k in enumerate(kernels):
         for inp in k.inputs:
             out.setdefault(inp.slot, []).append(ki)
-    for slot, _ in plan.outputs:
-        out.setdefault(slot, []).append(-1)  # a graph output: read by the user
+    for slot, _ in outputs:
+        out.setdefault(slot, []).append(-1)
     return out
 
 
@@ -98,15 +99,13 @@ class _Builder:
         self.inputs.append(inp)
         return len(self.inputs) - 1
 
-    def copy(self, k: Kernel, upto: int, skip_inputs: set[int], bound: dict[int, int]) -> dict[int, int]:
-        """Append k.nodes[:upto]; loads of `skip_inputs` must be in `bound` (node -> new node)."""
+    def copy(self, k: Kernel, upto: int, bound: dict[int, int]) -> dict[int, int]:
+        """Append k.nodes[:upto] but those `bound` (old node -> new node); the remapping."""
         remap = dict(bound)
         for i, n in enumerate(k.nodes[:upto]):
             if i in remap:
                 continue
             if n.op == LOAD:
-                if n.arg in skip_inputs:
-                    return {}
                 n = dataclasses.replace(n, arg=self.input(k.inputs[n.arg]))
             else:
                 n = dataclasses.replace(n, src=tuple(remap[s] for s in n.src))
@@ -115,9 +114,9 @@ class _Builder:
         return remap
 
 
-def _try(plan: Plan, i: int, readers: dict) -> tuple[int, int, Kernel] | None:
+def _try(kernels: list[Kernel], i: int, readers: dict) -> tuple[int, int, Kernel] | None:
     """(second matmul index, softmax index, fused kernel) when kernel `i` starts the pattern."""
-    k1 = plan.kernels[i]
+    k1 = kernels[i]
     mm1 = k1.matmul
     if mm1 is None or len(k1.outputs) != 1 or not _elementwise(k1.nodes) or k1.nodes[k1.outputs[0].node].dtype \
             is not float32:
@@ -126,7 +125,7 @@ def _try(plan: Plan, i: int, readers: dict) -> tuple[int, int, Kernel] | None:
     j2 = _sole_reader(readers, s_slot)
     if j2 is None:
         return None
-    k2 = plan.kernels[j2]
+    k2 = kernels[j2]
     t = softmax_input(k2)
     if t is None or k2.shape != k1.shape:
         return None
@@ -137,7 +136,7 @@ def _try(plan: Plan, i: int, readers: dict) -> tuple[int, int, Kernel] | None:
     j3 = _sole_reader(readers, p_slot)
     if j3 is None:
         return None
-    k3 = plan.kernels[j3]
+    k3 = kernels[j3]
     mm3 = k3.matmul
     if mm3 is None or len(k3.nodes) != 1 or k3.nodes[0].op != ACC or len(k3.outputs) != 1:
         return None
@@ -148,20 +147,13 @@ def _try(plan: Plan, i: int, readers: dict) -> tuple[int, int, Kernel] | None:
     if k3.shape[:-2] != batch or mm3.m != mm1.m or mm3.k != mm1.n:
         return None
     q, kt, v = k1.inputs[mm1.a], k1.inputs[mm1.b], k3.inputs[mm3.b]
-    if mm1.k == 0 or mm1.m == 0 or mm1.n == 0:
+    if mm1.k == 0 or mm1.m == 0 or mm1.n == 0 or not _plain(kt.view):
         return None
     nd = len(k1.shape)
-    kv = ViewChain((kt.view.views[0].permute(tuple(range(nd - 2)) + (nd - 1, nd - 2)),), kt.view.pad_value) \
-        if _plain(kt.view) else None
-    if kv is None:
-        return None
+    kv = ViewChain((kt.view.views[0].permute(tuple(range(nd - 2)) + (nd - 1, nd - 2)),), kt.view.pad_value)
     b = _Builder([q, KInput(kt.slot, kt.dtype, kv), v])
-    first = b.copy(k1, len(k1.nodes), {mm1.a, mm1.b}, {})
-    if not first:
-        return None
-    second = b.copy(k2, t + 1, set(), {n_i: first[k1.outputs[0].node] for n_i in s_loads})
-    if not second:
-        return None
+    first = b.copy(k1, len(k1.nodes), {})  # a matmul kernel never loads its operands elementwise
+    second = b.copy(k2, t + 1, {n_i: first[k1.outputs[0].node] for n_i in s_loads})
     if not all(x.dtype is float32 for x in b.inputs[:3]) or not all(_plain(x.view) for x in b.inputs):
         return None
     o3 = k3.outputs[0]
@@ -177,10 +169,10 @@ def fuse_attention(plan: Plan) -> Plan:
     kernels = list(plan.kernels)
     slots = dict(plan.slots)
     changed = False
+    readers = _readers(kernels, plan.outputs)
     i = 0
     while i < len(kernels):
-        cur = dataclasses.replace(plan, kernels=tuple(kernels), slots=slots)
-        got = _try(cur, i, _readers(cur))
+        got = _try(kernels, i, readers)
         if got is None:
             i += 1
             continue
@@ -191,6 +183,7 @@ def fuse_attention(plan: Plan) -> Plan:
         kernels = [k for idx, k in enumerate(kernels) if idx not in (i, j2)]
         for s in dead:
             slots.pop(s, None)
+        readers = _readers(kernels, plan.outputs)
         changed = True
     if not changed:
         return plan
