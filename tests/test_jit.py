@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import threading
 import time
 
 import numpy as np
 import pytest
 
 from svod.codegen import jit
+from tests.threads import run_threads
 
 # relu(a*b + c) * 0.5 on float32, written as a scalar loop: the loop vectoriser must
 # widen it. relu is compare+select so NaN propagates (llvm.maxnum would drop it).
@@ -144,9 +144,5 @@ def test_compile_is_thread_safe():
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, [(k,) for k in range(4)])
     assert not errors and results == [True] * 4

@@ -7,13 +7,13 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import svod
+from tests.threads import run_threads
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,11 +71,7 @@ def test_processes_and_threads_at_once_lose_nothing(tmp_path):
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, [(i,) for i in range(4)])
     outs = [p.communicate(timeout=300) for p in procs]
     assert not errors
     assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
@@ -202,11 +198,7 @@ def test_jit_fast_replay_counts_checks_and_threads():
             if not (np.allclose(p.numpy(), ref(a, b)[0], rtol=1e-5, atol=1e-6) and np.array_equal(q.numpy(), a - b)):
                 errors.append(seed)
 
-    ts = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_threads(worker, [(s,) for s in range(4)])
     assert not errors
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ from svod.codegen.jit import compile_ir
 from svod.codegen.program import compile_kernel
 from svod.key import compact
 from svod.plan_greedy import plan_greedy
+from tests.threads import run_threads
 
 _COUNT_IR = """
 define void @count(ptr %a, i64 %b, i64 %e) {
@@ -115,11 +115,7 @@ def test_concurrent_python_threads():
         except Exception as e:  # noqa: BLE001
             errors.append(repr(e))
 
-    ts = [threading.Thread(target=worker) for _ in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_threads(worker, [()] * 4)
     assert not errors
 
 

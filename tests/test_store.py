@@ -23,6 +23,7 @@ import pytest
 
 import svod.store as st
 from svod.store import KINDS, Store, SvodCacheWarning
+from tests.threads import run_threads
 
 STORE_PY = Path(st.__file__).resolve()
 
@@ -101,11 +102,7 @@ def test_dir_is_created_private_and_default_store(tmp_path):
 
 def test_default_store_is_one_instance_across_threads():
     seen = []
-    ts = [threading.Thread(target=lambda: seen.append(st.default_store())) for _ in range(8)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_threads(lambda: seen.append(st.default_store()), [()] * 8)
     assert len({id(s) for s in seen}) == 1
 
 
