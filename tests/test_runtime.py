@@ -51,6 +51,29 @@ def test_every_unit_runs_exactly_once(count_fn):
         assert (a == 200).all(), units
 
 
+def test_repeat_runs_every_unit_n_times_on_this_thread(count_fn):
+    _, addr = count_fn
+    a = np.zeros(37, np.int64)
+    runtime.repeat(addr, a.ctypes.data, 37, 123)
+    assert (a == 123).all()
+    runtime.repeat(addr, a.ctypes.data, 37, 0)  # at least once
+    assert (a == 124).all()
+
+
+def test_native_program_repeat_computes_what_run_does():
+    plan, arrays = _softmax_program(64, 100)
+    for k in plan.kernels:
+        prog = compile_kernel(k)
+        bufs = {i: np.ascontiguousarray(a).reshape(-1) for i, a in enumerate(arrays)}
+        for o in k.outputs:
+            bufs[o.slot] = np.zeros(int(np.prod(o.shape)), o.dtype.np)
+        ref = {s: b.copy() for s, b in bufs.items()}
+        prog.run(ref, 1)
+        prog.repeat(bufs, 5)
+        for o in k.outputs:
+            np.testing.assert_array_equal(bufs[o.slot], ref[o.slot])
+
+
 def _softmax_program(rows=256, cols=777):
     x = svod.asarray(np.random.default_rng(0).standard_normal((rows, cols)).astype(np.float32))
     key, b = compact([svod.nn.softmax(x, axis=-1).uop, svod.sum(x * x, axis=1).uop])

@@ -180,6 +180,17 @@ class NativeProgram(Program):
             self._fill(args, buffers)
             self._launch(ctypes.addressof(args), threads)
 
+    def repeat(self, buffers, n: int) -> None:
+        """Run the kernel `n` times on one thread, the loop in native code (for timing:
+        `costmodels.measure.time_kernel`)."""
+        if self.units == 0:
+            return
+        from svod.runtime import repeat
+
+        with self._args_lock:
+            self._fill(self._args, buffers)
+            repeat(self.address, self._args_addr, self.units, n)
+
     def _launch(self, args_addr: int, threads: int) -> None:
         if threads <= 1 or self.units <= 1:
             self._fn(args_addr, 0, self.units)
