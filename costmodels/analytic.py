@@ -15,9 +15,10 @@ machine profile's measured constants.
   per-element cost (inline math next to a vector-library call at the measured
   slowdown), reductions at the cost measured for the row length (columns: by working
   set along the read-bandwidth curve, sibling columns sharing the read, scaled across
-  threads like streaming; beside an argmax: scalar), matmul tiles at the measured flop rate (a strided B
-  operand at its own rate), the BLAS step at its rate for the product's arithmetic
-  intensity (or its bytes, whichever is slower);
+  threads like streaming; beside an argmax: scalar), matmul tiles at the measured flop
+  rate (a strided B operand: the same rate plus its packing, at the measured gather cost
+  per packed element), the BLAS step at its rate for the product's arithmetic intensity
+  (or its bytes, whichever is slower);
 - threads: 1 or all cores, whichever is cheaper (the price carries the choice).
 
 >>> from svod.costing import Machine
@@ -59,7 +60,7 @@ def _interp_log(points: dict, x: float, default: float) -> float:
 
 # Bumped whenever the formulas change: plan-cache keys include it (`tuning.generation`),
 # so plans chosen by an older model are re-planned, not replayed from the disk cache.
-MODEL_VERSION = "4"
+MODEL_VERSION = "5"
 
 
 class CalibratedModel:
@@ -230,8 +231,12 @@ class CalibratedModel:
         sec += col_read + inline * (p.get("call_mix", 1.0) if f.calls else 1.0)
         if f.flops and not f.library:
             mm = p.get("matmul_flops", {})
-            rate = mm.get("nativeT", mm.get("native", 2e10) / 8) if f.matmul_strided else mm.get("native", 2e10)
-            sec += f.flops / rate
+            pack = p.get("pack_strided_seconds")
+            if f.matmul_strided and pack is not None and f.b_packed:  # the tiles run as fast; packing gathers
+                sec += f.flops / mm.get("native", 2e10) + f.b_packed * pack
+            else:
+                rate = mm.get("nativeT", mm.get("native", 2e10) / 8) if f.matmul_strided else mm.get("native", 2e10)
+                sec += f.flops / rate
         return sec
 
     def _reduce_cost(self, op: str, f: Features, has_arg: bool = False) -> float:

@@ -221,7 +221,7 @@ def probes(quick: bool = False) -> list[Probe]:
     out.append(Probe("exp:1M:2", lambda: [one_kernel(_repeat("EXP", 2), (1 << 20,))], 2))
     # matmul: generated tiles and the BLAS step
     out.append(Probe("matmul:native", lambda: [_matmul_kernel(128, 256, 256, library=False)], 1, 0.3))
-    out.append(Probe("matmul:nativeT", lambda: [_matmul_kernel(64, 64, 128, library=False, b_t=True)], 1, 0.3))
+    out.append(Probe("matmul:nativeT", lambda: [_matmul_kernel(*NATIVE_T_SHAPE, library=False, b_t=True)], 1, 0.3))
     out.append(Probe("matmul:blas:256", lambda: [_matmul_kernel(256, 256, 256, library=True)], 1, 0.3))
     if not quick:
         out.append(Probe("matmul:blas:1024", lambda: [_matmul_kernel(1024, 1024, 1024, library=True)], 1, 0.5))
@@ -232,6 +232,7 @@ def probes(quick: bool = False) -> list[Probe]:
 
 
 ROW_LENGTHS = (8, 32, 64, 128, 1024)
+NATIVE_T_SHAPE = (64, 64, 128)  # (m, k, n) of the transposed-B matmul probe
 RED_ELEMS = 256 * 1024  # 1 MB of float32
 
 
@@ -305,7 +306,7 @@ def run_probes(plist: list[Probe], progress: bool = True, budget: float | None =
                     f = features(k)
                     raw[p.name] = {"seconds": t.seconds, "median": t.median, "runs": t.runs, "threads": p.threads,
                                    "size": f.size, "units": f.units, "read_bytes": f.read_bytes,
-                                   "write_bytes": f.write_bytes, "flops": f.flops,
+                                   "write_bytes": f.write_bytes, "flops": f.flops, "b_packed": f.b_packed,
                                    "rounds": (prev or {}).get("rounds", [])}
                 raw[p.name]["rounds"].append(t.seconds)
                 pb.update(1)
@@ -448,6 +449,12 @@ def fit(raw: dict[str, dict], cores: int) -> dict:
                 blas[str(r["flops"] / max(r["read_bytes"] + r["write_bytes"], 1))] = r["flops"] / r["seconds"]
     prof["matmul_flops"] = mm
     prof["blas_flops"] = blas
+    t_raw, n_raw = raw.get("matmul:nativeT"), raw.get("matmul:native")
+    if t_raw is not None and n_raw is not None:
+        # the probe with a transposed B against the contiguous rate: what its packing adds
+        packed = t_raw.get("b_packed") or features(_matmul_kernel(*NATIVE_T_SHAPE, library=False, b_t=True)).b_packed
+        extra = t_raw["seconds"] - t_raw["flops"] / mm["native"]
+        prof["pack_strided_seconds"] = max(extra, 0.0) / max(packed, 1.0)
     prof.setdefault("footprint_factor", 1.5)
     rw, st = raw.get("rowwise:dram"), raw.get("stream:dram")
     if rw is not None and st is not None:

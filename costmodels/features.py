@@ -58,6 +58,9 @@ class Features:
     flops: float = 0.0  # matmul multiply-adds x 2
     library: bool = False
     matmul_strided: bool = False  # the matmul's B operand is not contiguous along n (a gather per product)
+    # elements of a strided B the GEMM packs (each row tile of a unit packs its own panels):
+    # the gather a transposed weight costs, against contiguous packing
+    b_packed: float = 0.0
     outputs: int = 1
     inputs: int = 0
     calls: dict[str, float] = field(default_factory=dict)  # op classes run as vector-library calls -> evaluations
@@ -258,6 +261,8 @@ def _count(kernel: Kernel) -> Features:
         f.library = mm.library
         bv = k.inputs[mm.b].view
         f.matmul_strided = len(bv.views) > 1 or (mm.n > 1 and abs(bv.views[0].strides[-1]) != 1)
+        if f.matmul_strided and not f.library:
+            f.b_packed = _b_packed(k)
         for i, node in enumerate(k.nodes):
             if node.op not in (ACC, Ops.CONST):
                 counts[i] = n
@@ -326,6 +331,21 @@ def _count(kernel: Kernel) -> Features:
             if cls in _library_calls():
                 f.calls[cls] = f.calls.get(cls, 0.0) + c
     return f
+
+
+def _b_packed(k: Kernel) -> float:
+    """Elements of B the generated GEMM packs: every unit packs the B panel of its column
+    tile for each K block, so B is read once per row tile (per batch)."""
+    try:
+        from svod.codegen.gemm import plan_gemm, supports_gemm
+
+        if not supports_gemm(k):
+            return 0.0
+        g = plan_gemm(k)
+    except Exception:  # noqa: BLE001 - no codegen: one pass over B per batch
+        mm = k.matmul
+        return float(math.prod(k.shape[:-2]) * mm.k * mm.n)
+    return float(g.batch * g.tiles_m * g.k * g.n)
 
 
 def _multi_axis(k: Kernel) -> bool:
