@@ -252,7 +252,7 @@ def _cmd_costmodel(args: argparse.Namespace) -> int:
     model, name = _report_model(args.model)
     rows = report(model, search.oracle, names=args.workloads, small=args.small, max_variants=args.max_variants,
                   repeats=args.repeats, max_choices=args.max_choices, seed=args.seed, progress=not args.no_progress,
-                  budget=args.budget)
+                  budget=args.budget, instances=args.instances, doubt=args.doubt)
     print(format_report(rows, name))
     if args.json:
         _write_json(args.json, {"model": name, "summary": summary(rows), "rows": [r.to_json() for r in rows]})
@@ -370,6 +370,12 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--repeats", type=int, default=9, help="interleaved repeats per variant (default 9)")
     rep.add_argument("--budget", type=float, default=5.0,
                      help="seconds of timing per workload: rounds beyond --repeats while under it (default 5)")
+    rep.add_argument("--instances", type=int, default=3,
+                     help="separately built programs per variant, timed together; a variant counts at its fastest "
+                          "(code and buffer placement move microsecond programs by up to 25%%) (default 3)")
+    rep.add_argument("--doubt", type=float, default=0.5,
+                     help="time a workload again when its odd and even rounds rank the variants with a Spearman "
+                          "below this; still below, its Spearman is n/a (unresolved); 0 never reruns (default 0.5)")
     rep.add_argument("--seed", type=int, default=0, help="seed of the variant sample")
     rep.add_argument("--json", default=None, metavar="PATH", help="write every row (predicted/measured pairs) as JSON")
     rep.add_argument("--no-progress", action="store_true", help="no progress bar")

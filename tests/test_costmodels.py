@@ -393,6 +393,58 @@ def test_report_smoke_on_a_small_workload(model):
     assert json.dumps([r.to_json() for r in rows])
 
 
+def _fake_rounds(per_variant):
+    """A `time_rounds` stand-in: runner r's times are per_variant(variant of r, instance of r)
+    (variants numbered by plan in the order first seen, instances by build order)."""
+    def fake(runners, repeats=7, **_):
+        ids, seen, out = {}, {}, []
+        for r in runners:
+            j = ids.setdefault(id(r.plan), len(ids))
+            inst = seen[j] = seen.get(j, -1) + 1
+            out.append(list(per_variant(j, inst, repeats)))
+        fake.calls.append(len(runners))
+        return out
+
+    fake.calls = []
+    return fake
+
+
+def test_report_counts_each_variant_at_its_fastest_instance(model, monkeypatch):
+    """Each variant is built `instances` times; an instance that lands badly (placement,
+    not the variant) does not count."""
+    import search.oracle
+    from costmodels import report
+
+    fake = _fake_rounds(lambda j, inst, n: [1e-3 * (1 + j) * (1.5 if inst == 0 else 1.0)] * n)
+    monkeypatch.setattr(report, "time_rounds", fake)
+    rows = report.report(model, search.oracle, names=["w2_softmax"], small=True, max_variants=4, repeats=4,
+                         progress=False, budget=0.0, instances=3)
+    assert fake.calls == [4 * 3]
+    assert sorted(round(m * 1e3, 6) for m in rows[0].measured) == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_report_times_a_doubtful_workload_again(model, monkeypatch):
+    """Odd and even rounds that rank the variants differently (split-half Spearman 0.2 <
+    0.5): timed again with twice the budget; still so, the Spearman is n/a (unresolved)."""
+    import search.oracle
+    from costmodels import report
+
+    even, odd = [1.0, 2.0, 3.0, 10.0], [3.0, 2.0, 1.0, 10.0]
+    fake = _fake_rounds(lambda j, inst, n: [1e-3 * (even if r % 2 == 0 else odd)[j] for r in range(n)])
+    monkeypatch.setattr(report, "time_rounds", fake)
+    rows = report.report(model, search.oracle, names=["w2_softmax"], small=True, max_variants=4, repeats=4,
+                         progress=False, budget=0.0, instances=1)
+    r = rows[0]
+    assert len(fake.calls) == 2 and r.reruns == 1 and r.noise == pytest.approx(0.2)
+    assert math.isnan(r.spearman) and r.note.startswith("unresolved") and not math.isnan(r.spearman_raw)
+    assert report.summary(rows)["unresolved"] == 1 and "1 unresolved" in report.format_report(rows)
+    fake2 = _fake_rounds(lambda j, inst, n: [1e-3 * even[j]] * n)  # agrees with itself: measured once
+    monkeypatch.setattr(report, "time_rounds", fake2)
+    r = report.report(model, search.oracle, names=["w2_softmax"], small=True, max_variants=4, repeats=4,
+                      progress=False, budget=0.0, instances=1)[0]
+    assert len(fake2.calls) == 1 and r.reruns == 0 and not math.isnan(r.spearman) and not r.note
+
+
 def test_spearman_and_robust_medians():
     assert measure.spearman([1, 2, 3], [3, 2, 1]) == -1.0
     assert measure.spearman([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(0.9487, abs=1e-3)
