@@ -60,7 +60,7 @@ def _interp_log(points: dict, x: float, default: float) -> float:
 
 # Bumped whenever the formulas change: plan-cache keys include it (`tuning.generation`),
 # so plans chosen by an older model are re-planned, not replayed from the disk cache.
-MODEL_VERSION = "5"
+MODEL_VERSION = "6"
 
 
 class CalibratedModel:

@@ -193,6 +193,8 @@ def access_class(kernel: Kernel, index: int) -> str:
     if not inner:
         return "contig"
     d = inner[-1]
+    if v.strides[d] == 0:  # constant along the inner loop (a GEMM epilogue's per-row operand)
+        return "bcast"
     return "contig" if v.strides[d] == 1 else "reverse" if v.strides[d] == -1 else "strided"
 
 

@@ -211,6 +211,28 @@ def test_transposed_weight_is_priced_by_its_packing(model):
     assert 1.0 < ratio_big < 1.2 < model.compute(small_t) / model.compute(small_c)
 
 
+def test_gemm_epilogue_row_operand_is_a_broadcast(model):
+    """softmax(a @ b) with the matmul recomputed under `- max`: the row max reaches the
+    GEMM epilogue as a view constant along n (stride 0), a broadcast, not a strided gather
+    (it was priced 3x the product itself)."""
+    import search.oracle
+    from costmodels.targets import workload_target
+
+    t = workload_target("batched_matmul_softmax", small=True)
+    found = 0
+    for c in search.oracle.all_covers(t.key, model, max_choices=12):
+        for k in c.plan.kernels:
+            if k.matmul is None or k.matmul.library or len(k.inputs) < 3:
+                continue
+            found += 1
+            inner = len(k.shape) - 1
+            for i, inp in enumerate(k.inputs):
+                if i not in (k.matmul.a, k.matmul.b) and inp.view.views[-1].strides[inner] == 0:
+                    assert features.access_class(k, i) == "bcast"
+            assert "strided" not in kfeatures(k).access
+    assert found
+
+
 def test_library_call_mix_is_priced(model):
     both = kfeatures(_kernel(lambda x: svod.exp(svod.tanh(x)), (1 << 16,)))
     tanh = kfeatures(_kernel(lambda x: svod.tanh(x), (1 << 16,)))
