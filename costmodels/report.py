@@ -12,8 +12,10 @@ scratch each time, built in a shuffled order) and counts at its fastest instance
 code and buffers land moves a microsecond program by up to 25%, the same way for every
 run of that instance and differently for the next one built, a property of the
 placement, not of the variant. Per workload: the Spearman rank correlation of predicted
-against measured time, and the measured time of the model's pick over the best
-measured variant.
+against measured time (both resolved: measured variants the timing cannot tell apart
+tie, and so do prices within 0.1%), and the measured time of the model's pick over the
+best measured variant. Where one side has nothing to rank — every variant in one timing
+group, or all priced equal — the Spearman is undefined (n/a) and the pick still counts.
 
 The oracle is passed in (`costmodels` never imports `search`; the CLI wires them)::
 
@@ -39,7 +41,7 @@ from costmodels.progress import bar
 from costmodels.targets import Target, workload_target
 from svod.costing import CostModel, Machine
 
-__all__ = ["CalibratedModel", "Row", "format_report", "report", "small_workloads", "summary"]
+__all__ = ["CalibratedModel", "Row", "format_report", "priced_ranks", "report", "small_workloads", "summary"]
 
 
 @dataclass
@@ -51,7 +53,9 @@ class Row:
     measured: list[float] = field(default_factory=list)  # median seconds, same order
     kernels: list[int] = field(default_factory=list)
     pick: int = 0  # index (in the lists) of the model's cheapest predicted variant
-    spearman: float = math.nan  # against the resolved measured ranks (variants the timing cannot tell apart tie)
+    # predicted ranks (prices within 0.1% tie) against the resolved measured ranks (variants
+    # the timing cannot tell apart tie)
+    spearman: float = math.nan
     spearman_raw: float = math.nan  # against the raw medians (every difference counts, however small)
     groups: int = 0  # distinguishable groups of measured variants
     rounds: int = 0
@@ -138,13 +142,41 @@ def measure_target(t: Target, model: CostModel, oracle, machine: Machine, max_va
     ranks = resolved_ranks(times)
     row.rounds, row.groups = rounds, len(set(ranks))
     row.spearman_raw = spearman(pred, meas)
-    row.spearman = spearman(pred, ranks)
+    row.spearman = spearman(priced_ranks(pred), ranks)
     if row.groups == 1 and len(chosen) > 1:
         row.note = "variants indistinguishable (timing)"
+    elif len(set(priced_ranks(pred))) == 1 and len(chosen) > 1:
+        row.note = f"variants priced equal (within {PRICE_TIE:.1%})"
     if rounds >= 4:
         row.noise = spearman(robust_medians(times, range(0, rounds, 2)), robust_medians(times, range(1, rounds, 2)))
     row.seconds = time.perf_counter() - t0
     return row
+
+
+PRICE_TIE = 1e-3  # predictions closer than this (relative) are one price
+
+
+def priced_ranks(pred: Sequence[float], rel: float = PRICE_TIE) -> list[float]:
+    """Ranks of the predictions in which prices within `rel` of a group's cheapest share
+    the group's average rank: a model that prices covers differing by a 0.03 µs copy
+    kernel in a 365 µs program at 365.19 and 365.25 µs says they cost the same, and
+    ranking its dust against timings would be a coin toss (Spearman's rho is undefined
+    for a constant side).
+
+    >>> priced_ranks([1.0, 1.0005, 2.0, 1.0002])
+    [2.0, 2.0, 4.0, 2.0]
+    """
+    order = sorted(range(len(pred)), key=pred.__getitem__)
+    ranks = [0.0] * len(pred)
+    pos = 0
+    while pos < len(order):
+        end = pos + 1
+        while end < len(order) and pred[order[end]] - pred[order[pos]] <= rel * abs(pred[order[pos]]):
+            end += 1
+        for q in range(pos, end):
+            ranks[order[q]] = (pos + end - 1) / 2 + 1
+        pos = end
+    return ranks
 
 
 DOUBT = 0.5  # split-half Spearman below which a workload's timing is measured again
@@ -215,6 +247,7 @@ def summary(rows: Sequence[Row]) -> dict:
         "mean_spearman_raw": statistics.fmean(r.spearman_raw for r in raw) if raw else math.nan,
         "min_spearman_raw": min((r.spearman_raw for r in raw), default=math.nan),
         "indistinguishable": sum(1 for r in measured if r.groups == 1 and r.measured_variants > 1),
+        "priced_equal": sum(1 for r in measured if r.note.startswith("variants priced equal")),
         "unresolved": sum(1 for r in measured if r.note.startswith("unresolved")),
         "reruns": sum(r.reruns for r in measured),
         "mean_pick_ratio": statistics.fmean(r.pick_ratio for r in measured) if measured else math.nan,
@@ -249,6 +282,7 @@ def format_report(rows: Sequence[Row], model_name: str = "") -> str:
     lines.append(f"mean Spearman {s['mean_spearman']:.3f} (min {s['min_spearman']:.3f}) over the workloads whose "
                  f"variants the timing tells apart; against raw medians {s['mean_spearman_raw']:.3f} (min "
                  f"{s['min_spearman_raw']:.3f}); {s['indistinguishable']} workload(s) with indistinguishable variants, "
+                 f"{s['priced_equal']} with variants the model prices equal, "
                  f"{s['unresolved']} unresolved (timed twice, twice disagreeing with itself); {s['reruns']} "
                  "rerun(s)")
     lines.append(f"pick/best mean {s['mean_pick_ratio']:.3f}, max {s['max_pick_ratio']:.3f}; "

@@ -467,6 +467,28 @@ def test_report_times_a_doubtful_workload_again(model, monkeypatch):
     assert len(fake2.calls) == 1 and r.reruns == 0 and not math.isnan(r.spearman) and not r.note
 
 
+def test_prices_within_a_tenth_of_a_percent_are_one_price(model, monkeypatch):
+    """A model that prices every variant the same (to 0.1%) has no ranking to compare: the
+    Spearman is n/a, the pick still counts."""
+    import search.oracle
+    from costmodels import report
+
+    assert report.priced_ranks([5.0, 5.004, 5.001, 6.0]) == [2.0, 2.0, 2.0, 4.0]
+    assert report.priced_ranks([1.0, 2.0, 3.0]) == [1.0, 2.0, 3.0]
+
+    class Flat:
+        def price_batch(self, kernels, machine=None):
+            return [Price(1e-3 + 1e-9 * len(kernels), 1)] + [Price(1e-9, 1)] * (len(kernels) - 1)
+
+    fake = _fake_rounds(lambda j, inst, n: [1e-3 * (1 + j)] * n)
+    monkeypatch.setattr(report, "time_rounds", fake)
+    r = report.report(Flat(), search.oracle, names=["w2_softmax"], small=True, max_variants=4, repeats=4,
+                      progress=False, budget=0.0, instances=1)[0]
+    assert r.groups == 4 and math.isnan(r.spearman) and r.note.startswith("variants priced equal")
+    assert r.pick_ratio >= 1.0 and not math.isnan(r.spearman_raw)
+    assert report.summary([r])["priced_equal"] == 1
+
+
 def test_spearman_and_robust_medians():
     assert measure.spearman([1, 2, 3], [3, 2, 1]) == -1.0
     assert measure.spearman([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(0.9487, abs=1e-3)
