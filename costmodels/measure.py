@@ -281,16 +281,24 @@ def resolved_ranks(times: list[list[float]], z: float = 2.0, rel: float = 0.03) 
         mad = statistics.median(abs(v - m) for v in ratios)
         meds.append(m)
         ses.append(1.4826 * mad / math.sqrt(n))
-    order = sorted(range(len(times)), key=meds.__getitem__)
-    ranks = [0.0] * len(times)
+    return group_ranks(meds, lambda first, j: meds[j] - meds[first] <= max(
+        z * math.sqrt(ses[first] ** 2 + ses[j] ** 2), rel * meds[first]))
+
+
+def group_ranks(values: Sequence[float], joins: Callable[[int, int], bool]) -> list[float]:
+    """Ranks of `values` in which, walking up from each group's smallest (index `first`),
+    the next index `j` joins the group while `joins(first, j)`; a group shares its
+    average rank (as ties do in Spearman's rho).
+
+    >>> group_ranks([3.0, 1.0, 1.1, 5.0], lambda first, j: True)
+    [2.5, 2.5, 2.5, 2.5]
+    """
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
     pos = 0
     while pos < len(order):
-        first = order[pos]
         end = pos + 1
-        while end < len(order):
-            j = order[end]
-            if meds[j] - meds[first] > max(z * math.sqrt(ses[first] ** 2 + ses[j] ** 2), rel * meds[first]):
-                break
+        while end < len(order) and joins(order[pos], order[end]):
             end += 1
         for q in range(pos, end):
             ranks[order[q]] = (pos + end - 1) / 2 + 1

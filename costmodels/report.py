@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from costmodels.analytic import CalibratedModel
-from costmodels.measure import PlanRunner, resolved_ranks, robust_medians, spearman, time_rounds
+from costmodels.measure import PlanRunner, group_ranks, resolved_ranks, robust_medians, spearman, time_rounds
 from costmodels.progress import bar
 from costmodels.targets import Target, workload_target
 from svod.costing import CostModel, Machine
@@ -166,17 +166,7 @@ def priced_ranks(pred: Sequence[float], rel: float = PRICE_TIE) -> list[float]:
     >>> priced_ranks([1.0, 1.0005, 2.0, 1.0002])
     [2.0, 2.0, 4.0, 2.0]
     """
-    order = sorted(range(len(pred)), key=pred.__getitem__)
-    ranks = [0.0] * len(pred)
-    pos = 0
-    while pos < len(order):
-        end = pos + 1
-        while end < len(order) and pred[order[end]] - pred[order[pos]] <= rel * abs(pred[order[pos]]):
-            end += 1
-        for q in range(pos, end):
-            ranks[order[q]] = (pos + end - 1) / 2 + 1
-        pos = end
-    return ranks
+    return group_ranks(pred, lambda first, j: pred[j] - pred[first] <= rel * abs(pred[first]))
 
 
 DOUBT = 0.5  # split-half Spearman below which a workload's timing is measured again
