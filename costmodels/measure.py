@@ -184,17 +184,23 @@ def time_kernel(kernel: Kernel, threads: int = 1, *, budget: float = 0.25, min_r
 class PlanRunner:
     """A plan compiled into a GraphProgram with given thread counts, ready to time.
 
-    `threads`: kernel index -> threads (absent: one)."""
+    `threads`: kernel index -> threads (absent: one). `relocate`: the native kernels are
+    fresh copies of their machine code at new addresses (`NativeProgram.relocated`), not
+    the process's shared programs."""
 
-    def __init__(self, plan: Plan, arrays: Sequence[np.ndarray], threads: dict[int, int] | None = None):
+    def __init__(self, plan: Plan, arrays: Sequence[np.ndarray], threads: dict[int, int] | None = None,
+                 relocate: bool = False):
         from svod.codegen.graphprog import compile_graph
-        from svod.codegen.program import compile_kernel
+        from svod.codegen.program import NativeProgram, compile_kernel
         from svod.graph import build_graph
 
         self.plan = plan
         self.arrays = list(arrays)
         self.graph = build_graph(plan, threads=threads or {})
-        self.program = compile_graph(self.graph, [compile_kernel(k) for k in self.graph.kernels])
+        progs = [compile_kernel(k) for k in self.graph.kernels]
+        if relocate:
+            progs = [p.relocated() if isinstance(p, NativeProgram) else p for p in progs]
+        self.program = compile_graph(self.graph, progs)
 
     def __call__(self) -> list[np.ndarray]:
         return self.program.run(self.arrays)

@@ -7,8 +7,8 @@ the Kernel spec, independently of any model. Up to `max_variants` of them are ti
 (all of them when there are fewer; else the model's pick plus a seeded random sample:
 the sample does not depend on the model's ranking), each as `realize()` would run it
 (a GraphProgram with the thread counts the model priced), medians of interleaved
-repeats. Each variant is built `instances` times (its own graph program, code and
-scratch each time, built in a shuffled order) and counts at its fastest instance: where
+repeats. Each variant is built `instances` times (its own graph program, kernel code
+and scratch each time, built in a shuffled order) and counts at its fastest instance: where
 code and buffers land moves a microsecond program by up to 25%, the same way for every
 run of that instance and differently for the next one built, a property of the
 placement, not of the variant. Per workload: the Spearman rank correlation of predicted
@@ -121,11 +121,11 @@ def measure_target(t: Target, model: CostModel, oracle, machine: Machine, max_va
         nk.append(len(covers[ci].plan.kernels))
     runners, owner = [], []  # owner[r]: the variant (index into chosen) runner r is an instance of
     rng = random.Random(seed)
-    for _ in range(max(1, instances)):
+    for inst in range(max(1, instances)):
         build = list(range(len(chosen)))
         rng.shuffle(build)
-        for j in build:
-            runners.append(PlanRunner(covers[chosen[j]].plan, t.arrays, threads[j]))
+        for j in build:  # later instances run their own copies of the kernels' code
+            runners.append(PlanRunner(covers[chosen[j]].plan, t.arrays, threads[j], relocate=inst > 0))
             owner.append(j)
             if pb is not None:
                 pb.set_postfix_str(f"{t.label.split()[0]}: compiled {len(runners)}/{len(chosen) * instances}")

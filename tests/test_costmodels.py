@@ -531,6 +531,21 @@ def test_sibling_column_reductions_share_their_read(model):
     assert model.seconds(fb, 2) >= model.seconds(fb, 1) / model._stream_scaling(fb) * 0.99
 
 
+def test_relocated_plan_runner_runs_its_own_copy_of_the_code():
+    import svod.codegen.program as P
+    from costmodels.targets import workload_target
+    from svod.plan_greedy import plan_greedy
+
+    t = workload_target("w2_softmax", small=True)
+    plan = plan_greedy(t.key)
+    shared, moved = measure.PlanRunner(plan, t.arrays), measure.PlanRunner(plan, t.arrays, relocate=True)
+    for a, b in zip(shared(), moved()):
+        np.testing.assert_array_equal(a, b)
+    mine = [p.address for p in moved.program.programs if isinstance(p, P.NativeProgram)]
+    theirs = {P.compile_kernel(k).address for k in plan.kernels}
+    assert mine and not set(mine) & theirs
+
+
 def test_time_kernel_reports_a_positive_minimum():
     t = measure.time_kernel(softmax_kernel(16, 64), threads=1, budget=0.02)
     assert 0 < t.seconds <= t.median and t.runs >= 1

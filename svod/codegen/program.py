@@ -180,6 +180,15 @@ class NativeProgram(Program):
             self._fill(args, buffers)
             self._launch(ctypes.addressof(args), threads)
 
+    def relocated(self) -> NativeProgram:
+        """The same machine code loaded again at a new address, for timing: where code
+        lands can move a microsecond program by tens of percent, the same way for every
+        run of one copy (`costmodels.report` times several copies of each variant)."""
+        from svod.codegen.jit import load_object
+
+        mod = load_object(self.module.object_code, [self.symbol], name=self.kernel.name)
+        return NativeProgram(self.kernel, mod, self.symbol, self.units, self._ir)
+
     def repeat(self, buffers, n: int) -> None:
         """Run the kernel `n` times on one thread, the loop in native code (for timing:
         `costmodels.measure.time_kernel`)."""
