@@ -309,7 +309,7 @@ def run_probes(plist: list[Probe], progress: bool = True, budget: float | None =
                     f = features(k)
                     raw[p.name] = {"seconds": t.seconds, "median": t.median, "runs": t.runs, "threads": p.threads,
                                    "size": f.size, "units": f.units, "read_bytes": f.read_bytes,
-                                   "write_bytes": f.write_bytes, "flops": f.flops, "b_packed": f.b_packed,
+                                   "write_bytes": f.write_bytes, "flops": f.flops,
                                    "rounds": (prev or {}).get("rounds", [])}
                 raw[p.name]["rounds"].append(t.seconds)
                 pb.update(1)
@@ -461,7 +461,7 @@ def fit(raw: dict[str, dict], cores: int) -> dict:
     t_raw, n_raw = raw.get("matmul:nativeT"), raw.get("matmul:native")
     if t_raw is not None and n_raw is not None:
         # the probe with a transposed B against the contiguous rate: what its packing adds
-        packed = t_raw.get("b_packed") or features(_matmul_kernel(*NATIVE_T_SHAPE, library=False, b_t=True)).b_packed
+        packed = features(_matmul_kernel(*NATIVE_T_SHAPE, library=False, b_t=True)).b_packed
         extra = t_raw["seconds"] - t_raw["flops"] / mm["native"]
         prof["pack_strided_seconds"] = max(extra, 0.0) / max(packed, 1.0)
     prof.setdefault("footprint_factor", 1.5)

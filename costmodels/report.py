@@ -121,7 +121,8 @@ def measure_target(t: Target, model: CostModel, oracle, machine: Machine, max_va
         nk.append(len(covers[ci].plan.kernels))
     runners, owner = [], []  # owner[r]: the variant (index into chosen) runner r is an instance of
     rng = random.Random(seed)
-    for inst in range(max(1, instances)):
+    instances = max(1, instances)
+    for inst in range(instances):
         build = list(range(len(chosen)))
         rng.shuffle(build)
         for j in build:  # later instances run their own copies of the kernels' code
@@ -142,10 +143,11 @@ def measure_target(t: Target, model: CostModel, oracle, machine: Machine, max_va
     ranks = resolved_ranks(times)
     row.rounds, row.groups = rounds, len(set(ranks))
     row.spearman_raw = spearman(pred, meas)
-    row.spearman = spearman(priced_ranks(pred), ranks)
+    prices = priced_ranks(pred)
+    row.spearman = spearman(prices, ranks)
     if row.groups == 1 and len(chosen) > 1:
         row.note = "variants indistinguishable (timing)"
-    elif len(set(priced_ranks(pred))) == 1 and len(chosen) > 1:
+    elif len(set(prices)) == 1 and len(chosen) > 1:
         row.note = f"variants priced equal (within {PRICE_TIE:.1%})"
     if rounds >= 4:
         row.noise = spearman(robust_medians(times, range(0, rounds, 2)), robust_medians(times, range(1, rounds, 2)))
