@@ -22,6 +22,7 @@ if "numpy" not in _sys.modules:
     # spinner: a fused attention kernel took 29 ms instead of 20 right after a matmul.
     # 2^20 cycles (~0.4 ms) keeps back-to-back BLAS calls warm. Read when OpenBLAS loads
     # (numpy's import): only set here when numpy is not imported yet, never overridden.
+    # (svod's own library steps do not wake those threads at all: svod.codegen.blas.)
     _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
 
 from svod import config, nn, random

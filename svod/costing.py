@@ -211,8 +211,10 @@ def price_matmul(kernel: Kernel, machine: Machine) -> Price:
     mem = nbytes / bw
     flops = 2.0 * batch * mm.m * mm.n * mm.k
     if mm.library:
+        from svod.codegen.blas import SMALL_FLOPS
+
         rate = BLAS_FLOPS_PER_OP * machine.flops_per_core * width
-        cores = machine.cores if flops > 2e6 else 1  # OpenBLAS stays on one thread for small calls
+        cores = machine.cores if flops > SMALL_FLOPS else 1  # small products run on the calling thread
         gather = 0.0
         for i in (mm.a, mm.b):  # masked / chained operand views are gathered into a copy first
             v = kernel.inputs[i].view

@@ -7,7 +7,8 @@ are done. The calling thread runs slice 0 itself.
 
 Design (see docs/codegen.md): worker Python threads each enter, once, a native wait
 loop compiled from LLVM IR (ctypes releases the GIL for the whole time). A worker spins
-briefly on an atomic job-generation counter in a shared 256-byte block, then sleeps on a
+for `SPIN_SECONDS` (a pause-loop count measured at start) on an atomic job-generation
+counter in a shared 256-byte block, then sleeps on a
 futex (Linux x86-64: ``syscall(SYS_futex=202, ...)``; elsewhere it naps with usleep).
 The dispatcher — also native, called through ctypes — writes (fn, args, units,
 threads), bumps the generation, wakes sleepers only when some sleep, runs its own
@@ -16,8 +17,8 @@ slice and spins until the others report done.
 Lifecycle: started lazily on the first parallel call; `os.register_at_fork` forgets the
 pool in a child (threads do not survive fork) so the child starts its own; `atexit`
 stops and joins the workers. Dispatch holds a lock; a second Python thread that finds
-the pool busy runs its job single-threaded instead of waiting. Library (BLAS) steps do
-not use this pool: OpenBLAS has its own threads.
+the pool busy runs its job single-threaded instead of waiting. Library (BLAS) steps use
+this pool too (`svod.codegen.blas`): one-thread OpenBLAS calls on blocks of the product.
 
 >>> import ctypes
 >>> pool_size() >= 1
@@ -34,12 +35,12 @@ import sys
 import threading
 import time
 
-_SPIN_WORKER = 20000  # pause-loop iterations (~50-100 µs) before a worker sleeps
+SPIN_SECONDS = 50e-6  # how long an idle worker spins before it sleeps on the futex
 _SPIN_YIELD = 200000  # dispatcher spins this long before yielding the CPU between checks
 _WORDS = 32
 SLICES_PER_THREAD = 4  # more slices than threads: a late worker leaves less imbalance
 # i64 word offsets in the shared block (gen, done and the job on separate cache lines)
-GEN, DONE, CLAIM, FN, ARGS, UNITS, NSLICES, QUIT, SLEEPERS, READY = 0, 8, 16, 24, 25, 26, 27, 28, 29, 30
+GEN, DONE, CLAIM, FN, ARGS, UNITS, NSLICES, QUIT, SLEEPERS, READY, SPINS = 0, 8, 16, 24, 25, 26, 27, 28, 29, 30, 31
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
@@ -108,7 +109,8 @@ signal:
   %nsp = getelementptr i64, ptr %pool, i64 {NSLICES}
   %quitp = getelementptr i64, ptr %pool, i64 {QUIT}
   %sleepp = getelementptr i64, ptr %pool, i64 {SLEEPERS}
-  %readyp = getelementptr i64, ptr %pool, i64 {READY}"""
+  %readyp = getelementptr i64, ptr %pool, i64 {READY}
+  %spinp = getelementptr i64, ptr %pool, i64 {SPINS}"""
     return f"""
 {decl_pause}
 {decl_sys}
@@ -128,7 +130,8 @@ spin:
   %changed = icmp ne i32 %g, %my
   br i1 %changed, label %work, label %idle
 idle:
-  %more = icmp ult i64 %spins, {_SPIN_WORKER}
+  %limit = load i64, ptr %spinp, align 8
+  %more = icmp ult i64 %spins, %limit
   br i1 %more, label %pause, label %sleep
 pause:
   {pause}
@@ -205,6 +208,19 @@ done:
   ret void
 }}
 
+define void @svod_rt_pause(i64 %n) {{
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %i1, %loop ]
+  {pause}
+  %i1 = add i64 %i, 1
+  %more = icmp ult i64 %i1, %n
+  br i1 %more, label %loop, label %done
+done:
+  ret void
+}}
+
 define void @svod_rt_quit(ptr %pool) {{
 entry:
   %genp = getelementptr i64, ptr %pool, i64 {GEN}
@@ -244,6 +260,7 @@ class _Pool:
         self._dispatch = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                                           ctypes.c_int64, ctypes.c_int64)(mod.address("svod_rt_dispatch"))
         self._quit = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(mod.address("svod_rt_quit"))
+        self.mem[SPINS] = spin_iterations()
         self.lock = threading.Lock()
         self.threads = [threading.Thread(target=self._worker, args=(self.addr, t), daemon=True,
                                          name=f"svod-worker-{t}") for t in range(1, nworkers + 1)]
@@ -265,6 +282,26 @@ class _Pool:
         self._quit(self.addr)
         for t in self.threads:
             t.join(timeout=5)
+
+
+_spins: list[int] = []
+
+
+def spin_iterations() -> int:
+    """Pause-loop iterations that last about `SPIN_SECONDS` on this CPU (measured once per
+    process). A pause costs ~10 cycles on some cores and ~65 on others (Zen 2 and later),
+    so a fixed count would spin anywhere from 50 µs to half a millisecond — time during
+    which an idle worker holds a core that BLAS threads or the user's code could use."""
+    if not _spins:
+        fn = ctypes.CFUNCTYPE(None, ctypes.c_int64)(_runtime_module().address("svod_rt_pause"))
+        n, best = 2000, float("inf")
+        fn(n)
+        for _ in range(5):
+            t0 = time.perf_counter()
+            fn(n)
+            best = min(best, time.perf_counter() - t0)
+        _spins.append(int(min(max(SPIN_SECONDS * n / max(best, 1e-9), 100), 1_000_000)))
+    return _spins[0]
 
 
 _pool: _Pool | None = None

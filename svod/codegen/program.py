@@ -11,8 +11,10 @@ caller — a missing output slot is allocated and put into the dict. Kinds:
 * ``native``: LLVM code (`svod.codegen.lower`), entry ``void f(i8** slots, i64 ub,
   i64 ue)`` over ``units`` parallel work units, split across threads by
   `svod.runtime.run_parallel`.
-* ``library``: a BLAS step (``matmul.library``): numpy's matmul on the operand views,
-  written into the output buffer (numpy/OpenBLAS threads itself; our pool stays out).
+* ``library``: a BLAS step (``matmul.library``): numpy's OpenBLAS on the operand views,
+  written into the output buffer, as one-thread gemm calls on blocks of the product
+  spread over svod's pool (`svod.codegen.blas`: OpenBLAS's own threads would spin
+  after the call on the cores the next kernel runs on).
 * ``interpreted``: the fallback when lowering or compiling fails (one `SvodWarning`
   naming the kernel and the file holding its IR); results stay correct.
 
@@ -221,7 +223,9 @@ def _extent(view) -> int:
 
 
 class LibraryProgram(Program):
-    """``matmul.library``: numpy's matmul (BLAS) on the gathered operands."""
+    """``matmul.library``: numpy's BLAS on the operands (strided views when BLAS can read
+    them, else gathers), run on svod's pool by `svod.codegen.blas.matmul_into`; numpy's
+    matmul when that does not apply."""
 
     kind = "library"
 
@@ -239,7 +243,10 @@ class LibraryProgram(Program):
         out = buffers[o.slot][:self._out_specs[0][2]].reshape(k.shape)
         if out.size == 0:
             return
-        np.matmul(a, b, out=out)
+        from svod.codegen.blas import matmul_into
+
+        if not matmul_into(a, b, out):  # svod's threads, one-thread gemm calls (see blas.py)
+            np.matmul(a, b, out=out)
 
 
 def _operand(flat: np.ndarray, chain) -> np.ndarray:

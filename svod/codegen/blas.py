@@ -1,0 +1,322 @@
+"""The library (BLAS) step on svod's own threads: numpy's OpenBLAS, one thread per call.
+
+Why: OpenBLAS runs a multi-threaded call on its own worker threads, and those threads
+spin for about 2^28 cycles (~0.1 s) after every call before they sleep. On a machine
+with as many cores as threads, a svod kernel that runs after a BLAS step shares its
+cores with those spinning threads (measured here: a 2-thread elementwise kernel of
+2.5 ms took 3-6 ms right after a 256^3 matmul), and a BLAS step that runs after a svod
+kernel shares them with svod's idle worker. So a library step calls OpenBLAS's
+``cblas_?gemm`` from svod's pool instead: the product is cut into blocks of rows (or
+of columns, for wide outputs) and batches, each block is one single-threaded gemm call,
+and OpenBLAS's thread count is 1 while the step runs (and restored after it). No
+OpenBLAS thread wakes, and the cores are svod's alone.
+
+`matmul_into(a, b, out)` does this when it can: float32/float64 operands whose 2-D
+slices are strided the way BLAS takes them (unit stride along one axis; transposes
+are free), batch axes that collapse to one stride (broadcast batches have stride 0),
+a C-contiguous `out`, and an OpenBLAS found in the process with the ILP64 ``cblas``
+symbols numpy's wheels ship. Otherwise it returns False and the caller uses
+``np.matmul``. ``SVOD_BLAS_THREADS=openblas`` turns the svod path off.
+
+>>> import numpy as np
+>>> a = np.arange(6, dtype=np.float32).reshape(2, 3); b = np.ones((3, 2), np.float32)
+>>> out = np.empty((2, 2), np.float32)
+>>> matmul_into(a, b, out) in (True, False) and bool((out == a @ b).all()) or not available()
+True
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import math
+import os
+import threading
+
+import numpy as np
+
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+SMALL_FLOPS = 2e6  # below this a product runs as one call on the calling thread (~25 µs)
+ALIGN = 16  # block edges on multiples of this (whole micro-tiles)
+
+# ctx words (i64)
+(F_GEMM, F_TA, F_TB, F_M, F_N, F_K, F_A, F_LDA, F_SA, F_AROW, F_B, F_LDB, F_SB, F_BCOL,
+ F_C, F_LDC, F_SC, F_PARTS, F_COLS, F_BLOCK, F_ITEM, F_DOUBLE) = range(22)
+_WORDS = 22
+
+# (sgemm, dgemm, set_num_threads, get_num_threads, integer bits)
+_SYMBOLS = [
+    ("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_", "scipy_openblas_set_num_threads64_",
+     "scipy_openblas_get_num_threads64_", 64),
+    ("cblas_sgemm64_", "cblas_dgemm64_", "openblas_set_num_threads64_", "openblas_get_num_threads64_", 64),
+    ("cblas_sgemm", "cblas_dgemm", "openblas_set_num_threads", "openblas_get_num_threads", 32),
+]
+
+
+def _job_ir(bits: int) -> str:
+    """``svod_blas_units(ctx, begin, end)``: one gemm call per block in [begin, end) of the
+    product's batch x parts blocks (ctx: the i64 words F_*; integers passed as i`bits`)."""
+    it = f"i{bits}"
+    words = ["gemm", "ta", "tb", "m", "n", "k", "a", "lda", "sa", "arow", "b", "ldb", "sb", "bcol",
+             "c", "ldc", "sc", "parts", "cols", "block", "item", "double"]
+    lines = []
+    for i, w in enumerate(words):
+        lines += [f"  %{w}p = getelementptr i64, ptr %ctx, i64 {i}", f"  %{w} = load i64, ptr %{w}p, align 8"]
+    args = ["mm", "nn", "k", "lda", "ldb", "ldc"]
+    for v in args:
+        lines.append(f"  %{v}.i = trunc i64 %{v} to i32" if bits == 32 else f"  %{v}.i = add i64 %{v}, 0")
+    loads = "\n".join(lines[:2 * len(words)])
+    casts = "\n".join(lines[2 * len(words):])
+
+    def call(fty: str) -> str:
+        return (f"  call void %gemmf(i32 {ROW_MAJOR}, i32 %ta32, i32 %tb32, {it} %mm.i, {it} %nn.i, {it} %k.i, "
+                f"{fty} 1.0, ptr %pa, {it} %lda.i, ptr %pb, {it} %ldb.i, {fty} 0.0, ptr %pc, {it} %ldc.i)")
+
+    return f"""
+define void @svod_blas_units(ptr %ctx, i64 %begin, i64 %end) {{{{
+entry:
+{loads}
+  %gemmf = inttoptr i64 %gemm to ptr
+  %ta32 = trunc i64 %ta to i32
+  %tb32 = trunc i64 %tb to i32
+  %isd = icmp ne i64 %double, 0
+  %bycol = icmp ne i64 %cols, 0
+  %dim = select i1 %bycol, i64 %n, i64 %m
+  %pa0 = inttoptr i64 %a to ptr
+  %pb0 = inttoptr i64 %b to ptr
+  %pc0 = inttoptr i64 %c to ptr
+  br label %loop
+loop:
+  %u = phi i64 [ %begin, %entry ], [ %u1, %next ]
+  %more = icmp ult i64 %u, %end
+  br i1 %more, label %block.0, label %done
+block.0:
+  %bi = udiv i64 %u, %parts
+  %p = urem i64 %u, %parts
+  %lo = mul i64 %p, %block
+  %hi0 = add i64 %lo, %block
+  %hilt = icmp ult i64 %hi0, %dim
+  %hi = select i1 %hilt, i64 %hi0, i64 %dim
+  %empty = icmp uge i64 %lo, %hi
+  br i1 %empty, label %next, label %go
+go:
+  %len = sub i64 %hi, %lo
+  %arows = mul i64 %lo, %arow
+  %bcols = mul i64 %lo, %bcol
+  %crows = mul i64 %lo, %ldc
+  %aoff = select i1 %bycol, i64 0, i64 %arows
+  %boff = select i1 %bycol, i64 %bcols, i64 0
+  %coff = select i1 %bycol, i64 %lo, i64 %crows
+  %ab = mul i64 %bi, %sa
+  %bb = mul i64 %bi, %sb
+  %cb = mul i64 %bi, %sc
+  %ea = add i64 %ab, %aoff
+  %eb = add i64 %bb, %boff
+  %ec = add i64 %cb, %coff
+  %xa = mul i64 %ea, %item
+  %xb = mul i64 %eb, %item
+  %xc = mul i64 %ec, %item
+  %pa = getelementptr i8, ptr %pa0, i64 %xa
+  %pb = getelementptr i8, ptr %pb0, i64 %xb
+  %pc = getelementptr i8, ptr %pc0, i64 %xc
+  %mm = select i1 %bycol, i64 %m, i64 %len
+  %nn = select i1 %bycol, i64 %len, i64 %n
+{casts}
+  br i1 %isd, label %dcall, label %scall
+scall:
+{call("float")}
+  br label %next
+dcall:
+{call("double")}
+  br label %next
+next:
+  %u1 = add i64 %u, 1
+  br label %loop
+done:
+  ret void
+}}}}
+""".replace("{{", "{").replace("}}", "}")
+
+
+class _Blas:
+    def __init__(self, lib: ctypes.CDLL, names: tuple):
+        s, d, setn, getn, bits = names
+        self.sgemm = ctypes.cast(getattr(lib, s), ctypes.c_void_p).value
+        self.dgemm = ctypes.cast(getattr(lib, d), ctypes.c_void_p).value
+        self.set_threads = getattr(lib, setn)
+        self.set_threads.argtypes, self.set_threads.restype = [ctypes.c_int], None
+        self.get_threads = getattr(lib, getn)
+        self.get_threads.argtypes, self.get_threads.restype = [], ctypes.c_int
+        self.bits = bits
+        self.lib_path = lib._name
+        from svod.codegen.jit import compile_ir
+
+        self.module = compile_ir(_job_ir(bits), name=f"svod_blas{bits}")
+        self.units_fn = self.module.address("svod_blas_units")
+        self._lock = threading.Lock()
+        self._inside = 0
+        self._saved = 1
+
+    def __enter__(self):
+        with self._lock:
+            if self._inside == 0:
+                self._saved = self.get_threads()
+                if self._saved != 1:
+                    self.set_threads(1)
+            self._inside += 1
+        return self
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self._inside -= 1
+            if self._inside == 0 and self._saved != 1:
+                self.set_threads(self._saved)
+        return False
+
+
+_blas: list[_Blas | None] = []
+_blas_lock = threading.Lock()
+
+
+def _candidates() -> list[str]:
+    """OpenBLAS shared objects in the process (numpy's wheel bundles one in numpy.libs)."""
+    paths = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                p = line.rsplit(None, 1)[-1] if "/" in line else ""
+                if "openblas" in os.path.basename(p).lower() and p not in paths:
+                    paths.append(p)
+    except OSError:
+        pass
+    base = os.path.dirname(np.__file__)
+    for pat in ("../numpy.libs/*openblas*.so*", ".dylibs/*openblas*", "../numpy/.dylibs/*openblas*"):
+        found = (os.path.realpath(p) for p in sorted(glob.glob(os.path.join(base, pat))))
+        paths += [p for p in found if p not in paths]
+    return paths
+
+
+def _load() -> _Blas | None:
+    if os.environ.get("SVOD_BLAS_THREADS", "").lower() == "openblas":
+        return None
+    np.ones((2, 2), np.float32) @ np.ones((2, 2), np.float32)  # numpy's BLAS is loaded
+    for path in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for names in _SYMBOLS:
+            if all(hasattr(lib, n) for n in names[:4]):
+                try:
+                    return _Blas(lib, names)
+                except Exception as e:  # noqa: BLE001 - numpy's matmul does the step instead
+                    import warnings
+
+                    warnings.warn(f"svod: library steps use numpy's matmul (OpenBLAS binding failed: {e})",
+                                  RuntimeWarning, stacklevel=2)
+                    return None
+    return None
+
+
+def blas() -> _Blas | None:
+    """The OpenBLAS binding, or None when there is none (then library steps call np.matmul)."""
+    if not _blas:
+        with _blas_lock:
+            if not _blas:
+                _blas.append(_load())
+    return _blas[0]
+
+
+def available() -> bool:
+    return blas() is not None
+
+
+def _layout(rows: int, cols: int, sr: int, sc: int) -> tuple[int, int] | None:
+    """(transpose flag, leading dimension) of a rows x cols matrix with element strides
+    (sr, sc) as row-major BLAS takes it, or None when BLAS cannot read it in place."""
+    if (sc == 1 or cols == 1) and (rows == 1 or sr >= max(cols, 1)):
+        return NO_TRANS, (sr if rows > 1 else max(cols, 1))
+    if (sr == 1 or rows == 1) and (cols == 1 or sc >= max(rows, 1)):
+        return TRANS, (sc if cols > 1 else max(rows, 1))
+    return None
+
+
+def _batch_stride(shape: tuple, strides: tuple) -> int | None:
+    """One element stride that walks all batch axes in order (C order), or None."""
+    dims = [(n, s) for n, s in zip(shape, strides) if n != 1]
+    if not dims:
+        return 0
+    step = dims[-1][1]
+    for (_, s_out), (n_in, s_in) in zip(dims[:-1], dims[1:]):
+        if s_out != s_in * n_in:
+            return None
+    return step
+
+
+def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = None) -> bool:
+    """``out[...] = a @ b`` on svod's pool with single-threaded gemm calls; False (nothing
+    written) when this path does not apply. `a` is (..., m, k), `b` (..., k, n), `out`
+    the broadcast (..., m, n), C-contiguous."""
+    lib = blas()
+    if lib is None or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or out.dtype != a.dtype:
+        return False
+    if a.dtype not in (np.float32, np.float64) or not out.flags.c_contiguous:
+        return False
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    batch_shape = out.shape[:-2]
+    if b.shape[-2] != k or out.shape[-2:] != (m, n):
+        return False
+    if out.size == 0:
+        return True
+    if k == 0:
+        out[...] = 0
+        return True
+    item = a.itemsize
+    if any(s % item for s in a.strides + b.strides):
+        return False
+    sa = tuple(s // item for s in a.strides)
+    sb = tuple(s // item for s in b.strides)
+    la, lb = _layout(m, k, sa[-2], sa[-1]), _layout(k, n, sb[-2], sb[-1])
+    if la is None or lb is None or min(sa + sb, default=0) < 0:
+        return False
+    batch = int(np.prod(batch_shape, dtype=np.int64)) if batch_shape else 1
+    if lib.bits == 32 and max(m, n, k, la[1], lb[1]) >= 2 ** 31:
+        return False
+    bsa = _batch_stride(*_broadcast_batch(a, batch_shape, sa))
+    bsb = _batch_stride(*_broadcast_batch(b, batch_shape, sb))
+    if bsa is None or bsb is None:
+        return False
+    from svod.runtime import pool_size, run_parallel
+
+    flops = 2.0 * batch * m * n * k
+    nt = 1 if flops < SMALL_FLOPS else max(1, threads or pool_size())
+    cols = n > m  # cut the longer side of the output
+    dim = n if cols else m
+    # blocks per batch: enough that batch x parts spreads evenly over the threads (each
+    # block packs its own panels, so no more than that), at most one per ALIGN rows
+    parts = max(1, min(nt // math.gcd(batch, nt), -(-dim // ALIGN)))
+    block = -(-dim // parts)
+    if parts > 1:
+        block = -(-block // ALIGN) * ALIGN
+        parts = -(-dim // block)
+    ctx = (ctypes.c_int64 * _WORDS)()
+    ctx[F_GEMM] = lib.dgemm if a.dtype == np.float64 else lib.sgemm
+    ctx[F_TA], ctx[F_TB] = la[0], lb[0]
+    ctx[F_M], ctx[F_N], ctx[F_K] = m, n, k
+    ctx[F_A], ctx[F_LDA], ctx[F_SA], ctx[F_AROW] = a.ctypes.data, la[1], bsa, sa[-2]
+    ctx[F_B], ctx[F_LDB], ctx[F_SB], ctx[F_BCOL] = b.ctypes.data, lb[1], bsb, sb[-1]
+    ctx[F_C], ctx[F_LDC], ctx[F_SC] = out.ctypes.data, n, m * n
+    ctx[F_PARTS], ctx[F_COLS], ctx[F_BLOCK] = parts, int(cols), block
+    ctx[F_ITEM], ctx[F_DOUBLE] = item, int(a.dtype == np.float64)
+    with lib:
+        run_parallel(lib.units_fn, ctypes.addressof(ctx), batch * parts, nt)
+    return True
+
+
+def _broadcast_batch(x: np.ndarray, batch_shape: tuple, strides: tuple) -> tuple[tuple, tuple]:
+    """The operand's batch axes broadcast to `batch_shape` (stride 0 where it broadcasts)."""
+    lead = len(batch_shape) - (x.ndim - 2)
+    shape = (1,) * lead + x.shape[:-2]
+    st = (0,) * lead + strides[:-2]
+    return batch_shape, tuple(0 if n == 1 else s for n, s in zip(shape, st))
