@@ -23,7 +23,6 @@ constants are read off the timings:
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from costmodels.measure import Timing, time_kernel
 from costmodels.profile import PROFILE_FORMAT, Profile
 
 KIB, MIB = 1 << 10, 1 << 20
+L1_PROBE = 16 * KIB  # the L1-resident bandwidth probe: W7-sized kernels (1,000 floats in, 1,000 out)
 
 
 @dataclass
@@ -157,13 +157,14 @@ def probes(quick: bool = False) -> list[Probe]:
     import svod
 
     out: list[Probe] = []
-    sizes = [256 * KIB, 1 * MIB, 4 * MIB, 12 * MIB, 24 * MIB, 48 * MIB, 96 * MIB, 256 * MIB]  # working sets
+    # working sets: L1 (one thread only: a 16 KiB kernel is one unit, never split), L2, L3, DRAM
+    sizes = [L1_PROBE, 256 * KIB, 1 * MIB, 4 * MIB, 12 * MIB, 24 * MIB, 48 * MIB, 96 * MIB, 256 * MIB]
     if quick:
         sizes = [1 * MIB, 32 * MIB, 96 * MIB]
     for ws in sizes:
         n = ws // 8  # float32 in + float32 out
         rows = max(ws // 4 // 1024, 1)
-        for t in (1, 2):
+        for t in ((1,) if ws <= L1_PROBE else (1, 2)):
             out.append(Probe(f"copy:{ws}:{t}", lambda n=n: [one_kernel(_add1, (n,))], t))
             out.append(Probe(f"read:{ws}:{t}", lambda r=rows: [one_kernel(_rowsum, (r, 1024))], t))
     ops32 = OPS_F32 if not quick else ("EXP", "DIV", "ALU", "TANH")
@@ -447,12 +448,9 @@ def fit(raw: dict[str, dict], cores: int) -> dict:
     blas: dict[str, float] = {}  # BLAS flop/s by arithmetic intensity (flops per byte moved)
     for name, r in raw.items():
         if name.startswith("matmul:"):
+            # the fastest round, as for every probe: BLAS steps run on svod's pool like the
+            # generated GEMM (svod.codegen.blas), so the two are measured alike
             sec = r["seconds"]
-            if name.startswith("matmul:blas") and r.get("rounds"):
-                # BLAS runs its own threads: on a shared VM its rounds vary up to 2x (84-163
-                # GFLOP/s for 1024^3 in one calibration), and a program sees a typical round
-                # (130 in programs that day), not the best one
-                sec = max(sec, statistics.median(r["rounds"]))
             mm[name.split(":", 1)[1]] = r["flops"] / sec
             if name.startswith("matmul:blas"):
                 blas[str(r["flops"] / max(r["read_bytes"] + r["write_bytes"], 1))] = r["flops"] / sec
@@ -513,7 +511,7 @@ def calibrate(progress: bool = True, budget: float = 60.0, quick: bool = False, 
     from svod.store import cpu_name, machine_fingerprint
 
     t0 = time.perf_counter()
-    rounds = rounds if rounds is not None else (1 if quick else 3)
+    rounds = rounds if rounds is not None else (1 if quick else 5)
     raw = run_probes(probes(quick), progress=progress, budget=budget, rounds=rounds)
     data = fit(raw, Machine.host().cores)
     data["overlap"] = fit_overlap(data, raw)

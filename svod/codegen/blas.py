@@ -28,6 +28,7 @@ True
 from __future__ import annotations
 
 import ctypes
+import functools
 import glob
 import math
 import os
@@ -38,6 +39,7 @@ import numpy as np
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 SMALL_FLOPS = 2e6  # below this a product runs as one call on the calling thread (~25 µs)
 ALIGN = 16  # block edges on multiples of this (whole micro-tiles)
+PARTS_PER_THREAD = 1  # blocks per thread (2 and 4 measured no faster at 256-1024^3)
 
 # ctx words (i64)
 (F_GEMM, F_TA, F_TB, F_M, F_N, F_K, F_A, F_LDA, F_SA, F_AROW, F_B, F_LDB, F_SB, F_BCOL,
@@ -153,6 +155,7 @@ class _Blas:
 
         self.module = compile_ir(_job_ir(bits), name=f"svod_blas{bits}")
         self.units_fn = self.module.address("svod_blas_units")
+        self.units_call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(self.units_fn)
         self._lock = threading.Lock()
         self._inside = 0
         self._saved = 1
@@ -256,38 +259,80 @@ def _batch_stride(shape: tuple, strides: tuple) -> int | None:
 def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = None) -> bool:
     """``out[...] = a @ b`` on svod's pool with single-threaded gemm calls; False (nothing
     written) when this path does not apply. `a` is (..., m, k), `b` (..., k, n), `out`
-    the broadcast (..., m, n), C-contiguous."""
+    the broadcast (..., m, n), C-contiguous. The layout work is cached per shapes and
+    strides: a call costs a few µs besides the gemm calls."""
     lib = blas()
-    if lib is None or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or out.dtype != a.dtype:
+    if lib is None or not out.flags.c_contiguous:
         return False
-    if a.dtype not in (np.float32, np.float64) or not out.flags.c_contiguous:
+    plan = _plan(a.shape, a.strides, b.shape, b.strides, out.shape, a.dtype.char, b.dtype.char, out.dtype.char,
+                 threads or 0)
+    if plan is None:
         return False
-    m, k = a.shape[-2:]
-    n = b.shape[-1]
-    batch_shape = out.shape[:-2]
-    if b.shape[-2] != k or out.shape[-2:] != (m, n):
-        return False
-    if out.size == 0:
+    if plan is _EMPTY:
+        if out.size:
+            out[...] = 0  # k == 0: the sum over nothing
         return True
-    if k == 0:
-        out[...] = 0
+    ctx, units, nt, tiny = plan
+    ctx = ctx.copy()
+    ctx[F_A], ctx[F_B], ctx[F_C] = _addr(a), _addr(b), _addr(out)
+    if tiny:  # OpenBLAS runs these on the calling thread whatever its thread count
+        lib.units_call(_addr(ctx), 0, units)
         return True
-    item = a.itemsize
-    if any(s % item for s in a.strides + b.strides):
-        return False
-    sa = tuple(s // item for s in a.strides)
-    sb = tuple(s // item for s in b.strides)
+    with lib:
+        if nt == 1:
+            lib.units_call(_addr(ctx), 0, units)
+        else:
+            _run_parallel(lib.units_fn, _addr(ctx), units, nt)
+    return True
+
+
+def _addr(x: np.ndarray) -> int:
+    from svod.codegen.graphprog import data_address
+
+    globals()["_addr"] = data_address
+    return data_address(x)
+
+
+def _run_parallel(fn: int, args: int, units: int, threads: int) -> None:
+    from svod.runtime import run_parallel
+
+    globals()["_run_parallel"] = run_parallel
+    run_parallel(fn, args, units, threads)
+
+
+_EMPTY = ("empty",)
+
+
+@functools.lru_cache(maxsize=512)
+def _plan(a_shape, a_strides, b_shape, b_strides, out_shape, ca, cb, co, threads):
+    """(ctx words without the data addresses, units, threads) for a product of this
+    layout, `_EMPTY` when there is nothing to multiply, or None when BLAS cannot take it."""
+    lib = blas()
+    if len(a_shape) < 2 or len(b_shape) < 2 or not (ca == cb == co) or ca not in "fd":
+        return None
+    m, k = a_shape[-2:]
+    n = b_shape[-1]
+    batch_shape = out_shape[:-2]
+    if b_shape[-2] != k or out_shape[-2:] != (m, n):
+        return None
+    if math.prod(out_shape) == 0 or k == 0:
+        return _EMPTY
+    item = 8 if ca == "d" else 4
+    if any(s % item for s in a_strides + b_strides):
+        return None
+    sa = tuple(s // item for s in a_strides)
+    sb = tuple(s // item for s in b_strides)
     la, lb = _layout(m, k, sa[-2], sa[-1]), _layout(k, n, sb[-2], sb[-1])
     if la is None or lb is None or min(sa + sb, default=0) < 0:
-        return False
-    batch = int(np.prod(batch_shape, dtype=np.int64)) if batch_shape else 1
+        return None
+    batch = math.prod(batch_shape)
     if lib.bits == 32 and max(m, n, k, la[1], lb[1]) >= 2 ** 31:
-        return False
-    bsa = _batch_stride(*_broadcast_batch(a, batch_shape, sa))
-    bsb = _batch_stride(*_broadcast_batch(b, batch_shape, sb))
+        return None
+    bsa = _batch_stride(*_broadcast_batch(a_shape, batch_shape, sa))
+    bsb = _batch_stride(*_broadcast_batch(b_shape, batch_shape, sb))
     if bsa is None or bsb is None:
-        return False
-    from svod.runtime import pool_size, run_parallel
+        return None
+    from svod.runtime import pool_size
 
     flops = 2.0 * batch * m * n * k
     nt = 1 if flops < SMALL_FLOPS else max(1, threads or pool_size())
@@ -295,28 +340,28 @@ def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | No
     dim = n if cols else m
     # blocks per batch: enough that batch x parts spreads evenly over the threads (each
     # block packs its own panels, so no more than that), at most one per ALIGN rows
-    parts = max(1, min(nt // math.gcd(batch, nt), -(-dim // ALIGN)))
+    per = PARTS_PER_THREAD * nt
+    parts = max(1, min(per // math.gcd(batch, per), -(-dim // ALIGN)))
     block = -(-dim // parts)
     if parts > 1:
         block = -(-block // ALIGN) * ALIGN
         parts = -(-dim // block)
-    ctx = (ctypes.c_int64 * _WORDS)()
-    ctx[F_GEMM] = lib.dgemm if a.dtype == np.float64 else lib.sgemm
+    ctx = np.zeros(_WORDS, np.int64)
+    ctx[F_GEMM] = lib.dgemm if ca == "d" else lib.sgemm
     ctx[F_TA], ctx[F_TB] = la[0], lb[0]
     ctx[F_M], ctx[F_N], ctx[F_K] = m, n, k
-    ctx[F_A], ctx[F_LDA], ctx[F_SA], ctx[F_AROW] = a.ctypes.data, la[1], bsa, sa[-2]
-    ctx[F_B], ctx[F_LDB], ctx[F_SB], ctx[F_BCOL] = b.ctypes.data, lb[1], bsb, sb[-1]
-    ctx[F_C], ctx[F_LDC], ctx[F_SC] = out.ctypes.data, n, m * n
+    ctx[F_LDA], ctx[F_SA], ctx[F_AROW] = la[1], bsa, sa[-2]
+    ctx[F_LDB], ctx[F_SB], ctx[F_BCOL] = lb[1], bsb, sb[-1]
+    ctx[F_LDC], ctx[F_SC] = n, m * n
     ctx[F_PARTS], ctx[F_COLS], ctx[F_BLOCK] = parts, int(cols), block
-    ctx[F_ITEM], ctx[F_DOUBLE] = item, int(a.dtype == np.float64)
-    with lib:
-        run_parallel(lib.units_fn, ctypes.addressof(ctx), batch * parts, nt)
-    return True
+    ctx[F_ITEM], ctx[F_DOUBLE] = item, int(ca == "d")
+    # OpenBLAS's own rule: m*n*k at most 65536 x GEMM_MULTITHREAD_THRESHOLD (4) stays on one thread
+    return ctx, batch * parts, nt, batch == 1 and m * n * k <= 65536 * 4
 
 
-def _broadcast_batch(x: np.ndarray, batch_shape: tuple, strides: tuple) -> tuple[tuple, tuple]:
-    """The operand's batch axes broadcast to `batch_shape` (stride 0 where it broadcasts)."""
-    lead = len(batch_shape) - (x.ndim - 2)
-    shape = (1,) * lead + x.shape[:-2]
-    st = (0,) * lead + strides[:-2]
-    return batch_shape, tuple(0 if n == 1 else s for n, s in zip(shape, st))
+def _broadcast_batch(shape: tuple, batch_shape: tuple, strides: tuple) -> tuple[tuple, tuple]:
+    """An operand's batch axes broadcast to `batch_shape` (stride 0 where it broadcasts)."""
+    lead = len(batch_shape) - (len(shape) - 2)
+    full = (1,) * lead + tuple(shape[:-2])
+    st = (0,) * lead + tuple(strides[:-2])
+    return batch_shape, tuple(0 if n == 1 else s for n, s in zip(full, st))
