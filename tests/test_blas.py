@@ -82,3 +82,21 @@ def test_env_switch_leaves_library_steps_to_numpy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True,
                          cwd=os.path.dirname(os.path.dirname(__file__)))
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_fork_child_runs_library_steps():
+    a = np.random.default_rng(1).standard_normal((200, 300)).astype(np.float32)
+    b = np.random.default_rng(2).standard_normal((300, 250)).astype(np.float32)
+    out = np.empty((200, 250), np.float32)
+    assert blas.matmul_into(a, b, out)  # the parent has the binding and a pool
+    pid = os.fork()
+    if pid == 0:  # the child: the same product on its own pool
+        ok = False
+        try:
+            o2 = np.empty_like(out)
+            ok = blas.matmul_into(a, b, o2) and bool(np.allclose(o2, a @ b, rtol=1e-4, atol=1e-3))
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

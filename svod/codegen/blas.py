@@ -181,6 +181,24 @@ _blas: list[_Blas | None] = []
 _blas_lock = threading.Lock()
 
 
+def _after_fork_in_child() -> None:
+    """A fork during another thread's library step must not leave the child's lock held
+    (OpenBLAS's thread count is the parent's, restored or not: reset it to what it was)."""
+    global _blas_lock
+    _blas_lock = threading.Lock()
+    if _blas and _blas[0] is not None:
+        lib = _blas[0]
+        lib._lock = threading.Lock()
+        if lib._inside:
+            lib._inside = 0
+            if lib._saved != 1:
+                lib.set_threads(lib._saved)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _candidates() -> list[str]:
     """OpenBLAS shared objects in the process (numpy's wheel bundles one in numpy.libs)."""
     paths = []
