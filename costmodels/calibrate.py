@@ -229,6 +229,10 @@ def probes(quick: bool = False) -> list[Probe]:
     out.append(Probe("matmul:blas:256", lambda: [_matmul_kernel(256, 256, 256, library=True)], 1, 0.3))
     if not quick:
         out.append(Probe("matmul:blas:1024", lambda: [_matmul_kernel(1024, 1024, 1024, library=True)], 1, 0.5))
+        # the generated GEMM on every core at the same size: its thread scaling, measured
+        # the way the BLAS step beside it is (the two run on the same pool)
+        out.append(Probe("matmul:native2:1024", lambda: [_matmul_kernel(1024, 1024, 1024, library=False)],
+                         2, 0.5))
         # low arithmetic intensity (attention scores: k = 64), batched
         out.append(Probe("matmul:blas:k64", lambda: [one_kernel(lambda a, b: a @ b, (8, 512, 64), (8, 64, 512))],
                          1, 0.3))
