@@ -6,7 +6,7 @@ machine profile's measured constants.
     M = memory(t) + gathers / speedup(t),   C = compute / speedup(t)
 
 - memory: bytes read and written, each at the bandwidth measured for the kernel's
-  working set (L2, L3 or DRAM; times a footprint factor: other live values of the
+  working set (L1, L2, L3 or DRAM; times a footprint factor: other live values of the
   program compete for the caches) on `t` threads; row-wise kernels whose rows do not
   fit the L2 re-read them once per extra pass;
 - gathers: loads that do not stream (transposed, reversed, masked, chained views) at
@@ -17,8 +17,9 @@ machine profile's measured constants.
   set along the read-bandwidth curve, sibling columns sharing the read, scaled across
   threads like streaming; beside an argmax: scalar), matmul tiles at the measured flop
   rate (a strided B operand: the same rate plus its packing, at the measured gather cost
-  per packed element), the BLAS step at its rate for the product's arithmetic intensity
-  (or its bytes, whichever is slower);
+  per packed element; on all cores at the GEMM's own measured 1024^3 scaling), the BLAS
+  step at its rate for the product's arithmetic intensity (or its bytes, whichever is
+  slower);
 - threads: 1 or all cores, whichever is cheaper (the price carries the choice).
 
 >>> from svod.costing import Machine
@@ -107,7 +108,8 @@ class CalibratedModel:
         over = p.launch_seconds + (p.dispatch_seconds if te > 1 else 0.0)
         if f.write_bytes > (64 << 10):  # an output block from the buffer pool, every run
             over += p.get("alloc_seconds", 0.0)
-        if f.library:  # numpy's BLAS threads itself; small-k products are bound by their bytes
+        if f.library:  # the BLAS step splits itself over the pool (svod.codegen.blas);
+            # small-k products are bound by their bytes
             return over + max(f.flops / self._blas_rate(f), self.memory(f, 2))
         speed = 1.0 if te == 1 else self._speedup(te)
         mem = self.memory(f, te) + self.gathers(f) / speed
