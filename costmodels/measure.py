@@ -68,22 +68,29 @@ def kernel_buffers(kernel: Kernel, seed: int = 0) -> dict[int, np.ndarray]:
     return bufs
 
 
+WARM_CALLS = 3  # calls before a batch is sized (state, replay closure, first-touch pages)
+
+
 def _batch(fn: Callable[[], object], target: float) -> int:
     """Calls per timed batch so a batch lasts about `target` seconds, sized from warm
-    calls: the first call of a fresh program (page faults, state built on first run)
-    can take many times the steady time, and sized from it a batch is that many times
-    too short (its cold start then weighs on the average)."""
-    fn()
-    n = 1
+    calls at their fastest: the first calls of a fresh program build its state (its
+    second call compiles the replay closure), and one slow call taken for the typical
+    one sizes a 5 µs program's batch at 2 calls instead of 400 — whose time is then
+    mostly the switch from the previous runner (W7's variants measured 1.5-2x slower,
+    per runner, stable over rounds)."""
+    for _ in range(WARM_CALLS):
+        fn()
+    n, per = 1, math.inf
     while True:
         t0 = time.perf_counter()
         for _ in range(n):
             fn()
         dt = time.perf_counter() - t0
-        if dt >= target / 8 or n >= 10000:
+        per = min(per, dt / n)
+        if (dt >= target / 8 and n >= 4) or dt >= target or n >= 10000:
             break
         n *= 4
-    return max(1, min(10000, int(target * n / max(dt, 1e-9))))
+    return max(1, min(10000, int(target / max(per, 1e-9))))
 
 
 def time_callable(fn: Callable[[], object], *, min_runs: int = 3, max_runs: int = 20, budget: float = 0.25,

@@ -552,3 +552,20 @@ def test_time_kernel_reports_a_positive_minimum():
     t = measure.time_kernel(softmax_kernel(16, 64), threads=1, budget=0.02)
     assert 0 < t.seconds <= t.median and t.runs >= 1
     assert os.environ.get("SVOD_CACHE_DIR")  # the store stays the tests' temporary one
+
+
+def test_batch_is_sized_from_warm_calls_not_a_slow_one(monkeypatch):
+    """A program whose early calls are slow (state built on the first run, the replay
+    closure compiled on the second) gets a batch sized from its steady calls."""
+    from costmodels import measure
+
+    clock = [0.0]
+    calls = [0]
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
+
+    def fn():
+        calls[0] += 1
+        clock[0] += 1e-3 if calls[0] in (1, 2, 5) else 5e-6  # call 5: a hiccup while sizing
+
+    n = measure._batch(fn, 2e-3)
+    assert 300 <= n <= 500  # ~2 ms / 5 µs, not 2 ms / 1 ms
