@@ -9,5 +9,6 @@
   estimate), `learned`: the least-squares correction fitted to it;
 - `report` (`svod costmodel report`), `tune` (`svod tune`), `targets`, `progress`.
 
-Only `svod/engine.py` and the CLI import this package (lazily); it imports svod core.
+Within svod only `engine.py`, `explain.py` and the CLI import this package (lazily); it
+imports svod core (tests/test_layering.py).
 """
