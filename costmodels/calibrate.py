@@ -13,9 +13,9 @@ constants are read off the timings:
   views (reshape after permute), broadcasts;
 - **overheads**: per work unit (row), per kernel in a graph program (launch), waking
   the thread pool (dispatch), and the efficiency of compute on all cores;
-- **matmul** throughput of the generated tiles (every probe: its fastest round) and of
-  the BLAS step (its median round: BLAS threads vary too much from round to round on a
-  shared machine for the best one to be what a program sees).
+- **matmul** throughput of the generated tiles (one thread, and at 1024^3 on every
+  core) and of the BLAS step (which runs on the same pool: `svod.codegen.blas`); like
+  every probe, at its fastest round.
 
 `calibrate(progress=True, budget=60)` returns the `Profile` and stores it
 (`costmodels.profile.save`).
@@ -452,12 +452,9 @@ def fit(raw: dict[str, dict], cores: int) -> dict:
     blas: dict[str, float] = {}  # BLAS flop/s by arithmetic intensity (flops per byte moved)
     for name, r in raw.items():
         if name.startswith("matmul:"):
-            # the fastest round, as for every probe: BLAS steps run on svod's pool like the
-            # generated GEMM (svod.codegen.blas), so the two are measured alike
-            sec = r["seconds"]
-            mm[name.split(":", 1)[1]] = r["flops"] / sec
+            mm[name.split(":", 1)[1]] = r["flops"] / r["seconds"]
             if name.startswith("matmul:blas"):
-                blas[str(r["flops"] / max(r["read_bytes"] + r["write_bytes"], 1))] = r["flops"] / sec
+                blas[str(r["flops"] / max(r["read_bytes"] + r["write_bytes"], 1))] = r["flops"] / r["seconds"]
     prof["matmul_flops"] = mm
     prof["blas_flops"] = blas
     t_raw, n_raw = raw.get("matmul:nativeT"), raw.get("matmul:native")

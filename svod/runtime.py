@@ -49,6 +49,23 @@ def _use_futex() -> bool:
     return sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64")
 
 
+def _counted_loop(name: str, params: str, body: str) -> str:
+    """IR of ``void name(params, i64 %n)`` running `body` n times (at least once)."""
+    sep = ", " if params else ""
+    return f"""define void @{name}({params}{sep}i64 %n) {{
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %i1, %loop ]
+  {body}
+  %i1 = add i64 %i, 1
+  %more = icmp ult i64 %i1, %n
+  br i1 %more, label %loop, label %done
+done:
+  ret void
+}}"""
+
+
 def _runtime_ir() -> str:
     x86 = platform.machine() in ("x86_64", "AMD64", "i386", "i686")
     futex = _use_futex()
@@ -195,31 +212,9 @@ exit:
   ret void
 }}
 
-define void @svod_rt_repeat(ptr %fn, ptr %args, i64 %units, i64 %n) {{
-entry:
-  br label %loop
-loop:
-  %i = phi i64 [ 0, %entry ], [ %i1, %loop ]
-  call void %fn(ptr %args, i64 0, i64 %units)
-  %i1 = add i64 %i, 1
-  %more = icmp ult i64 %i1, %n
-  br i1 %more, label %loop, label %done
-done:
-  ret void
-}}
+{_counted_loop("svod_rt_repeat", "ptr %fn, ptr %args, i64 %units", "call void %fn(ptr %args, i64 0, i64 %units)")}
 
-define void @svod_rt_pause(i64 %n) {{
-entry:
-  br label %loop
-loop:
-  %i = phi i64 [ 0, %entry ], [ %i1, %loop ]
-  {pause}
-  %i1 = add i64 %i, 1
-  %more = icmp ult i64 %i1, %n
-  br i1 %more, label %loop, label %done
-done:
-  ret void
-}}
+{_counted_loop("svod_rt_pause", "", pause)}
 
 define void @svod_rt_quit(ptr %pool) {{
 entry:

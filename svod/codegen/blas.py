@@ -36,6 +36,9 @@ import threading
 
 import numpy as np
 
+from svod.codegen.graphprog import data_address
+from svod.runtime import pool_size, run_parallel
+
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 SMALL_FLOPS = 2e6  # below this a product runs as one call on the calling thread (~25 µs)
 ALIGN = 16  # block edges on multiples of this (whole micro-tiles)
@@ -292,30 +295,16 @@ def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | No
         return True
     ctx, units, nt, tiny = plan
     ctx = ctx.copy()
-    ctx[F_A], ctx[F_B], ctx[F_C] = _addr(a), _addr(b), _addr(out)
+    ctx[F_A], ctx[F_B], ctx[F_C] = data_address(a), data_address(b), data_address(out)
     if tiny:  # OpenBLAS runs these on the calling thread whatever its thread count
-        lib.units_call(_addr(ctx), 0, units)
+        lib.units_call(data_address(ctx), 0, units)
         return True
     with lib:
         if nt == 1:
-            lib.units_call(_addr(ctx), 0, units)
+            lib.units_call(data_address(ctx), 0, units)
         else:
-            _run_parallel(lib.units_fn, _addr(ctx), units, nt)
+            run_parallel(lib.units_fn, data_address(ctx), units, nt)
     return True
-
-
-def _addr(x: np.ndarray) -> int:
-    from svod.codegen.graphprog import data_address
-
-    globals()["_addr"] = data_address
-    return data_address(x)
-
-
-def _run_parallel(fn: int, args: int, units: int, threads: int) -> None:
-    from svod.runtime import run_parallel
-
-    globals()["_run_parallel"] = run_parallel
-    run_parallel(fn, args, units, threads)
 
 
 _EMPTY = ("empty",)
@@ -350,8 +339,6 @@ def _plan(a_shape, a_strides, b_shape, b_strides, out_shape, ca, cb, co, threads
     bsb = _batch_stride(*_broadcast_batch(b_shape, batch_shape, sb))
     if bsa is None or bsb is None:
         return None
-    from svod.runtime import pool_size
-
     flops = 2.0 * batch * m * n * k
     nt = 1 if flops < SMALL_FLOPS else max(1, threads or pool_size())
     cols = n > m  # cut the longer side of the output
