@@ -8,12 +8,13 @@ the Kernel spec, independently of any model. Up to `max_variants` of them are ti
 the sample does not depend on the model's ranking), each as `realize()` would run it
 (a GraphProgram with the thread counts the model priced), medians of interleaved
 repeats. Each variant is built `instances` times (its own graph program, kernel code
-and scratch each time, built in a shuffled order) and counts at its fastest instance: where
-code and buffers land moves a microsecond program by up to 25%, the same way for every
-run of that instance and differently for the next one built, a property of the
-placement, not of the variant. Per workload: the Spearman rank correlation of predicted
-against measured time (both resolved: measured variants the timing cannot tell apart
-tie, and so do prices within 0.1%), and the measured time of the model's pick over the
+and scratch each time, built in a shuffled order) and counts at its fastest instance, a
+guard against anything particular to one build. (The 15-30% gaps between builds that
+first motivated it came from batches sized on a slow early call, fixed in
+`measure._batch`; with one instance the report's mean came out the same, 0.890.)
+Per workload: the Spearman rank correlation of predicted against measured time (both
+resolved: measured variants the timing cannot tell apart tie, and so do prices within
+0.1%), and the measured time of the model's pick over the
 best measured variant. Where one side has nothing to rank — every variant in one timing
 group, or all priced equal — the Spearman is undefined (n/a) and the pick still counts.
 

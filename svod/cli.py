@@ -372,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seconds of timing per workload: rounds beyond --repeats while under it (default 5)")
     rep.add_argument("--instances", type=int, default=3,
                      help="separately built programs per variant, timed together; a variant counts at its fastest "
-                          "(code and buffer placement move microsecond programs by up to 25%%) (default 3)")
+                          "build (default 3)")
     rep.add_argument("--doubt", type=float, default=0.5,
                      help="time a workload again when its odd and even rounds rank the variants with a Spearman "
                           "below this; still below, its Spearman is n/a (unresolved); 0 never reruns (default 0.5)")

@@ -183,9 +183,9 @@ class NativeProgram(Program):
             self._launch(ctypes.addressof(args), threads)
 
     def relocated(self) -> NativeProgram:
-        """The same machine code loaded again at a new address, for timing: where code
-        lands can move a microsecond program by tens of percent, the same way for every
-        run of one copy (`costmodels.report` times several copies of each variant)."""
+        """The same machine code loaded again at a new address, for timing copies that
+        share nothing with the process's program (`costmodels.report` builds each
+        variant several times)."""
         from svod.codegen.jit import load_object
 
         mod = load_object(self.module.object_code, [self.symbol], name=self.kernel.name)
