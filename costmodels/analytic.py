@@ -5,10 +5,12 @@ machine profile's measured constants.
                  + units * unit / t + max(M, C) + overlap * min(M, C)
     M = memory(t) + gathers / speedup(t),   C = compute / speedup(t)
 
-- memory: bytes read and written, each at the bandwidth measured for the kernel's
-  working set (L1, L2, L3 or DRAM; times a footprint factor: other live values of the
-  program compete for the caches) on `t` threads; row-wise kernels whose rows do not
-  fit the L2 re-read them once per extra pass;
+- memory: bytes read and written on `t` threads, at the bandwidth measured for the
+  cache they come from (L1, L2, L3 or DRAM). In a plan (`price_plan`) each buffer access
+  is priced at its reach — the bytes the program touched since the buffer's previous
+  access (`costmodels.reuse`); out of context, at the kernel's working set times a
+  footprint factor. Row-wise kernels whose rows do not fit the L2 re-read them once per
+  extra pass;
 - gathers: loads that do not stream (transposed, reversed, masked, chained views) at
   their measured extra cost for the working set — latency that overlaps compute;
 - compute: every op evaluation (counted as the codegen emits them) at its measured
@@ -37,8 +39,9 @@ from collections.abc import Sequence
 
 from costmodels.features import Features, features
 from costmodels.profile import Profile
+from costmodels.reuse import Access
 from svod.costing import Machine, Price
-from svod.kernel import Kernel
+from svod.kernel import Kernel, Plan
 
 
 def _interp_log(points: dict, x: float, default: float) -> float:
@@ -61,7 +64,7 @@ def _interp_log(points: dict, x: float, default: float) -> float:
 
 # Bumped whenever the formulas change: plan-cache keys include it (`tuning.generation`),
 # so plans chosen by an older model are re-planned, not replayed from the disk cache.
-MODEL_VERSION = "7"
+MODEL_VERSION = "8"
 
 
 class CalibratedModel:
@@ -76,6 +79,7 @@ class CalibratedModel:
             profile = current()
         self.profile = profile
         self._cache: dict[str, Price] = {}
+        self._in_plan: dict[tuple, Price] = {}  # (kernel key, its accesses in a plan) -> price
 
     # ---- the protocol
     def price(self, kernel: Kernel, machine: Machine | None = None) -> Price:
@@ -91,42 +95,65 @@ class CalibratedModel:
     def price_batch(self, kernels: Sequence[Kernel], machine: Machine | None = None) -> list[Price]:
         return [self.price(k, machine) for k in kernels]
 
+    def price_plan(self, plan: Plan, machine: Machine | None = None) -> list[Price]:
+        """Prices of `plan`'s kernels as they run in it: each buffer access at the
+        bandwidth of its reach in the program (`costmodels.reuse`) — what the other
+        kernels touched since — instead of the kernel's own working set times the
+        footprint factor (`price`, for a kernel out of context)."""
+        from costmodels.reuse import plan_accesses
+
+        out = []
+        for k, acc in zip(plan.kernels, plan_accesses(plan)):
+            key = (k.key(), tuple((a.nbytes, a.reach, a.write) for a in acc))
+            p = self._in_plan.get(key)
+            if p is None:
+                p = self.price_features(features(k), acc)
+                if len(self._in_plan) > 200_000:
+                    self._in_plan.clear()
+                self._in_plan[key] = p
+            out.append(p)
+        return out
+
     # ---- the model
-    def price_features(self, f: Features) -> Price:
+    def price_features(self, f: Features, accesses: Sequence[Access] | None = None) -> Price:
+        """The cheaper of one thread and all cores; `accesses`: the kernel's buffer
+        accesses in a plan (`costmodels.reuse`), else it is priced out of context."""
         cores = max(1, self.profile.cores)
-        best = Price(self.seconds(f, 1), 1)
+        best = Price(self.seconds(f, 1, accesses), 1)
         if cores > 1 and f.units > 1 and not f.library:
-            t = self.seconds(f, cores)
+            t = self.seconds(f, cores, accesses)
             if t < best.seconds:
                 best = Price(t, cores)
         return best
 
-    def seconds(self, f: Features, threads: int) -> float:
-        """Predicted seconds of a kernel with features `f` on `threads` threads."""
+    def seconds(self, f: Features, threads: int, accesses: Sequence[Access] | None = None) -> float:
+        """Predicted seconds of a kernel with features `f` on `threads` threads (in a
+        plan when its `accesses` are given)."""
         p = self.profile
+        ws = self.effective_working_set(f, accesses)
         te = max(1, min(threads, f.units))
         over = p.launch_seconds + (p.dispatch_seconds if te > 1 else 0.0)
         if f.write_bytes > (64 << 10):  # an output block from the buffer pool, every run
             over += p.get("alloc_seconds", 0.0)
         if f.library:  # the BLAS step splits itself over the pool (svod.codegen.blas);
             # small-k products are bound by their bytes
-            return over + max(f.flops / self._blas_rate(f), self.memory(f, 2))
+            return over + max(f.flops / self._blas_rate(f), self.memory(f, 2, accesses))
         speed = 1.0 if te == 1 else self._speedup(te)
-        mem = self.memory(f, te) + self.gathers(f) / speed
+        mem = self.memory(f, te, accesses) + self.gathers(f, ws) / speed
         # a column reduction's cost is mostly its strided reads: more threads help it as
         # much as they help streaming at its working set, not as much as they help compute
-        cspeed = min(speed, self._stream_scaling(f)) if f.column and te > 1 else speed
+        cspeed = min(speed, self._stream_scaling(f, ws)) if f.column and te > 1 else speed
         if f.flops and te > 1:  # matmul tiles: the GEMM's own measured scaling when there is one
             cspeed = self._gemm_scaling(te) or cspeed
-        comp = self.compute(f) / cspeed
+        comp = self.compute(f, ws) / cspeed
         units = f.units * p.unit_seconds / te
         return over + units + max(mem, comp) + p.get("overlap", 0.0) * min(mem, comp)
 
-    def _stream_scaling(self, f: Features) -> float:
-        ws = self.effective_working_set(f)
+    def _stream_scaling(self, f: Features, ws: float | None = None) -> float:
+        ws = ws or self.effective_working_set(f)
         return max(1.0, self.profile.bandwidth_at("read2", ws) / self.profile.bandwidth_at("read1", ws))
 
-    def _column_cost(self, base: str, f: Features) -> tuple[float, float]:
+    def _column_cost(self, base: str, f: Features, ws: float | None = None) -> tuple[float, float]:
         """(seconds per element of a column reduction at the kernel's working set, the part
         of it that is the read). The two calibrated points (L2-sized and DRAM-sized) are
         joined along the measured read-bandwidth curve, so an L3-resident table costs
@@ -134,7 +161,7 @@ class CalibratedModel:
         p = self.profile
         table = p.get("column_seconds", {}).get("MAX" if base == "MAXR" else "SUM", {})
         red = p.get("reduce_seconds", {})
-        ws = self.effective_working_set(f)
+        ws = ws or self.effective_working_set(f)
         if len(table) < 2:
             return _interp_log(table, ws, red.get("SUM", 5e-11)), 0.0
         (s_lo, c_lo), (s_hi, c_hi) = sorted((float(k), float(v)) for k, v in table.items())[::len(table) - 1]
@@ -170,22 +197,40 @@ class CalibratedModel:
         # the BLAS rate grows with the problem: interpolate in log(flops) between the probes
         return _interp_log({str(2.0 * 256 ** 3): small, str(2.0 * 1024 ** 3): big}, f.flops, big)
 
-    def effective_working_set(self, f: Features) -> float:
-        """The kernel's bytes, times the profile's footprint factor: in a program other
-        live values compete for the caches (a 16 MB kernel does not get the L3 to itself)."""
+    def effective_working_set(self, f: Features, accesses: Sequence[Access] | None = None) -> float:
+        """The cache the kernel's data needs: in a plan, the farthest reach of its
+        accesses (`costmodels.reuse`); out of context, its bytes times the profile's
+        footprint factor (other live values compete for the caches: a 16 MB kernel does
+        not get the L3 to itself)."""
+        if accesses:
+            return max(max(a.reach for a in accesses), 1.0)
         return max(f.working_set, 1) * self.profile.get("footprint_factor", 1.0)
 
-    def memory(self, f: Features, te: int) -> float:
-        """Seconds of streaming the kernel's bytes (no gathers, no compute)."""
+    def _stream_costs(self, t: int, ws: float) -> tuple[float, float]:
+        """(seconds per byte read, per byte written) streaming over working set `ws` on
+        one (`t` 1) or all cores (`t` 2)."""
         p = self.profile
-        ws = self.effective_working_set(f)
-        t = 1 if te == 1 else 2
         c_read = 1.0 / p.bandwidth_at(f"read{t}", ws)
         c_copy = 1.0 / p.bandwidth_at(f"copy{t}", ws)
-        c_write = max(2.0 * c_copy - c_read, 0.25 * c_copy)
+        return c_read, max(2.0 * c_copy - c_read, 0.25 * c_copy)
+
+    def memory(self, f: Features, te: int, accesses: Sequence[Access] | None = None) -> float:
+        """Seconds of streaming the kernel's bytes (no gathers, no compute): in a plan
+        each access at the bandwidth of its reach, else all of them at the effective
+        working set's."""
+        p = self.profile
+        ws = self.effective_working_set(f, accesses)
+        t = 1 if te == 1 else 2
+        c_read, c_write = self._stream_costs(t, ws)
+        if accesses:
+            costs = [(a, self._stream_costs(t, a.reach)) for a in accesses]
+            writes = sum(a.nbytes * c[1] for a, c in costs if a.write)
+            reads = sum(a.nbytes * c[0] for a, c in costs if not a.write)
+        else:
+            writes, reads = f.write_bytes * c_write, f.read_bytes * c_read
         if f.column:
-            return f.write_bytes * c_write  # the column tables hold the whole cost of the reads
-        sec = f.read_bytes * c_read + f.write_bytes * c_write
+            return writes  # the column tables hold the whole cost of the reads
+        sec = reads + writes
         if f.passes > 1 and f.row_bytes:
             # later passes re-read the row: from L1/L2 when it fits, else from further away
             if f.row_bytes * 2 > p.get("l2_bytes", 1 << 20):
@@ -199,11 +244,11 @@ class CalibratedModel:
                 sec *= 1.0 + (factor - 1.0) * w
         return sec
 
-    def gathers(self, f: Features) -> float:
+    def gathers(self, f: Features, ws: float | None = None) -> float:
         """Single-thread seconds of loads that do not stream: transposed, reversed,
         masked or chained reads (latency that overlaps compute, not bandwidth)."""
         acc = self.profile.get("access_seconds", {})
-        ws = self.effective_working_set(f)
+        ws = ws or self.effective_working_set(f)
         sec = 0.0
         for pat, n in f.access.items():
             key = {"strided": "transpose", "reverse": "reverse", "masked": "masked", "chain": "chain"}.get(pat)
@@ -218,7 +263,7 @@ class CalibratedModel:
             sec += n * max(_interp_log(table, x, 0.0), 0.0)
         return sec
 
-    def compute(self, f: Features) -> float:
+    def compute(self, f: Features, ws: float | None = None) -> float:
         """Single-thread seconds of the work (ops, reductions, matmul tiles)."""
         p = self.profile
         ops = p.op_seconds
@@ -231,7 +276,7 @@ class CalibratedModel:
             if cls.startswith("RED_"):
                 if f.column:
                     op = cls[4:]
-                    cost, read = self._column_cost(op[:-2] if op.endswith("64") else op, f)
+                    cost, read = self._column_cost(op[:-2] if op.endswith("64") else op, f, ws)
                     wide = 2.0 if op.endswith("64") else 1.0
                     sec += n * wide * (cost - read)
                     col_read = max(col_read, n * wide * read)

@@ -112,8 +112,17 @@ def op_class(op, itemsize: int) -> str:
     return c + "64" if itemsize == 8 else c
 
 
-def _unique_read_bytes(kernel: Kernel) -> int:
+def read_bytes_by_slot(kernel: Kernel) -> dict[int, int]:
+    """Bytes of each input slot `kernel` reads (broadcast axes once, padding not at all)."""
     per_slot: dict[int, int] = {}
+    for inp, nbytes in zip(kernel.inputs, _by_key("input_bytes", kernel, _input_bytes)):
+        per_slot[inp.slot] = max(per_slot.get(inp.slot, 0), nbytes)
+    return per_slot
+
+
+def _input_bytes(kernel: Kernel) -> tuple[int, ...]:
+    """Bytes each input (by index; content keys do not name slots) reads."""
+    out = []
     for inp in kernel.inputs:
         v = inp.view.views[0]
         elems = 1
@@ -124,8 +133,12 @@ def _unique_read_bytes(kernel: Kernel) -> int:
             elems = min(elems, inp.view.size)
         if v.fully_masked:
             elems = 0
-        per_slot[inp.slot] = max(per_slot.get(inp.slot, 0), elems * inp.dtype.itemsize)
-    return sum(per_slot.values())
+        out.append(elems * inp.dtype.itemsize)
+    return tuple(out)
+
+
+def _unique_read_bytes(kernel: Kernel) -> int:
+    return sum(read_bytes_by_slot(kernel).values())
 
 
 def _write_bytes(kernel: Kernel) -> int:
@@ -208,14 +221,23 @@ def _units(kernel: Kernel) -> int:
         return kept if kernel.reduce_axes else -(-kernel.size // 4096)
 
 
+_BY_KEY: dict[tuple[str, str], object] = {}  # (what, kernel content key) -> counted (a Kernel's
+# own hash walks all its views: slower than counting again)
+
+
+def _by_key(what: str, kernel: Kernel, count):
+    k = (what, kernel.key())
+    v = _BY_KEY.get(k)
+    if v is None:
+        if len(_BY_KEY) > 200_000:
+            _BY_KEY.clear()
+        v = _BY_KEY[k] = count(kernel)
+    return v
+
+
 def features(kernel: Kernel) -> Features:
     """Count what `kernel` does (cached by content key)."""
-    return _features_cached(kernel.key(), kernel)
-
-
-@functools.lru_cache(maxsize=65536)
-def _features_cached(_key: str, kernel: Kernel) -> Features:
-    return _count(kernel)
+    return _by_key("features", kernel, _count)
 
 
 def _count(kernel: Kernel) -> Features:

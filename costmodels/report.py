@@ -40,7 +40,7 @@ from costmodels.analytic import CalibratedModel
 from costmodels.measure import PlanRunner, group_ranks, resolved_ranks, robust_medians, spearman, time_rounds
 from costmodels.progress import bar
 from costmodels.targets import Target, workload_target
-from svod.costing import CostModel, Machine
+from svod.costing import CostModel, Machine, plan_prices
 
 __all__ = ["CalibratedModel", "Row", "format_report", "priced_ranks", "report", "small_workloads", "summary"]
 
@@ -116,7 +116,7 @@ def measure_target(t: Target, model: CostModel, oracle, machine: Machine, max_va
     chosen = [order[i] for i in _sample(len(order), pick_pos, max_variants, seed)]
     pred, nk, threads = [], [], []
     for ci in chosen:
-        prices = model.price_batch(list(covers[ci].plan.kernels), machine)
+        prices = plan_prices(covers[ci].plan, model, machine)
         threads.append({i: p.threads for i, p in enumerate(prices) if p.threads > 1})
         pred.append(sum(p.seconds for p in prices))
         nk.append(len(covers[ci].plan.kernels))

@@ -29,6 +29,7 @@ from costmodels.measure import PlanRunner, time_callable, time_plans
 from costmodels.progress import bar
 from costmodels.targets import Target
 from costmodels.tuning import MeasuredModel, TuningDB, plan_signature
+from svod.costing import plan_prices
 from svod.kernel import Plan
 
 
@@ -103,7 +104,7 @@ def tune(target: Target, candidates: Sequence[tuple[str, Plan]], *, db: TuningDB
     model = MeasuredModel(estimate, db, measure=False, correction=False, budget=budget)
     graph = target.key.hash
     found = dedupe(candidates)
-    variants = [Variant(plan, src, sig, sum(p.seconds for p in estimate.price_batch(list(plan.kernels))))
+    variants = [Variant(plan, src, sig, sum(p.seconds for p in plan_prices(plan, estimate)))
                 for src, plan, sig in found]
     default = 0  # candidates come cheapest-predicted first from the search
     # what is left to measure (for the progress bar)
@@ -139,7 +140,7 @@ def tune(target: Target, candidates: Sequence[tuple[str, Plan]], *, db: TuningDB
                 measured += 1
                 pb.update(1)
             for v in variants:
-                v.threads = {i: p.threads for i, p in enumerate(measuring.price_batch(list(v.plan.kernels)))
+                v.threads = {i: p.threads for i, p in enumerate(plan_prices(v.plan, measuring))
                              if p.threads > 1}
                 row = db.get_variant(graph, v.sig)
                 if row is None:

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 from costmodels.analytic import CalibratedModel
 from costmodels.features import features
-from svod.costing import Machine, Price
+from svod.costing import Machine, Price, plan_prices
 from svod.kernel import Kernel, Plan
 
 KIND = "tuning"
@@ -204,13 +204,18 @@ class MeasuredModel:
         self.measured_now += 1
         return row
 
-    def price(self, kernel: Kernel, machine: Machine | None = None) -> Price:
+    def _rows_for(self, kernel: Kernel) -> list[tuple[float, int]]:
+        """(measured seconds, threads) of `kernel` (timing it first when `measure`)."""
         key = kernel.key()
         rows = []
         for t in self.thread_options(kernel):
             row = self.measure_kernel(kernel, t) if self.measure else self._row(key, t)
             if row is not None:
                 rows.append((float(row["seconds"]), t))
+        return rows
+
+    def price(self, kernel: Kernel, machine: Machine | None = None) -> Price:
+        rows = self._rows_for(kernel)
         if rows:
             s, t = min(rows)
             return Price(s, t)
@@ -221,6 +226,21 @@ class MeasuredModel:
 
     def price_batch(self, kernels: Sequence[Kernel], machine: Machine | None = None) -> list[Price]:
         return [self.price(k, machine) for k in kernels]
+
+    def price_plan(self, plan: Plan, machine: Machine | None = None) -> list[Price]:
+        """Measured kernels at their measured time, the rest at the estimate's price in
+        the plan's context (with the correction)."""
+        out = []
+        for k, est in zip(plan.kernels, plan_prices(plan, self.estimate, machine)):
+            rows = self._rows_for(k)
+            if rows:
+                s, t = min(rows)
+                out.append(Price(s, t))
+            elif self.correction is not None:
+                out.append(Price(est.seconds * self.correction.factor(k, est, self.estimate), est.threads))
+            else:
+                out.append(est)
+        return out
 
     def measured_fraction(self, kernels: Sequence[Kernel]) -> float:
         if not kernels:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from svod.costing import CostModel, Machine, RooflineModel
+from svod.costing import CostModel, Machine, RooflineModel, plan_seconds
 from svod.ir import Ops
 from svod.kernel import Plan
 from svod.key import GraphKey
@@ -58,7 +58,7 @@ def all_covers(key: GraphKey, model: CostModel | None = None, machine: Machine |
                 plan = lower(key, base | m, planner="oracle")
             except Exception:  # noqa: BLE001 - an illegal cover is not a cover
                 continue
-            secs = sum(p.seconds for p in model.price_batch(list(plan.kernels), machine))
+            secs = plan_seconds(plan, model, machine)
             sig = tuple(k.key() for k in plan.kernels)
             if sig not in plans or secs < plans[sig].seconds:
                 plans[sig] = Cover(plan, secs, m)

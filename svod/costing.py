@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from svod.ir import Ops
-from svod.kernel import ACC, LOAD, VALID, Kernel
+from svod.kernel import ACC, LOAD, VALID, Kernel, Plan
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,12 @@ OP_WEIGHT: dict = {
 @runtime_checkable
 class CostModel(Protocol):
     """Prices a kernel on a machine. Implementations: RooflineModel (here),
-    costmodels.CalibratedModel, costmodels.MeasuredModel."""
+    costmodels.CalibratedModel, costmodels.MeasuredModel.
+
+    A model may also price kernels in the context of their plan —
+    `price_plan(plan, machine) -> list[Price]`, one per kernel, where what the other
+    kernels leave in the caches counts (`costmodels.reuse`); `plan_prices` uses it when
+    the model has it, else prices each kernel alone."""
 
     name: str
 
@@ -249,8 +254,23 @@ def price_matmul(kernel: Kernel, machine: Machine) -> Price:
     return Price(one + machine.launch_seconds, 1)
 
 
-def plan_seconds(kernels: Sequence[Kernel], model: CostModel | None = None, machine: Machine | None = None) -> float:
-    """Total price of a plan's kernels (each kernel in a plan runs once)."""
+def plan_prices(plan: Plan, model: CostModel | None = None, machine: Machine | None = None) -> list[Price]:
+    """Prices of `plan`'s kernels: in the plan's context when the model prices plans
+    (`price_plan`), else each kernel alone."""
+    model = model or RooflineModel()
+    machine = machine or Machine.host()
+    in_plan = getattr(model, "price_plan", None)
+    if in_plan is not None:
+        return in_plan(plan, machine)
+    return model.price_batch(list(plan.kernels), machine)
+
+
+def plan_seconds(kernels: Sequence[Kernel] | Plan, model: CostModel | None = None,
+                 machine: Machine | None = None) -> float:
+    """Total price of a plan (each kernel in a plan runs once); bare kernels are priced
+    alone, a `Plan` in its context (`plan_prices`)."""
+    if isinstance(kernels, Plan):
+        return sum(p.seconds for p in plan_prices(kernels, model, machine))
     model = model or RooflineModel()
     machine = machine or Machine.host()
     return sum(p.seconds for p in model.price_batch(list(kernels), machine))

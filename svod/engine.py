@@ -134,7 +134,7 @@ class KernelPlan(Executable):
         if self._graph is None:
             from svod.graph import build_graph
 
-            self._graph = build_graph(self.plan, threads=kernel_threads(self.plan.kernels))
+            self._graph = build_graph(self.plan, threads=kernel_threads(self.plan))
         return self._graph
 
     def programs(self) -> list:
@@ -351,15 +351,16 @@ def _import_search() -> None:
 LAST_SEARCH: dict = {}  # the latest search report per key hash (explain, SVOD_DEBUG)
 
 
-def kernel_threads(kernels) -> dict[int, int]:
-    """Threads per kernel (index -> count) as the cost model prices them on this machine
-    (`SVOD_THREADS=1` forces one). Small kernels get one: a split must pay its dispatch."""
-    from svod.costing import Machine
+def kernel_threads(plan) -> dict[int, int]:
+    """Threads per kernel of `plan` (index -> count) as the cost model prices them in it
+    on this machine (`SVOD_THREADS=1` forces one). Small kernels get one: a split must pay
+    its dispatch."""
+    from svod.costing import Machine, plan_prices
 
     if _env_int("SVOD_THREADS", 0) == 1:
         return {}
     try:
-        prices = cost_model().price_batch(list(kernels), Machine.host())
+        prices = plan_prices(plan, cost_model(), Machine.host())
     except Exception:  # noqa: BLE001 - a pricing failure costs speed, never a result
         return {}
     return {i: p.threads for i, p in enumerate(prices) if p.threads > 1}

@@ -134,20 +134,31 @@ def _is_copy(k: Kernel) -> bool:
             and len(k.outputs) == 1 and k.inputs[0].view.is_contiguous and k.inputs[0].dtype == k.outputs[0].dtype)
 
 
-def build_graph(plan: Plan, *, reuse: bool = True, threads: dict[int, int] | None = None) -> CompiledGraph:
-    """Steps for `plan`: allocate each written slot just before its first write, free it
-    after its last read (temps) — and let a temp take over a freed storage of at least
-    its size when `reuse`."""
+@dataclass(frozen=True)
+class Storages:
+    """Where a plan's written slots live: each in a storage (a block the steps allocate),
+    a temp taking over a freed storage of at least its size when storages are reused."""
+
+    slot_storage: dict[int, int]  # written slot -> storage
+    storage_bytes: dict[int, int]  # storage -> bytes
+    frees: tuple[tuple[int, ...], ...]  # per kernel: the slots freed right after it
+
+
+def assign_storages(plan: Plan, reuse: bool = True) -> Storages:
+    """Storages for `plan`'s written slots, as `build_graph` allocates them: each slot
+    just before its first write, a temp freed after its last read (a dead temp at once),
+    and with `reuse` a new temp takes the smallest freed storage that fits. The cost
+    model reads it too: which buffers share memory decides what the caches hold."""
     outputs = {s for s, _ in plan.outputs}
     n_in = plan.n_inputs
     last_read: dict[int, int] = {}
     for ki, k in enumerate(plan.kernels):
         for inp in k.inputs:
             last_read[inp.slot] = ki
-    steps: list[Step] = []
     storage_bytes: dict[int, int] = {}
     slot_storage: dict[int, int] = {}
     free_pool: list[int] = []  # storages whose tenant was freed
+    frees: list[tuple[int, ...]] = []
     for ki, k in enumerate(plan.kernels):
         writes = [o.slot for o in k.outputs]
         for slot in writes:
@@ -162,21 +173,32 @@ def build_graph(plan: Plan, *, reuse: bool = True, threads: dict[int, int] | Non
                 st = len(storage_bytes)
                 storage_bytes[st] = nb
             slot_storage[slot] = st
-            steps.append(Allocate(slot, nb, st))
+        freed = [slot for slot in dict.fromkeys(i.slot for i in k.inputs)
+                 if slot >= n_in and slot not in outputs and last_read.get(slot) == ki]
+        # written but never read (a dead temp): free at once
+        freed += [slot for slot in writes if slot not in outputs and slot not in last_read]
+        free_pool.extend(slot_storage[slot] for slot in freed)
+        frees.append(tuple(freed))
+    return Storages(slot_storage, storage_bytes, tuple(frees))
+
+
+def build_graph(plan: Plan, *, reuse: bool = True, threads: dict[int, int] | None = None) -> CompiledGraph:
+    """Steps for `plan`: allocate each written slot just before its first write, free it
+    after its last read (temps) — and let a temp take over a freed storage of at least
+    its size when `reuse` (`assign_storages`)."""
+    st = assign_storages(plan, reuse)
+    steps: list[Step] = []
+    for ki, k in enumerate(plan.kernels):
+        writes = [o.slot for o in k.outputs]
+        for slot in writes:
+            steps.append(Allocate(slot, slot_nbytes(plan, slot), st.slot_storage[slot]))
         reads = tuple(dict.fromkeys(i.slot for i in k.inputs))
         if _is_copy(k):
             steps.append(Copy(k.inputs[0].slot, writes[0]))
         else:
             steps.append(Launch(ki, reads + tuple(writes), (threads or {}).get(ki, 1)))
-        for slot in reads:
-            if slot >= n_in and slot not in outputs and last_read.get(slot) == ki:
-                steps.append(Free(slot))
-                free_pool.append(slot_storage[slot])
-        for slot in writes:  # written but never read (a dead temp): free at once
-            if slot not in outputs and slot not in last_read:
-                steps.append(Free(slot))
-                free_pool.append(slot_storage[slot])
-    g = CompiledGraph(plan, steps, storage_bytes, slot_storage, reuse, dict(threads or {}))
+        steps.extend(Free(slot) for slot in st.frees[ki])
+    g = CompiledGraph(plan, steps, dict(st.storage_bytes), dict(st.slot_storage), reuse, dict(threads or {}))
     check_graph(g)
     return g
 
