@@ -3,7 +3,8 @@
 - `profile`: machine profiles (`costmodels.profile()`: the stored calibration, else the
   shipped reference), `calibrate`: `svod calibrate`'s probes and fit;
 - `features`: what the models count in a kernel; `analytic`: `CalibratedModel`, kernel
-  seconds from those features and the profile;
+  seconds from those features and the profile; `reuse`: the reach of each buffer access
+  in a plan (what the caches still hold), for pricing kernels in their plan;
 - `measure`: timing kernels and plans (warm, interleaved rounds, robust medians);
 - `tuning`: the tuning database and `MeasuredModel` (a measured figure wins over an
   estimate), `learned`: the least-squares correction fitted to it;
