@@ -18,19 +18,20 @@ Two steps:
    it adds any boundary that legality forces) and priced. Exact — every combination —
    up to `exact_limit` free choices; above that a local search (from the greedy plan's
    and the all-fused choice, flip one boundary at a time while the price drops) under
-   the time budget. The k cheapest distinct plans are kept. Results are acyclic: the
+   the time budget. The k cheapest distinct plans are kept, except that among plans
+   priced within 1% of the cheapest the one with fewest kernels goes first
+   (`svod.costing.fewer_kernels_on_ties`). Results are acyclic: the
    decoded graph is built bottom-up from strictly cheaper representatives.
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from svod.costing import CostModel, Machine
+from svod.costing import CostModel, Machine, fewer_kernels_on_ties
 from svod.ir import Ops
 from svod.kernel import Plan
 from svod.key import GraphKey, KeyNode
@@ -335,6 +336,7 @@ def choose(key: GraphKey, fusible: set[tuple[int, int]], model: CostModel, machi
         sig = tuple(kk.key() for kk in v.plan.kernels)
         if sig not in best or v.seconds < best[sig].seconds:
             best[sig] = v
-    ranked = heapq.nsmallest(max(k, 1), best.values(), key=lambda v: (v.seconds, len(v.plan.kernels)))
+    ranked = sorted(best.values(), key=lambda v: (v.seconds, len(v.plan.kernels)))
+    ranked = fewer_kernels_on_ties(ranked)[:max(k, 1)]
     return Extraction(key, ranked, frozenset(fixed), tuple(free), exact, evaluated, time.perf_counter() - t0,
                       stop, len(fusible))

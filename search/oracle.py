@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from svod.costing import CostModel, Machine, RooflineModel, plan_seconds
+from svod.costing import CostModel, Machine, RooflineModel, fewer_kernels_on_ties, plan_seconds
 from svod.ir import Ops
 from svod.kernel import Plan
 from svod.key import GraphKey
@@ -62,7 +62,7 @@ def all_covers(key: GraphKey, model: CostModel | None = None, machine: Machine |
             sig = tuple(k.key() for k in plan.kernels)
             if sig not in plans or secs < plans[sig].seconds:
                 plans[sig] = Cover(plan, secs, m)
-    return sorted(plans.values(), key=lambda c: (c.seconds, len(c.plan.kernels)))
+    return fewer_kernels_on_ties(sorted(plans.values(), key=lambda c: (c.seconds, len(c.plan.kernels))))
 
 
 def optimum(key: GraphKey, model: CostModel | None = None, machine: Machine | None = None) -> Cover:

@@ -254,6 +254,30 @@ def price_matmul(kernel: Kernel, machine: Machine) -> Price:
     return Price(one + machine.launch_seconds, 1)
 
 
+KERNEL_TIE = 0.01  # variants priced within this (relative) of the cheapest count as a tie
+
+
+def fewer_kernels_on_ties(ranked: Sequence, seconds=lambda v: v.seconds, kernels=lambda v: len(v.plan.kernels)) -> list:
+    """`ranked` (cheapest first) with the variant of fewest kernels among those priced
+    within `KERNEL_TIE` of the cheapest moved to the front. A 1% difference is below any
+    model's resolution, and each extra kernel boundary costs what models under-price
+    (a launch, a pass over memory, a thread hand-off): on a tie, fewer kernels is the
+    better bet.
+
+    >>> from types import SimpleNamespace as V
+    >>> [v.k for v in fewer_kernels_on_ties([V(seconds=1.0, k=6), V(seconds=1.005, k=3), V(seconds=1.2, k=1)],
+    ...                                     kernels=lambda v: v.k)]
+    [3, 6, 1]
+    """
+    ranked = list(ranked)
+    if len(ranked) < 2:
+        return ranked
+    limit = seconds(ranked[0]) * (1 + KERNEL_TIE)
+    tied = [i for i, v in enumerate(ranked) if seconds(v) <= limit]
+    first = min(tied, key=lambda i: (kernels(ranked[i]), seconds(ranked[i])))
+    return [ranked[first]] + ranked[:first] + ranked[first + 1:]
+
+
 def plan_prices(plan: Plan, model: CostModel | None = None, machine: Machine | None = None) -> list[Price]:
     """Prices of `plan`'s kernels: in the plan's context when the model prices plans
     (`price_plan`), else each kernel alone."""

@@ -13,7 +13,7 @@ import svod
 from search import plan_search, rules
 from search.oracle import all_covers, choices
 from svod.config import SearchLimits
-from svod.costing import Machine, RooflineModel
+from svod.costing import Machine, Price, RooflineModel
 from svod.interp import eval_key, run_plan
 from svod.ir import Ops
 from svod.key import compact
@@ -67,6 +67,26 @@ def test_chain_of_20_is_one_kernel():
     for i in range(20):
         t = [svod.tanh, lambda v: v * 1.5, lambda v: v + y, svod.exp, lambda v: svod.maximum(v, 0.0)][i % 5](t)
     assert len(_search(t).plan.kernels) == 1
+
+
+@pytest.mark.parametrize("fused_price,kernels", [(1.005, 1), (1.02, 2)])
+def test_a_price_tie_goes_to_fewer_kernels(fused_price, kernels):
+    # two exps: split, each kernel costs 0.5 s; fused, `fused_price`. Within 1% of the
+    # cheapest (svod.costing.KERNEL_TIE), fewer kernels wins; beyond it, the price does
+    class Model:
+        name = "toy"
+
+        def price(self, kernel, machine=None):
+            n = sum(1 for nd in kernel.nodes if nd.op is Ops.EXP)
+            return Price(fused_price if n == 2 else 0.5, 1)
+
+        def price_batch(self, ks, machine=None):
+            return [self.price(k) for k in ks]
+
+    key, _ = compact([svod.exp(svod.exp(_x(256))).uop])
+    r = plan_search(key, cost_model=Model(), machine=MACHINE, limits=EXACT, rulesets=rules.FUSION)
+    assert len(r.plan.kernels) == kernels
+    assert len(all_covers(key, Model(), MACHINE)[0].plan.kernels) == kernels
 
 
 def test_softmax_and_layernorm_are_one_kernel_each():
