@@ -30,6 +30,8 @@ class Explanation:
     variants: list  # search.extract.Variant, cheapest first (the chosen plan is variants[0])
     egraph_json: dict | None = None
     executed: object = None  # the plan realize() runs: `plan` after attention fusion (svod.fuse_attention)
+    cost_model: object = None  # the model the search priced with
+    machine: object = None
     _programs: dict = field(default_factory=dict)
 
     @property
@@ -59,9 +61,32 @@ class Explanation:
                          f"{v.seconds / best:>7.2f}x  {kinds}")
         return "\n".join(lines)
 
+    def costs_table(self, min_bytes: int = 1 << 16) -> str:
+        """The chosen plan's kernels as the search priced them in the plan: seconds and
+        threads, and for each buffer access of at least `min_bytes` its size and reach —
+        the bytes the program touches between two uses of that buffer, which decides the
+        cache it comes from (`costmodels.reuse`)."""
+        from svod.costing import plan_prices
+
+        try:
+            from costmodels.reuse import plan_accesses
+
+            accesses = plan_accesses(self.plan)
+            prices = plan_prices(self.plan, self.cost_model, self.machine)
+        except Exception as e:  # noqa: BLE001 - a table, never a failure of explain
+            return f"(no costs: {type(e).__name__}: {e})"
+        mb = 1 << 20
+        lines = [f"{'kernel':<12} {'predicted':>12} {'threads':>7}  buffers (size, reach)"]
+        for k, p, acc in zip(self.plan.kernels, prices, accesses):
+            bufs = ", ".join(f"{'writes' if a.write else 'reads'} slot {a.slot} {a.nbytes / mb:.2f} MB "
+                             f"(reach {a.reach / mb:.1f} MB)" for a in acc if a.nbytes >= min_bytes)
+            lines.append(f"{k.name:<12} {p.seconds * 1e6:>10.2f}us {p.threads:>7}  {bufs or '-'}")
+        return "\n".join(lines)
+
     def __str__(self) -> str:
-        out = (f"{self.report}\n\nchosen {self.plan}\n\nvariants (cheapest first; #0 is chosen):\n"
-               f"{self.variants_table()}")
+        out = (f"{self.report}\n\nchosen {self.plan}\n\ncosts of the chosen plan "
+               f"({getattr(self.cost_model, 'name', 'model')}, kernels priced in the plan):\n{self.costs_table()}"
+               f"\n\nvariants (cheapest first; #0 is chosen):\n{self.variants_table()}")
         if self.executed is not None and self.executed is not self.plan:
             out += f"\n\nrealize() runs it with attention fused (svod.fuse_attention): {self.executed}"
         return out
@@ -176,4 +201,4 @@ def explain_key(key: GraphKey, *, k: int = 8, cost_model=None, machine=None) -> 
     from svod.engine import fuse_plan
 
     r = plan_search(key, cost_model=cost_model, machine=machine, k=k, keep_egraph=True)
-    return Explanation(key, r.plan, r.report, r.variants or [], r.egraph, fuse_plan(r.plan))
+    return Explanation(key, r.plan, r.report, r.variants or [], r.egraph, fuse_plan(r.plan), cost_model, machine)

@@ -60,6 +60,14 @@ def test_explain_object(tmp_path):
     assert len(e.kernels) == 1 and e.variants and e.variants[0].seconds <= e.variants[-1].seconds
     text = str(e)
     assert "saturation" in text and "chosen" in text
+    # the chosen plan's kernels with their prices in the plan and each buffer's reach
+    big = svod.explain(svod.nn.softmax(svod.random.randn(512, 1024) * 2.0))
+    table = big.costs_table()
+    assert "costs of the chosen plan" in str(big) and "reach" in table
+    rows = table.splitlines()[1:]
+    assert len(rows) == len(big.kernels)
+    total = sum(float(r.split()[1].rstrip("us")) for r in rows) * 1e-6
+    assert total == pytest.approx(big.variants[0].seconds, rel=1e-3)
     assert e.to_dot().startswith("digraph")
     assert "define" in e.ir(0)
     out = e.picture(str(tmp_path / "eg.svg"))
