@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from costmodels.analytic import CalibratedModel
 from costmodels.features import features
@@ -204,25 +204,25 @@ class MeasuredModel:
         self.measured_now += 1
         return row
 
-    def _rows_for(self, kernel: Kernel) -> list[tuple[float, int]]:
-        """(measured seconds, threads) of `kernel` (timing it first when `measure`)."""
+    def _price(self, kernel: Kernel, estimate: Callable[[], Price]) -> Price:
+        """The fastest measurement of `kernel` (timing it first when `measure`), else
+        `estimate()` times the learned correction."""
         key = kernel.key()
         rows = []
         for t in self.thread_options(kernel):
             row = self.measure_kernel(kernel, t) if self.measure else self._row(key, t)
             if row is not None:
                 rows.append((float(row["seconds"]), t))
-        return rows
-
-    def price(self, kernel: Kernel, machine: Machine | None = None) -> Price:
-        rows = self._rows_for(kernel)
         if rows:
             s, t = min(rows)
             return Price(s, t)
-        p = self.estimate.price(kernel, machine)
+        p = estimate()
         if self.correction is not None:
             p = Price(p.seconds * self.correction.factor(kernel, p, self.estimate), p.threads)
         return p
+
+    def price(self, kernel: Kernel, machine: Machine | None = None) -> Price:
+        return self._price(kernel, lambda: self.estimate.price(kernel, machine))
 
     def price_batch(self, kernels: Sequence[Kernel], machine: Machine | None = None) -> list[Price]:
         return [self.price(k, machine) for k in kernels]
@@ -230,17 +230,8 @@ class MeasuredModel:
     def price_plan(self, plan: Plan, machine: Machine | None = None) -> list[Price]:
         """Measured kernels at their measured time, the rest at the estimate's price in
         the plan's context (with the correction)."""
-        out = []
-        for k, est in zip(plan.kernels, plan_prices(plan, self.estimate, machine)):
-            rows = self._rows_for(k)
-            if rows:
-                s, t = min(rows)
-                out.append(Price(s, t))
-            elif self.correction is not None:
-                out.append(Price(est.seconds * self.correction.factor(k, est, self.estimate), est.threads))
-            else:
-                out.append(est)
-        return out
+        estimates = plan_prices(plan, self.estimate, machine)
+        return [self._price(k, lambda e=e: e) for k, e in zip(plan.kernels, estimates)]
 
     def measured_fraction(self, kernels: Sequence[Kernel]) -> float:
         if not kernels:
