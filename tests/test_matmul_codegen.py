@@ -339,6 +339,34 @@ def test_generated_code_is_a_vector_micro_kernel_with_packing():
     assert "@malloc" in ir_text and "@free" in ir_text
 
 
+def _epilogue_kernel(m, k, n, operand_view):
+    """relu(a @ b + e) with the epilogue operand e read through `operand_view`."""
+    dt = float32
+    nodes = (KNode(ACC, dt), KNode(LOAD, dt, (), 2), KNode(Ops.ADD, dt, (0, 1)), KNode(Ops.CONST, dt, (), 0.0),
+             KNode(Ops.MAX, dt, (2, 3)))
+    return _mm_kernel(dt, (), m, k, n, nodes=nodes, extra=(KInput(2, dt, operand_view),))
+
+
+def _read_prefetches(ir_text: str) -> int:
+    return sum(1 for line in ir_text.splitlines() if "@llvm.prefetch" in line and "i32 0, i32 3, i32 1)" in line)
+
+
+def test_epilogue_operands_that_change_per_row_are_prefetched():
+    """A residual (a full m x n operand) is read once per tile after the k loop: its tile
+    rows are prefetched before the micro-kernel so the misses overlap the FMAs. A row bias
+    (the same row for every tile row, hot in L1) is not."""
+    m, k, n = 40, gemm_config(4).kc + 17, 70  # two K blocks and edge tiles
+    full = compile_kernel(_epilogue_kernel(m, k, n, ViewChain.of((m, n)))).ir
+    row = compile_kernel(_epilogue_kernel(m, k, n, ViewChain((View.contiguous((1, n)).expand((m, n)),)))).ir
+    assert _read_prefetches(full) >= gemm_config(4).mr  # one line or more per tile row
+    assert _read_prefetches(row) == 0
+    rng = _rng(8)
+    a, b, e = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n), (m, n)))
+    out = run_kernel(_epilogue_kernel(m, k, n, ViewChain.of((m, n))), [a, b, e])[3].reshape(m, n)
+    want = np.maximum(a.astype(np.float64) @ b.astype(np.float64) + e, 0)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
 def test_avx512_configuration_compiles_to_zmm_without_spills(monkeypatch):
     """The AVX-512 blocking (12 x 32 f32: 24 zmm accumulators) cannot run on an AVX2 host,
     but it must compile: asm for an AVX-512 CPU, FMAs on zmm, no stack traffic in the
