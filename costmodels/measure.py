@@ -213,26 +213,37 @@ class PlanRunner:
         return self.program.run(self.arrays)
 
 
+class RoundTimes(list):
+    """times[runner][round] (seconds per call), and `order[round]`: the runners in the
+    order they ran in that round — what `steady` needs to take the machine's speed at
+    each moment out of the timings."""
+
+    def __init__(self, times=(), order=None):
+        super().__init__(times)
+        self.order: list[list[int]] = list(order) if order is not None else []
+
+
 def time_rounds(runners: Sequence[Callable[[], object]], repeats: int = 9, target: float = 2e-3,
                 seed: int = 0, on_round: Callable[[int], None] | None = None, budget: float = 0.0,
-                max_repeats: int | None = None) -> list[list[float]]:
+                max_repeats: int | None = None) -> RoundTimes:
     """Seconds per call of each runner in each round: a round times every runner once (a
     batch of about `target` seconds), in a fresh random order, so slow spells of a shared
     machine and the position in the round hit all runners alike. `repeats` rounds, then
     more while the timing has taken less than `budget` seconds (up to `max_repeats`,
     default 5 x `repeats`): cheap programs get more rounds, so their medians resolve
-    smaller differences. Returns times[runner][round]."""
+    smaller differences. Returns times[runner][round] with each round's order."""
     import random
 
     calls = [_batch(r, target) for r in runners]  # also the warm-up
     rng = random.Random(seed)
-    times: list[list[float]] = [[] for _ in runners]
+    times = RoundTimes([[] for _ in runners])
     order = list(range(len(runners)))
     cap = max(repeats, max_repeats if max_repeats is not None else 5 * repeats)
     t_start = time.perf_counter()
     i = 0
     while i < repeats or (i < cap and time.perf_counter() - t_start < budget):
         rng.shuffle(order)
+        times.order.append(list(order))
         for j in order:
             r, n = runners[j], calls[j]
             t0 = time.perf_counter()
@@ -245,10 +256,54 @@ def time_rounds(runners: Sequence[Callable[[], object]], repeats: int = 9, targe
     return times
 
 
+NEIGHBOURS = 2  # runners on each side of a timing that tell the machine's speed at that moment
+
+
+def steady(times: list[list[float]], width: int = NEIGHBOURS, passes: int = 3) -> list[list[float]]:
+    """times[runner][round] with the machine's speed at each moment taken out: each time
+    divided by how slow the machine ran its neighbours in the round (the median, over the
+    `width` runners timed just before and just after it, of their time over their own
+    typical time), in seconds at the run's typical speed. The typical times start from
+    the round-relative medians and are refined `passes` times.
+
+    Why: this VM's cores change speed by up to 25% within seconds (other guests), and a
+    round of a big workload lasts seconds: dividing by the whole round's median leaves
+    those swings in, dividing by the neighbours' takes them out. Over four runs of
+    swiglu's 24 variants, two runs' rankings agreed at 0.79 with this against 0.70 by
+    round medians; linear_relu 0.89 against 0.82; workloads that were steady anyway
+    (rmsnorm, diamond: 0.98) stay so. Without the order (`RoundTimes.order`), each time
+    is divided by its round's median, scaled back by the median round.
+
+    >>> t = RoundTimes([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]], order=[[0, 1, 2], [2, 1, 0]])
+    >>> [round(x, 6) for x in steady(t)[2]]
+    [4.5, 4.5]
+    """
+    n = len(times[0]) if times else 0
+    if n == 0:
+        return [[] for _ in times]
+    round_med = [statistics.median(t[i] for t in times) for i in range(n)]
+    scale = statistics.median(round_med)
+    base = [[t[i] / round_med[i] * scale for i in range(n)] for t in times]
+    order = getattr(times, "order", None)
+    if not order or len(order) != n or len(times) < 2:
+        return base
+    est = [statistics.median(b) for b in base]
+    adj = base
+    for _ in range(passes):
+        adj = [[0.0] * n for _ in times]
+        for i, seq in enumerate(order):
+            slow = [times[j][i] / est[j] for j in seq]
+            for p, j in enumerate(seq):
+                near = slow[max(0, p - width):p] + slow[p + 1:p + 1 + width]
+                adj[j][i] = times[j][i] / statistics.median(near)
+        est = [statistics.median(a) for a in adj]
+    return adj
+
+
 def robust_medians(times: list[list[float]], rounds: Sequence[int] | None = None) -> list[float]:
-    """Per runner, the median over rounds of its time relative to the round's median,
-    scaled back by the median round: a round run while the machine was slow counts like
-    any other (the ranking within a round is what it measured).
+    """Per runner, the median over `rounds` (default all) of its `steady` times: a moment
+    the machine ran slow counts like any other (the ranking at that moment is what it
+    measured).
 
     >>> robust_medians([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]])
     [1.5, 3.0, 4.5]
@@ -257,14 +312,14 @@ def robust_medians(times: list[list[float]], rounds: Sequence[int] | None = None
     idx = list(rounds) if rounds is not None else list(range(n))
     if not idx:
         return [math.nan] * len(times)
-    round_med = {i: statistics.median(t[i] for t in times) for i in idx}
-    scale = statistics.median(round_med.values())
-    return [statistics.median(t[i] / round_med[i] for i in idx) * scale for t in times]
+    adj = steady(times)
+    return [statistics.median(a[i] for i in idx) for a in adj]
 
 
 def time_plans(runners: Sequence[Callable[[], object]], repeats: int = 9, target: float = 2e-3,
                on_round: Callable[[int], None] | None = None) -> list[float]:
-    """Robust medians (`robust_medians`) of interleaved rounds (`time_rounds`)."""
+    """Robust medians (`robust_medians`, of `steady` times) of interleaved rounds
+    (`time_rounds`)."""
     return robust_medians(time_rounds(runners, repeats, target, on_round=on_round))
 
 

@@ -7,8 +7,10 @@ the Kernel spec, independently of any model. Up to `max_variants` of them are ti
 (all of them when there are fewer; else the model's pick plus a seeded random sample:
 the sample does not depend on the model's ranking), each as `realize()` would run it
 (a GraphProgram with the thread counts the model priced), medians of interleaved
-repeats. Each variant is built `instances` times (its own graph program, kernel code
-and scratch each time, built in a shuffled order) and counts at its fastest instance, a
+repeats (each timing divided by how slow the machine ran its neighbours in time,
+`costmodels.measure.steady`). Each variant is built `instances` times (its own graph
+program, kernel code and scratch each time, built in a shuffled order) and counts at
+its fastest instance, a
 guard against anything particular to one build. (The 15-30% gaps between builds that
 first motivated it came from batches sized on a slow early call, fixed in
 `measure._batch`; with one instance the report's mean came out the same, 0.890.)
@@ -37,7 +39,15 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from costmodels.analytic import CalibratedModel
-from costmodels.measure import PlanRunner, group_ranks, resolved_ranks, robust_medians, spearman, time_rounds
+from costmodels.measure import (
+    PlanRunner,
+    group_ranks,
+    resolved_ranks,
+    robust_medians,
+    spearman,
+    steady,
+    time_rounds,
+)
 from costmodels.progress import bar
 from costmodels.targets import Target, workload_target
 from svod.costing import CostModel, Machine, plan_prices
@@ -133,12 +143,15 @@ def measure_target(t: Target, model: CostModel, oracle, machine: Machine, max_va
                 pb.set_postfix_str(f"{t.label.split()[0]}: compiled {len(runners)}/{len(chosen) * instances}")
     all_times = time_rounds(runners, repeats=repeats, target=2e-3, seed=seed, budget=budget)
     rounds = len(all_times[0]) if all_times else 0
-    all_meds = robust_medians(all_times)
+    # the machine's speed at each moment out, over every runner (each one's neighbours in
+    # time are instances of other variants); the variants' series are picked from these
+    adj = steady(all_times)
+    all_meds = robust_medians(adj)
     best = {}  # variant -> its fastest instance
     for r, j in enumerate(owner):
         if j not in best or all_meds[r] < all_meds[best[j]]:
             best[j] = r
-    times = [all_times[best[j]] for j in range(len(chosen))]
+    times = [adj[best[j]] for j in range(len(chosen))]
     meas = [all_meds[best[j]] for j in range(len(chosen))]
     row = Row(t.label.split()[0], len(covers), len(chosen), pred, meas, nk, chosen.index(0))
     ranks = resolved_ranks(times)

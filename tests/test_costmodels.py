@@ -211,6 +211,24 @@ def test_transposed_weight_is_priced_by_its_packing(model):
     assert 1.0 < ratio_big < 1.2 < model.compute(small_t) / model.compute(small_c)
 
 
+def test_blas_step_with_a_transposed_operand_is_priced_at_the_measured_slowdown(prof):
+    """OpenBLAS packs a transposed B from its other layout: calibrate times the BLAS step
+    both ways side by side and the model charges the ratio to library steps whose B is
+    transposed (x @ w.T, read in place). A profile without the pair prices both alike; the
+    fit keeps the ratio within [1, 1.5]."""
+    plain = calibrate._matmul_kernel(1024, 512, 768, library=True)
+    trans = calibrate._matmul_kernel(1024, 512, 768, library=True, b_t=True)
+    assert kfeatures(trans).matmul_strided and not kfeatures(plain).matmul_strided
+    before = CalibratedModel(prof)
+    assert before.price(trans).seconds == pytest.approx(before.price(plain).seconds)
+    with_pair = CalibratedModel(Profile.from_json({**prof.data, "blas_trans_factor": 1.04}))
+    assert with_pair.price(trans).seconds == pytest.approx(1.04 * with_pair.price(plain).seconds, rel=0.01)
+    assert with_pair.price(plain).seconds == pytest.approx(before.price(plain).seconds)
+    for measured, kept in ((0.97, 1.0), (1.04, 1.04), (3.0, 1.5)):
+        raw = {"blas_trans": {"factor": measured}}
+        assert calibrate.fit(raw, 2)["blas_trans_factor"] == kept
+
+
 def test_gemm_epilogue_row_operand_is_a_broadcast(model):
     """softmax(a @ b) with the matmul recomputed under `- max`: the row max reaches the
     GEMM epilogue as a view constant along n (stride 0), a broadcast, not a strided gather
@@ -387,8 +405,10 @@ def test_calibrate_smoke_with_a_few_probes(monkeypatch, mem_store):
     monkeypatch.setattr(calibrate, "probes", lambda quick=False: few)
     monkeypatch.setattr(calibrate, "_launch_cost", lambda: 5e-8)
     monkeypatch.setattr(calibrate, "_alloc_cost", lambda: 1e-6)
+    monkeypatch.setattr(calibrate, "_blas_transposed_cost", lambda: 1.04)
     p = calibrate.calibrate(progress=False, budget=0.5, rounds=1, save=False)
     assert p.op_seconds["EXP"] > 0 and p.bandwidth["copy1"] and p.launch_seconds == 5e-8
+    assert p.get("blas_trans_factor") == 1.04
     assert "EXP" in calibrate.summary(p)
     profile.save(p, mem_store)
     assert mem_store.get_json("profiles", profile.STORE_KEY)["op_seconds"]["EXP"] == p.op_seconds["EXP"]
@@ -506,6 +526,36 @@ def test_resolved_ranks_tie_what_the_timing_cannot_tell_apart():
     assert measure.resolved_ranks(times, rel=0.0) == [1.0, 2.0, 4.0, 3.0]  # noise-free rounds resolve 0.1%
     noisy = [[1.0, 1.3, 0.8, 1.1], [1.05, 0.9, 1.25, 1.0]]
     assert measure.resolved_ranks(noisy, rel=0.0) == [1.5, 1.5]  # 5% apart, far inside the noise
+
+
+def test_steady_takes_a_slow_spell_within_a_round_out():
+    """24 runners of true times 1.00, 1.05, ... in shuffled rounds; in every round the
+    machine runs 1.5x slower for 8 consecutive timings (another guest took the core).
+    Divided by the round's median, which runners landed in the spell decides their
+    medians; divided by their neighbours' slowness, the true times come back."""
+    import random
+
+    rng = random.Random(1)
+    true = [1.0 + 0.05 * i for i in range(24)]
+    times = measure.RoundTimes([[] for _ in true])
+    for _ in range(9):
+        order = list(range(len(true)))
+        rng.shuffle(order)
+        times.order.append(order)
+        start = rng.randrange(0, 16)
+        for pos, j in enumerate(order):
+            times[j].append(true[j] * (1.5 if start <= pos < start + 8 else 1.0))
+    local = measure.robust_medians(times)
+    assert [m / local[0] for m in local] == pytest.approx(true, rel=0.01)
+    by_round = measure.robust_medians([list(t) for t in times])  # no order: round medians
+    assert max(abs(m / by_round[0] - t) / t for m, t in zip(by_round, true)) > 0.2
+    assert measure.spearman(local, true) == 1.0 and measure.spearman(by_round, true) < 0.95
+
+
+def test_time_rounds_records_each_rounds_order():
+    runs = []
+    times = measure.time_rounds([lambda i=i: runs.append(i) for i in range(4)], repeats=3, target=1e-5)
+    assert len(times.order) == 3 and all(sorted(o) == [0, 1, 2, 3] for o in times.order)
 
 
 def test_time_rounds_adds_rounds_within_the_budget():
