@@ -12,7 +12,9 @@ machine profile's measured constants.
   footprint factor. Row-wise kernels whose rows do not fit the L2 re-read them once per
   extra pass;
 - gathers: loads that do not stream (transposed, reversed, masked, chained views) at
-  their measured extra cost for the working set — latency that overlaps compute;
+  their measured extra cost for the working set — latency that overlaps compute; the
+  transposed and chained ones wait on a miss each, and the kernel's contiguous input
+  streams run meanwhile (hidden up to the gathers' time);
 - compute: every op evaluation (counted as the codegen emits them) at its measured
   per-element cost (inline math next to a vector-library call at the measured
   slowdown), reductions at the cost measured for the row length (columns: by working
@@ -21,7 +23,7 @@ machine profile's measured constants.
   rate (a strided B operand: the same rate plus its packing, at the measured gather cost
   per packed element; on all cores at the GEMM's own measured 1024^3 scaling), the BLAS
   step at its rate for the product's arithmetic intensity (or its bytes, whichever is
-  slower);
+  slower; a transposed B at the measured slow-down of its packing);
 - threads: 1 or all cores, whichever is cheaper (the price carries the choice).
 
 >>> from svod.costing import Machine
@@ -62,9 +64,16 @@ def _interp_log(points: dict, x: float, default: float) -> float:
     return pts[-1][1]
 
 
+# loads that do not stream: the transposed and chained ones wait on a cache miss each (latency:
+# the kernel's contiguous streams run meanwhile — x.T + y costs what x.T alone does, measured),
+# reversed and masked ones are slower vector loads
+GATHERS = ("strided", "chain", "reverse", "masked")
+LATENCY_BOUND = ("strided", "chain")
+OTHER_GATHERS = ("reverse", "masked")
+
 # Bumped whenever the formulas change: plan-cache keys include it (`tuning.generation`),
 # so plans chosen by an older model are re-planned, not replayed from the disk cache.
-MODEL_VERSION = "8"
+MODEL_VERSION = "9"
 
 
 class CalibratedModel:
@@ -136,10 +145,15 @@ class CalibratedModel:
         if f.write_bytes > (64 << 10):  # an output block from the buffer pool, every run
             over += p.get("alloc_seconds", 0.0)
         if f.library:  # the BLAS step splits itself over the pool (svod.codegen.blas);
-            # small-k products are bound by their bytes
-            return over + max(f.flops / self._blas_rate(f), self.memory(f, 2, accesses))
+            # small-k products are bound by their bytes; a transposed B costs OpenBLAS's
+            # packing from the other layout (calibrate's blas_trans pair)
+            flops = f.flops * (p.get("blas_trans_factor", 1.0) if f.matmul_strided else 1.0)
+            return over + max(flops / self._blas_rate(f), self.memory(f, 2, accesses))
         speed = 1.0 if te == 1 else self._speedup(te)
-        mem = self.memory(f, te, accesses) + self.gathers(f, ws) / speed
+        latency = self.gathers(f, ws, LATENCY_BOUND) / speed
+        mem = self.memory(f, te, accesses) + self.gathers(f, ws, OTHER_GATHERS) / speed + latency
+        if latency and f.contig_read_bytes:  # streams run while the gathers wait on their misses
+            mem -= min(latency, f.contig_read_bytes * self._stream_costs(1 if te == 1 else 2, ws)[0])
         # a column reduction's cost is mostly its strided reads: more threads help it as
         # much as they help streaming at its working set, not as much as they help compute
         cspeed = min(speed, self._stream_scaling(f, ws)) if f.column and te > 1 else speed
@@ -244,13 +258,16 @@ class CalibratedModel:
                 sec *= 1.0 + (factor - 1.0) * w
         return sec
 
-    def gathers(self, f: Features, ws: float | None = None) -> float:
-        """Single-thread seconds of loads that do not stream: transposed, reversed,
-        masked or chained reads (latency that overlaps compute, not bandwidth)."""
+    def gathers(self, f: Features, ws: float | None = None, patterns: Sequence[str] = GATHERS) -> float:
+        """Single-thread seconds of loads that do not stream (`patterns` of them):
+        transposed, reversed, masked or chained reads (latency that overlaps compute, not
+        bandwidth)."""
         acc = self.profile.get("access_seconds", {})
         ws = ws or self.effective_working_set(f)
         sec = 0.0
         for pat, n in f.access.items():
+            if pat not in patterns:
+                continue
             key = {"strided": "transpose", "reverse": "reverse", "masked": "masked", "chain": "chain"}.get(pat)
             if key is None or not n:
                 continue

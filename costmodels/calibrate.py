@@ -15,7 +15,8 @@ constants are read off the timings:
   the thread pool (dispatch), and the efficiency of compute on all cores;
 - **matmul** throughput of the generated tiles (one thread, and at 1024^3 on every
   core) and of the BLAS step (which runs on the same pool: `svod.codegen.blas`); like
-  every probe, at its fastest round.
+  every probe, at its fastest round; and the BLAS step's slow-down with a transposed B,
+  from the same product timed both ways side by side.
 
 `calibrate(progress=True, budget=60)` returns the `Profile` and stores it
 (`costmodels.profile.save`).
@@ -275,6 +276,27 @@ def _launch_cost() -> float:
     return max((tn - t1) / max(len(many.kernels) - len(one.kernels), 1), 1e-8)
 
 
+BLAS_T_SHAPE = (1024, 512, 768)  # (m, k, n) of the BLAS step timed with a contiguous and a transposed B
+
+
+def _blas_transposed_cost() -> float:
+    """How much slower the BLAS step runs when B is read transposed (x @ w.T: OpenBLAS
+    packs B from its other layout) than with B contiguous, the same product timed
+    interleaved against each other (a ratio of two programs timed side by side holds
+    where two probes timed minutes apart on a shared VM do not: 4-5% here, measured at
+    1024x512x768, 1024^3 and 512x1024x2816)."""
+    from costmodels.measure import kernel_buffers, time_plans
+    from svod.codegen.program import compile_kernel
+
+    calls = []
+    for b_t in (False, True):
+        k = _matmul_kernel(*BLAS_T_SHAPE, library=True, b_t=b_t)
+        prog, bufs = compile_kernel(k), kernel_buffers(k)
+        calls.append(lambda prog=prog, bufs=bufs: prog.run(bufs, 1))
+    plain, trans = time_plans(calls, repeats=21, target=2e-3)
+    return trans / plain
+
+
 def _alloc_cost() -> float:
     """Seconds to take a 1 MB output block from svod's buffer pool and give it back (every
     kernel output above the pool's small-block size pays it once per run)."""
@@ -321,6 +343,7 @@ def run_probes(plist: list[Probe], progress: bool = True, budget: float | None =
         pb.set_postfix_str("launch")
         raw["launch"] = {"seconds": _launch_cost()}
         raw["alloc"] = {"seconds": _alloc_cost()}
+        raw["blas_trans"] = {"factor": _blas_transposed_cost()}
         pb.update(1)
     return raw
 
@@ -453,10 +476,12 @@ def fit(raw: dict[str, dict], cores: int) -> dict:
     for name, r in raw.items():
         if name.startswith("matmul:"):
             mm[name.split(":", 1)[1]] = r["flops"] / r["seconds"]
-            if name.startswith("matmul:blas"):
+            if name.startswith("matmul:blas:"):
                 blas[str(r["flops"] / max(r["read_bytes"] + r["write_bytes"], 1))] = r["flops"] / r["seconds"]
     prof["matmul_flops"] = mm
     prof["blas_flops"] = blas
+    if "blas_trans" in raw:
+        prof["blas_trans_factor"] = max(1.0, min(1.5, raw["blas_trans"]["factor"]))
     t_raw, n_raw = raw.get("matmul:nativeT"), raw.get("matmul:native")
     if t_raw is not None and n_raw is not None:
         # the probe with a transposed B against the contiguous rate: what its packing adds
@@ -554,7 +579,9 @@ def summary(p: Profile) -> str:
                  f"per unit {p.unit_seconds * 1e9:.1f} ns, compute on {p.cores} cores x{p.compute_scaling:.2f}")
     mm = p.data.get("matmul_flops", {})
     if mm:
-        lines.append("  matmul " + ", ".join(f"{k} {v / 1e9:.1f} GFLOP/s" for k, v in mm.items()))
+        trans = p.data.get("blas_trans_factor")
+        lines.append("  matmul " + ", ".join(f"{k} {v / 1e9:.1f} GFLOP/s" for k, v in mm.items())
+                     + (f"; BLAS with a transposed B x{trans:.3f}" if trans else ""))
     return "\n".join(lines)
 
 

@@ -68,6 +68,9 @@ class Features:
     # the reach its cache lines and TLB entries need (a (1024, 64) transpose spans 256 KB
     # however large the tensor; a 2048^2 one 16 MB)
     strided_span: float = 0.0
+    # bytes of the input buffers read only contiguously: streams that run while the
+    # kernel's latency-bound gathers (transposed, chained views) wait on their misses
+    contig_read_bytes: int = 0
 
     @property
     def working_set(self) -> int:
@@ -261,8 +264,13 @@ def _count(kernel: Kernel) -> Features:
     row_bytes = 0
     if red:
         row_bytes = sum(row_len * inp.dtype.itemsize for i, inp in enumerate(k.inputs) if acc_of[i] != "bcast")
+    slot_class: dict[int, set[str]] = {}
+    for inp, a in zip(k.inputs, acc_of):
+        slot_class.setdefault(inp.slot, set()).add(a)
+    contig = sum(nb for slot, nb in read_bytes_by_slot(k).items() if slot_class.get(slot) == {"contig"})
     f = Features(kind, n, units, rows, row_len, k.passes, _unique_read_bytes(k), _write_bytes(k), row_bytes,
-                 column=column, outputs=len(k.outputs), inputs=len(k.inputs), strided_span=span)
+                 column=column, outputs=len(k.outputs), inputs=len(k.inputs), strided_span=span,
+                 contig_read_bytes=contig)
     counts = [0.0] * len(k.nodes)  # evaluations of each node
     if k.attention is not None:  # two products, a row softmax of the (m, n) scores in between
         at = k.attention
