@@ -50,9 +50,10 @@ from costmodels.measure import (
 )
 from costmodels.progress import bar
 from costmodels.targets import Target, workload_target
-from svod.costing import CostModel, Machine, plan_prices
+from svod.costing import CostModel, Machine, fewer_kernels_on_ties, plan_prices
 
-__all__ = ["CalibratedModel", "Row", "format_report", "priced_ranks", "report", "small_workloads", "summary"]
+__all__ = ["CalibratedModel", "Row", "format_report", "priced_ranks", "report", "rescore", "small_workloads",
+           "summary"]
 
 
 @dataclass
@@ -74,6 +75,10 @@ class Row:
     seconds: float = 0.0  # wall time spent on this workload
     note: str = ""
     reruns: int = 0  # measured again: the first timing did not agree with itself
+    # which cover each measured variant is (the free values it materialises, GraphKey node
+    # indices) and the measured ranks the Spearman used: what `rescore` prices again
+    materialized: list[list[int]] = field(default_factory=list)
+    ranks: list[float] = field(default_factory=list)
 
     @property
     def best(self) -> int:
@@ -153,8 +158,9 @@ def measure_target(t: Target, model: CostModel, oracle, machine: Machine, max_va
             best[j] = r
     times = [adj[best[j]] for j in range(len(chosen))]
     meas = [all_meds[best[j]] for j in range(len(chosen))]
-    row = Row(t.label.split()[0], len(covers), len(chosen), pred, meas, nk, chosen.index(0))
-    ranks = resolved_ranks(times)
+    row = Row(t.label.split()[0], len(covers), len(chosen), pred, meas, nk, chosen.index(0),
+              materialized=[sorted(covers[ci].materialized) for ci in chosen])
+    ranks = row.ranks = resolved_ranks(times)
     row.rounds, row.groups = rounds, len(set(ranks))
     row.spearman_raw = spearman(pred, meas)
     prices = priced_ranks(pred)
@@ -235,6 +241,66 @@ def report(model: CostModel | None, oracle, names: Sequence[str] | None = None, 
             rows.append(row)
             pb.update(1)
     return rows
+
+
+def rescore(data: dict, model: CostModel, oracle, machine: Machine | None = None) -> list[Row]:
+    """The rows of an earlier report (`svod costmodel report --json`'s data) priced again
+    by `model`: the same measured variants, timings and measured ranks, new predictions,
+    Spearman and pick — a cost model compared with another on one set of timings, without
+    timing anything again (two reports differ by the machine's state as well as by their
+    models). The pick is the model's cheapest cover of the whole graph (`oracle`, as in
+    the report); when the report did not time it, the row says so and its pick ratio is
+    the best-priced measured variant's.
+
+    >>> import search.oracle
+    >>> rows = report(CalibratedModel(), search.oracle, names=["gelu"], small=True, max_variants=3, repeats=3,
+    ...               progress=False, instances=1)
+    >>> data = {"small": True, "rows": [r.to_json() for r in rows]}
+    >>> again = rescore(data, CalibratedModel(), search.oracle)
+    >>> again[0].measured == rows[0].measured, again[0].predicted == rows[0].predicted, again[0].pick == rows[0].pick
+    (True, True, True)
+    """
+    from svod.plan_greedy import initial_materialized, lower
+
+    machine = machine or Machine.host()
+    out = []
+    for rj in data.get("rows", []):
+        if not rj.get("measured"):
+            continue
+        if "materialized" not in rj:
+            raise ValueError(f"{rj.get('workload')}: the report does not name its variants (written by an older "
+                             "svod): time it again with svod costmodel report --json")
+        t = workload_target(rj["workload"], small=bool(data.get("small", False)))
+        base = initial_materialized(t.key)
+        plans = [lower(t.key, base | frozenset(m), planner="oracle") for m in rj["materialized"]]
+        if [len(p.kernels) for p in plans] != rj["kernels"]:
+            raise ValueError(f"{rj['workload']}: its graph changed since the report (the stored covers lower to "
+                             "other plans): time it again")
+        pred = [sum(p.seconds for p in plan_prices(plan, model, machine)) for plan in plans]
+        sigs = [tuple(k.key() for k in plan.kernels) for plan in plans]
+        cheapest = oracle.all_covers(t.key, model, machine, max_choices=max(len(oracle.choices(t.key)), 1))[0]
+        want = tuple(k.key() for k in cheapest.plan.kernels)
+        note = ""
+        if want in sigs:
+            pick = sigs.index(want)
+        else:  # the report timed a sample that missed this model's pick: its best-priced measured variant
+            pick = fewer_kernels_on_ties(sorted(range(len(pred)), key=pred.__getitem__), seconds=pred.__getitem__,
+                                         kernels=rj["kernels"].__getitem__)[0]
+            note = "pick not timed: best-priced measured variant"
+        row = Row(rj["workload"], rj["covers"], rj["measured_variants"], pred, rj["measured"], rj["kernels"], pick,
+                  groups=rj["groups"], rounds=rj["rounds"], noise=rj["noise"], reruns=rj.get("reruns", 0),
+                  materialized=rj["materialized"], ranks=rj["ranks"])
+        row.spearman_raw = spearman(pred, row.measured)
+        prices = priced_ranks(pred)
+        unresolved = rj.get("note", "").startswith("unresolved")
+        row.spearman = math.nan if unresolved else spearman(prices, row.ranks)
+        if unresolved or (row.groups == 1 and row.measured_variants > 1):
+            note = rj["note"]
+        elif len(set(prices)) == 1 and row.measured_variants > 1:
+            note = f"variants priced equal (within {PRICE_TIE:.1%})"
+        row.note = note
+        out.append(row)
+    return out
 
 
 def _doubtful(row: Row, doubt: float) -> bool:

@@ -1,5 +1,5 @@
 """The `svod` command line: `svod demo | bench | tune | calibrate | explain | cache |
-costmodel report`.
+costmodel report | costmodel rescore`.
 
 Usage errors (bad options, malformed shapes, unknown workloads) exit with code 2
 (argparse's convention) and a one-line message; expected failures (a missing file, a
@@ -255,7 +255,35 @@ def _cmd_costmodel(args: argparse.Namespace) -> int:
                   budget=args.budget, instances=args.instances, doubt=args.doubt)
     print(format_report(rows, name))
     if args.json:
-        _write_json(args.json, {"model": name, "summary": summary(rows), "rows": [r.to_json() for r in rows]})
+        _write_json(args.json, {"model": name, "small": args.small, "summary": summary(rows),
+                                "rows": [r.to_json() for r in rows]})
+    return 0
+
+
+def _cmd_rescore(args: argparse.Namespace) -> int:
+    import json
+
+    import search.oracle
+    from costmodels.report import format_report, rescore, summary
+
+    try:
+        with open(args.report) as fh:
+            data = json.load(fh)
+    except OSError as e:
+        raise CliError(f"cannot read {args.report}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise CliError(f"{args.report} is not JSON: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+        raise CliError(f"{args.report} is not a report (svod costmodel report --json)")
+    model, name = _report_model(args.model)
+    try:
+        rows = rescore(data, model, search.oracle)
+    except (ValueError, KeyError, TypeError) as e:
+        raise CliError(f"{args.report}: {e}") from None
+    print(format_report(rows, f"{name}; timings of {args.report} (measured with {data.get('model', '?')})"))
+    if args.json:
+        _write_json(args.json, {"model": name, "small": bool(data.get("small")), "rescored": args.report,
+                                "summary": summary(rows), "rows": [r.to_json() for r in rows]})
     return 0
 
 
@@ -380,6 +408,16 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--json", default=None, metavar="PATH", help="write every row (predicted/measured pairs) as JSON")
     rep.add_argument("--no-progress", action="store_true", help="no progress bar")
     rep.set_defaults(fn=_cmd_costmodel)
+    res = cms.add_parser("rescore", help="price an earlier report's measured variants again with a model (no timing)",
+                         description="Read a report written by `svod costmodel report --json`, price the same "
+                                     "measured variants with the chosen model, and print the report's table against "
+                                     "the stored timings: a cost model compared with another on one set of "
+                                     "measurements.")
+    res.add_argument("report", help="the JSON file of an earlier svod costmodel report --json")
+    res.add_argument("--model", choices=("calibrated", "measured", "roofline"), default="calibrated",
+                     help="the model to price with (default calibrated, over this machine's profile)")
+    res.add_argument("--json", default=None, metavar="PATH", help="write the rescored rows as JSON")
+    res.set_defaults(fn=_cmd_rescore)
     return p
 
 

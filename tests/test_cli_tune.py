@@ -8,6 +8,7 @@ Every test runs against a temporary store and the checked-in machine profile
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -54,7 +55,7 @@ def _run(capsys, *argv) -> tuple[int, str, str]:
 
 def test_help_for_every_new_command(capsys):
     for argv in (["tune", "--help"], ["calibrate", "--help"], ["costmodel", "--help"],
-                 ["costmodel", "report", "--help"]):
+                 ["costmodel", "report", "--help"], ["costmodel", "rescore", "--help"]):
         code, out, _ = _run(capsys, *argv)
         assert code == 0 and "usage: svod" in out, argv
     code, out, _ = _run(capsys, "--help")
@@ -70,6 +71,8 @@ def test_help_for_every_new_command(capsys):
     (["tune", "nowhere/missing.py", "--shapes", "x=4"], 1, "no such file"),
     (["costmodel", "report", "--workloads", "nope"], 2, "unknown workload(s) nope"),
     (["costmodel"], 2, "required"),
+    (["costmodel", "rescore"], 2, "required"),
+    (["costmodel", "rescore", "nowhere/report.json"], 1, "cannot read nowhere/report.json"),
     (["calibrate", "--budget", "soon"], 2, "invalid float value"),
     (["tune"], 2, "required"),
 ])
@@ -108,6 +111,41 @@ def test_a_real_process_prints_no_traceback(tmp_path):
     r = subprocess.run([sys.executable, "-m", "svod", "tune", str(bad), "--shapes", "x=3"], capture_output=True,
                        text=True, env=env, timeout=120)
     assert r.returncode == 1 and "ValueError: nope" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_rescore_refuses_what_is_not_a_report(capsys, isolated):
+    bad = isolated / "bad.json"
+    bad.write_text("{not json")
+    code, _, err = _run(capsys, "costmodel", "rescore", str(bad))
+    assert code == 1 and "is not JSON" in err and "Traceback" not in err
+    bad.write_text(json.dumps([1, 2]))
+    code, _, err = _run(capsys, "costmodel", "rescore", str(bad))
+    assert code == 1 and "is not a report" in err
+    old = {"rows": [{"workload": "gelu", "covers": 2, "measured_variants": 2, "measured": [1.0, 2.0],
+                     "kernels": [1, 2]}]}
+    bad.write_text(json.dumps(old))
+    code, _, err = _run(capsys, "costmodel", "rescore", str(bad))
+    assert code == 1 and "does not name its variants" in err
+
+
+def test_report_then_rescore_with_another_model(capsys, isolated):
+    """A report's JSON names each timed variant's cover: rescoring with the same model gives
+    back its figures; another model prices the same variants against the same timings."""
+    path = isolated / "rep.json"
+    code, out, err = _run(capsys, "costmodel", "report", "--workloads", "gelu", "--small", "--max-variants", "3",
+                          "--repeats", "3", "--instances", "1", "--budget", "0", "--no-progress", "--json", str(path))
+    assert code == 0, err
+    first = json.loads(path.read_text())
+    assert first["small"] is True and len(first["rows"][0]["materialized"]) == 3
+    again = isolated / "again.json"
+    code, out, err = _run(capsys, "costmodel", "rescore", str(path), "--json", str(again))
+    assert code == 0, err
+    assert "timings of" in out and "gelu" in out
+    row, row2 = first["rows"][0], json.loads(again.read_text())["rows"][0]
+    assert row2["measured"] == row["measured"] and row2["predicted"] == pytest.approx(row["predicted"])
+    assert row2["pick"] == row["pick"] and row2["ranks"] == row["ranks"]
+    code, out, err = _run(capsys, "costmodel", "rescore", str(path), "--model", "roofline")
+    assert code == 0 and "roofline" in out, err
 
 
 # ----------------------------------------------------------------------------- a real tuning run
