@@ -73,7 +73,7 @@ OTHER_GATHERS = ("reverse", "masked")
 
 # Bumped whenever the formulas change: plan-cache keys include it (`tuning.generation`),
 # so plans chosen by an older model are re-planned, not replayed from the disk cache.
-MODEL_VERSION = "9"
+MODEL_VERSION = "10"
 
 
 class CalibratedModel:

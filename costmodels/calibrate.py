@@ -15,8 +15,10 @@ constants are read off the timings:
   the thread pool (dispatch), and the efficiency of compute on all cores;
 - **matmul** throughput of the generated tiles (one thread, and at 1024^3 on every
   core) and of the BLAS step (which runs on the same pool: `svod.codegen.blas`); like
-  every probe, at its fastest round; and the BLAS step's slow-down with a transposed B,
-  from the same product timed both ways side by side.
+  every probe, at its fastest round. What the search decides between is measured side
+  by side: the BLAS step's rate curve is the GEMM's all-core rate over the two's time
+  ratio at each BLAS probe product, and its slow-down with a transposed B is the same
+  product timed both ways.
 
 `calibrate(progress=True, budget=60)` returns the `Profile` and stores it
 (`costmodels.profile.save`).
@@ -227,16 +229,15 @@ def probes(quick: bool = False) -> list[Probe]:
     # matmul: generated tiles and the BLAS step
     out.append(Probe("matmul:native", lambda: [_matmul_kernel(128, 256, 256, library=False)], 1, 0.3))
     out.append(Probe("matmul:nativeT", lambda: [_matmul_kernel(*NATIVE_T_SHAPE, library=False, b_t=True)], 1, 0.3))
-    out.append(Probe("matmul:blas:256", lambda: [_matmul_kernel(256, 256, 256, library=True)], 1, 0.3))
+    out.append(Probe("matmul:blas:256", lambda: [_blas_probe_kernels()["256"]], 1, 0.3))
     if not quick:
-        out.append(Probe("matmul:blas:1024", lambda: [_matmul_kernel(1024, 1024, 1024, library=True)], 1, 0.5))
+        out.append(Probe("matmul:blas:1024", lambda: [_blas_probe_kernels()["1024"]], 1, 0.5))
         # the generated GEMM on every core at the same size: its thread scaling, measured
         # the way the BLAS step beside it is (the two run on the same pool)
         out.append(Probe("matmul:native2:1024", lambda: [_matmul_kernel(1024, 1024, 1024, library=False)],
                          2, 0.5))
         # low arithmetic intensity (attention scores: k = 64), batched
-        out.append(Probe("matmul:blas:k64", lambda: [one_kernel(lambda a, b: a @ b, (8, 512, 64), (8, 64, 512))],
-                         1, 0.3))
+        out.append(Probe("matmul:blas:k64", lambda: [_blas_probe_kernels()["k64"]], 1, 0.3))
     return out
 
 
@@ -297,6 +298,38 @@ def _blas_transposed_cost() -> float:
     return trans / plain
 
 
+def _blas_probe_kernels() -> dict[str, object]:
+    """The BLAS step's probe products (name -> library Kernel): the shapes its rate curve
+    is measured at, from compute-bound to bandwidth-bound (attention scores: k = 64)."""
+    return {"256": _matmul_kernel(256, 256, 256, library=True),
+            "1024": _matmul_kernel(1024, 1024, 1024, library=True),
+            "k64": one_kernel(lambda a, b: a @ b, (8, 512, 64), (8, 64, 512))}
+
+
+def _blas_against_gemm(cores: int) -> dict[str, dict]:
+    """Each BLAS probe product timed side by side with the generated GEMM of the same product
+    (on every core, as plans run it): name -> {"ratio": BLAS seconds over GEMM seconds,
+    "flops", "bytes"}. What the search decides between is one against the other; probes
+    timed separately, minutes apart, put the GEMM 2% ahead at 1024^3 where side by side it
+    ran 2-4% behind (three pairs here), and the ratio flips between runs of the report."""
+    import dataclasses
+
+    from costmodels.measure import kernel_buffers, time_plans
+    from svod.codegen.program import compile_kernel
+
+    out = {}
+    for name, lib in _blas_probe_kernels().items():
+        gen = dataclasses.replace(lib, name="cal_matmul_pair", matmul=dataclasses.replace(lib.matmul, library=False))
+        calls = []
+        for k, threads in ((lib, 1), (gen, cores)):
+            prog, bufs = compile_kernel(k), kernel_buffers(k)
+            calls.append(lambda prog=prog, bufs=bufs, threads=threads: prog.run(bufs, threads))
+        t_lib, t_gen = time_plans(calls, repeats=15, target=2e-3)
+        f = features(lib)
+        out[name] = {"ratio": t_lib / t_gen, "flops": f.flops, "bytes": f.read_bytes + f.write_bytes}
+    return out
+
+
 def _alloc_cost() -> float:
     """Seconds to take a 1 MB output block from svod's buffer pool and give it back (every
     kernel output above the pool's small-block size pays it once per run)."""
@@ -344,6 +377,10 @@ def run_probes(plist: list[Probe], progress: bool = True, budget: float | None =
         raw["launch"] = {"seconds": _launch_cost()}
         raw["alloc"] = {"seconds": _alloc_cost()}
         raw["blas_trans"] = {"factor": _blas_transposed_cost()}
+        if any(p.name == "matmul:native2:1024" for p in plist):
+            from svod.costing import Machine
+
+            raw["blas_pairs"] = _blas_against_gemm(Machine.host().cores)
         pb.update(1)
     return raw
 
@@ -479,6 +516,11 @@ def fit(raw: dict[str, dict], cores: int) -> dict:
             if name.startswith("matmul:blas:"):
                 blas[str(r["flops"] / max(r["read_bytes"] + r["write_bytes"], 1))] = r["flops"] / r["seconds"]
     prof["matmul_flops"] = mm
+    gemm = mm.get("native2:1024")
+    if raw.get("blas_pairs") and gemm:
+        # the BLAS step at each probe's intensity: the GEMM's all-core rate over the two's
+        # measured time ratio (the model prices the GEMM's tiles at that rate)
+        blas = {str(r["flops"] / max(r["bytes"], 1)): gemm / max(r["ratio"], 1e-3) for r in raw["blas_pairs"].values()}
     prof["blas_flops"] = blas
     if "blas_trans" in raw:
         prof["blas_trans_factor"] = max(1.0, min(1.5, raw["blas_trans"]["factor"]))

@@ -247,6 +247,22 @@ def test_blas_step_with_a_transposed_operand_is_priced_at_the_measured_slowdown(
         assert calibrate.fit(raw, 2)["blas_trans_factor"] == kept
 
 
+def test_blas_rates_come_from_side_by_side_ratios_to_the_gemm():
+    """The BLAS step's rate curve is the GEMM's all-core rate over the measured time ratio
+    of the two at each probe product (what the search chooses between is one against the
+    other); without the pairs, the separately timed BLAS probes give the curve."""
+    mm = {"native": 1e11, "native2:1024": 2e11, "blas:1024": 1.9e11}
+    raw = {"matmul:" + k: {"seconds": 1.0, "median": 1.0, "flops": v, "read_bytes": 4e6, "write_bytes": 4e6}
+           for k, v in mm.items()}
+    raw["blas_pairs"] = {"1024": {"ratio": 1.04, "flops": 2.0 * 1024 ** 3, "bytes": 12 << 20},
+                         "k64": {"ratio": 0.5, "flops": 2.0 ** 28, "bytes": 10 << 20}}
+    prof = calibrate.fit(raw, 2)
+    curve = {round(float(k), 1): v for k, v in prof["blas_flops"].items()}
+    assert curve == {170.7: pytest.approx(2e11 / 1.04), 25.6: pytest.approx(4e11)}
+    del raw["blas_pairs"]
+    assert list(calibrate.fit(raw, 2)["blas_flops"].values()) == [pytest.approx(1.9e11)]
+
+
 def test_gemm_epilogue_row_operand_is_a_broadcast(model):
     """softmax(a @ b) with the matmul recomputed under `- max`: the row max reaches the
     GEMM epilogue as a view constant along n (stride 0), a broadcast, not a strided gather
