@@ -277,24 +277,29 @@ def _launch_cost() -> float:
     return max((tn - t1) / max(len(many.kernels) - len(one.kernels), 1), 1e-8)
 
 
+def _side_by_side(runs: list[tuple[object, int]], repeats: int) -> list[float]:
+    """Seconds of each (kernel, threads), the kernels timed interleaved against each other:
+    a ratio of two programs timed side by side holds where two probes timed minutes apart
+    on a shared VM do not."""
+    from costmodels.measure import kernel_buffers, time_plans
+    from svod.codegen.program import compile_kernel
+
+    calls = []
+    for k, threads in runs:
+        prog, bufs = compile_kernel(k), kernel_buffers(k)
+        calls.append(lambda prog=prog, bufs=bufs, threads=threads: prog.run(bufs, threads))
+    return time_plans(calls, repeats=repeats, target=2e-3)
+
+
 BLAS_T_SHAPE = (1024, 512, 768)  # (m, k, n) of the BLAS step timed with a contiguous and a transposed B
 
 
 def _blas_transposed_cost() -> float:
     """How much slower the BLAS step runs when B is read transposed (x @ w.T: OpenBLAS
-    packs B from its other layout) than with B contiguous, the same product timed
-    interleaved against each other (a ratio of two programs timed side by side holds
-    where two probes timed minutes apart on a shared VM do not: 4-5% here, measured at
-    1024x512x768, 1024^3 and 512x1024x2816)."""
-    from costmodels.measure import kernel_buffers, time_plans
-    from svod.codegen.program import compile_kernel
-
-    calls = []
-    for b_t in (False, True):
-        k = _matmul_kernel(*BLAS_T_SHAPE, library=True, b_t=b_t)
-        prog, bufs = compile_kernel(k), kernel_buffers(k)
-        calls.append(lambda prog=prog, bufs=bufs: prog.run(bufs, 1))
-    plain, trans = time_plans(calls, repeats=21, target=2e-3)
+    packs B from its other layout) than with B contiguous, the same product timed both
+    ways side by side (4-5% here in plans at 1024x512x768, 1024^3 and 512x1024x2816)."""
+    plain, trans = _side_by_side([(_matmul_kernel(*BLAS_T_SHAPE, library=True, b_t=b_t), 1) for b_t in (False, True)],
+                                 repeats=21)
     return trans / plain
 
 
@@ -311,20 +316,13 @@ def _blas_against_gemm(cores: int) -> dict[str, dict]:
     (on every core, as plans run it): name -> {"ratio": BLAS seconds over GEMM seconds,
     "flops", "bytes"}. What the search decides between is one against the other; probes
     timed separately, minutes apart, put the GEMM 2% ahead at 1024^3 where side by side it
-    ran 2-4% behind (three pairs here), and the ratio flips between runs of the report."""
+    ran 2-4% behind (three pairs here), and the balance flips between runs of the report."""
     import dataclasses
-
-    from costmodels.measure import kernel_buffers, time_plans
-    from svod.codegen.program import compile_kernel
 
     out = {}
     for name, lib in _blas_probe_kernels().items():
         gen = dataclasses.replace(lib, name="cal_matmul_pair", matmul=dataclasses.replace(lib.matmul, library=False))
-        calls = []
-        for k, threads in ((lib, 1), (gen, cores)):
-            prog, bufs = compile_kernel(k), kernel_buffers(k)
-            calls.append(lambda prog=prog, bufs=bufs, threads=threads: prog.run(bufs, threads))
-        t_lib, t_gen = time_plans(calls, repeats=15, target=2e-3)
+        t_lib, t_gen = _side_by_side([(lib, 1), (gen, cores)], repeats=15)
         f = features(lib)
         out[name] = {"ratio": t_lib / t_gen, "flops": f.flops, "bytes": f.read_bytes + f.write_bytes}
     return out

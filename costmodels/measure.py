@@ -324,14 +324,15 @@ def time_plans(runners: Sequence[Callable[[], object]], repeats: int = 9, target
 
 
 def resolved_ranks(times: list[list[float]], z: float = 2.0, rel: float = 0.03) -> list[float]:
-    """Ranks of the runners' robust medians in which runners the measurement cannot tell
-    apart share a rank. Each runner's standard error comes from the spread of its
-    round-relative times (1.4826 MAD / sqrt(rounds)); walking up the medians, a group
-    takes the next runner while its median is within `z` combined standard errors of
-    the group's fastest, or within `rel` of it (differences of a few percent come and go
-    with memory placement and the other programs in the cache; no model of the code can
-    rank them, and a tuning run, not the model, settles them). Ties get the group's
-    average rank, as in Spearman's rho.
+    """Ranks of the runners' robust medians under the timing's resolution: two runners the
+    measurement cannot tell apart — medians within `z` combined standard errors, or within
+    `rel` of the faster (differences of a few percent come and go with memory placement
+    and the other programs in the cache; no model of the code can rank them, and a tuning
+    run, not the model, settles them) — count as a tie between them. Each runner's standard
+    error comes from the spread of its round-relative times (1.4826 MAD / sqrt(rounds));
+    its rank is one plus the runners measurably faster plus half of those it ties with
+    (`pairwise_ranks`): exact ties get their average rank, as in Spearman's rho, and a dense
+    run of variants gets close ranks without a cut point for noise to move variants across.
 
     >>> resolved_ranks([[1.0, 1.0, 1.0, 1.0], [1.001, 0.999, 1.0, 1.002], [2.0, 2.0, 2.1, 1.9]])
     [1.5, 1.5, 3.0]
@@ -349,8 +350,29 @@ def resolved_ranks(times: list[list[float]], z: float = 2.0, rel: float = 0.03) 
         mad = statistics.median(abs(v - m) for v in ratios)
         meds.append(m)
         ses.append(1.4826 * mad / math.sqrt(n))
-    return group_ranks(meds, lambda first, j: meds[j] - meds[first] <= max(
-        z * math.sqrt(ses[first] ** 2 + ses[j] ** 2), rel * meds[first]))
+    return pairwise_ranks(meds, lambda i, j: abs(meds[i] - meds[j]) <= max(
+        z * math.sqrt(ses[i] ** 2 + ses[j] ** 2), rel * min(meds[i], meds[j])))
+
+
+def pairwise_ranks(values: Sequence[float], ties: Callable[[int, int], bool]) -> list[float]:
+    """Ranks of `values` under a resolution: value i's rank is 1 + the number of values
+    below it that it does not tie with + half the number it ties with (`ties(i, j)`,
+    symmetric). Without ties these are the ordinary ranks; a group whose members all tie
+    gets its average rank; where ties overlap (a within 3% of b, b of c, a not of c) the
+    ranks move smoothly with the values instead of at a group's edge.
+
+    >>> v = [1.0, 1.02, 1.04, 2.0]
+    >>> pairwise_ranks(v, lambda i, j: abs(v[i] - v[j]) < 0.03)
+    [1.5, 2.0, 2.5, 4.0]
+    """
+    out = []
+    for i, v in enumerate(values):
+        r = 1.0
+        for j, w in enumerate(values):
+            if j != i:
+                r += 0.5 if ties(i, j) else (1.0 if w < v else 0.0)
+        out.append(r)
+    return out
 
 
 def group_ranks(values: Sequence[float], joins: Callable[[int, int], bool]) -> list[float]:

@@ -15,8 +15,9 @@ guard against anything particular to one build. (The 15-30% gaps between builds 
 first motivated it came from batches sized on a slow early call, fixed in
 `measure._batch`; with one instance the report's mean came out the same, 0.890.)
 Per workload: the Spearman rank correlation of predicted against measured time (both
-resolved: measured variants the timing cannot tell apart tie, and so do prices within
-0.1%), and the measured time of the model's pick over the
+resolved: a pair of measured variants the timing cannot tell apart ties — each variant
+counts those measurably faster and half of those it ties with, `measure.resolved_ranks`
+— and prices within 0.1% are one price), and the measured time of the model's pick over the
 best measured variant. Where one side has nothing to rank — every variant in one timing
 group, or all priced equal — the Spearman is undefined (n/a) and the pick still counts.
 
@@ -69,7 +70,7 @@ class Row:
     # the timing cannot tell apart tie)
     spearman: float = math.nan
     spearman_raw: float = math.nan  # against the raw medians (every difference counts, however small)
-    groups: int = 0  # distinguishable groups of measured variants
+    groups: int = 0  # distinct measured ranks (1: the timing tells no two variants apart)
     rounds: int = 0
     noise: float = math.nan  # Spearman between the odd and the even rounds' medians: the ceiling noise allows
     seconds: float = 0.0  # wall time spent on this workload
@@ -151,7 +152,7 @@ def measure_target(t: Target, model: CostModel, oracle, machine: Machine, max_va
     # the machine's speed at each moment out, over every runner (each one's neighbours in
     # time are instances of other variants); the variants' series are picked from these
     adj = steady(all_times)
-    all_meds = robust_medians(adj)
+    all_meds = [statistics.median(a) if a else math.nan for a in adj]
     best = {}  # variant -> its fastest instance
     for r, j in enumerate(owner):
         if j not in best or all_meds[r] < all_meds[best[j]]:
@@ -360,6 +361,7 @@ def format_report(rows: Sequence[Row], model_name: str = "") -> str:
     lines.append(f"pick/best mean {s['mean_pick_ratio']:.3f}, max {s['max_pick_ratio']:.3f}; "
                  f"{s['picks_within_15pct']}/{s['workloads']} picks within 15% of best")
     lines.append(f"noise ceiling: mean split-half Spearman of the measurements themselves {s['mean_noise']:.3f} "
-                 "(odd vs even rounds); groups: variants the timing tells apart (medians more than 2 standard "
-                 "errors and more than 3% apart), ranked as ties within a group")
+                 "(odd vs even rounds); measured ranks: a variant counts the variants measurably faster (medians "
+                 "more than 2 standard errors and more than 3% apart) and half of those it cannot be told apart "
+                 "from; groups: distinct measured ranks")
     return "\n".join(ln for ln in lines if ln is not None)
