@@ -225,13 +225,20 @@ class RoundTimes(list):
 
 def time_rounds(runners: Sequence[Callable[[], object]], repeats: int = 9, target: float = 2e-3,
                 seed: int = 0, on_round: Callable[[int], None] | None = None, budget: float = 0.0,
-                max_repeats: int | None = None) -> RoundTimes:
+                max_repeats: int | None = None, warm: bool = True) -> RoundTimes:
     """Seconds per call of each runner in each round: a round times every runner once (a
     batch of about `target` seconds), in a fresh random order, so slow spells of a shared
     machine and the position in the round hit all runners alike. `repeats` rounds, then
     more while the timing has taken less than `budget` seconds (up to `max_repeats`,
     default 5 x `repeats`): cheap programs get more rounds, so their medians resolve
-    smaller differences. Returns times[runner][round] with each round's order."""
+    smaller differences. Returns times[runner][round] with each round's order.
+
+    `warm`: one untimed call of the runner before each timed batch, so every runner is
+    timed in its steady state — a program replayed again and again, as the cost model
+    prices it and the calibration times its probes — not in whatever state the runner
+    before it left the caches in. Without it, mean_var's one-kernel plan (0.31 ms back to
+    back, 0.9 ms with its 16 MB input evicted) measured 0.38-0.57 ms over five reports,
+    by how much of the input the previous variant's temps had pushed out of the L3."""
     import random
 
     calls = [_batch(r, target) for r in runners]  # also the warm-up
@@ -246,6 +253,8 @@ def time_rounds(runners: Sequence[Callable[[], object]], repeats: int = 9, targe
         times.order.append(list(order))
         for j in order:
             r, n = runners[j], calls[j]
+            if warm:
+                r()
             t0 = time.perf_counter()
             for _ in range(n):
                 r()
