@@ -225,7 +225,7 @@ class RoundTimes(list):
 
 def time_rounds(runners: Sequence[Callable[[], object]], repeats: int = 9, target: float = 2e-3,
                 seed: int = 0, on_round: Callable[[int], None] | None = None, budget: float = 0.0,
-                max_repeats: int | None = None, warm: bool = True) -> RoundTimes:
+                max_repeats: int | None = None, warm: bool = False) -> RoundTimes:
     """Seconds per call of each runner in each round: a round times every runner once (a
     batch of about `target` seconds), in a fresh random order, so slow spells of a shared
     machine and the position in the round hit all runners alike. `repeats` rounds, then
@@ -233,12 +233,12 @@ def time_rounds(runners: Sequence[Callable[[], object]], repeats: int = 9, targe
     default 5 x `repeats`): cheap programs get more rounds, so their medians resolve
     smaller differences. Returns times[runner][round] with each round's order.
 
-    `warm`: one untimed call of the runner before each timed batch, so every runner is
-    timed in its steady state — a program replayed again and again, as the cost model
-    prices it and the calibration times its probes — not in whatever state the runner
-    before it left the caches in. Without it, mean_var's one-kernel plan (0.31 ms back to
-    back, 0.9 ms with its 16 MB input evicted) measured 0.38-0.57 ms over five reports,
-    by how much of the input the previous variant's temps had pushed out of the L3."""
+    `warm`: one untimed call of the runner before each timed batch, so it is timed in its
+    steady state, not in the cache state the runner before it left (off by default: two
+    full reports with it ranked worse — concat_norm 0.61 and 0.69 against 0.94-0.98 in
+    seven without — and mean_var's pick, whose one-kernel plan costs 0.31 ms back to back
+    and 0.9 ms with its 16 MB input evicted, came out 1.24x the best in one of the two
+    all the same)."""
     import random
 
     calls = [_batch(r, target) for r in runners]  # also the warm-up
