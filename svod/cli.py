@@ -294,7 +294,7 @@ def _report_model(which: str):
     from svod.costing import RooflineModel
 
     if which == "roofline":
-        return RooflineModel(), "roofline (svod.costing placeholder)"
+        return RooflineModel(), "roofline (svod.costing, before calibration)"
     p = profile()
     if which == "measured":
         return MeasuredModel(CalibratedModel(p)), f"measured (tuning database over profile {p.id}, {p.source})"
