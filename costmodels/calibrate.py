@@ -26,6 +26,7 @@ constants are read off the timings:
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -303,9 +304,11 @@ def _blas_transposed_cost() -> float:
     return trans / plain
 
 
+@functools.cache
 def _blas_probe_kernels() -> dict[str, object]:
     """The BLAS step's probe products (name -> library Kernel): the shapes its rate curve
-    is measured at, from compute-bound to bandwidth-bound (attention scores: k = 64)."""
+    is measured at, from compute-bound to bandwidth-bound (attention scores: k = 64). Built
+    once: the three probes and the side-by-side pairs share them."""
     return {"256": _matmul_kernel(256, 256, 256, library=True),
             "1024": _matmul_kernel(1024, 1024, 1024, library=True),
             "k64": one_kernel(lambda a, b: a @ b, (8, 512, 64), (8, 64, 512))}
