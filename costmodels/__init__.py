@@ -13,3 +13,5 @@
 Within svod only `engine.py`, `explain.py` and the CLI import this package (lazily); it
 imports svod core (tests/test_layering.py).
 """
+
+from costmodels import profile  # noqa: E402  (callable: costmodels.profile() is the machine profile)

@@ -21,7 +21,9 @@ import hashlib
 import json
 import math
 import os
+import sys
 import threading
+import types
 from dataclasses import dataclass, field
 
 PROFILE_FORMAT = 1
@@ -222,3 +224,15 @@ def write_reference(p: Profile, path: str | os.PathLike | None = None) -> str:
     with open(path, "w") as fh:
         fh.write(text)
     return str(path)
+
+
+class _CallableModule(types.ModuleType):
+    """`costmodels.profile()` is `costmodels.profile.profile()` (the issue's and the
+    notebooks' spelling), while `costmodels.profile.save` and friends stay module
+    attributes."""
+
+    def __call__(self, store=None, refresh: bool = False) -> Profile:
+        return profile(store, refresh)
+
+
+sys.modules[__name__].__class__ = _CallableModule

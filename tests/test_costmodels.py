@@ -109,6 +109,21 @@ def test_profile_lookup_order(prof, tmp_path, monkeypatch, mem_store):
     profile.forget()
 
 
+def test_costmodels_profile_is_callable(prof, tmp_path, monkeypatch):
+    """`costmodels.profile()` (the notebooks' spelling) is the profile this process plans
+    with; the module's functions stay reachable as `costmodels.profile.<name>`."""
+    import costmodels
+
+    path = tmp_path / "mine.json"
+    prof.dump(path)
+    monkeypatch.setenv("SVOD_PROFILE", str(path))
+    profile.forget()
+    got = costmodels.profile()
+    assert isinstance(got, Profile) and got.source == f"file:{path}" and got is profile.profile()
+    assert costmodels.profile.reference().cores >= 1 and callable(costmodels.profile.save)
+    profile.forget()
+
+
 # ----------------------------------------------------------------------------- features
 
 
