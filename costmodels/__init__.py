@@ -14,4 +14,4 @@ Within svod only `engine.py`, `explain.py` and the CLI import this package (lazi
 imports svod core (tests/test_layering.py).
 """
 
-from costmodels import profile  # noqa: E402  (callable: costmodels.profile() is the machine profile)
+from costmodels import profile as profile  # noqa: E402  (callable: costmodels.profile() is the machine profile)

@@ -9,8 +9,10 @@ machine profile's measured constants.
   cache they come from (L1, L2, L3 or DRAM). In a plan (`price_plan`) each buffer access
   is priced at its reach — the bytes the program touched since the buffer's previous
   access (`costmodels.reuse`); out of context, at the kernel's working set times a
-  footprint factor. Row-wise kernels whose rows do not fit the L2 re-read them once per
-  extra pass;
+  footprint factor. Where the profile has the caches' hold curve, a second pass prices
+  the share of each access that its age (seconds since the previous access, from the
+  first pass's times: `costmodels.reuse.ages`) has evicted at DRAM bandwidth. Row-wise
+  kernels whose rows do not fit the L2 re-read them once per extra pass;
 - gathers: loads that do not stream (transposed, reversed, masked, chained views) at
   their measured extra cost for the working set — latency that overlaps compute; the
   transposed and chained ones wait on a miss each, and the kernel's contiguous input
@@ -36,6 +38,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -73,7 +76,7 @@ OTHER_GATHERS = ("reverse", "masked")
 
 # Bumped whenever the formulas change: plan-cache keys include it (`tuning.generation`),
 # so plans chosen by an older model are re-planned, not replayed from the disk cache.
-MODEL_VERSION = "10"
+MODEL_VERSION = "11"
 
 
 class CalibratedModel:
@@ -109,11 +112,21 @@ class CalibratedModel:
         bandwidth of its reach in the program (`costmodels.reuse`) — what the other
         kernels touched since — instead of the kernel's own working set times the
         footprint factor (`price`, for a kernel out of context)."""
-        from costmodels.reuse import plan_accesses
+        from costmodels.reuse import ages, plan_accesses
 
+        accesses = plan_accesses(plan)
+        out = self._priced(plan, accesses)
+        if self.profile.get("cache_hold"):  # what the caches still hold decays with time too
+            timed = ages(accesses, [p.seconds for p in out])
+            accesses = [tuple(dataclasses.replace(a, age=float(f"{t:.2g}")) for a, t in zip(acc, ts))
+                        for acc, ts in zip(accesses, timed)]
+            out = self._priced(plan, accesses)
+        return out
+
+    def _priced(self, plan: Plan, accesses: Sequence[tuple[Access, ...]]) -> list[Price]:
         out = []
-        for k, acc in zip(plan.kernels, plan_accesses(plan)):
-            key = (k.key(), tuple((a.nbytes, a.reach, a.write) for a in acc))
+        for k, acc in zip(plan.kernels, accesses):
+            key = (k.key(), tuple((a.nbytes, a.reach, a.write, a.age) for a in acc))
             p = self._in_plan.get(key)
             if p is None:
                 p = self.price_features(features(k), acc)
@@ -122,6 +135,24 @@ class CalibratedModel:
                 self._in_plan[key] = p
             out.append(p)
         return out
+
+    def hold(self, age: float) -> float:
+        """The share of a buffer's lines still cached `age` seconds after it was last
+        touched, with nothing of ours touching memory in between (calibrate's cache-hold
+        probe; 1 for profiles without it). On a shared VM the caches are shared with
+        other guests — the L3 with other cores, L1 and L2 with the SMT sibling — and what
+        they touch evicts ours at their pace, not ours: 4 MB left alone for 3 ms read back
+        at a third of their L3 speed here, after 10 ms at DRAM speed."""
+        table = self.profile.get("cache_hold")
+        if not table or age <= 0.0:
+            return 1.0
+        pts = sorted((float(t), float(h)) for t, h in table.items())
+        prev_t, prev_h = 0.0, 1.0
+        for t, h in pts:
+            if age <= t:
+                return prev_h + (h - prev_h) * (age - prev_t) / max(t - prev_t, 1e-30)
+            prev_t, prev_h = t, h
+        return prev_h
 
     # ---- the model
     def price_features(self, f: Features, accesses: Sequence[Access] | None = None) -> Price:
@@ -220,6 +251,11 @@ class CalibratedModel:
             return max(max(a.reach for a in accesses), 1.0)
         return max(f.working_set, 1) * self.profile.get("footprint_factor", 1.0)
 
+    def _far(self) -> float:
+        """A working set past every cache: the bandwidth curves' largest point."""
+        pts = self.profile.bandwidth.get("read1") or [[256 * (1 << 20), 0.0]]
+        return float(max(p[0] for p in pts))
+
     def _stream_costs(self, t: int, ws: float) -> tuple[float, float]:
         """(seconds per byte read, per byte written) streaming over working set `ws` on
         one (`t` 1) or all cores (`t` 2)."""
@@ -236,8 +272,12 @@ class CalibratedModel:
         ws = self.effective_working_set(f, accesses)
         t = 1 if te == 1 else 2
         c_read, c_write = self._stream_costs(t, ws)
-        if accesses:
-            costs = [(a, self._stream_costs(t, a.reach)) for a in accesses]
+        if accesses:  # each access at its reach's bandwidth, the lines its age evicted from DRAM
+            far = self._stream_costs(t, self._far())
+            costs = []
+            for a in accesses:
+                near, h = self._stream_costs(t, a.reach), self.hold(a.age)
+                costs.append((a, near if h >= 1.0 else tuple(h * x + (1.0 - h) * y for x, y in zip(near, far))))
             writes = sum(a.nbytes * c[1] for a, c in costs if a.write)
             reads = sum(a.nbytes * c[0] for a, c in costs if not a.write)
         else:

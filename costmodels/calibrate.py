@@ -292,6 +292,9 @@ def _side_by_side(runs: list[tuple[object, int]], repeats: int) -> list[float]:
     return time_plans(calls, repeats=repeats, target=2e-3)
 
 
+# rounds of each side-by-side pair: four calibrations' 15-round ratios of the BLAS step to
+# the GEMM at 1024^3 ranged 0.99-1.05 within minutes; 45 rounds (1-2 s a pair) narrow it
+PAIR_REPEATS = 45
 BLAS_T_SHAPE = (1024, 512, 768)  # (m, k, n) of the BLAS step timed with a contiguous and a transposed B
 
 
@@ -300,7 +303,7 @@ def _blas_transposed_cost() -> float:
     packs B from its other layout) than with B contiguous, the same product timed both
     ways side by side (4-5% here in plans at 1024x512x768, 1024^3 and 512x1024x2816)."""
     plain, trans = _side_by_side([(_matmul_kernel(*BLAS_T_SHAPE, library=True, b_t=b_t), 1) for b_t in (False, True)],
-                                 repeats=21)
+                                 repeats=PAIR_REPEATS)
     return trans / plain
 
 
@@ -325,7 +328,7 @@ def _blas_against_gemm(cores: int) -> dict[str, dict]:
     out = {}
     for name, lib in _blas_probe_kernels().items():
         gen = dataclasses.replace(lib, name="cal_matmul_pair", matmul=dataclasses.replace(lib.matmul, library=False))
-        t_lib, t_gen = _side_by_side([(lib, 1), (gen, cores)], repeats=15)
+        t_lib, t_gen = _side_by_side([(lib, 1), (gen, cores)], repeats=PAIR_REPEATS)
         f = features(lib)
         out[name] = {"ratio": t_lib / t_gen, "flops": f.flops, "bytes": f.read_bytes + f.write_bytes}
     return out
@@ -338,6 +341,69 @@ def _alloc_cost() -> float:
     from svod.pool import POOL
 
     return time_callable(lambda: POOL.array((1 << 18,), np.float32), budget=0.05, target=5e-4).seconds
+
+
+HOLD_BYTES = 4 * MIB  # the cache-hold probe's buffer: L3-resident, as the temps between kernels are
+HOLD_AGES = (0.25e-3, 0.5e-3, 1e-3, 2e-3, 4e-3, 8e-3, 16e-3)  # seconds left alone before the read
+
+
+def _spin(seconds: float) -> None:
+    """Busy for `seconds` without touching memory (the core stays awake and ours)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _cache_hold(trials: int = 15) -> dict[str, float]:
+    """The share of a buffer still cached after it is left alone for each of `HOLD_AGES`:
+    a read kernel over `HOLD_BYTES`, timed once right after a warm call and once after
+    each wait (busy, touching nothing), against the same read right after a sweep of 64 MB
+    (cold). Share = (cold - after the wait) / (cold - right after), clipped to [0, 1],
+    medians over interleaved trials, then made non-increasing. On a dedicated core it
+    stays 1; on this VM 4 MB held a third after 3 ms and nothing after 10 ms (other
+    guests share the caches)."""
+    import statistics
+
+    from costmodels.measure import kernel_buffers
+    from svod.codegen.program import compile_kernel
+
+    k = one_kernel(_rowsum, (HOLD_BYTES // 4 // 1024, 1024))
+    prog, bufs = compile_kernel(k), kernel_buffers(k)
+    sweep = np.ones(16 * MIB, np.float32)  # 64 MB: past the L3
+
+    def once() -> float:
+        t0 = time.perf_counter()
+        prog.run(bufs, 1)
+        return time.perf_counter() - t0
+
+    warm, cold, waited = [], [], {a: [] for a in HOLD_AGES}
+    for _ in range(trials):
+        prog.run(bufs, 1)
+        warm.append(once())
+        for age in HOLD_AGES:
+            prog.run(bufs, 1)
+            _spin(age)
+            waited[age].append(once())
+        sweep += 1.0
+        cold.append(once())
+    return hold_shares(statistics.median(warm), statistics.median(cold),
+                       {age: statistics.median(ts) for age, ts in waited.items()})
+
+
+def hold_shares(warm: float, cold: float, waited: dict[float, float]) -> dict[str, float]:
+    """The cache-hold curve from a read's seconds right after a warm call (`warm`), after
+    a sweep past the L3 (`cold`) and after each wait (`waited`: age -> seconds): per age,
+    (cold - waited) / (cold - warm), clipped to [0, 1] and made non-increasing.
+
+    >>> hold_shares(1.0, 3.0, {1e-3: 1.2, 2e-3: 1.0, 4e-3: 2.0, 8e-3: 4.0})
+    {'0.001': 0.9, '0.002': 0.9, '0.004': 0.5, '0.008': 0.0}
+    """
+    span = max(cold - warm, 1e-12)
+    out, low = {}, 1.0
+    for age in sorted(waited):
+        low = min(low, max(0.0, min(1.0, (cold - waited[age]) / span)))
+        out[repr(age)] = round(low, 4)
+    return out
 
 
 # ----------------------------------------------------------------------------- running and fitting
@@ -378,6 +444,7 @@ def run_probes(plist: list[Probe], progress: bool = True, budget: float | None =
         raw["launch"] = {"seconds": _launch_cost()}
         raw["alloc"] = {"seconds": _alloc_cost()}
         raw["blas_trans"] = {"factor": _blas_transposed_cost()}
+        raw["cache_hold"] = _cache_hold(25 if any(p.name == "matmul:native2:1024" for p in plist) else 5)
         if any(p.name == "matmul:native2:1024" for p in plist):
             from svod.costing import Machine
 
@@ -523,6 +590,8 @@ def fit(raw: dict[str, dict], cores: int) -> dict:
         # measured time ratio (the model prices the GEMM's tiles at that rate)
         blas = {str(r["flops"] / max(r["bytes"], 1)): gemm / max(r["ratio"], 1e-3) for r in raw["blas_pairs"].values()}
     prof["blas_flops"] = blas
+    if raw.get("cache_hold"):
+        prof["cache_hold"] = dict(raw["cache_hold"])
     if "blas_trans" in raw:
         prof["blas_trans_factor"] = max(1.0, min(1.5, raw["blas_trans"]["factor"]))
     t_raw, n_raw = raw.get("matmul:nativeT"), raw.get("matmul:native")
@@ -620,6 +689,10 @@ def summary(p: Profile) -> str:
     lines.append("  op cost (ns/element, 1 thread): " + ", ".join(f"{k} {v * 1e9:.2f}" for k, v in sorted(ops.items())))
     lines.append(f"  launch {p.launch_seconds * 1e6:.2f} us/kernel, dispatch {p.dispatch_seconds * 1e6:.1f} us, "
                  f"per unit {p.unit_seconds * 1e9:.1f} ns, compute on {p.cores} cores x{p.compute_scaling:.2f}")
+    hold = p.data.get("cache_hold")
+    if hold:
+        lines.append(f"  cache hold ({_fmt_bytes(HOLD_BYTES)} left alone): " + "  ".join(
+            f"{float(a) * 1e3:g} ms: {h:.2f}" for a, h in sorted(hold.items(), key=lambda kv: float(kv[0]))))
     mm = p.data.get("matmul_flops", {})
     if mm:
         trans = p.data.get("blas_trans_factor")

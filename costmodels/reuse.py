@@ -32,6 +32,7 @@ freed storage), as the compiled graph allocates them.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from costmodels.features import read_bytes_by_slot
@@ -46,6 +47,34 @@ class Access:
     nbytes: int  # bytes of the buffer the kernel touches
     reach: float  # bytes touched between the buffer's previous access and this one (see above)
     write: bool
+    prev: int = -1  # the kernel that touched the buffer before (this one itself: a run ago)
+    age: float = 0.0  # seconds since then (`ages`; 0 until the plan's kernels are priced)
+
+
+def ages(accesses: Sequence[tuple[Access, ...]], seconds: Sequence[float]) -> list[tuple[float, ...]]:
+    """Per kernel, the seconds since each access's buffer was last touched, given each
+    kernel's running time: the kernels in between, half of the kernel before (it wrote
+    or read the line somewhere in its run) and half of this one — the reach's rule, in
+    time instead of bytes. A buffer only this kernel touches was touched a run ago: the
+    whole program.
+
+    >>> acc = [(Access(0, ("in", 0), 8, 8.0, False, 0),), (Access(1, ("st", 0), 8, 8.0, False, 0),)]
+    >>> ages(acc, [2.0, 1.0])
+    [(3.0,), (1.5,)]
+    """
+    n, total = len(seconds), float(sum(seconds))
+    out = []
+    for j, acc in enumerate(accesses):
+        row = []
+        for a in acc:
+            q = a.prev if a.prev >= 0 else j
+            if q == j:
+                row.append(total)
+                continue
+            between = sum(seconds[(q + s) % n] for s in range(1, (j - q) % n))
+            row.append(between + 0.5 * (seconds[q] + seconds[j]))
+        out.append(tuple(row))
+    return out
 
 
 def plan_accesses(plan: Plan) -> list[tuple[Access, ...]]:
@@ -68,6 +97,7 @@ def plan_accesses(plan: Plan) -> list[tuple[Access, ...]]:
     out: list[tuple[Access, ...]] = []
     for j in range(n):
         reach: dict[tuple[str, int], float] = {}
+        prev: dict[tuple[str, int], int] = {}
         between: dict[tuple[str, int], int] = {}  # buffers the kernels walked back over touch
         left = set(sizes[j])
         for step in range(1, n + 1):  # back to each buffer's previous toucher, cyclically
@@ -76,12 +106,14 @@ def plan_accesses(plan: Plan) -> list[tuple[Access, ...]]:
             if found:  # every buffer `q` was the last to touch reaches back equally far
                 r = _reach(between, sizes[q], sizes[j], q == j)
                 reach.update(dict.fromkeys(found, r))
+                prev.update(dict.fromkeys(found, q))
             left -= sizes[q].keys()
             if not left:
                 break
             for b, nb in sizes[q].items():
                 between[b] = max(between.get(b, 0), nb)
-        out.append(tuple(Access(slot, buf, nbytes, reach[buf], write) for slot, buf, nbytes, write in touched[j]))
+        out.append(tuple(Access(slot, buf, nbytes, reach[buf], write, prev[buf])
+                         for slot, buf, nbytes, write in touched[j]))
     return out
 
 

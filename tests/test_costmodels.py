@@ -278,6 +278,20 @@ def test_blas_rates_come_from_side_by_side_ratios_to_the_gemm():
     assert list(calibrate.fit(raw, 2)["blas_flops"].values()) == [pytest.approx(1.9e11)]
 
 
+def test_cache_hold_is_fitted_from_its_probe():
+    """calibrate's cache-hold curve: the share still cached after each wait, from a read
+    timed right after a warm call, after the wait and after a sweep past the L3 (clipped,
+    non-increasing); the fit stores it as it is, and a profile without it has none."""
+    waited = {a: t for a, t in zip(calibrate.HOLD_AGES, (1.2, 1.0, 2.0, 4.0, 3.0, 2.9, 3.0))}
+    got = calibrate.hold_shares(1.0, 3.0, waited)
+    assert list(got) == [repr(a) for a in calibrate.HOLD_AGES]
+    assert list(got.values()) == [0.9, 0.9, 0.5, 0.0, 0.0, 0.0, 0.0]
+    assert calibrate.fit({"cache_hold": got}, 2)["cache_hold"] == got
+    assert "cache_hold" not in calibrate.fit({}, 2)
+    model = CalibratedModel(Profile.from_json({**profile.reference().data, "cache_hold": got}))
+    assert model.hold(0.75e-3) == pytest.approx(0.7) and model.hold(3e-3) == 0.0
+
+
 def test_gemm_epilogue_row_operand_is_a_broadcast(model):
     """softmax(a @ b) with the matmul recomputed under `- max`: the row max reaches the
     GEMM epilogue as a view constant along n (stride 0), a broadcast, not a strided gather

@@ -13,7 +13,7 @@ import svod
 from costmodels.analytic import CalibratedModel
 from costmodels.features import features
 from costmodels.profile import Profile
-from costmodels.reuse import plan_accesses
+from costmodels.reuse import ages, plan_accesses
 from costmodels.tuning import MeasuredModel, TuningDB
 from svod.costing import Machine, Price, RooflineModel, plan_prices, plan_seconds
 from svod.graph import assign_storages, build_graph
@@ -72,6 +72,49 @@ def test_reach_counts_shared_storage_once():
     assert len(set(storages)) < len(storages)  # some buffer is touched twice
     assert len({a.storage for k in acc for a in k if a.storage[0] == "st"}) < \
         len({a.slot for k in acc for a in k if a.slot >= plan.n_inputs})  # and temps share
+
+
+def test_ages_are_the_reach_in_seconds():
+    # a temp written by kernel 0 and read by kernel 1 was touched half of each kernel's
+    # run ago; a buffer only one kernel touches was touched a whole run ago
+    n = 1 << 16
+    plan = _plan(lambda a: svod.exp(a * 2.0), (n,), cut=("MUL",))
+    first, second = plan_accesses(plan)
+    temp_read = [a for a in second if not a.write][0]
+    x_read = [a for a in first if not a.write][0]
+    assert temp_read.prev == 0 and x_read.prev == 0
+    (a_x, a_t0), (a_t1, a_out) = ages([first, second], [3e-3, 1e-3])
+    assert a_t1 == pytest.approx(2e-3) and a_x == pytest.approx(4e-3) and a_out == pytest.approx(4e-3)
+
+
+def _with_hold(hold):
+    data = copy.deepcopy(PROFILE.data)
+    data.pop("cache_hold", None)
+    if hold is not None:
+        data["cache_hold"] = hold
+    return CalibratedModel(Profile.from_json(data))
+
+
+def test_hold_interpolates_the_calibrated_shares():
+    m = _with_hold({"0.001": 0.9, "0.004": 0.3, "0.016": 0.0})
+    assert m.hold(0.0) == 1.0 and m.hold(5e-4) == pytest.approx(0.95)
+    assert m.hold(2.5e-3) == pytest.approx(0.6) and m.hold(1.0) == 0.0
+    assert _with_hold(None).hold(1.0) == 1.0  # profiles without the probe: the caches hold
+
+
+def test_a_temp_read_long_after_its_write_is_priced_from_further_away():
+    # y = relu(x @ w): the temp between a 1024^3 matmul and its elementwise consumer was
+    # written milliseconds before it is read; where the caches lose what is left alone
+    # for that long, the consumer pays DRAM bandwidth; a temp read right after a short
+    # kernel is priced as before
+    plan = _plan(lambda a, b: svod.maximum(a @ b, 0.0), (1024, 1024), (1024, 1024), cut=("MATMUL",))
+    assert len(plan.kernels) == 2
+    keep, lose = _with_hold(None), _with_hold({"0.001": 1.0, "0.002": 0.0})
+    p_keep, p_lose = keep.price_plan(plan), lose.price_plan(plan)
+    assert p_lose[1].seconds > 1.5 * p_keep[1].seconds
+    short = _plan(lambda a: svod.exp(a * 2.0), (1 << 12,), cut=("MUL",))
+    assert lose.price_plan(short) == keep.price_plan(short)
+    assert _with_hold({"0.001": 1.0, "0.002": 0.0}).price_plan(plan) == p_lose  # deterministic
 
 
 def test_price_plan_of_one_kernel_is_its_price_without_a_footprint_factor():
