@@ -92,6 +92,7 @@ class CalibratedModel:
         self.profile = profile
         self._cache: dict[str, Price] = {}
         self._in_plan: dict[tuple, Price] = {}  # (kernel key, its accesses in a plan) -> price
+        self._hold_points: list[tuple[float, float]] | None = None  # the profile's hold curve, sorted
 
     # ---- the protocol
     def price(self, kernel: Kernel, machine: Machine | None = None) -> Price:
@@ -143,10 +144,12 @@ class CalibratedModel:
         other guests — the L3 with other cores, L1 and L2 with the SMT sibling — and what
         they touch evicts ours at their pace, not ours: 4 MB left alone for 3 ms read back
         at a third of their L3 speed here, after 10 ms at DRAM speed."""
-        table = self.profile.get("cache_hold")
-        if not table or age <= 0.0:
+        pts = self._hold_points
+        if pts is None:
+            pts = self._hold_points = sorted((float(t), float(h)) for t, h in
+                                             (self.profile.get("cache_hold") or {}).items())
+        if not pts or age <= 0.0:
             return 1.0
-        pts = sorted((float(t), float(h)) for t, h in table.items())
         prev_t, prev_h = 0.0, 1.0
         for t, h in pts:
             if age <= t:
