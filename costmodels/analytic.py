@@ -42,6 +42,8 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from costmodels.features import Features, features
 from costmodels.profile import Profile
 from costmodels.reuse import Access
@@ -92,7 +94,7 @@ class CalibratedModel:
         self.profile = profile
         self._cache: dict[str, Price] = {}
         self._in_plan: dict[tuple, Price] = {}  # (kernel key, its accesses in a plan) -> price
-        self._hold_points: list[tuple[float, float]] | None = None  # the profile's hold curve, sorted
+        self._hold_points: tuple[list[float], list[float]] | None = None  # the hold curve, sorted
 
     # ---- the protocol
     def price(self, kernel: Kernel, machine: Machine | None = None) -> Price:
@@ -145,17 +147,12 @@ class CalibratedModel:
         they touch evicts ours at their pace, not ours: 4 MB left alone for 3 ms read back
         at a third of their L3 speed here, after 10 ms at DRAM speed."""
         pts = self._hold_points
-        if pts is None:
-            pts = self._hold_points = sorted((float(t), float(h)) for t, h in
-                                             (self.profile.get("cache_hold") or {}).items())
-        if not pts or age <= 0.0:
+        if pts is None:  # (ages, shares) from (0, 1): all is held right after a touch
+            curve = sorted((float(t), float(h)) for t, h in (self.profile.get("cache_hold") or {}).items())
+            pts = self._hold_points = ([0.0] + [t for t, _ in curve], [1.0] + [h for _, h in curve])
+        if len(pts[0]) < 2 or age <= 0.0:
             return 1.0
-        prev_t, prev_h = 0.0, 1.0
-        for t, h in pts:
-            if age <= t:
-                return prev_h + (h - prev_h) * (age - prev_t) / max(t - prev_t, 1e-30)
-            prev_t, prev_h = t, h
-        return prev_h
+        return float(np.interp(age, *pts))  # linear between the measured ages, flat past the last
 
     # ---- the model
     def price_features(self, f: Features, accesses: Sequence[Access] | None = None) -> Price:
