@@ -444,8 +444,9 @@ def run_probes(plist: list[Probe], progress: bool = True, budget: float | None =
         raw["launch"] = {"seconds": _launch_cost()}
         raw["alloc"] = {"seconds": _alloc_cost()}
         raw["blas_trans"] = {"factor": _blas_transposed_cost()}
-        raw["cache_hold"] = _cache_hold(25 if any(p.name == "matmul:native2:1024" for p in plist) else 5)
-        if any(p.name == "matmul:native2:1024" for p in plist):
+        full = any(p.name == "matmul:native2:1024" for p in plist)  # not --quick
+        raw["cache_hold"] = _cache_hold(25 if full else 5)
+        if full:
             from svod.costing import Machine
 
             raw["blas_pairs"] = _blas_against_gemm(Machine.host().cores)
