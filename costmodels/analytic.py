@@ -192,7 +192,8 @@ class CalibratedModel:
             cspeed = self._gemm_scaling(te) or cspeed
         comp = self.compute(f, ws) / cspeed
         units = f.units * p.unit_seconds / te
-        return over + units + max(mem, comp) + p.get("overlap", 0.0) * min(mem, comp)
+        epi = f.epilogue_read_bytes * p.get("epilogue_seconds", 0.0) * max(1, p.cores) / te if f.flops else 0.0
+        return over + units + max(mem, comp) + p.get("overlap", 0.0) * min(mem, comp) + epi
 
     def _stream_scaling(self, f: Features, ws: float | None = None) -> float:
         ws = ws or self.effective_working_set(f)

@@ -258,6 +258,40 @@ def _matmul_kernel(m: int, k: int, n: int, library: bool, b_t: bool = False):
                   (KOutput(2, 0, float32, (m, n)),), (), MatmulSpec(0, 1, m, n, k, library))
 
 
+def _epilogue_kernel(m: int, k: int, n: int):
+    """The generated GEMM of an (m, k) by (k, n) product plus a full (m, n) matrix in its
+    epilogue (``a @ b + c`` as one kernel: what a plan that materialises c before the
+    product runs)."""
+    from svod.dtype import float32
+    from svod.ir import Ops
+    from svod.kernel import ACC, LOAD, Kernel, KInput, KNode, KOutput, MatmulSpec
+    from svod.view import ViewChain
+
+    ins = (KInput(0, float32, ViewChain.of((m, k))), KInput(1, float32, ViewChain.of((k, n))),
+           KInput(2, float32, ViewChain.of((m, n))))
+    nodes = (KNode(ACC, float32), KNode(LOAD, float32, arg=2), KNode(Ops.ADD, float32, (0, 1)))
+    return Kernel("cal_matmul_epilogue", (m, n), ins, nodes, (KOutput(3, 2, float32, (m, n)),), (),
+                  MatmulSpec(0, 1, m, n, k))
+
+
+# (m, k, n) of the GEMM timed with and without a matrix in its epilogue: a short k makes the
+# epilogue a seventh of the product (at k = 1024 a 1-3% difference the pair does not resolve:
+# 2e-11 to 2.3e-10 s a byte over six pairs, against 7.5-7.8e-11 over three at k = 256)
+EPILOGUE_SHAPE = (1024, 256, 1024)
+
+
+def _epilogue_cost(cores: int) -> float:
+    """Seconds per byte a generated GEMM on every core spends reading a full matrix in its
+    epilogue: the product with ``+ c`` against the product alone, side by side. The
+    epilogue loads c in short row pieces per output tile, after the tile's K loop, which
+    neither the prefetchers stream nor the FMAs hide: 4 MB cost the GEMM 0.3 ms here,
+    where a stream from L3 would take 0.03."""
+    m, k, n = EPILOGUE_SHAPE
+    plain, epi = _side_by_side([(_matmul_kernel(m, k, n, library=False), cores), (_epilogue_kernel(m, k, n), cores)],
+                               repeats=PAIR_REPEATS)
+    return max(0.0, (epi - plain) / (4.0 * m * n))
+
+
 def _launch_cost() -> float:
     """Seconds a graph program spends per extra kernel: a chain of 32 tiny kernels against
     the same work fused into one."""
@@ -450,6 +484,7 @@ def run_probes(plist: list[Probe], progress: bool = True, budget: float | None =
             from svod.costing import Machine
 
             raw["blas_pairs"] = _blas_against_gemm(Machine.host().cores)
+            raw["epilogue"] = {"seconds_per_byte": _epilogue_cost(Machine.host().cores)}
         pb.update(1)
     return raw
 
@@ -593,6 +628,8 @@ def fit(raw: dict[str, dict], cores: int) -> dict:
     prof["blas_flops"] = blas
     if raw.get("cache_hold"):
         prof["cache_hold"] = dict(raw["cache_hold"])
+    if raw.get("epilogue"):
+        prof["epilogue_seconds"] = raw["epilogue"]["seconds_per_byte"]
     if "blas_trans" in raw:
         prof["blas_trans_factor"] = max(1.0, min(1.5, raw["blas_trans"]["factor"]))
     t_raw, n_raw = raw.get("matmul:nativeT"), raw.get("matmul:native")
@@ -699,6 +736,10 @@ def summary(p: Profile) -> str:
         trans = p.data.get("blas_trans_factor")
         lines.append("  matmul " + ", ".join(f"{k} {v / 1e9:.1f} GFLOP/s" for k, v in mm.items())
                      + (f"; BLAS with a transposed B x{trans:.3f}" if trans else ""))
+    epi = p.data.get("epilogue_seconds")
+    if epi:
+        lines.append(f"  GEMM epilogue operand {epi * 1e12:.0f} ps/byte ({epi * (4 << 20) * 1e3:.2f} ms a 1024^2 "
+                     "float32 matrix, all cores)")
     return "\n".join(lines)
 
 

@@ -71,6 +71,9 @@ class Features:
     # bytes of the input buffers read only contiguously: streams that run while the
     # kernel's latency-bound gathers (transposed, chained views) wait on their misses
     contig_read_bytes: int = 0
+    # bytes a generated GEMM's epilogue reads (inputs other than A and B): loaded per output
+    # tile after its K loop, short row pieces that the prefetchers do not stream
+    epilogue_read_bytes: int = 0
 
     @property
     def working_set(self) -> int:
@@ -295,6 +298,9 @@ def _count(kernel: Kernel) -> Features:
         f.matmul_strided = len(bv.views) > 1 or (mm.n > 1 and abs(bv.views[0].strides[-1]) != 1)
         if f.matmul_strided and not f.library:
             f.b_packed = _b_packed(k)
+        if not f.library:
+            f.epilogue_read_bytes = sum(nb for i, nb in enumerate(_by_key("input_bytes", k, _input_bytes))
+                                        if i not in (mm.a, mm.b))
         for i, node in enumerate(k.nodes):
             if node.op not in (ACC, Ops.CONST):
                 counts[i] = n
