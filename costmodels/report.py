@@ -10,9 +10,10 @@ the sample does not depend on the model's ranking), each as `realize()` would ru
 repeats (each timing divided by how slow the machine ran its neighbours in time,
 `costmodels.measure.steady`). Each variant is built `instances` times (its own graph
 program, kernel code and scratch each time, built in a shuffled order) and counts at
-its fastest instance, a
-guard against anything particular to one build. (The 15-30% gaps between builds that
-first motivated it came from batches sized on a slow early call, fixed in
+its fastest instance, a guard against anything particular to one build — as many
+builds as leave `MIN_ROUNDS` rounds within the budget: a GEMM-bound workload of 10-50 ms
+a variant gets one build and at least `MIN_ROUNDS` rounds instead (`_instances_for`).
+(The 15-30% gaps between builds that first motivated it came from batches sized on a slow early call, fixed in
 `measure._batch`; with one instance the report's mean came out the same, 0.890.)
 Per workload: the Spearman rank correlation of predicted against measured time (both
 resolved: a pair of measured variants the timing cannot tell apart ties — each variant
@@ -76,6 +77,7 @@ class Row:
     seconds: float = 0.0  # wall time spent on this workload
     note: str = ""
     reruns: int = 0  # measured again: the first timing did not agree with itself
+    instances: int = 0  # separately built programs of each variant that were timed
     # which cover each measured variant is (the free values it materialises, GraphKey node
     # indices) and the measured ranks the Spearman used: what `rescore` prices again
     materialized: list[list[int]] = field(default_factory=list)
@@ -139,7 +141,8 @@ def measure_target(t: Target, model: CostModel, oracle, machine: Machine, max_va
     runners, owner = [], []  # owner[r]: the variant (index into chosen) runner r is an instance of
     rng = random.Random(seed)
     instances = max(1, instances)
-    for inst in range(instances):
+    inst = 0
+    while inst < instances:
         build = list(range(len(chosen)))
         rng.shuffle(build)
         for j in build:  # later instances run their own copies of the kernels' code
@@ -147,6 +150,9 @@ def measure_target(t: Target, model: CostModel, oracle, machine: Machine, max_va
             owner.append(j)
             if pb is not None:
                 pb.set_postfix_str(f"{t.label.split()[0]}: compiled {len(runners)}/{len(chosen) * instances}")
+        if inst == 0:
+            instances, repeats = _instances_for(runners, instances, repeats, budget)
+        inst += 1
     all_times = time_rounds(runners, repeats=repeats, target=2e-3, seed=seed, budget=budget)
     rounds = len(all_times[0]) if all_times else 0
     # the machine's speed at each moment out, over every runner (each one's neighbours in
@@ -161,6 +167,7 @@ def measure_target(t: Target, model: CostModel, oracle, machine: Machine, max_va
     meas = [all_meds[best[j]] for j in range(len(chosen))]
     row = Row(t.label.split()[0], len(covers), len(chosen), pred, meas, nk, chosen.index(0),
               materialized=[sorted(covers[ci].materialized) for ci in chosen])
+    row.instances = instances
     ranks = row.ranks = resolved_ranks(times)
     row.rounds, row.groups = rounds, len(set(ranks))
     row.spearman_raw = spearman(pred, meas)
@@ -174,6 +181,32 @@ def measure_target(t: Target, model: CostModel, oracle, machine: Machine, max_va
         row.noise = spearman(robust_medians(times, range(0, rounds, 2)), robust_medians(times, range(1, rounds, 2)))
     row.seconds = time.perf_counter() - t0
     return row
+
+
+MIN_ROUNDS = 15  # rounds a workload whose instances would not fit them in the budget gets
+
+
+def _instances_for(runners: Sequence[PlanRunner], instances: int, repeats: int, budget: float) -> tuple[int, int]:
+    """(instances, rounds at least) for a workload whose first instance of each variant is
+    `runners`: as many instances as leave `MIN_ROUNDS` rounds within `budget` (one call of
+    each runner says what a round costs), and then at least `MIN_ROUNDS` rounds. Separate
+    builds guard against what is particular to one build's code; they matter for programs
+    of microseconds, not for GEMM-bound ones of 10-50 ms, whose variants differ by 1-4%:
+    there a round spent on another build is a round less for the medians (linear_relu with
+    3 instances ran 9 rounds and agreed with itself at 0.53 split-half; with one, 99
+    rounds and 0.98). A budget of 0 asks for `repeats` rounds of every instance, as given."""
+    if budget <= 0.0:
+        return instances, repeats
+    one = 0.0
+    for r in runners:
+        r()  # the first call pays what later ones do not (pool blocks, page faults)
+        t0 = time.perf_counter()
+        r()
+        one += time.perf_counter() - t0
+    fit = int(budget / max(MIN_ROUNDS * one, 1e-9))
+    if fit >= instances:
+        return instances, repeats
+    return max(1, fit), max(repeats, MIN_ROUNDS)
 
 
 PRICE_TIE = 1e-3  # predictions closer than this (relative) are one price
@@ -290,7 +323,7 @@ def rescore(data: dict, model: CostModel, oracle, machine: Machine | None = None
             note = "pick not timed: best-priced measured variant"
         row = Row(rj["workload"], rj["covers"], rj["measured_variants"], pred, rj["measured"], rj["kernels"], pick,
                   groups=rj["groups"], rounds=rj["rounds"], noise=rj["noise"], reruns=rj.get("reruns", 0),
-                  materialized=rj["materialized"], ranks=rj["ranks"])
+                  instances=rj.get("instances", 0), materialized=rj["materialized"], ranks=rj["ranks"])
         row.spearman_raw = spearman(pred, row.measured)
         prices = priced_ranks(pred)
         unresolved = rj.get("note", "").startswith("unresolved")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -292,6 +293,31 @@ def test_cache_hold_is_fitted_from_its_probe():
     assert model.hold(0.75e-3) == pytest.approx(0.7) and model.hold(3e-3) == 0.0
 
 
+def test_gemm_epilogue_matrix_is_priced_at_its_measured_cost(prof):
+    """A generated GEMM reading a full matrix in its epilogue (``a @ b + c`` as one kernel)
+    pays calibrate's measured seconds per epilogue byte on top of the product, split over
+    its threads; a row bias is bytes too (few); the BLAS step has no epilogue; profiles
+    without the probe price as before."""
+    m, k, n = calibrate.EPILOGUE_SHAPE
+    epi = calibrate._epilogue_kernel(m, k, n)
+    plain = calibrate._matmul_kernel(m, k, n, library=False)
+    assert kfeatures(epi).epilogue_read_bytes == 4 * m * n
+    assert kfeatures(plain).epilogue_read_bytes == 0
+    assert kfeatures(calibrate._matmul_kernel(m, k, n, library=True)).epilogue_read_bytes == 0
+    bias = kfeatures(matmul_bias_gelu_kernel(64, 32, 48))
+    assert bias.epilogue_read_bytes == 4 * 48
+    assert calibrate.fit({"epilogue": {"seconds_per_byte": 7e-11}}, 2)["epilogue_seconds"] == 7e-11
+    assert "epilogue_seconds" not in calibrate.fit({}, 2)
+    base = CalibratedModel(prof)
+    with_probe = CalibratedModel(Profile.from_json({**prof.data, "epilogue_seconds": 7e-11}))
+    cores = max(1, prof.cores)
+    for te in sorted({1, cores}):
+        f = kfeatures(epi)
+        extra = with_probe.seconds(f, te) - base.seconds(f, te)
+        assert extra == pytest.approx(4 * m * n * 7e-11 * cores / te)
+        assert with_probe.seconds(kfeatures(plain), te) == base.seconds(kfeatures(plain), te)
+
+
 def test_gemm_epilogue_row_operand_is_a_broadcast(model):
     """softmax(a @ b) with the matmul recomputed under `- max`: the row max reaches the
     GEMM epilogue as a view constant along n (stride 0), a broadcast, not a strided gather
@@ -528,6 +554,26 @@ def test_report_counts_each_variant_at_its_fastest_instance(model, monkeypatch):
                          progress=False, budget=0.0, instances=3)
     assert fake.calls == [4 * 3]
     assert sorted(round(m * 1e3, 6) for m in rows[0].measured) == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_report_spends_a_heavy_workloads_budget_on_rounds():
+    """Separate builds of each variant while `MIN_ROUNDS` rounds of them fit the budget;
+    past that, fewer builds and at least `MIN_ROUNDS` rounds (a GEMM-bound workload's
+    variants differ by a few percent: its medians need the rounds). Budget 0: as asked."""
+    from costmodels import report
+
+    calls = []
+
+    def runner():
+        calls.append(1)
+        time.sleep(0.01)
+
+    runners = [runner] * 3  # a round of one build: >= 30 ms
+    assert report._instances_for(runners, 3, 7, budget=100.0) == (3, 7)
+    assert len(calls) == 6  # each runner once untimed, once timed
+    assert report._instances_for(runners, 3, 7, budget=0.1) == (1, report.MIN_ROUNDS)
+    assert report._instances_for(runners, 3, 7, budget=0.0) == (3, 7)
+    assert len(calls) == 12
 
 
 def test_report_times_a_doubtful_workload_again(model, monkeypatch):
