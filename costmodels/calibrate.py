@@ -261,17 +261,19 @@ def _matmul_kernel(m: int, k: int, n: int, library: bool, b_t: bool = False):
 def _epilogue_kernel(m: int, k: int, n: int):
     """The generated GEMM of an (m, k) by (k, n) product plus a full (m, n) matrix in its
     epilogue (``a @ b + c`` as one kernel: what a plan that materialises c before the
-    product runs)."""
+    product runs): `_matmul_kernel`'s product with a third input added after the ACC."""
+    import dataclasses
+
     from svod.dtype import float32
     from svod.ir import Ops
-    from svod.kernel import ACC, LOAD, Kernel, KInput, KNode, KOutput, MatmulSpec
+    from svod.kernel import LOAD, KInput, KNode, KOutput
     from svod.view import ViewChain
 
-    ins = (KInput(0, float32, ViewChain.of((m, k))), KInput(1, float32, ViewChain.of((k, n))),
-           KInput(2, float32, ViewChain.of((m, n))))
-    nodes = (KNode(ACC, float32), KNode(LOAD, float32, arg=2), KNode(Ops.ADD, float32, (0, 1)))
-    return Kernel("cal_matmul_epilogue", (m, n), ins, nodes, (KOutput(3, 2, float32, (m, n)),), (),
-                  MatmulSpec(0, 1, m, n, k))
+    plain = _matmul_kernel(m, k, n, library=False)
+    return dataclasses.replace(plain, name="cal_matmul_epilogue",
+                               inputs=plain.inputs + (KInput(2, float32, ViewChain.of((m, n))),),
+                               nodes=plain.nodes + (KNode(LOAD, float32, arg=2), KNode(Ops.ADD, float32, (0, 1))),
+                               outputs=(KOutput(3, 2, float32, (m, n)),))
 
 
 # (m, k, n) of the GEMM timed with and without a matrix in its epilogue: a short k makes the
@@ -483,8 +485,9 @@ def run_probes(plist: list[Probe], progress: bool = True, budget: float | None =
         if full:
             from svod.costing import Machine
 
-            raw["blas_pairs"] = _blas_against_gemm(Machine.host().cores)
-            raw["epilogue"] = {"seconds_per_byte": _epilogue_cost(Machine.host().cores)}
+            cores = Machine.host().cores
+            raw["blas_pairs"] = _blas_against_gemm(cores)
+            raw["epilogue"] = {"seconds_per_byte": _epilogue_cost(cores)}
         pb.update(1)
     return raw
 

@@ -13,8 +13,9 @@ program, kernel code and scratch each time, built in a shuffled order) and count
 its fastest instance, a guard against anything particular to one build — as many
 builds as leave `MIN_ROUNDS` rounds within the budget: a GEMM-bound workload of 10-50 ms
 a variant gets one build and at least `MIN_ROUNDS` rounds instead (`_instances_for`).
-(The 15-30% gaps between builds that first motivated it came from batches sized on a slow early call, fixed in
-`measure._batch`; with one instance the report's mean came out the same, 0.890.)
+(The 15-30% gaps between builds that first motivated it came from batches sized on a
+slow early call, fixed in `measure._batch`; with one instance the report's mean came out
+the same, 0.890.)
 Per workload: the Spearman rank correlation of predicted against measured time (both
 resolved: a pair of measured variants the timing cannot tell apart ties — each variant
 counts those measurably faster and half of those it ties with, `measure.resolved_ranks`
@@ -140,19 +141,20 @@ def measure_target(t: Target, model: CostModel, oracle, machine: Machine, max_va
         nk.append(len(covers[ci].plan.kernels))
     runners, owner = [], []  # owner[r]: the variant (index into chosen) runner r is an instance of
     rng = random.Random(seed)
-    instances = max(1, instances)
-    inst = 0
-    while inst < instances:
-        build = list(range(len(chosen)))
-        rng.shuffle(build)
-        for j in build:  # later instances run their own copies of the kernels' code
+
+    def build(inst: int) -> None:
+        order = list(range(len(chosen)))
+        rng.shuffle(order)
+        for j in order:  # later instances run their own copies of the kernels' code
             runners.append(PlanRunner(covers[chosen[j]].plan, t.arrays, threads[j], relocate=inst > 0))
             owner.append(j)
             if pb is not None:
-                pb.set_postfix_str(f"{t.label.split()[0]}: compiled {len(runners)}/{len(chosen) * instances}")
-        if inst == 0:
-            instances, repeats = _instances_for(runners, instances, repeats, budget)
-        inst += 1
+                pb.set_postfix_str(f"{t.label.split()[0]}: compiled {len(runners)} variant builds")
+
+    build(0)
+    instances, repeats = _instances_for(runners, max(1, instances), repeats, budget)
+    for inst in range(1, instances):
+        build(inst)
     all_times = time_rounds(runners, repeats=repeats, target=2e-3, seed=seed, budget=budget)
     rounds = len(all_times[0]) if all_times else 0
     # the machine's speed at each moment out, over every runner (each one's neighbours in
