@@ -1,9 +1,11 @@
 """Threads: a persistent worker pool with a native (LLVM IR) wait loop, dispatch in µs.
 
 `run_parallel(fn_addr, args_addr, units, threads)` calls the native kernel entry
-``void fn(void* args, i64 unit_begin, i64 unit_end)`` on ``threads`` contiguous slices
-of ``[0, units)`` (thread t gets ``[units*t//T, units*(t+1)//T)``) and returns when all
-are done. The calling thread runs slice 0 itself.
+``void fn(void* args, i64 unit_begin, i64 unit_end)`` on contiguous slices of
+``[0, units)`` and returns when all are done. Thread t (the caller is thread 0) runs
+the slices of ``[units*t//T, units*(t+1)//T)`` unless a late thread's are left, which
+the others then take from the back: consecutive kernels over the same rows touch them
+on the same core.
 
 Design (see docs/codegen.md): worker Python threads each enter, once, a native wait
 loop compiled from LLVM IR (ctypes releases the GIL for the whole time). A worker spins
@@ -11,8 +13,8 @@ for `SPIN_SECONDS` (a pause-loop count measured at start) on an atomic job-gener
 counter in a shared 256-byte block, then sleeps on a
 futex (Linux x86-64: ``syscall(SYS_futex=202, ...)``; elsewhere it naps with usleep).
 The dispatcher — also native, called through ctypes — writes (fn, args, units,
-threads), bumps the generation, wakes sleepers only when some sleep, runs its own
-slice and spins until the others report done.
+threads) and each thread's slice range, bumps the generation, wakes sleepers only when
+some sleep, runs its own range (then steals) and spins until every slice is done.
 
 Lifecycle: started lazily on the first parallel call; `os.register_at_fork` forgets the
 pool in a child (threads do not survive fork) so the child starts its own; `atexit`
@@ -37,10 +39,10 @@ import time
 
 SPIN_SECONDS = 50e-6  # how long an idle worker spins before it sleeps on the futex
 _SPIN_YIELD = 200000  # dispatcher spins this long before yielding the CPU between checks
-_WORDS = 32
 SLICES_PER_THREAD = 4  # more slices than threads: a late worker leaves less imbalance
 # i64 word offsets in the shared block (gen, done and the job on separate cache lines)
-GEN, DONE, CLAIM, FN, ARGS, UNITS, NSLICES, QUIT, SLEEPERS, READY, SPINS = 0, 8, 16, 24, 25, 26, 27, 28, 29, 30, 31
+GEN, DONE, NTHREADS, FN, ARGS, UNITS, NSLICES, QUIT, SLEEPERS, READY, SPINS = 0, 8, 16, 24, 25, 26, 27, 28, 29, 30, 31
+RANGES = 32  # thread t's slice range at word RANGES + 8 t (a cache line each)
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
@@ -79,47 +81,101 @@ def _runtime_ir() -> str:
         sleep = "%fx = call i32 @usleep(i32 50)"
         wake = ""
         decl_sys = "declare i32 @usleep(i32)"
-    # Slices are claimed with a CAS on CLAIM = (generation << 32) | next slice: whoever
-    # is awake takes the next slice, so a late (sleeping) worker never delays a job, and
-    # slice boundaries (hence results) do not depend on who runs them.
-    claim_loop = """
-claim:
-  %w = load atomic i64, ptr %claimp acquire, align 8
-  %wg64 = lshr i64 %w, 32
-  %wg = trunc i64 %wg64 to i32
-  %k = and i64 %w, 4294967295
-  %ns = load i64, ptr %nsp, align 8
-  %same = icmp eq i32 %wg, %my
-  %left = icmp ult i64 %k, %ns
-  %can = and i1 %same, %left
-  br i1 %can, label %try, label %CLAIM_DONE
-try:
-  %w1 = add i64 %w, 1
-  %cx = cmpxchg ptr %claimp, i64 %w, i64 %w1 acq_rel acquire
-  %ok = extractvalue { i64, i1 } %cx, 1
-  br i1 %ok, label %run, label %claim
-run:
-  %units = load i64, ptr %unitsp, align 8
-  %fn = load ptr, ptr %fnp, align 8
-  %args = load ptr, ptr %argp, align 8
+    # Slices are split into one contiguous range per thread of the job (thread t owns
+    # slices [ns*t//nt, ns*(t+1)//nt)); range t's word is (generation << 32) | (front <<
+    # 16) | back. A thread takes its own slices from the front, then steals the others'
+    # from the back, each with a CAS: consecutive kernels over the same rows run them on
+    # the same core (the data one wrote is in that core's cache for the next), a late
+    # (sleeping) worker never delays a job, and slice boundaries (hence results) do not
+    # depend on who runs them.
+    take = """
+LOOP:
+  %PFXw = load atomic i64, ptr %PFXp acquire, align 8
+  %PFXwg = lshr i64 %PFXw, 32
+  %PFXsame = icmp eq i64 %PFXwg, %g64
+  %PFXf0 = lshr i64 %PFXw, 16
+  %PFXf = and i64 %PFXf0, 65535
+  %PFXb = and i64 %PFXw, 65535
+  %PFXleft = icmp ult i64 %PFXf, %PFXb
+  %PFXcan = and i1 %PFXsame, %PFXleft
+  br i1 %PFXcan, label %PFXtry, label %NEXT
+PFXtry:
+  %PFXw1 = STEP
+  %PFXcx = cmpxchg ptr %PFXp, i64 %PFXw, i64 %PFXw1 acq_rel acquire
+  %PFXok = extractvalue { i64, i1 } %PFXcx, 1
+  br i1 %PFXok, label %PFXrun, label %LOOP
+PFXrun:
+  call void @svod_rt_slice(ptr %fn, ptr %args, i64 %units, i64 %ns, i64 SLICE)
+  %PFXd = atomicrmw add ptr %donep, i64 1 release
+  br label %LOOP
+"""
+    own = (take.replace("PFX", "o").replace("LOOP", "own").replace("%NEXT", "%steal0")
+           .replace("STEP", "add i64 %ow, 65536").replace("SLICE", "%of"))
+    steal = (take.replace("PFX", "s").replace("LOOP", "sloop").replace("%NEXT", "%sadv")
+             .replace("STEP", "sub i64 %sw, 1").replace("SLICE", "%sb1"))
+    steal = steal.replace("  call void @svod_rt_slice", "  %sb1 = sub i64 %sb, 1\n  call void @svod_rt_slice")
+    work = f"""
+define internal void @svod_rt_slice(ptr %fn, ptr %args, i64 %units, i64 %ns, i64 %k) {{
+entry:
   %b0 = mul i64 %units, %k
   %b = udiv i64 %b0, %ns
   %k1 = add i64 %k, 1
   %e0 = mul i64 %units, %k1
   %e = udiv i64 %e0, %ns
   %nonempty = icmp ult i64 %b, %e
-  br i1 %nonempty, label %call, label %signal
+  br i1 %nonempty, label %call, label %exit
 call:
   call void %fn(ptr %args, i64 %b, i64 %e)
-  br label %signal
-signal:
-  %d0 = atomicrmw add ptr %donep, i64 1 release
-  br label %claim
+  br label %exit
+exit:
+  ret void
+}}
+
+define internal void @svod_rt_work(ptr %pool, i32 %g, i64 %tid) {{
+entry:
+  %donep = getelementptr i64, ptr %pool, i64 {DONE}
+  %ntp = getelementptr i64, ptr %pool, i64 {NTHREADS}
+  %fnp = getelementptr i64, ptr %pool, i64 {FN}
+  %argp = getelementptr i64, ptr %pool, i64 {ARGS}
+  %unitsp = getelementptr i64, ptr %pool, i64 {UNITS}
+  %nsp = getelementptr i64, ptr %pool, i64 {NSLICES}
+  %nt = load i64, ptr %ntp, align 8
+  %units = load i64, ptr %unitsp, align 8
+  %ns = load i64, ptr %nsp, align 8
+  %fn = load ptr, ptr %fnp, align 8
+  %args = load ptr, ptr %argp, align 8
+  %g64 = zext i32 %g to i64
+  %mine = icmp ult i64 %tid, %nt
+  %oi0 = shl i64 %tid, 3
+  %oi = add i64 %oi0, {RANGES}
+  %op = getelementptr i64, ptr %pool, i64 %oi
+  br i1 %mine, label %own, label %steal0
+{own}
+steal0:
+  br label %snext
+snext:
+  %v = phi i64 [ 1, %steal0 ], [ %v1, %sadv ]
+  %more = icmp ule i64 %v, %nt
+  br i1 %more, label %sset, label %exit
+sset:
+  %tv = add i64 %tid, %v
+  %r = urem i64 %tv, %nt
+  %si0 = shl i64 %r, 3
+  %si = add i64 %si0, {RANGES}
+  %sp = getelementptr i64, ptr %pool, i64 %si
+  br label %sloop
+{steal}
+sadv:
+  %v1 = add i64 %v, 1
+  br label %snext
+exit:
+  ret void
+}}
 """
     ptrs = f"""
   %genp = getelementptr i64, ptr %pool, i64 {GEN}
   %donep = getelementptr i64, ptr %pool, i64 {DONE}
-  %claimp = getelementptr i64, ptr %pool, i64 {CLAIM}
+  %ntp = getelementptr i64, ptr %pool, i64 {NTHREADS}
   %fnp = getelementptr i64, ptr %pool, i64 {FN}
   %argp = getelementptr i64, ptr %pool, i64 {ARGS}
   %unitsp = getelementptr i64, ptr %pool, i64 {UNITS}
@@ -132,6 +188,7 @@ signal:
 {decl_pause}
 {decl_sys}
 declare i32 @sched_yield()
+{work}
 
 define void @svod_rt_worker(ptr %pool, i64 %tid) {{
 entry:{ptrs}
@@ -139,7 +196,7 @@ entry:{ptrs}
   %r0 = atomicrmw add ptr %readyp, i64 1 seq_cst
   br label %wait
 wait:
-  %my = phi i32 [ %g0, %entry ], [ %g, %claim ]
+  %my = phi i32 [ %g0, %entry ], [ %g, %done ]
   br label %spin
 spin:
   %spins = phi i64 [ 0, %wait ], [ %spins1, %pause ], [ 0, %sleep ]
@@ -163,8 +220,10 @@ sleep:
 work:
   %q = load atomic i64, ptr %quitp acquire, align 8
   %isq = icmp ne i64 %q, 0
-  br i1 %isq, label %exit, label %claim
-{claim_loop.replace("%my", "%g").replace("CLAIM_DONE", "wait")}
+  br i1 %isq, label %exit, label %done
+done:
+  call void @svod_rt_work(ptr %pool, i32 %g, i64 %tid)
+  br label %wait
 exit:
   ret void
 }}
@@ -180,7 +239,26 @@ entry:{ptrs}
   %my = add i32 %g0, 1
   %my64 = zext i32 %my to i64
   %w0 = shl i64 %my64, 32
-  store atomic i64 %w0, ptr %claimp release, align 8
+  %nt = add i64 %nwake, 1
+  store i64 %nt, ptr %ntp, align 8
+  br label %ranges
+ranges:
+  %t = phi i64 [ 0, %entry ], [ %t1, %ranges ]
+  %lo0 = mul i64 %nslices, %t
+  %lo = udiv i64 %lo0, %nt
+  %t1 = add i64 %t, 1
+  %hi0 = mul i64 %nslices, %t1
+  %hi = udiv i64 %hi0, %nt
+  %lo16 = shl i64 %lo, 16
+  %rw0 = or i64 %w0, %lo16
+  %rw = or i64 %rw0, %hi
+  %ri0 = shl i64 %t, 3
+  %ri = add i64 %ri0, {RANGES}
+  %rp = getelementptr i64, ptr %pool, i64 %ri
+  store atomic i64 %rw, ptr %rp release, align 8
+  %rmore = icmp ult i64 %t1, %nt
+  br i1 %rmore, label %ranges, label %publish
+publish:
   store atomic i32 %my, ptr %genp seq_cst, align 8
   %sl = load atomic i64, ptr %sleepp seq_cst, align 8
   %any = icmp ne i64 %sl, 0
@@ -188,13 +266,15 @@ entry:{ptrs}
 wake:
   {wake}
   br label %claim
-{claim_loop.replace("CLAIM_DONE", "wait")}
+claim:
+  call void @svod_rt_work(ptr %pool, i32 %my, i64 0)
+  br label %wait
 wait:
   br label %check
 check:
   %spins = phi i64 [ 0, %wait ], [ %spins1, %again ]
   %d = load atomic i64, ptr %donep acquire, align 8
-  %fin = icmp uge i64 %d, %ns
+  %fin = icmp uge i64 %d, %nslices
   br i1 %fin, label %exit, label %again0
 again0:
   %long = icmp ugt i64 %spins, {_SPIN_YIELD}
@@ -248,7 +328,7 @@ def _runtime_module():
 class _Pool:
     def __init__(self, nworkers: int):
         mod = _runtime_module()
-        self.mem = (ctypes.c_int64 * _WORDS)()
+        self.mem = (ctypes.c_int64 * (RANGES + 8 * (nworkers + 1)))()
         self.addr = ctypes.addressof(self.mem)
         self.nworkers = nworkers
         self._worker = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(mod.address("svod_rt_worker"))
