@@ -194,6 +194,22 @@ def test_odd_and_empty_sizes(m, k, n, dt):
     assert_within_bound(got, a, b, dt, "relu", bias, what=f"{m}x{k}x{n}")
 
 
+@pytest.mark.parametrize("k", [1, 15, 16, 17, 47, 300])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_transposed_b_pack_blocks_and_tails(k, dt):
+    """x @ w.T: B's k axis contiguous, packed VW x VW blocks at a time through an
+    in-register transpose; k tails, a partial last panel and a K split across blocks
+    (k = 300 > KC) must all land where the plain pack puts them."""
+    cfg = gemm_config(np.dtype(dt).itemsize)
+    m, n = 2 * cfg.mr + 3, 3 * cfg.nr + 5
+    rng = _rng(k)
+    x = rng.standard_normal((m, k)).astype(dt)
+    w = rng.standard_normal((n, k)).astype(dt)
+    (got,), plan = run_fused([svod.asarray(x) @ svod.asarray(w).T * 0.125])
+    assert [kk.kind for kk in plan.kernels] == ["matmul"]
+    assert_within_bound(got, x, w.T, dt, "scale", what=f"{m}x{k}x{n}")
+
+
 def test_empty_batch():
     a = np.ones((0, 3, 4), np.float32)
     b = np.ones((4, 5), np.float32)

@@ -265,6 +265,20 @@ def _func(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir
     return fn
 
 
+def _transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The n x n transpose of `n` vectors of n lanes (n a power of two): log2(n) rounds
+    of interleaving vector i with vector i + n/2 (low halves, then high halves)."""
+    n = len(rows)
+    i32 = ir.IntType(32)
+    lo = ir.Constant(ir.VectorType(i32, n), [x for i in range(n // 2) for x in (i, i + n)])
+    hi = ir.Constant(ir.VectorType(i32, n), [x for i in range(n // 2, n) for x in (i, i + n)])
+    v = list(rows)
+    for _ in range(n.bit_length() - 1):
+        v = [s for i in range(n // 2) for s in (b.shuffle_vector(v[i], v[i + n // 2], lo),
+                                                b.shuffle_vector(v[i], v[i + n // 2], hi))]
+    return v
+
+
 def _prefetch_lines(b: ir.IRBuilder, module: ir.Module, row: ir.Value, n: int, itemsize: int, write: bool) -> None:
     """Prefetch every cache line of the `n` elements at `row` into L1 (for writing or
     reading): what a tile row of C, or of an epilogue operand, is about to need."""
@@ -556,9 +570,7 @@ class _Gemm:
 
             self._loop(_i64(0), kc, row, "p")
         elif B.strides is not None and B.strides[0] == 1:
-            # NOTE: a transposed B (k contiguous): walk k innermost
-            self._loop(_i64(0), nfull, lambda q: self._loop(_i64(0), _i64(nr), lambda c: self._loop(
-                _i64(0), kc, lambda p: put(q, p, c), "p"), "c"), "bq")
+            self._pack_b_transposed(nfull, panel_elems, put)
         else:
             self._loop(_i64(0), nfull, lambda q: self._loop(_i64(0), kc, lambda p: self._loop(
                 _i64(0), _i64(nr), lambda c: put(q, p, c), "c"), "p"), "bq")
@@ -574,6 +586,36 @@ class _Gemm:
             self._loop(_i64(0), kc, lambda p: self._loop(_i64(0), _i64(nr), lambda c: elem(p, c), "c"), "p")
 
         f.if_then(b.icmp_signed("<", nfull, npj), edge)
+
+    def _pack_b_transposed(self, nfull: ir.Value, panel_elems: ir.Value, put) -> None:
+        """Full Bp panels of a B whose k axis is contiguous (``x @ w.T``): per VW x VW
+        block, VW vector loads along k (one per column), an in-register transpose, VW
+        aligned vector stores of panel rows; the last kc % VW rows element by element.
+        Element by element, this pack took ~8% of a 1024x512x768 product."""
+        b, cfg, B = self.f.b, self.cfg, self.B
+        vw, nr, isz = cfg.vw, cfg.nr, cfg.itemsize
+        vt = ir.VectorType(self.ty, vw)
+        nblk = b.sdiv(self.kc, _i64(vw))
+
+        def panel(q):
+            jq = b.add(self.j0, b.mul(q, _i64(nr)))
+            dst = b.gep(self.Bp, [b.mul(q, panel_elems)])
+
+            def block(pb):
+                p0 = b.mul(pb, _i64(vw))
+                k0 = b.add(B.base_idx, b.add(self.pc, p0))
+                for v in range(cfg.nv):
+                    cols = [_vload(b, b.gep(B.ptr, [b.add(k0, b.mul(b.add(jq, _i64(v * vw + i)), _i64(B.strides[1])))]),
+                                   vt, isz) for i in range(vw)]
+                    for pp, row in enumerate(_transpose(b, cols)):
+                        d = b.gep(dst, [b.add(b.mul(b.add(p0, _i64(pp)), _i64(nr)), _i64(v * vw))])
+                        _vstore(b, row, d, vt, min(64, vw * isz))
+
+            self._loop(_i64(0), nblk, block, "pb")
+            self._loop(b.mul(nblk, _i64(vw)), self.kc,
+                       lambda p: self._loop(_i64(0), _i64(nr), lambda c: put(q, p, c), "c"), "pt")
+
+        self._loop(_i64(0), nfull, panel, "bq")
 
     def _pack_a(self, ic: ir.Value, ic1: ir.Value) -> None:
         """Rows mode: row r of the block at Ap + r·KC (rows past the block zeroed up to a
