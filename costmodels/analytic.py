@@ -120,7 +120,7 @@ class CalibratedModel:
         accesses = plan_accesses(plan)
         out = self._priced(plan, accesses)
         if self.profile.get("cache_hold"):  # what the caches still hold decays with time too
-            timed = ages(accesses, [p.seconds for p in out])
+            timed = ages(accesses, [p.seconds * self.aging(k) for p, k in zip(out, plan.kernels)])
             accesses = [tuple(dataclasses.replace(a, age=float(f"{t:.2g}")) for a, t in zip(acc, ts))
                         for acc, ts in zip(accesses, timed)]
             out = self._priced(plan, accesses)
@@ -138,6 +138,16 @@ class CalibratedModel:
                 self._in_plan[key] = p
             out.append(p)
         return out
+
+    def aging(self, kernel: Kernel) -> float:
+        """How many seconds of the hold curve's idle waiting one second of `kernel` is
+        worth: calibrate's matmul_age_factor for a product (its packing streams evict the
+        caches faster than idle time: a GEMM's output read right after it is as cold as
+        one left alone 1.3-1.7x as long, the BLAS step's 1.9-2.4x), else 1."""
+        mm = kernel.matmul
+        if mm is None:
+            return 1.0
+        return float((self.profile.get("matmul_age_factor") or {}).get("blas" if mm.library else "gemm", 1.0))
 
     def hold(self, age: float) -> float:
         """The share of a buffer's lines still cached `age` seconds after it was last

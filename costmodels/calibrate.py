@@ -294,6 +294,81 @@ def _epilogue_cost(cores: int) -> float:
     return max(0.0, (epi - plain) / (4.0 * m * n))
 
 
+AGING_SHAPE = (1024, 512, 768)  # (m, k, n): a product whose 3 MB output the next kernel reads
+AGING_MAX = 4.0  # most a product's second may count for in the hold curve's idle seconds
+
+
+def _matmul_aging(cores: int, trials: int = 25) -> dict[str, dict]:
+    """How cold each kind of product leaves its output for the kernel after it: the
+    generated GEMM (on `cores` threads) and the BLAS step, each followed by an all-core
+    read kernel over its output, against the same read right after itself (hot) and after
+    a 64 MB sweep (cold), interleaved trials. -> name -> {"share": (cold - after) / (cold
+    - hot), "seconds": the product's median, "read": the read's median after it}. Here a
+    GEMM's output read next was as cold as one left alone 1.3-1.7x the GEMM's half-run
+    the reuse rule ages it by, the BLAS step's 1.9-2.4x: packing streams evict the caches
+    faster than idle time does."""
+    import statistics
+
+    from costmodels.measure import kernel_buffers
+    from svod.codegen.program import compile_kernel
+
+    m, k, n = AGING_SHAPE
+    read = one_kernel(lambda a: a * 0.5, (m, n))
+    rp, rb = compile_kernel(read), kernel_buffers(read)
+    slot = read.inputs[0].slot
+    prods = {}
+    for name, lib in (("gemm", False), ("blas", True)):
+        kk = _matmul_kernel(m, k, n, library=lib)
+        prods[name] = (compile_kernel(kk), kernel_buffers(kk), kk.outputs[0].slot)
+    sweep = np.ones(16 * MIB, np.float32)  # 64 MB: past the L3
+
+    def timed(fn) -> float:
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+    def read_of(buf) -> float:
+        return timed(lambda: rp.run({**rb, slot: buf}, cores))
+
+    times: dict[str, list[float]] = {}
+    for _ in range(trials):
+        for name, (prog, bufs, out) in prods.items():
+            times.setdefault(name, []).append(timed(lambda prog=prog, bufs=bufs: prog.run(bufs, cores)))
+            times.setdefault(name + ":read", []).append(read_of(bufs[out]))
+        buf = prods["gemm"][1][prods["gemm"][2]]
+        read_of(buf)
+        times.setdefault("hot", []).append(read_of(buf))
+        sweep += 1.0
+        times.setdefault("cold", []).append(read_of(buf))
+    med = {key: statistics.median(v) for key, v in times.items()}
+    span = max(med["cold"] - med["hot"], 1e-12)
+    return {name: {"share": max(0.0, min(1.0, (med["cold"] - med[name + ":read"]) / span)),
+                   "seconds": med[name], "read": med[name + ":read"]} for name in prods}
+
+
+def aging_factor(hold: dict[str, float], share: float, seconds: float, read: float) -> float:
+    """The seconds of idle waiting (on the `hold` curve: age -> share still cached) that one
+    second of a product is worth, from `_matmul_aging`'s share of its output still cached
+    for the read after it: the age at which the curve falls to `share`, over the age the
+    reuse rule gives that read (half the product's run plus half the read's), clipped to
+    [1, AGING_MAX] (a product evicts at least what idle time does).
+
+    >>> aging_factor({"0.002": 0.8, "0.004": 0.6, "0.008": 0.2}, 0.6, 0.002, 0.0)
+    4.0
+    >>> round(aging_factor({"0.002": 0.8, "0.004": 0.6, "0.008": 0.2}, 0.7, 0.004, 0.0), 6)
+    1.5
+    """
+    pts = sorted((float(a), float(h)) for a, h in hold.items())
+    age, prev = pts[-1][0] if pts else 0.0, (0.0, 1.0)
+    for a, h in pts:
+        if h <= share:
+            a0, h0 = prev
+            age = a0 + (a - a0) * (h0 - share) / max(h0 - h, 1e-12)
+            break
+        prev = (a, h)
+    return max(1.0, min(AGING_MAX, (2.0 * age - read) / max(seconds, 1e-12)))
+
+
 def _launch_cost() -> float:
     """Seconds a graph program spends per extra kernel: a chain of 32 tiny kernels against
     the same work fused into one."""
@@ -488,6 +563,7 @@ def run_probes(plist: list[Probe], progress: bool = True, budget: float | None =
             cores = Machine.host().cores
             raw["blas_pairs"] = _blas_against_gemm(cores)
             raw["epilogue"] = {"seconds_per_byte": _epilogue_cost(cores)}
+            raw["matmul_aging"] = _matmul_aging(cores)
         pb.update(1)
     return raw
 
@@ -633,6 +709,10 @@ def fit(raw: dict[str, dict], cores: int) -> dict:
         prof["cache_hold"] = dict(raw["cache_hold"])
     if raw.get("epilogue"):
         prof["epilogue_seconds"] = raw["epilogue"]["seconds_per_byte"]
+    if raw.get("matmul_aging") and raw.get("cache_hold"):
+        hold = raw["cache_hold"]
+        prof["matmul_age_factor"] = {name: round(aging_factor(hold, r["share"], r["seconds"], r["read"]), 3)
+                                     for name, r in raw["matmul_aging"].items()}
     if "blas_trans" in raw:
         prof["blas_trans_factor"] = max(1.0, min(1.5, raw["blas_trans"]["factor"]))
     t_raw, n_raw = raw.get("matmul:nativeT"), raw.get("matmul:native")
@@ -743,6 +823,10 @@ def summary(p: Profile) -> str:
     if epi:
         lines.append(f"  GEMM epilogue operand {epi * 1e12:.0f} ps/byte ({epi * (4 << 20) * 1e3:.2f} ms a 1024^2 "
                      "float32 matrix, all cores)")
+    aging = p.data.get("matmul_age_factor")
+    if aging:
+        kinds = ", x".join(f"{v:.2f} ({'BLAS step' if k == 'blas' else 'GEMM'})" for k, v in aging.items())
+        lines.append(f"  caches age during a product x{kinds} as fast as idle")
     return "\n".join(lines)
 
 

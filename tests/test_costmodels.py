@@ -318,6 +318,39 @@ def test_gemm_epilogue_matrix_is_priced_at_its_measured_cost(prof):
         assert with_probe.seconds(kfeatures(plain), te) == base.seconds(kfeatures(plain), te)
 
 
+def test_a_products_run_ages_the_caches_at_its_measured_rate(prof):
+    """calibrate's matmul_age_factor: a product's seconds count that many times over on
+    the hold curve, so the kernel reading the BLAS step's output right after it is priced
+    colder than with idle aging; the fit inverts the hold curve; profiles without the
+    probe (the checked-in one) price as before; kernels that are not products age at 1."""
+    from svod.key import compact
+    from svod.plan_greedy import lower
+
+    assert "matmul_age_factor" not in prof.data
+    hold = {"0.001": 0.9, "0.004": 0.5, "0.016": 0.0}
+    raw = {"cache_hold": hold, "matmul_aging": {"gemm": {"share": 0.9, "seconds": 2e-3, "read": 0.0},
+                                                "blas": {"share": 0.5, "seconds": 4e-3, "read": 1e-4}}}
+    fitted = calibrate.fit(raw, 2)["matmul_age_factor"]
+    assert fitted["gemm"] == 1.0  # the curve's own age: the run ages like idle time
+    assert fitted["blas"] == pytest.approx((2 * 4e-3 - 1e-4) / 4e-3, abs=1e-3)
+    assert "matmul_age_factor" not in calibrate.fit({"cache_hold": hold}, 2)
+
+    x = svod.asarray(np.ones((256, 128), np.float32))
+    w = svod.asarray(np.ones((192, 128), np.float32))
+    key, _ = compact([((x @ w.T) * 0.125).uop])
+    mm = next(i for i, n in enumerate(key.nodes) if n.op.name == "MATMUL")
+    plan = lower(key, {mm})  # the BLAS step, then the scale kernel reading its output
+    assert plan.kernels[0].matmul.library and plan.kernels[1].matmul is None
+    data = {**prof.data, "cache_hold": {"0.0001": 0.9, "0.001": 0.2, "0.01": 0.0}}
+    base = CalibratedModel(Profile.from_json(data))
+    aged = CalibratedModel(Profile.from_json({**data, "matmul_age_factor": {"blas": 3.0, "gemm": 1.0}}))
+    assert aged.aging(plan.kernels[0]) == 3.0 and aged.aging(plan.kernels[1]) == 1.0
+    p0, p1 = base.price_plan(plan), aged.price_plan(plan)
+    assert p1[1].seconds > p0[1].seconds  # the scale kernel reads a colder input
+    assert CalibratedModel(prof).price_plan(plan) == CalibratedModel(
+        Profile.from_json({**prof.data, "matmul_age_factor": {}})).price_plan(plan)
+
+
 def test_gemm_epilogue_row_operand_is_a_broadcast(model):
     """softmax(a @ b) with the matmul recomputed under `- max`: the row max reaches the
     GEMM epilogue as a view constant along n (stride 0), a broadcast, not a strided gather
