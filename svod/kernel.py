@@ -144,7 +144,9 @@ class Kernel:
     reduce_axes: tuple[int, ...] = ()
     matmul: MatmulSpec | None = None
     attention: AttentionSpec | None = None
-    _key: list = field(default_factory=list, compare=False, repr=False)
+    # the memoised key: init=False, so `dataclasses.replace` gives the copy its own (a shared
+    # list handed a changed kernel the original's key, and with it the original's Program)
+    _key: list = field(default_factory=list, init=False, compare=False, repr=False)
 
     # ---- derived structure
     @property

@@ -193,14 +193,14 @@ def test_attention_spec_checks():
     import dataclasses
 
     with pytest.raises(KernelError, match="one ACC node"):
-        dataclasses.replace(good, nodes=good.nodes + (KNode(ACC, good.nodes[0].dtype),), _key=[]).check()
+        dataclasses.replace(good, nodes=good.nodes + (KNode(ACC, good.nodes[0].dtype),)).check()
     bad_spec = dataclasses.replace(good.attention, dv=good.attention.dv + 1)
     with pytest.raises(KernelError, match="does not end in"):
-        dataclasses.replace(good, attention=bad_spec, _key=[]).check()
+        dataclasses.replace(good, attention=bad_spec).check()
     v = ViewChain((View.contiguous((2, 10, 9)),))
     wrong = (good.inputs[0], good.inputs[1], KInput(good.inputs[2].slot, good.inputs[2].dtype, v))
     with pytest.raises(KernelError, match="viewed as"):
-        dataclasses.replace(good, inputs=wrong, _key=[]).check()
+        dataclasses.replace(good, inputs=wrong).check()
     assert isinstance(good.attention, AttentionSpec) and isinstance(good.outputs[0], KOutput)
     assert isinstance(good, Kernel) and good.kind == "attention"
 

@@ -71,7 +71,7 @@ def test_checker_rejects_broken_plans():
     # writing an input
     bad = [Launch(0, (0, 0))] + steps
     plan2 = dataclasses.replace(plan, kernels=(dataclasses.replace(plan.kernels[0], outputs=(
-        dataclasses.replace(plan.kernels[0].outputs[0], slot=0),), _key=[]),) + plan.kernels[1:])
+        dataclasses.replace(plan.kernels[0].outputs[0], slot=0),)),) + plan.kernels[1:])
     with pytest.raises(GraphError, match="input slot"):
         check_graph(dataclasses.replace(g, plan=plan2, steps=bad))
 
