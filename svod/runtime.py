@@ -43,6 +43,7 @@ SLICES_PER_THREAD = 4  # more slices than threads: a late worker leaves less imb
 # i64 word offsets in the shared block (gen, done and the job on separate cache lines)
 GEN, DONE, NTHREADS, FN, ARGS, UNITS, NSLICES, QUIT, SLEEPERS, READY, SPINS = 0, 8, 16, 24, 25, 26, 27, 28, 29, 30, 31
 RANGES = 32  # thread t's slice range at word RANGES + 8 t (a cache line each)
+MAXT = 17  # threads the block has ranges for (workers + 1): a job never asks for more
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
@@ -239,7 +240,11 @@ entry:{ptrs}
   %my = add i32 %g0, 1
   %my64 = zext i32 %my to i64
   %w0 = shl i64 %my64, 32
-  %nt = add i64 %nwake, 1
+  %want = add i64 %nwake, 1
+  %maxtp = getelementptr i64, ptr %pool, i64 {MAXT}
+  %maxt = load i64, ptr %maxtp, align 8
+  %fits = icmp ult i64 %want, %maxt
+  %nt = select i1 %fits, i64 %want, i64 %maxt
   store i64 %nt, ptr %ntp, align 8
   br label %ranges
 ranges:
@@ -336,6 +341,7 @@ class _Pool:
                                           ctypes.c_int64, ctypes.c_int64)(mod.address("svod_rt_dispatch"))
         self._quit = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(mod.address("svod_rt_quit"))
         self.mem[SPINS] = spin_iterations()
+        self.mem[MAXT] = nworkers + 1
         self.lock = threading.Lock()
         self.threads = [threading.Thread(target=self._worker, args=(self.addr, t), daemon=True,
                                          name=f"svod-worker-{t}") for t in range(1, nworkers + 1)]

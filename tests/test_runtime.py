@@ -51,6 +51,18 @@ def test_every_unit_runs_exactly_once(count_fn):
         assert (a == 200).all(), units
 
 
+def test_a_job_asking_for_more_threads_than_the_pool_has_still_runs_every_unit(count_fn):
+    """Each thread owns a range of slices; a job wanting more threads than the pool's
+    block has ranges for (a graph program built for another thread count) is clamped to
+    the pool's, and every unit still runs exactly once."""
+    _, addr = count_fn
+    pool = runtime._get_pool()
+    a = np.zeros(100, np.int64)
+    for _ in range(100):
+        pool._dispatch(pool.addr, addr, a.ctypes.data, 100, 40, pool.nworkers + 8)
+    assert (a == 100).all()
+
+
 def test_repeat_runs_every_unit_n_times_on_this_thread(count_fn):
     _, addr = count_fn
     a = np.zeros(37, np.int64)
