@@ -401,9 +401,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--instances", type=int, default=3,
                      help="separately built programs per variant, timed together; a variant counts at its fastest "
                           "build (default 3)")
-    rep.add_argument("--doubt", type=float, default=0.5,
+    rep.add_argument("--doubt", type=float, default=0.7,  # costmodels.report.DOUBT
                      help="time a workload again when its odd and even rounds rank the variants with a Spearman "
-                          "below this; still below, its Spearman is n/a (unresolved); 0 never reruns (default 0.5)")
+                          "below this; still below, its Spearman is n/a (unresolved); 0 never reruns "
+                          "(default %(default)s)")
     rep.add_argument("--seed", type=int, default=0, help="seed of the variant sample")
     rep.add_argument("--json", default=None, metavar="PATH", help="write every row (predicted/measured pairs) as JSON")
     rep.add_argument("--no-progress", action="store_true", help="no progress bar")
