@@ -115,6 +115,18 @@ PFXrun:
     steal = (take.replace("PFX", "s").replace("LOOP", "sloop").replace("%NEXT", "%sadv")
              .replace("STEP", "sub i64 %sw, 1").replace("SLICE", "%sb1"))
     steal = steal.replace("  call void @svod_rt_slice", "  %sb1 = sub i64 %sb, 1\n  call void @svod_rt_slice")
+    ptrs = f"""
+  %genp = getelementptr i64, ptr %pool, i64 {GEN}
+  %donep = getelementptr i64, ptr %pool, i64 {DONE}
+  %ntp = getelementptr i64, ptr %pool, i64 {NTHREADS}
+  %fnp = getelementptr i64, ptr %pool, i64 {FN}
+  %argp = getelementptr i64, ptr %pool, i64 {ARGS}
+  %unitsp = getelementptr i64, ptr %pool, i64 {UNITS}
+  %nsp = getelementptr i64, ptr %pool, i64 {NSLICES}
+  %quitp = getelementptr i64, ptr %pool, i64 {QUIT}
+  %sleepp = getelementptr i64, ptr %pool, i64 {SLEEPERS}
+  %readyp = getelementptr i64, ptr %pool, i64 {READY}
+  %spinp = getelementptr i64, ptr %pool, i64 {SPINS}"""
     work = f"""
 define internal void @svod_rt_slice(ptr %fn, ptr %args, i64 %units, i64 %ns, i64 %k) {{
 entry:
@@ -133,13 +145,7 @@ exit:
 }}
 
 define internal void @svod_rt_work(ptr %pool, i32 %g, i64 %tid) {{
-entry:
-  %donep = getelementptr i64, ptr %pool, i64 {DONE}
-  %ntp = getelementptr i64, ptr %pool, i64 {NTHREADS}
-  %fnp = getelementptr i64, ptr %pool, i64 {FN}
-  %argp = getelementptr i64, ptr %pool, i64 {ARGS}
-  %unitsp = getelementptr i64, ptr %pool, i64 {UNITS}
-  %nsp = getelementptr i64, ptr %pool, i64 {NSLICES}
+entry:{ptrs}
   %nt = load i64, ptr %ntp, align 8
   %units = load i64, ptr %unitsp, align 8
   %ns = load i64, ptr %nsp, align 8
@@ -173,18 +179,6 @@ exit:
   ret void
 }}
 """
-    ptrs = f"""
-  %genp = getelementptr i64, ptr %pool, i64 {GEN}
-  %donep = getelementptr i64, ptr %pool, i64 {DONE}
-  %ntp = getelementptr i64, ptr %pool, i64 {NTHREADS}
-  %fnp = getelementptr i64, ptr %pool, i64 {FN}
-  %argp = getelementptr i64, ptr %pool, i64 {ARGS}
-  %unitsp = getelementptr i64, ptr %pool, i64 {UNITS}
-  %nsp = getelementptr i64, ptr %pool, i64 {NSLICES}
-  %quitp = getelementptr i64, ptr %pool, i64 {QUIT}
-  %sleepp = getelementptr i64, ptr %pool, i64 {SLEEPERS}
-  %readyp = getelementptr i64, ptr %pool, i64 {READY}
-  %spinp = getelementptr i64, ptr %pool, i64 {SPINS}"""
     return f"""
 {decl_pause}
 {decl_sys}
