@@ -142,8 +142,9 @@ class CalibratedModel:
     def aging(self, kernel: Kernel) -> float:
         """How many seconds of the hold curve's idle waiting one second of `kernel` is
         worth: calibrate's matmul_age_factor for a product (its packing streams evict the
-        caches faster than idle time: a GEMM's output read right after it is as cold as
-        one left alone 1.3-1.7x as long, the BLAS step's 1.9-2.4x), else 1."""
+        caches faster than idle time: in seven runs of the probe here a GEMM's output read
+        right after it was as cold as one left alone 1.2-2.0x as long, the BLAS step's
+        1.7-4x, 4 being the clip), else 1."""
         mm = kernel.matmul
         if mm is None:
             return 1.0

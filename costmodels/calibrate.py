@@ -304,9 +304,9 @@ def _matmul_aging(cores: int, trials: int = 25) -> dict[str, dict]:
     read kernel over its output, against the same read right after itself (hot) and after
     a 64 MB sweep (cold), interleaved trials. -> name -> {"share": (cold - after) / (cold
     - hot), "seconds": the product's median, "read": the read's median after it}. Here a
-    GEMM's output read next was as cold as one left alone 1.3-1.7x the GEMM's half-run
-    the reuse rule ages it by, the BLAS step's 1.9-2.4x: packing streams evict the caches
-    faster than idle time does."""
+    GEMM's output read next was as cold as one left alone 1.2-2.0x the GEMM's half-run
+    the reuse rule ages it by, the BLAS step's 1.7-4x (seven runs): packing streams evict
+    the caches faster than idle time does."""
     import statistics
 
     from costmodels.measure import kernel_buffers
