@@ -322,18 +322,13 @@ def _matmul_aging(cores: int, trials: int = 25) -> dict[str, dict]:
         prods[name] = (compile_kernel(kk), kernel_buffers(kk), kk.outputs[0].slot)
     sweep = np.ones(16 * MIB, np.float32)  # 64 MB: past the L3
 
-    def timed(fn) -> float:
-        t0 = time.perf_counter()
-        fn()
-        return time.perf_counter() - t0
-
     def read_of(buf) -> float:
-        return timed(lambda: rp.run({**rb, slot: buf}, cores))
+        return _seconds(lambda: rp.run({**rb, slot: buf}, cores))
 
     times: dict[str, list[float]] = {}
     for _ in range(trials):
         for name, (prog, bufs, out) in prods.items():
-            times.setdefault(name, []).append(timed(lambda prog=prog, bufs=bufs: prog.run(bufs, cores)))
+            times.setdefault(name, []).append(_seconds(lambda prog=prog, bufs=bufs: prog.run(bufs, cores)))
             times.setdefault(name + ":read", []).append(read_of(bufs[out]))
         buf = prods["gemm"][1][prods["gemm"][2]]
         read_of(buf)
@@ -341,8 +336,7 @@ def _matmul_aging(cores: int, trials: int = 25) -> dict[str, dict]:
         sweep += 1.0
         times.setdefault("cold", []).append(read_of(buf))
     med = {key: statistics.median(v) for key, v in times.items()}
-    span = max(med["cold"] - med["hot"], 1e-12)
-    return {name: {"share": max(0.0, min(1.0, (med["cold"] - med[name + ":read"]) / span)),
+    return {name: {"share": _held(med["hot"], med["cold"], med[name + ":read"]),
                    "seconds": med[name], "read": med[name + ":read"]} for name in prods}
 
 
@@ -458,6 +452,19 @@ HOLD_BYTES = 4 * MIB  # the cache-hold probe's buffer: L3-resident, as the temps
 HOLD_AGES = (0.25e-3, 0.5e-3, 1e-3, 2e-3, 4e-3, 8e-3, 16e-3)  # seconds left alone before the read
 
 
+def _seconds(fn: Callable[[], object]) -> float:
+    """Wall seconds of one call of `fn`."""
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _held(warm: float, cold: float, t: float) -> float:
+    """The share of a buffer still cached when a read of it took `t` seconds, between the
+    read's `warm` and `cold` (after a sweep past the L3) seconds; clipped to [0, 1]."""
+    return max(0.0, min(1.0, (cold - t) / max(cold - warm, 1e-12)))
+
+
 def _spin(seconds: float) -> None:
     """Busy for `seconds` without touching memory (the core stays awake and ours)."""
     end = time.perf_counter() + seconds
@@ -483,9 +490,7 @@ def _cache_hold(trials: int = 15) -> dict[str, float]:
     sweep = np.ones(16 * MIB, np.float32)  # 64 MB: past the L3
 
     def once() -> float:
-        t0 = time.perf_counter()
-        prog.run(bufs, 1)
-        return time.perf_counter() - t0
+        return _seconds(lambda: prog.run(bufs, 1))
 
     warm, cold, waited = [], [], {a: [] for a in HOLD_AGES}
     for _ in range(trials):
@@ -509,10 +514,9 @@ def hold_shares(warm: float, cold: float, waited: dict[float, float]) -> dict[st
     >>> hold_shares(1.0, 3.0, {1e-3: 1.2, 2e-3: 1.0, 4e-3: 2.0, 8e-3: 4.0})
     {'0.001': 0.9, '0.002': 0.9, '0.004': 0.5, '0.008': 0.0}
     """
-    span = max(cold - warm, 1e-12)
     out, low = {}, 1.0
     for age in sorted(waited):
-        low = min(low, max(0.0, min(1.0, (cold - waited[age]) / span)))
+        low = min(low, _held(warm, cold, waited[age]))
         out[repr(age)] = round(low, 4)
     return out
 

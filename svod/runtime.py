@@ -42,7 +42,9 @@ _SPIN_YIELD = 200000  # dispatcher spins this long before yielding the CPU betwe
 SLICES_PER_THREAD = 4  # more slices than threads: a late worker leaves less imbalance
 # i64 word offsets in the shared block (gen, done and the job on separate cache lines)
 GEN, DONE, NTHREADS, FN, ARGS, UNITS, NSLICES, QUIT, SLEEPERS, READY, SPINS = 0, 8, 16, 24, 25, 26, 27, 28, 29, 30, 31
-RANGES = 32  # thread t's slice range at word RANGES + 8 t (a cache line each)
+# thread t's slice range at word RANGES + 8 t (a cache line each); front and back are 16-bit
+# fields, ample for the SLICES_PER_THREAD x threads slices a job has
+RANGES = 32
 MAXT = 17  # threads the block has ranges for (workers + 1): a job never asks for more
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
@@ -126,7 +128,8 @@ PFXrun:
   %quitp = getelementptr i64, ptr %pool, i64 {QUIT}
   %sleepp = getelementptr i64, ptr %pool, i64 {SLEEPERS}
   %readyp = getelementptr i64, ptr %pool, i64 {READY}
-  %spinp = getelementptr i64, ptr %pool, i64 {SPINS}"""
+  %spinp = getelementptr i64, ptr %pool, i64 {SPINS}
+  %maxtp = getelementptr i64, ptr %pool, i64 {MAXT}"""
     work = f"""
 define internal void @svod_rt_slice(ptr %fn, ptr %args, i64 %units, i64 %ns, i64 %k) {{
 entry:
@@ -235,7 +238,6 @@ entry:{ptrs}
   %my64 = zext i32 %my to i64
   %w0 = shl i64 %my64, 32
   %want = add i64 %nwake, 1
-  %maxtp = getelementptr i64, ptr %pool, i64 {MAXT}
   %maxt = load i64, ptr %maxtp, align 8
   %fits = icmp ult i64 %want, %maxt
   %nt = select i1 %fits, i64 %want, i64 %maxt

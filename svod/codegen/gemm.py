@@ -591,7 +591,8 @@ class _Gemm:
         """Full Bp panels of a B whose k axis is contiguous (``x @ w.T``): per VW x VW
         block, VW vector loads along k (one per column), an in-register transpose, VW
         aligned vector stores of panel rows; the last kc % VW rows element by element.
-        Element by element, this pack took ~8% of a 1024x512x768 product."""
+        Element by element, this pack cost a 1024x512x768 product ~4% (1.03x the
+        same GEMM on a contiguous B; 0.99x with it)."""
         b, cfg, B = self.f.b, self.cfg, self.B
         vw, nr, isz = cfg.vw, cfg.nr, cfg.itemsize
         vt = ir.VectorType(self.ty, vw)
