@@ -52,8 +52,15 @@ class Executable:
         return None
 
     def nbytes(self) -> int:
-        """Memory this entry holds in the plan cache (estimate; the LRU's byte bound)."""
-        return 256 * len(self.key.nodes)
+        """Memory this entry holds, its programs included (`footprint` splits it)."""
+        own, progs = self.footprint()
+        return own + sum(progs.values())
+
+    def footprint(self) -> tuple[int, dict[int, int]]:
+        """(bytes of its own, {program identity: bytes}) — programs may be shared with
+        other plans, so a total over several plans counts each identity once. Its own:
+        the key and plan objects, 256 bytes a key node (tracemalloc measured 150-250)."""
+        return 256 * len(self.key.nodes), {}
 
 
 class InterpretedGraph(Executable):
@@ -167,18 +174,19 @@ class KernelPlan(Executable):
     def describe(self) -> str:
         return str(self.plan)
 
-    # NOTE: native code of a kernel is a few KB of machine code plus the LLVM module
-    # kept for IR/asm inspection; 64 KB each is the order measured on the workloads.
-    PROGRAM_BYTES = 64 << 10
-
-    def nbytes(self) -> int:
-        n = super().nbytes()
-        if self._programs is not None:
-            n += self.PROGRAM_BYTES * len(self._programs)
+    def footprint(self) -> tuple[int, dict[int, int]]:
+        """Its own bytes include the graph program (its segment module, measured, and the
+        scratch temps it keeps between runs); its programs' measured sizes come apart."""
+        own, progs = super().footprint()
         gp = self._gp
-        if gp is not None and gp._state is not None:  # scratch temps kept between runs
-            n += sum(blk.nbytes for blk in gp._state[2].values())
-        return n
+        if gp is not None:
+            own += gp.nbytes
+        for p in self._programs or ():
+            fp = getattr(p, "footprint", None)
+            if fp is not None:
+                i, n = fp()
+                progs[i] = n
+        return own, progs
 
     def to_json(self) -> dict:
         from svod.kernel import plan_to_json
@@ -504,9 +512,16 @@ def _env_int(name: str, default: int) -> int:
 
 
 class PlanCache:
-    """In-memory LRU of Executables keyed by GraphKey hash; thread-safe. Bounded by
-    entries and by bytes (`Executable.nbytes`: compiled programs and the scratch memory
-    a graph program keeps between runs); `SVOD_PLAN_CACHE_ENTRIES`, `SVOD_PLAN_CACHE_MB`."""
+    """In-memory LRU of Executables keyed by GraphKey hash. Bounded by entries and by
+    bytes: what its entries hold (`Executable.footprint`: measured programs — a program
+    shared by several plans counted once — graph programs, scratch, the plan objects);
+    `SVOD_PLAN_CACHE_ENTRIES`, `SVOD_PLAN_CACHE_MB`. An evicted plan is dropped: its
+    programs are freed unless another plan or a jit trace still holds them.
+
+    Threads: `get`, `put`, `clear` take the lock; `use` and `holds` (the replay path) do
+    not — they are single C-level dict calls, atomic under the GIL, and `put` iterates
+    only over C-level snapshots (`list(d.values())`), so a concurrent `use` never makes
+    an iteration fail ("OrderedDict mutated during iteration")."""
 
     def __init__(self, max_entries: int | None = None, max_bytes: int | None = None):
         self.max_entries = max_entries if max_entries is not None else _env_int("SVOD_PLAN_CACHE_ENTRIES", 512)
@@ -514,9 +529,20 @@ class PlanCache:
         self._d: OrderedDict[str, Executable] = OrderedDict()
         self._lock = threading.Lock()
 
+    @staticmethod
+    def _total(entries) -> int:
+        own, progs = 0, {}
+        for e in entries:
+            o, p = e.footprint()
+            own += o
+            progs.update(p)
+        return own + sum(progs.values())
+
     def nbytes(self) -> int:
+        """Bytes held by the entries (each shared program once)."""
         with self._lock:
-            return sum(e.nbytes() for e in self._d.values())
+            entries = list(self._d.values())
+        return self._total(entries)
 
     def get(self, key: GraphKey) -> Executable | None:
         with self._lock:
@@ -530,28 +556,33 @@ class PlanCache:
         are re-read here (programs and scratch appear after an entry's first run); the
         entry just put is never evicted."""
         with self._lock:
-            self._d[key.hash] = exe
-            self._d.move_to_end(key.hash)
-            while len(self._d) > self.max_entries:
-                self._d.popitem(last=False)
+            d = self._d
+            d[key.hash] = exe
+            d.move_to_end(key.hash)
+            while len(d) > self.max_entries:
+                d.popitem(last=False)
                 bump("plan_cache_evictions")
-            total = sum(e.nbytes() for e in self._d.values())
-            while total > self.max_bytes and len(self._d) > 1:
-                _, old = self._d.popitem(last=False)
-                total -= old.nbytes()
-                bump("plan_cache_evictions")
+            if len(d) > 1 and self._total(list(d.values())) > self.max_bytes:
+                # NOTE: evict oldest first; the total is recounted (shared programs stay
+                # while a remaining entry holds them)
+                while len(d) > 1:
+                    d.popitem(last=False)
+                    bump("plan_cache_evictions")
+                    if self._total(list(d.values())) <= self.max_bytes:
+                        break
 
-    def use(self, key_hash: str, exe: Executable) -> bool:
-        """`holds`, and when it does, mark the entry most recently used: a replay by
-        signature skips `get`, but a plan replayed all the time must not age out of the
-        LRU. Lock-free: C-level OrderedDict calls; an entry evicted meanwhile is gone."""
-        if self._d.get(key_hash) is not exe:
-            return False
-        try:
-            self._d.move_to_end(key_hash)
-        except KeyError:
-            pass
-        return True
+    def use(self, key_hash: str) -> Executable | None:
+        """The entry for `key_hash`, marked most recently used (None: not held). For the
+        replay by signature, which skips `get`: a plan replayed all the time must not age
+        out of the LRU. Lock-free (see the class docstring); an entry evicted meanwhile
+        is simply gone."""
+        exe = self._d.get(key_hash)
+        if exe is not None:
+            try:
+                self._d.move_to_end(key_hash)
+            except KeyError:
+                pass
+        return exe
 
     def holds(self, key_hash: str, exe: Executable) -> bool:
         """Whether `exe` is still the entry for `key_hash` (lock-free read)."""
@@ -625,29 +656,31 @@ def _wrap(pending: list[UOp], outs) -> dict[UOp, UOp]:
 
 
 class ReplayCache:
-    """Structural signature (svod.ir.signature_of) -> (key hash, Executable, leaf order,
-    whether `RECENT` keeps the graph: its leaves' sizes follow from the signature).
+    """Structural signature (svod.ir.signature_of) -> (key hash, leaf order, whether
+    `RECENT` keeps the graph: its leaves' sizes follow from the signature).
 
-    A front for PLAN_CACHE that skips compaction: valid only while PLAN_CACHE still
-    holds the same Executable under the key (so clearing, evicting or re-planning there
-    invalidates the entry here). Bounded; dropped wholesale when full.
+    A front for PLAN_CACHE that skips compaction: an entry names the plan by its key
+    hash only (`PlanCache.use` finds it), so this table never keeps a plan alive —
+    evicting or clearing there is a miss here — and a re-planned key replays its new
+    plan (one signature has one GraphKey, so one leaf order). Bounded; dropped
+    wholesale when full. Single C-level dict calls: safe from several threads.
     """
 
     def __init__(self, max_entries: int = 4096):
         self.max_entries = max_entries
-        self._d: dict[int, tuple[str, Executable, tuple[int, ...]]] = {}
+        self._d: dict[int, tuple[str, tuple[int, ...], bool]] = {}
 
     def get(self, sig: int):
         return self._d.get(sig)
 
-    def put(self, sig: int, key_hash: str, exe: Executable, leaves: tuple, buffers: list) -> None:
+    def put(self, sig: int, key_hash: str, leaves: tuple, buffers: list) -> None:
         pos = {id(leaf): i for i, leaf in enumerate(leaves)}
         perm = tuple(pos.get(id(b), -1) for b in buffers)
         if len(perm) != len(leaves) or -1 in perm:
             return  # not the same leaves as the compacted graph's: never replay by signature
         if len(self._d) >= self.max_entries:
             self._d.clear()
-        self._d[sig] = (key_hash, exe, perm, RECENT.small(leaves))
+        self._d[sig] = (key_hash, perm, RECENT.small(leaves))
 
     def clear(self) -> None:
         self._d.clear()
@@ -717,12 +750,13 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
             return {}
     sig, leaves = signature_of(pending) if RECORDER is None and not _debug() else (None, None)
     fast = REPLAY.get(sig) if sig is not None else None
-    if fast is not None and PLAN_CACHE.use(fast[0], fast[1]):
+    exe = PLAN_CACHE.use(fast[0]) if fast is not None else None
+    if exe is not None:
         # replay: a structure seen before (same signature => same GraphKey, leaves in a
         # known order): no compaction, no lookup by key
         _REPLAY_TICK()
-        outs = fast[1].run([leaves[j].array for j in fast[2]])
-        if fast[3]:
+        outs = exe.run([leaves[j].array for j in fast[1]])
+        if fast[2]:
             RECENT.keep(pending)
         # NOTE: no `_wrap` checks: this Executable's outputs were checked on its first run
         return {r: _buffer(arr, r.dtype) for r, arr in zip(pending, outs)}
@@ -734,7 +768,7 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
     hits = snapshot()["graph_cache_hits"]
     exe = get_executable(key)
     if sig is not None and PLAN_CACHE.holds(key.hash, exe):
-        REPLAY.put(sig, key.hash, exe, leaves, bindings.buffers)
+        REPLAY.put(sig, key.hash, leaves, bindings.buffers)
     outs = exe.run(bindings.arrays)
     if RECENT.small(leaves):
         RECENT.keep(pending)

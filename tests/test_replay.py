@@ -139,7 +139,8 @@ def test_plan_cache_is_bounded_by_entries_and_bytes():
         key, exe = engine.plan_for([t])
         keys.append((key, exe))
         exe.run([a])  # programs and scratch exist now: nbytes grows
-        assert exe.nbytes() >= engine.KernelPlan.PROGRAM_BYTES
+        # measured: an engine holding loaded object code is tens of KB
+        assert exe.nbytes() >= sum(p.nbytes for p in exe.programs()) >= 16 << 10
     one = keys[0][1].nbytes()
     cache = engine.PlanCache(max_entries=4, max_bytes=1 << 40)
     for key, exe in keys:

@@ -28,6 +28,11 @@ Design:
 * Temps of small graphs (≤ `SCRATCH_BYTES`) live in scratch blocks owned by the
   GraphProgram (their addresses written once); bigger ones come from the pool per run.
   Outputs are fresh pool blocks every run: they never alias inputs or each other.
+* Ownership: a GraphProgram holds its Programs and its segment module; replay closures
+  (`QuickParts.runner`, the jit's) hold what their native calls read (`QuickParts.keep`),
+  never the GraphProgram itself, so nothing here forms a reference cycle: dropping the
+  last owner frees the code at once, without waiting for the garbage collector.
+  `nbytes` is the memory it holds besides its programs (measured module, scratch).
 
 >>> import numpy as np, svod
 >>> from svod.key import compact
@@ -92,14 +97,25 @@ def data_address(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
+class _Count:
+    """A call counter a replay closure can bump without holding its GraphProgram."""
+
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
 class QuickParts(NamedTuple):
     """What a replay closure needs from a GraphProgram (`GraphProgram.quick_parts`): call
     ``segment(slots_addr, fns, None)`` with `lock` held (taken without waiting), after
     writing ``slots[i]`` for each input i (its (dtype, elements needed) in `inputs`; the
     array C-contiguous) and ``slots[slot]`` for a fresh ``np.empty(shape, dtype)`` per
-    output in `outputs`, and add one to `program.calls`."""
+    output in `outputs`, and add one to `count.n`. A closure must hold `keep` (the code,
+    function table and scratch the call reads) for as long as it may call."""
 
-    program: GraphProgram
+    count: _Count
+    keep: tuple
     slots: object
     slots_addr: int
     fns: int
@@ -114,7 +130,7 @@ class QuickParts(NamedTuple):
         segment (or returns None when another thread holds the program) and counts the
         call on `tally` (a `svod.stats.Tally`, or None)."""
         ns = {"_slots": self.slots, "_saddr": self.slots_addr, "_fns": self.fns, "_segment": self.segment,
-              "_acquire": self.lock.acquire, "_release": self.lock.release, "_program": self.program,
+              "_acquire": self.lock.acquire, "_release": self.lock.release, "_count": self.count, "_keep": self.keep,
               "_tick": tally.tick if tally is not None else None, "_address": data_address, "_empty": np.empty}
         lines = []
         for j, (_, shape, dtype) in enumerate(self.outputs):
@@ -123,7 +139,7 @@ class QuickParts(NamedTuple):
         lines += [f"{indent}if not _acquire(False): return None", f"{indent}try:"]
         lines += [f"{indent}    _slots[{i}] = _address(a{i})" for i in range(len(self.inputs))]
         lines += [f"{indent}    _slots[{slot}] = _address(o{j})" for j, (slot, _, _) in enumerate(self.outputs)]
-        lines += [f"{indent}    _program.calls += 1"] + ([f"{indent}    _tick()"] if tally is not None else [])
+        lines += [f"{indent}    _count.n += 1"] + ([f"{indent}    _tick()"] if tally is not None else [])
         lines += [f"{indent}    _segment(_saddr, _fns, None)", f"{indent}finally:", f"{indent}    _release()"]
         return ns, lines
 
@@ -155,7 +171,9 @@ class GraphProgram:
         self.reason = reason
         self.segments: list = []  # ("native", ctypes fn) or ("library", program, slots)
         self.ir = ""
-        self.calls = 0  # native segment calls (tests count them)
+        self._count = _Count()  # native segment calls (`calls`)
+        self._module = None  # the segments' CompiledModule
+        self._table = None  # the function table `_fns` points into
         plan = graph.plan
         self.n_inputs = plan.n_inputs
         self._in_specs = []  # per input: (numpy dtype, elements needed)
@@ -186,6 +204,23 @@ class GraphProgram:
         self._runner = None  # QuickParts.runner, built once the state is
         self._parallel = False
         self._fns = None
+
+    @property
+    def calls(self) -> int:
+        """Native segment calls so far (tests count them)."""
+        return self._count.n
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held besides the programs: the segment module (measured), scratch temps
+        kept between runs, the slot array and function table, the Python side (~2 KB)."""
+        n = 2048 + 8 * (self._n_slots + len(self.programs) + 1)
+        if self._module is not None:
+            n += self._module.nbytes
+        state = self._state
+        if state is not None:
+            n += sum(blk.nbytes for blk in state[2].values())
+        return n
 
     # ------------------------------------------------------------------ running
 
@@ -234,9 +269,10 @@ class GraphProgram:
         (its state is built by the first run)."""
         if self._state is None or not self._quick():
             return None
-        slots, addr, _ = self._state
-        return QuickParts(self, slots, addr, self._fns, self.segments[0][1], self._lock, tuple(self._in_specs),
-                          tuple((slot, shape, dt) for slot, shape, dt, _, _ in self._out_specs))
+        slots, addr, blocks = self._state
+        keep = (self._module, self._table, tuple(self.programs), blocks)
+        return QuickParts(self._count, keep, slots, addr, self._fns, self.segments[0][1], self._lock,
+                          tuple(self._in_specs), tuple((slot, shape, dt) for slot, shape, dt, _, _ in self._out_specs))
 
     def run(self, arrays) -> list[np.ndarray]:
         """Run the graph on `arrays` (one per input slot); fresh output arrays."""
@@ -283,7 +319,7 @@ class GraphProgram:
             fns = self._fns
             for seg in self.segments:
                 if seg[0] == "native":
-                    self.calls += 1
+                    self._count.n += 1
                     if self._parallel:
                         self._call_parallel(seg[1], addr, fns)
                     else:
@@ -438,7 +474,7 @@ def compile_graph(graph: CompiledGraph, programs) -> GraphProgram:
         try:
             from svod.codegen.jit import compile_ir
 
-            gp._module = compile_ir(ir, name=f"graph_{tag}")
+            gp._module = compile_ir(ir, name=f"graph_{tag}", lean=True)
         except Exception as e:  # noqa: BLE001 - a graph-IR bug must not lose the user's result
             log.warning("svod: compiling graph program %s failed (%s); running kernel by kernel", tag, e)
             return GraphProgram(graph, programs, "fallback", f"{type(e).__name__}: {e}")

@@ -16,6 +16,12 @@ Lifecycle rules learnt the hard way (see FACTS.md):
 * Function pointers handed out by ``CompiledModule.address`` are valid exactly as long
   as the ``CompiledModule`` is referenced; ctypes function objects made by
   ``ctypes_fn`` hold a reference to it.
+* An engine that compiled a module keeps the whole optimised LLVM module and its
+  code-generation state: ~840 KB of heap for a one-loop kernel, against ~44 KB for an
+  engine that loaded the same object code (measured, docs/memory.md). ``compile_ir(...,
+  lean=True)`` therefore emits the object code once and loads it into a fresh engine:
+  what svod keeps per kernel and per graph program. ``CompiledModule.nbytes`` is the
+  memory a module holds, measured when ``load_object`` creates its engine.
 
 Example::
 
@@ -32,6 +38,7 @@ import ctypes
 import ctypes.util
 import functools
 import os
+import sys
 import threading
 import time
 from typing import Any
@@ -187,6 +194,14 @@ class CompiledModule:
         self._addresses: dict[str, int] = {}
         self.symbols = symbols
         self.timings = timings or {}
+        self.engine_bytes = 0  # native memory of the engine, measured by `load_object`
+
+    @property
+    def nbytes(self) -> int:
+        """Memory this module holds: its engine (heap measured at load, plus its mapped
+        code pages) and the object code and IR text kept for reloading and inspection.
+        Modules compiled without ``lean`` keep their LLVM module too, not counted here."""
+        return self.engine_bytes + len(self._object or b"") + len(self._ir or "")
 
     def address(self, symbol: str) -> int:
         """Address of ``symbol`` in this module's native code; KeyError when absent."""
@@ -242,14 +257,44 @@ def _optimise(mod: Any, tm: Any) -> None:
     pto.loop_unrolling = True
     pb = llvm.create_pass_builder(tm, pto)
     mpm = pb.getModulePassManager()
-    mpm.run(mod, pb)
+    try:
+        mpm.run(mod, pb)
+    finally:
+        _free_pass_manager(mpm)
 
 
-def compile_ir(llvm_ir: str, *, name: str, optimise: bool = True) -> CompiledModule:
+def _free_pass_manager(mpm: Any) -> None:
+    """Free a module pass manager now.
+
+    NOTE: in llvmlite 0.50 `ModulePassManager(ObjectRef, NewPassManager)` inherits
+    ObjectRef's no-op `_dispose` ahead of NewPassManager's, so closing or collecting it
+    frees nothing: the whole O3 pipeline, ~80 KB once it has run, leaked per compile
+    (measured with mallinfo2 and heaptrack, docs/memory.md). What remains per compile is
+    ~2 KB (the PassInstrumentationCallbacks that `create_pass_builder` never frees)."""
+    from llvmlite.binding import ffi
+    from llvmlite.binding.newpassmanagers import NewPassManager
+
+    if mpm.closed:
+        return
+    if type(mpm)._dispose is ffi.ObjectRef._dispose:
+        try:
+            NewPassManager._dispose(mpm)
+        finally:
+            mpm.detach()
+    else:  # a fixed llvmlite
+        mpm.close()
+
+
+def compile_ir(llvm_ir: str, *, name: str, optimise: bool = True, lean: bool = False,
+               keep_ir: bool = True) -> CompiledModule:
     """Parse, verify, optimise (O3 + loop/SLP vectorisers) and JIT ``llvm_ir``.
 
     Raises ``RuntimeError`` (with the module name noted) when the IR does not parse or
     verify. ``CompiledModule.timings`` holds parse/opt/codegen seconds.
+
+    ``lean=True``: emit object code and load it into an engine of its own (the LLVM
+    module is freed: ``asm`` is unavailable, ``object_code`` costs nothing more);
+    ``keep_ir=False`` also drops the optimised IR text. The same machine code either way.
     """
     _ensure_init()
     # NOTE: functions emitted by vecmath may reference libmvec symbols; make sure the
@@ -273,12 +318,62 @@ def compile_ir(llvm_ir: str, *, name: str, optimise: bool = True) -> CompiledMod
         if optimise:
             _optimise(mod, tm)
         t2 = time.perf_counter()
-        engine = llvm.create_mcjit_compiler(mod, tm)
-        engine.finalize_object()
+        if lean:
+            obj = bytes(tm.emit_object(mod))
+            opt_ir = str(mod) if keep_ir else None
+            del mod, tm  # NOTE: the module and its TargetMachine are freed here, not kept
+            cm = load_object(obj, (), name=name)
+            cm._ir = opt_ir
+        else:
+            engine = llvm.create_mcjit_compiler(mod, tm)
+            engine.finalize_object()
+            cm = CompiledModule(name, engine, tm, mod, str(mod))
         t3 = time.perf_counter()
-        opt_ir = str(mod)
-    timings = {"parse": t1 - t0, "opt": t2 - t1, "codegen": t3 - t2}
-    return CompiledModule(name, engine, tm, mod, opt_ir, timings=timings)
+    cm.timings = {"parse": t1 - t0, "opt": t2 - t1, "codegen": t3 - t2}
+    return cm
+
+
+_PAGE = 4096
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                 "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+@functools.cache
+def _mallinfo2():
+    """glibc's mallinfo2 (None elsewhere): heap bytes in use, all arenas, ~6 µs a call."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):  # not glibc, or glibc < 2.33
+        return None
+    fn.restype = _MallInfo2
+    fn.argtypes = []
+    return fn
+
+
+def _heap_in_use() -> int | None:
+    fn = _mallinfo2()
+    if fn is None:
+        return None
+    m = fn()
+    return m.uordblks + m.hblkhd
+
+
+# NOTE: the engine of a loaded object measured ~44 KB of heap on llvmlite 0.50 / LLVM 22
+# (one-loop kernel); the estimate where the heap cannot be read (not glibc).
+_ENGINE_HEAP_ESTIMATE = 48 << 10
+
+
+def _engine_bytes(heap_delta: int | None, obj_size: int) -> int:
+    """An engine's memory: heap it allocated (measured; other threads' allocations in the
+    same interval count too, so never less than the estimate's floor of the object size)
+    plus its mapped sections (code and data, each page-rounded)."""
+    heap = _ENGINE_HEAP_ESTIMATE if heap_delta is None else max(heap_delta, obj_size)
+    return heap + (obj_size + _PAGE - 1) // _PAGE * _PAGE + _PAGE
 
 
 def load_object(obj: bytes, symbols: list[str] | tuple[str, ...] = (), *, name: str = "object"
@@ -291,16 +386,20 @@ def load_object(obj: bytes, symbols: list[str] | tuple[str, ...] = (), *, name: 
     _ensure_init()
     if b"_ZGV" in obj:
         has_libmvec()
+    obj = bytes(obj)
     with LLVM_LOCK:
         info = host_target_info()
+        h0 = _heap_in_use()
         empty = llvm.parse_assembly(f'target triple = "{info["triple"]}"\n')
         tm = _target_machine()
         engine = llvm.create_mcjit_compiler(empty, tm)
-        objfile = llvm.ObjectFileRef.from_data(bytes(obj))
+        objfile = llvm.ObjectFileRef.from_data(obj)
         engine.add_object_file(objfile)
         engine.finalize_object()
+        h1 = _heap_in_use()
     cm = CompiledModule(name, engine, tm, None, None, symbols=tuple(symbols), objfile=objfile,
-                        object_code=bytes(obj))
+                        object_code=obj)
+    cm.engine_bytes = _engine_bytes(None if h0 is None or h1 is None else h1 - h0, len(obj))
     for s in symbols:
         cm.address(s)
     return cm

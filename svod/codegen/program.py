@@ -18,9 +18,16 @@ caller — a missing output slot is allocated and put into the dict. Kinds:
 * ``interpreted``: the fallback when lowering or compiling fails (one `SvodWarning`
   naming the kernel and the file holding its IR); results stay correct.
 
-Programs are memoised per `Kernel.key()` in-process; object code is cached in the
-persistent store (kind "objects") under the kernel key + LLVM/llvmlite version + host
-CPU and features, so a second process loads instead of compiling.
+Ownership: a Program lives as long as something that runs it does — the plans
+(`svod.engine.KernelPlan`), graph programs and jit traces that hold it. The registry
+here only *finds* live programs by `Kernel.key()` (weak references: two plans with the
+same kernel share one program, and nothing is compiled twice while one is alive); it
+never keeps one alive, so evicting the last plan that uses a kernel frees its engine
+and code pages. A kernel needed again is reloaded from the persistent object cache
+(kind "objects", keyed by the kernel key + LLVM/llvmlite version + host CPU and
+features: ~1 ms) instead of compiled. `Program.nbytes` is the memory a program holds,
+measured when its engine is made (`svod.codegen.jit.CompiledModule.nbytes`), and
+`live_programs()` counts what the process holds.
 
 >>> import numpy as np
 >>> from svod.kernel_examples import softmax_kernel, softmax_reference
@@ -49,7 +56,8 @@ from svod.stats import bump
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
-_programs: dict[str, Program] = {}
+# NOTE: weak values: this finds live programs, their owners keep them (module docstring)
+_programs: weakref.WeakValueDictionary[str, Program] = weakref.WeakValueDictionary()
 _programs_lock = threading.Lock()
 _compile_locks: dict[str, threading.Lock] = {}
 _warned: set[str] = set()
@@ -59,10 +67,14 @@ class Program:
     """A runnable kernel. `run(buffers, threads)`; `.ir`, `.asm`, `.kernel`, `.units`, `.kind`."""
 
     kind = "abstract"
+    # NOTE: the Python side of a program (the object, its specs, argument block) measured
+    # 1-2 KB with tracemalloc; the native part is added by subclasses
+    PY_BYTES = 2 << 10
 
     def __init__(self, kernel: Kernel, units: int):
         self.kernel = kernel
         self.units = units
+        self._base: Program | None = None  # the registered program a rebound copy shares code with
         self.slots = tuple(i.slot for i in kernel.inputs) + tuple(o.slot for o in kernel.outputs)
         self._n_in = len(kernel.inputs)
         self._out_specs = tuple((o.slot, o.dtype.np, int(np.prod(o.shape, dtype=np.int64)))
@@ -76,6 +88,17 @@ class Program:
     @property
     def asm(self) -> str:
         return ""
+
+    @property
+    def nbytes(self) -> int:
+        """Memory this program holds (shared with its rebound copies: see `footprint`)."""
+        return self.PY_BYTES
+
+    def footprint(self) -> tuple[int, int]:
+        """(identity, bytes): programs with one identity share their memory, so a total
+        over several owners counts each identity once."""
+        base = self._base or self
+        return id(base), base.nbytes
 
     def _outputs(self, buffers) -> None:
         """Allocate missing outputs (dict buffers only) and check dtype/size of the rest."""
@@ -117,10 +140,12 @@ class NativeProgram(Program):
 
     @property
     def ir(self) -> str:
-        """Optimised LLVM IR (recompiled on demand for programs loaded from object code)."""
-        if self._ir is None:
-            self._ir = self.module.ir or _recompile(self.kernel).ir
-        return self._ir
+        """Optimised LLVM IR, compiled again on demand (the program keeps machine code only)."""
+        return self._ir or self.module.ir or _recompile(self.kernel, lean=True).ir
+
+    @property
+    def nbytes(self) -> int:
+        return self.PY_BYTES + self.module.nbytes
 
     @property
     def asm(self) -> str:
@@ -275,6 +300,10 @@ class InterpretedProgram(Program):
     def ir(self) -> str:
         return self._ir
 
+    @property
+    def nbytes(self) -> int:
+        return self.PY_BYTES + len(self._ir)
+
     def run(self, buffers, threads: int = 1) -> None:
         from svod.interp import run_kernel
 
@@ -310,12 +339,13 @@ def object_key(kernel: Kernel) -> str:
     return f"{kernel.key()}:{_target_key()}"
 
 
-def _recompile(kernel: Kernel):
+def _recompile(kernel: Kernel, lean: bool = False):
+    """The kernel compiled again, for its IR (`lean`) or assembly text; nobody keeps it."""
     from svod.codegen.jit import compile_ir
     from svod.codegen.lower import lower_kernel
 
     low = lower_kernel(kernel)
-    return compile_ir(low.ir, name=kernel.name)
+    return compile_ir(low.ir, name=kernel.name, lean=lean)
 
 
 def _cache_enabled() -> bool:
@@ -355,7 +385,7 @@ def _build(kernel: Kernel) -> Program:
     try:
         low = lower_kernel(kernel, symbol)
         ir_text = low.ir
-        mod = compile_ir(ir_text, name=kernel.name)
+        mod = compile_ir(ir_text, name=kernel.name, lean=True, keep_ir=False)
         prog = NativeProgram(kernel, mod, symbol, low.units)
     except Exception as e:  # noqa: BLE001 - a codegen bug must not lose the user's result
         return _fallback(kernel, e, ir_text)
@@ -387,8 +417,9 @@ def _fallback(kernel: Kernel, err: BaseException, ir_text: str) -> Program:
 
 
 def compile_kernel(kernel: Kernel) -> Program:
-    """The Program for `kernel`: memoised per content key, loaded from the object cache
-    when possible, compiled otherwise; never raises for a kernel that passes `check()`."""
+    """The Program for `kernel`: the live one of its content key if any, else loaded from
+    the object cache when possible, compiled otherwise; never raises for a kernel that
+    passes `check()`. The caller owns what it gets (see the module docstring)."""
     key = kernel.key()
     prog = _programs.get(key)
     if prog is not None:
@@ -416,6 +447,7 @@ def _rebind(prog: Program, kernel: Kernel) -> Program:
     import copy
 
     clone = copy.copy(prog)
+    clone._base = prog  # keeps the registered program (and so its code) alive
     clone.kernel = kernel
     clone.slots = tuple(i.slot for i in kernel.inputs) + tuple(o.slot for o in kernel.outputs)
     clone._out_specs = tuple((o.slot, o.dtype.np, spec[2]) for o, spec in zip(kernel.outputs, prog._out_specs))
@@ -432,9 +464,18 @@ def _rebind(prog: Program, kernel: Kernel) -> Program:
 
 
 def clear_programs() -> None:
-    """Forget memoised Programs (tests)."""
+    """Forget the registered Programs (tests): the next `compile_kernel` of a kernel makes
+    a new one; the old ones live on while their owners do."""
     with _programs_lock:
         _programs.clear()
+
+
+def live_programs() -> tuple[int, int]:
+    """(count, bytes) of the programs alive in this process (registered: one per kernel
+    content key), with their measured sizes."""
+    with _programs_lock:
+        progs = list(_programs.values())
+    return len(progs), sum(p.nbytes for p in progs)
 
 
 def run_kernel_native(kernel: Kernel, buffers, threads: int = 1) -> None:
@@ -443,4 +484,4 @@ def run_kernel_native(kernel: Kernel, buffers, threads: int = 1) -> None:
 
 
 __all__ = ["InterpretedProgram", "LibraryProgram", "NativeProgram", "Program", "clear_programs",
-           "compile_kernel", "object_key", "run_kernel_native"]
+           "compile_kernel", "live_programs", "object_key", "run_kernel_native"]
