@@ -282,7 +282,7 @@ def _quick_for(entry: _Entry, arrays):
     else:
         body.append("    return rebuild([" + ", ".join(f"t{k}" for k, _ in outs) + "])")
     exec("\n".join(body), ns)  # noqa: S102 - our own template, no user text
-    return ns["quick"]
+    return ns.pop("quick")  # NOTE: no cycle function <-> its globals: a dropped trace frees its code at once
 
 
 def jit(fn=None, *, strict: bool = False):

@@ -7,7 +7,15 @@ blocks are anonymous mmaps advised to use transparent huge pages where the OS al
 Ownership: a block is handed out as numpy views of it. numpy collapses every view's
 `base` to the block, so the block's reference count says whether any user-visible view
 is alive: a block returns to the pool only when none is (DESIGN "Buffers").
-The pool holds at most `max_bytes` of free blocks (env `SVOD_POOL_BYTES`).
+The pool holds at most `max_bytes` of free blocks (env `SVOD_POOL_BYTES`), checked when
+a block comes back: beyond the cap the oldest free blocks are released to the OS at once
+(`SVOD_POOL_BYTES=0`: a dropped result's memory returns with its last view).
+
+Threads: every list is changed under the pool's lock. A block comes back from a
+finaliser, which may run inside a garbage collection while this very thread holds the
+lock: it only appends to `_returned` and takes the lock if it is free; whoever holds the
+lock drains `_returned` before letting go (`_unlock`), so no return waits for the next
+allocation.
 
 Small blocks (≤ `SMALL`) take a cheaper path: no lease and no finaliser (those cost
 ~3 µs, more than a 1,000-element kernel); `array` keeps them in per-size lists and reads
@@ -101,18 +109,29 @@ class BufferPool:
         self.misses = 0
 
     def _drain(self) -> None:
-        """Move blocks whose last view died back to the free list (lock held)."""
+        """Move blocks whose last view died back to the free list and release the oldest
+        free blocks beyond `max_bytes` (lock held)."""
         while self._returned:
             blk = self._lent.pop(self._returned.popleft(), None)
             if blk is not None:
                 self._free.append(blk)
-        total = sum(b.nbytes for b in self._free)
-        while self._free and total > self.max_bytes:
-            total -= self._free.pop(0).nbytes
+        if self._free:
+            total = sum(b.nbytes for b in self._free)
+            while self._free and total > self.max_bytes:
+                total -= self._free.pop(0).nbytes  # NOTE: the last reference: munmap / free here
+
+    def _unlock(self) -> None:
+        """Release the lock, draining blocks that came back while it was held."""
+        while True:
+            self._lock.release()
+            if not self._returned or not self._lock.acquire(False):
+                return
+            self._drain()
 
     def _take(self, nbytes: int) -> np.ndarray:
         need = _round(max(nbytes, 1))
-        with self._lock:
+        self._lock.acquire()
+        try:
             self._drain()
             fits = [b for b in self._free if need <= b.nbytes <= 2 * need]
             if fits:
@@ -124,14 +143,24 @@ class BufferPool:
                 self.misses += 1
             self._lent[id(blk)] = blk
             return blk
+        finally:
+            self._unlock()
 
     def _give_back(self, key: int) -> None:
-        self._returned.append(key)  # no lock: see __init__
+        """A lease died (finaliser): the block is free; the cap is applied now when the
+        lock is free, else by its holder before it lets go (see the module docstring)."""
+        self._returned.append(key)
+        if self._lock.acquire(False):
+            try:
+                self._drain()
+            finally:
+                self._unlock()
 
     def _take_small(self, nbytes: int) -> np.ndarray:
         need = (nbytes + 63) // 64 * 64 if nbytes <= 4096 else (nbytes + 4095) // 4096 * 4096  # _round
         need = need or 64
-        with self._lock:
+        self._lock.acquire()
+        try:
             blocks = self._small.get(need)
             if blocks is None:
                 blocks = self._small[need] = []
@@ -145,6 +174,8 @@ class BufferPool:
                 blocks.append(blk)
                 self._small_bytes += need
             return blk  # untracked when over the caps: the garbage collector frees it
+        finally:
+            self._unlock()
 
     def small_array(self, shape: tuple[int, ...], dt: np.dtype, count: int) -> np.ndarray:
         """The replay path's allocator for outputs of at most `SMALL` bytes (arguments
@@ -183,22 +214,28 @@ class BufferPool:
         return free, used
 
     def clear(self) -> None:
-        with self._lock:
+        self._lock.acquire()
+        try:
             self._drain()
             self._free.clear()
             for need, blocks in list(self._small.items()):
                 keep = [b for b in blocks if _getrefcount(b) != _FREE_REFS]
                 self._small_bytes -= need * (len(blocks) - len(keep))
                 self._small[need] = keep
+        finally:
+            self._unlock()
 
     def stats(self) -> dict:
-        with self._lock:
+        self._lock.acquire()
+        try:
             self._drain()
             sfree, sused = self._small_split()
             return {"blocks_free": len(self._free) + len(sfree), "blocks_in_use": len(self._lent) + len(sused),
                     "bytes_free": sum(b.nbytes for b in self._free) + sum(b.nbytes for b in sfree),
                     "bytes_in_use": sum(b.nbytes for b in self._lent.values()) + sum(b.nbytes for b in sused),
                     "hits": self.hits, "misses": self.misses, "max_bytes": self.max_bytes}
+        finally:
+            self._unlock()
 
 
 POOL = BufferPool()

@@ -157,7 +157,7 @@ class QuickParts(NamedTuple):
         body += call
         body.append("    return [" + ", ".join(f"o{j}" for j in range(len(self.outputs))) + "]")
         exec("\n".join(body), ns)  # noqa: S102 - our own template
-        return ns["run"]
+        return ns.pop("run")  # NOTE: left in its globals, the function would form a reference cycle
 
 
 class GraphProgram:
