@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,6 +109,15 @@ class _Const:
         self.array = array
 
 
+_LIVE: weakref.WeakSet = weakref.WeakSet()  # every JitFunction alive (`live_traces`)
+
+
+def live_traces() -> tuple[int, int]:
+    """(jitted functions alive, traces they hold) in this process (`svod.cache_info`)."""
+    fns = list(_LIVE)
+    return len(fns), sum(f.traces for f in fns)
+
+
 class JitFunction:
     def __init__(self, fn, strict: bool = False):
         self.fn = fn
@@ -116,6 +126,7 @@ class JitFunction:
         self._quick: dict[tuple, object] = {}  # signature -> replay closure (see _quick_for)
         self._lock = threading.Lock()
         functools.update_wrapper(self, fn)
+        _LIVE.add(self)
 
     @property
     def traces(self) -> int:

@@ -34,7 +34,9 @@ def _cmd_cache(args: argparse.Namespace) -> int:
 
     st = store.default_store()
     if args.action == "info":
-        print(store.cache_info_text(st))
+        from svod.memory import cache_info_text
+
+        print(cache_info_text(st))
     elif args.action == "clear":
         n = st.clear(args.kind)
         from svod import engine
@@ -323,8 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--ir", action="store_true", help="also print each kernel's LLVM IR")
     e.set_defaults(fn=_cmd_explain)
 
-    c = sub.add_parser("cache", help="inspect or empty the persistent cache (plans, objects, tuning)",
-                       description="Show where svod's persistent cache lives and what it holds, or empty it.")
+    c = sub.add_parser("cache", help="inspect or empty svod's caches (plans, objects, tuning; memory bounds)",
+                       description="Show where svod's persistent cache lives and what it holds (and the bounds of "
+                                   "the in-memory caches), or empty it.")
     c.add_argument("action", choices=("info", "clear"))
     c.add_argument("--kind", default=None, help="clear only this kind (plans, objects, tuning, profiles)")
     c.set_defaults(fn=_cmd_cache)

@@ -16,6 +16,14 @@ in a directory of mode 0700 because it holds native code that svod loads.
   dict. Either way the caller sees misses, never an exception, and the store emits
   exactly one `SvodCacheWarning` per instance (later problems are listed by `info()`).
 - Processes and threads may share a database: WAL, busy timeout, retries, a lock per Store.
+- Bounded: plans and object code together stay under `SVOD_DISK_CACHE_MB` (default 256)
+  of live database pages; beyond it the least recently used rows are evicted, oldest
+  first, down to 90% of the bound (rows of old code versions are never used, so they go
+  first). Reads record use in memory and write it back in batches. Tuning data and
+  calibration profiles are small and costly to rebuild: never evicted.
+- A directory (or anything but a file) squatting the database's path is moved aside once
+  (`<name>.moved-aside`), with one warning at the user's line; if it cannot be moved,
+  the sibling file `<stem>-alt.sqlite` is used (warned once, when it is created).
 
 >>> import os, tempfile
 >>> s = Store(os.path.join(tempfile.mkdtemp(), "store.sqlite"))
@@ -32,11 +40,10 @@ True
 
 from __future__ import annotations
 
-import functools
+import atexit
 import hashlib
 import json
 import os
-import platform
 import sqlite3
 import stat
 import sys
@@ -60,7 +67,9 @@ _APP = "svod"
 _BUSY_TIMEOUT_S = 5.0
 _RETRIES = 4
 _MEM_CAP_BYTES = 256 << 20
-_SOURCE_PACKAGES = ("svod", "search", "costmodels")
+DISK_CACHE_MB = 256  # default of SVOD_DISK_CACHE_MB
+EVICTABLE = ("plans", "objects")
+_TOUCH_BATCH = 64  # reads remembered before their use times are written back
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
 # primary SQLite result codes (extended code & 0xff)
@@ -93,101 +102,16 @@ class _Unusable(Exception):
     """The cache directory or file cannot be used at all."""
 
 
-# --------------------------------------------------------------------------- fingerprints
+if __package__:  # the usual case: part of svod
+    from svod.fingerprint import _SOURCE_PACKAGES, code_fingerprint, cpu_name, machine_fingerprint
+else:  # NOTE: loaded alone by path (tests run it without the package): its sibling module
+    import importlib.util as _ilu
 
-
-_CPUINFO_KEYS = frozenset({"vendor_id", "cpu family", "model", "model name", "flags",  # x86
-                           "CPU implementer", "CPU architecture", "CPU variant", "CPU part", "Features",
-                           "isa", "uarch", "cpu model"})  # arm, riscv, mips
-
-
-@functools.cache
-def _cpu_fields() -> dict[str, str]:
-    """The first processor block of /proc/cpuinfo (ISA-relevant keys only), else {}."""
-    fields: dict[str, str] = {}
-    if not sys.platform.startswith("linux"):
-        return fields
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if not line.strip():
-                    if fields:  # end of the first processor block
-                        break
-                    continue
-                k, _, v = line.partition(":")
-                k = k.strip()
-                if k in _CPUINFO_KEYS and k not in fields:
-                    fields[k] = v.strip()
-    except OSError:
-        pass
-    return fields
-
-
-def cpu_name() -> str:
-    """A human-readable CPU model name (for `svod cache info`)."""
-    f = _cpu_fields()
-    name = f.get("model name") or f.get("cpu model") or platform.processor() or platform.machine()
-    return name or "unknown"
-
-
-@functools.cache
-def machine_fingerprint() -> str:
-    """CPU model name + ISA feature flags, hashed: `"<arch>-<16 hex>"`. Cheap and cached.
-
-    Object code compiled for one feature set (AVX-512, say) must never be loaded on a CPU
-    without it; this is the part of every stored key that guarantees it.
-
-    >>> machine_fingerprint() == machine_fingerprint()
-    True
-    """
-    f = _cpu_fields()
-    flags = " ".join(sorted((f.get("flags") or f.get("Features") or f.get("isa") or "").split()))
-    desc = "\n".join([
-        platform.system(), platform.machine(), cpu_name(),
-        *(f"{k}={f[k]}" for k in sorted(f) if k not in ("flags", "Features", "isa", "model name")),
-        flags,
-    ])
-    digest = hashlib.blake2b(desc.encode(), digest_size=8).hexdigest()
-    return f"{platform.machine() or 'unknown'}-{digest}"
-
-
-def _hash_sources(root: Path) -> str:
-    files: list[tuple[str, Path]] = []
-    for pkg in _SOURCE_PACKAGES:
-        base = root / pkg
-        if base.is_dir():
-            files += [(p.relative_to(root).as_posix(), p) for p in base.rglob("*.py")
-                      if "__pycache__" not in p.parts]
-    h = hashlib.blake2b(digest_size=16)
-    for rel, p in sorted(files):
-        try:
-            data = p.read_bytes()
-        except OSError:
-            data = b"\xff<unreadable>"
-        h.update(rel.encode() + b"\0" + len(data).to_bytes(8, "little"))
-        h.update(data)
-    return h.hexdigest()
-
-
-@functools.cache
-def _default_code_fingerprint() -> str:
-    return _hash_sources(_PACKAGE_ROOT)
-
-
-def code_fingerprint(root: str | os.PathLike | None = None) -> str:
-    """Hash of the `*.py` sources of svod/, search/ and costmodels/ (32 hex digits).
-
-    Files are taken in sorted relative-path order and hashed with their paths, so an
-    edit, a rename or a new file changes it. `root` is the directory holding the three
-    packages (default: this installation; cached per process; an explicit `root` is
-    hashed afresh on every call).
-
-    >>> code_fingerprint() == code_fingerprint()
-    True
-    """
-    if root is None:
-        return _default_code_fingerprint()
-    return _hash_sources(Path(root))
+    _spec = _ilu.spec_from_file_location("svod_fingerprint", Path(__file__).with_name("fingerprint.py"))
+    _fp = _ilu.module_from_spec(_spec)
+    _spec.loader.exec_module(_fp)
+    _SOURCE_PACKAGES, code_fingerprint, cpu_name, machine_fingerprint = (
+        _fp._SOURCE_PACKAGES, _fp.code_fingerprint, _fp.cpu_name, _fp.machine_fingerprint)
 
 
 def full_key(kind: str, key: str) -> str:
@@ -219,6 +143,25 @@ def cache_dir() -> Path:
 def default_path() -> Path:
     """Where `default_store()` keeps its database."""
     return cache_dir() / DB_NAME
+
+
+def disk_cache_bytes() -> int:
+    """The bound on plans + object code: `SVOD_DISK_CACHE_MB` (MiB, default 256)."""
+    try:
+        mb = float(os.environ.get("SVOD_DISK_CACHE_MB") or DISK_CACHE_MB)
+    except ValueError:
+        mb = DISK_CACHE_MB
+    return max(0, int(mb * (1 << 20)))
+
+
+def _user_stacklevel() -> int:
+    """The `warnings.warn` stacklevel, from the caller of this function's caller, of the
+    first frame outside svod's packages: the user's line."""
+    roots = tuple(str(_PACKAGE_ROOT / pkg) + os.sep for pkg in _SOURCE_PACKAGES)
+    level, f = 1, sys._getframe(1)
+    while f is not None and (f.f_code.co_filename.startswith(roots) or f.f_code.co_filename == __file__):
+        level, f = level + 1, f.f_back
+    return level
 
 
 def _prepare_dir(d: Path) -> None:
@@ -302,11 +245,12 @@ class Store:
     `path` is the database file (default: `default_path()`; `":memory:"` for a store that
     never touches disk). `readonly=True` never writes the disk (puts are kept in memory
     and return False). `machine`/`code` override the fingerprints (tests, tools).
+    `max_bytes` bounds plans + objects (default `disk_cache_bytes()`).
     Thread-safe; a `Store` may be used across `fork` (the child reopens).
     """
 
     def __init__(self, path: str | os.PathLike | None = None, *, readonly: bool = False,
-                 machine: str | None = None, code: str | None = None):
+                 machine: str | None = None, code: str | None = None, max_bytes: int | None = None):
         if path is None:
             path = default_path()
         self._path: Path | None = None if str(path) == MEMORY else Path(path).expanduser()
@@ -325,6 +269,9 @@ class Store:
         self._events: list[str] = []
         self._mem: dict[tuple[str, str], Entry] = {}
         self._mem_bytes = 0
+        self.max_bytes = disk_cache_bytes() if max_bytes is None else max_bytes
+        self._touched: dict[tuple[str, str], float] = {}  # reads not yet written back (LRU)
+        self.evictions = 0
         _LIVE.add(self)
         with self._lock:
             self._connection()  # open now so problems are reported where the store is made
@@ -364,6 +311,10 @@ class Store:
                               "dropped (it will be rebuilt)")
                 self._delete_disk(kind, key)
                 return None
+            if kind in EVICTABLE and self._writable:
+                self._touched[(kind, key)] = time.time()
+                if len(self._touched) >= _TOUCH_BATCH:
+                    self._write_touches()
             try:
                 meta = json.loads(meta) if meta else None
             except ValueError:
@@ -379,12 +330,13 @@ class Store:
         value = bytes(value)
         meta_text = None if meta is None else json.dumps(meta, sort_keys=True)
         created = time.time()
-        row = (self._machine, self._code, key, value, _checksum(kind, key, value), meta_text, created)
-        sql = (f"INSERT OR REPLACE INTO {kind} (machine, code, key, value, checksum, meta, created) "
-               "VALUES (?, ?, ?, ?, ?, ?, ?)")
+        row = (self._machine, self._code, key, value, _checksum(kind, key, value), meta_text, created, created)
+        sql = (f"INSERT OR REPLACE INTO {kind} (machine, code, key, value, checksum, meta, created, used) "
+               "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
         with self._lock:
             if self._run(kind, lambda c: c.execute(sql, row).rowcount > 0, False, write=True):
                 self._mem_pop(kind, key)
+                self._bound()
                 return True
             self._mem_put(kind, key, Entry(value, meta, created))
             return False
@@ -466,8 +418,9 @@ class Store:
         return removed
 
     def info(self) -> dict:
-        """Path, backend, size on disk, rows per kind (this machine+code, and all),
-        schema version, fingerprints, degraded state and the problems met so far."""
+        """Path, backend, size on disk and live bytes against the bound (`max_bytes`),
+        evictions, rows per kind (this machine+code, and all), schema version,
+        fingerprints, degraded state and the problems met so far."""
         with self._lock:
             conn = self._connection()
             rows, rows_all = {}, {}
@@ -493,6 +446,9 @@ class Store:
                 "degraded_reason": self._degraded,
                 "schema_version": SCHEMA_VERSION,
                 "size_bytes": size,
+                "live_bytes": self._run(KINDS[0], _live_bytes, 0),
+                "max_bytes": self.max_bytes,
+                "evictions": self.evictions,
                 "rows": rows,
                 "rows_all_versions": rows_all,
                 "memory_entries": len(self._mem),
@@ -504,8 +460,11 @@ class Store:
             }
 
     def close(self) -> None:
-        """Close the database connection; the store reopens it if used again."""
+        """Write back recorded uses and close the database connection; the store reopens
+        it if used again."""
         with self._lock:
+            if self._conn is not None:
+                self._write_touches()
             self._drop_connection()
             if self._state == "open":
                 self._state = "pending"
@@ -516,7 +475,7 @@ class Store:
         self._mem_pop(kind, key)
         self._mem[(kind, key)] = e
         self._mem_bytes += len(e.value)
-        while self._mem_bytes > _MEM_CAP_BYTES and len(self._mem) > 1:  # evict oldest
+        while self._mem_bytes > min(_MEM_CAP_BYTES, self.max_bytes) and len(self._mem) > 1:  # evict oldest
             self._mem_pop(*next(iter(self._mem)))
 
     def _mem_pop(self, kind: str, key: str) -> None:
@@ -530,10 +489,7 @@ class Store:
         self._events.append(msg)
         if not self._warned:
             self._warned = True
-            level, f = 1, sys._getframe(0)
-            while f is not None and f.f_code.co_filename == __file__:  # point at svod's caller
-                level, f = level + 1, f.f_back
-            warnings.warn(msg, SvodCacheWarning, stacklevel=level)
+            warnings.warn(msg, SvodCacheWarning, stacklevel=_user_stacklevel())
 
     def _degrade(self, reason: str, *, reads_too: bool = True) -> None:
         """Stop writing the disk (and reading it, if `reads_too`); keep going in memory."""
@@ -593,11 +549,15 @@ class Store:
         path = self._path
         assert path is not None
         if self._readonly:
-            if not path.exists():
+            if path.exists() and not path.is_file():
+                path = self._path = _alt_path(path)
+            if not path.is_file():
                 return None  # nothing stored yet: an empty store, not a problem
             target, uri = f"file:{urllib.parse.quote(str(path))}?mode=ro", True
         else:
             _prepare_dir(path.parent)
+            if os.path.lexists(path) and not path.is_file():
+                path = self._unsquat(path)
             target, uri = str(path), False
         # NOTE: never open() the database file ourselves: closing any descriptor of a file
         # drops every POSIX lock this process holds on it, under another Store's feet.
@@ -623,6 +583,28 @@ class Store:
             raise
         return conn
 
+    def _unsquat(self, path: Path) -> Path:
+        """`path` is a directory (or another non-file): move it aside, or use the sibling
+        file (see the module docstring). Returns the database path to open."""
+        what = "a directory" if path.is_dir() else "not a file"
+        aside = path.with_name(path.name + ".moved-aside")
+        n = 1
+        while os.path.lexists(aside):
+            aside, n = path.with_name(f"{path.name}.moved-aside.{n}"), n + 1
+        try:
+            os.rename(path, aside)
+        except OSError as e:
+            alt = self._path = _alt_path(path)
+            if alt.exists():
+                self._events.append(f"{path} is {what}; using {alt.name} beside it")
+            else:
+                self._problem(f"svod cache: {path} is {what} and cannot be moved aside ({e}); keeping the "
+                              f"cache in {alt.name} beside it")
+            return alt
+        self._problem(f"svod cache: {path} was {what}, not svod's database; moved it to {aside.name} and "
+                      "started a new cache")
+        return path
+
     def _ensure_schema(self, conn: sqlite3.Connection) -> bool:
         """Check (or create) the svod schema; False for an empty read-only database."""
         def tables() -> set[str]:
@@ -632,6 +614,7 @@ class Store:
         if not names:
             if self._readonly:
                 return False
+            conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # evictions can shrink the file
             conn.execute("BEGIN IMMEDIATE")  # serialise with another process creating it
             try:
                 if not tables():
@@ -660,6 +643,8 @@ class Store:
                 if k not in names:  # a kind added without a schema change
                     conn.execute(_CREATE_KIND.format(kind=k))
             names = tables()
+            for k in EVICTABLE:
+                _add_use_column(conn, k)
         self._tables = names
         return True
 
@@ -725,6 +710,43 @@ class Store:
         sql = f"DELETE FROM {kind} WHERE machine=? AND code=? AND key=?"
         self._run(kind, lambda c: c.execute(sql, (self._machine, self._code, key)), None, write=True)
 
+    def _write_touches(self) -> None:
+        """Write recorded read times back (`used`), one autocommit UPDATE a row (lock held)."""
+        touched, self._touched = self._touched, {}
+        for k in EVICTABLE:
+            rows = [(t, self._machine, self._code, key) for (kd, key), t in touched.items() if kd == k]
+            if rows:
+                sql = f"UPDATE {k} SET used=? WHERE machine=? AND code=? AND key=?"
+                self._run(k, lambda c, sql=sql, rows=rows: c.executemany(sql, rows), None, write=True)
+
+    def _bound(self) -> None:
+        """Evict least recently used plans and objects while the database's live pages
+        exceed `max_bytes`, down to 90% of it (lock held, after a successful put)."""
+        conn = self._connection()
+        if conn is None or not self._writable or _live_bytes(conn) <= self.max_bytes:
+            return
+        self._write_touches()
+        target = _live_bytes(conn) - int(0.9 * self.max_bytes)
+        pick = " UNION ALL ".join(f"SELECT '{k}', rowid, used, length(value) + length(key) + 120 FROM {k}"
+                                  for k in EVICTABLE if k in self._tables)
+
+        def evict(c) -> int:
+            freed = n = 0
+            while freed < target:
+                rows = c.execute(f"SELECT * FROM ({pick}) ORDER BY 3 LIMIT 256").fetchall()
+                if not rows:
+                    break
+                for kind, rowid, _, nb in rows:
+                    c.execute(f"DELETE FROM {kind} WHERE rowid=?", (rowid,))
+                    freed, n = freed + nb, n + 1
+                    if freed >= target:
+                        break
+            c.execute("PRAGMA incremental_vacuum")
+            return n
+
+        if pick:
+            self.evictions += self._run(EVICTABLE[0], evict, 0, write=True)
+
     def _compact(self) -> None:
         conn = self._connection()
         if conn is None or not self._writable:
@@ -738,8 +760,31 @@ class Store:
 
 _CREATE_KIND = """CREATE TABLE IF NOT EXISTS {kind} (
     machine TEXT NOT NULL, code TEXT NOT NULL, key TEXT NOT NULL,
-    value BLOB NOT NULL, checksum BLOB NOT NULL, meta TEXT, created REAL NOT NULL,
+    value BLOB NOT NULL, checksum BLOB NOT NULL, meta TEXT, created REAL NOT NULL, used REAL,
     PRIMARY KEY (machine, code, key))"""
+
+
+def _add_use_column(conn: sqlite3.Connection, kind: str) -> None:
+    """The last-use time of rows (`used`, indexed) for LRU eviction: added to a database
+    made before it (rows it lacks are NULL: least recently used). Idempotent."""
+    if "used" not in {r[1] for r in conn.execute(f"PRAGMA table_info({kind})")}:
+        try:
+            conn.execute(f"ALTER TABLE {kind} ADD COLUMN used REAL")
+        except sqlite3.OperationalError as e:  # another process added it first
+            if "duplicate column" not in str(e):
+                raise
+    conn.execute(f"CREATE INDEX IF NOT EXISTS {kind}_used ON {kind}(used)")
+
+
+def _live_bytes(conn: sqlite3.Connection) -> int:
+    """Bytes of the database's pages in use (free pages are reused by later writes)."""
+    pages = conn.execute("PRAGMA page_count").fetchone()[0] - conn.execute("PRAGMA freelist_count").fetchone()[0]
+    return pages * conn.execute("PRAGMA page_size").fetchone()[0]
+
+
+def _alt_path(path: Path) -> Path:
+    """The sibling database used when `path` is squatted and cannot be moved aside."""
+    return path.with_name(f"{path.stem}-alt{path.suffix}")
 
 
 # --------------------------------------------------------------------------- process-wide store
@@ -757,8 +802,16 @@ def default_store() -> Store:
         with _DEFAULT_LOCK:
             if _DEFAULT is None:
                 _DEFAULT = Store()
+                atexit.register(_close_at_exit, _DEFAULT)  # recorded uses reach the disk (LRU)
             s = _DEFAULT
     return s
+
+
+def _close_at_exit(s: Store) -> None:
+    try:
+        s.close()
+    except Exception:  # noqa: BLE001 - interpreter shutdown: the cache is an optimisation
+        pass
 
 
 def reset_default_store() -> None:
@@ -784,36 +837,3 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-# --------------------------------------------------------------------------- reporting
-
-
-def _human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
-
-
-def cache_info_text(store: Store | None = None) -> str:
-    """A human-readable summary of `store.info()` (default store), for `svod cache info`."""
-    i = (store if store is not None else default_store()).info()
-    if i["backend"] == "sqlite":
-        head = f"svod cache: {i['path']} (SQLite, schema v{i['schema_version']}" + \
-               (", read-only" if not i["writable"] else "") + ")"
-    else:
-        head = f"svod cache: in memory only ({i['degraded_reason'] or 'by request'})"
-    lines = [
-        head,
-        f"  size on disk: {_human(i['size_bytes'])}",
-        f"  machine:      {i['machine_fingerprint']} ({i['cpu']})",
-        f"  code:         {i['code_fingerprint']}",
-        f"  {'kind':<10} {'current':>8} {'all versions':>13}",
-    ]
-    lines += [f"  {k:<10} {i['rows'][k]:>8} {i['rows_all_versions'][k]:>13}" for k in KINDS]
-    if i["memory_entries"]:
-        lines.append(f"  in memory only: {i['memory_entries']} entries, {_human(i['memory_bytes'])}")
-    lines += [f"  note: {e}" for e in i["events"]]
-    return "\n".join(lines)

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import svod.store as st
+from svod.memory import store_info_text
 from svod.store import KINDS, Store, SvodCacheWarning
 from tests.threads import run_threads
 
@@ -95,7 +96,7 @@ def test_dir_is_created_private_and_default_store(tmp_path):
     assert stat.S_IMODE(os.stat(cache / st.DB_NAME).st_mode) == 0o600
     assert s.info()["path"] == str(cache / st.DB_NAME)
     assert s.put_json("tuning", "k", 1)
-    text = st.cache_info_text(s)
+    text = store_info_text(s)
     assert str(cache / st.DB_NAME) in text and "tuning" in text
     assert st.default_store().clear() == 1 and st.default_store().keys("tuning") == []
 
@@ -261,7 +262,7 @@ def test_full_disk_degrades_to_memory(tmp_path):
         info = s.info()
     assert info["degraded"] and not info["writable"]
     assert len(cache_warnings(w)) == 1
-    assert "in memory only" in st.cache_info_text(s)
+    assert "in memory only" in store_info_text(s)
 
 
 def test_unopenable_location_degrades_to_memory(tmp_path, monkeypatch):
@@ -274,7 +275,7 @@ def test_unopenable_location_degrades_to_memory(tmp_path, monkeypatch):
         assert s.get_json("profiles", "m") == {"bw": 40e9}
         assert s.keys("profiles") == ["m"]
         assert s.info()["backend"] == "memory"
-        st.cache_info_text(s)
+        store_info_text(s)
     assert len(cache_warnings(w)) == 1
 
 
@@ -307,8 +308,9 @@ def test_readonly_directory_degrades_to_memory(tmp_path):
     base = Path(tempfile.mkdtemp())
     try:
         os.chmod(base, 0o755)
-        shutil.copy(STORE_PY, base / "store.py")
-        os.chmod(base / "store.py", 0o644)
+        for name in ("store.py", "fingerprint.py"):  # store.py loads its sibling when run alone
+            shutil.copy(STORE_PY.with_name(name), base / name)
+            os.chmod(base / name, 0o644)
         d = base / "ro"
         d.mkdir()
         os.chown(d, 65534, 65534)
@@ -458,3 +460,116 @@ def test_store_survives_fork(tmp_path):
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert s.get("plans", "child") == b"c" and s.get("plans", "parent") == b"p"
+
+
+# ---------------------------------------------------------------- a squatted path
+
+
+_SQUAT_USER = """
+import warnings, numpy as np, svod
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    out = (svod.asarray(np.arange(4, dtype=np.float32)) * 2).numpy()  # the user's line
+print(len([x for x in w if issubclass(x.category, svod.store.SvodCacheWarning)]),
+      [(x.filename, x.lineno) for x in w], svod.store.default_store().info()["backend"],
+      svod.stats()["disk_cache_hits"], out.tolist())
+"""
+
+
+def test_directory_on_the_database_path_is_moved_aside_once(tmp_path):
+    """A directory squatting the database's file name: the first process moves it aside
+    with one warning at the user's line and persists; the next one warns nothing and
+    reads the plans back."""
+    cache = tmp_path / "c"
+    (cache / st.DB_NAME).mkdir(parents=True, mode=0o700)
+    (cache / st.DB_NAME / "stray.txt").write_text("keep me")
+    env = dict(os.environ, SVOD_CACHE_DIR=str(cache), PYTHONPATH=str(STORE_PY.parents[1]))
+    runs = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", _SQUAT_USER], capture_output=True, text=True, env=env,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        runs.append(r.stdout.split(" ", 1))
+    first, second = runs
+    assert first[0] == "1" and "('<string>', 5)" in first[1] and "sqlite" in first[1]
+    assert second[0] == "0" and "sqlite" in second[1] and " 1 [0.0, 2.0, 4.0, 6.0]" in second[1]
+    assert (cache / (st.DB_NAME + ".moved-aside") / "stray.txt").read_text() == "keep me"
+    assert (cache / st.DB_NAME).is_file()
+
+
+def test_squatted_path_that_cannot_move_uses_a_sibling_file(tmp_path, monkeypatch):
+    p = tmp_path / "db.sqlite"
+    p.mkdir()
+
+    def refuse(src, dst):
+        raise PermissionError(13, "Permission denied", str(src))
+
+    monkeypatch.setattr(st.os, "rename", refuse)
+    with recorded() as w:
+        s = Store(p)
+        assert s.put("plans", "k", b"v") is True and s.info()["backend"] == "sqlite"
+        s.close()
+    assert len(cache_warnings(w)) == 1 and "db-alt.sqlite" in cache_warnings(w)[0]
+    assert w[0].filename == __file__  # the warning points at the caller's line, not into svod
+    with recorded() as w:  # the sibling is used silently from then on, and read-only too
+        assert Store(p).get("plans", "k") == b"v"
+        assert Store(p, readonly=True).get("plans", "k") == b"v"
+    assert cache_warnings(w) == [] and p.is_dir()
+
+
+# ---------------------------------------------------------------- the size bound
+
+
+def test_disk_cache_is_bounded_with_lru_eviction(tmp_path):
+    """Plans and objects stay under `max_bytes` of live pages; the entries read most
+    recently survive, tuning data is never evicted; the file stops growing."""
+    p = tmp_path / "db.sqlite"
+    s = Store(p, max_bytes=1 << 20)  # 1 MiB
+    s.put_json("tuning", "t", {"keep": True})
+    blob = os.urandom(20_000)
+    for i in range(40):
+        assert s.put("objects", f"k{i}", blob)
+    for i in range(4):
+        assert s.get("objects", f"k{i}") == blob  # used again: recent
+    for i in range(40, 200):  # ~3 MiB more
+        assert s.put("objects", f"k{i}", blob)
+        if i % 20 == 0:
+            assert s.get("objects", "k0") == blob  # k0 stays in use
+    info = s.info()
+    assert info["live_bytes"] <= 1 << 20 and info["evictions"] > 100
+    keys = set(s.keys("objects"))
+    assert "k0" in keys and "k199" in keys and "k41" not in keys
+    assert s.get_json("tuning", "t") == {"keep": True}
+    size = os.path.getsize(p)
+    for i in range(200, 300):
+        s.put("objects", f"k{i}", blob)
+    s.close()
+    assert os.path.getsize(p) <= max(size, 2 << 20)  # freed pages are reused (or vacuumed)
+
+
+def test_disk_cache_bound_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("SVOD_DISK_CACHE_MB", "0.25")
+    s = Store(tmp_path / "db.sqlite")
+    assert s.max_bytes == 1 << 18
+    for i in range(50):
+        s.put("plans", f"p{i}", os.urandom(10_000))
+    assert s.info()["live_bytes"] <= 1 << 18 and len(s.keys("plans")) < 25
+    monkeypatch.setenv("SVOD_DISK_CACHE_MB", "lots")
+    assert Store(":memory:").max_bytes == st.DISK_CACHE_MB << 20
+
+
+def test_old_database_gains_the_use_column(tmp_path):
+    """A database made before the bound (no `used` column) is upgraded in place; its rows
+    count as least recently used."""
+    p = tmp_path / "db.sqlite"
+    with Store(p) as s:
+        s.put("objects", "old", b"o" * 5000)
+    with sqlite3.connect(p) as c:
+        c.execute("DROP INDEX objects_used")
+        c.execute("ALTER TABLE objects DROP COLUMN used")
+    s = Store(p, max_bytes=1 << 16)
+    assert s.get("objects", "old") == b"o" * 5000
+    s2 = Store(p, max_bytes=1 << 16)  # another process reads nothing: "old" stays least recent
+    for i in range(30):
+        s2.put("objects", f"n{i}", os.urandom(3000))
+    assert "old" not in s2.keys("objects")
