@@ -253,3 +253,63 @@ def test_threads_replay_and_insert_plans_under_a_tiny_switch_interval(greedy, mo
     assert not errors, errors[0]
     assert len(cache) <= 8
     assert svod.stats()["plan_cache_evictions"] > 0
+
+
+# ----------------------------------------------------------------------------- soak (slow)
+
+
+@pytest.fixture(scope="module")
+def soak_cache(tmp_path_factory):
+    """One persistent cache for both soaks: the second loads the first's plans."""
+    return tmp_path_factory.mktemp("soak-cache")
+
+
+def _soak(cache, env: dict, *args: str) -> dict:
+    full = dict(os.environ, PYTHONPATH=str(ROOT), SVOD_CACHE_DIR=str(cache), SVOD_SEARCH="0",
+                SVOD_VALIDATE="0", **env)
+    res = subprocess.run([sys.executable, "-m", "tests.soak", *args], capture_output=True, text=True, env=full,
+                         cwd=ROOT, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+MIB = 1 << 20
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_soak_rss_levels_off_under_the_bounds(soak_cache):
+    """20,000 realizes over 1,000 shapes, then 300 jit signatures (the greedy planner, to
+    keep the run short: the search's own memory is measured in docs/memory.md). Before
+    the bounds were honest this grew ~1.6 MB a shape (1.6 GB here)."""
+    bounds = {"SVOD_PLAN_CACHE_ENTRIES": "256", "SVOD_PLAN_CACHE_MB": "32", "SVOD_POOL_BYTES": str(32 * MIB),
+              "SVOD_JIT_MAX_TRACES": "32"}
+    d = _soak(soak_cache, bounds)
+    rss = dict(d["samples"])
+    assert d["stats"]["plan_cache_evictions"] > 1000 and d["stats"]["disk_cache_hits"] > 500
+    assert rss[20000] - rss[2000] < 8 * MIB, d["samples"]  # level after the first pass over the shapes
+    assert rss[20000] - d["warm"] < (32 + 32 + 40) * MIB, d  # plan cache + pool + fixed slack
+    assert d["plan_cache"]["bytes"] <= 32 * MIB and d["plan_cache"]["entries"] <= 256
+    jit_growth = d["jit_samples"][-1][1] - rss[20000]
+    if d["max_traces"] is not None:  # svod.jit bounds its traces per function (LRU)
+        assert d["traces"] <= 32
+        assert jit_growth < 16 * MIB, d["jit_samples"]
+    else:
+        assert jit_growth < 60 * MIB, d["jit_samples"]  # 300 traces of ~150 KB each at most
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_soak_with_tiny_bounds_stays_tiny(soak_cache):
+    """Every realize misses an 8-entry plan cache (plans and kernels come back from disk),
+    the pool keeps nothing: after the first pass RSS does not move."""
+    tiny = {"SVOD_PLAN_CACHE_ENTRIES": "8", "SVOD_PLAN_CACHE_MB": "1", "SVOD_POOL_BYTES": "0",
+            "SVOD_RETAIN_GRAPHS": "0", "SVOD_JIT_MAX_TRACES": "4"}
+    d = _soak(soak_cache, tiny, "--realizes", "2000", "--every", "500")
+    rss = dict(d["samples"])
+    assert d["stats"]["disk_cache_hits"] > 800
+    assert rss[2000] - rss[1000] < 4 * MIB, d["samples"]
+    assert rss[2000] - d["warm"] < 24 * MIB, d
+    assert d["programs"]["count"] <= 8 + d["traces"]  # only what a cached plan or a trace holds
+    if d["max_traces"] is not None:
+        assert d["traces"] <= 4 and d["jit_samples"][-1][1] - rss[2000] < 8 * MIB, d["jit_samples"]

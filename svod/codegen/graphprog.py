@@ -170,7 +170,7 @@ class GraphProgram:
         self.kind = kind
         self.reason = reason
         self.segments: list = []  # ("native", ctypes fn) or ("library", program, slots)
-        self.ir = ""
+        self.ir = ""  # the segments' LLVM IR as generated (before optimisation)
         self._count = _Count()  # native segment calls (`calls`)
         self._module = None  # the segments' CompiledModule
         self._table = None  # the function table `_fns` points into
@@ -417,6 +417,21 @@ def _segment_ir(name: str, ops: list, fn_index: dict[int, int], graph: CompiledG
     return text, parallel
 
 
+def _segment_module(ir: str, names: list[str], name: str):
+    """The segments' native code: loaded from the object cache (keyed by the IR text and
+    the target, like kernels) or compiled and stored there — a plan loaded from disk, in
+    a new process or after an eviction, costs a ~1 ms load instead of an O3 compile."""
+    from svod.codegen.jit import compile_ir
+    from svod.codegen.program import _target_key, load_cached, store_object
+
+    okey = f"graph:{hashlib.blake2b(ir.encode(), digest_size=16).hexdigest()}:{_target_key()}"
+    mod = load_cached(okey, names, name)
+    if mod is None:
+        mod = compile_ir(ir, name=name, lean=True, keep_ir=False)
+        store_object(okey, mod, {"graph": name})
+    return mod
+
+
 def compile_graph(graph: CompiledGraph, programs) -> GraphProgram:
     """The GraphProgram of `graph` (`programs[i]` runs `graph.kernels[i]`). Falls back to
     `run_graph` when a program is neither native nor a library step, or the IR fails."""
@@ -472,13 +487,11 @@ def compile_graph(graph: CompiledGraph, programs) -> GraphProgram:
     if names:
         ir = "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)\n\n" + "\n\n".join(texts)
         try:
-            from svod.codegen.jit import compile_ir
-
-            gp._module = compile_ir(ir, name=f"graph_{tag}", lean=True)
+            gp._module = _segment_module(ir, names, f"graph_{tag}")
         except Exception as e:  # noqa: BLE001 - a graph-IR bug must not lose the user's result
             log.warning("svod: compiling graph program %s failed (%s); running kernel by kernel", tag, e)
             return GraphProgram(graph, programs, "fallback", f"{type(e).__name__}: {e}")
-        gp.ir = gp._module.ir
+        gp.ir = ir
     seg_fns = iter(names)
     for kind, item in groups:
         if kind == "native":

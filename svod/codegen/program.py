@@ -352,36 +352,50 @@ def _cache_enabled() -> bool:
     return os.environ.get("SVOD_OBJECT_CACHE", "1") not in ("0", "false", "False")
 
 
+def load_cached(okey: str, symbols, name: str):
+    """The module stored under object-cache key `okey` (the store namespaces machine and
+    code), loaded; None when absent, disabled (`SVOD_OBJECT_CACHE=0`) or unloadable."""
+    if not _cache_enabled():
+        return None
+    from svod.codegen.jit import load_object
+
+    try:
+        from svod.store import default_store
+
+        obj = default_store().get("objects", okey)
+        return load_object(obj, symbols, name=name) if obj else None
+    except Exception:  # noqa: BLE001 - the cache is an optimisation; a foreign/truncated object is a miss
+        return None
+
+
+def store_object(okey: str, module, meta: dict) -> None:
+    """Keep `module`'s object code under `okey` for the next process (best effort)."""
+    if not _cache_enabled():
+        return
+    try:
+        from svod.store import default_store
+
+        default_store().put("objects", okey, module.object_code, meta=meta)
+    except Exception:  # noqa: BLE001 - the cache is an optimisation, never an error
+        pass
+
+
 def _build(kernel: Kernel) -> Program:
     if kernel.matmul is not None and kernel.matmul.library:
         return LibraryProgram(kernel)
-    from svod.codegen.jit import compile_ir, load_object
+    from svod.codegen.jit import compile_ir
     from svod.codegen.lower import lower_kernel, plan_loops, symbol_for
 
     symbol = symbol_for(kernel)
-    store = None
-    okey = None
-    if _cache_enabled():
-        try:
-            from svod.store import default_store
-
-            store = default_store()
-            okey = object_key(kernel)
-            obj = store.get("objects", okey)
-        except Exception:  # noqa: BLE001 - the cache is an optimisation, never an error
-            obj = None
-        if obj:
-            try:
-                t0 = time.perf_counter()
-                units = plan_loops(kernel).units
-                mod = load_object(obj, [symbol], name=kernel.name)
-                bump("kernels_loaded")
-                bump("compile_seconds", time.perf_counter() - t0)
-                return NativeProgram(kernel, mod, symbol, units)
-            except Exception:  # noqa: BLE001 - a foreign/truncated object is a miss
-                pass
-    ir_text = ""
+    okey = object_key(kernel)
     t0 = time.perf_counter()
+    mod = load_cached(okey, [symbol], kernel.name)
+    if mod is not None:
+        prog = NativeProgram(kernel, mod, symbol, plan_loops(kernel).units)
+        bump("kernels_loaded")
+        bump("compile_seconds", time.perf_counter() - t0)
+        return prog
+    ir_text = ""
     try:
         low = lower_kernel(kernel, symbol)
         ir_text = low.ir
@@ -391,11 +405,7 @@ def _build(kernel: Kernel) -> Program:
         return _fallback(kernel, e, ir_text)
     bump("kernels_compiled")
     bump("compile_seconds", time.perf_counter() - t0)
-    if store is not None and okey is not None:
-        try:
-            store.put("objects", okey, mod.object_code, meta={"kernel": kernel.name, "symbol": symbol})
-        except Exception:  # noqa: BLE001
-            pass
+    store_object(okey, mod, {"kernel": kernel.name, "symbol": symbol})
     return prog
 
 
