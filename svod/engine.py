@@ -134,6 +134,7 @@ class KernelPlan(Executable):
         self._fast = None  # QuickParts.runner once set up; False: the program has none
         self._n_kernels = len(plan.kernels)
         self._n_nodes = sum(len(k.nodes) for k in plan.kernels)
+        self._footprint = None  # (own bytes, {program identity: bytes}) once settled
         self._lock = threading.Lock()
 
     @property
@@ -176,16 +177,23 @@ class KernelPlan(Executable):
 
     def footprint(self) -> tuple[int, dict[int, int]]:
         """Its own bytes include the graph program (its segment module, measured, and the
-        scratch temps it keeps between runs); its programs' measured sizes come apart."""
+        scratch temps it keeps between runs); its programs' measured sizes come apart.
+        Kept once it cannot change (the graph program built, its scratch made): the plan
+        cache re-reads every entry's footprint on each insert. Callers must not mutate."""
+        fp = self._footprint
+        if fp is not None:
+            return fp
         own, progs = super().footprint()
         gp = self._gp
         if gp is not None:
             own += gp.nbytes
         for p in self._programs or ():
-            fp = getattr(p, "footprint", None)
-            if fp is not None:
-                i, n = fp()
+            f = getattr(p, "footprint", None)
+            if f is not None:
+                i, n = f()
                 progs[i] = n
+        if gp is not None and (gp._state is not None or gp.kind != "native" or not gp._scratch_ok):
+            self._footprint = (own, progs)
         return own, progs
 
     def to_json(self) -> dict:
