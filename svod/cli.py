@@ -1,4 +1,4 @@
-"""The `svod` command line: `svod demo | bench | tune | calibrate | explain | cache |
+"""The `svod` command line: `svod demo | bench | tune | calibrate | explain | viz | cache |
 costmodel report | costmodel rescore`.
 
 Usage errors (bad options, malformed shapes, unknown workloads) exit with code 2
@@ -114,6 +114,46 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     if len(graphs) > args.max_graphs:
         print(f"{len(graphs) - args.max_graphs} more graph(s) not explained: {args.file} realized {len(graphs)} "
               f"distinct graphs (--max-graphs {args.max_graphs}; raise it to see them)")
+    return 0
+
+
+def _cmd_viz(args: argparse.Namespace) -> int:
+    import os
+    import time
+
+    from svod import viewer_serve
+
+    if not os.path.isfile(args.file):
+        raise CliError(f"no such file: {args.file}")
+    script_args = list(getattr(args, "script_args", None) or [])
+    try:
+        views, total = viewer_serve.run(args.file, script_args, max_graphs=args.max_graphs, k=args.variants,
+                                        progress=not args.no_progress)
+    except Exception as e:  # noqa: BLE001 - the user's script failed: say so, no traceback
+        raise CliError(f"{args.file} raised {type(e).__name__}: {e}") from None
+    if not views:
+        print(f"{args.file} realized nothing: no graph to show")
+        return 0
+    if total > len(views):
+        print(f"showing {len(views)} of the {total} distinct graphs {args.file} realized (--max-graphs)")
+    title = f"svod viz {os.path.basename(args.file)}"
+    if args.write:
+        try:
+            index = viewer_serve.write_static(views, args.write, title)
+        except OSError as e:
+            raise CliError(f"cannot write {args.write}: {e}") from None
+        print(f"viewer written to {index} (serve the folder over HTTP: python3 -m http.server -d {args.write})")
+        return 0
+    try:
+        srv = viewer_serve.serve(views, port=args.port, open_browser=not args.no_browser, title=title)
+    except OSError as e:
+        raise CliError(f"cannot serve on 127.0.0.1:{args.port}: {e}") from None
+    print(f"svod viz: {len(views)} graph(s) at {srv.url} (Ctrl-C to stop)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        srv.close()
     return 0
 
 
@@ -367,6 +407,24 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--ir", action="store_true", help="also print each kernel's LLVM IR")
     e.set_defaults(fn=_cmd_explain)
 
+    v = sub.add_parser("viz", help="run a script; explore the e-graph of each graph it realizes in the browser",
+                       description="Run FILE.py (with source lines recorded), search each distinct graph it "
+                                   "realizes again keeping the e-graph after every saturation iteration, and serve "
+                                   "an interactive viewer on 127.0.0.1: step through saturation, click an e-class "
+                                   "for its alternatives with their kernels and prices, the chosen plan outlined, "
+                                   "kernels with their ops and source lines, why each boundary is not fused.")
+    v.add_argument("file", help="a Python script using svod; its own arguments go after -- "
+                                "(svod viz FILE.py -- --size 128)")
+    v.add_argument("--port", type=_number(int, 0, 65535, what="a port number (0: any free port)"), default=0,
+                   help="port on 127.0.0.1 (default: a free one)")
+    v.add_argument("--no-browser", action="store_true", help="do not open the browser (print the address)")
+    v.add_argument("--max-graphs", type=_positive, default=8, help="graphs to show at most (default 8)")
+    v.add_argument("--variants", type=_positive, default=8, help="variants kept per graph (default 8)")
+    v.add_argument("--write", default=None, metavar="DIR", help="write the page and its data to DIR instead of "
+                                                                  "serving it")
+    v.add_argument("--no-progress", action="store_true", help="no progress bar")
+    v.set_defaults(fn=_cmd_viz)
+
     c = sub.add_parser("cache", help="inspect or empty the persistent cache (plans, objects, tuning)",
                        description="Show where svod's persistent cache lives and what it holds, or empty it.")
     c.add_argument("action", choices=("info", "clear"))
@@ -468,9 +526,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+_SCRIPT_COMMANDS = ("viz",)  # commands that run a script: `-- ARGS` are the script's own
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    script_args: list[str] = []
+    if "--" in argv and argv[:1] and argv[0] in _SCRIPT_COMMANDS:
+        cut = argv.index("--")
+        argv, script_args = argv[:cut], argv[cut + 1:]
     args = parser.parse_args(argv)
+    args.script_args = script_args
     try:
         return args.fn(args)
     except UsageError as e:
@@ -482,6 +549,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"svod {args.command}: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:
+        print(f"svod {args.command}: out of memory (smaller sizes?)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover
