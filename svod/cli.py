@@ -172,7 +172,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from svod.bench import harness
 
     sizes = "quick" if args.quick else "default"
-    res = harness.run(sizes=sizes, only=args.only, repeats=args.repeats, peers=not args.no_peers, out=sys.stdout)
+    res = harness.run(sizes=sizes, only=args.only, repeats=args.repeats, peers=not args.no_peers, out=sys.stdout,
+                      progress=not args.no_progress)
     if args.json:
         try:
             with open(args.json, "w") as fh:
@@ -281,10 +282,13 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     res = tune(target, cands, estimate=estimate, progress=not args.no_progress, repeats=args.repeats)
     print(res.table())
     if args.json:
+        from svod.boundaries import describe_plan
+
         data = {"label": res.label, "graph": res.graph, "numpy_seconds": res.numpy_seconds, "chosen": res.chosen,
-                "default": res.default, "variants": [{"source": v.source, "sig": v.sig, "kernels": v.kernels,
-                                                      "predicted": v.predicted, "measured": v.measured}
-                                                     for v in res.variants]}
+                "default": res.default, "confirm_repeats": res.confirm_repeats,
+                "variants": [{"source": v.source, "sig": v.sig, "kernels": v.kernels, "ops": describe_plan(v.plan),
+                              "predicted": v.predicted, "measured": v.measured,
+                              "confirmed": res.confirmed.get(i)} for i, v in enumerate(res.variants)]}
         _write_json(args.json, data)
     return 0
 
@@ -442,6 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", default=None, metavar="PATH", help="write all results as JSON to PATH")
     b.add_argument("--chart", default=None, metavar="PATH", help="write a bar chart (needs matplotlib)")
     b.add_argument("--no-peers", action="store_true", help="skip the optional peers (numpy and C only)")
+    b.add_argument("--no-progress", action="store_true", help="no progress bar")
     b.set_defaults(fn=_cmd_bench)
 
     t = sub.add_parser("tune", help="measure a program's best fusion variants and make realize() use the fastest",

@@ -73,7 +73,7 @@ def test_help_for_every_new_command(capsys):
     (["costmodel"], 2, "required"),
     (["costmodel", "rescore"], 2, "required"),
     (["costmodel", "rescore", "nowhere/report.json"], 1, "cannot read nowhere/report.json"),
-    (["calibrate", "--budget", "soon"], 2, "invalid float value"),
+    (["calibrate", "--budget", "soon"], 2, "expected a number, got 'soon'"),
     (["tune"], 2, "required"),
 ])
 def test_usage_errors_and_messages(capsys, isolated, argv, code, message):
