@@ -281,7 +281,7 @@ class _Context:
 
 def _forced(ctx: _Context, q: int, c: int, alt: Plan | None, err: str) -> tuple[str, str]:
     """Why the lowering keeps q materialised even when the choice says fuse it."""
-    from svod.plan_greedy import MAX_BODY
+    from svod import plan_greedy
 
     key = ctx.key
     n = key.nodes[q]
@@ -305,9 +305,15 @@ def _forced(ctx: _Context, q: int, c: int, alt: Plan | None, err: str) -> tuple[
                                         "than once in each")
     if n.op is Ops.MATMUL:
         return "matmul result", "a kernel holds one matmul with an elementwise epilogue; this one does not fit"
-    big = max((len(k.nodes) for k in alt.kernels), default=0)
-    if big >= MAX_BODY:
-        return "kernel size cap", f"the fused kernel would exceed the lowering's cap of {MAX_BODY} body nodes"
+    am = materialized(key, alt) or set()
+    where = kernel_nodes(key, alt, am)
+    host = next((k for k, nodes in zip(alt.kernels, where) if c in nodes), None)
+    own = next((k for k, nodes in zip(alt.kernels, where) if q in nodes), None)
+    size = len(host.nodes) + len(own.nodes) if host is not None and own is not None else 0
+    if size > min(plan_greedy.MAX_BODY, plan_greedy.MAX_DEPTH):
+        return "kernel size cap", (f"one kernel computing both would have about {size} body nodes, over the "
+                                   f"lowering's caps ({plan_greedy.MAX_BODY} body nodes, {plan_greedy.MAX_DEPTH} "
+                                   "deep)")
     return "lowering", "the lowering keeps it materialised (a view or concatenation it cannot index through)"
 
 
@@ -429,6 +435,19 @@ def why_not_fused(explanation) -> list[Boundary]:
         written = {o.slot for k in executed.kernels for o in k.outputs}
         out = [b for b in out if e.plan.n_inputs + b.producer in written]
     return out
+
+
+def debug_text(key: GraphKey, plan: Plan, report=None, model=None) -> str:
+    """The why-not-fused lines SVOD_DEBUG prints for a newly planned graph (`report`: the
+    search's, from `svod.engine.LAST_SEARCH`; None for a greedy or loaded plan)."""
+    ext = getattr(report, "extraction", None)
+    planned = ext.key if ext is not None and materialized(ext.key, plan) is not None else key
+    try:
+        bs = boundaries(planned, plan, model=model, report=report,
+                        rulesets=getattr(getattr(report, "saturation", None), "rulesets", None) or None)
+    except Exception as e:  # noqa: BLE001 - a debug line, never a failure
+        return f"svod why not fused {key.hash[:12]}: not available ({type(e).__name__}: {e})"
+    return f"svod why not fused {key.hash[:12]}:\n{format_boundaries(bs)}"
 
 
 def format_boundaries(bs: list[Boundary]) -> str:

@@ -751,6 +751,10 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
         msg = (f"svod realize: key {key.hash[:12]} nodes={len(key.nodes)} inputs={len(bindings.arrays)} "
                f"outputs={len(pending)} cache={hit} {type(exe).__name__} "
                f"{(time.perf_counter() - t0) * 1e3:.3f} ms")
+        if hit == "miss" and getattr(exe, "plan", None) is not None:  # why each boundary (svod.boundaries)
+            from svod.boundaries import debug_text
+
+            msg += "\n" + debug_text(key, exe.plan, LAST_SEARCH.get(key.hash), cost_model())
         if log.isEnabledFor(logging.INFO) and (log.handlers or logging.getLogger().handlers):
             log.info(msg)
         else:  # no logging configured: SVOD_DEBUG still prints
