@@ -48,8 +48,12 @@ def test_explain_bad_scripts_give_messages_not_tracebacks(tmp_path):
 
 
 def test_cache_info_and_clear(tmp_path):
-    env = {"SVOD_CACHE_DIR": str(tmp_path / "c")}
-    assert _svod("cache", "info", env_extra=env).returncode == 0
+    env = {"SVOD_CACHE_DIR": str(tmp_path / "c"), "SVOD_DISK_CACHE_MB": "64", "SVOD_PLAN_CACHE_ENTRIES": "99"}
+    r = _svod("cache", "info", env_extra=env)
+    assert r.returncode == 0, r.stderr
+    for line in ("plan cache:   0 plans, 0 B (bounds 99 plans", "programs:", "jit traces:", "replay table:",
+                 "buffer pool:", "bounded at 64.0 MiB"):
+        assert line in r.stdout, r.stdout
     r = _svod("cache", "clear", env_extra=env)
     assert r.returncode == 0 and "cleared" in r.stdout
 

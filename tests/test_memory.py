@@ -153,6 +153,24 @@ def test_dropping_a_jit_function_frees_its_traces_programs(greedy):
     assert all(r() is None for r in refs)
 
 
+def test_cache_info_reports_every_cache(greedy):
+    @svod.jit
+    def f(x):
+        return x * 2.0
+
+    x = svod.asarray(np.ones(4, np.float32))
+    f(x)
+    big = (svod.asarray(np.ones(40_000, np.float32)) + 1.0).numpy()
+    info = svod.cache_info()
+    pc = info["plan_cache"]
+    assert pc["entries"] == len(engine.PLAN_CACHE) >= 2 and pc["bytes"] == engine.PLAN_CACHE.nbytes() > 0
+    assert info["programs"]["count"] >= 2 and info["programs"]["bytes"] > 0
+    assert info["jit"]["functions"] >= 1 and info["jit"]["traces"] >= 1
+    assert info["pool"]["bytes_in_use"] >= big.nbytes and info["disk"]["max_bytes"] > 0
+    text = svod.memory.cache_info_text()
+    assert f"{pc['entries']} plans" in text and "SVOD_DISK_CACHE_MB" in text
+
+
 # ----------------------------------------------------------------------------- pool
 
 
