@@ -53,30 +53,48 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
     if not os.path.isfile(args.file):
         raise CliError(f"no such file: {args.file}")
+    script_args = list(args.script_args or [])
+    if script_args[:1] == ["--"]:
+        script_args = script_args[1:]
     engine.RECORDER = []
+    saved_argv = sys.argv
+    sys.argv = [args.file, *script_args]
     try:
         runpy.run_path(args.file, run_name="__main__")
-    except SystemExit:
-        pass
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            raise CliError(f"{args.file} exited with status {e.code}") from None
     except Exception as e:  # noqa: BLE001 - the user's script failed: say so, no traceback
         raise CliError(f"{args.file} raised {type(e).__name__}: {e}") from None
     finally:
-        keys, engine.RECORDER = engine.RECORDER, None
-    seen: dict[str, object] = {}
-    for k in keys:
-        seen.setdefault(k.hash, k)
+        sys.argv = saved_argv
+        recorded, engine.RECORDER = engine.RECORDER, None
+    seen: dict[str, tuple] = {}
+    for key, where in recorded:
+        if key.hash in seen:
+            if where not in seen[key.hash][1]:
+                seen[key.hash][1].append(where)
+        else:
+            seen[key.hash] = (key, [where])
     if not seen:
-        print(f"{args.file} realized nothing: no graph to explain")
+        print(f"{args.file} realized nothing and traced no jitted function: no graph to explain")
         return 0
-    for i, key in enumerate(list(seen.values())[: args.max_graphs]):
+    graphs = list(seen.values())
+    print(f"{args.file}: {len(graphs)} distinct graph(s)")
+    for i, (key, wheres) in enumerate(graphs):
+        print(f"  graph {i}: {len(key.nodes)} nodes, key {key.hash[:12]}, from {', '.join(wheres)}")
+    print()
+    for i, (key, wheres) in enumerate(graphs[: args.max_graphs]):
         e = explain_key(key, k=args.variants)
-        print(f"=== graph {i} ({len(key.nodes)} nodes, key {key.hash[:12]}) ===")
+        print(f"=== graph {i} ({len(key.nodes)} nodes, key {key.hash[:12]}, from {', '.join(wheres)}) ===")
         print(e)
         if args.ir:
             for j in range(len(e.kernels)):
                 print(f"--- LLVM IR of kernel {j} ---")
                 print(e.ir(j) or "(library step: no generated code)")
         print()
+    if len(graphs) > args.max_graphs:
+        print(f"({len(graphs) - args.max_graphs} more graph(s) not explained: --max-graphs {len(graphs)} shows all)")
     return 0
 
 
@@ -161,17 +179,25 @@ def _target(args: argparse.Namespace):
 
 
 def _candidates(target, model, k: int, oracle_choices: int) -> list:
-    """The search's k best plans (cheapest predicted first), then the oracle's cheapest
-    covers when the graph is small enough to enumerate."""
+    """The plans `svod tune` times, each as realize() would run it (after the plan passes):
+    first the plan realize() runs now (`svod.planner.decide`: the tuned one when the graph
+    was tuned before; a provisional plan is searched again first), then the search's k
+    best with `model` (cheapest predicted first), then the oracle's cheapest covers when
+    the graph is small enough to enumerate."""
     from search import plan_search
     from search.oracle import all_covers, choices
+    from svod import planner
     from svod.costing import Machine
 
+    d = planner.decide(target.key)
+    if d.exe.provisional:
+        d = planner.research(target.key)
+    out = [("realize", d.plan)] if d.plan is not None else []
     r = plan_search(target.key, cost_model=model, k=k)
-    out = [("search", v.plan) for v in r.variants] or [("search", r.plan)]
+    out += [("search", planner.plan_passes(v.plan)) for v in r.variants] or [("search", planner.plan_passes(r.plan))]
     if 0 < len(choices(target.key)) <= oracle_choices:
         covers = all_covers(target.key, model, Machine.host(), max_choices=oracle_choices)
-        out += [("oracle", c.plan) for c in covers[:k]]
+        out += [("oracle", planner.plan_passes(c.plan)) for c in covers[:k]]
     return out
 
 
@@ -314,10 +340,16 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--repeats", type=int, default=7, help="timed repeats per side (median reported)")
     d.set_defaults(fn=_cmd_demo)
 
-    e = sub.add_parser("explain", help="run a script and explain the fusion search of every graph it realizes",
-                       description="Run FILE.py; for each distinct graph it realizes, print the chosen kernels, the "
-                                   "saturation report and the rejected variants with their predicted costs.")
+    e = sub.add_parser("explain", help="run a script and explain the plan of every graph it realizes or jits",
+                       description="Run FILE.py (arguments after -- go to the script); list every distinct graph it "
+                                   "realized or traced with svod.jit, and for each print the plan realize() runs, "
+                                   "where it came from (memory cache, tuning database, disk cache, search, "
+                                   "fallback), the cost model, the saturation report and the search's variants "
+                                   "with their predicted costs.",
+                       usage="svod explain [-h] [--variants N] [--max-graphs N] [--ir] FILE.py [-- SCRIPT ARGS ...]")
     e.add_argument("file", help="a Python script using svod")
+    e.add_argument("script_args", nargs=argparse.REMAINDER, metavar="-- ARGS",
+                   help="arguments for the script (its sys.argv[1:]), after --")
     e.add_argument("--variants", type=int, default=6, help="variants to show per graph (default 6)")
     e.add_argument("--max-graphs", type=int, default=5, help="graphs to explain at most (default 5)")
     e.add_argument("--ir", action="store_true", help="also print each kernel's LLVM IR")
