@@ -159,6 +159,14 @@ class Variants:
     realized: int
     realize_plan: object
 
+    def timed(self) -> list:
+        """The plans the report times, in order: the chosen covers' (after the passes),
+        then realize's plan when it is not one of them."""
+        out = [self.plans[ci] for ci in self.chosen]
+        if self.realized < 0 and self.realize_plan is not None:
+            out.append(self.realize_plan)
+        return out
+
 
 def _sig(plan) -> tuple:
     return tuple(k.key() for k in plan.kernels)
@@ -179,6 +187,8 @@ def variants(t: Target, model: CostModel, oracle, machine: Machine, max_variants
     real = decide(t.key).plan
     sigs = [_sig(p) for p in plans]
     realized = sigs.index(_sig(real)) if real is not None and _sig(real) in sigs else -1
+    if realized >= 0:  # the same kernels: time realize's very plan (its kernel names and slots)
+        plans[realized] = real
     # a model-independent order (kernel content keys), then sample: the pick is covers[0]
     order = sorted(range(len(covers)), key=lambda i: sigs[i])
     keep = [order.index(0)] + ([order.index(realized)] if realized > 0 else [])
@@ -193,9 +203,7 @@ def measure_target(t: Target, model: CostModel, oracle, machine: Machine, max_va
     t0 = time.perf_counter()
     vs = variants(t, model, oracle, machine, max_variants, max_choices, seed)
     covers, chosen = vs.covers, vs.chosen
-    timed = [vs.plans[ci] for ci in chosen]
-    if vs.realized < 0 and vs.realize_plan is not None:
-        timed.append(vs.realize_plan)  # timed with the covers, kept out of their ranking
+    timed = vs.timed()  # realize's plan, when not a cover, last: timed with them, out of their ranking
     pred, nk, threads = [], [], []
     for plan in timed:
         prices = plan_prices(plan, model, machine)

@@ -213,8 +213,32 @@ def _ensure_profile(args: argparse.Namespace) -> None:
         print(summary(calibrate(progress=not args.no_progress)), file=sys.stderr)
 
 
-def _cmd_tune(args: argparse.Namespace) -> int:
+def _tune_provisional(args: argparse.Namespace) -> int:
+    """`svod tune --provisional`: search every stored provisional plan again."""
+    from svod import planner
 
+    keys = planner.provisional_keys()
+    if not keys:
+        print("no provisional plans stored: every stored plan came from a complete search")
+        return 0
+    complete = 0
+    for key in keys:
+        d = planner.research(key, seconds=args.seconds)
+        complete += not d.exe.provisional
+        print(f"graph {key.hash[:12]} ({len(key.nodes)} nodes): {d.source}"
+              f"{' (' + d.detail + ')' if d.detail else ''}")
+    print(f"searched {len(keys)} provisional plan(s) again: {complete} complete, {len(keys) - complete} still "
+          "provisional")
+    return 0
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    if args.provisional:
+        if args.target is not None:
+            raise UsageError("give a target or --provisional, not both")
+        return _tune_provisional(args)
+    if args.target is None:
+        raise UsageError("the following arguments are required: target (a workload or FILE.py), or --provisional")
     target = _target(args)
     _ensure_profile(args)
     from costmodels.analytic import CalibratedModel
@@ -374,13 +398,21 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(fn=_cmd_bench)
 
     t = sub.add_parser("tune", help="measure a program's best fusion variants and make realize() use the fastest",
-                       description="Take the search's k best fusion variants of a program (and, for small graphs, "
-                                   "the oracle's cheapest covers), time every kernel and every variant, store the "
-                                   "results in the tuning database and the fastest variant as the program's tuned "
-                                   "plan. Resumable: an interrupted run keeps every finished measurement, a repeated "
-                                   "run measures nothing new.")
-    t.add_argument("target", help="a workload name (see svod/workloads.py) or FILE.py[:FUNCTION] defining a "
-                                  "function of Tensors")
+                       description="Take the plan realize() runs for a program, the search's k best fusion "
+                                   "variants (and, for small graphs, the oracle's cheapest covers), each as realize() "
+                                   "would run it (after the plan passes: attention fusion), time every kernel and "
+                                   "every variant, store the results in the tuning database and the fastest variant "
+                                   "as the program's tuned plan. Resumable: an interrupted run keeps every finished "
+                                   "measurement, a repeated run measures nothing new. A provisional plan (a search "
+                                   "cut short by its budget) is searched again first; --provisional searches every "
+                                   "stored one again.")
+    t.add_argument("target", nargs="?", help="a workload name (see svod/workloads.py) or FILE.py[:FUNCTION] "
+                                             "defining a function of Tensors")
+    t.add_argument("--provisional", action="store_true",
+                   help="instead of a target: search again every stored provisional plan (a search cut short by "
+                        "its budget, or the greedy fallback), with a larger budget")
+    t.add_argument("--seconds", type=float, default=None,
+                   help="search budget per graph for --provisional (default 8x SVOD_SEARCH_SECONDS, at least 10)")
     t.add_argument("--shapes", type=_shapes_arg, action="append", metavar="NAME=AxB,...",
                    help="input shapes by parameter name, e.g. x=4096x1024,w=1024 (required for a file; for a "
                         "workload they replace its default shapes)")
