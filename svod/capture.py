@@ -25,11 +25,11 @@ What is traced, and when a call traces again ("retraces"):
   Tensors). None, strings, dtypes, functions, modules, slices and enum members are
   static without being named.
 - **Reading a traced tensor's value** — `float(t)`, `int(t)`, `bool(t)`, `if t > 0`,
-  `t.numpy()`, `t.tolist()`, `t.item()`, `np.asarray(t)`, printing it, boolean-mask or
-  integer-array indexing, anything whose shape depends on the data — raises
-  `ConcretizationError` at that line, naming the operation, the argument and the fix
-  (move the read out of the function, `svod.where` instead of `if`, or a static
-  argument). `t.realize()` inside the function leaves a traced value lazy.
+  `t.numpy()`, `t.tolist()`, `t.item()`, `np.asarray(t)`, boolean-mask or integer-array
+  indexing, anything whose shape depends on the data — raises `ConcretizationError` at
+  that line, naming the operation, the argument and the fix (move the read out of the
+  function, `svod.where` instead of `if`, or a static argument). `t.realize()` inside the
+  function leaves a traced value lazy; `print(t)` shows `<traced svod.Tensor ...>`.
 - **Globals and closed-over variables** the function names are guarded by identity (a
   closed-over Tensor also by its value: an in-place update retraces); they are
   constants of the trace. Values read through them (attributes, a helper's own globals)
@@ -126,6 +126,7 @@ class _Entry:
     spec: tuple
     reason: str
     quick_keys: list = field(default_factory=list)
+    used: bool = False  # replayed since the LRU last looked (the inlined replay sets it: see _insert)
 
     @property
     def lru_key(self) -> tuple:
@@ -235,7 +236,7 @@ class JitFunction:
         if qkey not in self._quick:
             with self._lock:
                 if entry.lru_key in self._lru:
-                    self._quick[qkey] = _quick_for(entry, arrays, self._touch_fn(entry)) or _NO_QUICK
+                    self._quick[qkey] = _quick_for(entry, arrays) or _NO_QUICK
                     entry.quick_keys.append(qkey)
         self._log_replay("fast")
         return out
@@ -463,10 +464,15 @@ class JitFunction:
         for e in [e for e in self._by_spec.get(entry.spec, []) if e.env_changed() is not None]:
             self._lru.pop(e.lru_key, None)  # stale: a global or closed-over value changed
             self._drop(e)
+        entry.used = True  # so the loop below never evicts the entry it makes room for
         self._lru[entry.lru_key] = entry
         self._by_spec.setdefault(entry.spec, []).append(entry)
         while len(self._lru) > self.max_traces:
             _, old = self._lru.popitem(last=False)
+            if old.used:  # replayed by the inlined path since (which only flags it): a second chance
+                old.used = False
+                self._lru[old.lru_key] = old
+                continue
             self._drop(old)
             self._evicted[old.spec] = None
             if len(self._evicted) > 256:
@@ -492,9 +498,6 @@ class JitFunction:
         except KeyError:  # evicted meanwhile
             pass
 
-    def _touch_fn(self, entry: _Entry):
-        """`touch()` marking `entry` most recently used: one C call (KeyError once evicted)."""
-        return functools.partial(self._lru.move_to_end, entry.lru_key)
 
     def clear(self) -> None:
         """Forget every trace of this function."""
@@ -702,7 +705,7 @@ def _debug() -> int:
     return engine_debug()
 
 
-def _quick_for(entry: _Entry, arrays, touch):
+def _quick_for(entry: _Entry, arrays):
     """A replay closure for `entry`, `quick(args) -> outputs` (None: take the general
     path), for the common case: the plan binds the leading arguments in order, every
     output is a fresh buffer of the plan, and the plan's graph program can take its fast
@@ -725,8 +728,7 @@ def _quick_for(entry: _Entry, arrays, touch):
         if a.dtype is not want or a.size < need or not a.flags.c_contiguous:
             return None
     ns, call = parts.call_source(tally)
-    ns.update(UOp.buffer_namespace(), _Tensor=Tensor, rebuild=entry.rebuild, _touch=touch, _M=_MISSING,
-              _cellv=_cell)
+    ns.update(UOp.buffer_namespace(), _Tensor=Tensor, rebuild=entry.rebuild, _E=entry, _M=_MISSING, _cellv=_cell)
     body = ["def quick(args):"]
     for j, (kind, holder, _, value, uop) in enumerate(entry.env):  # guards: any change -> the general path
         ns[f"H{j}"], ns[f"V{j}"], ns[f"U{j}"] = holder, value, uop
@@ -738,7 +740,7 @@ def _quick_for(entry: _Entry, arrays, touch):
         body.append(f"    a{i} = args[{i}].uop.arg.array")
         body.append(f"    if a{i}.dtype is not W{i}: return None")
     body += call
-    body += ["    try:", "        _touch()", "    except KeyError:", "        pass"]
+    body.append("    _E.used = True")  # the LRU's second chance (a store, not a move: this is the hot path)
     outs = [(k, v) for k, (_, v, _, _) in enumerate(entry.out_plan)]
     for k, v in outs:  # the output Tensors, built inline (see UOp.buffer_source)
         _, shape, dtype = parts.outputs[v]

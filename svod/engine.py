@@ -1,11 +1,10 @@
 """The one orchestrator: realize pending UOps along the pipeline of DESIGN.md.
 
-    compact -> lookup (memory, then disk) -> plan (miss) -> build -> compile -> run
+    compact -> plan (svod.planner.decide: memory cache, tuning database, disk cache,
+               search, plan passes) -> build -> compile -> run
 
-Each stage is a replaceable part (`Pipeline`): later work swaps in the search planner,
-the CompiledGraph builder and the LLVM compiler without touching this path. Until then
-the plan is "evaluate the GraphKey with the numpy interpreter", so every result is
-already correct and cacheable.
+`realize_uops` is the path; the plan of a key comes from `svod.planner.decide`, the one
+function every tool asks (realize, svod.jit, explain, tune, the cost-model report).
 
 >>> import svod
 >>> x = svod.asarray([1.0, 2.0]) * 2

@@ -18,8 +18,10 @@ needs a plan calls it — `realize()` and `svod.jit` (through `engine.get_execut
 
 A plan from a search cut short by its budget, or from the greedy fallback, is correct but
 maybe slower than a full search could find: it is persisted marked *provisional* together
-with its GraphKey, later processes use it as it is (no search in every process), and
-`svod tune` searches it again with a larger budget (`research`, `provisional_keys`).
+with its GraphKey (for graphs the size policy lets the search take: a bigger budget can
+help those), later processes use it as it is (no search in every process), and `svod
+tune` searches it again with a larger budget (`research`, `provisional_keys`). The
+whole-graph interpreter, a planner failure, is never persisted.
 
 >>> import svod
 >>> from svod.key import compact
@@ -289,7 +291,11 @@ def _save(key: GraphKey, exe: Executable) -> None:
     if data is None or data.get("kind") != "plan":
         return
     if exe.provisional:
-        data = dict(data, provisional=True, key=key.to_json())
+        from svod.config import limits
+
+        data = dict(data, provisional=True)
+        if len(key.nodes) <= limits().max_nodes:  # above it the size policy plans greedily however long
+            data["key"] = key.to_json()
     from svod.store import default_store
 
     default_store().put_json("plans", plan_store_key(key), data)

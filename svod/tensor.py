@@ -175,6 +175,7 @@ def _apply_becomes(mapping: dict[UOp, UOp]) -> None:
 # records a guard for one computed from traced Python scalars, and drops the roots a plain
 # `realize()` asks for that depend on traced inputs (they stay lazy inside the trace).
 _READ_HOOK = None
+_TRACED_REPR = None  # set with _READ_HOOK: repr of a value that depends on traced inputs, else None
 _engine_realize = None  # svod.engine.realize_uops, bound on first use (the engine is imported lazily)
 
 
@@ -449,12 +450,18 @@ class Tensor:
             yield self[i]
 
     def __repr__(self) -> str:
+        if _TRACED_REPR is not None:  # inside a svod.jit trace: a traced value prints as such
+            r = _TRACED_REPR(self)
+            if r is not None:
+                return r
         if self.is_realized or self.size <= 1000:
             body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
             return f"tensor({body}, dtype={self.dtype})"
         return f"<svod.Tensor shape={shape_str(self.shape)} dtype={self.dtype} lazy>"
 
     def __str__(self) -> str:
+        if _TRACED_REPR is not None and _TRACED_REPR(self) is not None:
+            return self.__repr__()
         if self.is_realized or self.size <= 1000:
             return str(self.numpy())
         return self.__repr__()

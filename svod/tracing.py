@@ -13,7 +13,8 @@ inputs the value depends on:
 - only traced Python scalars (`if s > 0`, `int(n)`, `x[i]`, `range(n)`): the value is
   computed and the trace *guards* those arguments' values (a call with another value
   traces again: reason "new value of guarded argument");
-- a plain `t.realize()` / `svod.realize(t)` of a traced value: nothing (it stays lazy).
+- a plain `t.realize()` / `svod.realize(t)` of a traced value: nothing (it stays lazy);
+  printing one shows `<traced svod.Tensor shape=... dtype=..., from x>`.
 
 >>> import svod
 >>> @svod.jit
@@ -208,7 +209,7 @@ class Trace:
         with _lock:
             _placeholders.update((ref, (self, i)) for ref, i in self.refs.items())
             _running += 1
-            T._READ_HOOK, T._WEAK_RANGE_HOOK = _on_read, _on_weak_cast
+            T._READ_HOOK, T._WEAK_RANGE_HOOK, T._TRACED_REPR = _on_read, _on_weak_cast, _traced_repr
         return self
 
     def __exit__(self, *exc) -> None:
@@ -219,7 +220,7 @@ class Trace:
                 _placeholders.pop(ref, None)
             _running -= 1
             if not _running:
-                T._READ_HOOK = T._WEAK_RANGE_HOOK = None
+                T._READ_HOOK = T._WEAK_RANGE_HOOK = T._TRACED_REPR = None
 
 
 def _leaves_of(roots) -> set:
@@ -248,6 +249,19 @@ def _on_read(roots):
     for tr, i in hits:
         tr.guard(i)
     return roots
+
+
+def _traced_repr(t) -> str | None:
+    """`svod.tensor._TRACED_REPR`: how a value that depends on traced inputs prints inside a
+    trace (printing it reads nothing: no error, no guard); None for any other value."""
+    ph = _placeholders
+    hits = [ph[leaf] for leaf in _leaves_of([t.uop]) if leaf in ph]
+    if not hits:
+        return None
+    tr = hits[0][0]
+    names = ", ".join(sorted({tr.names[i] for t2, i in hits if t2 is tr}))
+    kind = "traced Python scalar" if type(t) is T.WeakScalar else "traced svod.Tensor"
+    return f"<{kind} shape={t.shape} dtype={t.dtype}, from {names}>"
 
 
 def _on_weak_cast(x, d, op: str) -> None:

@@ -218,6 +218,19 @@ def test_realize_inside_a_trace_stays_lazy_and_nested_jit_inlines():
     assert outer.traces == 1 and inner.traces == 0
 
 
+def test_printing_a_traced_value_reads_nothing(capsys):
+    @svod.jit
+    def f(x, s):
+        print(x * s, s)
+        return x * s
+
+    for s in (2.0, 3.0):
+        np.testing.assert_allclose(f(svod.asarray(A), s).numpy(), A * F32(s))
+    assert f.traces == 1
+    out = capsys.readouterr().out
+    assert "<traced svod.Tensor shape=(4,) dtype=float32, from s, x> <traced Python scalar" in out
+
+
 def test_random_inside_a_trace_raises():
     with pytest.raises(svod.JitError, match="svod.random inside a jitted function"):
         svod.jit(lambda x: x + svod.random.rand(4))(svod.asarray(A))
