@@ -284,8 +284,8 @@ class JitFunction:
                 else:
                     items.append((name, value, name in self._static))
         leaves: list = []
-        spec = tuple((name, flatten(v, leaves, f"'{name}'", static, self.name)) for name, v, static in items)
-        return spec, [v for v, _ in leaves], [w.strip("'") for _, w in leaves]
+        spec = tuple((name, flatten(v, leaves, name, static, self.name)) for name, v, static in items)
+        return spec, [v for v, _ in leaves], [w for _, w in leaves]
 
     def _lookup(self, spec, leaves, names) -> tuple[_Entry | None, str]:
         """The trace that holds for this call, or (None, why a new trace is needed)."""

@@ -69,16 +69,17 @@ def _describe(v) -> str:
 def flatten(v, leaves: list, where: str, static: bool, fn_name: str):
     """The signature spec of argument value `v` (a nested, hashable tuple), appending its
     traced leaves (Tensors, arrays, Python and numpy scalars) to `leaves` as
-    (value, where). `where` names the argument in messages."""
+    (value, where). `where` names the argument in messages (`x`, `pair[0]`, `opts['a']`).
+    Other array-likes (anything with `__array__`) are traced as the numpy array they give."""
     if static:
         if isinstance(v, (T.Tensor, np.ndarray)):
-            raise JitError(f"jit({fn_name}): static argument {where} is a {type(v).__name__}; a static argument is "
+            raise JitError(f"jit({fn_name}): static argument '{where}' is a {type(v).__name__}; a static argument is "
                            "part of the signature by value, which a Tensor or an array is not (pass it as a "
                            "regular argument: it is traced)")
         try:
             hash(v)
         except TypeError:
-            raise JitError(f"jit({fn_name}): static argument {where} must be hashable (it is part of the trace's "
+            raise JitError(f"jit({fn_name}): static argument '{where}' must be hashable (it is part of the trace's "
                            f"signature), got {_describe(v)}; pass a tuple instead of a list, or a frozenset, or "
                            "make it a regular argument") from None
         return ("static", type(v), v)
@@ -91,7 +92,7 @@ def flatten(v, leaves: list, where: str, static: bool, fn_name: str):
         try:
             return ("T", v.shape, dt.from_numpy(v.dtype).name)
         except Exception as e:  # noqa: BLE001 - an unsupported dtype, named where the user passed it
-            raise JitError(f"jit({fn_name}): argument {where} is an array of dtype {v.dtype}, which svod does "
+            raise JitError(f"jit({fn_name}): argument '{where}' is an array of dtype {v.dtype}, which svod does "
                            f"not support ({e})") from None
     if isinstance(v, np.generic) and dt.scalar_kind(v) is not None:
         leaves.append((v, where))
@@ -110,7 +111,7 @@ def flatten(v, leaves: list, where: str, static: bool, fn_name: str):
         try:
             hash(keys)
         except TypeError:
-            raise JitError(f"jit({fn_name}): argument {where} is a dict with unhashable keys") from None
+            raise JitError(f"jit({fn_name}): argument '{where}' is a dict with unhashable keys") from None
         return ("dict", keys, tuple(flatten(v[k], leaves, f"{where}[{k!r}]", False, fn_name) for k in keys))
     if isinstance(v, _AUTO_STATIC):
         try:
@@ -119,7 +120,9 @@ def flatten(v, leaves: list, where: str, static: bool, fn_name: str):
             pass
         else:
             return ("static", t, v)
-    raise JitError(f"jit({fn_name}): argument {where} is a {_describe(v)}: svod traces Tensors, numpy arrays, "
+    if hasattr(v, "__array__"):  # another library's array: traced as the numpy array it gives
+        return flatten(np.asarray(v), leaves, where, False, fn_name)
+    raise JitError(f"jit({fn_name}): argument '{where}' is a {_describe(v)}: svod traces Tensors, numpy arrays, "
                    "Python and numpy scalars, and tuples, lists and dicts of them; mark it static "
                    "(static_argnums= / static_argnames=) if it is hashable and its value does not change "
                    "between calls with the same signature")

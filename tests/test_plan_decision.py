@@ -29,24 +29,10 @@ from costmodels.tuning import TuningDB
 from svod import cli, engine, planner, workloads
 from svod.costing import Machine
 from svod.key import compact
-from svod.store import reset_default_store
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "tests" / "machine_profile.json"
 FAST = ("w2_softmax", "w5_attention", "linear_relu", "mean_var")  # the default run's share of the 31
-
-
-@pytest.fixture
-def isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("SVOD_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("SVOD_PROFILE", str(PROFILE))
-    reset_default_store()
-    profile.forget()
-    engine.reset_caches()
-    yield tmp_path
-    engine.reset_caches()
-    reset_default_store()
-    profile.forget()
 
 
 def _text(plan) -> str:
