@@ -254,9 +254,13 @@ def test_retrace_warning_strict_and_counters():
 def test_trace_lru_releases_evicted_traces():
     f = svod.jit(lambda x: svod.exp(x) + 1, max_traces=2)
     xs = [svod.asarray(np.ones(n, F32)) for n in (3, 4, 5)]
+    refs = []
     for x in xs + xs[:1]:
         for _ in range(3):  # up to the inlined replay
             f(x)
+        refs.append(weakref.ref(next(reversed(f._entries.values()))))
+    gc.collect()
+    assert refs[0]() is None  # the first trace, evicted: nothing holds it (its replay code neither)
     assert f.traces == 4 and f.cached_traces == 2
     assert "evicted by the LRU bound (max_traces=2)" in f.reasons[-1]
     assert svod.stats()["jit_trace_evictions"] == 2

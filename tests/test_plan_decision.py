@@ -82,8 +82,8 @@ def _plans_seen(target, build) -> dict[str, str]:
     for _, plan, _ in cands:  # every candidate as realize would run it: through the plan passes
         assert _text(planner.plan_passes(plan)) == _text(plan)
     seen = {"explain": _text(e.plan), "realize": _text(exe.plan), "tune": _text(cands[0][1])}
-    if 0 < len(search.oracle.choices(target.key)) <= 6:
-        vs = report_mod.variants(target, est, search.oracle, Machine.host(), 8, 6, 0)
+    if 0 < len(search.oracle.choices(target.key)) <= 12:  # the report's default --max-choices
+        vs = report_mod.variants(target, est, search.oracle, Machine.host(), 24, 12, 0)
         timed = [_text(p) for p in vs.timed()]
         realized = timed[vs.chosen.index(vs.realized)] if vs.realized >= 0 else timed[-1]
         assert seen["realize"] in timed
