@@ -372,8 +372,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "with their predicted costs.",
                        usage="svod explain [-h] [--variants N] [--max-graphs N] [--ir] FILE.py [-- SCRIPT ARGS ...]")
     e.add_argument("file", help="a Python script using svod")
-    e.add_argument("script_args", nargs=argparse.REMAINDER, metavar="-- ARGS",
-                   help="arguments for the script (its sys.argv[1:]), after --")
+    e.add_argument("script_args", nargs="*", metavar="ARGS",
+                   help="arguments for the script (its sys.argv[1:]); after -- when they start with -")
     e.add_argument("--variants", type=int, default=6, help="variants to show per graph (default 6)")
     e.add_argument("--max-graphs", type=int, default=5, help="graphs to explain at most (default 5)")
     e.add_argument("--ir", action="store_true", help="also print each kernel's LLVM IR")
