@@ -759,8 +759,8 @@ def _quick_for(entry: _Entry, arrays):
 
 def jit(fn=None, *, static_argnums=(), static_argnames=(), strict: bool = False, retrace_limit: int | None = None,
         max_traces: int | None = None):
-    """Trace `fn` once per signature and replay it with new data (see the module docstring
-    for what is traced, guarded, static or an error, and when a call traces again).
+    """Trace `fn` once per signature and replay it with new data (below: what is traced,
+    guarded, static or an error, and when a call traces again).
 
     `static_argnums` / `static_argnames`: arguments whose value is part of the signature
     (hashable, as in jax.jit). `strict`: raise `JitError` instead of tracing a second
@@ -773,3 +773,7 @@ def jit(fn=None, *, static_argnums=(), static_argnames=(), strict: bool = False,
                                      strict=strict, retrace_limit=retrace_limit, max_traces=max_traces)
     return JitFunction(fn, static_argnums=static_argnums, static_argnames=static_argnames, strict=strict,
                        retrace_limit=retrace_limit, max_traces=max_traces)
+
+
+# help(svod.jit) shows the whole contract: what is traced, guarded, static or an error
+jit.__doc__ = f"{jit.__doc__}\n\n{__doc__}"
