@@ -347,8 +347,7 @@ class JitFunction:
         return entry
 
     def _trace_once(self, spec, leaves, names, why: str, specialize: bool) -> _Entry:
-        from svod.engine import RECORDER
-        from svod.key import compact
+        from svod import engine
         from svod.planner import decide
 
         codes = frozenset(_codes(self.fn.__code__)) if hasattr(self.fn, "__code__") else frozenset()
@@ -399,10 +398,10 @@ class JitFunction:
             seen_slots.add(j)
         exe, bind = None, ()
         if pending:
-            key, bindings = compact(pending)
+            key, bindings = engine.PIPELINE.compact(pending)  # (svod viz records graphs there)
             exe = decide(key).exe
-            if RECORDER is not None:
-                RECORDER.append((key, f"jit {self.name}"))
+            if engine.RECORDER is not None:
+                engine.RECORDER.append((key, f"jit {self.name}"))
             bind = tuple(leaf_of[ref] if ref in leaf_of else _Const(arr)
                          for ref, arr in zip(bindings.buffers, bindings.arrays))
         n_out = len(outs)

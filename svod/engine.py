@@ -447,8 +447,10 @@ def plan_for(tensors) -> tuple[GraphKey, Executable]:
 
 
 # when a list, every planned graph is appended as (GraphKey, where: "realize" or "jit NAME")
-# (`svod explain FILE.py`)
+# (`svod explain FILE.py`, `svod viz FILE.py`)
 RECORDER: list | None = None
+# SVOD_PROFILE=1 (read at import; svod.profiler's module docstring): realize through the profiler
+PROFILING = os.environ.get("SVOD_PROFILE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _wrap(pending: list[UOp], outs) -> dict[UOp, UOp]:
@@ -550,7 +552,8 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
                 pending.append(r)
         if not pending:
             return {}
-    sig, leaves = signature_of(pending) if RECORDER is None and not _debug() else (None, None)
+    sig, leaves = signature_of(pending) if RECORDER is None and not _debug() and not PROFILING \
+        else (None, None)
     fast = REPLAY.get(sig) if sig is not None else None
     if fast is not None and PLAN_CACHE.use(fast[0], fast[1]):
         # replay: a structure seen before (same signature => same GraphKey, leaves in a
@@ -566,6 +569,10 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
     key, bindings = PIPELINE.compact(pending)
     if RECORDER is not None:
         RECORDER.append((key, "realize"))
+    if PROFILING:  # SVOD_PROFILE=1: every kernel timed, printed, traced (svod.profiler)
+        from svod.profiler import realize_profiled
+
+        return _wrap(pending, realize_profiled(pending, key, bindings))
     hits = snapshot()["graph_cache_hits"]
     exe = get_executable(key)
     if sig is not None and PLAN_CACHE.holds(key.hash, exe):
@@ -579,6 +586,11 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
         msg = (f"svod realize: key {key.hash[:12]} nodes={len(key.nodes)} inputs={len(bindings.arrays)} "
                f"outputs={len(pending)} cache={hit} {type(exe).__name__} "
                f"{(time.perf_counter() - t0) * 1e3:.3f} ms")
+        if hit == "miss" and getattr(exe, "plan", None) is not None:  # why each boundary (svod.boundaries)
+            from svod.boundaries import debug_text
+            from svod.planner import LAST_SEARCH, cost_model
+
+            msg += "\n" + debug_text(key, exe.plan, LAST_SEARCH.get(key.hash), cost_model())
         debug_log(msg)
     return mapping
 

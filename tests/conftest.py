@@ -35,7 +35,7 @@ def isolated(tmp_path, monkeypatch):
     from svod.store import reset_default_store
 
     monkeypatch.setenv("SVOD_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("SVOD_PROFILE", str(Path(__file__).resolve().parent / "machine_profile.json"))
+    monkeypatch.setenv("SVOD_MACHINE_PROFILE", str(Path(__file__).resolve().parent / "machine_profile.json"))
     reset_default_store()
     profile.forget()
     engine.reset_caches()

@@ -159,7 +159,7 @@ print(json.dumps({"stats": svod.stats(), "sum": float(y.sum())}))
 
 
 def _run(cache: Path, code: str = _SCRIPT) -> dict:
-    env = dict(os.environ, SVOD_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT), SVOD_PROFILE=str(PROFILE))
+    env = dict(os.environ, SVOD_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT), SVOD_MACHINE_PROFILE=str(PROFILE))
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
                          timeout=300)
     assert res.returncode == 0, res.stderr
