@@ -82,8 +82,8 @@ def test_an_evicted_plan_frees_its_programs_at_once(greedy):
 
 
 def test_lru_eviction_releases_programs_and_replay_keeps_no_plan(greedy, monkeypatch):
-    cache = engine.PlanCache(max_entries=2)
-    monkeypatch.setattr(engine, "PLAN_CACHE", cache)
+    cache = engine.PLAN_CACHE  # NOTE: its bounds change, not the object: svod.planner holds it too
+    monkeypatch.setattr(cache, "max_entries", 2)
     x = svod.asarray(np.arange(12, dtype=np.float32))
     refs = []
     for i in range(6):
@@ -233,8 +233,8 @@ def test_threads_replay_and_insert_plans_under_a_tiny_switch_interval(greedy, mo
     plan new ones into a small LRU (evictions all the time), with big outputs from the
     pool, a jitted function, counters and cache reports read at once: no error, every
     result right."""
-    cache = engine.PlanCache(max_entries=8)
-    monkeypatch.setattr(engine, "PLAN_CACHE", cache)
+    cache = engine.PLAN_CACHE  # NOTE: its bounds change, not the object: svod.planner holds it too
+    monkeypatch.setattr(cache, "max_entries", 8)
 
     @svod.jit
     def g(x):
