@@ -153,6 +153,29 @@ def test_dropping_a_jit_function_frees_its_traces_programs(greedy):
     assert all(r() is None for r in refs)
 
 
+def test_a_trace_evicted_by_the_jit_lru_frees_its_programs(greedy):
+    """`svod.jit` keeps `max_traces` traces a function; a trace it drops (with its replay
+    closures) holds nothing any more: once the plan cache lets go too, its kernels are
+    freed, without a garbage collection."""
+    f = svod.jit(lambda x: svod.sin(x) * 3.0 - 1.0, max_traces=2)
+    refs = {}
+    for n in (3, 5, 7, 9):
+        x = svod.asarray(np.ones(n, np.float32))
+        for _ in range(3):  # trace, replay, inlined replay
+            f(x)
+        exe = engine.plan_for([svod.sin(x) * 3.0 - 1.0])[1]
+        refs[n] = [weakref.ref(m) for m in _modules(exe)]
+        del exe
+    assert f.cached_traces == 2
+    gc.disable()
+    try:
+        engine.reset_caches()
+        assert all(r() is None for n in (3, 5) for r in refs[n])  # evicted traces: freed
+        assert all(r() is not None for n in (7, 9) for r in refs[n])  # held traces: alive
+    finally:
+        gc.enable()
+
+
 def test_cache_info_reports_every_cache(greedy):
     @svod.jit
     def f(x):
