@@ -35,6 +35,8 @@ def main() -> None:
     ap.add_argument("--shapes", type=int, default=1000)
     ap.add_argument("--jit", type=int, default=300)
     ap.add_argument("--hot", type=float, default=0.85, help="share of realizes on the 100 hot shapes")
+    ap.add_argument("--cycle", action="store_true", help="realize the shapes in turn, k %% shapes (the issue's "
+                                                             "loop: every realize misses an LRU smaller than that)")
     ap.add_argument("--every", type=int, default=1000, help="RSS sample interval (realizes)")
     args = ap.parse_args()
     import svod
@@ -44,7 +46,7 @@ def main() -> None:
     realize(svod, 0)  # imports, the first search (egglog), the first compile
     warm = rss()
     rng = np.random.default_rng(0)
-    order = list(range(args.shapes)) + [
+    order = [k % args.shapes for k in range(args.realizes)] if args.cycle else list(range(args.shapes)) + [
         int(rng.integers(0, 100)) if rng.random() < args.hot else int(rng.integers(0, args.shapes))
         for _ in range(max(0, args.realizes - args.shapes))]
     samples = []
