@@ -8,7 +8,8 @@ Every cache is bounded and its bound is reported beside what it holds:
 - replay table (`svod.engine.REPLAY`): signature -> plan key, never a plan; 4,096.
 - compiled programs: kernels alive because a plan or a jit trace holds them; bounded by
   their owners.
-- jit traces (`svod.jit`): one plan per traced signature of each jitted function.
+- jit traces (`svod.jit`): one plan per traced signature, `SVOD_JIT_MAX_TRACES` (64)
+  per jitted function, least recently used dropped first.
 - buffer pool (`svod.pool.POOL`): free blocks kept for reuse; `SVOD_POOL_BYTES` (1 GiB),
   applied when a block comes back.
 - disk (`svod.store`): plans, object code, tuning data, profiles; plans + object code
@@ -95,7 +96,8 @@ def cache_info_text(store=None) -> str:
         f"{_human(pc['max_bytes'])}; SVOD_PLAN_CACHE_ENTRIES, SVOD_PLAN_CACHE_MB); {pc['evictions']} evicted",
         f"  programs:     {i['programs']['count']} compiled kernels alive, {_human(i['programs']['bytes'])} "
         "(freed with the last plan or jit trace holding them)",
-        f"  jit traces:   {i['jit']['traces']} over {i['jit']['functions']} jitted functions",
+        f"  jit traces:   {i['jit']['traces']} held by {i['jit']['functions']} jitted functions (bound per "
+        "function: SVOD_JIT_MAX_TRACES)",
         f"  replay table: {i['replay']['entries']} signatures (bound {i['replay']['max_entries']})",
         f"  buffer pool:  {_human(pool['bytes_in_use'])} in use, {_human(pool['bytes_free'])} free "
         f"(bound {_human(pool['max_bytes'])} free, SVOD_POOL_BYTES)",
