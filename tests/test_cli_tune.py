@@ -237,8 +237,8 @@ def _fake_timings(monkeypatch, fail_after=None):
         return measure.Timing(s, s, 3, 1)
 
     monkeypatch.setattr(measure, "time_kernel", fake_kernel)
-    monkeypatch.setattr(tune_mod, "time_callable", fake_callable)
-    monkeypatch.setattr(tune_mod, "time_plans", lambda runners, **kw: [1e-5 + 1e-7 * i for i in range(len(runners))])
+    monkeypatch.setattr(measure, "time_callable", fake_callable)
+    monkeypatch.setattr(measure, "time_plans", lambda runners, **kw: [1e-5 + 1e-7 * i for i in range(len(runners))])
     return state
 
 
