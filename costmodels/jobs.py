@@ -14,9 +14,10 @@ finishes — a failed job is a result with an `error`, never an exception that s
 run. `LocalFarm` is this process: one group, jobs run one after another, in order (what
 tuning did before farms existed).
 
->>> job = Job("demo", "math:hypot", {"x": 3.0, "y": 4.0})
->>> [r.value for r in LocalFarm().run([(LocalFarm().groups[0], job)])]
-[5.0]
+>>> farm = LocalFarm()
+>>> job = Job("demo", "json:dumps", {"obj": [1, 2]})
+>>> [(r.ok, r.value) for r in farm.run([(farm.groups[0], job)])]
+[(True, '[1, 2]')]
 """
 
 from __future__ import annotations

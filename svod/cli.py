@@ -440,7 +440,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "numexpr, numba, jax.jit, PyTorch, tinygrad when installed, and for W1 a gcc C "
                                    "loop; every svod result is checked against numpy.")
     b.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats (about a minute)")
-    b.add_argument("--only", type=_only_arg, default=None, metavar="W1,W2", help="only these workloads, e.g. w1,w6")
+    b.add_argument("--only", type=_only_arg, default=None, metavar="W1,W2",
+                   help="only these workloads, e.g. w1,w6 (dask: the dask.array program on a 2-worker cluster, run "
+                        "when dask is installed)")
     b.add_argument("--repeats", type=int, default=None, help="interleaved repeats (default 11, --quick 5)")
     b.add_argument("--json", default=None, metavar="PATH", help="write all results as JSON to PATH")
     b.add_argument("--chart", default=None, metavar="PATH", help="write a bar chart (needs matplotlib)")

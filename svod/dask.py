@@ -12,8 +12,8 @@ equal dask's with numpy chunks (dtypes included: every op casts as numpy would).
 >>> import dask, dask.array as da, numpy as np, svod.dask
 >>> x = da.from_array(np.arange(8.0, dtype=np.float32).reshape(4, 2), chunks=(2, 2))
 >>> with svod.dask.enabled():
-...     float((da.exp(x * 0.5) + 1.0).sum().compute(scheduler="sync"))
-123.0536
+...     round(float((da.exp(x * 0.5) + 1.0).sum().compute(scheduler="sync")), 3)
+90.621
 
 How: `optimize` (dask's `array_optimize` hook; `enabled()` sets it) takes the graph after
 dask's blockwise fusion, groups the tasks of each chunk into a region — a task joins the
@@ -34,322 +34,508 @@ svod reads. Needs dask and distributed (`pip install 'svod[distributed]'`), impo
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import operator
+import os
+import sys
+import threading
+import warnings
 
 import numpy as np
+from dask._task_spec import (
+    Alias,
+    DataNode,
+    NestedContainer,
+    Task,
+    TaskRef,
+    _execute_subgraph,
+    convert_legacy_graph,
+    execute_graph,
+    fuse_linear_task_spec,
+)
 
 import svod
-from svod import tensor as T
+from svod._dask_chunk import _FUNCS, _UFUNCS, LazyChunk, Unsupported, _functions
+from svod.errors import SvodWarning
+
+# ----------------------------------------------------------------------------- what svod runs
 
 
-class Unsupported(Exception):
-    """An op or argument svod does not run (the region falls back to numpy)."""
+@functools.cache
+def _known_set() -> frozenset:
+    import dask.array.chunk as C
+    import dask.array.core as CORE
+    import dask.array.reductions as R
+    import dask.array.routines as RT
+    from dask._task_spec import _identity_cast
+
+    if not _FUNCS:
+        _FUNCS.update(_functions())
+    ops = [getattr(operator, n) for n in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos",
+                                           "abs", "lt", "le", "gt", "ge", "eq", "ne", "and_", "or_", "xor", "invert",
+                                           "matmul", "getitem")]
+    dask_fns = [getattr(mod, n, None) for mod, names in (
+        (C, ("astype", "getitem")),
+        (R, ("mean_chunk", "mean_combine", "mean_agg", "moment_chunk", "moment_combine", "moment_agg",
+             "chunk_max", "chunk_min", "divide", "numel", "_sqrt", "safe_sqrt")),
+        (CORE, ("_concatenate2",)), (RT, ("_matmul", "_tensordot", "_chunk_sum"))) for n in names]
+    return frozenset(f for f in [*ops, *_FUNCS, *dask_fns, _identity_cast] if f is not None)
 
 
-# ----------------------------------------------------------------------------- the lazy chunk
+def _enforce_dtype():
+    import dask.array.core as CORE
+
+    return getattr(CORE, "_enforce_dtype", None)
 
 
-def _tensor(x):
-    """An operand as svod takes it: Tensors, weak Python scalars, arrays as realized leaves."""
-    if isinstance(x, LazyChunk):
-        return x.t
-    if isinstance(x, (bool, int, float)):
-        return x
-    if isinstance(x, (np.ndarray, np.generic)):
-        try:
-            return svod.asarray(np.asarray(x), copy=False)
-        except (TypeError, ValueError) as e:
-            raise Unsupported(f"arrays of dtype {np.asarray(x).dtype}: {e}") from None
-    raise Unsupported(f"operands of type {type(x).__name__}")
+def known(f, kwargs: dict | None = None) -> bool:
+    """Whether svod runs `f` on array data (see the module docstring)."""
+    while isinstance(f, functools.partial):
+        f = f.func
+    if isinstance(f, np.ufunc):
+        return f.__name__ in _UFUNCS
+    if type(f).__name__ == "Compose" and hasattr(f, "funcs"):  # toolz: a tree reduction's aggregate
+        return all(known(g) for g in (f.first, *f.funcs))
+    if f is _enforce_dtype() and kwargs is not None:  # sqrt of std and friends: the wrapped function decides
+        return known(kwargs.get("enforce_dtype_function"))
+    try:
+        return f in _known_set()
+    except TypeError:  # unhashable callables
+        return False
 
 
-def _probe(x):
-    """What numpy's dtype rules see of an operand: an empty array of its dtype and rank
-    (Python scalars stay weak, numpy scalars strong)."""
-    if isinstance(x, LazyChunk):
-        return np.empty((1,) * x.ndim, x.dtype)
+@functools.cache
+def _plumbing() -> frozenset:
+    """dask's own data movement (reading a source, assembling results, storing): never an
+    op svod lacks, just not svod's work."""
+    import dask.array.core as CORE
+
+    names = ("getter", "getter_nofancy", "getter_inline", "finalize", "concatenate3", "concatenate_shaped",
+             "store_chunk", "load_store_chunk", "load_chunk", "insert_to_ooc", "retrieve_from_ooc")
+    return frozenset(f"dask.array.core.{n}" for n in names if hasattr(CORE, n))
+
+
+def _name(f) -> str:
+    while isinstance(f, functools.partial):
+        f = f.func
+    mod = getattr(f, "__module__", None) or ""
+    name = getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or type(f).__name__
+    return f"{mod.replace('_operator', 'operator')}.{name}" if mod else name
+
+
+def _scan(node, unknown: set, ops: list) -> bool:
+    """Walk a task: add the names of functions svod lacks that it applies to array data to
+    `unknown`, and one entry to `ops` per function svod runs on array data. Returns
+    whether `node`'s value may be array data."""
+    if isinstance(node, (TaskRef, Alias)):
+        return True
+    if isinstance(node, DataNode):
+        return False
+    if isinstance(node, Task):
+        if node.func is _execute_subgraph:
+            for t in node.args[0].values():
+                _scan(t, unknown, ops)
+            return True
+        data = [_scan(a, unknown, ops) for a in node.args] + [_scan(v, unknown, ops) for v in node.kwargs.values()]
+        if isinstance(node, NestedContainer):
+            return any(data)
+        if any(data):
+            if known(node.func, node.kwargs):
+                ops.append(node.func)
+            else:
+                unknown.add(_name(node.func))
+        return True
+    if isinstance(node, (list, tuple)):
+        return any([_scan(a, unknown, ops) for a in node])
+    if isinstance(node, dict):
+        return any([_scan(a, unknown, ops) for a in node.values()])
+    return False
+
+
+# ----------------------------------------------------------------------------- evaluating a region
+
+
+def _lift(x):
+    """Arrays passed to an op svod runs become svod leaves (so the op joins the graph)."""
     if isinstance(x, np.ndarray):
-        return np.empty((1,) * x.ndim, x.dtype)
+        from svod._dask_chunk import _tensor
+
+        return LazyChunk(_tensor(x))
+    if isinstance(x, list):
+        return [_lift(a) for a in x]
+    if isinstance(x, tuple):
+        return tuple(_lift(a) for a in x)
     return x
 
 
-def _cast(t, dtype: np.dtype):
-    return T.astype(t, dtype) if isinstance(t, T.Tensor) and t.dtype.np != dtype else t
+def _inner_order(inner: dict, out) -> list:
+    """The keys of a fused task's inner graph that `out` needs, dependencies first."""
+    order, seen, stack = [], set(), [(out, False)]
+    while stack:
+        k, done = stack.pop()
+        if done:
+            order.append(k)
+            continue
+        if k in seen or k not in inner:
+            continue
+        seen.add(k)
+        stack.append((k, True))
+        stack.extend((d, False) for d in inner[k].dependencies if d in inner and d not in seen)
+    return order
 
 
-def _as_numpy_would(fn, want: np.dtype, *operands):
-    """`fn(*operands)` with the dtype numpy gives: when svod's own promotion differs (an
-    integer division, the mean of integers), the operands are cast to numpy's result
-    dtype first, so the arithmetic is numpy's too."""
-    out = fn(*operands)
-    if out.dtype.np != want:
-        if want == np.bool_:
-            raise Unsupported(f"{getattr(fn, '__name__', fn)} giving {out.dtype}, numpy gives bool")
-        out = fn(*(_cast(o, want) for o in operands))
-        out = _cast(out, want)
+def _eval(node, env: dict):
+    if isinstance(node, TaskRef):
+        return env[node.key]
+    if isinstance(node, Alias):
+        return env[node.target]
+    if isinstance(node, DataNode):
+        return node.value
+    if isinstance(node, Task):
+        if node.func is _execute_subgraph:
+            inner, out, inkeys, *deps = node.args
+            sub = dict(zip(inkeys, (_eval(d, env) for d in deps)))
+            for k in _inner_order(inner, out):
+                sub[k] = _eval(inner[k], sub)
+            return sub[out]
+        args = [_eval(a, env) for a in node.args]
+        kwargs = {k: _eval(v, env) for k, v in node.kwargs.items()}
+        if not isinstance(node, NestedContainer) and known(node.func, node.kwargs):
+            args = [_lift(a) for a in args]
+        try:
+            return node.func(*args, **kwargs)
+        except Unsupported:
+            raise
+        except Exception as e:
+            if any(isinstance(a, LazyChunk) for a in args):
+                raise Unsupported(f"{_name(node.func)} on svod chunks ({type(e).__name__}: {e})") from e
+            raise
+    if isinstance(node, list):
+        return [_eval(a, env) for a in node]
+    if isinstance(node, tuple):
+        return tuple(_eval(a, env) for a in node)
+    return node
+
+
+def _lazies(value, out: list) -> None:
+    if isinstance(value, LazyChunk):
+        out.append(value)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _lazies(v, out)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _lazies(v, out)
+
+
+def _concrete(value, done: dict, copy: bool):
+    if isinstance(value, LazyChunk):
+        a = done[id(value)]
+        return np.array(a) if copy else a
+    if isinstance(value, list):
+        return [_concrete(v, done, copy) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_concrete(v, done, copy) for v in value)
+    if isinstance(value, dict):
+        return {k: _concrete(v, done, copy) for k, v in value.items()}
+    return value
+
+
+_warned: set = set()
+_counts = {"regions": 0, "fallbacks": 0}  # this process: regions run, and of those run with numpy
+_warn_lock = threading.Lock()
+_prepared: list = []
+
+
+def _in_worker() -> bool:
+    try:
+        from distributed import get_worker
+
+        get_worker()
+        return True
+    except (ImportError, ValueError):
+        return False
+
+
+def _warn_once(cause: str, message: str, frame=None) -> None:
+    """One SvodWarning per cause and process, at `frame` (the user's line) when given;
+    from a dask worker it also reaches the client (`distributed.warn`)."""
+    with _warn_lock:
+        if cause in _warned:
+            return
+        _warned.add(cause)
+    if _in_worker():
+        from distributed import warn as remote_warn
+
+        remote_warn(message, SvodWarning)
+    elif frame is not None:
+        g = frame.f_globals
+        warnings.warn_explicit(message, SvodWarning, frame.f_code.co_filename, frame.f_lineno,
+                               module=g.get("__name__"), registry=g.setdefault("__warningregistry__", {}),
+                               module_globals=g)
+    else:
+        warnings.warn(message, SvodWarning, stacklevel=3)
+
+
+def _prepare_process() -> None:
+    """Once per process: on a dask worker, svod's thread pool gets the worker's threads
+    (2 workers x 1 thread on 2 cores: one svod thread each, never oversubscribed)."""
+    if _prepared:
+        return
+    _prepared.append(True)
+    if "SVOD_THREADS" in os.environ:
+        return
+    try:
+        from distributed import get_worker
+
+        os.environ["SVOD_THREADS"] = str(max(1, int(get_worker().state.nthreads)))
+    except (ImportError, ValueError, AttributeError):
+        pass
+
+
+class Region:
+    """One region of a dask graph: `tasks` (key -> task, in `order`), computed from
+    `inputs` (keys outside); returns the values of `outputs` (one value, or a tuple)."""
+
+    __slots__ = ("name", "tasks", "order", "inputs", "outputs", "final")
+
+    def __init__(self, name, tasks: dict, order: list, inputs: list, outputs: list, final: set):
+        self.name, self.tasks, self.order = name, tasks, order
+        self.inputs, self.outputs, self.final = inputs, outputs, final
+
+    def __getstate__(self):
+        return (self.name, self.tasks, self.order, self.inputs, self.outputs, self.final)
+
+    def __setstate__(self, state):
+        self.name, self.tasks, self.order, self.inputs, self.outputs, self.final = state
+
+    def __dask_tokenize__(self):
+        return ("svod-region", str(self.name), tuple(map(str, self.outputs)))
+
+    def __repr__(self) -> str:
+        return f"svod.dask region {self.name} ({len(self.tasks)} tasks -> {len(self.outputs)} output(s))"
+
+    def __call__(self, *values):
+        _prepare_process()
+        _counts["regions"] += 1
+        try:
+            outs = self.run_svod(values)
+        except Exception as e:  # noqa: BLE001 - any failure: this chunk on numpy, one warning per cause
+            _counts["fallbacks"] += 1
+            cause = str(e).split(" (", 1)[0] if isinstance(e, Unsupported) else type(e).__name__
+            _warn_once(f"runtime:{cause}", f"svod.dask: a region of '{_layer(self.name)}' ran with numpy: "
+                                            f"{type(e).__name__}: {e}")
+            outs = self.run_numpy(values)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def run_svod(self, values) -> list:
+        env = dict(zip(self.inputs, values))
+        for k in self.order:
+            env[k] = _eval(self.tasks[k], env)
+        outs = [env[k] for k in self.outputs]
+        lazies: list = []
+        _lazies(outs, lazies)
+        if lazies:
+            svod.realize(*[c.t for c in lazies])
+            done = {id(c): c.t.numpy() for c in lazies}
+            outs = [_concrete(v, done, k in self.final) for k, v in zip(self.outputs, outs)]
+        return outs
+
+    def run_numpy(self, values) -> list:
+        graph = dict(self.tasks)
+        graph.update({k: DataNode(k, v) for k, v in zip(self.inputs, values)})
+        res = execute_graph(graph, keys=set(self.outputs))
+        return [res[k] for k in self.outputs]
+
+
+def _layer(key) -> str:
+    name = key[0] if isinstance(key, tuple) else key
+    return str(name).rsplit("-", 1)[0]
+
+
+# ----------------------------------------------------------------------------- forming regions
+
+
+def _topological(dsk: dict) -> list:
+    indeg = {k: 0 for k in dsk}
+    users: dict = {k: [] for k in dsk}
+    for k, node in dsk.items():
+        for d in node.dependencies:
+            if d in dsk:
+                indeg[k] += 1
+                users[d].append(k)
+    ready = [k for k, n in indeg.items() if n == 0]
+    order = []
+    while ready:
+        k = ready.pop()
+        order.append(k)
+        for u in users[k]:
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                ready.append(u)
+    return order
+
+
+def lower(dsk: dict, keys, warn: bool = True) -> dict:
+    """Replace the per-chunk work of a task-spec graph by svod regions (module docstring).
+
+    In one topological pass, a task that applies ops svod runs to array data, and only
+    such ops: joins the region of the tasks it reads when they are in one region (and
+    none of its other inputs depends on that region: no cycles), else starts a region (a
+    chunk's first op; or an op after a global reduction, reading its result). A task
+    that reads several regions, or several results of numpy tasks that read regions (a
+    tree reduction's combine step, dask's final assembly), stays a numpy task. Tasks
+    applying an op svod lacks stay numpy tasks, and each such op is named in one warning."""
+    keys = set(keys)
+    order = _topological(dsk)
+    region_of: dict = {}
+    members: list[list] = []
+    reach: dict = {}  # key -> bitset of the regions its value depends on
+    lacking: dict[str, str] = {}
+    for k in order:
+        node = dsk[k]
+        deps = [d for d in node.dependencies if d in dsk]
+        r_bits = 0
+        for d in deps:
+            r_bits |= reach[d]
+        rs = {region_of[d] for d in deps if d in region_of}
+        derived = [d for d in deps if d not in region_of and reach[d]]  # results of numpy tasks after regions
+        unknown: set = set()
+        ops: list = []
+        if isinstance(node, Task) and len(rs) <= 1 and len(derived) <= 1:  # else a combine step: numpy's
+            _scan(node, unknown, ops)
+            for name in unknown - _plumbing():
+                lacking.setdefault(name, _layer(k))
+        if ops and not unknown:
+            target = None
+            if rs:
+                r = next(iter(rs))
+                if all(region_of.get(d) == r or not (reach[d] >> r) & 1 for d in deps):
+                    target = r  # joins the region it reads (its other inputs do not depend on it)
+            if target is None:
+                target = len(members)
+                members.append([])
+            region_of[k] = target
+            members[target].append(k)
+            r_bits |= 1 << target
+        reach[k] = r_bits
+    if warn and lacking:
+        frame = _user_frame()
+        for name, layer in lacking.items():
+            _warn_once(f"lacks:{name}", f"svod.dask: svod has no {name} (in '{layer}'): those chunks run with numpy",
+                       frame)
+    if not members:
+        return dsk
+    users: dict = {}
+    for k, node in dsk.items():
+        for d in node.dependencies:
+            users.setdefault(d, []).append(k)
+    out = {k: v for k, v in dsk.items() if k not in region_of}
+    for r, ks in enumerate(members):
+        inside = set(ks)
+        inputs = sorted({d for k in ks for d in dsk[k].dependencies if d not in inside}, key=str)
+        outputs = [k for k in ks if k in keys or any(u not in inside for u in users.get(k, ()))]
+        region = Region(ks[-1], {k: dsk[k] for k in ks}, ks, inputs, outputs, {k for k in outputs if k in keys})
+        refs = [TaskRef(i) for i in inputs]
+        if len(outputs) == 1:
+            out[outputs[0]] = Task(outputs[0], region, *refs)
+            continue
+        rkey = ("svod-region-" + _layer(ks[-1]), r)
+        out[rkey] = Task(rkey, region, *refs)
+        for j, o in enumerate(outputs):
+            out[o] = Task(o, operator.getitem, TaskRef(rkey), j)
     return out
 
 
-_UFUNCS = {
-    "add": T.add, "subtract": T.subtract, "multiply": T.multiply, "divide": T.divide, "true_divide": T.divide,
-    "floor_divide": T.floor_divide, "remainder": T.remainder, "power": T.pow, "negative": T.negative,
-    "positive": T.positive, "absolute": T.abs, "exp": T.exp, "expm1": T.expm1, "log": T.log, "log1p": T.log1p,
-    "log2": T.log2, "log10": T.log10, "sqrt": T.sqrt, "square": T.square, "sin": T.sin, "cos": T.cos,
-    "tan": T.tan, "tanh": T.tanh, "sign": T.sign, "floor": T.floor, "ceil": T.ceil, "trunc": T.trunc,
-    "rint": T.round, "maximum": T.maximum, "minimum": T.minimum, "greater": T.greater,
-    "greater_equal": T.greater_equal, "less": T.less, "less_equal": T.less_equal, "equal": T.equal,
-    "not_equal": T.not_equal, "logical_and": T.logical_and, "logical_or": T.logical_or,
-    "logical_xor": T.logical_xor, "logical_not": T.logical_not, "isnan": T.isnan, "isinf": T.isinf,
-    "isfinite": T.isfinite, "bitwise_and": T.bitwise_and, "bitwise_or": T.bitwise_or,
-    "bitwise_xor": T.bitwise_xor, "invert": T.bitwise_invert, "reciprocal": T.reciprocal, "matmul": T.matmul,
-}
-_FLOAT_ONLY = {"reciprocal"}  # numpy's integer reciprocal truncates; svod's is a float's
-_REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min", "logical_and": "all",
-           "logical_or": "any"}
+def _user_frame():
+    """The innermost frame of the user's code (past svod, dask, distributed, toolz and the
+    standard library), where a warning about their dask program belongs."""
+    import dask
+
+    skip = [os.path.dirname(m.__file__) for m in (svod, dask)]
+    for name in ("distributed", "toolz", "tlz"):
+        mod = sys.modules.get(name)
+        if mod is not None and getattr(mod, "__file__", None):
+            skip.append(os.path.dirname(mod.__file__))
+    stdlib = os.path.dirname(os.__file__)
+    f = sys._getframe(1)
+    while f is not None:
+        name = f.f_code.co_filename
+        if not (name.startswith(tuple(skip)) or (name.startswith(stdlib) and "site-packages" not in name)
+                or name.startswith("<")):
+            return f
+        f = f.f_back
+    return _entry[-1] if _entry else None  # optimized on another thread (a distributed client's loop)
 
 
-def _ufunc(ufunc, method: str, *inputs, **kw):
-    name = ufunc.__name__
-    if method == "reduce" and name in _REDUCE:
-        return _reduction(_REDUCE[name], inputs[0], axis=kw.pop("axis", 0), **kw)
-    fn = _UFUNCS.get(name)
-    if method != "__call__" or fn is None:
-        raise Unsupported(f"numpy.{name}{'' if method == '__call__' else '.' + method}")
-    if kw.get("out") is not None or kw.get("where", True) is not True or kw.get("casting", "same_kind") != \
-            "same_kind" or set(kw) - {"out", "where", "casting", "dtype", "order", "subok"}:
-        raise Unsupported(f"numpy.{name} with {', '.join(sorted(kw))}")
-    with np.errstate(all="ignore"):
-        want = ufunc(*map(_probe, inputs), dtype=kw.get("dtype")).dtype
-    if name in _FLOAT_ONLY and want.kind != "f":
-        raise Unsupported(f"numpy.{name} of {want}")
-    return LazyChunk(_as_numpy_would(fn, want, *map(_tensor, inputs)))
+_entry: list = []  # the user's frames where `compute` was called / `enabled` entered
 
 
-_NoValue = getattr(np, "_NoValue", None)
+@contextlib.contextmanager
+def _entered(frame):
+    _entry.append(frame)
+    try:
+        yield
+    finally:
+        _entry.pop()
 
 
-def _reduction(name: str, a, axis=None, dtype=None, out=None, keepdims=False, initial=_NoValue, where=_NoValue,
-               ddof=0, **rest):
-    """numpy's reduction `name` (sum, mean, var, ...) with numpy's result dtype."""
-    if out is not None or initial is not _NoValue or where not in (_NoValue, True) or rest:
-        raise Unsupported(f"numpy.{name} with out/initial/where/{', '.join(rest)}")
-    axis = tuple(axis) if isinstance(axis, list) else axis
-    np_fn = getattr(np, name)
-    kw = {"axis": axis, "keepdims": keepdims}
-    extra = {"dtype": dtype} if dtype is not None and name not in ("max", "min", "argmax", "argmin") else {}
-    if name in ("var", "std"):
-        kw["ddof"] = ddof
-    with np.errstate(all="ignore"):
-        want = np.asarray(np_fn(_probe(a), **kw, **extra)).dtype
-    t = _tensor(a)
-    if name in ("sum", "prod", "mean", "var", "std") and t.dtype.np != want:
-        t = T.astype(t, want)  # accumulate in numpy's dtype (int32 sums in int64, means of ints in float64)
-    fn = getattr(T, name)
-    if name in ("var", "std"):
-        out_t = fn(t, axis=axis, correction=ddof, keepdims=keepdims)
-    else:
-        out_t = fn(t, axis=axis, keepdims=keepdims)
-    return LazyChunk(_cast(out_t, want))
+# ----------------------------------------------------------------------------- the user's entry points
 
 
-def _where(condition, x=None, y=None):
-    if x is None or y is None:
-        raise Unsupported("numpy.where with one argument (data-dependent shape)")
-    want = np.result_type(_probe(x), _probe(y))
-    return LazyChunk(_cast(T.where(_tensor(condition), _cast(_tensor(x), want), _cast(_tensor(y), want)), want))
+def optimize(dsk, keys, **kwargs):
+    """dask's array optimization with svod regions (usable as `array_optimize`): cull,
+    dask's blockwise fusion, then `lower`, then dask's linear fusion of what is left."""
+    from dask import config
+    from dask.blockwise import optimize_blockwise
+    from dask.core import flatten
+    from dask.highlevelgraph import HighLevelGraph
+    from dask.utils import ensure_dict
+
+    keys = list(flatten(keys if isinstance(keys, (list, set)) else [keys]))
+    if not isinstance(dsk, HighLevelGraph):
+        dsk = HighLevelGraph.from_collections(id(dsk), dsk, dependencies=())
+    dsk = optimize_blockwise(dsk, keys=keys)
+    dsk = dsk.cull(set(keys))
+    graph = lower(convert_legacy_graph(ensure_dict(dsk)), keys)
+    if config.get("optimization.fuse.active") is False:
+        return graph
+    return fuse_linear_task_spec(graph, keys=keys)
 
 
-def _clip(a, a_min=None, a_max=None, out=None, **kw):
-    if out is not None or kw:
-        raise Unsupported("numpy.clip with out or keyword arguments")
-    want = np.clip(_probe(a), a_min, a_max).dtype if not isinstance(a_min, LazyChunk | np.ndarray) and \
-        not isinstance(a_max, LazyChunk | np.ndarray) else None
-    if want is None or want != np.dtype(a.dtype):
-        raise Unsupported("numpy.clip with array bounds or a dtype change")
-    return LazyChunk(T.clip(_tensor(a), a_min, a_max))
+@contextlib.contextmanager
+def enabled():
+    """Within this block, dask.array computations run their chunks as svod graphs
+    (`dask.config.set(array_optimize=svod.dask.optimize)`)::
+
+        with svod.dask.enabled():
+            y = (da.exp(x - x.max(axis=1, keepdims=True))).sum().compute()
+    """
+    import dask
+
+    with _entered(sys._getframe(2)), dask.config.set(array_optimize=optimize):  # 1: contextlib
+        yield
 
 
-def _matmul_like(fn):
-    def run(a, b, *args, **kw):
-        want = np.result_type(_probe(a), _probe(b))
-        return LazyChunk(fn(_cast(_tensor(a), want), _cast(_tensor(b), want), *args, **kw))
-
-    return run
-
-
-def _tensordot(a, b, axes=2):
-    return _matmul_like(lambda x, y: T.tensordot(x, y, axes=axes))(a, b)
-
-
-def _concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
-    if out is not None or dtype is not None or casting != "same_kind":
-        raise Unsupported("numpy.concatenate with out/dtype/casting")
-    want = np.result_type(*map(_probe, arrays))
-    return LazyChunk(T.concat([_cast(_tensor(a), want) for a in arrays], axis=axis))
+def region_stats(reset: bool = False) -> dict:
+    """This process's svod.dask counters: regions run and regions that fell back to numpy
+    (on a cluster: `client.run(svod.dask.region_stats)` per worker). `reset` zeroes
+    them and forgets which warnings were given."""
+    out = dict(_counts)
+    if reset:
+        _counts.update(regions=0, fallbacks=0)
+        with _warn_lock:
+            _warned.clear()
+    return out
 
 
-def _stack(arrays, axis=0, out=None, **kw):
-    if out is not None or kw:
-        raise Unsupported("numpy.stack with out or dtype")
-    want = np.result_type(*map(_probe, arrays))
-    return LazyChunk(T.stack([_cast(_tensor(a), want) for a in arrays], axis=axis))
+def compute(*collections, **kwargs):
+    """`dask.compute(*collections, **kwargs)` with svod chunks (see `enabled`)."""
+    import dask
+
+    with _entered(sys._getframe(1)), dask.config.set(array_optimize=optimize):
+        return dask.compute(*collections, **kwargs)
 
 
-def _axes_arg(axes):
-    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-        return tuple(axes[0])
-    return tuple(axes) if axes else None
-
-
-def _functions() -> dict:
-    red = {getattr(np, n): functools.partial(_reduction, n) for n in
-           ("sum", "prod", "max", "min", "mean", "var", "std", "any", "all", "argmax", "argmin")}
-    red[np.amax] = functools.partial(_reduction, "max")
-    red[np.amin] = functools.partial(_reduction, "min")
-    return {
-        **red,
-        np.where: _where, np.clip: _clip, np.dot: _matmul_like(T.matmul), np.tensordot: _tensordot,
-        np.concatenate: _concatenate, np.stack: _stack,
-        np.transpose: lambda a, axes=None: LazyChunk(T.permute_dims(_tensor(a), tuple(axes) if axes is not None
-                                                                    else tuple(reversed(range(a.ndim))))),
-        np.reshape: lambda a, shape=None, order="C", **kw: a.reshape(shape, order=order, **kw),
-        np.squeeze: lambda a, axis=None: LazyChunk(T.squeeze(_tensor(a), axis)),
-        np.expand_dims: lambda a, axis: LazyChunk(T.expand_dims(_tensor(a), axis)),
-        np.broadcast_to: lambda a, shape, subok=False: LazyChunk(T.broadcast_to(_tensor(a), tuple(shape))),
-        np.ndim: lambda a: a.ndim, np.shape: lambda a: a.shape, np.size: lambda a, axis=None: (
-            a.size if axis is None else a.shape[axis]),
-        np.result_type: lambda *xs: np.result_type(*map(_probe, xs)),
-        np.round: lambda a, decimals=0, out=None: _round(a, decimals, out),
-        np.around: lambda a, decimals=0, out=None: _round(a, decimals, out),
-    }
-
-
-def _round(a, decimals, out):
-    if decimals != 0 or out is not None:
-        raise Unsupported("numpy.round with decimals or out")
-    return _ufunc(np.rint, "__call__", a)
-
-
-_FUNCS: dict = {}
-
-
-def _basic_index(key) -> bool:
-    key = key if isinstance(key, tuple) else (key,)
-    return all(k is None or k is Ellipsis or isinstance(k, (slice, int, np.integer)) and not isinstance(k, bool)
-               for k in key)
-
-
-class LazyChunk:
-    """A lazy svod Tensor posing as a numpy chunk inside a region: numpy's ufuncs and
-    functions (NEP 13/18), its operators and methods build svod graph nodes instead of
-    computing; a conversion to numpy (`np.asarray`) is refused (`Unsupported`), so
-    nothing is computed chunk-op by chunk-op behind the region's back."""
-
-    __slots__ = ("t",)
-    __array_priority__ = 50.0
-
-    def __init__(self, t):
-        self.t = t
-
-    shape = property(lambda self: tuple(self.t.shape))
-    ndim = property(lambda self: len(self.t.shape))
-    size = property(lambda self: int(np.prod(self.t.shape, dtype=np.int64)))
-    dtype = property(lambda self: self.t.dtype.np)
-    T = property(lambda self: LazyChunk(T.permute_dims(self.t, tuple(reversed(range(self.ndim))))))
-
-    def __repr__(self) -> str:
-        return f"LazyChunk(shape={self.shape}, dtype={self.dtype})"
-
-    def __len__(self) -> int:
-        if not self.shape:
-            raise TypeError("len() of a 0-d chunk")
-        return self.shape[0]
-
-    def __array__(self, dtype=None, copy=None):
-        raise Unsupported("a conversion to a numpy array (np.asarray)")
-
-    def __reduce__(self):
-        raise Unsupported("sending a lazy chunk out of its region")
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kw):
-        return _ufunc(ufunc, method, *inputs, **kw)
-
-    def __array_function__(self, func, types, args, kwargs):
-        if not _FUNCS:
-            _FUNCS.update(_functions())
-        fn = _FUNCS.get(func)
-        if fn is None:
-            raise Unsupported(f"numpy.{getattr(func, '__name__', func)}")
-        return fn(*args, **kwargs)
-
-    def __getitem__(self, key):
-        if not _basic_index(key):
-            raise Unsupported("indexing with arrays or masks")
-        return LazyChunk(self.t[key])
-
-    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
-        if order != "K" or casting != "unsafe":
-            raise Unsupported("astype with order or casting")
-        dt = np.dtype(dtype)
-        if dt == self.dtype:
-            return self
-        try:
-            return LazyChunk(T.astype(self.t, dt))
-        except (TypeError, ValueError) as e:
-            raise Unsupported(f"astype to {dt}: {e}") from None
-
-    def reshape(self, *shape, order="C", copy=None):
-        if order != "C":
-            raise Unsupported("reshape in Fortran order")
-        return LazyChunk(T.reshape(self.t, _axes_arg(shape)))
-
-    def transpose(self, *axes):
-        return np.transpose(self, _axes_arg(axes))
-
-    def squeeze(self, axis=None):
-        return LazyChunk(T.squeeze(self.t, axis))
-
-    def copy(self, order="C"):
-        return self
-
-    def round(self, decimals=0, out=None):
-        return _round(self, decimals, out)
-
-    def clip(self, min=None, max=None, out=None, **kw):  # noqa: A002
-        return _clip(self, min, max, out, **kw)
-
-
-def _method(name):
-    return lambda self, *a, **kw: _reduction(name, self, *a, **kw)
-
-
-for _n in ("sum", "prod", "max", "min", "mean", "var", "std", "any", "all", "argmax", "argmin"):
-    setattr(LazyChunk, _n, _method(_n))
-
-
-def _binary(uf, reflected=False):
-    if reflected:
-        return lambda self, other: _ufunc(uf, "__call__", other, self)
-    return lambda self, other: _ufunc(uf, "__call__", self, other)
-
-
-for _name, _uf in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("truediv", np.true_divide),
-                   ("floordiv", np.floor_divide), ("mod", np.remainder), ("pow", np.power),
-                   ("matmul", np.matmul), ("and", np.bitwise_and), ("or", np.bitwise_or), ("xor", np.bitwise_xor),
-                   ("lt", np.less), ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal),
-                   ("eq", np.equal), ("ne", np.not_equal)):
-    setattr(LazyChunk, f"__{_name}__", _binary(_uf))
-    if _name not in ("lt", "le", "gt", "ge", "eq", "ne"):
-        setattr(LazyChunk, f"__r{_name}__", _binary(_uf, True))
-def _unary(uf):
-    return lambda self: _ufunc(uf, "__call__", self)
-
-
-for _name, _uf in (("neg", np.negative), ("pos", np.positive), ("abs", np.absolute), ("invert", np.invert)):
-    setattr(LazyChunk, f"__{_name}__", _unary(_uf))
-LazyChunk.__hash__ = None  # type: ignore[assignment] - __eq__ is elementwise, as numpy's
-
-
-__all__ = ["LazyChunk", "Unsupported", "compute", "enabled", "optimize", "region_stats"]
-
-from svod._dask_graph import compute, enabled, optimize, region_stats  # noqa: E402
+__all__ = ["LazyChunk", "Region", "Unsupported", "compute", "enabled", "lower", "optimize", "region_stats"]

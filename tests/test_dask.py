@@ -60,7 +60,7 @@ def client(tmp_path_factory):
     old = os.environ.get("SVOD_CACHE_DIR")
     os.environ["SVOD_CACHE_DIR"] = str(tmp_path_factory.mktemp("dask-cache"))
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                       dashboard_address=None, silence_logs=40)
+                                       dashboard_address=":0", silence_logs=40)
     c = distributed.Client(cluster)
     yield c
     c.close()
@@ -227,3 +227,11 @@ def test_threaded_scheduler_and_the_config_switch():
     svod.reset_stats()
     y.compute(scheduler="threads")  # outside the block: plain dask
     assert svod.stats()["realizes"] == 0
+
+
+def test_docstring_examples():
+    import doctest
+
+    import svod._dask_chunk
+
+    assert doctest.testmod(svod.dask).failed == 0 and doctest.testmod(svod._dask_chunk).failed == 0

@@ -216,3 +216,12 @@ def test_an_unreachable_address_fails_fast_with_a_message():
         from costmodels.farm import _host_port
 
         _host_port("host:port")
+
+
+def test_docstring_examples():
+    import doctest
+
+    import costmodels.jobs
+    import costmodels.targets
+
+    assert doctest.testmod(costmodels.jobs).failed == 0 and doctest.testmod(costmodels.targets).failed == 0
