@@ -377,18 +377,31 @@ def _topological(dsk: dict) -> list:
     return order
 
 
+def _broadcast(d, k, users: dict) -> bool:
+    """Whether `d` feeds several chunks like `k` (a weight every row block multiplies): a
+    region joined through it would take in every chunk's work, one after another."""
+    if not isinstance(k, tuple):
+        return False
+    return len({u[1:] for u in users.get(d, ()) if isinstance(u, tuple) and len(u) == len(k)}) > 1
+
+
 def lower(dsk: dict, keys, warn: bool = True) -> dict:
     """Replace the per-chunk work of a task-spec graph by svod regions (module docstring).
 
     In one topological pass, a task that applies ops svod runs to array data, and only
-    such ops: joins the region of the tasks it reads when they are in one region (and
-    none of its other inputs depends on that region: no cycles), else starts a region (a
-    chunk's first op; or an op after a global reduction, reading its result). A task
+    such ops: joins the region of the tasks it reads when they are in one region (none of
+    its other inputs depending on that region: no cycles; and not only through a value
+    that several chunks read, `_broadcast`), else starts a region (a chunk's first op; an
+    op after a global reduction or on a broadcast operand, reading its result). A task
     that reads several regions, or several results of numpy tasks that read regions (a
     tree reduction's combine step, dask's final assembly), stays a numpy task. Tasks
     applying an op svod lacks stay numpy tasks, and each such op is named in one warning."""
     keys = set(keys)
     order = _topological(dsk)
+    users: dict = {}
+    for k, node in dsk.items():
+        for d in node.dependencies:
+            users.setdefault(d, []).append(k)
     region_of: dict = {}
     members: list[list] = []
     reach: dict = {}  # key -> bitset of the regions its value depends on
@@ -411,7 +424,8 @@ def lower(dsk: dict, keys, warn: bool = True) -> dict:
             target = None
             if rs:
                 r = next(iter(rs))
-                if all(region_of.get(d) == r or not (reach[d] >> r) & 1 for d in deps):
+                if all(region_of.get(d) == r or not (reach[d] >> r) & 1 for d in deps) and any(
+                        region_of.get(d) == r and not _broadcast(d, k, users) for d in deps):
                     target = r  # joins the region it reads (its other inputs do not depend on it)
             if target is None:
                 target = len(members)
@@ -427,10 +441,6 @@ def lower(dsk: dict, keys, warn: bool = True) -> dict:
                        frame)
     if not members:
         return dsk
-    users: dict = {}
-    for k, node in dsk.items():
-        for d in node.dependencies:
-            users.setdefault(d, []).append(k)
     out = {k: v for k, v in dsk.items() if k not in region_of}
     for r, ks in enumerate(members):
         inside = set(ks)

@@ -15,6 +15,7 @@ Skipped when dask/distributed are not installed (`pip install 'svod[distributed]
 from __future__ import annotations
 
 import os
+import time
 import warnings
 
 import numpy as np
@@ -159,7 +160,14 @@ def test_a_region_that_fails_on_a_worker_falls_back_per_chunk(client):
     _fresh(client)
     xn, x = _x(seed=5)
     y = (x * 2.0).astype(np.float16) + 1  # svod has no float16: found only when the chunk runs
-    got = svod.dask.compute(y)[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = svod.dask.compute(y)[0]
+        deadline = time.monotonic() + 10  # the workers' warnings reach the client as events
+        while not any("float16" in str(w.message) for w in caught) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    ours = {str(w.message) for w in caught if issubclass(w.category, SvodWarning)}
+    assert ours and all("ran with numpy" in m and "float16" in m for m in ours), ours
     want = (xn * 2.0).astype(np.float16) + 1
     assert got.dtype == np.float16
     np.testing.assert_array_equal(got, want)
@@ -214,6 +222,20 @@ def test_equals_dask_with_numpy(name):
         got = svod.dask.compute(y, scheduler="sync")[0]
     assert np.asarray(got).dtype == np.asarray(want).dtype and np.shape(got) == np.shape(want)
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6, equal_nan=True)
+
+
+def test_a_broadcast_operand_is_one_region_read_by_every_chunk():
+    """The normalised weight is computed once (its own region); each row block's matmul is a
+    region of its own that reads it — not all eight pulled into the weight's region."""
+    x = da.from_array(_XN, chunks=(24, 40))
+    wn = np.abs(_RNG.standard_normal((40, 8))).astype(np.float32)
+    w = da.from_array(wn)
+    y = x @ (w / w.sum(axis=0))
+    svod.dask.region_stats(reset=True)
+    svod.reset_stats()
+    got = svod.dask.compute(y, scheduler="sync")[0]
+    assert svod.dask.region_stats()["regions"] == 5 and svod.stats()["realizes"] == 5
+    np.testing.assert_allclose(got, _XN @ (wn / wn.sum(axis=0)), rtol=1e-5, atol=1e-6)
 
 
 def test_threaded_scheduler_and_the_config_switch():
