@@ -38,7 +38,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from costmodels.jobs import Job, JobResult, MachineGroup, error_text
+from costmodels.jobs import Farm, Job, JobResult, MachineGroup, error_text
 
 DEFAULT_TIMEOUT = 600.0  # seconds a job may run when neither it nor the farm says
 CONNECT_TIMEOUT = 5.0  # seconds to wait for a TCP answer from a cluster's address
@@ -135,7 +135,7 @@ class _Worker:
         return f"{self.info.get('host', '?')}:{self.info.get('pid', '?')}"
 
 
-class RayFarm:
+class RayFarm(Farm):
     """Measurement actors on a Ray cluster, grouped by machine (see the module docstring).
 
     >>> with RayFarm("local", num_cpus=2, actor_cpus=1) as farm:          # doctest: +SKIP
@@ -199,6 +199,7 @@ class RayFarm:
         for w, info in zip(pending, infos):
             if isinstance(info, str):
                 self.refused.append(f"an actor on node {w.node[:12]} did not start: {info}")
+                self.ray.kill(w.handle)  # a pending actor would hold its CPUs when they come free
             elif info["code"] != code:
                 self.refused.append(f"{info['host']} runs another svod version (code {info['code'][:12]}, "
                                     f"here {code[:12]}): not used")
@@ -330,12 +331,6 @@ class RayFarm:
         if self._started and self.ray.is_initialized():
             self.ray.shutdown()
         self._started = False
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def describe(self) -> str:
         lines = [f"Ray farm at {self.address}: {len(self.workers)} measurement actor(s)"]

@@ -22,6 +22,7 @@ tuning did before farms existed).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -114,7 +115,23 @@ def this_machine(cpus: int | None = None) -> dict:
             "host": socket.gethostname(), "pid": os.getpid(), "cpus": int(cpus or runtime.pool_size())}
 
 
-class LocalFarm:
+class Farm(contextlib.AbstractContextManager):
+    """What runs jobs: `groups` (the machine groups), `run(pairs, pb)` yielding a
+    `JobResult` per (group, job) as it finishes, `close()` (also on leaving a `with`)."""
+
+    groups: list[MachineGroup]
+
+    def run(self, pairs: Iterable[tuple[MachineGroup, Job]], pb=None) -> Iterator[JobResult]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class LocalFarm(Farm):
     """This process as a farm of one worker: jobs run here, one after another, in order.
     A job that raises is reported (`JobResult.error`); KeyboardInterrupt goes through."""
 
@@ -134,15 +151,6 @@ class LocalFarm:
                 res = JobResult(job, error=error_text(e))
             res.machine, res.worker, res.seconds = group.fingerprint, self._where, time.perf_counter() - t0
             yield res
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 # ----------------------------------------------------------------------------- targets on workers
@@ -259,5 +267,5 @@ def report_job(workload: str, oracle: str, model: str, profile: dict | None, sma
     return rows[0].to_json()
 
 
-__all__ = ["Job", "JobResult", "LocalFarm", "MachineGroup", "remember", "resolve", "run_job", "target_of",
+__all__ = ["Farm", "Job", "JobResult", "LocalFarm", "MachineGroup", "remember", "resolve", "run_job", "target_of",
            "this_machine"]

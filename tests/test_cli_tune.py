@@ -82,6 +82,23 @@ def test_usage_errors_and_messages(capsys, isolated, argv, code, message):
     assert message in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["tune", "gelu", "--ray-actor-cpus", "1"], "go with --ray ADDRESS"),
+    (["calibrate", "--job-timeout", "5"], "go with --ray ADDRESS"),
+    (["tune", "gelu", "--ray", "local", "--ray-actor-cpus", "0"], "expected a positive int"),
+    (["costmodel", "report", "--ray", "local", "--job-timeout", "-1"], "expected a positive float"),
+])
+def test_farm_options_are_checked_before_anything_runs(capsys, isolated, argv, message):
+    code, out, err = _run(capsys, *argv)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_the_farm_options_are_in_the_help(capsys):
+    for cmd in (["tune"], ["calibrate"], ["costmodel", "report"]):
+        code, out, _ = _run(capsys, *cmd, "--help")
+        assert code == 0 and "--ray ADDRESS" in out and "--ray-actor-cpus" in out and "--job-timeout" in out
+
+
 def test_scripts_that_fail_give_messages(capsys, isolated):
     tmp = isolated
     boom = tmp / "boom.py"
