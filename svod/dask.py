@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import heapq
 import operator
 import os
 import sys
@@ -156,16 +157,21 @@ def _scan(node, unknown: set, ops: list) -> bool:
 # ----------------------------------------------------------------------------- evaluating a region
 
 
-def _lift(x):
-    """Arrays passed to an op svod runs become svod leaves (so the op joins the graph)."""
+def _lift(x, memo: dict):
+    """Arrays passed to an op svod runs become svod leaves (so the op joins the graph),
+    one leaf per array in a region (`memo`: id -> (array, LazyChunk)): a chunk read by four
+    ops is one input of the graph, read once, not four."""
     if isinstance(x, np.ndarray):
-        from svod._dask_chunk import _tensor
+        hit = memo.get(id(x))
+        if hit is None:
+            from svod._dask_chunk import _tensor
 
-        return LazyChunk(_tensor(x))
+            hit = memo[id(x)] = (x, LazyChunk(_tensor(x)))  # the array is kept: its id stays its own
+        return hit[1]
     if isinstance(x, list):
-        return [_lift(a) for a in x]
+        return [_lift(a, memo) for a in x]
     if isinstance(x, tuple):
-        return tuple(_lift(a) for a in x)
+        return tuple(_lift(a, memo) for a in x)
     return x
 
 
@@ -185,7 +191,7 @@ def _inner_order(inner: dict, out) -> list:
     return order
 
 
-def _eval(node, env: dict):
+def _eval(node, env: dict, memo: dict):
     if isinstance(node, TaskRef):
         return env[node.key]
     if isinstance(node, Alias):
@@ -195,14 +201,14 @@ def _eval(node, env: dict):
     if isinstance(node, Task):
         if node.func is _execute_subgraph:
             inner, out, inkeys, *deps = node.args
-            sub = dict(zip(inkeys, (_eval(d, env) for d in deps)))
+            sub = dict(zip(inkeys, (_eval(d, env, memo) for d in deps)))
             for k in _inner_order(inner, out):
-                sub[k] = _eval(inner[k], sub)
+                sub[k] = _eval(inner[k], sub, memo)
             return sub[out]
-        args = [_eval(a, env) for a in node.args]
-        kwargs = {k: _eval(v, env) for k, v in node.kwargs.items()}
+        args = [_eval(a, env, memo) for a in node.args]
+        kwargs = {k: _eval(v, env, memo) for k, v in node.kwargs.items()}
         if not isinstance(node, NestedContainer) and known(node.func, node.kwargs):
-            args = [_lift(a) for a in args]
+            args = [_lift(a, memo) for a in args]
         try:
             return node.func(*args, **kwargs)
         except Unsupported:
@@ -212,9 +218,9 @@ def _eval(node, env: dict):
                 raise Unsupported(f"{_name(node.func)} on svod chunks ({type(e).__name__}: {e})") from e
             raise
     if isinstance(node, list):
-        return [_eval(a, env) for a in node]
+        return [_eval(a, env, memo) for a in node]
     if isinstance(node, tuple):
-        return tuple(_eval(a, env) for a in node)
+        return tuple(_eval(a, env, memo) for a in node)
     return node
 
 
@@ -246,6 +252,11 @@ _warned: set = set()
 _counts = {"regions": 0, "fallbacks": 0}  # this process: regions run, and of those run with numpy
 _warn_lock = threading.Lock()
 _prepared: list = []
+
+
+def _count(name: str) -> None:
+    with _warn_lock:  # regions run on several threads under dask's threaded scheduler
+        _counts[name] += 1
 
 
 def _in_worker() -> bool:
@@ -318,11 +329,11 @@ class Region:
 
     def __call__(self, *values):
         _prepare_process()
-        _counts["regions"] += 1
+        _count("regions")
         try:
             outs = self.run_svod(values)
         except Exception as e:  # noqa: BLE001 - any failure: this chunk on numpy, one warning per cause
-            _counts["fallbacks"] += 1
+            _count("fallbacks")
             cause = str(e).split(" (", 1)[0] if isinstance(e, Unsupported) else type(e).__name__
             _warn_once(f"runtime:{cause}", f"svod.dask: a region of '{_layer(self.name)}' ran with numpy: "
                                             f"{type(e).__name__}: {e}")
@@ -330,9 +341,9 @@ class Region:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def run_svod(self, values) -> list:
-        env = dict(zip(self.inputs, values))
+        env, memo = dict(zip(self.inputs, values)), {}
         for k in self.order:
-            env[k] = _eval(self.tasks[k], env)
+            env[k] = _eval(self.tasks[k], env, memo)
         outs = [env[k] for k in self.outputs]
         lazies: list = []
         _lazies(outs, lazies)
@@ -365,15 +376,18 @@ def _topological(dsk: dict) -> list:
             if d in dsk:
                 indeg[k] += 1
                 users[d].append(k)
-    ready = [k for k, n in indeg.items() if n == 0]
+    # NOTE: ties broken by the key's text, so every chunk's region lists its tasks, and so
+    # builds its svod graph, in one order: one GraphKey, one plan (dask's dict order varies)
+    ready = [(str(k), k) for k, n in indeg.items() if n == 0]
+    heapq.heapify(ready)
     order = []
     while ready:
-        k = ready.pop()
+        _, k = heapq.heappop(ready)
         order.append(k)
         for u in users[k]:
             indeg[u] -= 1
             if indeg[u] == 0:
-                ready.append(u)
+                heapq.heappush(ready, (str(u), u))
     return order
 
 

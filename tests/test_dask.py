@@ -238,6 +238,28 @@ def test_a_broadcast_operand_is_one_region_read_by_every_chunk():
     np.testing.assert_allclose(got, _XN @ (wn / wn.sum(axis=0)), rtol=1e-5, atol=1e-6)
 
 
+def test_a_chunk_read_by_several_ops_is_one_input_and_every_compute_hits_the_plan():
+    """One graph input per chunk however many ops read it (read once, not four times), and
+    every chunk and every compute build the same GraphKey: one search in all."""
+    from svod import engine
+
+    x = da.from_array(_XN, chunks=(24, 40))
+    y = da.tanh(x * 0.5 + 1.0) * da.exp(-x * x) - 0.25 + da.sqrt(abs(x))
+    engine.reset_caches()
+    svod.reset_stats()
+    engine.RECORDER = []
+    try:
+        for _ in range(2):
+            s, m = svod.dask.compute(y.sum(), y.max(), scheduler="sync")
+        keys = engine.RECORDER
+    finally:
+        engine.RECORDER = None
+    assert len(keys) == 8 and len({k.hash for k in keys}) == 1 and len(keys[0].inputs) == 1
+    assert svod.stats()["searches"] == 1
+    want = np.tanh(_XN * 0.5 + 1.0) * np.exp(-_XN * _XN) - 0.25 + np.sqrt(abs(_XN))
+    assert float(s) == pytest.approx(float(want.sum()), rel=1e-5) and float(m) == float(want.max())
+
+
 def test_threaded_scheduler_and_the_config_switch():
     x = da.from_array(_XN, chunks=(24, 40))
     y = _softmax(_ln(x))

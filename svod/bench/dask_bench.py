@@ -49,6 +49,17 @@ def program(x):
     return y.sum(), y.max()
 
 
+def settle(client, wait_for: int, timeout: float = 60.0) -> None:
+    """Wait until the scheduler holds only the persisted data: the two sides' graphs share
+    their output keys, and a key the scheduler still knows is not computed again from the
+    new graph (so a side could be timed running the other side's tasks)."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        if client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) <= wait_for:
+            return
+        time.sleep(0.05)
+
+
 def run(total_bytes: int = 4 << 30, chunk_bytes: int = 64 << 20, workers: int = 2, repeats: int = 5,
         out=sys.stdout) -> dict:
     """Time the program with numpy and with svod chunks; return the figures (see the module
@@ -76,17 +87,22 @@ def run(total_bytes: int = 4 << 30, chunk_bytes: int = 64 << 20, workers: int = 
         got = svod.dask.compute(*y)
         first_s = time.perf_counter() - t1
         want = dask.compute(*y)  # also the numpy side's warm-up
+        settle(client, wait_for=len(x.__dask_keys__()))
         times: dict[str, list[float]] = {"numpy": [], "svod": []}
+        regions: dict[str, list[int]] = {"numpy": [], "svod": []}
         rng = random.Random(0)
         for i in range(repeats):
             order = ["numpy", "svod"]
             rng.shuffle(order)
             for side in order:
+                before = sum(s["regions"] for s in client.run(svod.dask.region_stats).values())
                 t1 = time.perf_counter()
                 res = svod.dask.compute(*y) if side == "svod" else dask.compute(*y)
                 times[side].append(time.perf_counter() - t1)
+                regions[side].append(sum(s["regions"] for s in client.run(svod.dask.region_stats).values()) - before)
                 if side == "svod":
                     got = res
+                settle(client, wait_for=len(x.__dask_keys__()))
             say(f"  repeat {i + 1}/{repeats}: numpy {times['numpy'][-1]:.3f} s, svod {times['svod'][-1]:.3f} s")
         stats = client.run(lambda: dict(svod.dask.region_stats(), **{
             k: v for k, v in svod.stats().items() if k in ("searches", "graph_cache_hits", "disk_cache_hits")}))
@@ -95,7 +111,9 @@ def run(total_bytes: int = 4 << 30, chunk_bytes: int = 64 << 20, workers: int = 
     return {
         "bytes": total_bytes, "chunk_bytes": chunk_bytes, "chunks": -(-n // per), "workers": workers,
         "repeats": repeats, "times_s": times, "median_s": med, "speedup": med["numpy"] / med["svod"],
-        "svod_first_s": first_s, "data_seconds": made, "check": {"ok": err < 1e-4, "max_rel_err": err},
+        "svod_first_s": first_s, "data_seconds": made, "regions": regions,
+        "check": {"ok": err < 1e-4 and not any(regions["numpy"]) and all(r == -(-n // per) for r in regions["svod"]),
+                  "max_rel_err": err},
         "workers_stats": list(stats.values()), "cpu_count": os.cpu_count(),
     }
 
@@ -110,7 +128,8 @@ def format_result(r: dict) -> str:
         f"median of {r['repeats']} interleaved repeats; {ok} (rel err {r['check']['max_rel_err']:.1e})",
         f"  dask + numpy chunks  {r['median_s']['numpy'] * 1e3:10.1f} ms",
         f"  dask + svod chunks   {r['median_s']['svod'] * 1e3:10.1f} ms   numpy/svod {r['speedup']:.2f}x "
-        f"(first run {r['svod_first_s'] * 1e3:.0f} ms; searches per worker "
+        f"(first run {r['svod_first_s'] * 1e3:.0f} ms; svod regions per run {r['regions']['svod']}, numpy runs "
+        f"{r['regions']['numpy']}; searches per worker "
         f"{[s['searches'] for s in st]}, regions on numpy {sum(s['fallbacks'] for s in st)})",
     ])
 
