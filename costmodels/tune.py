@@ -59,28 +59,51 @@ class TuneResult:
     default: int  # the variant realize() would have run before tuning (the model's pick)
     measured_now: int = 0  # measurements taken by this run (kernels, variants, numpy)
     correction: str = ""
+    confirmed: dict = field(default_factory=dict)  # variant index -> median of the confirmation runs
+    confirm_repeats: int = 0
+    confirm_note: str = ""
     machine: str = ""  # the machines that measured it (a farm's group), "" for this process
     failures: list[str] = field(default_factory=list)  # measurements that failed: "what: why"
     workers: dict[str, int] = field(default_factory=dict)  # worker (host:pid) -> jobs it ran
 
     def table(self) -> str:
-        head = f"{'#':>3} {'variant':<18} {'kernels':>7} {'predicted ms':>12} {'measured ms':>11} {'vs numpy':>8}"
+        """Every variant, named by its kernels' ops; the confirmed ones first, by their
+        confirmation medians (what decided the choice), then the rest by their timing."""
+        from svod.boundaries import describe_plan
+
+        times = [t for v in self.variants for t in (v.measured, v.predicted) if t]
+        unit, scale = ("ms", 1e3) if times and max(times) >= 1e-3 else ("µs", 1e6)
+        head = (f"{'#':>3} {'source':<7} {'kernels':>7} {'predicted ' + unit:>12} {'measured ' + unit:>11} "
+                f"{'confirmed ' + unit:>12} {'vs numpy':>8}  kernels by their ops")
         lines = [f"svod tune {self.label}  (graph {self.graph[:12]})"]
         if self.machine:
             lines.append(f"measured on {self.machine}")
         lines += [head, "-" * len(head)]
-        order = sorted(range(len(self.variants)),
-                       key=lambda i: (self.variants[i].measured is None, self.variants[i].measured or 0.0))
-        for i in order:
+        conf = self.confirmed
+
+        def rank(i):
             v = self.variants[i]
-            meas = "-" if v.measured is None else f"{v.measured * 1e3:.3f}"
-            speed = "-" if v.measured is None or not self.numpy_seconds else f"{self.numpy_seconds / v.measured:.2f}x"
-            tag = f"{v.source}:{v.sig[:8]}"
+            return (i not in conf, conf.get(i, 0.0), v.measured is None, v.measured or 0.0)
+
+        for i in sorted(range(len(self.variants)), key=rank):
+            v = self.variants[i]
+            meas = "-" if v.measured is None else f"{v.measured * scale:.3f}"
+            best = conf.get(i, v.measured)
+            speed = "-" if best is None or not self.numpy_seconds else f"{self.numpy_seconds / best:.2f}x"
+            c = f"{conf[i] * scale:.3f}" if i in conf else "-"
             mark = (" <- chosen" if i == self.chosen else "") + (" (model's pick)" if i == self.default else "")
-            lines.append(f"{i:>3} {tag:<18} {v.kernels:>7} {v.predicted * 1e3:>12.3f} {meas:>11} {speed:>8}{mark}")
+            lines.append(f"{i:>3} {v.source:<7} {v.kernels:>7} {v.predicted * scale:>12.3f} {meas:>11} {c:>12} "
+                         f"{speed:>8}  {describe_plan(v.plan)}{mark}")
+        lines.append("measured: the minimum of a variant's own timing runs; confirmed: the median of "
+                     f"{self.confirm_repeats} interleaved runs of the fastest {len(conf) or 'few'}, which decides")
+        if self.confirm_note:
+            lines.append(self.confirm_note)
         if self.numpy_seconds:
-            lines.append(f"numpy reference: {self.numpy_seconds * 1e3:.3f} ms")
-        if self.chosen is not None and self.variants[self.chosen].measured and \
+            lines.append(f"numpy reference: {self.numpy_seconds * scale:.3f} {unit}")
+        if self.chosen is not None and self.chosen in conf and self.default in conf:
+            gain = conf[self.default] / conf[self.chosen]
+            lines.append(f"tuned choice is {gain:.2f}x the model's pick (confirmation medians); realize() now runs it")
+        elif self.chosen is not None and self.variants[self.chosen].measured and \
                 self.variants[self.default].measured:
             gain = self.variants[self.default].measured / self.variants[self.chosen].measured
             lines.append(f"tuned choice is {gain:.2f}x the model's pick; realize() now runs it")
@@ -218,6 +241,7 @@ def tune_farm(target: Target, candidates: Sequence[tuple[str, Plan]], farm=None,
                 for s in sessions)
     by_group = {id(s.group): s for s in sessions}
     chosen: dict[int, int | None] = {}
+    confirmed: dict[int, dict[int, float]] = {}  # session -> variant index -> confirmation median
     numpy_s: dict[int, float | None] = {}
     try:
         with bar(total=total, desc=f"tune {target.label.split()[0]}", enabled=progress and total > 0,
@@ -266,7 +290,7 @@ def tune_farm(target: Target, candidates: Sequence[tuple[str, Plan]], farm=None,
             # wave 3: the tuned choice (the fastest few side by side, on one worker)
             wave, tops = [], {}
             for s in sessions:
-                pick, top = _choose(s.variants, priors[id(s)], need_confirm[id(s)], confirm)
+                pick, top, confirmed[id(s)] = _choose(s.variants, priors[id(s)], need_confirm[id(s)], confirm)
                 chosen[id(s)] = pick
                 if pick is None and top:
                     tops[id(s)] = top
@@ -277,12 +301,13 @@ def tune_farm(target: Target, candidates: Sequence[tuple[str, Plan]], farm=None,
                                                            for i in top], "repeats": repeats},
                                               f"confirming the fastest {len(top)}", PLAN_TIMEOUT)))
                 elif pick is not None and need_confirm[id(s)]:
-                    _store_choice(s, graph, pick, target.label)
+                    _store_choice(s, graph, pick, target.label, {}, repeats)
                     pb.update(1)
             for res, s in _results(farm, wave, by_group, pb):
                 top = tops[id(s)]
+                confirmed[id(s)] = {i: float(m) for i, m in zip(top, res.value)}
                 chosen[id(s)] = top[min(range(len(top)), key=res.value.__getitem__)]
-                _store_choice(s, graph, chosen[id(s)], target.label)
+                _store_choice(s, graph, chosen[id(s)], target.label, confirmed[id(s)], repeats)
     finally:
         wrote = [s for s in sessions if s.wrote]
         for s in wrote:
@@ -299,8 +324,13 @@ def tune_farm(target: Target, candidates: Sequence[tuple[str, Plan]], farm=None,
     out = []
     for s in sessions:
         c = Correction.from_json(s.db.get_correction())
+        prior = priors[id(s)]
+        from_prior = not need_confirm[id(s)] and prior is not None
         r = TuneResult(target.label, graph, s.variants, numpy_s.get(id(s)), chosen.get(id(s)), 0, s.measured,
-                       c.describe() if c is not None else "")
+                       c.describe() if c is not None else "", confirmed.get(id(s), {}),
+                       int(prior.get("repeats", repeats)) if from_prior else repeats,
+                       "chosen by an earlier run (the tuning database); its confirmation timings are shown"
+                       if from_prior else "")
         r.machine, r.failures, r.workers = s.group.label, s.failures, s.workers
         out.append(r)
     return out
@@ -323,29 +353,31 @@ def _results(farm, wave, by_group, pb):
             s.fail(res)
 
 
-def _store_choice(s: _Session, graph: str, i: int, label: str) -> None:
+def _store_choice(s: _Session, graph: str, i: int, label: str, confirmed: dict[int, float], repeats: int) -> None:
     v = s.variants[i]
     s.write()
-    s.db.put_choice(graph, v.plan, {"sig": v.sig, "seconds": v.measured, "label": label})
+    s.db.put_choice(graph, v.plan, {"sig": v.sig, "seconds": v.measured, "label": label, "repeats": repeats,
+                                    "confirmed": {s.variants[j].sig: t for j, t in confirmed.items()}})
 
 
 def _choose(variants: list[Variant], prior: dict | None, need_confirm: bool,
-            confirm: int) -> tuple[int | None, list[int]]:
-    """(the tuned choice, []) when it is decided without timing — the prior choice while
-    it is still a candidate, or the only measured variant — else (None, the `confirm`
-    fastest measured variants), to be re-timed interleaved (one noisy timing never
-    decides)."""
+            confirm: int) -> tuple[int | None, list[int], dict[int, float]]:
+    """(the tuned choice, [], confirmation medians) when it is decided without timing — the
+    prior choice while it is still a candidate (with the medians stored with it), or the
+    only measured variant — else (None, the `confirm` fastest measured variants, {}), to be
+    re-timed interleaved (one noisy timing never decides)."""
     measured = [i for i, v in enumerate(variants) if v.measured is not None]
     if not measured:
-        return None, []
+        return None, [], {}
     if not need_confirm and prior is not None:
-        for i, v in enumerate(variants):
-            if v.sig == prior.get("sig"):
-                return i, []
+        by_sig = {v.sig: i for i, v in enumerate(variants)}
+        stored = {by_sig[s]: float(t) for s, t in (prior.get("confirmed") or {}).items() if s in by_sig}
+        if prior.get("sig") in by_sig:
+            return by_sig[prior["sig"]], [], stored
     top = sorted(measured, key=lambda i: variants[i].measured)[:max(1, confirm)]
     if len(top) == 1:
-        return top[0], []
-    return None, top
+        return top[0], [], {}
+    return None, top, {}
 
 
 def _forget_plans() -> None:

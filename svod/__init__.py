@@ -33,6 +33,7 @@ from svod.dtype import DType, float32, float64, int32, int64
 from svod.dtype import bool_ as bool
 from svod.errors import AxisError, DTypeError, ShapeError, SvodIndexError, SvodWarning
 from svod.explain import Explanation, explain
+from svod.profiler import profile
 from svod.stats import reset_stats, stats
 from svod.tensor import (
     Tensor,
