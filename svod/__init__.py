@@ -31,6 +31,26 @@ from svod.capture import JitError, jit
 from svod.config import search_limits
 from svod.dtype import DType, float32, float64, int32, int64
 from svod.dtype import bool_ as bool
+from svod.elementwise import (
+    acos,
+    acosh,
+    asin,
+    asinh,
+    atan,
+    atan2,
+    atanh,
+    bitwise_left_shift,
+    bitwise_right_shift,
+    conj,
+    copysign,
+    cosh,
+    hypot,
+    imag,
+    logaddexp,
+    real,
+    signbit,
+    sinh,
+)
 from svod.errors import AxisError, DTypeError, ShapeError, SvodIndexError, SvodWarning
 from svod.explain import Explanation, explain
 from svod.stats import reset_stats, stats

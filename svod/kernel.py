@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from svod.dtype import DType, bool_, int64
-from svod.ir import BINARY, COMPARE, REDUCE_OPS, UNARY, Ops, _hash_arg
+from svod.ir import BINARY, BOOL_UNARY, COMPARE, REDUCE_OPS, UNARY, Ops, _hash_arg
 from svod.view import ViewChain
 
 # Body ops that exist only inside kernels (the rest are ir.Ops).
@@ -344,7 +344,7 @@ class Kernel:
         elif op in UNARY:
             if len(srcs) != 1:
                 raise err(f"node %{i} {op.name} takes one source, got {len(srcs)}")
-            if op is not Ops.CAST and op not in (Ops.ISNAN, Ops.ISINF) and srcs[0].dtype != n.dtype:
+            if op is not Ops.CAST and op not in BOOL_UNARY and srcs[0].dtype != n.dtype:
                 raise err(f"node %{i} {op.name}: source dtype {srcs[0].dtype} != {n.dtype}")
         elif op in BINARY:
             if len(srcs) != 2 or srcs[0].dtype != srcs[1].dtype:

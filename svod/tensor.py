@@ -514,6 +514,26 @@ class Tensor:
     def __rxor__(self, o):
         return bitwise_xor(o, self)
 
+    def __lshift__(self, o):
+        from svod.elementwise import bitwise_left_shift
+
+        return bitwise_left_shift(self, o)
+
+    def __rlshift__(self, o):
+        from svod.elementwise import bitwise_left_shift
+
+        return bitwise_left_shift(o, self)
+
+    def __rshift__(self, o):
+        from svod.elementwise import bitwise_right_shift
+
+        return bitwise_right_shift(self, o)
+
+    def __rrshift__(self, o):
+        from svod.elementwise import bitwise_right_shift
+
+        return bitwise_right_shift(o, self)
+
     def __neg__(self):
         return negative(self)
 
@@ -589,6 +609,12 @@ class Tensor:
 
     def __ixor__(self, o):
         return self._inplace(bitwise_xor, o, "__ixor__")
+
+    def __ilshift__(self, o):
+        return self._inplace(Tensor.__lshift__, o, "__ilshift__")
+
+    def __irshift__(self, o):
+        return self._inplace(Tensor.__rshift__, o, "__irshift__")
 
     # --- indexing
     def __getitem__(self, key) -> Tensor:
