@@ -253,6 +253,11 @@ def features(kernel: Kernel) -> Features:
 def _count(kernel: Kernel) -> Features:
     k = kernel
     n = k.size
+    if k.library is not None:  # numpy's code (svod/library.py): no loops of ours to count
+        from svod.costing import input_bytes
+
+        return Features("library", n, 1, 1, 1, 1, input_bytes(k), _write_bytes(k), 0,
+                        outputs=len(k.outputs), inputs=len(k.inputs))
     red = set(k.reduce_axes)
     row_len = math.prod(k.shape[a] for a in red) if red else 1
     rows = n // row_len if row_len else math.prod(s for d, s in enumerate(k.shape) if d not in red)

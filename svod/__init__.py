@@ -25,7 +25,7 @@ if "numpy" not in _sys.modules:
     # (svod's own library steps do not wake those threads at all: svod.codegen.blas.)
     _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
 
-from svod import config, nn, random
+from svod import config, fft, linalg, nn, random
 from svod import dtype as _dt
 from svod.capture import JitError, jit
 from svod.config import search_limits
@@ -53,6 +53,11 @@ from svod.elementwise import (
 )
 from svod.errors import AxisError, DTypeError, ShapeError, SvodIndexError, SvodWarning
 from svod.explain import Explanation, explain
+from svod.gather import take
+from svod.grids import meshgrid
+from svod.searching import nonzero, searchsorted
+from svod.sets import unique_all, unique_counts, unique_inverse, unique_values
+from svod.sorting import argsort, sort
 from svod.stats import reset_stats, stats
 from svod.tensor import (
     Tensor,

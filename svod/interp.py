@@ -148,9 +148,9 @@ def eval_node(op: Ops, dtype, arg, shape, srcs: Sequence[np.ndarray]) -> np.ndar
         if op is Ops.CONTIGUOUS:
             return np.ascontiguousarray(srcs[0])
         if op is Ops.LIBRARY:
-            from svod.library import call
+            from svod.library import execute
 
-            return call(arg[0], arg[1], srcs)[arg[2]]
+            return np.asarray(execute(arg[0], arg[1], srcs)[arg[2]]).astype(npd, copy=False).reshape(arg[3])
     raise NotImplementedError(f"interpreter: no rule for {op}")
 
 
@@ -197,6 +197,16 @@ def run_kernel(kernel, buffers: dict[int, np.ndarray]) -> None:
     An attention kernel's nodes give the softmax input t over the scores; its output is
     ``softmax(t) @ v``.
     """
+    if kernel.library is not None:
+        from svod.library import execute, store
+
+        results = execute(kernel.library.fn, kernel.library.params,
+                          [_gather(buffers[i.slot], i.view) for i in kernel.inputs])
+        for o in kernel.outputs:
+            if buffers.get(o.slot) is None or buffers[o.slot].size < math.prod(o.shape):
+                buffers[o.slot] = np.empty(math.prod(o.shape), o.dtype.np)
+        store(kernel, results, buffers)
+        return
     at = kernel.attention
     if at is None:
         vals = _eval_body(kernel, buffers)

@@ -156,6 +156,8 @@ def merge_axes(shape: tuple[int, ...], views: list[View], reduce_axes: tuple[int
 def plan_loops(kernel: Kernel) -> LoopPlan:
     """The loop nest and unit count of a kernel (cheap: no IR)."""
     kind = kernel.kind
+    if kind == "library":  # numpy's code, no loops of ours (svod/library.py)
+        return LoopPlan(kind, (), (), (), 1)
     if kind == "attention":
         from svod.codegen.attention import attention_units
 
