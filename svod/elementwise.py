@@ -114,13 +114,13 @@ def bitwise_right_shift(x1, x2, /) -> Tensor:
 
 
 def conj(x, /) -> Tensor:
-    """Complex conjugate: the input itself for svod's real dtypes."""
-    return asarray(x)
+    """Complex conjugate: the input's value for svod's real dtypes (a new tensor object)."""
+    return Tensor._from(asarray(x).uop)
 
 
 def real(x, /) -> Tensor:
-    """Real part: the input itself for svod's real dtypes."""
-    return asarray(x)
+    """Real part: the input's value for svod's real dtypes (a new tensor object)."""
+    return Tensor._from(asarray(x).uop)
 
 
 def imag(x, /) -> Tensor:

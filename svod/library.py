@@ -107,7 +107,15 @@ def _solve(p, a, b):
 def _lstsq(p, a, b):
     (rcond,) = p
     x, _res, rank, s = np.linalg.lstsq(a, b, rcond=rcond)
-    return x, np.asarray(rank, np.int64), s
+    return x, np.asarray(rank, np.int32), s
+
+
+def _bincount(p, idx, *weights):
+    """Counts (or weight sums) of bins 0..n-1; indices outside are dropped."""
+    (n,) = p
+    idx = np.where((idx < 0) | (idx >= n), n, idx)
+    out = np.bincount(idx.reshape(-1), weights=weights[0].reshape(-1) if weights else None, minlength=n + 1)[:n]
+    return (out.astype(weights[0].dtype if weights else np.int64, copy=False),)
 
 
 ENTRIES: dict[str, Entry] = {
@@ -115,6 +123,7 @@ ENTRIES: dict[str, Entry] = {
     "argsort": Entry(_argsort_entry, _nlogn, "argsort"),
     "searchsorted": Entry(_searchsorted, _nlogn, "searchsorted"),
     "take": Entry(_take, _linear, "take"),
+    "bincount": Entry(_bincount, _linear, "numpy.histogram"),
     "cholesky": Entry(lambda p, a: (np.linalg.cholesky(a, upper=p[0]),), _cubic, "linalg.cholesky"),
     "det": Entry(lambda p, a: (np.asarray(np.linalg.det(a)),), _cubic, "linalg.det"),
     "eigh": Entry(lambda p, a: tuple(np.linalg.eigh(a)), _cubic, "linalg.eigh"),

@@ -214,7 +214,7 @@ def lstsq(x1, x2, /, *, rcond=None) -> LstsqResult:
     m, n = a.shape
     k = builtins.min(m, n)
     x, rank, s = library_call("lstsq", (None if rcond is None else float(rcond),), [a, b],
-                              [((n,) + b.shape[1:], d), ((), dt.int64), ((k,), d)])
+                              [((n,) + b.shape[1:], d), ((), dt.int32), ((k,), d)])
     from svod.tensor import realize
 
     realize(x, rank, s)

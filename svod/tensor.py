@@ -315,6 +315,12 @@ class Tensor:
     def shape(self) -> tuple[int, ...]:
         return self.uop.shape
 
+    @shape.setter
+    def shape(self, value) -> None:
+        """numpy's ``x.shape = (...)``: rebinds `x` to the reshape (-1 allowed)."""
+        self.uop = reshape(self, value).uop
+        _register(self)
+
     @property
     def dtype(self) -> DType:
         return self.uop.dtype
@@ -640,7 +646,7 @@ class Tensor:
         return permute_dims(self, axes)
 
     def transpose(self, *axes) -> Tensor:
-        if not axes:
+        if not axes or axes == (None,):
             return self.T
         return self.permute(*axes)
 
@@ -726,7 +732,11 @@ class Tensor:
     def clip(self, min=None, max=None):
         return clip(self, min, max)
 
-    def round(self):
+    def round(self, decimals: int = 0):
+        if decimals:
+            from svod.numpy._functions import around
+
+            return around(self, decimals)
         return round(self)
 
     def square(self):
@@ -744,7 +754,122 @@ class Tensor:
         return matmul(self, o)
 
     def dot(self, o):
-        return matmul(self, o)
+        from svod.numpy._functions import dot
+
+        return dot(self, o)
+
+    # --- numpy's ndarray methods (svod.numpy's functions; `svod/numpy/_functions.py`)
+    def copy(self, order="C") -> Tensor:
+        """A new tensor with this value (lazy; later updates of either leave the other)."""
+        return Tensor._from(UOp(OP.CONTIGUOUS, self.dtype, (self.uop,)))
+
+    def fill(self, value) -> None:
+        """Set every element to `value` (rebinds this tensor, as `x[...] = value`)."""
+        if isinstance(value, Tensor):
+            value = value.item()
+        if self.dtype.is_int and not dt.can_cast_scalar(self.dtype, value):
+            raise OverflowError(f"fill: {value} does not fit {self.dtype}")
+        self.uop = full(self.shape, np.array(value).astype(self.dtype.np).item(), dtype=self.dtype).uop
+        _register(self)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def real(self) -> Tensor:
+        return self
+
+    @property
+    def imag(self) -> Tensor:
+        return zeros_like(self)
+
+    def conj(self) -> Tensor:
+        return self
+
+    conjugate = conj
+
+    def swapaxes(self, axis1: int, axis2: int) -> Tensor:
+        order = list(range(self.ndim))
+        a, b = _normalize_axis(axis1, self.ndim, "swapaxes"), _normalize_axis(axis2, self.ndim, "swapaxes")
+        order[a], order[b] = order[b], order[a]
+        return permute_dims(self, tuple(order))
+
+    def _np(self, name: str, *args, **kwargs):
+        from svod.numpy import _functions
+
+        return getattr(_functions, name)(self, *args, **kwargs)
+
+    def cumsum(self, axis=None, dtype=None):
+        return self._np("cumsum", axis, dtype)
+
+    def cumprod(self, axis=None, dtype=None):
+        return self._np("cumprod", axis, dtype)
+
+    def ptp(self, axis=None, keepdims=False):
+        return self._np("ptp", axis, keepdims=keepdims)
+
+    def nonzero(self):
+        from svod.searching import nonzero
+
+        return nonzero(self)
+
+    def sort(self, axis: int = -1, kind=None, order=None) -> None:
+        """Sort in place along `axis` (stable; rebinds this tensor), as numpy's method."""
+        from svod.sorting import sort
+
+        self.uop = sort(self, axis=axis).uop
+        _register(self)
+
+    def argsort(self, axis: int = -1, kind=None, order=None):
+        return self._np("argsort", axis, kind)
+
+    def searchsorted(self, v, side="left", sorter=None):
+        from svod.searching import searchsorted
+
+        return searchsorted(self, v, side=side, sorter=sorter)
+
+    def repeat(self, repeats, axis=None):
+        return self._np("repeat", repeats, axis)
+
+    def take(self, indices, axis=None):
+        from svod.gather import take
+
+        return take(self, indices, axis=axis)
+
+    def diagonal(self, offset=0, axis1=0, axis2=1):
+        return self._np("diagonal", offset, axis1, axis2)
+
+    def trace(self, offset=0, axis1=0, axis2=1, dtype=None):
+        return self._np("trace", offset, axis1, axis2, dtype)
+
+    def to_device(self, device, /, *, stream=None) -> Tensor:
+        if device != "cpu":
+            raise ValueError(f"to_device: svod runs on 'cpu', not {device!r}")
+        return self
+
+    # --- interchange and numpy's protocols (svod/interop.py)
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        from svod.interop import to_dlpack
+
+        return to_dlpack(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)  # kDLCPU
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from svod.interop import array_ufunc
+
+        return array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        from svod.interop import array_function
+
+        return array_function(func, types, args, kwargs)
 
 
 # ----------------------------------------------------------------------------- creation
