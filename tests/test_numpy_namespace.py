@@ -194,7 +194,7 @@ def test_numpy_ufunc_on_a_tensor_is_a_lazy_svod_op(name):
     expected = u(*([t.numpy()] * u.nin))
     numpy.testing.assert_allclose(r.numpy(), expected, rtol=1e-6)
     assert r.dtype.np == expected.dtype
-    if u.nin == 2:
+    if u.nin == 2 and u.signature is None:  # generalised ufuncs (matmul, vecdot) have no outer
         assert type(u.outer(t[0], t[1])) is svod.Tensor
 
 
