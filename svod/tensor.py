@@ -959,6 +959,8 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
         except OverflowError as e:
             raise OverflowError(f"asarray: value out of range for {d} ({e})") from e
         return _from_numpy(arr, copy=False)
+    if isinstance(obj, complex):
+        raise DTypeError(f"asarray: complex numbers ({obj!r}) are not supported: svod has no complex dtypes yet")
     raise DTypeError(f"asarray: cannot convert object of type {type(obj).__name__}")
 
 
@@ -1152,7 +1154,10 @@ def _operands(op: str, *xs, dtype_fn=None) -> tuple[list[UOp], DType]:
     strong: list[Any] = []
     for i, x in enumerate(xs):
         if tensors[i] is None and (not _is_scalar(x) or isinstance(x, np.generic)):  # NEP 50: numpy scalars are strong
-            tensors[i] = asarray(x)
+            try:
+                tensors[i] = asarray(x)
+            except DTypeError as e:  # name the op the user wrote (a complex operand, a uint8 array, ...)
+                raise DTypeError(f"{op}: {e}") from None
         if tensors[i] is not None:
             strong.append(tensors[i].dtype)
         else:

@@ -144,6 +144,16 @@ def test_float_shift_raises_at_the_op():
         svod.bitwise_left_shift(svod.asarray([True]), svod.asarray([False]))
 
 
+def test_unsupported_operands_raise_at_the_op():
+    x = svod.asarray([1.0, 2.0])
+    with pytest.raises(TypeError, match=r"^multiply: asarray: complex numbers"):
+        x * 1j
+    with pytest.raises(TypeError, match=r"^add: asarray: array has dtype uint8"):
+        x + np.ones(2, np.uint8)
+    with pytest.raises(TypeError, match=r"^atan2: asarray: array has dtype complex128"):
+        svod.atan2(x, np.ones(2, complex))
+
+
 @SETTINGS
 @given(arr=arrays())
 def test_conj_real_imag_of_real_dtypes(arr):
