@@ -13,6 +13,7 @@ array([[0.2689, 0.7311],
 
 from __future__ import annotations
 
+import collections as _collections
 import os as _os
 import sys as _sys
 
@@ -196,16 +197,30 @@ def can_cast(from_, to, /) -> builtins_bool:  # noqa: F821
     return _dt.promote_types(f, _dt.dtype(to)) == _dt.dtype(to)
 
 
-def finfo(dtype):
+class finfo_object(_collections.namedtuple("finfo_object", "bits eps max min smallest_normal dtype")):
+    """Array API `finfo`: Python floats and the svod dtype."""
+
+
+class iinfo_object(_collections.namedtuple("iinfo_object", "bits max min dtype")):
+    """Array API `iinfo`: Python ints and the svod dtype."""
+
+
+def finfo(type, /) -> finfo_object:  # noqa: A002 - the Array API name
+    """Machine limits of a float dtype (or an array's), as Python floats."""
     import numpy as np
 
-    return np.finfo(_dt.dtype(dtype).np)
+    d = type.dtype if isinstance(type, Tensor) else _dt.dtype(type)
+    f = np.finfo(d.np)
+    return finfo_object(int(f.bits), float(f.eps), float(f.max), float(f.min), float(f.smallest_normal), d)
 
 
-def iinfo(dtype):
+def iinfo(type, /) -> iinfo_object:  # noqa: A002
+    """Machine limits of an integer dtype (or an array's), as Python ints."""
     import numpy as np
 
-    return np.iinfo(_dt.dtype(dtype).np)
+    d = type.dtype if isinstance(type, Tensor) else _dt.dtype(type)
+    f = np.iinfo(d.np)
+    return iinfo_object(int(f.bits), int(f.max), int(f.min), d)
 
 
 import builtins  # noqa: E402

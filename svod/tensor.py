@@ -1834,7 +1834,17 @@ def tile(x, repetitions, /) -> Tensor:
 def repeat(x, repeats: int, /, *, axis=None) -> Tensor:
     x = asarray(x)
     if not isinstance(repeats, (int, np.integer)):
-        raise TypeError("repeat: only an int number of repeats is supported lazily")
+        r = repeats.numpy() if isinstance(repeats, Tensor) else np.asarray(repeats)
+        if r.dtype.kind not in "iu":
+            raise TypeError(f"repeat: repeats must be integers, got {r.dtype}")
+        if r.ndim == 0:
+            repeats = int(r)
+        else:  # one count per element: the output's shape depends on them (eager, as nonzero)
+            try:
+                return _from_numpy(np.repeat(x.numpy(), r, axis=axis), copy=False)
+            except ValueError as e:
+                raise ShapeError(f"repeat: {e} (array of shape {shape_str(x.shape)}, repeats of shape "
+                                 f"{shape_str(r.shape)})") from None
     if axis is None:
         x, axis = reshape(x, (-1,)), 0
     a = _normalize_axis(axis, x.ndim, "repeat")
@@ -1911,7 +1921,15 @@ def tensordot(a, b, /, *, axes=2) -> Tensor:
 
 
 def vecdot(x1, x2, /, *, axis: int = -1) -> Tensor:
+    """Dot products along `axis` (a negative axis, counted from the end of both); the other
+    axes broadcast, the contracted one must have one size in both; result dtype: the
+    operands' promoted dtype."""
     x1, x2 = asarray(x1), asarray(x2)
     shape = broadcast_shapes(x1.shape, x2.shape, op="vecdot")
     ax = _normalize_axis(axis, len(shape), "vecdot")
-    return sum(multiply(x1, x2), axis=ax)
+    k = ax - len(shape)  # the same axis counted from the end in both operands
+    if -k > builtins.min(x1.ndim, x2.ndim) or x1.shape[k] != x2.shape[k]:
+        raise ShapeError(f"vecdot: the contracted axis {axis} differs in size: shapes {shape_str(x1.shape)} and "
+                         f"{shape_str(x2.shape)}")
+    d = dt.promote_types(x1.dtype, x2.dtype)
+    return sum(multiply(x1, x2), axis=ax, dtype=d if not d.is_bool else None)

@@ -77,8 +77,15 @@ def can_cast(from_, to, casting="safe"):
                         casting)
 
 
-finfo = _svod.finfo
-iinfo = _svod.iinfo
+def finfo(dtype):
+    """numpy's finfo (eps, tiny, resolution, ...) of a svod dtype or array."""
+    return _np.finfo(_np_dtype(dtype.dtype if hasattr(dtype, "uop") else _dt.dtype(dtype)))
+
+
+def iinfo(dtype):
+    return _np.iinfo(_np_dtype(dtype.dtype if hasattr(dtype, "uop") else _dt.dtype(dtype)))
+
+
 from_dlpack = _svod.from_dlpack
 
 
