@@ -2,7 +2,9 @@
 
 Where `profile()` finds one, first hit wins:
 
-1. `SVOD_PROFILE=path.json` (a profile file, e.g. `tests/machine_profile.json` in CI);
+1. `SVOD_MACHINE_PROFILE=path.json` (a profile file, e.g. `tests/machine_profile.json` in
+   CI; the old spelling `SVOD_PROFILE=path.json` still works: `SVOD_PROFILE=1` now turns
+   on kernel profiling, `svod.profiler`, so only a value that is not a switch is a path);
 2. the store (kind "profiles"), written by `svod calibrate` on this machine — a profile
    written by an older svod version on this machine is reused (and re-stored under
    this version) until the next calibration: it describes the machine, not the code;
@@ -162,7 +164,9 @@ def profile(store=None, refresh: bool = False) -> Profile:
         profile().source.startswith("file:")
     True
     """
-    path = os.environ.get("SVOD_PROFILE")
+    from svod.profiler import machine_profile_path
+
+    path = machine_profile_path()
     if path:
         key = "file:" + path
         with _lock:
@@ -174,7 +178,7 @@ def profile(store=None, refresh: bool = False) -> Profile:
 
                     from svod.errors import SvodWarning
 
-                    warnings.warn(f"svod: SVOD_PROFILE={path} is not a usable profile ({e}); using the "
+                    warnings.warn(f"svod: SVOD_MACHINE_PROFILE={path} is not a usable profile ({e}); using the "
                                   "reference profile", SvodWarning, stacklevel=2)
                     _cached[key] = reference()
             return _cached[key]

@@ -57,22 +57,45 @@ class TuneResult:
     default: int  # the variant realize() would have run before tuning (the model's pick)
     measured_now: int = 0  # measurements taken by this run (kernels, variants, numpy)
     correction: str = ""
+    confirmed: dict = field(default_factory=dict)  # variant index -> median of the confirmation runs
+    confirm_repeats: int = 0
+    confirm_note: str = ""
 
     def table(self) -> str:
-        head = f"{'#':>3} {'variant':<18} {'kernels':>7} {'predicted ms':>12} {'measured ms':>11} {'vs numpy':>8}"
+        """Every variant, named by its kernels' ops; the confirmed ones first, by their
+        confirmation medians (what decided the choice), then the rest by their timing."""
+        from svod.boundaries import describe_plan
+
+        times = [t for v in self.variants for t in (v.measured, v.predicted) if t]
+        unit, scale = ("ms", 1e3) if times and max(times) >= 1e-3 else ("µs", 1e6)
+        head = (f"{'#':>3} {'source':<7} {'kernels':>7} {'predicted ' + unit:>12} {'measured ' + unit:>11} "
+                f"{'confirmed ' + unit:>12} {'vs numpy':>8}  kernels by their ops")
         lines = [f"svod tune {self.label}  (graph {self.graph[:12]})", head, "-" * len(head)]
-        order = sorted(range(len(self.variants)),
-                       key=lambda i: (self.variants[i].measured is None, self.variants[i].measured or 0.0))
-        for i in order:
+        conf = self.confirmed
+
+        def rank(i):
             v = self.variants[i]
-            meas = "-" if v.measured is None else f"{v.measured * 1e3:.3f}"
-            speed = "-" if v.measured is None or not self.numpy_seconds else f"{self.numpy_seconds / v.measured:.2f}x"
-            tag = f"{v.source}:{v.sig[:8]}"
+            return (i not in conf, conf.get(i, 0.0), v.measured is None, v.measured or 0.0)
+
+        for i in sorted(range(len(self.variants)), key=rank):
+            v = self.variants[i]
+            meas = "-" if v.measured is None else f"{v.measured * scale:.3f}"
+            best = conf.get(i, v.measured)
+            speed = "-" if best is None or not self.numpy_seconds else f"{self.numpy_seconds / best:.2f}x"
+            c = f"{conf[i] * scale:.3f}" if i in conf else "-"
             mark = (" <- chosen" if i == self.chosen else "") + (" (model's pick)" if i == self.default else "")
-            lines.append(f"{i:>3} {tag:<18} {v.kernels:>7} {v.predicted * 1e3:>12.3f} {meas:>11} {speed:>8}{mark}")
+            lines.append(f"{i:>3} {v.source:<7} {v.kernels:>7} {v.predicted * scale:>12.3f} {meas:>11} {c:>12} "
+                         f"{speed:>8}  {describe_plan(v.plan)}{mark}")
+        lines.append("measured: the minimum of a variant's own timing runs; confirmed: the median of "
+                     f"{self.confirm_repeats} interleaved runs of the fastest {len(conf) or 'few'}, which decides")
+        if self.confirm_note:
+            lines.append(self.confirm_note)
         if self.numpy_seconds:
-            lines.append(f"numpy reference: {self.numpy_seconds * 1e3:.3f} ms")
-        if self.chosen is not None and self.variants[self.chosen].measured and \
+            lines.append(f"numpy reference: {self.numpy_seconds * scale:.3f} {unit}")
+        if self.chosen is not None and self.chosen in conf and self.default in conf:
+            gain = conf[self.default] / conf[self.chosen]
+            lines.append(f"tuned choice is {gain:.2f}x the model's pick (confirmation medians); realize() now runs it")
+        elif self.chosen is not None and self.variants[self.chosen].measured and \
                 self.variants[self.default].measured:
             gain = self.variants[self.default].measured / self.variants[self.chosen].measured
             lines.append(f"tuned choice is {gain:.2f}x the model's pick; realize() now runs it")
@@ -162,12 +185,17 @@ def tune(target: Target, candidates: Sequence[tuple[str, Plan]], *, db: TuningDB
                 db.put_numpy(graph, numpy_s)
                 measured += 1
                 pb.update(1)
-            chosen = _choose(variants, prior, need_confirm, confirm, repeats, target, pb)
+            chosen, confirmed = _choose(variants, prior, need_confirm, confirm, repeats, target, pb)
+            note = ""
             if need_confirm and chosen is not None:
                 v = variants[chosen]
                 first_write()
-                db.put_choice(graph, v.plan, {"sig": v.sig, "seconds": v.measured, "label": target.label})
+                db.put_choice(graph, v.plan, {"sig": v.sig, "seconds": v.measured, "label": target.label,
+                                              "confirmed": {variants[i].sig: t for i, t in confirmed.items()},
+                                              "repeats": repeats})
                 pb.update(1)
+            elif prior is not None:
+                note = "chosen by an earlier run (the tuning database); its confirmation timings are shown"
     finally:
         if wrote:
             from costmodels.learned import refit
@@ -182,28 +210,31 @@ def tune(target: Target, candidates: Sequence[tuple[str, Plan]], *, db: TuningDB
 
     c = Correction.from_json(corr)
     return TuneResult(target.label, graph, variants, numpy_s, chosen, default, measured,
-                      c.describe() if c is not None else "")
+                      c.describe() if c is not None else "", confirmed,
+                      int((prior or {}).get("repeats", repeats)) if not need_confirm else repeats, note)
 
 
 def _choose(variants: list[Variant], prior: dict | None, need_confirm: bool, confirm: int, repeats: int,
-            target: Target, pb) -> int | None:
-    """The tuned choice: the prior one when it is still a candidate, else the fastest of a
-    re-timing of the `confirm` fastest, interleaved (one noisy timing never decides)."""
+            target: Target, pb) -> tuple[int | None, dict[int, float]]:
+    """(the tuned choice, variant index -> confirmation median): the prior choice when it
+    is still a candidate (with the medians stored with it), else the fastest of an
+    interleaved re-timing of the `confirm` fastest (one noisy timing never decides)."""
     measured = [i for i, v in enumerate(variants) if v.measured is not None]
     if not measured:
-        return None
+        return None, {}
     if not need_confirm and prior is not None:
-        for i, v in enumerate(variants):
-            if v.sig == prior.get("sig"):
-                return i
+        by_sig = {v.sig: i for i, v in enumerate(variants)}
+        stored = {by_sig[s]: float(t) for s, t in (prior.get("confirmed") or {}).items() if s in by_sig}
+        if prior.get("sig") in by_sig:
+            return by_sig[prior["sig"]], stored
     top = sorted(measured, key=lambda i: variants[i].measured)[:max(1, confirm)]
     if len(top) == 1:
-        return top[0]
+        return top[0], {}
     pb.set_postfix_str(f"confirming the fastest {len(top)}")
     runners = [PlanRunner(variants[i].plan, target.arrays, variants[i].threads) for i in top]
     meds = time_plans(runners, repeats=repeats, target=5e-3)
     best = min(range(len(top)), key=meds.__getitem__)
-    return top[best]
+    return top[best], {i: float(m) for i, m in zip(top, meds)}
 
 
 def _forget_plans() -> None:

@@ -188,7 +188,11 @@ def _search_regions(key: GraphKey, model, mach, lim: SearchLimits, rulesets, t0:
     m: set[int] = set(initial_materialized(key))
     provisional = False
     stops: dict[str, int] = {}
+    from svod.progress import bar
+
+    pb = bar(len(parts), f"search {len(key.nodes)} nodes", unit="region", delay=2.0)  # shows after 2 s
     for region in parts:
+        pb.update(1)
         sub, back, outs = _subkey(key, region, users, consts)
         m.update(outs)
         r = plan_search(sub, cost_model=model, machine=mach, limits=sub_limits, rulesets=rulesets)
@@ -206,6 +210,7 @@ def _search_regions(key: GraphKey, model, mach, lim: SearchLimits, rulesets, t0:
         if time.perf_counter() - t0 > lim.seconds * 3:
             provisional = True  # out of time: the remaining regions keep only their cuts
             break
+    pb.close()
     plan = lower(key, m, planner="search")
     reason = (f"size policy: {len(parts)} regions of <= {lim.region_nodes} nodes searched apart "
               f"({', '.join(f'{v} {k}' for k, v in stops.items())})")

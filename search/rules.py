@@ -85,15 +85,28 @@ def _algebra() -> str:
     ])
 
 
-RULESETS: dict[str, str] = {
-    "fuse_elementwise": "\n".join([_fusion("fuse_elementwise", "Elementwise", "Elementwise")]),
-    "fuse_reduce_prologue": _fusion("fuse_reduce_prologue", "Elementwise", "Reduction"),
-    "fuse_epilogue": _fusion("fuse_epilogue", "Reduction", "Elementwise"),
-    "fuse_nested_reduce": _fusion("fuse_nested_reduce", "Reduction", "Reduction"),
-    "fuse_matmul_epilogue": _fusion("fuse_matmul_epilogue", "Matmul", "Elementwise"),
-    "fuse_matmul_operand": _fusion("fuse_matmul_operand", "Movement", "Matmul"),
-    "algebra": _algebra(),
+# fusion rule set -> (producer class, consumer class): the relations of `facts()`
+FUSIONS: dict[str, tuple[str, str]] = {
+    "fuse_elementwise": ("Elementwise", "Elementwise"),
+    "fuse_reduce_prologue": ("Elementwise", "Reduction"),
+    "fuse_epilogue": ("Reduction", "Elementwise"),
+    "fuse_nested_reduce": ("Reduction", "Reduction"),
+    "fuse_matmul_epilogue": ("Matmul", "Elementwise"),
+    "fuse_matmul_operand": ("Movement", "Matmul"),
 }
+CLASSES: dict[str, list[str]] = {"Elementwise": ELEMENTWISE_OPS, "Movement": MOVEMENT_OPS,
+                                 "Reduction": REDUCTION_OPS, "Matmul": MATMUL_OPS}
+RULESETS: dict[str, str] = {name: _fusion(name, p, c) for name, (p, c) in FUSIONS.items()}
+RULESETS["algebra"] = _algebra()
+
+
+def fusing_ruleset(producer: str, consumer: str, names=None) -> str | None:
+    """The rule set (of `names`, default all) that fuses an op named `producer` (an
+    `Ops` value) into one named `consumer`, or None when no rule does."""
+    for name, (p, c) in FUSIONS.items():
+        if (names is None or name in names) and producer in CLASSES[p] and consumer in CLASSES[c]:
+            return name
+    return None
 FUSION = tuple(n for n in RULESETS if n.startswith("fuse_"))
 DEFAULT = tuple(RULESETS)
 

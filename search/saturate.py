@@ -139,8 +139,9 @@ def encode(key: GraphKey, rulesets=rules.DEFAULT, egraph=None) -> Encoded:
     return enc
 
 
-def saturate(enc: Encoded, limits: SearchLimits, encode_seconds: float = 0.0) -> SaturationReport:
-    """Run the rule sets one iteration at a time until nothing changes or a limit hits."""
+def saturate(enc: Encoded, limits: SearchLimits, encode_seconds: float = 0.0, on_iteration=None) -> SaturationReport:
+    """Run the rule sets one iteration at a time until nothing changes or a limit hits;
+    `on_iteration(enc)` is called after each (the viewer serialises the e-graph there)."""
     step = enc.egraph.parse_program(rules.schedule(enc.rulesets))
     t0 = time.perf_counter()
     sizes: list[int] = []
@@ -151,6 +152,8 @@ def saturate(enc: Encoded, limits: SearchLimits, encode_seconds: float = 0.0) ->
         it += 1
         updated = any(getattr(o, "report", None) is not None and o.report.updated for o in out)
         sizes.append(enc.size())
+        if on_iteration is not None:
+            on_iteration(enc)
         if not updated:
             reason = "saturated"
             break

@@ -58,6 +58,7 @@ from svod.gather import take
 from svod.grids import meshgrid
 from svod.interop import array_namespace_info as __array_namespace_info__
 from svod.interop import from_dlpack
+from svod.profiler import profile
 from svod.searching import nonzero, searchsorted
 from svod.sets import unique_all, unique_counts, unique_inverse, unique_values
 from svod.sorting import argsort, sort

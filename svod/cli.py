@@ -1,4 +1,4 @@
-"""The `svod` command line: `svod demo | bench | tune | calibrate | explain | cache |
+"""The `svod` command line: `svod demo | bench | tune | calibrate | explain | viz | cache |
 costmodel report | costmodel rescore`.
 
 Usage errors (bad options, malformed shapes, unknown workloads) exit with code 2
@@ -20,6 +20,39 @@ class CliError(Exception):
 
 class UsageError(CliError):
     """A bad argument found after parsing (an unknown workload...): exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage error: `svod tune: error: argument -k: must be a
+    positive integer, got 0 (see svod tune --help)`, exit code 2, never a traceback.
+    Subcommand parsers are of this class too (add_subparsers uses the parent's class)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _number(kind, low=None, high=None, what: str = ""):
+    """An argparse `type` that parses `kind` (int or float) and checks low <= value <= high."""
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, "
+                                             f"got {text!r}") from None
+        if kind is float and v != v:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
+        if (low is not None and v < low) or (high is not None and v > high):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
+        return v
+
+    parse.__name__ = what or kind.__name__
+    return parse
+
+
+_positive = _number(int, 1, what="a positive integer")
+_count = _number(int, 0, what="0 or more")
+_seconds = _number(float, 1e-9, 1e6, what="a positive number of seconds")
+_fraction = _number(float, 0.0, 1.0, what="between 0 and 1")
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -68,7 +101,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     if not seen:
         print(f"{args.file} realized nothing: no graph to explain")
         return 0
-    for i, key in enumerate(list(seen.values())[: args.max_graphs]):
+    graphs = list(seen.values())
+    for i, key in enumerate(graphs[: args.max_graphs]):
         e = explain_key(key, k=args.variants)
         print(f"=== graph {i} ({len(key.nodes)} nodes, key {key.hash[:12]}) ===")
         print(e)
@@ -77,6 +111,49 @@ def _cmd_explain(args: argparse.Namespace) -> int:
                 print(f"--- LLVM IR of kernel {j} ---")
                 print(e.ir(j) or "(library step: no generated code)")
         print()
+    if len(graphs) > args.max_graphs:
+        print(f"{len(graphs) - args.max_graphs} more graph(s) not explained: {args.file} realized {len(graphs)} "
+              f"distinct graphs (--max-graphs {args.max_graphs}; raise it to see them)")
+    return 0
+
+
+def _cmd_viz(args: argparse.Namespace) -> int:
+    import os
+    import time
+
+    from svod import viewer_serve
+
+    if not os.path.isfile(args.file):
+        raise CliError(f"no such file: {args.file}")
+    script_args = list(getattr(args, "script_args", None) or [])
+    try:
+        views, total = viewer_serve.run(args.file, script_args, max_graphs=args.max_graphs, k=args.variants,
+                                        progress=not args.no_progress)
+    except Exception as e:  # noqa: BLE001 - the user's script failed: say so, no traceback
+        raise CliError(f"{args.file} raised {type(e).__name__}: {e}") from None
+    if not views:
+        print(f"{args.file} realized nothing: no graph to show")
+        return 0
+    if total > len(views):
+        print(f"showing {len(views)} of the {total} distinct graphs {args.file} realized (--max-graphs)")
+    title = f"svod viz {os.path.basename(args.file)}"
+    if args.write:
+        try:
+            index = viewer_serve.write_static(views, args.write, title)
+        except OSError as e:
+            raise CliError(f"cannot write {args.write}: {e}") from None
+        print(f"viewer written to {index} (serve the folder over HTTP: python3 -m http.server -d {args.write})")
+        return 0
+    try:
+        srv = viewer_serve.serve(views, port=args.port, open_browser=not args.no_browser, title=title)
+    except OSError as e:
+        raise CliError(f"cannot serve on 127.0.0.1:{args.port}: {e}") from None
+    print(f"svod viz: {len(views)} graph(s) at {srv.url} (Ctrl-C to stop)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        srv.close()
     return 0
 
 
@@ -95,7 +172,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from svod.bench import harness
 
     sizes = "quick" if args.quick else "default"
-    res = harness.run(sizes=sizes, only=args.only, repeats=args.repeats, peers=not args.no_peers, out=sys.stdout)
+    res = harness.run(sizes=sizes, only=args.only, repeats=args.repeats, peers=not args.no_peers, out=sys.stdout,
+                      progress=not args.no_progress)
     if args.json:
         try:
             with open(args.json, "w") as fh:
@@ -116,9 +194,14 @@ def _shapes_arg(value: str) -> dict:
     from costmodels.targets import TargetError, parse_shapes
 
     try:
-        return parse_shapes(value)
+        shapes = parse_shapes(value)
     except TargetError as e:  # argparse turns this into a usage error, exit 2
         raise argparse.ArgumentTypeError(str(e)) from None
+    for name, shape in shapes.items():
+        if any(d < 1 for d in shape):  # a program over no elements has nothing to time or tune
+            raise argparse.ArgumentTypeError(f"shape of {name!r} has a zero dimension ({value.strip()}): "
+                                             "every dimension must be at least 1")
+    return shapes
 
 
 def _merge_shapes(items) -> dict:
@@ -199,10 +282,13 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     res = tune(target, cands, estimate=estimate, progress=not args.no_progress, repeats=args.repeats)
     print(res.table())
     if args.json:
+        from svod.boundaries import describe_plan
+
         data = {"label": res.label, "graph": res.graph, "numpy_seconds": res.numpy_seconds, "chosen": res.chosen,
-                "default": res.default, "variants": [{"source": v.source, "sig": v.sig, "kernels": v.kernels,
-                                                      "predicted": v.predicted, "measured": v.measured}
-                                                     for v in res.variants]}
+                "default": res.default, "confirm_repeats": res.confirm_repeats,
+                "variants": [{"source": v.source, "sig": v.sig, "kernels": v.kernels, "ops": describe_plan(v.plan),
+                              "predicted": v.predicted, "measured": v.measured,
+                              "confirmed": res.confirmed.get(i)} for i, v in enumerate(res.variants)]}
         _write_json(args.json, data)
     return 0
 
@@ -302,31 +388,52 @@ def _report_model(which: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="svod", description="svod: e-graph kernel fusion with a vectorised CPU JIT")
+    from svod.store import KINDS
+
+    p = _Parser(prog="svod", description="svod: e-graph kernel fusion with a vectorised CPU JIT")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
     d = sub.add_parser("demo", help="fuse, compile and time a softmax + layernorm block on built-in data",
                        description="Build a small model block on built-in random data, show the plan svod "
                                    "chose, its speed against numpy, and the plan cache at work.")
-    d.add_argument("--rows", type=int, default=2048, help="rows of the input (default 2048)")
-    d.add_argument("--cols", type=int, default=1024, help="columns of the input (default 1024)")
-    d.add_argument("--repeats", type=int, default=7, help="timed repeats per side (median reported)")
+    d.add_argument("--rows", type=_positive, default=2048, help="rows of the input (default 2048)")
+    d.add_argument("--cols", type=_positive, default=1024, help="columns of the input (default 1024)")
+    d.add_argument("--repeats", type=_positive, default=7, help="timed repeats per side (median reported)")
     d.set_defaults(fn=_cmd_demo)
 
     e = sub.add_parser("explain", help="run a script and explain the fusion search of every graph it realizes",
                        description="Run FILE.py; for each distinct graph it realizes, print the chosen kernels, the "
                                    "saturation report and the rejected variants with their predicted costs.")
     e.add_argument("file", help="a Python script using svod")
-    e.add_argument("--variants", type=int, default=6, help="variants to show per graph (default 6)")
-    e.add_argument("--max-graphs", type=int, default=5, help="graphs to explain at most (default 5)")
+    e.add_argument("--variants", type=_positive, default=6, help="variants to show per graph (default 6)")
+    e.add_argument("--max-graphs", type=_positive, default=5, help="graphs to explain at most (default 5)")
     e.add_argument("--ir", action="store_true", help="also print each kernel's LLVM IR")
     e.set_defaults(fn=_cmd_explain)
+
+    v = sub.add_parser("viz", help="run a script; explore the e-graph of each graph it realizes in the browser",
+                       description="Run FILE.py (with source lines recorded), search each distinct graph it "
+                                   "realizes again keeping the e-graph after every saturation iteration, and serve "
+                                   "an interactive viewer on 127.0.0.1: step through saturation, click an e-class "
+                                   "for its alternatives with their kernels and prices, the chosen plan outlined, "
+                                   "kernels with their ops and source lines, why each boundary is not fused.")
+    v.add_argument("file", help="a Python script using svod; its own arguments go after -- "
+                                "(svod viz FILE.py -- --size 128)")
+    v.add_argument("--port", type=_number(int, 0, 65535, what="a port number (0: any free port)"), default=0,
+                   help="port on 127.0.0.1 (default: a free one)")
+    v.add_argument("--no-browser", action="store_true", help="do not open the browser (print the address)")
+    v.add_argument("--max-graphs", type=_positive, default=8, help="graphs to show at most (default 8)")
+    v.add_argument("--variants", type=_positive, default=8, help="variants kept per graph (default 8)")
+    v.add_argument("--write", default=None, metavar="DIR", help="write the page and its data to DIR instead of "
+                                                                  "serving it")
+    v.add_argument("--no-progress", action="store_true", help="no progress bar")
+    v.set_defaults(fn=_cmd_viz)
 
     c = sub.add_parser("cache", help="inspect or empty the persistent cache (plans, objects, tuning)",
                        description="Show where svod's persistent cache lives and what it holds, or empty it.")
     c.add_argument("action", choices=("info", "clear"))
-    c.add_argument("--kind", default=None, help="clear only this kind (plans, objects, tuning, profiles)")
+    c.add_argument("--kind", default=None, choices=KINDS, help="clear only this kind (plans, objects, tuning, "
+                                                                     "profiles)")
     c.set_defaults(fn=_cmd_cache)
 
     b = sub.add_parser("bench", help="measure W1-W7 against numpy and the optional peers (svod[bench])",
@@ -335,10 +442,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "loop; every svod result is checked against numpy.")
     b.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats (about a minute)")
     b.add_argument("--only", type=_only_arg, default=None, metavar="W1,W2", help="only these workloads, e.g. w1,w6")
-    b.add_argument("--repeats", type=int, default=None, help="interleaved repeats (default 11, --quick 5)")
+    b.add_argument("--repeats", type=_positive, default=None, help="interleaved repeats (default 11, --quick 5)")
     b.add_argument("--json", default=None, metavar="PATH", help="write all results as JSON to PATH")
     b.add_argument("--chart", default=None, metavar="PATH", help="write a bar chart (needs matplotlib)")
     b.add_argument("--no-peers", action="store_true", help="skip the optional peers (numpy and C only)")
+    b.add_argument("--no-progress", action="store_true", help="no progress bar")
     b.set_defaults(fn=_cmd_bench)
 
     t = sub.add_parser("tune", help="measure a program's best fusion variants and make realize() use the fastest",
@@ -353,11 +461,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="input shapes by parameter name, e.g. x=4096x1024,w=1024 (required for a file; for a "
                         "workload they replace its default shapes)")
     t.add_argument("--small", action="store_true", help="a workload's small shapes instead of its default ones")
-    t.add_argument("-k", type=int, default=8, help="variants to take from the search (default 8)")
-    t.add_argument("--oracle-choices", type=int, default=8,
+    t.add_argument("-k", type=_positive, default=8, help="variants to take from the search (default 8)")
+    t.add_argument("--oracle-choices", type=_count, default=8,
                    help="also time the oracle's cheapest covers when the graph has at most this many free kernel "
                         "boundaries (default 8; 0 disables)")
-    t.add_argument("--repeats", type=int, default=7, help="interleaved repeats confirming the fastest (default 7)")
+    t.add_argument("--repeats", type=_positive, default=7,
+                   help="interleaved repeats confirming the fastest (default 7)")
     t.add_argument("--json", default=None, metavar="PATH", help="write the table as JSON to PATH")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--no-calibrate", action="store_true",
@@ -369,7 +478,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "cost of every op (each transcendental), reductions, gathers, launch and "
                                      "dispatch overheads and thread scaling; store the machine profile the "
                                      "calibrated cost model plans with.")
-    cal.add_argument("--budget", type=float, default=60.0, help="seconds to aim for (default 60)")
+    cal.add_argument("--budget", type=_seconds, default=60.0, help="seconds to aim for (default 60)")
     cal.add_argument("--quick", action="store_true", help="fewer probes (a rough profile in seconds)")
     cal.add_argument("--json", default=None, metavar="PATH", help="also write the profile to PATH")
     cal.add_argument("--no-store", action="store_true", help="do not store the profile (with --json: just measure)")
@@ -391,21 +500,21 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--workloads", type=_workloads_arg, default=None, metavar="A,B",
                      help="only these workloads (default: every small one)")
     rep.add_argument("--small", action="store_true", help="the workloads' small shapes (overhead-bound)")
-    rep.add_argument("--max-variants", type=int, default=24,
+    rep.add_argument("--max-variants", type=_number(int, 2, what="at least 2"), default=24,
                      help="variants timed per workload: all when fewer, else the model's pick and a seeded random "
                           "sample (default 24)")
-    rep.add_argument("--max-choices", type=int, default=12, help="largest graph (free boundaries) to enumerate")
-    rep.add_argument("--repeats", type=int, default=9, help="interleaved repeats per variant (default 9)")
-    rep.add_argument("--budget", type=float, default=5.0,
+    rep.add_argument("--max-choices", type=_count, default=12, help="largest graph (free boundaries) to enumerate")
+    rep.add_argument("--repeats", type=_positive, default=9, help="interleaved repeats per variant (default 9)")
+    rep.add_argument("--budget", type=_number(float, 0.0, 1e6, what="0 or more seconds"), default=5.0,
                      help="seconds of timing per workload: rounds beyond --repeats while under it (default 5)")
-    rep.add_argument("--instances", type=int, default=3,
+    rep.add_argument("--instances", type=_positive, default=3,
                      help="separately built programs per variant, timed together; a variant counts at its fastest "
                           "build (default 3)")
-    rep.add_argument("--doubt", type=float, default=0.7,  # costmodels.report.DOUBT
+    rep.add_argument("--doubt", type=_fraction, default=0.7,  # costmodels.report.DOUBT
                      help="time a workload again when its odd and even rounds rank the variants with a Spearman "
                           "below this; still below, its Spearman is n/a (unresolved); 0 never reruns "
                           "(default %(default)s)")
-    rep.add_argument("--seed", type=int, default=0, help="seed of the variant sample")
+    rep.add_argument("--seed", type=_number(int, 0, what="0 or more"), default=0, help="seed of the variant sample")
     rep.add_argument("--json", default=None, metavar="PATH", help="write every row (predicted/measured pairs) as JSON")
     rep.add_argument("--no-progress", action="store_true", help="no progress bar")
     rep.set_defaults(fn=_cmd_costmodel)
@@ -422,14 +531,22 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+_SCRIPT_COMMANDS = ("viz",)  # commands that run a script: `-- ARGS` are the script's own
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    script_args: list[str] = []
+    if "--" in argv and argv[:1] and argv[0] in _SCRIPT_COMMANDS:
+        cut = argv.index("--")
+        argv, script_args = argv[:cut], argv[cut + 1:]
     args = parser.parse_args(argv)
+    args.script_args = script_args
     try:
         return args.fn(args)
     except UsageError as e:
-        parser.print_usage(sys.stderr)
-        print(f"svod {args.command}: error: {e}", file=sys.stderr)
+        print(f"svod {args.command}: error: {e} (see svod {args.command} --help)", file=sys.stderr)
         return 2
     except CliError as e:
         print(f"svod {args.command}: {e}", file=sys.stderr)
@@ -437,6 +554,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"svod {args.command}: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:
+        print(f"svod {args.command}: out of memory (smaller sizes?)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

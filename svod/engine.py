@@ -614,6 +614,8 @@ def plan_for(tensors) -> tuple[GraphKey, Executable]:
 
 
 RECORDER: list | None = None  # when a list, every realized GraphKey is appended (svod explain FILE.py)
+# SVOD_PROFILE=1 (read at import; svod.profiler's module docstring): realize through the profiler
+PROFILING = os.environ.get("SVOD_PROFILE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _wrap(pending: list[UOp], outs) -> dict[UOp, UOp]:
@@ -715,7 +717,8 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
                 pending.append(r)
         if not pending:
             return {}
-    sig, leaves = signature_of(pending) if RECORDER is None and not _debug() else (None, None)
+    sig, leaves = signature_of(pending) if RECORDER is None and not _debug() and not PROFILING \
+        else (None, None)
     fast = REPLAY.get(sig) if sig is not None else None
     if fast is not None and PLAN_CACHE.use(fast[0], fast[1]):
         # replay: a structure seen before (same signature => same GraphKey, leaves in a
@@ -731,6 +734,10 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
     key, bindings = PIPELINE.compact(pending)
     if RECORDER is not None:
         RECORDER.append(key)
+    if PROFILING:  # SVOD_PROFILE=1: every kernel timed, printed, traced (svod.profiler)
+        from svod.profiler import realize_profiled
+
+        return _wrap(pending, realize_profiled(pending, key, bindings))
     hits = snapshot()["graph_cache_hits"]
     exe = get_executable(key)
     if sig is not None and PLAN_CACHE.holds(key.hash, exe):
@@ -744,6 +751,10 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
         msg = (f"svod realize: key {key.hash[:12]} nodes={len(key.nodes)} inputs={len(bindings.arrays)} "
                f"outputs={len(pending)} cache={hit} {type(exe).__name__} "
                f"{(time.perf_counter() - t0) * 1e3:.3f} ms")
+        if hit == "miss" and getattr(exe, "plan", None) is not None:  # why each boundary (svod.boundaries)
+            from svod.boundaries import debug_text
+
+            msg += "\n" + debug_text(key, exe.plan, LAST_SEARCH.get(key.hash), cost_model())
         if log.isEnabledFor(logging.INFO) and (log.handlers or logging.getLogger().handlers):
             log.info(msg)
         else:  # no logging configured: SVOD_DEBUG still prints

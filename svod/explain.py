@@ -8,9 +8,11 @@
 
 An `Explanation` has the chosen plan (`.plan`, `.kernels`, each kernel's LLVM IR through
 `.ir(i)`), the search report (`.report`), the rejected variants with their predicted
-costs (`.variants`), `str()`, the e-graph as DOT text (`.to_dot()`) and as a picture
-(`.picture()`: SVG through graphviz's `dot` when installed, else a PNG drawn with
-networkx + matplotlib, else the DOT text).
+costs (`.variants`), why each kernel boundary is one (`.why_not_fused()`,
+`svod.boundaries`), `str()`, the e-graph as DOT text (`.to_dot()`), as a picture
+(`.picture()`: SVG through graphviz's `dot` when installed, else svod's layered layout
+drawn with matplotlib) and in the interactive viewer (`.show()`: a notebook widget, or a
+page on 127.0.0.1 in the browser; `svod.viewer`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class Explanation:
     executed: object = None  # the plan realize() runs: `plan` after attention fusion (svod.fuse_attention)
     cost_model: object = None  # the model the search priced with
     machine: object = None
+    sources: dict = field(default_factory=dict)  # node of `key` -> "file.py:LINE: code" (svod.sources)
     _programs: dict = field(default_factory=dict)
 
     @property
@@ -53,13 +56,28 @@ class Explanation:
         return self._programs[i]
 
     def variants_table(self) -> str:
-        lines = [f"{'#':>3} {'kernels':>7}  {'predicted':>12}  {'vs best':>8}  kinds"]
+        """The variants, cheapest first: each kernel by its ops (`svod.boundaries`)."""
+        from svod.boundaries import describe_plan
+
+        lines = [f"{'#':>3} {'kernels':>7}  {'predicted':>12}  {'vs best':>8}  kernels by their ops"]
         best = self.variants[0].seconds if self.variants else 0.0
         for i, v in enumerate(self.variants):
-            kinds = ", ".join(k.kind for k in v.plan.kernels)
             lines.append(f"{i:>3} {len(v.plan.kernels):>7}  {v.seconds * 1e6:>10.2f}us  "
-                         f"{v.seconds / best:>7.2f}x  {kinds}")
+                         f"{v.seconds / best:>7.2f}x  {describe_plan(v.plan)}")
         return "\n".join(lines)
+
+    def why_not_fused(self) -> list:
+        """Every kernel boundary of the chosen plan with its reason (`svod.boundaries`)."""
+        from svod.boundaries import why_not_fused
+
+        return why_not_fused(self)
+
+    def show(self, **kw):
+        """The interactive viewer: a widget in a notebook, else a page on 127.0.0.1
+        opened in the browser (`svod.viewer_serve.show`)."""
+        from svod.viewer_serve import show
+
+        return show(self, **kw)
 
     def costs_table(self, min_bytes: int = 1 << 16) -> str:
         """The chosen plan's kernels as the search priced them in the plan: seconds and
@@ -89,6 +107,13 @@ class Explanation:
                f"\n\nvariants (cheapest first; #0 is chosen):\n{self.variants_table()}")
         if self.executed is not None and self.executed is not self.plan:
             out += f"\n\nrealize() runs it with attention fused (svod.fuse_attention): {self.executed}"
+        from svod.boundaries import format_boundaries
+
+        try:
+            why = format_boundaries(self.why_not_fused())
+            out += f"\n\nwhy not fused (each kernel boundary and its reason):\n{why}"
+        except Exception as e:  # noqa: BLE001 - a section, never a failure of explain
+            out += f"\n\nwhy not fused: (not available: {type(e).__name__}: {e})"
         return out
 
     def _repr_pretty_(self, p, cycle):  # IPython
@@ -96,81 +121,29 @@ class Explanation:
 
     # ------------------------------------------------------------------ pictures
     def to_dot(self, max_nodes: int = 400) -> str:
-        """The saturated e-graph as DOT: one cluster per e-class, e-nodes inside."""
+        """The saturated e-graph as DOT: one cluster per e-class, e-nodes inside, labelled
+        by what tells them apart (`svod.viz.egraph_dot`)."""
+        from svod.viz import chosen_nodes, egraph_dot
+
         if self.egraph_json is None:
             return "digraph egraph { label=\"e-graph not kept\" }"
-        nodes = self.egraph_json["nodes"]
-        hidden = ("Node", "Body", "Elementwise", "Movement", "Reduction", "Matmul", "ConstIs")
-        keep = {nid: n for nid, n in nodes.items()
-                if n["op"] not in hidden and not nid.startswith("primitive") and n["op"][:1].isupper()}
-        keep = dict(list(keep.items())[:max_nodes])
-        by_class: dict[str, list[str]] = {}
-        for nid, n in keep.items():
-            by_class.setdefault(n["eclass"], []).append(nid)
-        out = ["digraph egraph {", "  compound=true; rankdir=BT; node [shape=box, fontsize=10];"]
-        ids = {nid: f"n{i}" for i, nid in enumerate(keep)}
-        for ci, (cls, members) in enumerate(by_class.items()):
-            out.append(f'  subgraph cluster_{ci} {{ style=dashed; color=gray; label="{cls.split(".")[-1]}";')
-            for nid in members:
-                n = keep[nid]
-                label = n["op"]
-                if n["op"] == "E":
-                    kids = n["children"]
-                    label = f'{nodes[kids[0]]["op"].strip(chr(34))} #{nodes[kids[1]]["op"]}'
-                elif n["op"] == "Input":
-                    label = f'Input {nodes[n["children"][0]]["op"]}'
-                out.append(f'    {ids[nid]} [label="{label}"];')
-            out.append("  }")
-        for nid, n in keep.items():
-            for c in n["children"]:
-                if c in ids:
-                    out.append(f"  {ids[nid]} -> {ids[c]};")
-        out.append("}")
-        return "\n".join(out)
+        return egraph_dot(self.egraph_json, chosen_nodes(self), max_nodes=max_nodes)
 
     def picture(self, path: str | None = None) -> str:
-        """Draw the e-graph; returns the path written (or the DOT text without a drawer)."""
-        dot = self.to_dot()
+        """Draw the e-graph; returns the path written: SVG through graphviz's `dot` when it
+        is installed, else svod's layered layout (`svod.viz.draw_egraph`) as PNG, SVG or
+        PDF by the path's suffix (default egraph.png)."""
         if shutil.which("dot"):
             path = path or "egraph.svg"
-            subprocess.run(["dot", "-Tsvg", "-o", path], input=dot.encode(), check=True)
+            subprocess.run(["dot", "-Tsvg", "-o", path], input=self.to_dot().encode(), check=True)
             return path
-        try:
-            import matplotlib
+        from svod.viz import chosen_nodes, draw_egraph
 
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-            import networkx as nx
-        except ImportError:
-            return dot
-        g = nx.DiGraph()
-        nodes = (self.egraph_json or {}).get("nodes", {})
-        for nid, n in nodes.items():
-            if n["op"] in ("E", "Load", "Kernel", "Input"):
-                g.add_node(nid, label=n["op"] if n["op"] != "E" else nodes[n["children"][0]]["op"].strip('"'),
-                           cls=n["eclass"])
-        for nid, n in nodes.items():
-            if nid in g:
-                for c in n["children"]:
-                    # lists are drawn as direct edges from the op to its sources
-                    stack = [c]
-                    while stack:
-                        x = stack.pop()
-                        if x in g:
-                            g.add_edge(nid, x)
-                        elif nodes[x]["op"] == "Cons":
-                            stack.extend(nodes[x]["children"])
-        classes = sorted({d["cls"] for _, d in g.nodes(data=True)})
-        colour = {c: i for i, c in enumerate(classes)}
-        fig, ax = plt.subplots(figsize=(10, 8))
-        pos = nx.spring_layout(g, seed=0)
-        nx.draw_networkx(g, pos, ax=ax, labels=nx.get_node_attributes(g, "label"), node_size=500, font_size=7,
-                         node_color=[colour[g.nodes[n]["cls"]] for n in g], cmap="tab20", arrows=True)
-        ax.set_title("e-graph (colour = e-class)")
-        ax.axis("off")
         path = path or "egraph.png"
-        fig.savefig(path, dpi=100, bbox_inches="tight")
-        plt.close(fig)
+        if self.egraph_json is None:
+            raise ValueError("picture: this explanation kept no e-graph (the plan came from the greedy planner)")
+        draw_egraph(self.egraph_json, chosen=chosen_nodes(self), key=self.key).savefig(path, dpi=110,
+                                                                                        bbox_inches="tight")
         return path
 
 
@@ -189,7 +162,11 @@ def explain(*tensors, k: int = 8, cost_model=None, machine=None) -> Explanation:
     from svod.engine import cost_model as default_model
 
     key, _ = compact(pending)
-    return explain_key(key, k=k, cost_model=cost_model or default_model(), machine=machine)
+    e = explain_key(key, k=k, cost_model=cost_model or default_model(), machine=machine)
+    from svod.sources import key_sources
+
+    e.sources = key_sources(pending, text=True)  # empty unless svod.sources.record() was on
+    return e
 
 
 def explain_key(key: GraphKey, *, k: int = 8, cost_model=None, machine=None) -> Explanation:

@@ -50,15 +50,18 @@ def _strip(s: str) -> str:
     return s[1:-1] if len(s) >= 2 and s[0] == s[-1] == '"' else s
 
 
-def egraph_to_networkx(egraph: dict) -> nx.DiGraph:
+def egraph_to_networkx(egraph: dict, key: GraphKey | None = None) -> nx.DiGraph:
     """The serialised e-graph (`Explanation.egraph_json`) as a bipartite DiGraph.
 
     Nodes are e-classes (`kind="eclass"`, `sort` "T" or "F", `members`) and e-nodes
-    (`kind="enode"`, `op` one of Input/Kernel/Load/E, `label`, `eclass`, and `node`: the
-    GraphKey node an `E` computes or the binding index of an `Input`). Edges go from an
+    (`kind="enode"`, `op` one of Input/Kernel/Load/E, `label` (the op), `title` (what
+    tells it from the other e-nodes of its class: `div(exp, ld sum)`), `children` (its
+    child classes in order, repeats kept), `eclass`, and `node`: the GraphKey node an `E`
+    computes or the binding index of an `Input`). Edges go from an
     e-class to each member (`rel="member"`) and from an e-node to each child e-class in
     order (`rel="child"`); the source lists of `E` are flattened. `T`-classes also carry
     `key_nodes`: the GraphKey nodes whose tensor they are (through the `Node i` handles).
+    With the GraphKey `key`, titles name reductions by their combining op (`max`, `sum`).
     """
     if not egraph:
         raise ValueError("no e-graph to draw: the plan did not come from an e-graph search (size policy or "
@@ -105,13 +108,120 @@ def egraph_to_networkx(egraph: dict) -> nx.DiGraph:
         if "kind" not in g.nodes.get(cls, {}):  # new, or so far only seen as a child
             g.add_node(cls, kind="eclass", sort=cls.split("-")[0], members=[], key_nodes=key_nodes.get(cls, []))
         g.nodes[cls]["members"].append(nid)
-        g.add_node(nid, kind="enode", op=op, label=label, eclass=cls, node=node)
+        g.add_node(nid, kind="enode", op=op, label=label, eclass=cls, node=node, children=list(children))
         g.add_edge(cls, nid, rel="member")
         for c in children:
             g.add_edge(nid, c, rel="child")
     for c in [c for c, d in g.nodes(data=True) if "kind" not in d]:  # a child class with no drawn e-node
         g.nodes[c].update(kind="eclass", sort=c.split("-")[0], members=[], key_nodes=key_nodes.get(c, []))
+    _mark_constants(g)
+    _titles(g, key)
     return g
+
+
+_VIEWS = ("RESHAPE", "EXPAND", "PERMUTE", "SHRINK", "FLIP", "PAD")
+
+
+def _mark_constants(g: nx.DiGraph) -> None:
+    """Set `const` on every e-class: a constant, a view of one, or a kernel or load of
+    one (they cost nothing inline and never become a kernel; pictures fold them away)."""
+    classes = [c for c, d in g.nodes(data=True) if d.get("kind") == "eclass"]
+    const = set()
+    changed = True
+    while changed:
+        changed = False
+        for c in classes:
+            if c in const:
+                continue
+            for m in g.nodes[c]["members"]:
+                d = g.nodes[m]
+                kids = d["children"]
+                if (d["op"] == "E" and (d["label"] == "CONST" or (d["label"] in _VIEWS and kids and
+                                                                  all(k in const for k in kids)))) or \
+                        (d["op"] in ("Kernel", "Load") and kids and kids[0] in const):
+                    const.add(c)
+                    changed = True
+                    break
+    for c in classes:
+        g.nodes[c]["const"] = c in const
+
+
+def _op_short(d: dict, key: GraphKey | None) -> str:
+    if key is not None and d["label"] == "REDUCE" and d["node"] is not None and d["node"] < len(key.nodes):
+        return str(key.nodes[d["node"]].arg[0])
+    return d["label"].lower()
+
+
+def _titles(g: nx.DiGraph, key: GraphKey | None = None) -> None:
+    """Give every e-node a `title` that tells it from the other e-nodes of its class:
+    an op with how it reads each operand, `div(exp, ld sum)` (`ld`: from memory, through
+    a kernel boundary; bare: the operand's expression fused in), `kernel div`, `load exp`."""
+    short: dict[str, str] = {}
+
+    def name(c: str, depth: int = 0) -> str:
+        if c in short:
+            return short[c]
+        if g.nodes[c].get("const"):
+            return "const"
+        members = [g.nodes[m] for m in g.nodes[c].get("members", ())]
+        out = "?"
+        for want in ("E", "Input", "Kernel", "Load"):
+            d = next((d for d in members if d["op"] == want), None)
+            if d is None:
+                continue
+            if want == "E":
+                out = _op_short(d, key)
+            elif want == "Input":
+                out = f"in{d['node']}"
+            elif depth < 4 and d["children"]:
+                out = ("ld " if want == "Load" else "") + name(d["children"][0], depth + 1)
+            break
+        short[c] = out
+        return out
+
+    for _, d in g.nodes(data=True):
+        if d.get("kind") != "enode":
+            continue
+        kids = d["children"]
+        if d["op"] == "E":
+            d["title"] = f"{_op_short(d, key)}({', '.join(name(c) for c in kids)})"
+        elif d["op"] == "Input":
+            d["title"] = d["label"]
+        else:
+            d["title"] = f"{d['op'].lower()} {name(kids[0]) if kids else ''}".strip()
+
+
+def egraph_dot(egraph: dict, chosen: Iterable[int] = (), *, max_nodes: int = 400, fold_constants: bool = True,
+               key: GraphKey | None = None) -> str:
+    """The e-graph as DOT text: a dashed cluster per e-class (red, solid: a `T`-class of
+    a node in `chosen`), its e-nodes inside labelled by their `title`, an edge from each
+    e-node to the first e-node of each child class (inputs at the bottom)."""
+    g = egraph_to_networkx(egraph, key)
+    chosen = set(chosen)
+    classes = [c for c, d in g.nodes(data=True) if d.get("kind") == "eclass" and d["members"] and
+               not (fold_constants and d.get("const"))]
+    ids: dict[str, str] = {}
+    out = ["digraph egraph {", "  compound=true; rankdir=BT; node [shape=box, fontsize=10, fontname=monospace];"]
+    for ci, c in enumerate(classes):
+        d = g.nodes[c]
+        members = [m for m in d["members"] if len(ids) < max_nodes]
+        if not members:
+            break
+        hot = bool(set(d["key_nodes"]) & chosen)
+        style = 'style=solid; color="#d62728"; penwidth=2' if hot else "style=dashed; color=gray"
+        fill = "#dbe9f6" if d["sort"] == "T" else "#fff5cc"
+        out.append(f'  subgraph cluster_{ci} {{ {style}; bgcolor="{fill}"; label="{c}";')
+        for m in members:
+            ids[m] = f"n{len(ids)}"
+            out.append(f'    {ids[m]} [label="{g.nodes[m]["title"]}"];')
+        out.append("  }")
+    first = {c: ids[g.nodes[c]["members"][0]] for c in classes if g.nodes[c]["members"][0] in ids}
+    for m, nid in ids.items():
+        for k in dict.fromkeys(g.nodes[m]["children"]):
+            if k in first:
+                out.append(f"  {nid} -> {first[k]};")
+    out.append("}")
+    return "\n".join(out)
 
 
 def match_nodes(decoded: GraphKey, key: GraphKey) -> dict[int, int]:
@@ -201,7 +311,8 @@ def _figure(ax, size):
 
 
 def draw_egraph(egraph: dict, *, chosen: Iterable[int] = (), ax=None, title: str | None = None,
-                rankdir: str = "BT", max_classes: int = 300):
+                rankdir: str = "BT", max_classes: int = 300, fold_constants: bool = True,
+                key: GraphKey | None = None):
     """Draw the e-graph: one dashed box per e-class around its e-nodes, an arrow from
     each e-node to each child e-class; `rankdir="BT"` puts the inputs at the bottom and
     the output on top (tall pictures suit notebooks), `"LR"` inputs left, output right.
@@ -211,14 +322,20 @@ def draw_egraph(egraph: dict, *, chosen: Iterable[int] = (), ax=None, title: str
     source through `Load` (a kernel boundary), another reads the source's expression
     directly (fused). The `T`-classes of the GraphKey nodes in `chosen` (see
     `chosen_nodes`: where the plan put a kernel boundary) are outlined red.
-    Returns the matplotlib Figure.
+    Each e-node is labelled by what tells it from the others of its class (`title`:
+    `div(exp, ld sum)` reads `sum` from memory); boxes are as wide as their labels, so
+    nothing overlaps (a 100+ e-node picture is wide: save it as SVG or PDF and zoom).
+    `fold_constants`: constants and their broadcasts are not drawn (operands name them
+    `const`). With the GraphKey `key`, reductions are named `max`/`sum`. Returns the
+    matplotlib Figure.
     """
     from matplotlib.patches import FancyBboxPatch
 
     if rankdir not in ("BT", "LR"):
         raise ValueError(f"draw_egraph: rankdir must be 'BT' or 'LR', got {rankdir!r}")
-    g = egraph_to_networkx(egraph)
-    classes = [n for n, d in g.nodes(data=True) if d["kind"] == "eclass"][:max_classes]
+    g = egraph_to_networkx(egraph, key)
+    classes = [n for n, d in g.nodes(data=True) if d["kind"] == "eclass" and
+               not (fold_constants and d.get("const"))][:max_classes]
     keep = set(classes)
     children = {c: list(dict.fromkeys(k for m in g.nodes[c]["members"] for k in g.successors(m) if k in keep))
                 for c in classes}
@@ -249,24 +366,34 @@ def draw_egraph(egraph: dict, *, chosen: Iterable[int] = (), ax=None, title: str
     tall = rankdir == "BT"
     R, P, GAP = (1.0, 1.4, 0.4) if tall else (2.2, 0.5, 0.35)  # rank pitch, e-node pitch, gap between boxes
     HALF = 0.3 if tall else 0.92  # half the box's thickness across p
+    if not tall:  # labels run along the rank axis: widen the ranks to the longest label
+        R = max(R, max((0.12 * len(g.nodes[m]["title"]) + 0.5 for c in classes for m in g.nodes[c]["members"]),
+                       default=R))
+        HALF = R * 0.42
+    # NOTE: at 7 pt a character is ~0.06 in, 0.12 data units at the 0.5 in per unit below
+    pitch = {m: (max(P, 0.12 * len(g.nodes[m]["title"]) + 0.35) if tall else P)
+             for c in classes for m in g.nodes[c]["members"]}
     span: dict[str, tuple[float, float, float]] = {}  # class -> (rank coordinate, p0, p1)
     at: dict[str, tuple[float, float]] = {}
-    width = {c: max(len(g.nodes[c]["members"]), 1) * P for c in classes}
+    width = {c: max(sum(pitch[m] for m in g.nodes[c]["members"]), P) for c in classes}
     widest = max((sum(width[c] + GAP for c in row) for row in ranks.values()), default=1.0)
     for lv, row in ranks.items():
         p = (widest - sum(width[c] + GAP for c in row)) / 2
         for c in row:
             span[c] = (lv * R, p, p + width[c])
-            for j, m in enumerate(g.nodes[c]["members"]):
-                at[m] = (lv * R, p + (j + 0.5) * P)
+            q = p
+            for m in g.nodes[c]["members"]:
+                at[m] = (lv * R, q + pitch[m] / 2)
+                q += pitch[m]
             p += width[c] + GAP
 
     def xy(r: float, p: float) -> tuple[float, float]:
         return (p, r) if tall else (r, widest - p)
 
     n_ranks = max(ranks, default=0) + 1
-    size = ((min(max(5.0, widest * 0.5), 16.0), min(max(2.5, n_ranks * 0.55), 60.0)) if tall else
-            (min(max(6.0, n_ranks * 1.0), 48.0), min(max(3.0, widest * 0.45), 30.0)))
+    # one data unit is 0.5 in across the ranks (labels must fit), 0.55 in along them (tall)
+    size = ((min(max(5.0, widest * 0.5), 80.0), min(max(2.5, n_ranks * 0.55), 60.0)) if tall else
+            (min(max(6.0, n_ranks * R * 0.5), 80.0), min(max(3.0, widest * 0.45), 40.0)))
     fig, ax = _figure(ax, size)
     chosen = set(chosen)
     chosen_classes = {c for c in classes if set(g.nodes[c]["key_nodes"]) & chosen}
@@ -282,7 +409,7 @@ def draw_egraph(egraph: dict, *, chosen: Iterable[int] = (), ax=None, title: str
         for m in g.nodes[c]["members"]:
             d = g.nodes[m]
             r, p = at[m]
-            ax.text(*xy(r, p), d["label"], ha="center", va="center", fontsize=7, zorder=3,
+            ax.text(*xy(r, p), d["title"], ha="center", va="center", fontsize=7, zorder=3,
                     fontweight="bold" if d["op"] == "Kernel" and c in chosen_classes else "normal")
             for k in g.successors(m):
                 if k not in span:

@@ -76,3 +76,74 @@ def test_explain_object(tmp_path):
         y = svod.exp(x)
         y.realize()
         svod.explain(y)
+
+
+# ----------------------------------------------------------------------------- bad arguments: one line, exit 2
+
+BAD_ARGUMENTS = [
+    (["demo", "--rows", "0"], "--rows: must be a positive integer, got 0"),
+    (["demo", "--cols", "-5"], "--cols: must be a positive integer"),
+    (["demo", "--repeats", "many"], "--repeats: expected an integer, got 'many'"),
+    (["explain", "prog.py", "--variants", "-3"], "--variants: must be a positive integer, got -3"),
+    (["explain", "prog.py", "--max-graphs", "0"], "--max-graphs: must be a positive integer"),
+    (["explain"], "required: file"),
+    (["viz"], "required: file"),
+    (["viz", "prog.py", "--port", "70000"], "--port: must be a port number"),
+    (["viz", "prog.py", "--max-graphs", "0"], "--max-graphs: must be a positive integer"),
+    (["cache", "clear", "--kind", "bogus"], "--kind: invalid choice: 'bogus'"),
+    (["cache", "wipe"], "invalid choice: 'wipe'"),
+    (["bench", "--repeats", "0"], "--repeats: must be a positive integer, got 0"),
+    (["bench", "--only", "w99"], "--only"),
+    (["tune", "w2_softmax", "-k", "0"], "-k: must be a positive integer, got 0"),
+    (["tune", "w2_softmax", "--shapes", "x=0x5"], "zero dimension"),
+    (["tune", "w2_softmax", "--repeats", "0"], "--repeats: must be a positive integer"),
+    (["tune", "w2_softmax", "--oracle-choices", "-1"], "--oracle-choices: must be 0 or more"),
+    (["tune", "no_such_workload"], "unknown workload 'no_such_workload'"),
+    (["tune", "prog.py"], "give the input shapes with --shapes"),
+    (["calibrate", "--budget", "0"], "--budget: must be a positive number of seconds"),
+    (["calibrate", "--budget", "nan"], "--budget: expected a number"),
+    (["costmodel", "report", "--max-variants", "1"], "--max-variants: must be at least 2"),
+    (["costmodel", "report", "--doubt", "2"], "--doubt: must be between 0 and 1"),
+    (["costmodel", "report", "--instances", "0"], "--instances: must be a positive integer"),
+    (["costmodel", "report", "--workloads", "nope"], "unknown workload(s) nope"),
+    (["costmodel", "rescore"], "required: report"),
+    (["costmodel"], "required"),
+    (["bogus"], "invalid choice: 'bogus'"),
+    ([], "required"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD_ARGUMENTS, ids=[" ".join(a) or "(none)" for a, _ in BAD_ARGUMENTS])
+def test_bad_arguments_exit_2_with_one_line(argv, message, tmp_path, capsys, monkeypatch):
+    from svod import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "prog.py").write_text("import svod\n")
+    monkeypatch.setenv("SVOD_CACHE_DIR", str(tmp_path / "c"))
+    try:
+        code = cli.main(argv)
+    except SystemExit as e:
+        code = e.code
+    out = capsys.readouterr()
+    assert code == 2, (argv, out)
+    lines = out.err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], (argv, out.err)
+    assert lines[0].startswith("svod") and "Traceback" not in out.err and not out.out
+
+
+def test_every_subcommand_is_in_the_table():
+    from svod import cli
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, __import__("argparse")._SubParsersAction))
+    covered = {argv[0] for argv, _ in BAD_ARGUMENTS if argv}
+    assert set(sub.choices) <= covered
+
+
+def test_explain_says_what_max_graphs_left_out(tmp_path):
+    script = tmp_path / "prog.py"
+    script.write_text("import svod\nx = svod.random.randn(8, 16)\nfor f in (svod.exp, svod.sin, svod.cos):\n"
+                      "    f(x).numpy()\n")
+    r = _svod("explain", str(script), "--max-graphs", "1", env_extra={"SVOD_CACHE_DIR": str(tmp_path / "c")})
+    assert r.returncode == 0, r.stderr
+    assert "2 more graph(s) not explained" in r.stdout and "--max-graphs 1" in r.stdout

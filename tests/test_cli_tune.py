@@ -3,7 +3,7 @@ usage errors (exit 2) and messages without tracebacks (exit 1), a real tuning ru
 realize() then follows, and an interrupted tuning run that resumes to the same rows.
 
 Every test runs against a temporary store and the checked-in machine profile
-(`SVOD_PROFILE=tests/machine_profile.json`): nothing calibrates.
+(`SVOD_MACHINE_PROFILE=tests/machine_profile.json`): nothing calibrates.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ PROFILE = ROOT / "tests" / "machine_profile.json"
 def isolated(tmp_path, monkeypatch):
     """A fresh store under tmp_path and the checked-in profile, for one test."""
     monkeypatch.setenv("SVOD_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("SVOD_PROFILE", str(PROFILE))
+    monkeypatch.setenv("SVOD_MACHINE_PROFILE", str(PROFILE))
     reset_default_store()
     profile.forget()
     engine.reset_caches()
@@ -73,7 +73,7 @@ def test_help_for_every_new_command(capsys):
     (["costmodel"], 2, "required"),
     (["costmodel", "rescore"], 2, "required"),
     (["costmodel", "rescore", "nowhere/report.json"], 1, "cannot read nowhere/report.json"),
-    (["calibrate", "--budget", "soon"], 2, "invalid float value"),
+    (["calibrate", "--budget", "soon"], 2, "expected a number, got 'soon'"),
     (["tune"], 2, "required"),
 ])
 def test_usage_errors_and_messages(capsys, isolated, argv, code, message):
@@ -107,7 +107,7 @@ def test_scripts_that_fail_give_messages(capsys, isolated):
 def test_a_real_process_prints_no_traceback(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("raise ValueError('nope')\n")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), SVOD_CACHE_DIR=str(tmp_path / "c"), SVOD_PROFILE=str(PROFILE))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SVOD_CACHE_DIR=str(tmp_path / "c"), SVOD_MACHINE_PROFILE=str(PROFILE))
     r = subprocess.run([sys.executable, "-m", "svod", "tune", str(bad), "--shapes", "x=3"], capture_output=True,
                        text=True, env=env, timeout=120)
     assert r.returncode == 1 and "ValueError: nope" in r.stderr and "Traceback" not in r.stderr

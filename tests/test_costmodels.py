@@ -85,6 +85,7 @@ def test_profile_json_round_trip_and_validation(prof, tmp_path):
 def test_profile_lookup_order(prof, tmp_path, monkeypatch, mem_store):
     profile.forget()
     monkeypatch.delenv("SVOD_PROFILE", raising=False)
+    monkeypatch.delenv("SVOD_MACHINE_PROFILE", raising=False)
     assert profile.profile(mem_store).source == "reference"  # nothing stored yet
     data = dict(prof.data, launch_seconds=prof.launch_seconds * 2)
     profile.save(Profile.from_json(data), mem_store)
@@ -97,12 +98,20 @@ def test_profile_lookup_order(prof, tmp_path, monkeypatch, mem_store):
     assert profile.profile(other).launch_seconds == prof.launch_seconds * 2
     assert other.get_json("profiles", profile.STORE_KEY) is not None
     other.close()
-    # SVOD_PROFILE wins over the store
+    # SVOD_MACHINE_PROFILE wins over the store; SVOD_PROFILE=PATH is its old spelling, and
+    # SVOD_PROFILE=1 (kernel profiling, svod.profiler) is never read as a path
     path = tmp_path / "mine.json"
     prof.dump(path)
+    monkeypatch.setenv("SVOD_MACHINE_PROFILE", str(path))
+    profile.forget()
+    assert profile.profile(mem_store).source == f"file:{path}"
+    monkeypatch.delenv("SVOD_MACHINE_PROFILE")
     monkeypatch.setenv("SVOD_PROFILE", str(path))
     profile.forget()
     assert profile.profile(mem_store).source == f"file:{path}"
+    monkeypatch.setenv("SVOD_PROFILE", "1")
+    profile.forget()
+    assert profile.profile(mem_store).source == "store"
     monkeypatch.setenv("SVOD_PROFILE", str(tmp_path / "missing.json"))
     profile.forget()
     with pytest.warns(svod.SvodWarning, match="not a usable profile"):
@@ -117,7 +126,7 @@ def test_costmodels_profile_is_callable(prof, tmp_path, monkeypatch):
 
     path = tmp_path / "mine.json"
     prof.dump(path)
-    monkeypatch.setenv("SVOD_PROFILE", str(path))
+    monkeypatch.setenv("SVOD_MACHINE_PROFILE", str(path))
     profile.forget()
     got = costmodels.profile()
     assert isinstance(got, Profile) and got.source == f"file:{path}" and got is profile.profile()

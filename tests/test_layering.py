@@ -13,7 +13,9 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-MAY_IMPORT_SEARCH = {"svod/engine.py", "svod/cli.py", "svod/explain.py"}
+# explain and its viewer, why-not-fused and the profiler sit above the pipeline like the CLI
+MAY_IMPORT_SEARCH = {"svod/engine.py", "svod/cli.py", "svod/explain.py", "svod/boundaries.py", "svod/viewer.py",
+                     "svod/viewer_serve.py", "svod/profiler.py"}
 
 
 def _imports(path: pathlib.Path):

@@ -1,6 +1,8 @@
 """The research notebooks run: each notebook in notebooks/ is executed headless (nbclient,
 the python3 kernel) at small sizes (`SVOD_NB_SMALL=1`), with matplotlib's Agg backend and
-a persistent cache of its own; any cell error fails the test. Notebooks are stored clean
+a persistent cache of its own, which it must leave untouched (notebooks work in a
+temporary cache); any cell error fails the test, and the cells assert what the prose
+claims. Notebooks are stored clean
 (no outputs), so a diff shows only what their text changed.
 """
 
@@ -50,3 +52,5 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", ())
               if o.get("output_type") == "error"]
     assert not errors
+    # nothing reached the cache the notebook was given: it works in a temporary one
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())

@@ -412,8 +412,9 @@ def run_case(case: Case, repeats: int, peer_makers: dict, skipped: dict[str, str
 
 
 def run(sizes: str = "default", only=None, repeats: int | None = None, peers: bool = True,
-        out=sys.stdout) -> dict:
-    """Run the benchmark; print the table to `out` (None: silent); return all results."""
+        out=sys.stdout, progress: bool = True) -> dict:
+    """Run the benchmark; print the table to `out` (None: silent; a progress bar on a
+    terminal's stderr unless `progress` is False); return all results."""
     import svod
     from svod import runtime
     from svod.bench import peers as peers_mod
@@ -436,10 +437,13 @@ def run(sizes: str = "default", only=None, repeats: int | None = None, peers: bo
     }
     state: dict = {}
     t_start = time.perf_counter()
-    for case in cs:
-        if out is not None:
-            print(f"... {case.label}", file=sys.stderr, flush=True)
-        result["cases"].append(run_case(case, repeats, makers, skipped, state, TARGET_S[sizes]))
+    from svod.progress import bar
+
+    with bar(len(cs), "bench", enabled=progress and out is not None, unit="case") as pb:
+        for case in cs:
+            pb.set_postfix_str(case.label)
+            result["cases"].append(run_case(case, repeats, makers, skipped, state, TARGET_S[sizes]))
+            pb.update(1)
     result["probes"] = {k: v for k, v in state.items() if k in ("dram", "l3")}
     result["failures"] = [c["id"] for c in result["cases"] if not c["check"]["ok"]]
     result["seconds"] = time.perf_counter() - t_start
