@@ -393,7 +393,10 @@ class Tensor:
 
         return svod
 
-    def item(self):
+    def item(self, *args):
+        """The value as a Python scalar; numpy's `item(i)` / `item(i, j)` pick one element."""
+        if args:
+            return self.numpy().item(*args)
         if self.size != 1:
             raise ValueError(f"item: can only convert an array of size 1, got shape {shape_str(self.shape)}")
         return self.numpy().reshape(()).item()
