@@ -17,7 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import svod
-from tests.test_ops import (
+from tests.test_ops import (  # noqa: F401 - _count_fallbacks: test_ops' autouse fixture counts here too
+    _FALLBACKS,
     ALL,
     BOOL,
     F32,
@@ -26,6 +27,7 @@ from tests.test_ops import (
     I32,
     I64,
     SETTINGS,
+    _count_fallbacks,
     arrays,
     as_operand,
     binary_operands,
@@ -38,14 +40,6 @@ from tests.test_ops import (
 
 # a fallback (failed search, failed compile) is a bug in this suite, not a slower success
 pytestmark = pytest.mark.filterwarnings("error::svod.SvodWarning")
-_FALLBACKS = {"interpreter_fallbacks": 0, "tests": 0}
-
-
-@pytest.fixture(autouse=True)
-def _count_fallbacks():
-    yield
-    _FALLBACKS["interpreter_fallbacks"] += svod.stats()["interpreter_fallbacks"]
-    _FALLBACKS["tests"] += 1
 
 
 # ----------------------------------------------------------------------------- elementwise
@@ -446,6 +440,7 @@ def test_fft_real_functions_and_clear_errors_for_complex_ones():
 
 
 def test_zz_suite_runs_with_zero_interpreter_fallbacks():
+    """Over this module (and test_ops when both ran): nothing ran in the interpreter."""
     total = _FALLBACKS["interpreter_fallbacks"]
     print(f"interpreter_fallbacks over {_FALLBACKS['tests']} tests: {total}")
     assert total == 0
