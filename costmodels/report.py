@@ -4,9 +4,10 @@ programs, measured.
 For each workload with a small graph (at most `max_choices` free kernel boundaries),
 every cover of its graph by legal kernels is enumerated by the search's oracle — from
 the Kernel spec, independently of any model. Up to `max_variants` of them are timed
-(all of them when there are fewer; else the model's pick plus a seeded random sample:
-the sample does not depend on the model's ranking), each as `realize()` would run it
-(a GraphProgram with the thread counts the model priced), medians of interleaved
+(all of them when there are fewer; else the model's pick, the plan realize() runs, and a
+seeded random sample: the sample does not depend on the model's ranking), each as
+`realize()` would run it — the cover's plan after the plan passes (attention fusion), a
+GraphProgram with the thread counts the model priced — medians of interleaved
 repeats (each timing divided by how slow the machine ran its neighbours in time,
 `costmodels.measure.steady`). Each variant is built `instances` times (its own graph
 program, kernel code and scratch each time, built in a shuffled order) and counts at
@@ -20,8 +21,10 @@ Per workload: the Spearman rank correlation of predicted against measured time (
 resolved: a pair of measured variants the timing cannot tell apart ties — each variant
 counts those measurably faster and half of those it ties with, `measure.resolved_ranks`
 — and prices within 0.1% are one price), and the measured time of the model's pick over the
-best measured variant. Where one side has nothing to rank — every variant in one timing
-group, or all priced equal — the Spearman is undefined (n/a) and the pick still counts.
+best measured variant; the plan realize() runs (`svod.planner.decide`: the tuned plan when
+there is one) is timed too (`Row.realized`, `realize_ratio`). Where one side has nothing to
+rank — every variant in one timing group, or all priced equal — the Spearman is undefined
+(n/a) and the pick still counts.
 
 The oracle is passed in (`costmodels` never imports `search`; the CLI wires them)::
 
@@ -83,6 +86,11 @@ class Row:
     # indices) and the measured ranks the Spearman used: what `rescore` prices again
     materialized: list[list[int]] = field(default_factory=list)
     ranks: list[float] = field(default_factory=list)
+    # the plan realize() runs (svod.planner.decide): its index in the lists, or -1 when it is
+    # not a cover (then timed beside them: its predicted and measured seconds here)
+    realized: int = -1
+    realize_predicted: float = math.nan
+    realize_measured: float = math.nan
 
     @property
     def best(self) -> int:
@@ -92,6 +100,14 @@ class Row:
     def pick_ratio(self) -> float:
         return self.measured[self.pick] / self.measured[self.best] if self.measured else math.nan
 
+    @property
+    def realize_ratio(self) -> float:
+        """The measured time of the plan realize() runs over the best measured cover."""
+        if not self.measured:
+            return math.nan
+        got = self.measured[self.realized] if self.realized >= 0 else self.realize_measured
+        return got / self.measured[self.best]
+
     def pairs(self) -> list[tuple[float, float]]:
         """(predicted, measured) seconds of each measured variant."""
         return list(zip(self.predicted, self.measured))
@@ -99,6 +115,7 @@ class Row:
     def to_json(self) -> dict:
         d = asdict(self)
         d["pick_ratio"] = self.pick_ratio
+        d["realize_ratio"] = self.realize_ratio
         d["best"] = self.best
         return d
 
@@ -115,38 +132,92 @@ def small_workloads(oracle, max_choices: int = 12) -> list[str]:
     return out
 
 
-def _sample(n: int, keep: int, k: int, seed: int) -> list[int]:
-    """`k` indices of range(n): `keep` and a seeded random sample of the rest."""
+def _sample(n: int, keep, k: int, seed: int) -> list[int]:
+    """`k` indices of range(n): `keep` (an index or several) and a seeded random sample of
+    the rest."""
+    keeps = sorted({keep} if isinstance(keep, int) else set(keep))
     if n <= k:
         return list(range(n))
-    rest = [i for i in range(n) if i != keep]
+    rest = [i for i in range(n) if i not in keeps]
     rng = random.Random(seed)
-    return sorted([keep] + rng.sample(rest, k - 1))
+    return sorted(keeps + rng.sample(rest, max(k - len(keeps), 0)))
+
+
+@dataclass
+class Variants:
+    """What the report times for one target: every cover of its graph (the oracle's,
+    cheapest first by the model, before the plan passes), each cover's plan after the plan
+    passes (what realize() would run for that cover, what is priced and timed), the sample
+    of covers timed, the model's pick, and the plan realize() runs (`svod.planner.decide`)
+    with its index among the covers (-1: not a cover — a tuned plan, or the search found a
+    plan no cover has; it is then timed beside the covers, outside the Spearman)."""
+
+    covers: list
+    plans: list
+    chosen: list[int]
+    pick: int
+    realized: int
+    realize_plan: object
+
+    def timed(self) -> list:
+        """The plans the report times, in order: the chosen covers' (after the passes),
+        then realize's plan when it is not one of them."""
+        out = [self.plans[ci] for ci in self.chosen]
+        if self.realized < 0 and self.realize_plan is not None:
+            out.append(self.realize_plan)
+        return out
+
+
+def _sig(plan) -> tuple:
+    return tuple(k.key() for k in plan.kernels)
+
+
+def variants(t: Target, model: CostModel, oracle, machine: Machine, max_variants: int, max_choices: int,
+             seed: int) -> Variants:
+    """The variants `measure_target` times (see `Variants`), without timing anything."""
+    from svod.planner import decide, plan_passes
+
+    covers, plans, seen = [], [], set()
+    for c in oracle.all_covers(t.key, model, machine, max_choices=max_choices):
+        p = plan_passes(c.plan)
+        if _sig(p) not in seen:  # two covers the passes make one plan: timed once
+            seen.add(_sig(p))
+            covers.append(c)
+            plans.append(p)
+    real = decide(t.key).plan
+    sigs = [_sig(p) for p in plans]
+    realized = sigs.index(_sig(real)) if real is not None and _sig(real) in sigs else -1
+    if realized >= 0:  # the same kernels: time realize's very plan (its kernel names and slots)
+        plans[realized] = real
+    # a model-independent order (kernel content keys), then sample: the pick is covers[0]
+    order = sorted(range(len(covers)), key=lambda i: sigs[i])
+    keep = [order.index(0)] + ([order.index(realized)] if realized > 0 else [])
+    chosen = [order[i] for i in _sample(len(order), keep, max_variants, seed)]
+    return Variants(covers, plans, chosen, 0, realized, real)
 
 
 def measure_target(t: Target, model: CostModel, oracle, machine: Machine, max_variants: int, repeats: int,
                    max_choices: int, seed: int, pb=None, budget: float = 5.0, instances: int = 3) -> Row:
-    """Time up to `max_variants` covers of `t`'s graph (see the module docstring)."""
+    """Time up to `max_variants` covers of `t`'s graph (see the module docstring), and the
+    plan realize() runs when it is not one of them."""
     t0 = time.perf_counter()
-    covers = oracle.all_covers(t.key, model, machine, max_choices=max_choices)
-    # a model-independent order (kernel content keys), then sample: the pick is covers[0]
-    order = sorted(range(len(covers)), key=lambda i: tuple(k.key() for k in covers[i].plan.kernels))
-    pick_pos = order.index(0)
-    chosen = [order[i] for i in _sample(len(order), pick_pos, max_variants, seed)]
+    vs = variants(t, model, oracle, machine, max_variants, max_choices, seed)
+    covers, chosen = vs.covers, vs.chosen
+    timed = vs.timed()  # realize's plan, when not a cover, last: timed with them, out of their ranking
     pred, nk, threads = [], [], []
-    for ci in chosen:
-        prices = plan_prices(covers[ci].plan, model, machine)
+    for plan in timed:
+        prices = plan_prices(plan, model, machine)
         threads.append({i: p.threads for i, p in enumerate(prices) if p.threads > 1})
         pred.append(sum(p.seconds for p in prices))
-        nk.append(len(covers[ci].plan.kernels))
-    runners, owner = [], []  # owner[r]: the variant (index into chosen) runner r is an instance of
+        nk.append(len(plan.kernels))
+    runners, owner = [], []  # owner[r]: the variant (index into timed) runner r is an instance of
     rng = random.Random(seed)
 
     def build(inst: int) -> None:
-        order = list(range(len(chosen)))
+        order = list(range(len(timed)))
         rng.shuffle(order)
         for j in order:  # later instances run their own copies of the kernels' code
-            runners.append(PlanRunner(covers[chosen[j]].plan, t.arrays, threads[j], relocate=inst > 0))
+            runners.append(PlanRunner(timed[j], t.arrays, threads[j], relocate=inst > 0))
             owner.append(j)
             if pb is not None:
                 pb.set_postfix_str(f"{t.label.split()[0]}: compiled {len(runners)} variant builds")
@@ -165,19 +236,23 @@ def measure_target(t: Target, model: CostModel, oracle, machine: Machine, max_va
     for r, j in enumerate(owner):
         if j not in best or all_meds[r] < all_meds[best[j]]:
             best[j] = r
-    times = [adj[best[j]] for j in range(len(chosen))]
-    meas = [all_meds[best[j]] for j in range(len(chosen))]
-    row = Row(t.label.split()[0], len(covers), len(chosen), pred, meas, nk, chosen.index(0),
+    n = len(chosen)
+    times = [adj[best[j]] for j in range(n)]
+    meas = [all_meds[best[j]] for j in range(n)]
+    row = Row(t.label.split()[0], len(covers), n, pred[:n], meas, nk[:n], chosen.index(0),
               materialized=[sorted(covers[ci].materialized) for ci in chosen])
+    row.realized = chosen.index(vs.realized) if vs.realized >= 0 else -1
+    if len(timed) > n:
+        row.realize_predicted, row.realize_measured = pred[n], all_meds[best[n]]
     row.instances = instances
     ranks = row.ranks = resolved_ranks(times)
     row.rounds, row.groups = rounds, len(set(ranks))
-    row.spearman_raw = spearman(pred, meas)
-    prices = priced_ranks(pred)
+    row.spearman_raw = spearman(row.predicted, meas)
+    prices = priced_ranks(row.predicted)
     row.spearman = spearman(prices, ranks)
-    if row.groups == 1 and len(chosen) > 1:
+    if row.groups == 1 and n > 1:
         row.note = "variants indistinguishable (timing)"
-    elif len(set(prices)) == 1 and len(chosen) > 1:
+    elif len(set(prices)) == 1 and n > 1:
         row.note = f"variants priced equal (within {PRICE_TIE:.1%})"
     if rounds >= 4:
         row.noise = spearman(robust_medians(times, range(0, rounds, 2)), robust_medians(times, range(1, rounds, 2)))
@@ -301,6 +376,7 @@ def rescore(data: dict, model: CostModel, oracle, machine: Machine | None = None
     (True, True, True)
     """
     from svod.plan_greedy import initial_materialized, lower
+    from svod.planner import plan_passes
 
     machine = machine or Machine.host()
     out = []
@@ -312,14 +388,14 @@ def rescore(data: dict, model: CostModel, oracle, machine: Machine | None = None
                              "svod): time it again with svod costmodel report --json")
         t = workload_target(rj["workload"], small=bool(data.get("small", False)))
         base = initial_materialized(t.key)
-        plans = [lower(t.key, base | frozenset(m), planner="oracle") for m in rj["materialized"]]
+        plans = [plan_passes(lower(t.key, base | frozenset(m), planner="oracle")) for m in rj["materialized"]]
         if [len(p.kernels) for p in plans] != rj["kernels"]:
             raise ValueError(f"{rj['workload']}: its graph changed since the report (the stored covers lower to "
                              "other plans): time it again")
         pred = [sum(p.seconds for p in plan_prices(plan, model, machine)) for plan in plans]
-        sigs = [tuple(k.key() for k in plan.kernels) for plan in plans]
+        sigs = [_sig(plan) for plan in plans]
         cheapest = oracle.all_covers(t.key, model, machine, max_choices=max(len(oracle.choices(t.key)), 1))[0]
-        want = tuple(k.key() for k in cheapest.plan.kernels)
+        want = _sig(plan_passes(cheapest.plan))
         note = ""
         if want in sigs:
             pick = sigs.index(want)
@@ -365,6 +441,9 @@ def summary(rows: Sequence[Row]) -> dict:
         "mean_pick_ratio": statistics.fmean(r.pick_ratio for r in measured) if measured else math.nan,
         "max_pick_ratio": max((r.pick_ratio for r in measured), default=math.nan),
         "picks_within_15pct": sum(1 for r in measured if r.pick_ratio <= 1.15),
+        "realize_is_pick": sum(1 for r in measured if r.realized == r.pick),
+        "mean_realize_ratio": statistics.fmean(r.realize_ratio for r in measured if not math.isnan(r.realize_ratio))
+        if any(not math.isnan(r.realize_ratio) for r in measured) else math.nan,
         "mean_noise": statistics.fmean(r.noise for r in ranked if not math.isnan(r.noise))
         if any(not math.isnan(r.noise) for r in ranked) else math.nan,
     }
@@ -399,6 +478,9 @@ def format_report(rows: Sequence[Row], model_name: str = "") -> str:
                  "rerun(s)")
     lines.append(f"pick/best mean {s['mean_pick_ratio']:.3f}, max {s['max_pick_ratio']:.3f}; "
                  f"{s['picks_within_15pct']}/{s['workloads']} picks within 15% of best")
+    lines.append(f"realize() runs the model's pick in {s['realize_is_pick']}/{s['workloads']} workloads; its plan "
+                 f"(svod.planner.decide, with the active cost model) measured {s['mean_realize_ratio']:.3f}x the best "
+                 "on average")
     lines.append(f"noise ceiling: mean split-half Spearman of the measurements themselves {s['mean_noise']:.3f} "
                  "(odd vs even rounds); measured ranks: a variant counts the variants measurably faster (medians "
                  "more than 2 standard errors and more than 3% apart) and half of those it cannot be told apart "

@@ -1,8 +1,10 @@
 """`svod tune`: measure a program's best fusion variants and remember the fastest.
 
-Given a target (`costmodels.targets`) and candidate plans (the search's k best and, for
-small graphs, the oracle's cheapest covers — the CLI supplies them, `costmodels` does
-not import `search`):
+Given a target (`costmodels.targets`) and candidate plans — first the plan realize()
+runs now (`svod.planner.decide`), then the search's k best and, for small graphs, the
+oracle's cheapest covers, every one after the plan passes (attention fusion), so each is
+timed as realize() would run it; the CLI supplies them, `costmodels` does not import
+`search`:
 
 1. every kernel of every candidate is timed on 1 thread and on all cores
    (`MeasuredModel(measure=True)`), each result committed as its own row;
@@ -36,7 +38,7 @@ from svod.kernel import Plan
 @dataclass
 class Variant:
     plan: Plan
-    source: str  # "search" (the search's k best) or "oracle" (a cover of the graph)
+    source: str  # "realize" (the plan realize() ran), "search" (the search's k best) or "oracle" (a cover)
     sig: str
     predicted: float  # the calibrated model's estimate, seconds
     measured: float | None = None  # seconds (min of N), None until measured
@@ -54,7 +56,7 @@ class TuneResult:
     variants: list[Variant]
     numpy_seconds: float | None
     chosen: int | None  # index into variants
-    default: int  # the variant realize() would have run before tuning (the model's pick)
+    default: int  # the variant realize() ran before this tuning run (candidates[0]: svod.planner.decide)
     measured_now: int = 0  # measurements taken by this run (kernels, variants, numpy)
     correction: str = ""
     confirmed: dict = field(default_factory=dict)  # variant index -> median of the confirmation runs
@@ -83,7 +85,8 @@ class TuneResult:
             best = conf.get(i, v.measured)
             speed = "-" if best is None or not self.numpy_seconds else f"{self.numpy_seconds / best:.2f}x"
             c = f"{conf[i] * scale:.3f}" if i in conf else "-"
-            mark = (" <- chosen" if i == self.chosen else "") + (" (model's pick)" if i == self.default else "")
+            mark = (" <- chosen" if i == self.chosen else "") + \
+                (" (realize's plan before)" if i == self.default else "")
             lines.append(f"{i:>3} {v.source:<7} {v.kernels:>7} {v.predicted * scale:>12.3f} {meas:>11} {c:>12} "
                          f"{speed:>8}  {describe_plan(v.plan)}{mark}")
         lines.append("measured: the minimum of a variant's own timing runs; confirmed: the median of "
@@ -94,11 +97,12 @@ class TuneResult:
             lines.append(f"numpy reference: {self.numpy_seconds * scale:.3f} {unit}")
         if self.chosen is not None and self.chosen in conf and self.default in conf:
             gain = conf[self.default] / conf[self.chosen]
-            lines.append(f"tuned choice is {gain:.2f}x the model's pick (confirmation medians); realize() now runs it")
+            lines.append(f"tuned choice is {gain:.2f}x the plan realize() ran before (confirmation medians); "
+                         "realize() now runs it")
         elif self.chosen is not None and self.variants[self.chosen].measured and \
                 self.variants[self.default].measured:
             gain = self.variants[self.default].measured / self.variants[self.chosen].measured
-            lines.append(f"tuned choice is {gain:.2f}x the model's pick; realize() now runs it")
+            lines.append(f"tuned choice is {gain:.2f}x the plan realize() ran before; realize() now runs it")
         lines.append(f"measured in this run: {self.measured_now} (rows already in the tuning database are reused)")
         if self.correction:
             lines.append(self.correction)
@@ -129,7 +133,7 @@ def tune(target: Target, candidates: Sequence[tuple[str, Plan]], *, db: TuningDB
     found = dedupe(candidates)
     variants = [Variant(plan, src, sig, sum(p.seconds for p in plan_prices(plan, estimate)))
                 for src, plan, sig in found]
-    default = 0  # candidates come cheapest-predicted first from the search
+    default = 0  # candidates[0] is the plan realize() ran before (the CLI puts it first)
     # what is left to measure (for the progress bar)
     todo_kernels: dict[str, tuple] = {}
     for v in variants:

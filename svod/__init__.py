@@ -28,7 +28,7 @@ if "numpy" not in _sys.modules:
 
 from svod import config, fft, linalg, nn, random
 from svod import dtype as _dt
-from svod.capture import JitError, jit
+from svod.capture import ConcretizationError, JitError, JitWarning, jit
 from svod.config import search_limits
 from svod.dtype import DType, float32, float64, int32, int64
 from svod.dtype import bool_ as bool

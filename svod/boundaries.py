@@ -419,8 +419,12 @@ def why_not_fused(explanation) -> list[Boundary]:
     graph the user wrote (the search plans a decoded copy; sources map back)."""
     e = explanation
     report = e.report
+    origin = "tuned" if str(getattr(e, "origin", "") or "").startswith("tun") else "search"
+    # the plan analysed: the search's pick (before the plan passes) unless realize runs svod
+    # tune's choice; `e.plan` (what runs) then drops the boundaries a plan pass removed
+    chosen = e.plan if origin == "tuned" else getattr(e, "searched", None) or e.plan
     ext = getattr(report, "extraction", None)
-    key = ext.key if ext is not None and materialized(ext.key, e.plan) is not None else e.key
+    key = ext.key if ext is not None and materialized(ext.key, chosen) is not None else e.key
     fusible = None
     if e.egraph_json and key is not e.key:
         from search.extract import decode
@@ -433,13 +437,12 @@ def why_not_fused(explanation) -> list[Boundary]:
         back = match_nodes(key, e.key)
         sources = {d: sources[o] for d, o in back.items() if o in sources}
     rulesets = getattr(getattr(report, "saturation", None), "rulesets", None) or None
-    origin = "tuned" if str(getattr(e, "origin", "") or "").startswith("tun") else "search"
-    out = boundaries(key, e.plan, model=e.cost_model, machine=e.machine, report=report, fusible=fusible,
+    out = boundaries(key, chosen, model=e.cost_model, machine=e.machine, report=report, fusible=fusible,
                      rulesets=rulesets, origin=origin, sources=sources)
-    executed = getattr(e, "executed", None)
-    if executed is not None and executed is not e.plan:  # attention fusion removed some boundaries
+    executed = e.plan
+    if executed is not chosen:  # a plan pass (attention fusion) may have removed some boundaries
         written = {o.slot for k in executed.kernels for o in k.outputs}
-        out = [b for b in out if e.plan.n_inputs + b.producer in written]
+        out = [b for b in out if chosen.n_inputs + b.producer in written]
     return out
 
 

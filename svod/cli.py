@@ -86,25 +86,38 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
     if not os.path.isfile(args.file):
         raise CliError(f"no such file: {args.file}")
+    script_args = list(getattr(args, "script_args", None) or [])
     engine.RECORDER = []
+    saved_argv = sys.argv
+    sys.argv = [args.file, *script_args]
     try:
         runpy.run_path(args.file, run_name="__main__")
-    except SystemExit:
-        pass
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            raise CliError(f"{args.file} exited with status {e.code}") from None
     except Exception as e:  # noqa: BLE001 - the user's script failed: say so, no traceback
         raise CliError(f"{args.file} raised {type(e).__name__}: {e}") from None
     finally:
-        keys, engine.RECORDER = engine.RECORDER, None
-    seen: dict[str, object] = {}
-    for k in keys:
-        seen.setdefault(k.hash, k)
+        sys.argv = saved_argv
+        recorded, engine.RECORDER = engine.RECORDER, None
+    seen: dict[str, tuple] = {}
+    for key, where in recorded:
+        if key.hash in seen:
+            if where not in seen[key.hash][1]:
+                seen[key.hash][1].append(where)
+        else:
+            seen[key.hash] = (key, [where])
     if not seen:
-        print(f"{args.file} realized nothing: no graph to explain")
+        print(f"{args.file} realized nothing and traced no jitted function: no graph to explain")
         return 0
     graphs = list(seen.values())
-    for i, key in enumerate(graphs[: args.max_graphs]):
+    print(f"{args.file}: {len(graphs)} distinct graph(s)")
+    for i, (key, wheres) in enumerate(graphs):
+        print(f"  graph {i}: {len(key.nodes)} nodes, key {key.hash[:12]}, from {', '.join(wheres)}")
+    print()
+    for i, (key, wheres) in enumerate(graphs[: args.max_graphs]):
         e = explain_key(key, k=args.variants)
-        print(f"=== graph {i} ({len(key.nodes)} nodes, key {key.hash[:12]}) ===")
+        print(f"=== graph {i} ({len(key.nodes)} nodes, key {key.hash[:12]}, from {', '.join(wheres)}) ===")
         print(e)
         if args.ir:
             for j in range(len(e.kernels)):
@@ -244,17 +257,25 @@ def _target(args: argparse.Namespace):
 
 
 def _candidates(target, model, k: int, oracle_choices: int) -> list:
-    """The search's k best plans (cheapest predicted first), then the oracle's cheapest
-    covers when the graph is small enough to enumerate."""
+    """The plans `svod tune` times, each as realize() would run it (after the plan passes):
+    first the plan realize() runs now (`svod.planner.decide`: the tuned one when the graph
+    was tuned before; a provisional plan is searched again first), then the search's k
+    best with `model` (cheapest predicted first), then the oracle's cheapest covers when
+    the graph is small enough to enumerate."""
     from search import plan_search
     from search.oracle import all_covers, choices
+    from svod import planner
     from svod.costing import Machine
 
+    d = planner.decide(target.key)
+    if d.exe.provisional:
+        d = planner.research(target.key)
+    out = [("realize", d.plan)] if d.plan is not None else []
     r = plan_search(target.key, cost_model=model, k=k)
-    out = [("search", v.plan) for v in r.variants] or [("search", r.plan)]
+    out += [("search", planner.plan_passes(v.plan)) for v in r.variants] or [("search", planner.plan_passes(r.plan))]
     if 0 < len(choices(target.key)) <= oracle_choices:
         covers = all_covers(target.key, model, Machine.host(), max_choices=oracle_choices)
-        out += [("oracle", c.plan) for c in covers[:k]]
+        out += [("oracle", planner.plan_passes(c.plan)) for c in covers[:k]]
     return out
 
 
@@ -270,8 +291,32 @@ def _ensure_profile(args: argparse.Namespace) -> None:
         print(summary(calibrate(progress=not args.no_progress)), file=sys.stderr)
 
 
-def _cmd_tune(args: argparse.Namespace) -> int:
+def _tune_provisional(args: argparse.Namespace) -> int:
+    """`svod tune --provisional`: search every stored provisional plan again."""
+    from svod import planner
 
+    keys = planner.provisional_keys()
+    if not keys:
+        print("no provisional plans stored: every stored plan came from a complete search")
+        return 0
+    complete = 0
+    for key in keys:
+        d = planner.research(key, seconds=args.seconds)
+        complete += not d.exe.provisional
+        print(f"graph {key.hash[:12]} ({len(key.nodes)} nodes): {d.source}"
+              f"{' (' + d.detail + ')' if d.detail else ''}")
+    print(f"searched {len(keys)} provisional plan(s) again: {complete} complete, {len(keys) - complete} still "
+          "provisional")
+    return 0
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    if args.provisional:
+        if args.target is not None:
+            raise UsageError("give a target or --provisional, not both")
+        return _tune_provisional(args)
+    if args.target is None:
+        raise UsageError("the following arguments are required: target (a workload or FILE.py), or --provisional")
     target = _target(args)
     _ensure_profile(args)
     from costmodels.analytic import CalibratedModel
@@ -402,10 +447,15 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--repeats", type=_positive, default=7, help="timed repeats per side (median reported)")
     d.set_defaults(fn=_cmd_demo)
 
-    e = sub.add_parser("explain", help="run a script and explain the fusion search of every graph it realizes",
-                       description="Run FILE.py; for each distinct graph it realizes, print the chosen kernels, the "
-                                   "saturation report and the rejected variants with their predicted costs.")
-    e.add_argument("file", help="a Python script using svod")
+    e = sub.add_parser("explain", help="run a script and explain the plan of every graph it realizes or jits",
+                       description="Run FILE.py (arguments after -- go to the script); list every distinct graph it "
+                                   "realized or traced with svod.jit, and for each print the plan realize() runs, "
+                                   "where it came from (memory cache, tuning database, disk cache, search, "
+                                   "fallback), the cost model, the saturation report and the search's variants "
+                                   "with their predicted costs.",
+                       usage="svod explain [-h] [--variants N] [--max-graphs N] [--ir] FILE.py [-- SCRIPT ARGS ...]")
+    e.add_argument("file", help="a Python script using svod; its own arguments go after -- "
+                                "(svod explain FILE.py -- --size 128)")
     e.add_argument("--variants", type=_positive, default=6, help="variants to show per graph (default 6)")
     e.add_argument("--max-graphs", type=_positive, default=5, help="graphs to explain at most (default 5)")
     e.add_argument("--ir", action="store_true", help="also print each kernel's LLVM IR")
@@ -450,13 +500,21 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(fn=_cmd_bench)
 
     t = sub.add_parser("tune", help="measure a program's best fusion variants and make realize() use the fastest",
-                       description="Take the search's k best fusion variants of a program (and, for small graphs, "
-                                   "the oracle's cheapest covers), time every kernel and every variant, store the "
-                                   "results in the tuning database and the fastest variant as the program's tuned "
-                                   "plan. Resumable: an interrupted run keeps every finished measurement, a repeated "
-                                   "run measures nothing new.")
-    t.add_argument("target", help="a workload name (see svod/workloads.py) or FILE.py[:FUNCTION] defining a "
-                                  "function of Tensors")
+                       description="Take the plan realize() runs for a program, the search's k best fusion "
+                                   "variants (and, for small graphs, the oracle's cheapest covers), each as realize() "
+                                   "would run it (after the plan passes: attention fusion), time every kernel and "
+                                   "every variant, store the results in the tuning database and the fastest variant "
+                                   "as the program's tuned plan. Resumable: an interrupted run keeps every finished "
+                                   "measurement, a repeated run measures nothing new. A provisional plan (a search "
+                                   "cut short by its budget) is searched again first; --provisional searches every "
+                                   "stored one again.")
+    t.add_argument("target", nargs="?", help="a workload name (see svod/workloads.py) or FILE.py[:FUNCTION] "
+                                             "defining a function of Tensors")
+    t.add_argument("--provisional", action="store_true",
+                   help="instead of a target: search again every stored provisional plan (a search cut short by "
+                        "its budget, or the greedy fallback), with a larger budget")
+    t.add_argument("--seconds", type=float, default=None,
+                   help="search budget per graph for --provisional (default 8x SVOD_SEARCH_SECONDS, at least 10)")
     t.add_argument("--shapes", type=_shapes_arg, action="append", metavar="NAME=AxB,...",
                    help="input shapes by parameter name, e.g. x=4096x1024,w=1024 (required for a file; for a "
                         "workload they replace its default shapes)")
@@ -531,7 +589,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-_SCRIPT_COMMANDS = ("viz",)  # commands that run a script: `-- ARGS` are the script's own
+_SCRIPT_COMMANDS = ("viz", "explain")  # commands that run a script: `-- ARGS` are the script's own
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,11 +1,10 @@
 """The one orchestrator: realize pending UOps along the pipeline of DESIGN.md.
 
-    compact -> lookup (memory, then disk) -> plan (miss) -> build -> compile -> run
+    compact -> plan (svod.planner.decide: memory cache, tuning database, disk cache,
+               search, plan passes) -> build -> compile -> run
 
-Each stage is a replaceable part (`Pipeline`): later work swaps in the search planner,
-the CompiledGraph builder and the LLVM compiler without touching this path. Until then
-the plan is "evaluate the GraphKey with the numpy interpreter", so every result is
-already correct and cacheable.
+`realize_uops` is the path; the plan of a key comes from `svod.planner.decide`, the one
+function every tool asks (realize, svod.jit, explain, tune, the cost-model report).
 
 >>> import svod
 >>> x = svod.asarray([1.0, 2.0]) * 2
@@ -39,7 +38,10 @@ class Executable:
     """A runnable plan for one GraphKey: `run(arrays) -> outputs`."""
 
     key: GraphKey
-    provisional: bool = False  # plans from a fallback are kept in memory only
+    # a plan from a budget-limited search or a fallback: correct, persisted marked as such,
+    # searched again by `svod tune` (svod.planner)
+    provisional: bool = False
+    origin: str = ""  # where svod.planner.decide found or made it ("search", "disk cache", ...)
 
     def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -286,69 +288,11 @@ def _warn_once(tag: str, msg: str) -> None:
 
 
 def fuse_plan(plan):
-    """`plan` with its matmul-softmax-matmul chains as attention kernels
-    (`svod.fuse_attention`; `SVOD_FUSE_ATTENTION=0` keeps them apart). A failure keeps the
-    plan as it was, with one warning."""
-    if os.environ.get("SVOD_FUSE_ATTENTION", "1") in ("0", "false", "False"):
-        return plan
-    try:
-        from svod.fuse_attention import fuse_attention
+    """`plan` after the plan passes (`svod.planner.plan_passes`; kept for callers of the
+    old name)."""
+    from svod.planner import plan_passes
 
-        return fuse_attention(plan)
-    except Exception as e:  # noqa: BLE001 - a fusion bug costs speed, never a result
-        _warn_once("attention", f"svod: attention fusion failed ({type(e).__name__}: {e}); keeping the "
-                                "unfused plan")
-        return plan
-
-
-def _plan_greedy(key: GraphKey, provisional: bool = False) -> Executable:
-    """The greedy planner; a failure falls back to the interpreter with one warning.
-    `provisional`: the greedy plan stands in for a search that failed or was skipped."""
-    from svod.plan_greedy import plan_greedy
-
-    try:
-        plan = fuse_plan(plan_greedy(key))
-        if _flag("SVOD_VALIDATE"):
-            plan.check()
-    except Exception as e:  # noqa: BLE001 - any planner bug must not lose the user's result
-        _warn_once("plan", f"svod: planning failed ({type(e).__name__}: {e}); running graph {key.hash[:12]} in "
-                           f"the interpreter")
-        exe = InterpretedGraph(key)
-        exe.provisional = True
-        return exe
-    return KernelPlan(key, plan, provisional=provisional)
-
-
-_search_imported = threading.Event()
-
-
-def _import_search() -> None:
-    """Import the search (and egglog) on a fresh thread, once.
-
-    NOTE: egglog keeps references to the frames that were on the stack while it was
-    imported (its declarations remember where they were made). Imported from here, that
-    stack would be the user's realize() — whose locals (the result arrays) would then
-    never be freed. A thread of its own starts from an empty stack."""
-    if _search_imported.is_set():
-        return
-    err: list[BaseException] = []
-
-    def work():
-        try:
-            import search.extract  # noqa: F401
-            import search.saturate  # noqa: F401
-        except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread
-            err.append(e)
-
-    t = threading.Thread(target=work, name="svod-import-search")
-    t.start()
-    t.join()
-    if err:
-        raise err[0]
-    _search_imported.set()
-
-
-LAST_SEARCH: dict = {}  # the latest search report per key hash (explain, SVOD_DEBUG)
+    return plan_passes(plan)
 
 
 def kernel_threads(plan) -> dict[int, int]:
@@ -356,6 +300,7 @@ def kernel_threads(plan) -> dict[int, int]:
     on this machine (`SVOD_THREADS=1` forces one). Small kernels get one: a split must pay
     its dispatch."""
     from svod.costing import Machine, plan_prices
+    from svod.planner import cost_model
 
     if _env_int("SVOD_THREADS", 0) == 1:
         return {}
@@ -366,134 +311,24 @@ def kernel_threads(plan) -> dict[int, int]:
     return {i: p.threads for i, p in enumerate(prices) if p.threads > 1}
 
 
-_MODEL: tuple[str, object] | None = None  # (generation, model) of the latest cost_model() call
+# names that moved to svod.planner (the plan decision), still readable here
+_MOVED = {"cost_model": "cost_model", "plan_generation": "plan_generation", "_import_search": "import_search",
+          "LAST_SEARCH": "LAST_SEARCH", "_plan_store_key": "plan_store_key", "PLAN_FORMAT": "PLAN_FORMAT"}
 
 
-def cost_model():
-    """The cost model the search prices with: `costmodels.tuning.default_model()` —
-    measured times from the tuning database where `svod tune` stored them, the calibrated
-    model over this machine's profile elsewhere (`SVOD_COST_MODEL` picks another). One
-    instance per plan generation: tuning results or a new profile make a fresh one."""
-    global _MODEL
-    gen = plan_generation()
-    cached = _MODEL
-    if cached is not None and cached[0] == gen:
-        return cached[1]
-    try:
-        from costmodels.tuning import default_model
+def __getattr__(name: str):
+    if name in _MOVED:
+        from svod import planner
 
-        model = default_model()
-    except Exception as e:  # noqa: BLE001 - a broken profile or store costs plan quality, never a result
-        from svod.costing import RooflineModel
-
-        _warn_once("costmodel", f"svod: the calibrated cost model is unavailable ({type(e).__name__}: {e}); "
-                                "planning with the roofline model")
-        model = RooflineModel()
-    _MODEL = (gen, model)
-    return model
-
-
-def plan_generation() -> str:
-    """The cost-model generation in every persistent plan key: which model, the machine
-    profile's id and the tuning database's token (`costmodels.tuning.generation`), so a
-    calibration or tuning result makes plans made before it be planned again."""
-    try:
-        from costmodels.tuning import generation
-
-        return generation()
-    except Exception:  # noqa: BLE001 - no costmodels: the fixed generation of the roofline
-        return "g0"
-
-
-def _plan(key: GraphKey) -> Executable:
-    """The planner: the e-graph search (search/), the greedy planner as its fallback."""
-    from svod.config import limits
-
-    bump("searches")
-    t0 = time.perf_counter()
-    try:
-        if not limits().enabled:
-            return _plan_greedy(key)
-        try:
-            _import_search()
-            from search import plan_search
-
-            result = plan_search(key, cost_model=cost_model())
-            if _flag("SVOD_VALIDATE"):
-                result.plan.check()
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as e:  # noqa: BLE001 - egglog panics derive from BaseException
-            _warn_once("search", f"svod: the fusion search failed ({type(e).__name__}: {e}); using the greedy "
-                                 f"planner for graph {key.hash[:12]}")
-            return _plan_greedy(key, provisional=True)
-        LAST_SEARCH[key.hash] = result.report
-        if len(LAST_SEARCH) > 64:
-            LAST_SEARCH.pop(next(iter(LAST_SEARCH)))
-        if _debug():
-            print(f"svod search {key.hash[:12]}:\n{result.report}", file=sys.stderr)
-        return KernelPlan(key, fuse_plan(result.plan), provisional=result.provisional)
-    finally:
-        bump("search_seconds", time.perf_counter() - t0)
-
-
-PLAN_FORMAT = 1  # bump when the JSON form of plans changes
-
-
-def _plan_store_key(key: GraphKey) -> str:
-    return f"{key.hash}:{PLAN_FORMAT}:{plan_generation()}"
-
-
-def _tuned_plan(key: GraphKey) -> Executable | None:
-    """The plan `svod tune` measured best for this graph, if any (costmodels' tuning DB)."""
-    try:
-        from costmodels.tuning import TuningDB
-
-        plan = TuningDB().tuned_plan(key.hash)
-    except Exception:  # noqa: BLE001 - the tuning DB is an optimisation, never an error
-        return None
-    return None if plan is None else KernelPlan(key, fuse_plan(plan))
-
-
-def _load_plan(key: GraphKey) -> Executable | None:
-    """Rebuild a plan from the persistent store (the store namespaces machine + code);
-    a graph tuned by `svod tune` gets its tuned plan."""
-    from svod.store import default_store
-
-    obj = default_store().get_json("plans", _plan_store_key(key))
-    if not isinstance(obj, dict):
-        return _tuned_plan(key)
-    if obj.get("kind") == "interpreted":
-        return InterpretedGraph(key)
-    if obj.get("kind") == "plan":
-        from svod.kernel import plan_from_json
-
-        try:
-            plan = plan_from_json(obj["plan"])
-            plan.check()
-        except Exception:  # noqa: BLE001 - a stale or foreign entry is a miss, never an error
-            return None
-        return KernelPlan(key, plan)
-    return None
-
-
-def _save_plan(key: GraphKey, exe: Executable) -> None:
-    data = exe.to_json()
-    if data is None:
-        return
-    from svod.store import default_store
-
-    default_store().put_json("plans", _plan_store_key(key), data)
+        return getattr(planner, _MOVED[name])
+    raise AttributeError(f"module 'svod.engine' has no attribute {name!r}")
 
 
 @dataclass
 class Pipeline:
-    """The replaceable parts of the realize path."""
+    """The replaceable parts of the realize path (the plan itself: `svod.planner.decide`)."""
 
     compact: Callable[[list[UOp]], tuple[GraphKey, Bindings]] = compact
-    plan: Callable[[GraphKey], Executable] = _plan
-    load: Callable[[GraphKey], Executable | None] = _load_plan
-    save: Callable[[GraphKey, Executable], None] = _save_plan
 
 
 def _env_int(name: str, default: int) -> int:
@@ -589,22 +424,20 @@ def _debug() -> int:
         return 1
 
 
+def debug_log(msg: str) -> None:
+    """One SVOD_DEBUG line: to the "svod" logger when logging is configured, else stderr."""
+    if log.isEnabledFor(logging.INFO) and (log.handlers or logging.getLogger().handlers):
+        log.info(msg)
+    else:  # no logging configured: SVOD_DEBUG still prints
+        print(msg, file=sys.stderr)
+
+
 def get_executable(key: GraphKey) -> Executable:
-    """Lookup (memory, then disk) or plan the executable for `key`."""
-    exe = PLAN_CACHE.get(key)
-    if exe is not None:
-        bump("graph_cache_hits")
-        return exe
-    bump("graph_cache_misses")
-    exe = PIPELINE.load(key)
-    if exe is not None:
-        bump("disk_cache_hits")
-    else:
-        exe = PIPELINE.plan(key)
-        if not exe.provisional:
-            PIPELINE.save(key, exe)
-    PLAN_CACHE.put(key, exe)
-    return exe
+    """The executable for `key`: `svod.planner.decide` (memory cache, tuning database,
+    disk cache, search)."""
+    from svod.planner import decide
+
+    return decide(key).exe
 
 
 def plan_for(tensors) -> tuple[GraphKey, Executable]:
@@ -613,7 +446,9 @@ def plan_for(tensors) -> tuple[GraphKey, Executable]:
     return key, get_executable(key)
 
 
-RECORDER: list | None = None  # when a list, every realized GraphKey is appended (svod explain FILE.py)
+# when a list, every planned graph is appended as (GraphKey, where: "realize" or "jit NAME")
+# (`svod explain FILE.py`, `svod viz FILE.py`)
+RECORDER: list | None = None
 # SVOD_PROFILE=1 (read at import; svod.profiler's module docstring): realize through the profiler
 PROFILING = os.environ.get("SVOD_PROFILE", "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -733,7 +568,7 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
     bump("realizes")
     key, bindings = PIPELINE.compact(pending)
     if RECORDER is not None:
-        RECORDER.append(key)
+        RECORDER.append((key, "realize"))
     if PROFILING:  # SVOD_PROFILE=1: every kernel timed, printed, traced (svod.profiler)
         from svod.profiler import realize_profiled
 
@@ -753,12 +588,10 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
                f"{(time.perf_counter() - t0) * 1e3:.3f} ms")
         if hit == "miss" and getattr(exe, "plan", None) is not None:  # why each boundary (svod.boundaries)
             from svod.boundaries import debug_text
+            from svod.planner import LAST_SEARCH, cost_model
 
             msg += "\n" + debug_text(key, exe.plan, LAST_SEARCH.get(key.hash), cost_model())
-        if log.isEnabledFor(logging.INFO) and (log.handlers or logging.getLogger().handlers):
-            log.info(msg)
-        else:  # no logging configured: SVOD_DEBUG still prints
-            print(msg, file=sys.stderr)
+        debug_log(msg)
     return mapping
 
 

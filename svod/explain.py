@@ -1,18 +1,26 @@
-"""`svod.explain(*tensors)`: what the fusion search did for these tensors and why.
+"""`svod.explain(*tensors)`: the plan realize runs for these tensors, where it came from,
+and what the fusion search did and why.
 
 >>> import svod
 >>> x = svod.asarray([[1.0, 2.0], [3.0, 4.0]])
 >>> e = svod.explain(svod.nn.softmax(x))
->>> len(e.kernels), e.report.saturation.stop_reason
-(1, 'saturated')
+>>> len(e.kernels), e.report.saturation.stop_reason, e.source
+(1, 'saturated', 'search')
 
-An `Explanation` has the chosen plan (`.plan`, `.kernels`, each kernel's LLVM IR through
-`.ir(i)`), the search report (`.report`), the rejected variants with their predicted
-costs (`.variants`), why each kernel boundary is one (`.why_not_fused()`,
-`svod.boundaries`), `str()`, the e-graph as DOT text (`.to_dot()`), as a picture
-(`.picture()`: SVG through graphviz's `dot` when installed, else svod's layered layout
-drawn with matplotlib) and in the interactive viewer (`.show()`: a notebook widget, or a
-page on 127.0.0.1 in the browser; `svod.viewer`).
+The plan shown is the one `realize()` runs: `svod.planner.decide` gives it to both
+(memory cache, tuning database, disk cache, or a search with the active cost model,
+through the plan passes), so explaining a graph and then realizing it runs the plan
+explained. An `Explanation` has that plan (`.plan`, `.kernels`, each kernel's LLVM IR
+through `.ir(i)`), where it came from (`.source`, `.detail`) and the cost model
+(`.model_name`), the search report (`.report`), the search's variants with their
+predicted costs (`.variants`, before the plan passes; `.searched` is the search's own
+pick, the one the e-graph pictures mark), why each kernel boundary is one
+(`.why_not_fused()`, `svod.boundaries`), `str()`, the e-graph as DOT text (`.to_dot()`),
+as a picture (`.picture()`: SVG through graphviz's `dot` when installed, else svod's
+layered layout drawn with matplotlib) and in the interactive viewer (`.show()`: a
+notebook widget, or a page on 127.0.0.1 in the browser; `svod.viewer`). When the plan
+came from a cache or the tuning database, the report and the variants come from a search
+run for the explanation with the same model.
 """
 
 from __future__ import annotations
@@ -27,15 +35,29 @@ from svod.key import GraphKey, compact
 @dataclass
 class Explanation:
     key: GraphKey
-    plan: object  # svod.kernel.Plan
+    plan: object  # svod.kernel.Plan: the plan realize() runs (after the plan passes)
     report: object  # search.SearchReport
-    variants: list  # search.extract.Variant, cheapest first (the chosen plan is variants[0])
+    variants: list  # search.extract.Variant, cheapest first, before the plan passes
     egraph_json: dict | None = None
-    executed: object = None  # the plan realize() runs: `plan` after attention fusion (svod.fuse_attention)
+    searched: object = None  # the search's own pick (variants[0]'s plan), before the plan passes
     cost_model: object = None  # the model the search priced with
     machine: object = None
+    source: str = "search"  # where the plan came from: one of svod.planner.SOURCES
+    detail: str = ""  # why a fallback, which planner made a cached plan, provisional
+    model_name: str = ""  # the cost model in words (svod.planner.describe_model)
     sources: dict = field(default_factory=dict)  # node of `key` -> "file.py:LINE: code" (svod.sources)
     _programs: dict = field(default_factory=dict)
+
+    @property
+    def executed(self):
+        """The plan realize() runs (the same as `.plan`; kept for older callers)."""
+        return self.plan
+
+    @property
+    def origin(self) -> str:
+        """"tuned" when the plan realize runs is `svod tune`'s choice (from the tuning
+        database, directly or through the memory cache), else "search"."""
+        return "tuned" if "tuning database" in (self.source, self.detail.replace("planned by ", "")) else "search"
 
     @property
     def kernels(self) -> list:
@@ -102,11 +124,16 @@ class Explanation:
         return "\n".join(lines)
 
     def __str__(self) -> str:
-        out = (f"{self.report}\n\nchosen {self.plan}\n\ncosts of the chosen plan "
+        where = f"{self.source}{f' ({self.detail})' if self.detail else ''}"
+        out = (f"plan from: {where}\ncost model: {self.model_name or getattr(self.cost_model, 'name', 'model')}\n"
+               f"{self.report}\n\nchosen {self.plan}\n\ncosts of the chosen plan "
                f"({getattr(self.cost_model, 'name', 'model')}, kernels priced in the plan):\n{self.costs_table()}"
-               f"\n\nvariants (cheapest first; #0 is chosen):\n{self.variants_table()}")
-        if self.executed is not None and self.executed is not self.plan:
-            out += f"\n\nrealize() runs it with attention fused (svod.fuse_attention): {self.executed}"
+               f"\n\nthe search's variants (cheapest first, before the plan passes):\n{self.variants_table()}")
+        if self.searched is not None and _sig(self.searched) != _sig(self.plan):
+            if self.origin == "search" and _sig(plan_after_passes(self.searched)) == _sig(self.plan):
+                out += "\n\nthe chosen plan is variant #0 after the plan passes (attention fused: svod.fuse_attention)"
+            else:
+                out += f"\n\nthe chosen plan is not the search's pick #0: it came from the {self.source}"
         from svod.boundaries import format_boundaries
 
         try:
@@ -147,9 +174,20 @@ class Explanation:
         return path
 
 
+def _sig(plan) -> tuple:
+    return tuple(k.key() for k in plan.kernels) if plan is not None else ()
+
+
+def plan_after_passes(plan):
+    from svod.planner import plan_passes
+
+    return plan_passes(plan)
+
+
 def explain(*tensors, k: int = 8, cost_model=None, machine=None) -> Explanation:
-    """Run the search for these (unrealized) tensors and explain its choice."""
-    from svod.engine import _import_search
+    """Explain the plan realize() runs for these (unrealized) tensors and the search behind
+    it. With `cost_model`, explain instead what the search would choose with that model
+    (a plan realize does not run unless that model is the active one)."""
     from svod.tensor import Tensor
 
     for t in tensors:
@@ -158,11 +196,8 @@ def explain(*tensors, k: int = 8, cost_model=None, machine=None) -> Explanation:
     pending = [t.uop for t in tensors if not t.is_realized]
     if not pending:
         raise ValueError("explain: every tensor is already realized; explain them before .numpy()/realize()")
-    _import_search()
-    from svod.engine import cost_model as default_model
-
     key, _ = compact(pending)
-    e = explain_key(key, k=k, cost_model=cost_model or default_model(), machine=machine)
+    e = explain_key(key, k=k, cost_model=cost_model, machine=machine)
     from svod.sources import key_sources
 
     e.sources = key_sources(pending, text=True)  # empty unless svod.sources.record() was on
@@ -170,12 +205,27 @@ def explain(*tensors, k: int = 8, cost_model=None, machine=None) -> Explanation:
 
 
 def explain_key(key: GraphKey, *, k: int = 8, cost_model=None, machine=None) -> Explanation:
-    """Explain the search of a compacted graph (what `svod explain FILE.py` uses)."""
-    from svod.engine import _import_search
+    """Explain a compacted graph (what `svod explain FILE.py` uses): the plan
+    `svod.planner.decide` gives realize() — searching now if no cache holds one — and the
+    search's report and variants with the active cost model. An explicit `cost_model`
+    explains that model's search instead (source "search with a given model")."""
+    from svod import planner
 
-    _import_search()
+    planner.import_search()
     from search import plan_search
-    from svod.engine import fuse_plan
 
-    r = plan_search(key, cost_model=cost_model, machine=machine, k=k, keep_egraph=True)
-    return Explanation(key, r.plan, r.report, r.variants or [], r.egraph, fuse_plan(r.plan), cost_model, machine)
+    if cost_model is not None:
+        r = plan_search(key, cost_model=cost_model, machine=machine, k=k, keep_egraph=True)
+        return Explanation(key, planner.plan_passes(r.plan), r.report, r.variants or [], r.egraph, r.plan,
+                           cost_model, machine, "search with a given model",
+                           "not the active model: realize() may run another plan", planner.describe_model(cost_model))
+    d = planner.decide(key, k=k, keep_egraph=True)
+    model = planner.cost_model()
+    r = d.search
+    if r is None or r.egraph is None:  # the plan came from a cache: search for the report and the variants
+        r = plan_search(key, cost_model=model, machine=machine, k=k, keep_egraph=True)
+    plan = d.plan
+    if plan is None:  # the whole-graph interpreter: show the search's plan it stands in for
+        plan = planner.plan_passes(r.plan)
+    return Explanation(key, plan, r.report, r.variants or [], r.egraph, r.plan, model, machine, d.source, d.detail,
+                       planner.describe_model(model))

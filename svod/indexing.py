@@ -135,6 +135,19 @@ def basic_index(u: UOp, key) -> UOp:
     return u
 
 
+def _int_scalars(key):
+    """`key` with 0-d integer Tensors replaced by Python ints (numpy treats a 0-d integer
+    array index as an integer): basic indexing stays lazy, and inside `svod.jit` the value
+    of a traced Python int becomes a guard instead of a read of the indexed array."""
+    from svod.tensor import Tensor
+
+    items = key if isinstance(key, tuple) else (key,)
+    if not any(isinstance(k, Tensor) and k.ndim == 0 and k.dtype.is_int for k in items):
+        return key
+    out = tuple(operator.index(k) if isinstance(k, Tensor) and k.ndim == 0 and k.dtype.is_int else k for k in items)
+    return out if isinstance(key, tuple) else out[0]
+
+
 def _numpy_key(key):
     """Convert Tensors inside an advanced key into numpy arrays (realizing them)."""
     from svod.tensor import Tensor
@@ -157,6 +170,7 @@ def _numpy_key(key):
 def getitem(x, key):
     from svod.tensor import Tensor, _from_numpy
 
+    key = _int_scalars(key)
     items = key if isinstance(key, tuple) else (key,)
     if any(_is_advanced(k) for k in items):
         arr = x.numpy()
@@ -172,6 +186,7 @@ def setitem(x, key, value):
     """Functional `x[key] = value`: returns the updated tensor (same shape and dtype)."""
     from svod.tensor import Tensor, _from_numpy, asarray, broadcast_to, where
 
+    key = _int_scalars(key)
     items = key if isinstance(key, tuple) else (key,)
     v = value if isinstance(value, Tensor) else asarray(value) if not dt.scalar_kind(value) else None
     if any(_is_advanced(k) for k in items):

@@ -35,6 +35,13 @@ def _shape(args, size):
 
 def _make(arr, dtype):
     from svod.tensor import _from_numpy
+    from svod.tracing import JitError, current
+
+    tr = current()
+    if tr is not None:
+        raise JitError(f"jit({tr.fn_name}): svod.random inside a jitted function would draw once, when it is traced, "
+                       "and replay the same numbers on every call; draw outside it and pass the random tensor as an "
+                       "argument")
 
     return _from_numpy(np.ascontiguousarray(arr.astype(dt.dtype(dtype).np)), copy=False)
 

@@ -23,6 +23,9 @@ COUNTERS = (
     "interpreter_fallbacks",  # kernels or graphs evaluated by the numpy interpreter
     "nodes_evaluated",  # graph nodes computed (a recompute shows up here)
     "plan_cache_evictions",  # in-memory plans dropped by the LRU (entries or bytes bound)
+    "jit_traces",  # svod.jit traces (the first of each function included)
+    "jit_retraces",  # svod.jit traces of a function traced before (new signature, guard, evicted)
+    "jit_trace_evictions",  # svod.jit traces dropped by a function's LRU (max_traces)
     "search_seconds",
     "compile_seconds",
 )

@@ -170,14 +170,28 @@ def _apply_becomes(mapping: dict[UOp, UOp]) -> None:
                 _index(ref, nu._leaves)
 
 
-def _realize_uops(roots):
-    """`svod.engine.realize_uops`, bound on first use (the engine is imported lazily; a
-    `from ... import` per realize cost ~1 µs)."""
-    global _realize_uops
-    from svod.engine import realize_uops
+# Set by svod.tracing while a `svod.jit` trace runs (None otherwise): called with the roots of
+# every realize, it raises ConcretizationError for a value that needs a traced tensor's data,
+# records a guard for one computed from traced Python scalars, and drops the roots a plain
+# `realize()` asks for that depend on traced inputs (they stay lazy inside the trace).
+_READ_HOOK = None
+_TRACED_REPR = None  # set with _READ_HOOK: repr of a value that depends on traced inputs, else None
+_engine_realize = None  # svod.engine.realize_uops, bound on first use (the engine is imported lazily)
 
-    _realize_uops = realize_uops
-    return realize_uops(roots)
+
+def _realize_uops(roots):
+    global _engine_realize
+    hook = _READ_HOOK
+    if hook is not None:
+        roots = hook(roots)
+        if not roots:
+            return {}
+    f = _engine_realize
+    if f is None:
+        from svod.engine import realize_uops as f
+
+        _engine_realize = f
+    return f(roots)
 
 
 def realize(*tensors: Tensor) -> tuple[Tensor, ...]:
@@ -360,6 +374,8 @@ class Tensor:
     def realize(self) -> Tensor:
         u = self.uop
         if u.op is _BUFFER:
+            if _READ_HOOK is not None:  # a traced input read directly (svod.jit: a guard or an error)
+                _READ_HOOK((u,))
             return self
         mapping = _realize_uops((u,))  # `realize(self)` for one tensor, without its loops
         nu = mapping.get(u)
@@ -443,12 +459,18 @@ class Tensor:
             yield self[i]
 
     def __repr__(self) -> str:
+        if _TRACED_REPR is not None:  # inside a svod.jit trace: a traced value prints as such
+            r = _TRACED_REPR(self)
+            if r is not None:
+                return r
         if self.is_realized or self.size <= 1000:
             body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
             return f"tensor({body}, dtype={self.dtype})"
         return f"<svod.Tensor shape={shape_str(self.shape)} dtype={self.dtype} lazy>"
 
     def __str__(self) -> str:
+        if _TRACED_REPR is not None and _TRACED_REPR(self) is not None:
+            return self.__repr__()
         if self.is_realized or self.size <= 1000:
             return str(self.numpy())
         return self.__repr__()
@@ -878,6 +900,110 @@ class Tensor:
 # ----------------------------------------------------------------------------- creation
 
 
+# ----------------------------------------------------------------------------- traced Python scalars
+
+_KIND_VALUE = {"b": False, "i": 0, "f": 0.0}  # a Python scalar of each kind (for dtype promotion)
+# Set by svod.tracing while a trace runs: called when a traced Python int is cast to a
+# narrower integer dtype; checks the value fits (OverflowError, as outside the jit) and
+# guards its range.
+_WEAK_RANGE_HOOK = None
+
+
+def _weak_kind(x) -> str | None:
+    """'b', 'i' or 'f' for a weak operand (a WeakScalar or a Python bool/int/float), else None."""
+    t = type(x)
+    if t is WeakScalar:
+        return x.uop.dtype.kind
+    return "b" if t is bool else "i" if t is int else "f" if t is float else None
+
+
+class WeakScalar(Tensor):
+    """A Python scalar argument inside a `svod.jit` trace: a 0-d input holding the exact
+    value (bool, int64 or float64) that takes part in dtype promotion as the Python scalar
+    does (weak, NEP 50): `x * s` keeps the dtype of a float32 `x`. Operators between weak
+    scalars and Python scalars stay weak, with Python's promotion (bool arithmetic is
+    int, `/` is float); any other use (`svod.exp(s)`, `svod.asarray(s)`) makes it a Tensor
+    of svod's default dtype for its kind, as `svod.asarray(value)` does. Reading its value
+    (`float(s)`, `if s > 0`, an index) makes the trace guard that value (svod.tracing)."""
+
+    __slots__ = ()
+    __hash__ = Tensor.__hash__
+
+    @staticmethod
+    def _wrap(u: UOp) -> WeakScalar:
+        t = _new(WeakScalar)
+        t.uop = u
+        if u.op is not _BUFFER:
+            _note(t)
+        return t
+
+    def strong(self) -> Tensor:
+        """A Tensor of the default dtype of this scalar's kind (what asarray(value) gives)."""
+        k = self.uop.dtype.kind
+        d = dt.default_float if k == "f" else dt.default_int if k == "i" else dt.bool_
+        return Tensor._from(_cast(self.uop, d))
+
+    def cast(self, d: DType, op: str) -> UOp:
+        """This scalar as a `d` operand of `op` (the dtype promotion chose `d`)."""
+        hook = _WEAK_RANGE_HOOK
+        if hook is not None and d.is_int and self.uop.dtype.is_int and d is not self.uop.dtype:
+            hook(self, d, op)
+        return _cast(self.uop, d)
+
+
+_WEAK_DT = {"b": dt.bool_, "i": dt.int64, "f": dt.float64}
+
+
+def _weak_binary(fn, a, b, kind_rule: str) -> WeakScalar:
+    """`fn(a, b)` for two weak operands, computed at the weak dtype of the higher kind and
+    weak again. `kind_rule`: "arith" (bool computes as int, as in Python), "div" (float),
+    "bits" (bool stays bool)."""
+    ka, kb = _weak_kind(a), _weak_kind(b)
+    kind = "f" if kind_rule == "div" else builtins.max(ka, kb, key="bif".index)
+    if kind == "b" and kind_rule == "arith":
+        kind = "i"
+    d = _WEAK_DT[kind]
+    conv = {"b": bool, "i": int, "f": float}[kind]
+    ua = a.uop if type(a) is WeakScalar else UOp.const(conv(a), d)
+    ub = b.uop if type(b) is WeakScalar else UOp.const(conv(b), d)
+    return WeakScalar._wrap(fn(Tensor._from(_cast(ua, d)), Tensor._from(_cast(ub, d))).uop)
+
+
+def _weak_method(fn_name: str, reflected: bool, kind_rule: str = "arith"):
+    def method(self, o):
+        fn = globals()[fn_name]
+        if _weak_kind(o) is not None:
+            return _weak_binary(fn, o, self, kind_rule) if reflected else _weak_binary(fn, self, o, kind_rule)
+        return fn(o, self) if reflected else fn(self, o)
+
+    method.__name__ = f"__{'r' if reflected else ''}{fn_name}__"
+    return method
+
+
+def _weak_unary(fn_name: str):
+    def method(self):
+        u = self.uop
+        if u.dtype.is_bool:  # Python: -True == -1, ~True == -2
+            u = _cast(u, dt.int64)
+        return WeakScalar._wrap(globals()[fn_name](Tensor._from(u)).uop)
+
+    return method
+
+
+for _name, _fn, _rule in (("add", "add", "arith"), ("sub", "subtract", "arith"), ("mul", "multiply", "arith"),
+                          ("truediv", "divide", "div"), ("floordiv", "floor_divide", "arith"),
+                          ("mod", "remainder", "arith"), ("pow", "pow", "arith"), ("and", "bitwise_and", "bits"),
+                          ("or", "bitwise_or", "bits"), ("xor", "bitwise_xor", "bits")):
+    setattr(WeakScalar, f"__{_name}__", _weak_method(_fn, False, _rule))
+    setattr(WeakScalar, f"__r{_name}__", _weak_method(_fn, True, _rule))
+for _name, _fn in (("lt", "less"), ("le", "less_equal"), ("gt", "greater"), ("ge", "greater_equal"),
+                   ("eq", "equal"), ("ne", "not_equal")):
+    setattr(WeakScalar, f"__{_name}__", _weak_method(_fn, False))
+for _name, _fn in (("neg", "negative"), ("pos", "positive"), ("abs", "abs"), ("invert", "bitwise_invert")):
+    setattr(WeakScalar, f"__{_name}__", _weak_unary(_fn))
+del _name, _fn, _rule
+
+
 def _from_numpy(arr: np.ndarray, copy: bool) -> Tensor:
     d = dt.from_numpy(arr.dtype)
     if copy or not arr.flags.c_contiguous and not arr.flags.f_contiguous:
@@ -925,6 +1051,8 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
         raise ValueError(f"asarray: svod runs on 'cpu', not {device!r}")
     want = dt.dtype(dtype) if dtype is not None else None
     if isinstance(obj, Tensor):
+        if type(obj) is WeakScalar:
+            obj = obj.strong()
         if want is not None and want != obj.dtype:
             if copy is False:
                 raise ValueError(f"asarray: copy=False but a cast from {obj.dtype} to {want} is needed")
@@ -1153,9 +1281,12 @@ def _operands(op: str, *xs, dtype_fn=None) -> tuple[list[UOp], DType]:
                 elif d.is_float and type(b if ta else a) in (float, int):
                     c = _const(b if ta else a, d, u.shape)
                     return ([u, c] if ta else [c, u]), d
-    tensors = [x if isinstance(x, Tensor) else None for x in xs]
+    tensors = [x if isinstance(x, Tensor) and type(x) is not WeakScalar else None for x in xs]
     strong: list[Any] = []
     for i, x in enumerate(xs):
+        if type(x) is WeakScalar:  # a traced Python scalar (svod.jit): weak, as the scalar itself
+            strong.append(_KIND_VALUE[x.uop.dtype.kind])
+            continue
         if tensors[i] is None and (not _is_scalar(x) or isinstance(x, np.generic)):  # NEP 50: numpy scalars are strong
             try:
                 tensors[i] = asarray(x)
@@ -1176,6 +1307,8 @@ def _operands(op: str, *xs, dtype_fn=None) -> tuple[list[UOp], DType]:
     for i, x in enumerate(xs):
         if tensors[i] is not None:
             uops.append(_expand_uop(_cast(tensors[i].uop, d), shape))
+        elif type(x) is WeakScalar:
+            uops.append(_expand_uop(x.cast(d, op), shape))
         else:
             v = _scalar_value(x)
             if d.is_int and isinstance(v, (int, float)) and not isinstance(v, bool):

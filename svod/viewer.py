@@ -124,11 +124,16 @@ def visualizer_json(egraph: dict, key: GraphKey | None = None, sources: dict[int
     return {"nodes": nodes, "class_data": class_data, "root_eclasses": []}, names, g
 
 
+def _picked(e):
+    """The search's pick (before the plan passes: `Explanation.searched`), else the plan."""
+    return getattr(e, "searched", None) or e.plan
+
+
 def _decoded(e):
     """(planned graph, planned node -> node of e.key): the search plans a decoded copy."""
     ext = getattr(e.report, "extraction", None)
     dkey = ext.key if ext is not None else None
-    if dkey is not None and materialized(dkey, e.plan) is not None:
+    if dkey is not None and materialized(dkey, _picked(e)) is not None:
         if e.egraph_json:
             from search.extract import decode
 
@@ -191,14 +196,14 @@ def build(e, sources: dict[int, str] | None = None, snapshots: bool = True, titl
     for idx, v in enumerate(e.variants or []):
         info = _plan_info(v.plan, dkey, back, model, machine)
         info.update(index=idx, seconds=v.seconds, describe=describe_plan(v.plan),
-                    difference="the chosen plan" if idx == 0 else plan_difference(v.plan, e.plan, dkey))
+                    difference="the chosen plan" if idx == 0 else plan_difference(v.plan, _picked(e), dkey))
         variants.append(info)
         if idx == 0:
             chosen_info = info
     if chosen_info is None:
-        chosen_info = _plan_info(e.plan, dkey, back, model, machine)
-    executed = getattr(e, "executed", None) or e.plan
-    run_info = _plan_info(executed, dkey, back, model, machine) if executed is not e.plan else chosen_info
+        chosen_info = _plan_info(_picked(e), dkey, back, model, machine)
+    executed = e.plan  # the plan realize() runs (after the plan passes; svod tune's choice when tuned)
+    run_info = _plan_info(executed, dkey, back, model, machine) if executed is not _picked(e) else chosen_info
     classes = _classes(g, names, key, variants) if g is not None else {}
     try:
         bounds = why_not_fused(e)

@@ -242,8 +242,9 @@ def match_nodes(decoded: GraphKey, key: GraphKey) -> dict[int, int]:
 
 def chosen_nodes(explanation) -> set[int]:
     """GraphKey nodes the chosen plan of a `svod.Explanation` writes to memory (the
-    outputs of its kernels): the e-classes where extraction picked `Kernel`."""
-    plan = explanation.plan
+    outputs of its kernels): the e-classes where extraction picked `Kernel` (the search's
+    pick, `.searched`, before the plan passes)."""
+    plan = getattr(explanation, "searched", None) or explanation.plan
     ext = getattr(explanation.report, "extraction", None)
     decoded = getattr(ext, "key", None)
     back = match_nodes(decoded, explanation.key) if decoded is not None else None

@@ -23,3 +23,23 @@ def _fresh_svod_state():
     svod.reset_stats()
     yield
     engine.reset_caches()
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    """A fresh store under tmp_path and the checked-in machine profile, for one test."""
+    from pathlib import Path
+
+    from costmodels import profile
+    from svod import engine
+    from svod.store import reset_default_store
+
+    monkeypatch.setenv("SVOD_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SVOD_MACHINE_PROFILE", str(Path(__file__).resolve().parent / "machine_profile.json"))
+    reset_default_store()
+    profile.forget()
+    engine.reset_caches()
+    yield tmp_path
+    engine.reset_caches()
+    reset_default_store()
+    profile.forget()

@@ -21,24 +21,10 @@ from costmodels import measure, profile
 from costmodels import tune as tune_mod
 from costmodels.tuning import KIND, TuningDB, plan_signature
 from svod import cli, engine
-from svod.store import Store, reset_default_store
+from svod.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "tests" / "machine_profile.json"
-
-
-@pytest.fixture
-def isolated(tmp_path, monkeypatch):
-    """A fresh store under tmp_path and the checked-in profile, for one test."""
-    monkeypatch.setenv("SVOD_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("SVOD_MACHINE_PROFILE", str(PROFILE))
-    reset_default_store()
-    profile.forget()
-    engine.reset_caches()
-    yield tmp_path
-    engine.reset_caches()
-    reset_default_store()
-    profile.forget()
 
 
 def _run(capsys, *argv) -> tuple[int, str, str]:

@@ -1,0 +1,371 @@
+"""Where the plan of a GraphKey comes from: one function, `decide`, and everything that
+needs a plan calls it — `realize()` and `svod.jit` (through `engine.get_executable`),
+`svod.explain` and `svod explain FILE.py`, `svod tune` and `svod costmodel report`.
+
+    memory cache -> tuning database -> disk cache -> search (the active cost model)
+                                                     -> plan passes (attention fusion)
+
+- **memory cache**: `engine.PLAN_CACHE`, the Executables of this process;
+- **tuning database**: the plan `svod tune` measured fastest for this graph (stored
+  after the plan passes: it is the plan realize runs, as tune timed it);
+- **disk cache**: plans this machine searched before (`svod/store.py`), keyed by graph,
+  plan format and cost-model generation, so a calibration or a tuning result plans again;
+- **search**: the e-graph search priced by `cost_model()` (the active model: measured
+  where `svod tune` timed kernels, the calibrated model elsewhere), then `plan_passes`.
+  A search that fails falls back to the greedy planner, a greedy planner that fails to
+  the interpreter, each with one warning (`source == "fallback"`). `SVOD_SEARCH=0` plans
+  with the greedy planner (`source == "greedy planner"`).
+
+A plan from a search cut short by its budget, or from the greedy fallback, is correct but
+maybe slower than a full search could find: it is persisted marked *provisional* together
+with its GraphKey (for graphs the size policy lets the search take: a bigger budget can
+help those), later processes use it as it is (no search in every process), and `svod
+tune` searches it again with a larger budget (`research`, `provisional_keys`). The
+whole-graph interpreter, a planner failure, is never persisted.
+
+>>> import svod
+>>> from svod.key import compact
+>>> key, _ = compact([(svod.asarray([1.0, 2.0]) * 2).uop])
+>>> decide(key).source in ("search", "disk cache", "greedy planner"), decide(key).source
+(True, 'memory cache')
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+from svod.engine import PLAN_CACHE, Executable, InterpretedGraph, KernelPlan, _debug, _flag, _warn_once, debug_log
+from svod.key import GraphKey
+from svod.stats import bump
+
+SOURCES = ("memory cache", "tuning database", "disk cache", "search", "greedy planner", "fallback")
+
+
+@dataclass
+class Decision:
+    """The plan `decide` settled on, and where it came from."""
+
+    exe: Executable
+    source: str  # one of SOURCES
+    detail: str = ""  # why a fallback; which source a memory-cached plan came from; "provisional"
+    search: object = None  # search.SearchResult when this call searched (its report, variants, e-graph)
+
+    @property
+    def model(self) -> str:
+        """The active cost model, described (`describe_model`; read on demand: it asks the
+        store for the tuning generation)."""
+        return describe_model(cost_model())
+
+    @property
+    def plan(self):
+        """The Plan of Kernels realize runs (None for the whole-graph interpreter)."""
+        return getattr(self.exe, "plan", None)
+
+    def __str__(self) -> str:
+        return f"{self.source}{f' ({self.detail})' if self.detail else ''}; cost model {self.model}"
+
+
+# ----------------------------------------------------------------------------- plan passes
+
+
+def _attention(plan):
+    from svod.fuse_attention import fuse_attention
+
+    return fuse_attention(plan)
+
+
+# The lowering's plan passes, in order: (name, Plan -> Plan, switch variable). Every plan a
+# planner produces goes through them before anything runs, prices or times it.
+PLAN_PASSES = (("attention fusion", _attention, "SVOD_FUSE_ATTENTION"),)
+
+
+def plan_passes(plan):
+    """`plan` after the plan passes (`PLAN_PASSES`: matmul-softmax-matmul chains as one
+    attention kernel, `svod.fuse_attention`; `SVOD_FUSE_ATTENTION=0` turns it off). A pass
+    that fails leaves the plan as it was, with one warning (it costs speed, never a result).
+    Idempotent: a plan already through the passes comes back unchanged."""
+    for name, fn, switch in PLAN_PASSES:
+        if os.environ.get(switch, "1") in ("0", "false", "False"):
+            continue
+        try:
+            plan = fn(plan)
+        except Exception as e:  # noqa: BLE001 - a pass bug costs speed, never a result
+            _warn_once(name, f"svod: {name} failed ({type(e).__name__}: {e}); keeping the plan without it")
+    return plan
+
+
+# ----------------------------------------------------------------------------- cost model
+
+
+_MODEL: tuple[str, object] | None = None  # (generation, model) of the latest cost_model() call
+
+
+def cost_model():
+    """The cost model the search prices with: `costmodels.tuning.default_model()` —
+    measured times from the tuning database where `svod tune` stored them, the calibrated
+    model over this machine's profile elsewhere (`SVOD_COST_MODEL` picks another). One
+    instance per plan generation: tuning results or a new profile make a fresh one."""
+    global _MODEL
+    gen = plan_generation()
+    cached = _MODEL
+    if cached is not None and cached[0] == gen:
+        return cached[1]
+    try:
+        from costmodels.tuning import default_model
+
+        model = default_model()
+    except Exception as e:  # noqa: BLE001 - a broken profile or store costs plan quality, never a result
+        from svod.costing import RooflineModel
+
+        _warn_once("costmodel", f"svod: the calibrated cost model is unavailable ({type(e).__name__}: {e}); "
+                                "planning with the roofline model")
+        model = RooflineModel()
+    _MODEL = (gen, model)
+    return model
+
+
+def describe_model(model) -> str:
+    """A cost model in words: its name and what it stands on."""
+    name = getattr(model, "name", type(model).__name__)
+    est = getattr(model, "estimate", model)
+    prof = getattr(est, "profile", None)
+    if prof is None:
+        return name
+    over = " over the calibrated model" if est is not model else ""
+    return f"{name}{over} (machine profile {getattr(prof, 'id', '?')}, {getattr(prof, 'source', '?')})"
+
+
+def plan_generation() -> str:
+    """The cost-model generation in every persistent plan key: which model, the machine
+    profile's id and the tuning database's token (`costmodels.tuning.generation`), so a
+    calibration or tuning result makes plans made before it be planned again."""
+    try:
+        from costmodels.tuning import generation
+
+        return generation()
+    except Exception:  # noqa: BLE001 - no costmodels: the fixed generation of the roofline
+        return "g0"
+
+
+# ----------------------------------------------------------------------------- planners
+
+
+_search_imported = threading.Event()
+
+
+def import_search() -> None:
+    """Import the search (and egglog) on a fresh thread, once.
+
+    NOTE: egglog keeps references to the frames that were on the stack while it was
+    imported (its declarations remember where they were made). Imported from here, that
+    stack would be the user's realize() — whose locals (the result arrays) would then
+    never be freed. A thread of its own starts from an empty stack."""
+    if _search_imported.is_set():
+        return
+    err: list[BaseException] = []
+
+    def work():
+        try:
+            import search.extract  # noqa: F401
+            import search.saturate  # noqa: F401
+        except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread
+            err.append(e)
+
+    t = threading.Thread(target=work, name="svod-import-search")
+    t.start()
+    t.join()
+    if err:
+        raise err[0]
+    _search_imported.set()
+
+
+LAST_SEARCH: dict = {}  # the latest search report per key hash (explain, SVOD_DEBUG)
+
+
+def _greedy(key: GraphKey, source: str, detail: str, provisional: bool) -> tuple[Executable, str, str]:
+    """The greedy planner through the plan passes; a failure falls back to the
+    interpreter with one warning."""
+    from svod.plan_greedy import plan_greedy
+
+    try:
+        plan = plan_passes(plan_greedy(key))
+        if _flag("SVOD_VALIDATE"):
+            plan.check()
+    except Exception as e:  # noqa: BLE001 - any planner bug must not lose the user's result
+        _warn_once("plan", f"svod: planning failed ({type(e).__name__}: {e}); running graph {key.hash[:12]} in "
+                           f"the interpreter")
+        exe = InterpretedGraph(key)
+        exe.provisional = True
+        return exe, "fallback", f"interpreter: the greedy planner failed ({type(e).__name__})"
+    return KernelPlan(key, plan, provisional=provisional), source, detail
+
+
+def search_plan(key: GraphKey, *, model=None, k: int = 1, keep_egraph: bool = False, limits=None):
+    """Search `key` with `model` (default: the active one) and `limits` (default: those in
+    force); returns (Executable after the plan passes, source, detail, SearchResult or None)."""
+    from svod.config import limits as current_limits
+
+    lim = limits or current_limits()
+    bump("searches")
+    t0 = time.perf_counter()
+    try:
+        if not lim.enabled:
+            exe, source, detail = _greedy(key, "greedy planner", "SVOD_SEARCH=0", False)
+            return exe, source, detail, None
+        try:
+            import_search()
+            from search import plan_search
+
+            result = plan_search(key, cost_model=model or cost_model(), k=k, keep_egraph=keep_egraph, limits=lim)
+            plan = plan_passes(result.plan)
+            if _flag("SVOD_VALIDATE"):
+                plan.check()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # noqa: BLE001 - egglog panics derive from BaseException
+            _warn_once("search", f"svod: the fusion search failed ({type(e).__name__}: {e}); using the greedy "
+                                 f"planner for graph {key.hash[:12]}")
+            exe, source, detail = _greedy(key, "fallback", f"greedy planner: the search failed ({type(e).__name__})",
+                                          True)
+            return exe, source, detail, None
+        LAST_SEARCH[key.hash] = result.report
+        if len(LAST_SEARCH) > 64:
+            LAST_SEARCH.pop(next(iter(LAST_SEARCH)), None)
+        if _debug():
+            print(f"svod search {key.hash[:12]}:\n{result.report}", file=sys.stderr)
+        rep = result.report
+        if rep.planner == "greedy":
+            source, detail = "fallback", f"greedy planner: {rep.reason}"
+        else:
+            source, detail = "search", "provisional: the search ran out of budget" if result.provisional else ""
+        return KernelPlan(key, plan, provisional=result.provisional), source, detail, result
+    finally:
+        bump("search_seconds", time.perf_counter() - t0)
+
+
+# ----------------------------------------------------------------------------- persistence
+
+PLAN_FORMAT = 1  # bump when the JSON form of plans changes (provisional plans add "provisional" and "key")
+
+
+def plan_store_key(key: GraphKey) -> str:
+    return f"{key.hash}:{PLAN_FORMAT}:{plan_generation()}"
+
+
+def _tuned(key: GraphKey) -> Executable | None:
+    """The plan `svod tune` measured best for this graph, if any (costmodels' tuning DB)."""
+    try:
+        from costmodels.tuning import TuningDB
+
+        plan = TuningDB().tuned_plan(key.hash)
+    except Exception:  # noqa: BLE001 - the tuning DB is an optimisation, never an error
+        return None
+    return None if plan is None else KernelPlan(key, plan)
+
+
+def _load(key: GraphKey) -> Executable | None:
+    """Rebuild a plan from the persistent store (the store namespaces machine + code)."""
+    from svod.store import default_store
+
+    obj = default_store().get_json("plans", plan_store_key(key))
+    if not isinstance(obj, dict) or obj.get("kind") != "plan":
+        return None
+    from svod.kernel import plan_from_json
+
+    try:
+        plan = plan_from_json(obj["plan"])
+        plan.check()
+    except Exception:  # noqa: BLE001 - a stale or foreign entry is a miss, never an error
+        return None
+    return KernelPlan(key, plan, provisional=bool(obj.get("provisional")))
+
+
+def _save(key: GraphKey, exe: Executable) -> None:
+    """Persist a plan; a provisional one with its GraphKey (`svod tune` searches it again).
+    The whole-graph interpreter (a planner failure) is never persisted."""
+    data = exe.to_json()
+    if data is None or data.get("kind") != "plan":
+        return
+    if exe.provisional:
+        from svod.config import limits
+
+        data = dict(data, provisional=True)
+        if len(key.nodes) <= limits().max_nodes:  # above it the size policy plans greedily however long
+            data["key"] = key.to_json()
+    from svod.store import default_store
+
+    default_store().put_json("plans", plan_store_key(key), data)
+
+
+def provisional_keys() -> list[GraphKey]:
+    """GraphKeys of the provisional plans stored under the current generation."""
+    from svod.store import default_store
+
+    st = default_store()
+    suffix = f":{PLAN_FORMAT}:{plan_generation()}"
+    out = []
+    for name in st.keys("plans"):
+        if not name.endswith(suffix):
+            continue
+        obj = st.get_json("plans", name)
+        if isinstance(obj, dict) and obj.get("provisional") and isinstance(obj.get("key"), dict):
+            try:
+                out.append(GraphKey.from_json(obj["key"]))
+            except (ValueError, KeyError, TypeError):  # a damaged entry is skipped
+                continue
+    return out
+
+
+# ----------------------------------------------------------------------------- the decision
+
+
+def decide(key: GraphKey, *, k: int = 1, keep_egraph: bool = False) -> Decision:
+    """The plan realize runs for `key`: memory cache, tuning database, disk cache, then a
+    search with the active cost model through the plan passes (see the module docstring).
+    A plan found below the memory cache is put in it (and a searched one persisted), so the
+    next call — realize's, explain's, tune's — gets the same Executable. `k` and
+    `keep_egraph` go to the search when it runs (explain: variants and the e-graph)."""
+    exe = PLAN_CACHE.get(key)
+    if exe is not None:
+        bump("graph_cache_hits")
+        origin = getattr(exe, "origin", "")
+        return Decision(exe, "memory cache", f"planned by {origin}" if origin else "")
+    bump("graph_cache_misses")
+    result = None
+    exe, source, detail = _tuned(key), "tuning database", "svod tune's measured choice"
+    if exe is None:
+        exe, source, detail = _load(key), "disk cache", ""
+    if exe is not None:
+        bump("disk_cache_hits")
+        if exe.provisional:
+            detail = "provisional: svod tune searches it again"
+    else:
+        exe, source, detail, result = search_plan(key, k=k, keep_egraph=keep_egraph)
+        _save(key, exe)
+    exe.origin = source
+    PLAN_CACHE.put(key, exe)
+    if _debug():
+        debug_log(f"svod plan {key.hash[:12]}: {source}{f' ({detail})' if detail else ''}")
+    return Decision(exe, source, detail, result)
+
+
+def research(key: GraphKey, *, seconds: float | None = None) -> Decision:
+    """Search `key` again with a larger budget (`svod tune` on a provisional plan): at
+    least `seconds` (default 8x the search budget in force, at least 10 s). The result
+    replaces the plan in memory and on disk, provisional again only if this search too
+    was cut short."""
+    from dataclasses import replace
+
+    from svod.config import limits
+
+    lim = limits()
+    lim = replace(lim, seconds=seconds if seconds is not None else max(8 * lim.seconds, 10.0))
+    exe, source, detail, result = search_plan(key, limits=lim)
+    _save(key, exe)
+    exe.origin = source
+    PLAN_CACHE.put(key, exe)
+    return Decision(exe, source, detail, result)
