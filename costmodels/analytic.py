@@ -47,7 +47,7 @@ import numpy as np
 from costmodels.features import Features, features
 from costmodels.profile import Profile
 from costmodels.reuse import Access
-from svod.costing import Machine, Price
+from svod.costing import Machine, Price, price_library
 from svod.kernel import Kernel, Plan
 
 
@@ -100,6 +100,8 @@ class CalibratedModel:
     def price(self, kernel: Kernel, machine: Machine | None = None) -> Price:
         key = kernel.key()
         p = self._cache.get(key)
+        if p is None and kernel.library is not None:  # numpy's code: the core model's estimate
+            p = price_library(kernel, machine or Machine.host())
         if p is None:
             p = self.price_features(features(kernel))
             if len(self._cache) > 200_000:
@@ -131,6 +133,8 @@ class CalibratedModel:
         for k, acc in zip(plan.kernels, accesses):
             key = (k.key(), tuple((a.nbytes, a.reach, a.write, a.age) for a in acc))
             p = self._in_plan.get(key)
+            if p is None and k.library is not None:
+                p = self.price(k)
             if p is None:
                 p = self.price_features(features(k), acc)
                 if len(self._in_plan) > 200_000:

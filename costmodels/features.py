@@ -29,6 +29,10 @@ OP_CLASS: dict = {
     Ops.EXP: "EXP", Ops.LOG: "LOG", Ops.SQRT: "SQRT", Ops.SIN: "SIN", Ops.COS: "COS", Ops.TANH: "TANH",
     Ops.ERF: "ERF", Ops.POW: "POW", Ops.DIV: "DIV", Ops.IDIV: "IDIV", Ops.MOD: "MOD",
     Ops.FLOOR: "ROUND", Ops.CEIL: "ROUND", Ops.ROUND: "ROUND", Ops.CAST: "CAST",
+    # the inverse functions (svod/codegen/vecmath_inv.py) priced as the calibrated function of
+    # like work, inlined polynomials all: a polynomial and a division (tanh), log + exp (pow)
+    Ops.ASIN: "TANH", Ops.ACOS: "TANH", Ops.ATAN: "TANH", Ops.ATAN2: "TANH", Ops.SINH: "TANH", Ops.COSH: "TANH",
+    Ops.ASINH: "POW", Ops.ACOSH: "POW", Ops.ATANH: "POW", Ops.LOGADDEXP: "POW", Ops.HYPOT: "DIV",
 }
 TRANSCENDENTAL = ("EXP", "LOG", "SIN", "COS", "TANH", "ERF", "POW")
 COSTLY = frozenset({Ops.EXP, Ops.LOG, Ops.TANH, Ops.ERF, Ops.SIN, Ops.COS, Ops.POW, Ops.SQRT, Ops.DIV})
@@ -249,6 +253,11 @@ def features(kernel: Kernel) -> Features:
 def _count(kernel: Kernel) -> Features:
     k = kernel
     n = k.size
+    if k.library is not None:  # numpy's code (svod/library.py): no loops of ours to count
+        from svod.costing import input_bytes
+
+        return Features("library", n, 1, 1, 1, 1, input_bytes(k), _write_bytes(k), 0,
+                        outputs=len(k.outputs), inputs=len(k.inputs))
     red = set(k.reduce_axes)
     row_len = math.prod(k.shape[a] for a in red) if red else 1
     rows = n // row_len if row_len else math.prod(s for d, s in enumerate(k.shape) if d not in red)

@@ -37,6 +37,9 @@ class Target:
     arrays: list  # the bound input arrays, in slot order
     reference: Callable[[], object]  # numpy (the workload's hand-written code, or the reference interpreter)
     outputs: int = 1
+    # how to build this target again in another process (a farm's worker): JSON data,
+    # `target_from_spec(spec)`; None for targets made some other way
+    spec: dict | None = None
 
 
 def parse_shapes(text: str | list[str] | None) -> dict[str, tuple[int, ...]]:
@@ -114,7 +117,9 @@ def workload_target(name: str, shapes: dict | None = None, small: bool = False, 
     except (ValueError, TypeError, IndexError) as e:
         raise TargetError(f"workload {name} cannot run at shapes {base}: {e}") from None
     key, bound, n_out = _key_of(out)
-    return Target(_label(name, base), key, bound, lambda: w.reference(**arrays), n_out)
+    spec = {"workload": name, "shapes": {k: list(v) for k, v in (shapes or {}).items()}, "small": small,
+            "seed": seed}
+    return Target(_label(name, base), key, bound, lambda: w.reference(**arrays), n_out, spec)
 
 
 def script_target(spec: str, shapes: dict, seed: int = 0) -> Target:
@@ -163,5 +168,36 @@ def script_target(spec: str, shapes: dict, seed: int = 0) -> Target:
         raise
     except Exception as e:  # noqa: BLE001 - the user's function failed: say so, no traceback
         raise TargetError(f"{path}:{fn_name} raised {type(e).__name__}: {e}") from None
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        source = fh.read()
+    spec_data = {"script": os.path.basename(path), "function": fn_name, "source": source,
+                 "shapes": {k: list(v) for k, v in shapes.items()}, "seed": seed}
     return Target(_label(f"{os.path.basename(path)}:{fn_name}", {p: shapes[p] for p in params}), key, bound,
-                  lambda: eval_key(key, bound), n_out)
+                  lambda: eval_key(key, bound), n_out, spec_data)
+
+
+def target_from_spec(spec: dict) -> Target:
+    """Build a target again from its `Target.spec` (in another process, on another machine):
+    the same graph over the same seeded inputs. A script's source travels in the spec, so
+    the file need not exist where this runs.
+
+    >>> t = workload_target("w2_softmax", small=True)
+    >>> target_from_spec(t.spec).key.hash == t.key.hash
+    True
+    """
+    shapes = {k: tuple(v) for k, v in spec.get("shapes", {}).items()}
+    if "workload" in spec:
+        return workload_target(spec["workload"], shapes or None, small=bool(spec.get("small")),
+                               seed=int(spec.get("seed", 0)))
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="svod-target-")
+    path = os.path.join(folder, spec["script"])
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(spec["source"])
+    try:
+        return script_target(f"{path}:{spec['function']}", shapes, seed=int(spec.get("seed", 0)))
+    finally:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)

@@ -161,8 +161,9 @@ class MeasuredModel:
     name = "measured"
 
     def __init__(self, estimate: CalibratedModel | None = None, db: TuningDB | None = None, *,
-                 measure: bool = False, correction: bool = True, budget: float = 0.25):
+                 measure: bool = False, correction: bool = True, budget: float = 0.25, cores: int | None = None):
         self.estimate = estimate or CalibratedModel()
+        self.cores = cores  # threads a kernel may use (a farm worker's CPUs); None: the profile's cores
         self.db = db or TuningDB()
         self.measure = measure
         self.budget = budget
@@ -184,7 +185,7 @@ class MeasuredModel:
         return self._rows[rk]
 
     def thread_options(self, kernel: Kernel) -> list[int]:
-        cores = max(1, self.estimate.profile.cores)
+        cores = max(1, self.cores or self.estimate.profile.cores)
         f = features(kernel)
         return [1] if cores == 1 or f.units <= 1 or f.library else [1, cores]
 

@@ -13,6 +13,7 @@ array([[0.2689, 0.7311],
 
 from __future__ import annotations
 
+import collections as _collections
 import os as _os
 import sys as _sys
 
@@ -25,16 +26,43 @@ if "numpy" not in _sys.modules:
     # (svod's own library steps do not wake those threads at all: svod.codegen.blas.)
     _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
 
-from svod import config, nn, random
+from svod import config, fft, linalg, nn, random
 from svod import dtype as _dt
 from svod.capture import ConcretizationError, JitError, JitWarning, jit
 from svod.config import search_limits
 from svod.dtype import DType, float32, float64, int32, int64
 from svod.dtype import bool_ as bool
+from svod.elementwise import (
+    acos,
+    acosh,
+    asin,
+    asinh,
+    atan,
+    atan2,
+    atanh,
+    bitwise_left_shift,
+    bitwise_right_shift,
+    conj,
+    copysign,
+    cosh,
+    hypot,
+    imag,
+    logaddexp,
+    real,
+    signbit,
+    sinh,
+)
 from svod.errors import AxisError, DTypeError, ShapeError, SvodIndexError, SvodWarning
 from svod.explain import Explanation, explain
+from svod.gather import take
+from svod.grids import meshgrid
+from svod.interop import array_namespace_info as __array_namespace_info__
+from svod.interop import from_dlpack
 from svod.memory import cache_info
 from svod.profiler import profile
+from svod.searching import nonzero, searchsorted
+from svod.sets import unique_all, unique_counts, unique_inverse, unique_values
+from svod.sorting import argsort, sort
 from svod.stats import reset_stats, stats
 from svod.tensor import (
     Tensor,
@@ -171,16 +199,30 @@ def can_cast(from_, to, /) -> builtins_bool:  # noqa: F821
     return _dt.promote_types(f, _dt.dtype(to)) == _dt.dtype(to)
 
 
-def finfo(dtype):
+class finfo_object(_collections.namedtuple("finfo_object", "bits eps max min smallest_normal dtype")):
+    """Array API `finfo`: Python floats and the svod dtype."""
+
+
+class iinfo_object(_collections.namedtuple("iinfo_object", "bits max min dtype")):
+    """Array API `iinfo`: Python ints and the svod dtype."""
+
+
+def finfo(type, /) -> finfo_object:  # noqa: A002 - the Array API name
+    """Machine limits of a float dtype (or an array's), as Python floats."""
     import numpy as np
 
-    return np.finfo(_dt.dtype(dtype).np)
+    d = type.dtype if isinstance(type, Tensor) else _dt.dtype(type)
+    f = np.finfo(d.np)
+    return finfo_object(int(f.bits), float(f.eps), float(f.max), float(f.min), float(f.smallest_normal), d)
 
 
-def iinfo(dtype):
+def iinfo(type, /) -> iinfo_object:  # noqa: A002
+    """Machine limits of an integer dtype (or an array's), as Python ints."""
     import numpy as np
 
-    return np.iinfo(_dt.dtype(dtype).np)
+    d = type.dtype if isinstance(type, Tensor) else _dt.dtype(type)
+    f = np.iinfo(d.np)
+    return iinfo_object(int(f.bits), int(f.max), int(f.min), d)
 
 
 import builtins  # noqa: E402

@@ -11,6 +11,7 @@ first match wins:
 ``contiguous()``      q is a user's `contiguous()`
 ``matmul operand``    c is a matmul: it reads its operands from memory (views fuse in)
 ``matmul result``     q is a matmul and c is not elementwise: no epilogue to fuse into
+``library step``      q or c is a library call (svod/library.py): it reads and writes memory
 ``no fusion rule``    no enabled rule set fuses q's kind of op into c's
 ``search budget``     the rule exists, but saturation stopped before it fired, or the
                       extraction's budget ended before it priced the fused variant
@@ -45,9 +46,9 @@ from svod.ir import ELEMENTWISE, MOVEMENT, Ops
 from svod.kernel import ACC, LOAD, VALID, Plan
 from svod.key import GraphKey
 
-REASONS = ("output", "contiguous()", "matmul operand", "matmul result", "no fusion rule", "search budget",
-           "size policy", "greedy planner", "reduction over other axes", "shared reduction", "kernel size cap",
-           "priced higher", "tie", "tuned", "lowering")
+REASONS = ("output", "contiguous()", "matmul operand", "matmul result", "library step", "no fusion rule",
+           "search budget", "size policy", "greedy planner", "reduction over other axes", "shared reduction",
+           "kernel size cap", "priced higher", "tie", "tuned", "lowering")
 _REDUCTIONS = (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN)
 
 
@@ -204,6 +205,8 @@ def _kind(op: Ops) -> str:
         return "a reduction"
     if op is Ops.MATMUL:
         return "a matmul"
+    if op is Ops.LIBRARY:
+        return "a library step"
     if op in MOVEMENT:
         return "a view"
     return "an elementwise op"
@@ -327,6 +330,9 @@ def _reason(ctx: _Context, q: int, c: int) -> tuple[str, str, float | None]:
     if cn.op is Ops.MATMUL:
         return "matmul operand", ("a matmul reads its operands from memory; only views (transposes, "
                                   "broadcasts) fuse into them")
+    if cn.op is Ops.LIBRARY or qn.op is Ops.LIBRARY:
+        return "library step", ("a library step (numpy's sort, LAPACK: svod/library.py) reads its operands from "
+                                "memory and writes its results there")
     if qn.op is Ops.MATMUL and cn.op not in ELEMENTWISE:
         return "matmul result", f"a matmul fuses only into an elementwise epilogue, not into {_kind(cn.op)}"
     report = ctx.report

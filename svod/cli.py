@@ -319,25 +319,69 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         return _tune_provisional(args)
     if args.target is None:
         raise UsageError("the following arguments are required: target (a workload or FILE.py), or --provisional")
+    _check_farm_args(args)
     target = _target(args)
-    _ensure_profile(args)
+    if not args.ray:
+        _ensure_profile(args)
     from costmodels.analytic import CalibratedModel
-    from costmodels.tune import tune
+    from costmodels.tune import tune, tune_farm
 
-    estimate = CalibratedModel()
-    cands = _candidates(target, estimate, args.k, args.oracle_choices)
-    res = tune(target, cands, estimate=estimate, progress=not args.no_progress, repeats=args.repeats)
-    print(res.table())
+    farm = _farm(args) if args.ray else None  # an unreachable cluster fails before the search
+    try:
+        estimate = CalibratedModel()
+        cands = _candidates(target, estimate, args.k, args.oracle_choices)
+        if farm is not None:
+            results = tune_farm(target, cands, farm, estimate=estimate, progress=not args.no_progress,
+                                repeats=args.repeats)
+        else:
+            results = [tune(target, cands, estimate=estimate, progress=not args.no_progress, repeats=args.repeats)]
+    finally:
+        if farm is not None:
+            farm.close()
+    print("\n\n".join(r.table() for r in results))
     if args.json:
         from svod.boundaries import describe_plan
 
-        data = {"label": res.label, "graph": res.graph, "numpy_seconds": res.numpy_seconds, "chosen": res.chosen,
-                "default": res.default, "confirm_repeats": res.confirm_repeats,
-                "variants": [{"source": v.source, "sig": v.sig, "kernels": v.kernels, "ops": describe_plan(v.plan),
-                              "predicted": v.predicted, "measured": v.measured,
-                              "confirmed": res.confirmed.get(i)} for i, v in enumerate(res.variants)]}
-        _write_json(args.json, data)
+        data = [{"label": res.label, "graph": res.graph, "numpy_seconds": res.numpy_seconds, "chosen": res.chosen,
+                 "default": res.default, "confirm_repeats": res.confirm_repeats, "machine": res.machine,
+                 "failures": res.failures, "workers": res.workers,
+                 "variants": [{"source": v.source, "sig": v.sig, "kernels": v.kernels, "ops": describe_plan(v.plan),
+                               "predicted": v.predicted, "measured": v.measured,
+                               "confirmed": res.confirmed.get(i)} for i, v in enumerate(res.variants)]}
+                for res in results]
+        _write_json(args.json, data[0] if len(data) == 1 else {"machines": data})
     return 0
+
+
+def _check_farm_args(args: argparse.Namespace) -> None:
+    if not args.ray and (args.ray_actor_cpus is not None or args.job_timeout is not None):
+        raise UsageError("--ray-actor-cpus and --job-timeout go with --ray ADDRESS")
+
+
+def _farm(args: argparse.Namespace):
+    """The Ray measurement farm `--ray ADDRESS` names (costmodels.farm), described on stderr."""
+    from costmodels.farm import FarmError, RayFarm
+
+    try:
+        farm = RayFarm(args.ray, actor_cpus=args.ray_actor_cpus, job_timeout=args.job_timeout)
+    except FarmError as e:
+        raise CliError(str(e)) from None
+    print(farm.describe(), file=sys.stderr)
+    return farm
+
+
+def _add_farm_args(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--ray", default=None, metavar="ADDRESS",
+                   help=f"{what} on a Ray cluster (pip install 'svod[distributed]'): 'local' starts one on this "
+                        "machine, 'auto' joins this machine's, HOST:PORT names a head node; results are stored here "
+                        "under each machine's fingerprint")
+    p.add_argument("--ray-actor-cpus", type=_positive, default=None, metavar="N",
+                   help="CPUs (and svod threads) of each measurement actor (default: one actor per node, all its "
+                        "CPUs, so timings do not disturb each other)")
+    p.add_argument("--job-timeout", type=_number(float, 1e-3, what="a positive number of seconds"), default=None,
+                   metavar="S",
+                   help="seconds one measurement job may run on the farm before it is reported as timed out and "
+                        "its actor replaced (default: 300-600 by job kind)")
 
 
 def _write_json(path: str, data) -> None:
@@ -354,6 +398,9 @@ def _write_json(path: str, data) -> None:
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     from costmodels.calibrate import calibrate, summary
 
+    _check_farm_args(args)
+    if args.ray:
+        return _calibrate_farm(args)
     p = calibrate(progress=not args.no_progress, budget=args.budget, quick=args.quick, save=not args.no_store)
     print(summary(p))
     where = "not stored (--no-store)" if args.no_store else "stored in the svod cache (svod cache info)"
@@ -364,6 +411,26 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         except OSError as e:
             raise CliError(f"cannot write {args.json}: {e}") from None
         print(f"profile written to {args.json}")
+    return 0
+
+
+def _calibrate_farm(args: argparse.Namespace) -> int:
+    from costmodels.calibrate import summary
+    from costmodels.farm import calibrate_farm
+
+    with _farm(args) as farm:
+        out = calibrate_farm(farm, budget=args.budget, quick=args.quick, progress=not args.no_progress,
+                             save=not args.no_store)
+    where = "not stored (--no-store)" if args.no_store else "stored in the svod cache under its fingerprint"
+    for g, prof, err in out:
+        print(f"== {g.label}")
+        print(f"calibration failed: {err}" if prof is None else f"{summary(prof)}\nprofile {prof.id}: {where}")
+    done = [p for _, p, _ in out if p is not None]
+    if args.json and done:
+        data = done[0].to_json() if len(out) == 1 else {g.fingerprint: p.to_json() for g, p, _ in out if p}
+        _write_json(args.json, data)
+    if len(done) < len(out):
+        raise CliError(f"{len(out) - len(done)} of {len(out)} machine(s) could not be calibrated")
     return 0
 
 
@@ -382,6 +449,9 @@ def _cmd_costmodel(args: argparse.Namespace) -> int:
     import search.oracle
     from costmodels.report import format_report, report, summary
 
+    _check_farm_args(args)
+    if args.ray:
+        return _report_farm(args)
     model, name = _report_model(args.model)
     rows = report(model, search.oracle, names=args.workloads, small=args.small, max_variants=args.max_variants,
                   repeats=args.repeats, max_choices=args.max_choices, seed=args.seed, progress=not args.no_progress,
@@ -390,6 +460,32 @@ def _cmd_costmodel(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(args.json, {"model": name, "small": args.small, "summary": summary(rows),
                                 "rows": [r.to_json() for r in rows]})
+    return 0
+
+
+def _report_farm(args: argparse.Namespace) -> int:
+    import search.oracle
+    from costmodels.farm import report_farm
+    from costmodels.report import format_report, small_workloads, summary
+
+    if args.model == "measured":
+        raise UsageError("--model measured reads this machine's tuning rows: use calibrated or roofline with --ray")
+    with _farm(args) as farm:
+        names = args.workloads or small_workloads(search.oracle, args.max_choices)
+        out = report_farm(farm, search.oracle.__name__, names, model=args.model, small=args.small,
+                          max_variants=args.max_variants, repeats=args.repeats, max_choices=args.max_choices,
+                          seed=args.seed, budget=args.budget, instances=args.instances, doubt=args.doubt,
+                          progress=not args.no_progress, fresh=args.fresh)
+    data = []
+    for g, rows, failures in out:
+        print(f"== {g.label}")
+        print(format_report(rows, f"{args.model} (this machine's profile: svod calibrate --ray)"))
+        for f in failures:
+            print(f"  failed: {f}")
+        data.append({"machine": g.fingerprint, "cpu": g.cpu, "model": args.model, "small": args.small,
+                     "summary": summary(rows), "rows": [r.to_json() for r in rows], "failures": failures})
+    if args.json:
+        _write_json(args.json, data[0] if len(data) == 1 else {"machines": data})
     return 0
 
 
@@ -494,7 +590,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "numexpr, numba, jax.jit, PyTorch, tinygrad when installed, and for W1 a gcc C "
                                    "loop; every svod result is checked against numpy.")
     b.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats (about a minute)")
-    b.add_argument("--only", type=_only_arg, default=None, metavar="W1,W2", help="only these workloads, e.g. w1,w6")
+    b.add_argument("--only", type=_only_arg, default=None, metavar="W1,W2",
+                   help="only these workloads, e.g. w1,w6 (dask: the dask.array program on a 2-worker cluster, run "
+                        "when dask is installed)")
     b.add_argument("--repeats", type=_positive, default=None, help="interleaved repeats (default 11, --quick 5)")
     b.add_argument("--json", default=None, metavar="PATH", help="write all results as JSON to PATH")
     b.add_argument("--chart", default=None, metavar="PATH", help="write a bar chart (needs matplotlib)")
@@ -532,6 +630,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--no-calibrate", action="store_true",
                    help="never calibrate first (use the reference profile when this machine has none)")
+    _add_farm_args(t, "measure")
     t.set_defaults(fn=_cmd_tune)
 
     cal = sub.add_parser("calibrate", help="measure this machine's cost-model constants (about a minute)",
@@ -544,6 +643,7 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--json", default=None, metavar="PATH", help="also write the profile to PATH")
     cal.add_argument("--no-store", action="store_true", help="do not store the profile (with --json: just measure)")
     cal.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_farm_args(cal, "calibrate every kind of machine")
     cal.set_defaults(fn=_cmd_calibrate)
 
     cm = sub.add_parser("costmodel", help="evaluate the cost model against measurements (costmodel report)",
@@ -578,6 +678,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--seed", type=_number(int, 0, what="0 or more"), default=0, help="seed of the variant sample")
     rep.add_argument("--json", default=None, metavar="PATH", help="write every row (predicted/measured pairs) as JSON")
     rep.add_argument("--no-progress", action="store_true", help="no progress bar")
+    rep.add_argument("--fresh", action="store_true",
+                     help="with --ray: time again the workloads an identical earlier run finished (default: resume)")
+    _add_farm_args(rep, "time the workloads")
     rep.set_defaults(fn=_cmd_costmodel)
     res = cms.add_parser("rescore", help="price an earlier report's measured variants again with a model (no timing)",
                          description="Read a report written by `svod costmodel report --json`, price the same "

@@ -70,6 +70,9 @@ def _host_machine() -> Machine:
 OP_WEIGHT: dict = {
     Ops.EXP: 10, Ops.LOG: 12, Ops.SIN: 14, Ops.COS: 14, Ops.TANH: 14, Ops.ERF: 16, Ops.POW: 26,
     Ops.SQRT: 4, Ops.DIV: 4, Ops.IDIV: 8, Ops.MOD: 8,
+    # svod/codegen/vecmath_inv.py (float32 computes in float64: half the lanes)
+    Ops.ASIN: 20, Ops.ACOS: 20, Ops.ATAN: 20, Ops.ATAN2: 24, Ops.SINH: 14, Ops.COSH: 14,
+    Ops.ASINH: 26, Ops.ACOSH: 26, Ops.ATANH: 26, Ops.HYPOT: 8, Ops.LOGADDEXP: 26,
 }
 
 
@@ -145,6 +148,8 @@ class RooflineModel:
     def price(self, kernel: Kernel, machine: Machine) -> Price:
         if kernel.matmul is not None:
             return price_matmul(kernel, machine)
+        if kernel.library is not None:
+            return price_library(kernel, machine)
         nbytes = input_bytes(kernel) + output_bytes(kernel)
         working = nbytes
         bw = machine.cache_bandwidth if working <= machine.llc_bytes else machine.dram_bandwidth
@@ -252,6 +257,23 @@ def price_matmul(kernel: Kernel, machine: Machine) -> Price:
         if split < one:
             return Price(split + machine.launch_seconds, threads)
     return Price(one + machine.launch_seconds, 1)
+
+
+LIBRARY_CALL_SECONDS = 5e-6  # a library step: Python, operand views, numpy's checks
+
+
+def price_library(kernel: Kernel, machine: Machine) -> Price:
+    """A library step (`Kernel.library`, numpy's code on one thread of ours): its bytes,
+    its estimated flops (`svod.library.work`) at the scalar rate, a call's overhead. Every
+    variant of a plan has the same library steps (their operands are always materialised),
+    so this only has to be of the right order."""
+    from svod.library import work
+
+    nbytes = input_bytes(kernel) + output_bytes(kernel)
+    bw = machine.cache_bandwidth if nbytes <= machine.llc_bytes else machine.dram_bandwidth
+    flops = work(kernel.library.fn, kernel.library.params, [i.view.shape for i in kernel.inputs])
+    sec = max(nbytes / bw, flops / machine.flops_per_core) + LIBRARY_CALL_SECONDS
+    return Price(sec + machine.launch_seconds, 1)
 
 
 KERNEL_TIE = 0.01  # variants priced within this (relative) of the cheapest count as a tie

@@ -13,6 +13,7 @@ int32
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +49,15 @@ class DType:
         return self.np
 
     @property
+    def type(self) -> type:
+        """numpy's scalar type (``float64.type(1.5)``, as numpy dtypes have)."""
+        return _NP[self.name].type
+
+    def __call__(self, value=0):
+        """A numpy scalar of this dtype (``svod.numpy.float64(1.5)``, as numpy's types)."""
+        return _NP[self.name].type(value)
+
+    @property
     def is_float(self) -> bool:
         return self.kind == "f"
 
@@ -71,8 +81,38 @@ FLOATS: tuple[DType, ...] = (float32, float64)
 INTS: tuple[DType, ...] = (int32, int64)
 NUMERIC: tuple[DType, ...] = (int32, int64, float32, float64)
 
-default_float = float32
 default_int = int64
+
+
+class _Defaults(threading.local):
+    """Per-thread default float dtype: float32 (svod's, as torch and JAX), float64 while
+    `svod.numpy` runs a function (numpy's); read as `dtype.default_float`."""
+
+    float_dtype: DType = float32
+
+
+_DEFAULTS = _Defaults()
+
+
+def __getattr__(name: str):
+    if name == "default_float":  # NOTE: module attribute, read when used (the current thread's)
+        return _DEFAULTS.float_dtype
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class numpy_defaults:
+    """Context: this thread's default float dtype is float64 (numpy's) inside; re-entrant."""
+
+    __slots__ = ("_saved",)
+
+    def __enter__(self):
+        self._saved = _DEFAULTS.float_dtype
+        _DEFAULTS.float_dtype = float64
+        return self
+
+    def __exit__(self, *exc):
+        _DEFAULTS.float_dtype = self._saved
+        return False
 
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME["bool_"] = bool_
@@ -93,7 +133,7 @@ def dtype(x) -> DType:
     if x is int:
         return default_int
     if x is float:
-        return default_float
+        return _DEFAULTS.float_dtype
     if isinstance(x, str) and x in _BY_NAME:
         return _BY_NAME[x]
     try:
@@ -151,7 +191,7 @@ def weak_result(arr: DType, scalar) -> DType:
     order = {"b": 0, "i": 1, "f": 2}
     if order[k] <= order[arr.kind]:
         return arr
-    return default_int if k == "i" else default_float
+    return default_int if k == "i" else _DEFAULTS.float_dtype
 
 
 def _strong_dtype(x) -> DType:
@@ -168,7 +208,7 @@ def result_type(*args) -> DType:
     if not strong:
         kinds = [scalar_kind(a) for a in weak]
         if "f" in kinds:
-            return default_float
+            return _DEFAULTS.float_dtype
         if "i" in kinds:
             return default_int
         return bool_

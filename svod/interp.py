@@ -21,17 +21,22 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from svod.ir import Ops, UOp
+from svod.ir import BOOL_UNARY, Ops, UOp
 
 _UNARY = {
     Ops.NEG: np.negative, Ops.ABS: np.abs, Ops.EXP: np.exp, Ops.LOG: np.log, Ops.SQRT: np.sqrt,
     Ops.SIN: np.sin, Ops.COS: np.cos, Ops.TANH: np.tanh, Ops.FLOOR: np.floor, Ops.CEIL: np.ceil,
     Ops.ROUND: np.round, Ops.SIGN: np.sign, Ops.ISNAN: np.isnan, Ops.ISINF: np.isinf,
+    Ops.ASIN: np.arcsin, Ops.ACOS: np.arccos, Ops.ATAN: np.arctan, Ops.SINH: np.sinh, Ops.COSH: np.cosh,
+    Ops.ASINH: np.arcsinh, Ops.ACOSH: np.arccosh, Ops.ATANH: np.arctanh, Ops.SIGNBIT: np.signbit,
 }
 _BINARY = {
     Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.DIV: np.true_divide,
     Ops.MAX: np.maximum, Ops.MIN: np.minimum, Ops.CMPLT: np.less, Ops.CMPLE: np.less_equal,
     Ops.CMPEQ: np.equal, Ops.CMPNE: np.not_equal,
+    Ops.ATAN2: np.arctan2, Ops.HYPOT: np.hypot, Ops.LOGADDEXP: np.logaddexp, Ops.COPYSIGN: np.copysign,
+    # numpy's shifts: 0 (or -1 for a negative value shifted right) outside [0, bits)
+    Ops.SHL: np.left_shift, Ops.SHR: np.right_shift,
 }
 
 
@@ -113,7 +118,7 @@ def eval_node(op: Ops, dtype, arg, shape, srcs: Sequence[np.ndarray]) -> np.ndar
             return np.logical_not(srcs[0]) if srcs[0].dtype == np.bool_ else np.invert(srcs[0])
         if op in _UNARY:
             out = _UNARY[op](srcs[0])
-            return out if op in (Ops.ISNAN, Ops.ISINF) else out.astype(npd, copy=False)
+            return out if op in BOOL_UNARY else out.astype(npd, copy=False)
         if op in _BINARY or op in (Ops.IDIV, Ops.MOD, Ops.POW, Ops.AND, Ops.OR, Ops.XOR):
             return np.asarray(_binary(op, srcs[0], srcs[1])).astype(npd, copy=False)
         if op is Ops.WHERE:
@@ -142,6 +147,10 @@ def eval_node(op: Ops, dtype, arg, shape, srcs: Sequence[np.ndarray]) -> np.ndar
             return np.matmul(srcs[0], srcs[1]).astype(npd, copy=False)
         if op is Ops.CONTIGUOUS:
             return np.ascontiguousarray(srcs[0])
+        if op is Ops.LIBRARY:
+            from svod.library import execute
+
+            return np.asarray(execute(arg[0], arg[1], srcs)[arg[2]]).astype(npd, copy=False).reshape(arg[3])
     raise NotImplementedError(f"interpreter: no rule for {op}")
 
 
@@ -188,6 +197,16 @@ def run_kernel(kernel, buffers: dict[int, np.ndarray]) -> None:
     An attention kernel's nodes give the softmax input t over the scores; its output is
     ``softmax(t) @ v``.
     """
+    if kernel.library is not None:
+        from svod.library import execute, store
+
+        results = execute(kernel.library.fn, kernel.library.params,
+                          [_gather(buffers[i.slot], i.view) for i in kernel.inputs])
+        for o in kernel.outputs:
+            if buffers.get(o.slot) is None or buffers[o.slot].size < math.prod(o.shape):
+                buffers[o.slot] = np.empty(math.prod(o.shape), o.dtype.np)
+        store(kernel, results, buffers)
+        return
     at = kernel.attention
     if at is None:
         vals = _eval_body(kernel, buffers)

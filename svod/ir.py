@@ -49,6 +49,16 @@ class Ops(enum.Enum):
     ISNAN = "ISNAN"
     ISINF = "ISINF"
     CAST = "CAST"  # dtype is the target
+    # inverse trigonometric and hyperbolic (float; svod/elementwise.py)
+    ASIN = "ASIN"
+    ACOS = "ACOS"
+    ATAN = "ATAN"
+    SINH = "SINH"
+    COSH = "COSH"
+    ASINH = "ASINH"
+    ACOSH = "ACOSH"
+    ATANH = "ATANH"
+    SIGNBIT = "SIGNBIT"  # bool result: the sign bit (set for -0.0 and negative NaNs)
     # binary elementwise (same dtype operands)
     ADD = "ADD"
     SUB = "SUB"
@@ -66,6 +76,12 @@ class Ops(enum.Enum):
     AND = "AND"  # logical for bool, bitwise for int
     OR = "OR"
     XOR = "XOR"
+    ATAN2 = "ATAN2"  # (y, x), float
+    HYPOT = "HYPOT"
+    LOGADDEXP = "LOGADDEXP"
+    COPYSIGN = "COPYSIGN"
+    SHL = "SHL"  # integer shifts, numpy's rules for shifts outside [0, bits)
+    SHR = "SHR"  # arithmetic
     # ternary
     WHERE = "WHERE"  # (cond: bool, a, b)
     # reductions: keep reduced axes as size 1
@@ -84,6 +100,9 @@ class Ops(enum.Enum):
     MATMUL = "MATMUL"  # (a[..., m, k], b[..., k, n]), equal batch shapes
     # boundaries
     CONTIGUOUS = "CONTIGUOUS"  # identity that asks for a materialised result
+    # a library step (sorting, LAPACK, ...; svod/library.py): arg (function, params, output
+    # index, shape); one node per output of the call, the call runs once per plan step
+    LIBRARY = "LIBRARY"
 
     def __repr__(self) -> str:
         return f"Ops.{self.name}"
@@ -93,9 +112,14 @@ class Ops(enum.Enum):
 
 
 UNARY = frozenset({Ops.NEG, Ops.ABS, Ops.EXP, Ops.LOG, Ops.SQRT, Ops.SIN, Ops.COS, Ops.TANH, Ops.ERF,
-                   Ops.FLOOR, Ops.CEIL, Ops.ROUND, Ops.SIGN, Ops.NOT, Ops.ISNAN, Ops.ISINF, Ops.CAST})
+                   Ops.FLOOR, Ops.CEIL, Ops.ROUND, Ops.SIGN, Ops.NOT, Ops.ISNAN, Ops.ISINF, Ops.CAST,
+                   Ops.ASIN, Ops.ACOS, Ops.ATAN, Ops.SINH, Ops.COSH, Ops.ASINH, Ops.ACOSH, Ops.ATANH,
+                   Ops.SIGNBIT})
 BINARY = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.DIV, Ops.IDIV, Ops.MOD, Ops.POW, Ops.MAX, Ops.MIN,
-                    Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR})
+                    Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR,
+                    Ops.ATAN2, Ops.HYPOT, Ops.LOGADDEXP, Ops.COPYSIGN, Ops.SHL, Ops.SHR})
+# unary ops whose result is bool whatever the source dtype
+BOOL_UNARY = frozenset({Ops.ISNAN, Ops.ISINF, Ops.SIGNBIT})
 COMPARE = frozenset({Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ, Ops.CMPNE})
 ELEMENTWISE = UNARY | BINARY | {Ops.WHERE}
 _SAME_SHAPE = UNARY | {Ops.CONTIGUOUS}  # one source, its shape
@@ -219,6 +243,8 @@ def _infer_shape(op: Ops, src: tuple[UOp, ...], arg: Any) -> tuple[int, ...]:
         a, b = src[0].shape, src[1].shape
         assert a[:-2] == b[:-2] and a[-1] == b[-2], f"MATMUL {a} @ {b}"
         return a[:-1] + (b[-1],)
+    if op is Ops.LIBRARY:
+        return tuple(arg[3])
     raise AssertionError(f"no shape rule for {op}")
 
 

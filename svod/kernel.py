@@ -18,6 +18,11 @@ Structure made explicit, so every consumer reads it the same way:
 - **Matmul**: `matmul` set; the ACC node is the dot product of inputs `a` and `b` at
   the (batch..., m, n) index; other nodes form the epilogue (bias, activation, ...).
   `matmul.library` marks the library step (numpy's BLAS, no epilogue).
+- **Library call**: `library` set (`LibrarySpec`: a function of `svod/library.py` and
+  its parameters): numpy's sorting, LAPACK, ... on the inputs (each read through its
+  view, in call order, shapes of their own); one RESULT node per output, its arg the
+  index of the call's result it writes. The outputs have shapes of their own; `shape`
+  is the first output's.
 - **Attention**: `attention` set; the kernel computes ``softmax(t, last axis) @ v`` over
   (batch..., m, dv) without materialising the (m, n) scores. Its nodes compute `t`, the
   output's node, over the score space (batch..., m, n) from ACC (the score ``q · kᵀ``)
@@ -41,13 +46,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from svod.dtype import DType, bool_, int64
-from svod.ir import BINARY, COMPARE, REDUCE_OPS, UNARY, Ops, _hash_arg
+from svod.ir import BINARY, BOOL_UNARY, COMPARE, REDUCE_OPS, UNARY, Ops, _hash_arg
+from svod.key import _arg_from_json, _arg_to_json
 from svod.view import ViewChain
 
 # Body ops that exist only inside kernels (the rest are ir.Ops).
 LOAD = "LOAD"  # arg: input index
 VALID = "VALID"  # arg: ViewChain whose masks say whether the index is in range
 ACC = "ACC"  # matmul accumulator value at the output index
+RESULT = "RESULT"  # a library call's result (arg: its index among the call's results)
 
 
 class KernelError(ValueError):
@@ -127,6 +134,18 @@ class AttentionSpec:
         return (self.q, self.k, self.v)
 
 
+@dataclass(frozen=True)
+class LibrarySpec:
+    """A library step: function `fn` of `svod/library.py` with parameters `params` (a
+    tuple of scalars, strings, None and tuples of those)."""
+
+    fn: str
+    params: tuple = ()
+
+    def key(self) -> tuple:
+        return (self.fn, _hash_arg(self.params))
+
+
 def _prod(xs) -> int:
     out = 1
     for x in xs:
@@ -144,6 +163,7 @@ class Kernel:
     reduce_axes: tuple[int, ...] = ()
     matmul: MatmulSpec | None = None
     attention: AttentionSpec | None = None
+    library: LibrarySpec | None = None
     # the memoised key: init=False, so `dataclasses.replace` gives the copy its own (a shared
     # list handed a changed kernel the original's key, and with it the original's Program)
     _key: list = field(default_factory=list, init=False, compare=False, repr=False)
@@ -170,6 +190,8 @@ class Kernel:
     def kind(self) -> str:
         if self.matmul is not None:
             return "blas" if self.matmul.library else "matmul"
+        if self.library is not None:
+            return "library"
         if self.attention is not None:
             return "attention"
         if not self.reduce_axes:
@@ -188,6 +210,8 @@ class Kernel:
                      tuple(n.key() for n in self.nodes), tuple(o.key() for o in self.outputs),
                      self.matmul.key() if self.matmul else None,
                      self.attention.key() if self.attention else None)
+            if self.library is not None:  # NOTE: appended only when set: other kernels keep their keys
+                parts += (self.library.key(),)
             h.update(repr(parts).encode())
             self._key.append(h.hexdigest())
         return self._key[0]
@@ -203,6 +227,9 @@ class Kernel:
             raise err(f"reduce_axes {self.reduce_axes} must be sorted, unique axes of {self.shape}")
         if not self.outputs:
             raise err("has no outputs")
+        if self.library is not None:
+            self._check_library(err)
+            return
         mm = self.matmul
         at = self.attention
         if at is not None:
@@ -291,6 +318,21 @@ class Kernel:
             if len(self.nodes) != 1 or self.nodes[0].op != ACC or len(self.outputs) != 1:
                 raise err("a library (BLAS) step computes exactly one matmul, with no epilogue")
 
+    def _check_library(self, err) -> None:
+        if self.matmul is not None or self.attention is not None or self.reduce_axes:
+            raise err("a library step cannot also be a matmul, attention or reduce kernel")
+        if self.shape != self.outputs[0].shape:
+            raise err(f"a library step's space {self.shape} is its first output's shape {self.outputs[0].shape}")
+        for i, n in enumerate(self.nodes):
+            if n.op != RESULT or n.src or not isinstance(n.arg, int) or n.arg < 0:
+                raise err(f"node %{i} ({_opname(n.op)}): a library step's nodes are RESULT nodes")
+        for j, o in enumerate(self.outputs):
+            if not 0 <= o.node < len(self.nodes) or self.nodes[o.node].dtype != o.dtype or o.reduced:
+                raise err(f"output {j} must write a RESULT node of dtype {o.dtype}")
+        slots = [o.slot for o in self.outputs]
+        if len(set(slots)) != len(slots) or set(slots) & {i.slot for i in self.inputs}:
+            raise err(f"output slots {slots} repeat or are also inputs")
+
     def _check_attention(self, err) -> None:
         at = self.attention
         if self.matmul is not None or self.reduce_axes:
@@ -344,7 +386,7 @@ class Kernel:
         elif op in UNARY:
             if len(srcs) != 1:
                 raise err(f"node %{i} {op.name} takes one source, got {len(srcs)}")
-            if op is not Ops.CAST and op not in (Ops.ISNAN, Ops.ISINF) and srcs[0].dtype != n.dtype:
+            if op is not Ops.CAST and op not in BOOL_UNARY and srcs[0].dtype != n.dtype:
                 raise err(f"node %{i} {op.name}: source dtype {srcs[0].dtype} != {n.dtype}")
         elif op in BINARY:
             if len(srcs) != 2 or srcs[0].dtype != srcs[1].dtype:
@@ -367,6 +409,8 @@ class Kernel:
         if self.matmul:
             mm = self.matmul
             head += f" matmul(in{mm.a} @ in{mm.b}, m={mm.m} n={mm.n} k={mm.k}{', library' if mm.library else ''})"
+        if self.library:
+            head += f" library({self.library.fn}{self.library.params!r})"
         if self.attention:
             at = self.attention
             head += (f" attention(softmax(%{self.outputs[0].node}) @ in{at.v}, ACC = in{at.q} @ in{at.k}.T, "
@@ -381,6 +425,8 @@ class Kernel:
                 rhs = f"VALID {_view_str(n.arg)}"
             elif n.op is Ops.CONST:
                 rhs = f"CONST {n.arg!r}"
+            elif n.op == RESULT:
+                rhs = f"RESULT {n.arg}"
             else:
                 name = _opname(n.op) + (f".{n.arg}" if n.op is Ops.REDUCE else "")
                 rhs = f"{name} " + " ".join(f"%{s}" for s in n.src)
@@ -505,7 +551,8 @@ def kernel_to_json(k: Kernel) -> dict:
             "inputs": [[i.slot, i.dtype.name, _chain_to_json(i.view)] for i in k.inputs], "nodes": nodes,
             "outputs": [[o.slot, o.node, o.dtype.name, list(o.shape), o.reduced, o.pass_] for o in k.outputs],
             "matmul": None if mm is None else [mm.a, mm.b, mm.m, mm.n, mm.k, mm.library],
-            "attention": None if k.attention is None else list(k.attention.key())}
+            "attention": None if k.attention is None else list(k.attention.key()),
+            **({} if k.library is None else {"library": [k.library.fn, _arg_to_json(k.library.params)]})}
 
 
 def kernel_from_json(obj: dict) -> Kernel:
@@ -513,7 +560,7 @@ def kernel_from_json(obj: dict) -> Kernel:
 
     nodes = []
     for op, dt, src, arg, p in obj["nodes"]:
-        op = op if op in (LOAD, VALID, ACC) else Ops(op)
+        op = op if op in (LOAD, VALID, ACC, RESULT) else Ops(op)
         arg = _chain_from_json(arg) if op == VALID else _scalar_from_json(arg)
         nodes.append(KNode(op, to_dtype(dt), tuple(src), arg, p))
     mm = obj["matmul"]
@@ -522,7 +569,8 @@ def kernel_from_json(obj: dict) -> Kernel:
                   tuple(KInput(s, to_dtype(d), _chain_from_json(v)) for s, d, v in obj["inputs"]), tuple(nodes),
                   tuple(KOutput(s, n, to_dtype(d), tuple(sh), r, p) for s, n, d, sh, r, p in obj["outputs"]),
                   tuple(obj["reduce_axes"]), None if mm is None else MatmulSpec(*mm),
-                  None if at is None else AttentionSpec(*at))
+                  None if at is None else AttentionSpec(*at),
+                  None if "library" not in obj else LibrarySpec(obj["library"][0], _arg_from_json(obj["library"][1])))
 
 
 def plan_to_json(p: Plan) -> dict:

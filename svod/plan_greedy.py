@@ -25,7 +25,20 @@ from collections.abc import Iterable
 
 from svod.dtype import bool_
 from svod.ir import ELEMENTWISE, MOVEMENT, Ops
-from svod.kernel import ACC, LOAD, VALID, Kernel, KInput, KNode, KOutput, MatmulSpec, Plan, SlotInfo
+from svod.kernel import (
+    ACC,
+    LOAD,
+    RESULT,
+    VALID,
+    Kernel,
+    KInput,
+    KNode,
+    KOutput,
+    LibrarySpec,
+    MatmulSpec,
+    Plan,
+    SlotInfo,
+)
 from svod.key import GraphKey, KeyNode
 from svod.view import View, ViewChain, apply_movement
 
@@ -238,6 +251,13 @@ def _build_kernel(key: GraphKey, root: int, materialized: set[int], slot_of: dic
         b.seen = seen
         return b
 
+    if n.op is Ops.LIBRARY:  # a library call: operands are views of materialised values
+        b = builder(rn.shape, None)
+        ins = tuple(_operand_view(b, key, s, materialized) for s in n.src)
+        fn, params, j, _ = n.arg
+        k = Kernel(name, rn.shape, ins, (KNode(RESULT, n.dtype, (), j),),
+                   (KOutput(slot_of[root], 0, n.dtype, rn.shape),), library=LibrarySpec(fn, params))
+        return k, set(), seen
     if n.op is Ops.MATMUL:
         b = builder(rn.shape, None)
         a_shape, b_shape = key.nodes[n.src[0]].shape, key.nodes[n.src[1]].shape
@@ -316,6 +336,13 @@ def _find_matmul(key: GraphKey, root: int, materialized: set[int], seen: set[int
 
 def _operand_input(b: _KernelBuilder, key: GraphKey, i: int, materialized: set[int]) -> int:
     """A matmul operand must be a view of a materialised value."""
+    inp = _operand_view(b, key, i, materialized)
+    return b.add_input(inp.slot, inp.dtype, inp.view)
+
+
+def _operand_view(b: _KernelBuilder, key: GraphKey, i: int, materialized: set[int]) -> KInput:
+    """The input reading node `i` as a view of a materialised value (movement ops become
+    the view; anything else is materialised)."""
     stack: Stack = ()
     j = i
     while b.seen.add(j) or (j not in materialized and key.nodes[j].op is not Ops.BUFFER):
@@ -325,7 +352,7 @@ def _operand_input(b: _KernelBuilder, key: GraphKey, i: int, materialized: set[i
             j = n.src[0]
         else:
             raise _Materialize(j)
-    return b.add_input(b.slot_of[j], key.nodes[j].dtype, _chain(key.nodes[j].shape, stack))
+    return KInput(b.slot_of[j], key.nodes[j].dtype, _chain(key.nodes[j].shape, stack))
 
 
 def initial_materialized(key: GraphKey) -> set[int]:
@@ -439,14 +466,21 @@ def _merge_siblings(built: list[tuple[int, Kernel]]) -> list[tuple[list[int], Ke
     out: list[tuple[list[int], Kernel]] = []
     for root, k in built:
         merged = False
-        if k.matmul is None:
+        if k.library is not None:  # results of one call (same function, parameters, operands): one step
+            for gi, (roots, g) in enumerate(out):
+                if g.library == k.library and g.inputs == k.inputs:
+                    out[gi] = (roots + [root], _merge_results(g, k))
+                    merged = True
+                    break
+        elif k.matmul is None:
             reads = {i.slot for i in k.inputs}
             for gi in range(len(out) - 1, -1, -1):
                 roots, g = out[gi]
                 g_writes = {o.slot for o in g.outputs}
                 if reads & g_writes:
                     break  # k depends on g: it cannot join g or anything before it
-                if g.matmul is None and g.shape == k.shape and g.reduce_axes == k.reduce_axes and \
+                if g.matmul is None and g.library is None and g.shape == k.shape and \
+                        g.reduce_axes == k.reduce_axes and \
                         ({i.slot for i in g.inputs} & reads):
                     # the merged kernel runs where g ran when k reads nothing written after g
                     # (k moves earlier), else where k runs when nothing after g reads g's
@@ -464,6 +498,13 @@ def _merge_siblings(built: list[tuple[int, Kernel]]) -> list[tuple[list[int], Ke
         if not merged:
             out.append(([root], k))
     return out
+
+
+def _merge_results(a: Kernel, b: Kernel) -> Kernel:
+    """One library step writing the outputs of two steps of the same call."""
+    base = len(a.nodes)
+    outs = a.outputs + tuple(KOutput(o.slot, base + o.node, o.dtype, o.shape) for o in b.outputs)
+    return Kernel(f"{a.name}+{b.name}", a.shape, a.inputs, a.nodes + b.nodes, outs, library=a.library)
 
 
 def _concat_kernels(a: Kernel, b: Kernel) -> Kernel:

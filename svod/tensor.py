@@ -329,6 +329,12 @@ class Tensor:
     def shape(self) -> tuple[int, ...]:
         return self.uop.shape
 
+    @shape.setter
+    def shape(self, value) -> None:
+        """numpy's ``x.shape = (...)``: rebinds `x` to the reshape (-1 allowed)."""
+        self.uop = reshape(self, value).uop
+        _register(self)
+
     @property
     def dtype(self) -> DType:
         return self.uop.dtype
@@ -403,7 +409,10 @@ class Tensor:
 
         return svod
 
-    def item(self):
+    def item(self, *args):
+        """The value as a Python scalar; numpy's `item(i)` / `item(i, j)` pick one element."""
+        if args:
+            return self.numpy().item(*args)
         if self.size != 1:
             raise ValueError(f"item: can only convert an array of size 1, got shape {shape_str(self.shape)}")
         return self.numpy().reshape(()).item()
@@ -536,6 +545,26 @@ class Tensor:
     def __rxor__(self, o):
         return bitwise_xor(o, self)
 
+    def __lshift__(self, o):
+        from svod.elementwise import bitwise_left_shift
+
+        return bitwise_left_shift(self, o)
+
+    def __rlshift__(self, o):
+        from svod.elementwise import bitwise_left_shift
+
+        return bitwise_left_shift(o, self)
+
+    def __rshift__(self, o):
+        from svod.elementwise import bitwise_right_shift
+
+        return bitwise_right_shift(self, o)
+
+    def __rrshift__(self, o):
+        from svod.elementwise import bitwise_right_shift
+
+        return bitwise_right_shift(o, self)
+
     def __neg__(self):
         return negative(self)
 
@@ -612,6 +641,12 @@ class Tensor:
     def __ixor__(self, o):
         return self._inplace(bitwise_xor, o, "__ixor__")
 
+    def __ilshift__(self, o):
+        return self._inplace(Tensor.__lshift__, o, "__ilshift__")
+
+    def __irshift__(self, o):
+        return self._inplace(Tensor.__rshift__, o, "__irshift__")
+
     # --- indexing
     def __getitem__(self, key) -> Tensor:
         from svod.indexing import getitem
@@ -636,7 +671,7 @@ class Tensor:
         return permute_dims(self, axes)
 
     def transpose(self, *axes) -> Tensor:
-        if not axes:
+        if not axes or axes == (None,):
             return self.T
         return self.permute(*axes)
 
@@ -722,7 +757,11 @@ class Tensor:
     def clip(self, min=None, max=None):
         return clip(self, min, max)
 
-    def round(self):
+    def round(self, decimals: int = 0):
+        if decimals:
+            from svod.numpy._functions import around
+
+            return around(self, decimals)
         return round(self)
 
     def square(self):
@@ -740,7 +779,122 @@ class Tensor:
         return matmul(self, o)
 
     def dot(self, o):
-        return matmul(self, o)
+        from svod.numpy._functions import dot
+
+        return dot(self, o)
+
+    # --- numpy's ndarray methods (svod.numpy's functions; `svod/numpy/_functions.py`)
+    def copy(self, order="C") -> Tensor:
+        """A new tensor with this value (lazy; later updates of either leave the other)."""
+        return Tensor._from(UOp(OP.CONTIGUOUS, self.dtype, (self.uop,)))
+
+    def fill(self, value) -> None:
+        """Set every element to `value` (rebinds this tensor, as `x[...] = value`)."""
+        if isinstance(value, Tensor):
+            value = value.item()
+        if self.dtype.is_int and not dt.can_cast_scalar(self.dtype, value):
+            raise OverflowError(f"fill: {value} does not fit {self.dtype}")
+        self.uop = full(self.shape, np.array(value).astype(self.dtype.np).item(), dtype=self.dtype).uop
+        _register(self)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def real(self) -> Tensor:
+        return self
+
+    @property
+    def imag(self) -> Tensor:
+        return zeros_like(self)
+
+    def conj(self) -> Tensor:
+        return self
+
+    conjugate = conj
+
+    def swapaxes(self, axis1: int, axis2: int) -> Tensor:
+        order = list(range(self.ndim))
+        a, b = _normalize_axis(axis1, self.ndim, "swapaxes"), _normalize_axis(axis2, self.ndim, "swapaxes")
+        order[a], order[b] = order[b], order[a]
+        return permute_dims(self, tuple(order))
+
+    def _np(self, name: str, *args, **kwargs):
+        from svod.numpy import _functions
+
+        return getattr(_functions, name)(self, *args, **kwargs)
+
+    def cumsum(self, axis=None, dtype=None):
+        return self._np("cumsum", axis, dtype)
+
+    def cumprod(self, axis=None, dtype=None):
+        return self._np("cumprod", axis, dtype)
+
+    def ptp(self, axis=None, keepdims=False):
+        return self._np("ptp", axis, keepdims=keepdims)
+
+    def nonzero(self):
+        from svod.searching import nonzero
+
+        return nonzero(self)
+
+    def sort(self, axis: int = -1, kind=None, order=None) -> None:
+        """Sort in place along `axis` (stable; rebinds this tensor), as numpy's method."""
+        from svod.sorting import sort
+
+        self.uop = sort(self, axis=axis).uop
+        _register(self)
+
+    def argsort(self, axis: int = -1, kind=None, order=None):
+        return self._np("argsort", axis, kind)
+
+    def searchsorted(self, v, side="left", sorter=None):
+        from svod.searching import searchsorted
+
+        return searchsorted(self, v, side=side, sorter=sorter)
+
+    def repeat(self, repeats, axis=None):
+        return self._np("repeat", repeats, axis)
+
+    def take(self, indices, axis=None):
+        from svod.gather import take
+
+        return take(self, indices, axis=axis)
+
+    def diagonal(self, offset=0, axis1=0, axis2=1):
+        return self._np("diagonal", offset, axis1, axis2)
+
+    def trace(self, offset=0, axis1=0, axis2=1, dtype=None):
+        return self._np("trace", offset, axis1, axis2, dtype)
+
+    def to_device(self, device, /, *, stream=None) -> Tensor:
+        if device != "cpu":
+            raise ValueError(f"to_device: svod runs on 'cpu', not {device!r}")
+        return self
+
+    # --- interchange and numpy's protocols (svod/interop.py)
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        from svod.interop import to_dlpack
+
+        return to_dlpack(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)  # kDLCPU
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from svod.interop import array_ufunc
+
+        return array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        from svod.interop import array_function
+
+        return array_function(func, types, args, kwargs)
 
 
 # ----------------------------------------------------------------------------- creation
@@ -936,6 +1090,8 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
         except OverflowError as e:
             raise OverflowError(f"asarray: value out of range for {d} ({e})") from e
         return _from_numpy(arr, copy=False)
+    if isinstance(obj, complex):
+        raise DTypeError(f"asarray: complex numbers ({obj!r}) are not supported: svod has no complex dtypes yet")
     raise DTypeError(f"asarray: cannot convert object of type {type(obj).__name__}")
 
 
@@ -1132,7 +1288,10 @@ def _operands(op: str, *xs, dtype_fn=None) -> tuple[list[UOp], DType]:
             strong.append(_KIND_VALUE[x.uop.dtype.kind])
             continue
         if tensors[i] is None and (not _is_scalar(x) or isinstance(x, np.generic)):  # NEP 50: numpy scalars are strong
-            tensors[i] = asarray(x)
+            try:
+                tensors[i] = asarray(x)
+            except DTypeError as e:  # name the op the user wrote (a complex operand, a uint8 array, ...)
+                raise DTypeError(f"{op}: {e}") from None
         if tensors[i] is not None:
             strong.append(tensors[i].dtype)
         else:
@@ -1811,7 +1970,17 @@ def tile(x, repetitions, /) -> Tensor:
 def repeat(x, repeats: int, /, *, axis=None) -> Tensor:
     x = asarray(x)
     if not isinstance(repeats, (int, np.integer)):
-        raise TypeError("repeat: only an int number of repeats is supported lazily")
+        r = repeats.numpy() if isinstance(repeats, Tensor) else np.asarray(repeats)
+        if r.dtype.kind not in "iu":
+            raise TypeError(f"repeat: repeats must be integers, got {r.dtype}")
+        if r.ndim == 0:
+            repeats = int(r)
+        else:  # one count per element: the output's shape depends on them (eager, as nonzero)
+            try:
+                return _from_numpy(np.repeat(x.numpy(), r, axis=axis), copy=False)
+            except ValueError as e:
+                raise ShapeError(f"repeat: {e} (array of shape {shape_str(x.shape)}, repeats of shape "
+                                 f"{shape_str(r.shape)})") from None
     if axis is None:
         x, axis = reshape(x, (-1,)), 0
     a = _normalize_axis(axis, x.ndim, "repeat")
@@ -1888,7 +2057,15 @@ def tensordot(a, b, /, *, axes=2) -> Tensor:
 
 
 def vecdot(x1, x2, /, *, axis: int = -1) -> Tensor:
+    """Dot products along `axis` (a negative axis, counted from the end of both); the other
+    axes broadcast, the contracted one must have one size in both; result dtype: the
+    operands' promoted dtype."""
     x1, x2 = asarray(x1), asarray(x2)
     shape = broadcast_shapes(x1.shape, x2.shape, op="vecdot")
     ax = _normalize_axis(axis, len(shape), "vecdot")
-    return sum(multiply(x1, x2), axis=ax)
+    k = ax - len(shape)  # the same axis counted from the end in both operands
+    if -k > builtins.min(x1.ndim, x2.ndim) or x1.shape[k] != x2.shape[k]:
+        raise ShapeError(f"vecdot: the contracted axis {axis} differs in size: shapes {shape_str(x1.shape)} and "
+                         f"{shape_str(x2.shape)}")
+    d = dt.promote_types(x1.dtype, x2.dtype)
+    return sum(multiply(x1, x2), axis=ax, dtype=d if not d.is_bool else None)

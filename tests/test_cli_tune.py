@@ -68,6 +68,23 @@ def test_usage_errors_and_messages(capsys, isolated, argv, code, message):
     assert message in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["tune", "gelu", "--ray-actor-cpus", "1"], "go with --ray ADDRESS"),
+    (["calibrate", "--job-timeout", "5"], "go with --ray ADDRESS"),
+    (["tune", "gelu", "--ray", "local", "--ray-actor-cpus", "0"], "must be a positive integer"),
+    (["costmodel", "report", "--ray", "local", "--job-timeout", "-1"], "must be a positive number of seconds"),
+])
+def test_farm_options_are_checked_before_anything_runs(capsys, isolated, argv, message):
+    code, out, err = _run(capsys, *argv)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_the_farm_options_are_in_the_help(capsys):
+    for cmd in (["tune"], ["calibrate"], ["costmodel", "report"]):
+        code, out, _ = _run(capsys, *cmd, "--help")
+        assert code == 0 and "--ray ADDRESS" in out and "--ray-actor-cpus" in out and "--job-timeout" in out
+
+
 def test_scripts_that_fail_give_messages(capsys, isolated):
     tmp = isolated
     boom = tmp / "boom.py"
@@ -223,8 +240,8 @@ def _fake_timings(monkeypatch, fail_after=None):
         return measure.Timing(s, s, 3, 1)
 
     monkeypatch.setattr(measure, "time_kernel", fake_kernel)
-    monkeypatch.setattr(tune_mod, "time_callable", fake_callable)
-    monkeypatch.setattr(tune_mod, "time_plans", lambda runners, **kw: [1e-5 + 1e-7 * i for i in range(len(runners))])
+    monkeypatch.setattr(measure, "time_callable", fake_callable)
+    monkeypatch.setattr(measure, "time_plans", lambda runners, **kw: [1e-5 + 1e-7 * i for i in range(len(runners))])
     return state
 
 

@@ -72,7 +72,8 @@ def test_search_and_costmodels_only_import_core():
 
 def test_import_svod_is_light():
     code = ("import sys, time; t = time.perf_counter(); import svod; dt = time.perf_counter() - t\n"
-            "heavy = [m for m in ('egglog', 'llvmlite.binding', 'search', 'costmodels', 'matplotlib') "
+            "heavy = [m for m in ('egglog', 'llvmlite.binding', 'search', 'costmodels', 'matplotlib', 'ray', "
+            "'dask', 'distributed') "
             "if m in sys.modules]\n"
             "print(heavy, dt)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

@@ -102,7 +102,7 @@ def cases(sizes: str = "default", only: list[str] | None = None) -> list[Case]:
     if sizes not in _SHAPES:
         raise ValueError(f"unknown sizes {sizes!r}; known: {', '.join(_SHAPES)}")
     keep = set(parse_only(only)) if only else set(WNAMES)
-    out = []
+    out: list[Case] = []
     for w, spec in _SHAPES[sizes].items():
         if w not in keep:
             continue
@@ -125,9 +125,9 @@ def parse_only(only) -> list[str]:
     for it in (s.strip().lower() for s in items):
         if not it:
             continue
-        key = it if it in WNAMES else by_full.get(it)
+        key = it if it in WNAMES or it == "dask" else by_full.get(it)
         if key is None:
-            raise ValueError(f"unknown workload {it!r}; choose from {', '.join(WNAMES)} (comma-separated)")
+            raise ValueError(f"unknown workload {it!r}; choose from {', '.join(WNAMES)}, dask (comma-separated)")
         out.append(key)
     if not out:
         raise ValueError("--only names no workload")
@@ -446,11 +446,29 @@ def run(sizes: str = "default", only=None, repeats: int | None = None, peers: bo
             pb.update(1)
     result["probes"] = {k: v for k, v in state.items() if k in ("dram", "l3")}
     result["failures"] = [c["id"] for c in result["cases"] if not c["check"]["ok"]]
+    if only is None or "dask" in parse_only(only):
+        result["dask"] = _dask_case(sizes, out)
+        if not result["dask"].get("check", {"ok": True})["ok"]:
+            result["failures"].append("dask")
     result["seconds"] = time.perf_counter() - t_start
     result["svod_stats"] = svod.stats()
     if out is not None:
         print(format_table(result), file=out)
     return result
+
+
+def _dask_case(sizes: str, out) -> dict:
+    """The dask.array program on a 2-worker LocalCluster, numpy chunks against svod chunks
+    (svod/bench/dask_bench.py), or why it was skipped."""
+    from svod.bench import dask_bench
+
+    why = dask_bench.available()
+    if why:
+        return {"skipped": why}
+    if out is not None:
+        print("... dask 2-worker LocalCluster", file=sys.stderr, flush=True)
+    total, chunk = dask_bench.SIZES[sizes]
+    return dask_bench.run(total, chunk, repeats=dask_bench.REPEATS[sizes], out=None)
 
 
 def format_table(result: dict) -> str:
@@ -483,6 +501,10 @@ def format_table(result: dict) -> str:
         own = {k: v for k, v in c["skipped"].items() if k not in result["peers_skipped"]}
         for name, why in own.items():
             lines.append(f"{'':34} {name:34} skipped: {why}")
+    if "dask" in result:
+        from svod.bench.dask_bench import format_result
+
+        lines.append(format_result(result["dask"]))
     if result["failures"]:
         lines.append(f"*** {len(result['failures'])} CHECK(S) FAILED: {', '.join(result['failures'])} ***")
     lines.append(f"total {result['seconds']:.1f} s")

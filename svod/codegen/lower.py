@@ -54,7 +54,9 @@ from svod.view import View, ViewChain
 LOWER_VERSION = "6"  # bump when generated code changes meaning (part of the object-cache key)
 MAX_SEGMENTS = 8  # most pieces a loop is cut into at mask boundaries (`_segments`), or blocks unrolled
 ILP_INTERLEAVE = 4  # vectors in flight in an elementwise loop with a long chain (`_ilp_hints`)
-_LATENCY_OPS = frozenset({Ops.EXP, Ops.LOG, Ops.SQRT, Ops.SIN, Ops.COS, Ops.TANH, Ops.ERF, Ops.DIV, Ops.POW})
+_LATENCY_OPS = frozenset({Ops.EXP, Ops.LOG, Ops.SQRT, Ops.SIN, Ops.COS, Ops.TANH, Ops.ERF, Ops.DIV, Ops.POW,
+                          Ops.ASIN, Ops.ACOS, Ops.ATAN, Ops.SINH, Ops.COSH, Ops.ASINH, Ops.ACOSH, Ops.ATANH,
+                          Ops.ATAN2, Ops.HYPOT, Ops.LOGADDEXP})
 CHUNK = 4096  # elements per unit of a one-axis elementwise kernel
 SUM_BLOCK = 256  # elements per float-sum block (vector accumulators inside, cascade across)
 CASCADE_LEVELS = 64
@@ -64,12 +66,18 @@ MM_ROWS = 16  # integer/bool matmul rows per unit (float matmuls: svod/codegen/g
 MM_COLS = 256  # integer/bool matmul columns per accumulator tile
 
 F32, F64 = ir.FloatType(), ir.DoubleType()
-_COSTLY = frozenset({Ops.EXP, Ops.LOG, Ops.TANH, Ops.ERF, Ops.SIN, Ops.COS, Ops.POW, Ops.SQRT, Ops.DIV})
+_COSTLY = frozenset({Ops.EXP, Ops.LOG, Ops.TANH, Ops.ERF, Ops.SIN, Ops.COS, Ops.POW, Ops.SQRT, Ops.DIV,
+                     Ops.ASIN, Ops.ACOS, Ops.ATAN, Ops.SINH, Ops.COSH, Ops.ASINH, Ops.ACOSH, Ops.ATANH,
+                     Ops.ATAN2, Ops.HYPOT, Ops.LOGADDEXP})
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 VOID = ir.VoidType()
 
 _MATH = {Ops.EXP: "exp", Ops.LOG: "log", Ops.SQRT: "sqrt", Ops.SIN: "sin", Ops.COS: "cos",
          Ops.TANH: "tanh", Ops.ERF: "erf"}
+# svod/codegen/vecmath_inv.py
+_MATH.update({Ops.ASIN: "asin", Ops.ACOS: "acos", Ops.ATAN: "atan", Ops.SINH: "sinh", Ops.COSH: "cosh",
+              Ops.ASINH: "asinh", Ops.ACOSH: "acosh", Ops.ATANH: "atanh"})
+_MATH2 = {Ops.ATAN2: "atan2", Ops.HYPOT: "hypot", Ops.LOGADDEXP: "logaddexp"}
 
 
 class LoweringError(NotImplementedError):
@@ -148,6 +156,8 @@ def merge_axes(shape: tuple[int, ...], views: list[View], reduce_axes: tuple[int
 def plan_loops(kernel: Kernel) -> LoopPlan:
     """The loop nest and unit count of a kernel (cheap: no IR)."""
     kind = kernel.kind
+    if kind == "library":  # numpy's code, no loops of ours (svod/library.py)
+        return LoopPlan(kind, (), (), (), 1)
     if kind == "attention":
         from svod.codegen.attention import attention_units
 
@@ -1195,7 +1205,7 @@ def _via_f64(f: _Fn, fn, dt: DType, *xs):
 
 
 def _math(f: _Fn, name: str, *xs) -> ir.Value:
-    from svod.codegen.vecmath import emit_math
+    from svod.codegen.vecmath_inv import emit_math  # vecmath's, with the inverse functions registered
 
     return emit_math(f.b, name, *xs)
 
@@ -1255,6 +1265,21 @@ def _int_pow(f: _Fn, a: ir.Value, e: ir.Value, dt: DType) -> ir.Value:
     return b.select(b.icmp_signed("<", e, c(0)), negres, res)
 
 
+def _shift(f: _Fn, a: ir.Value, n: ir.Value, dt: DType, left: bool) -> ir.Value:
+    """numpy's shifts: a count outside [0, bits) (negative counts included: numpy compares
+    them unsigned) gives 0, or -1 for a negative value shifted right; never LLVM poison."""
+    b = f.b
+    if not dt.is_int:
+        raise LoweringError(f"shift of {dt}")
+    ty = a.type
+    bits = 8 * dt.itemsize
+    ok = b.icmp_unsigned("<", n, ir.Constant(ty, bits))
+    safe = b.select(ok, n, ir.Constant(ty, 0))
+    if left:
+        return b.select(ok, b.shl(a, safe), ir.Constant(ty, 0))
+    return b.select(ok, b.ashr(a, safe), b.ashr(a, ir.Constant(ty, bits - 1)))
+
+
 _FCMP = {Ops.CMPLT: "<", Ops.CMPLE: "<=", Ops.CMPEQ: "=="}
 
 
@@ -1282,7 +1307,21 @@ def emit_op(f: _Fn, op, dt: DType, arg, xs: list[ir.Value], src_dts: list[DType]
             return b.fcmp_unordered("uno", x, x)
         ax = f.call_intr(f"llvm.fabs.{_tsuf(x.type)}", x.type, [x])
         return b.fcmp_ordered("==", ax, _fconst(x.type, math.inf))
+    if op is Ops.SIGNBIT:
+        x = xs[0]
+        if not sdt.is_float:
+            raise LoweringError(f"SIGNBIT of {sdt}")
+        ity = ir.IntType(8 * sdt.itemsize)
+        return b.icmp_signed("<", b.bitcast(x, ity), ir.Constant(ity, 0))
     ty = reg_type(dt)
+    if op in _MATH2 or op is Ops.COPYSIGN:
+        if not dt.is_float:
+            raise LoweringError(f"{op.name} of {dt}")
+        if op is Ops.COPYSIGN:
+            return f.call_intr(f"llvm.copysign.{_tsuf(ty)}", ty, [xs[0], xs[1]])
+        return _math(f, _MATH2[op], xs[0], xs[1])
+    if op in (Ops.SHL, Ops.SHR):
+        return _shift(f, xs[0], xs[1], dt, op is Ops.SHL)
     if op in _MATH:
         if dt.is_float:
             return _math(f, _MATH[op], xs[0])

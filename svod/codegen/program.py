@@ -11,7 +11,8 @@ caller — a missing output slot is allocated and put into the dict. Kinds:
 * ``native``: LLVM code (`svod.codegen.lower`), entry ``void f(i8** slots, i64 ub,
   i64 ue)`` over ``units`` parallel work units, split across threads by
   `svod.runtime.run_parallel`.
-* ``library``: a BLAS step (``matmul.library``): numpy's OpenBLAS on the operand views,
+* ``library``: a library call (``Kernel.library``: numpy's sorting, LAPACK, ... through
+  `svod.library`) or a BLAS step (``matmul.library``): numpy's OpenBLAS on the operand views,
   written into the output buffer, as one-thread gemm calls on blocks of the product
   spread over svod's pool (`svod.codegen.blas`: OpenBLAS's own threads would spin
   after the call on the cores the next kernel runs on).
@@ -257,11 +258,18 @@ class LibraryProgram(Program):
     def __init__(self, kernel: Kernel):
         super().__init__(kernel, 1)
         mm = kernel.matmul
-        self._a, self._b = kernel.inputs[mm.a], kernel.inputs[mm.b]
+        if mm is not None:
+            self._a, self._b = kernel.inputs[mm.a], kernel.inputs[mm.b]
 
     def run(self, buffers, threads: int = 1) -> None:
         self._outputs(buffers)
         k = self.kernel
+        if k.library is not None:  # numpy's sorting / LAPACK (svod/library.py) on the operand views
+            from svod.library import execute, store
+
+            store(k, execute(k.library.fn, k.library.params, [_operand(buffers[i.slot], i.view) for i in k.inputs]),
+                  buffers)
+            return
         o = k.outputs[0]
         a = _operand(buffers[self._a.slot], self._a.view)
         b = _operand(buffers[self._b.slot], self._b.view)
@@ -381,7 +389,7 @@ def store_object(okey: str, module, meta: dict) -> None:
 
 
 def _build(kernel: Kernel) -> Program:
-    if kernel.matmul is not None and kernel.matmul.library:
+    if (kernel.matmul is not None and kernel.matmul.library) or kernel.library is not None:
         return LibraryProgram(kernel)
     from svod.codegen.jit import compile_ir
     from svod.codegen.lower import lower_kernel, plan_loops, symbol_for
@@ -467,7 +475,7 @@ def _rebind(prog: Program, kernel: Kernel) -> Program:
         clone._args_addr = ctypes.addressof(clone._args)
         clone._args_lock = threading.Lock()
         clone._cache = [None] * len(clone.slots)
-    if isinstance(prog, LibraryProgram):
+    if isinstance(prog, LibraryProgram) and kernel.matmul is not None:
         mm = kernel.matmul
         clone._a, clone._b = kernel.inputs[mm.a], kernel.inputs[mm.b]
     return clone

@@ -1,0 +1,801 @@
+"""numpy's functions with numpy's calling conventions, over svod's ops (`svod.numpy`).
+
+Each takes what numpy takes — positional axes and dtypes (`np.sum(x, 0)`,
+`np.zeros(shape, np.int32)`, `np.triu(x, 1)`), `out=`, `keepdims=`, lists and scalars —
+and builds svod's lazy ops; the dtype defaults are the caller's (`svod.numpy` wraps these
+with numpy's float64, numpy's dispatch to a plain `svod.Tensor` keeps svod's float32).
+Where numpy's result shape depends on the data (`unique`, `argwhere`, `bincount`) or
+numpy returns a Python value (`allclose`, `array_equal`), the input is realized
+(docs/semantics.md). ``out=`` takes a svod tensor (rebound to the result, cast to its
+dtype) or a numpy array (the result is computed and copied into it).
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as np
+
+import svod.tensor as T
+from svod import dtype as dt
+from svod import elementwise as E
+from svod import linalg as LA
+from svod.errors import ShapeError
+from svod.ir import shape_str
+from svod.tensor import Tensor, asarray
+
+_np = np
+
+
+def _dtype(d):
+    return None if d is None else dt.dtype(d)
+
+
+def _arr(a) -> Tensor:
+    return a if isinstance(a, Tensor) else asarray(a)
+
+
+def store_out(res, out):
+    """numpy's ``out=``: `out` (a svod tensor, rebound; or a numpy array, written) holds the result."""
+    if isinstance(out, tuple):
+        if len(out) != 1:
+            raise ValueError(f"out: expected one output, got {len(out)}")
+        out = out[0]
+    if out is None:
+        return res
+    res = _arr(res)
+    if isinstance(out, Tensor):
+        if out.shape != res.shape:
+            raise ShapeError(f"out: result of shape {shape_str(res.shape)} does not fit out of shape "
+                             f"{shape_str(out.shape)}")
+        out.uop = T.astype(res, out.dtype, copy=False).uop
+        T._register(out)
+        return out
+    if isinstance(out, np.ndarray):
+        np.copyto(out, res.numpy(), casting="same_kind")
+        return out
+    raise TypeError(f"out must be a svod tensor or a numpy array, got {type(out).__name__}")
+
+
+def _scalar(x):
+    """A size-1 svod tensor as a Python number (creation functions take numbers)."""
+    return x.item() if isinstance(x, Tensor) else x
+
+
+def _axis(axis):
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
+# ----------------------------------------------------------------------------- creation
+
+
+def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, ndmax=0, like=None):
+    a = T.asarray(object, dtype=_dtype(dtype), copy=None if copy is None else bool(copy) or None)
+    if ndmin > a.ndim:
+        a = T.reshape(a, (1,) * (ndmin - a.ndim) + a.shape)
+    return a
+
+
+def asarray(a, dtype=None, order=None, *, device=None, copy=None, like=None):  # noqa: F811 - numpy's signature
+    return T.asarray(a, dtype=_dtype(dtype), copy=copy)
+
+
+def ascontiguousarray(a, dtype=None, *, like=None):
+    return T.asarray(a, dtype=_dtype(dtype))
+
+
+def copy(a, order="K", subok=False):
+    return _arr(a).copy()
+
+
+def zeros(shape, dtype=None, order="C", *, device=None, like=None):
+    return T.zeros(shape, dtype=_dtype(dtype))
+
+
+def ones(shape, dtype=None, order="C", *, device=None, like=None):
+    return T.ones(shape, dtype=_dtype(dtype))
+
+
+def empty(shape, dtype=None, order="C", *, device=None, like=None):
+    return T.zeros(shape, dtype=_dtype(dtype))
+
+
+def full(shape, fill_value, dtype=None, order="C", *, device=None, like=None):
+    return T.full(shape, _scalar(fill_value), dtype=_dtype(dtype))
+
+
+def zeros_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    a = _arr(a)
+    return T.zeros(a.shape if shape is None else shape, dtype=_dtype(dtype) or a.dtype)
+
+
+def ones_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    a = _arr(a)
+    return T.ones(a.shape if shape is None else shape, dtype=_dtype(dtype) or a.dtype)
+
+
+empty_like = zeros_like
+
+
+def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    a = _arr(a)
+    return T.full(a.shape if shape is None else shape, fill_value, dtype=_dtype(dtype) or a.dtype)
+
+
+def arange(start, stop=None, step=None, dtype=None, *, device=None, like=None):
+    return T.arange(_scalar(start), _scalar(stop), 1 if step is None else _scalar(step), dtype=_dtype(dtype))
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None):
+    start, stop = _scalar(start), _scalar(stop)
+    out = T.linspace(start, stop, num, endpoint=endpoint, dtype=_dtype(dtype))
+    if retstep:
+        return out, (stop - start) / builtins.max(num - (1 if endpoint else 0), 1)
+    return out
+
+
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    return T.pow(base, T.linspace(_scalar(start), _scalar(stop), num, endpoint=endpoint, dtype=_dtype(dtype)))
+
+
+def eye(N, M=None, k=0, dtype=float, order="C", *, device=None, like=None):
+    return T.eye(N, M, k=k, dtype=_dtype(dtype))
+
+
+def identity(n, dtype=None, *, like=None):
+    return T.eye(n, dtype=_dtype(dtype))
+
+
+def tri(N, M=None, k=0, dtype=float, *, like=None):
+    return T.asarray(np.tri(N, M, k, dtype=dt.dtype(dtype).np))
+
+
+def tril(m, k=0):
+    return T.tril(_arr(m), k=k)
+
+
+def triu(m, k=0):
+    return T.triu(_arr(m), k=k)
+
+
+def diag(v, k=0):
+    v = _arr(v)
+    if v.ndim == 2:
+        return LA.diagonal(v, offset=k)
+    if v.ndim != 1:
+        raise ShapeError(f"diag: input must be 1-D or 2-D, got shape {shape_str(v.shape)}")
+    n = v.shape[0] + builtins.abs(k)
+    padded = T.pad(v, (0, builtins.abs(k)))
+    vals = T.reshape(padded, (n, 1) if k >= 0 else (1, n))
+    return T.where(T.asarray(np.eye(n, k=k, dtype=bool)), vals, T.zeros((), dtype=v.dtype))
+
+
+def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
+    from svod.grids import meshgrid as mg
+
+    xs = [T.reshape(_arr(x), (-1,)) for x in xi]
+    if not sparse:
+        return mg(*xs, indexing=indexing)
+    n, out = len(xs), []
+    for i, x in enumerate(xs):
+        ax = {0: 1, 1: 0}.get(i, i) if indexing == "xy" and n >= 2 else i
+        out.append(T.reshape(x, tuple(x.shape[0] if d == ax else 1 for d in range(n))))
+    return out
+
+
+# ----------------------------------------------------------------------------- reductions
+
+
+def _reduce(fn, a, axis, cast, out, keepdims, **kw):
+    """`fn` over `axis`; `cast`: the dtype the input is converted to first."""
+    a = _arr(a)
+    if cast is not None:
+        a = T.astype(a, dt.dtype(cast), copy=False)
+    return store_out(fn(a, axis=_axis(axis), keepdims=bool(keepdims), **kw), out)
+
+
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):  # noqa: A001
+    res = _reduce(T.sum, a, axis, None, None, keepdims, dtype=_dtype(dtype))
+    return store_out(res if initial is None else T.add(res, initial), out)
+
+
+def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    res = _reduce(T.prod, a, axis, None, None, keepdims, dtype=_dtype(dtype))
+    return store_out(res if initial is None else T.multiply(res, initial), out)
+
+
+def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
+    return _reduce(T.mean, a, axis, dtype, out, keepdims)
+
+
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None, correction=None):
+    c = ddof if correction is None else correction
+    return _reduce(T.var, a, axis, dtype, out, keepdims, correction=c)
+
+
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None, correction=None):
+    c = ddof if correction is None else correction
+    return _reduce(T.std, a, axis, dtype, out, keepdims, correction=c)
+
+
+def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # noqa: A001
+    res = _reduce(T.max, a, axis, None, None, keepdims)
+    return store_out(res if initial is None else T.maximum(res, initial), out)
+
+
+def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # noqa: A001
+    res = _reduce(T.min, a, axis, None, None, keepdims)
+    return store_out(res if initial is None else T.minimum(res, initial), out)
+
+
+amax, amin = max, min
+
+
+def all(a, axis=None, out=None, keepdims=False, *, where=None):  # noqa: A001
+    return _reduce(T.all, a, axis, None, out, keepdims)
+
+
+def any(a, axis=None, out=None, keepdims=False, *, where=None):  # noqa: A001
+    return _reduce(T.any, a, axis, None, out, keepdims)
+
+
+def argmax(a, axis=None, out=None, *, keepdims=False):
+    return store_out(T.argmax(_arr(a), axis=axis, keepdims=keepdims), out)
+
+
+def argmin(a, axis=None, out=None, *, keepdims=False):
+    return store_out(T.argmin(_arr(a), axis=axis, keepdims=keepdims), out)
+
+
+def ptp(a, axis=None, out=None, keepdims=False):
+    a = _arr(a)
+    return store_out(T.subtract(T.max(a, axis=_axis(axis), keepdims=keepdims),
+                                T.min(a, axis=_axis(axis), keepdims=keepdims)), out)
+
+
+def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
+    a = _arr(a)
+    if weights is None:
+        avg = T.mean(a, axis=_axis(axis), keepdims=keepdims)
+        wsum = T.full(avg.shape, T._count(a, _axis(axis)), dtype=avg.dtype)
+    else:
+        w = _arr(weights)
+        if w.shape != a.shape:
+            w = T.broadcast_to(T.reshape(w, tuple(w.shape[0] if i == (axis % a.ndim) else 1
+                                                  for i in range(a.ndim))), a.shape)
+        wsum = T.sum(w, axis=_axis(axis), keepdims=keepdims)
+        avg = T.divide(T.sum(T.multiply(a, w), axis=_axis(axis), keepdims=keepdims), wsum)
+    return (avg, T.astype(wsum, avg.dtype, copy=False)) if returned else avg
+
+
+def count_nonzero(a, axis=None, *, keepdims=False):
+    return T.sum(T.astype(T.not_equal(_arr(a), 0), dt.int64), axis=_axis(axis), keepdims=keepdims)
+
+
+def _nan_to(a, value):
+    a = _arr(a)
+    return T.where(T.isnan(a), value, a) if a.dtype.is_float else a
+
+
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
+    return sum(_nan_to(a, 0), axis, dtype, out, keepdims)
+
+
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
+    a = _arr(a)
+    n = count_nonzero(T.logical_not(T.isnan(a)), axis, keepdims=keepdims)
+    return store_out(T.divide(sum(_nan_to(a, 0), axis, dtype, None, keepdims), n), out)
+
+
+def nanmax(a, axis=None, out=None, keepdims=False):
+    return max(_nan_to(a, -math.inf), axis, out, keepdims)
+
+
+def nanmin(a, axis=None, out=None, keepdims=False):
+    return min(_nan_to(a, math.inf), axis, out, keepdims)
+
+
+def _accumulate(ufunc_name: str, a, axis, dtype):
+    """numpy's cumulative ufuncs on the realized input (eager, as svod.cumulative_sum)."""
+    a = _arr(a)
+    res = getattr(np, ufunc_name).accumulate(a.numpy().reshape(-1) if axis is None else a.numpy(),
+                                             axis=0 if axis is None else axis,
+                                             dtype=None if dtype is None else dt.dtype(dtype).np)
+    if dtype is None and a.dtype.kind in "ib" and ufunc_name in ("add", "multiply"):
+        res = res.astype(np.int64)
+    return T._from_numpy(np.ascontiguousarray(res), copy=False)
+
+
+def cumsum(a, axis=None, dtype=None, out=None):
+    return store_out(_accumulate("add", a, axis, dtype), out)
+
+
+def cumprod(a, axis=None, dtype=None, out=None):
+    return store_out(_accumulate("multiply", a, axis, dtype), out)
+
+
+def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    return quantile(a, 0.5, axis=axis, out=out, keepdims=keepdims)
+
+
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None):
+    """numpy's 'linear' quantile: the sorted values (a library sort) interpolated; NaN
+    when the slice holds a NaN, as numpy."""
+    if method != "linear" or weights is not None:
+        raise NotImplementedError(f"quantile: only method='linear' without weights is implemented, got {method!r}")
+    a = _arr(a)
+    if not a.dtype.is_float:
+        a = T.astype(a, dt.default_float)
+    if axis is None:
+        a, ax = T.reshape(a, (-1,)), 0
+    else:
+        ax = T._normalize_axis(axis, a.ndim, "quantile")
+    from svod.sorting import sort as _sort
+
+    s = T.moveaxis(_sort(a, axis=ax), ax, -1)
+    n = s.shape[-1]
+    qs = np.asarray(q, dtype=np.float64)
+    outs = []
+    for qv in qs.reshape(-1):
+        pos = qv * (n - 1)
+        lo, hi = int(math.floor(pos)), int(math.ceil(pos))
+        t = pos - lo
+        va, vb = s[..., lo], s[..., hi]
+        diff = T.subtract(vb, va)
+        v = T.where(t >= 0.5, T.subtract(vb, T.multiply(diff, 1 - t)), T.add(va, T.multiply(diff, t)))
+        outs.append(T.where(T.any(T.isnan(s), axis=-1), math.nan, v))
+    res = outs[0] if qs.ndim == 0 else T.reshape(T.stack(outs), qs.shape + outs[0].shape)
+    if keepdims:
+        shape = list(_arr(a).shape) if axis is not None else [1] * _arr(a).ndim
+        if axis is not None:
+            shape[ax] = 1
+        res = T.reshape(res, qs.shape + tuple(shape))
+    return store_out(res, out)
+
+
+def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None):
+    return quantile(a, np.asarray(q, np.float64) / 100, axis, out, overwrite_input, method, keepdims)
+
+
+# ----------------------------------------------------------------------------- shape and joining
+
+
+def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
+    if order not in ("C", "A"):
+        raise NotImplementedError(f"reshape: only order='C' is implemented, got {order!r}")
+    return T.reshape(_arr(a), shape if shape is not None else newshape)
+
+
+def ravel(a, order="C"):
+    return T.reshape(_arr(a), (-1,))
+
+
+def transpose(a, axes=None):
+    a = _arr(a)
+    return a.T if axes is None else T.permute_dims(a, axes)
+
+
+def swapaxes(a, axis1, axis2):
+    return _arr(a).swapaxes(axis1, axis2)
+
+
+def moveaxis(a, source, destination):
+    return T.moveaxis(_arr(a), source, destination)
+
+
+def expand_dims(a, axis):
+    return T.expand_dims(_arr(a), axis=_axis(axis))
+
+
+def squeeze(a, axis=None):
+    return T.squeeze(_arr(a), axis=_axis(axis))
+
+
+def atleast_1d(*arys):
+    out = [T.reshape(_arr(a), (1,)) if _arr(a).ndim == 0 else _arr(a) for a in arys]
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_2d(*arys):
+    out = []
+    for a in arys:
+        a = _arr(a)
+        out.append(T.reshape(a, (1,) * (2 - a.ndim) + a.shape) if a.ndim < 2 else a)
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_3d(*arys):
+    out = []
+    for a in arys:
+        a = _arr(a)
+        shape = {0: (1, 1, 1), 1: (1, a.size, 1), 2: a.shape + (1,)}.get(a.ndim, a.shape)
+        out.append(T.reshape(a, shape))
+    return out[0] if len(out) == 1 else out
+
+
+def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
+    res = T.concat([_arr(a) for a in arrays], axis=axis)
+    return store_out(res if dtype is None else T.astype(res, dt.dtype(dtype)), out)
+
+
+def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    res = T.stack([_arr(a) for a in arrays], axis=axis)
+    return store_out(res if dtype is None else T.astype(res, dt.dtype(dtype)), out)
+
+
+def hstack(tup, *, dtype=None, casting="same_kind"):
+    arrs = [atleast_1d(a) for a in tup]
+    return concatenate(arrs, axis=0 if arrs[0].ndim == 1 else 1, dtype=dtype)
+
+
+def vstack(tup, *, dtype=None, casting="same_kind"):
+    return concatenate([atleast_2d(a) for a in tup], axis=0, dtype=dtype)
+
+
+row_stack = vstack
+
+
+def dstack(tup):
+    return concatenate([atleast_3d(a) for a in tup], axis=2)
+
+
+def column_stack(tup):
+    cols = []
+    for a in tup:
+        a = _arr(a)
+        cols.append(T.reshape(a, (-1, 1)) if a.ndim < 2 else a)
+    return concatenate(cols, axis=1)
+
+
+def split(ary, indices_or_sections, axis=0):
+    a = _arr(ary)
+    n = a.shape[T._normalize_axis(axis, a.ndim, "split")]
+    if isinstance(indices_or_sections, (int, np.integer)) and n % int(indices_or_sections):
+        raise ValueError(f"split: array of size {n} along axis {axis} does not divide into "
+                         f"{indices_or_sections} equal sections")
+    return array_split(a, indices_or_sections, axis)
+
+
+def array_split(ary, indices_or_sections, axis=0):
+    a = _arr(ary)
+    ax = T._normalize_axis(axis, a.ndim, "array_split")
+    n = a.shape[ax]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        k = int(indices_or_sections)
+        q, r = divmod(n, k)
+        bounds = np.cumsum([0] + [q + 1] * r + [q] * (k - r)).tolist()
+    else:
+        bounds = [0] + [builtins.min(builtins.max(int(i), 0), n) for i in indices_or_sections] + [n]
+    return [a[(slice(None),) * ax + (slice(lo, builtins.max(lo, hi)),)] for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def tile(A, reps):
+    return T.tile(_arr(A), (reps,) if isinstance(reps, (int, np.integer)) else tuple(reps))
+
+
+def repeat(a, repeats, axis=None):
+    if not isinstance(repeats, (int, np.integer)):
+        r = np.asarray(repeats)
+        if r.size == 1:
+            repeats = int(r.reshape(()))
+        else:  # per-element counts: the output shape depends on them (eager)
+            return T.asarray(np.repeat(_arr(a).numpy(), r, axis=axis))
+    return T.repeat(_arr(a), int(repeats), axis=axis)
+
+
+def roll(a, shift, axis=None):
+    return T.roll(_arr(a), shift, axis=_axis(axis))
+
+
+def flip(m, axis=None):
+    return T.flip(_arr(m), axis=_axis(axis))
+
+
+def fliplr(m):
+    return T.flip(_arr(m), axis=1)
+
+
+def flipud(m):
+    return T.flip(_arr(m), axis=0)
+
+
+def broadcast_to(array, shape, subok=False):
+    return T.broadcast_to(_arr(array), shape)
+
+
+def broadcast_arrays(*args, subok=False):
+    return T.broadcast_arrays(*[_arr(a) for a in args])
+
+
+def pad(array, pad_width, mode="constant", **kwargs):
+    return T.pad(_arr(array), pad_width, mode=mode, constant_values=kwargs.get("constant_values", 0))
+
+
+def diff(a, n=1, axis=-1, prepend=None, append=None):
+    a = _arr(a)
+    ax = T._normalize_axis(axis, a.ndim, "diff")
+    parts = [a]
+    if prepend is not None:
+        p = _arr(prepend)
+        parts.insert(0, T.broadcast_to(p, a.shape[:ax] + (1,) + a.shape[ax + 1:]) if p.ndim == 0 else p)
+    if append is not None:
+        p = _arr(append)
+        parts.append(T.broadcast_to(p, a.shape[:ax] + (1,) + a.shape[ax + 1:]) if p.ndim == 0 else p)
+    if len(parts) > 1:
+        a = T.concat(parts, axis=ax)
+    for _ in range(n):
+        hi = a[(slice(None),) * ax + (slice(1, None),)]
+        lo = a[(slice(None),) * ax + (slice(None, -1),)]
+        a = T.not_equal(hi, lo) if a.dtype.is_bool else T.subtract(hi, lo)
+    return a
+
+
+# ----------------------------------------------------------------------------- elementwise extras
+
+
+def where(condition, x=None, y=None):
+    if x is None and y is None:
+        return nonzero(condition)
+    if x is None or y is None:
+        raise ValueError("where: either both or neither of x and y should be given")
+    return T.where(condition, x, y)
+
+
+def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):  # noqa: A002
+    lo = a_min if min is None else min
+    hi = a_max if max is None else max
+    return store_out(T.clip(_arr(a), lo, hi), out)
+
+
+def around(a, decimals=0, out=None):
+    a = _arr(a)
+    if not a.dtype.is_float and decimals >= 0:
+        return store_out(a, out)
+    if decimals >= 0:
+        f = 10.0 ** decimals
+        res = T.divide(T.round(T.multiply(a, f)), f)
+    else:
+        f = 10.0 ** -decimals
+        res = T.multiply(T.round(T.divide(a, f)), f)
+    return store_out(T.astype(res, a.dtype, copy=False) if a.dtype.is_int else res, out)
+
+
+round = around  # noqa: A001
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    a, b = _arr(a), _arr(b)
+    d = T.result_type(a, b)
+    if not d.is_float:
+        a, b = T.astype(a, dt.default_float), T.astype(b, dt.default_float)
+    close = T.less_equal(T.abs(T.subtract(a, b)), T.add(atol, T.multiply(rtol, T.abs(b))))
+    close = T.logical_and(close, T.logical_and(T.isfinite(a), T.isfinite(b)))
+    close = T.logical_or(close, T.logical_and(T.equal(a, b), T.logical_or(T.isinf(a), T.isinf(b))))
+    if equal_nan:
+        close = T.logical_or(close, T.logical_and(T.isnan(a), T.isnan(b)))
+    return close
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
+    """A Python bool (computes its inputs)."""
+    return bool(T.all(isclose(a, b, rtol, atol, equal_nan)))
+
+
+def array_equal(a1, a2, equal_nan=False) -> bool:
+    a1, a2 = _arr(a1), _arr(a2)
+    if a1.shape != a2.shape:
+        return False
+    eq = T.equal(a1, a2)
+    if equal_nan:
+        eq = T.logical_or(eq, T.logical_and(T.isnan(a1), T.isnan(a2)))
+    return bool(T.all(eq))
+
+
+def array_equiv(a1, a2) -> bool:
+    try:
+        x, y = T.broadcast_arrays(_arr(a1), _arr(a2))
+    except ShapeError:
+        return False
+    return bool(T.all(T.equal(x, y)))
+
+
+def deg2rad(x):
+    return T.multiply(T.astype(_arr(x), T._float_result(_arr(x).dtype), copy=False), math.pi / 180)
+
+
+def rad2deg(x):
+    return T.multiply(T.astype(_arr(x), T._float_result(_arr(x).dtype), copy=False), 180 / math.pi)
+
+
+def exp2(x):
+    x = _arr(x)
+    return T.pow(T._float_result(x.dtype).type(2.0), T.astype(x, T._float_result(x.dtype), copy=False))
+
+
+def cbrt(x):
+    x = _arr(x)
+    xf = T.astype(x, T._float_result(x.dtype), copy=False)
+    return E.copysign(T.pow(T.abs(xf), 1.0 / 3.0), xf)
+
+
+def logaddexp2(x1, x2):
+    ln2 = math.log(2)
+    return T.divide(E.logaddexp(T.multiply(x1, ln2), T.multiply(x2, ln2)), ln2)
+
+
+def fmax(x1, x2):
+    a, b = _arr(x1), _arr(x2)
+    return T.where(T.isnan(b), a, T.where(T.isnan(a), b, T.maximum(a, b)))
+
+
+def fmin(x1, x2):
+    a, b = _arr(x1), _arr(x2)
+    return T.where(T.isnan(b), a, T.where(T.isnan(a), b, T.minimum(a, b)))
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    x = _arr(x)
+    if not x.dtype.is_float:
+        return x
+    info = np.finfo(x.dtype.np)
+    x = T.where(T.isnan(x), nan, x)
+    x = T.where(T.equal(x, math.inf), info.max if posinf is None else posinf, x)
+    return T.where(T.equal(x, -math.inf), info.min if neginf is None else neginf, x)
+
+
+# ----------------------------------------------------------------------------- sorting, searching, sets
+
+
+def sort(a, axis=-1, kind=None, order=None, *, stable=None):
+    from svod.sorting import sort as _sort
+
+    a = _arr(a)
+    if axis is None:
+        a, axis = T.reshape(a, (-1,)), 0
+    return _sort(a, axis=axis)
+
+
+def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
+    from svod.sorting import argsort as _argsort
+
+    a = _arr(a)
+    if axis is None:
+        a, axis = T.reshape(a, (-1,)), 0
+    return _argsort(a, axis=axis)
+
+
+def searchsorted(a, v, side="left", sorter=None):
+    from svod.searching import searchsorted as _ss
+
+    res = _ss(_arr(a), _arr(v), side=side, sorter=None if sorter is None else _arr(sorter))
+    return res
+
+
+def nonzero(a):
+    from svod.searching import nonzero as _nz
+
+    a = _arr(a)
+    return _nz(T.reshape(a, (1,)) if a.ndim == 0 else a)
+
+
+def flatnonzero(a):
+    return nonzero(T.reshape(_arr(a), (-1,)))[0]
+
+
+def argwhere(a):
+    a = _arr(a)
+    return T.asarray(np.argwhere(a.numpy()).astype(np.int64))
+
+
+def take(a, indices, axis=None, out=None, mode="raise"):
+    from svod.gather import take as _take
+
+    if mode != "raise":
+        raise NotImplementedError(f"take: only mode='raise' is implemented, got {mode!r}")
+    idx = _arr(indices)
+    return store_out(_take(_arr(a), idx, axis=axis), out)
+
+
+def take_along_axis(arr, indices, axis):
+    a, idx = _arr(arr), _arr(indices)
+    return T.asarray(np.take_along_axis(a.numpy(), idx.numpy(), axis))
+
+
+def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *, equal_nan=True):
+    res = np.unique(_arr(ar).numpy(), return_index, return_inverse, return_counts, axis, equal_nan=equal_nan)
+    if isinstance(res, tuple):
+        return tuple(T.asarray(r.astype(np.int64) if i else r) for i, r in enumerate(res))
+    return T.asarray(res)
+
+
+def bincount(x, weights=None, minlength=0):
+    w = None if weights is None else _arr(weights).numpy()
+    res = np.bincount(_arr(x).numpy(), w, minlength)
+    return T.asarray(res.astype(np.int64) if res.dtype.kind == "i" else res)
+
+
+# ----------------------------------------------------------------------------- products
+
+
+def dot(a, b, out=None):
+    """numpy.dot: scalars multiply, 1-D inner products, 2-D matmul, N-D a sum over a's
+    last axis and b's second-to-last."""
+    a, b = _arr(a), _arr(b)
+    if a.ndim == 0 or b.ndim == 0:
+        res = T.multiply(a, b)
+    elif b.ndim <= 2 or a.ndim == 1:
+        res = T.matmul(a, b)
+    else:
+        res = T.tensordot(a, b, axes=((a.ndim - 1,), (b.ndim - 2,)))
+    return store_out(res, out)
+
+
+def vdot(a, b):
+    return T.matmul(T.reshape(_arr(a), (-1,)), T.reshape(_arr(b), (-1,)))
+
+
+def inner(a, b):
+    a, b = _arr(a), _arr(b)
+    if a.ndim == 0 or b.ndim == 0:
+        return T.multiply(a, b)
+    return T.tensordot(a, b, axes=((a.ndim - 1,), (b.ndim - 1,)))
+
+
+def outer(a, b, out=None):
+    return store_out(LA.outer(T.reshape(_arr(a), (-1,)), T.reshape(_arr(b), (-1,))), out)
+
+
+def matmul(x1, x2, out=None, **kw):
+    return store_out(T.matmul(x1, x2), out)
+
+
+def tensordot(a, b, axes=2):
+    return T.tensordot(_arr(a), _arr(b), axes=axes)
+
+
+def kron(a, b):
+    a, b = _arr(a), _arr(b)
+    nd = builtins.max(a.ndim, b.ndim)
+    a = T.reshape(a, (1,) * (nd - a.ndim) + a.shape)
+    b = T.reshape(b, (1,) * (nd - b.ndim) + b.shape)
+    inter_a = tuple(x for s in a.shape for x in (s, 1))
+    inter_b = tuple(x for s in b.shape for x in (1, s))
+    return T.reshape(T.multiply(T.reshape(a, inter_a), T.reshape(b, inter_b)),
+                     tuple(p * q for p, q in zip(a.shape, b.shape)))
+
+
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    return store_out(T.sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=_dtype(dtype)), out)
+
+
+def diagonal(a, offset=0, axis1=0, axis2=1):
+    a = _arr(a)
+    return LA.diagonal(T.moveaxis(a, (axis1, axis2), (-2, -1)), offset=offset)
+
+
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a, b = T.moveaxis(_arr(a), axisa, -1), T.moveaxis(_arr(b), axisb, -1)
+    if a.shape[-1] != 3 or b.shape[-1] != 3:
+        raise NotImplementedError("cross: only 3-element vectors are implemented")
+    return T.moveaxis(LA.cross(a, b, axis=-1), -1, axisc)
+
+
+def shape(a) -> tuple:
+    return _arr(a).shape if not isinstance(a, np.ndarray) else a.shape
+
+
+def ndim(a) -> int:
+    return len(shape(a))
+
+
+def size(a, axis=None) -> int:
+    s = shape(a)
+    return math.prod(s) if axis is None else s[axis]
+
+
+__all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "builtins", "math", "np", "T", "E",
+                                                                   "LA", "dt", "Tensor", "ShapeError", "shape_str",
+                                                                   "store_out")]

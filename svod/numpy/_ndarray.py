@@ -1,0 +1,121 @@
+"""`svod.numpy.ndarray`: svod's Tensor with numpy's dtype defaults, and the wrappers that
+give `svod.numpy`'s functions those defaults.
+
+An `ndarray` is a `svod.Tensor` (same data, same laziness) whose operators and methods
+run with float64 as the default float dtype — Python floats, integer true division,
+`mean` of integers, transcendentals of integers all give float64, as in numpy — and
+return `ndarray`s. `isinstance(t, svod.numpy.ndarray)` is true for every svod tensor
+(a program's type checks accept both); plain `svod.Tensor`s keep svod's float32 default.
+
+The defaults are per thread (`svod.dtype.numpy_defaults`), switched around each call.
+"""
+
+from __future__ import annotations
+
+from svod import dtype as dt
+from svod.tensor import Tensor, zeros
+
+__all__ = ["call_numpy", "call_svod", "ndarray", "numpy_function", "retag"]
+
+
+class _NdarrayType(type):
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, Tensor)
+
+    def __subclasscheck__(cls, sub) -> bool:
+        return isinstance(sub, type) and issubclass(sub, Tensor)
+
+
+def retag(out):
+    """`out` with its svod Tensors (also inside tuples, lists, named tuples) as ndarrays."""
+    t = type(out)
+    if t is Tensor:
+        out.__class__ = ndarray
+        return out
+    if t is tuple or t is list:
+        return t(retag(o) for o in out)
+    if isinstance(out, tuple) and hasattr(out, "_fields"):  # a named tuple (eigh, svd, unique_*)
+        return t(*(retag(o) for o in out))
+    return out
+
+
+def call_numpy(fn, args, kwargs):
+    """`fn(*args, **kwargs)` with numpy's defaults; Tensor results as ndarrays."""
+    with dt.numpy_defaults():
+        return retag(fn(*args, **kwargs))
+
+
+def call_svod(fn, args, kwargs):
+    return fn(*args, **kwargs)
+
+
+def numpy_function(fn, name: str | None = None):
+    """`fn` as a function of the numpy namespace (numpy's defaults, ndarray results)."""
+
+    def wrapper(*args, **kwargs):
+        with dt.numpy_defaults():
+            return retag(fn(*args, **kwargs))
+
+    wrapper.__name__ = wrapper.__qualname__ = name or fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    wrapper.__wrapped__ = fn
+    return wrapper
+
+
+class ndarray(Tensor, metaclass=_NdarrayType):
+    """numpy's array type in `svod.numpy` (see the module docstring).
+
+    ``svod.numpy.ndarray(shape, dtype=float)`` makes a zero-filled array (numpy's is
+    uninitialised); numpy's `buffer`, `offset`, `strides` and `order` are not supported.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, shape=(), dtype=float, buffer=None, offset=0, strides=None, order=None):
+        if buffer is not None or offset or strides is not None:
+            raise TypeError("svod.numpy.ndarray: buffer, offset and strides are not supported; use "
+                            "svod.numpy.asarray(numpy_array)")
+        with dt.numpy_defaults():
+            return retag(zeros(shape, dtype=dt.dtype(dtype)))
+
+    def __init__(self, *args, **kwargs):  # NOTE: __new__ made it; Tensor.__init__ must not run
+        pass
+
+    def __repr__(self) -> str:
+        return "array" + Tensor.__repr__(self)[len("tensor"):]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+
+_KEEP = {"__init__", "__new__", "__hash__", "__repr__", "__str__", "__format__", "__len__", "__iter__", "__bool__",
+         "__float__", "__int__", "__index__", "__complex__", "__array__", "__array_ufunc__", "__array_function__",
+         "__array_namespace__", "__dlpack__", "__dlpack_device__", "__reduce__", "__setstate__", "__class__",
+         "__getattribute__", "__setattr__", "__delattr__", "__init_subclass__", "__subclasshook__", "__dir__",
+         "__sizeof__", "__reduce_ex__", "__getstate__", "_from", "_np", "_scalar", "_inplace", "numpy", "tolist",
+         "item", "realize"}
+
+
+def _method(name: str, fn):
+    def method(self, *args, **kwargs):
+        with dt.numpy_defaults():
+            return retag(fn(self, *args, **kwargs))
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = fn.__doc__
+    return method
+
+
+def _install() -> None:
+    for name, attr in vars(Tensor).items():
+        if name in _KEEP or name.startswith("__") and not callable(attr) and not isinstance(attr, property):
+            continue
+        if isinstance(attr, property):
+            if name in ("T", "mT", "real", "imag"):
+                setattr(ndarray, name, property(_method(name, attr.fget)))
+        elif callable(attr) and not isinstance(attr, (staticmethod, classmethod, type)):
+            setattr(ndarray, name, _method(name, attr))
+
+
+_install()

@@ -1,0 +1,196 @@
+"""Small numpy programs, written against a namespace argument `np`, run unchanged with
+`numpy` and with `svod.numpy` (tests/test_numpy_namespace.py compares the results).
+
+Each returns a dict of named results. They use what numpy programs written by others
+use: slices and slice assignment, broadcasting with None, positional axes and dtypes,
+`out=`, ufunc methods, `np.random.default_rng` (same numbers in both), linalg.
+"""
+
+from __future__ import annotations
+
+
+def heat_stencil(np):
+    """Jacobi iterations of the 2-D heat equation: a 5-point stencil on slices."""
+    u = np.zeros((24, 32))
+    u[0, :] = 1.0
+    u[:, -1] = np.linspace(0.0, 1.0, 24)
+    for _ in range(20):
+        u[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
+    return {"u": u, "mean": np.mean(u), "max_interior": u[1:-1, 1:-1].max()}
+
+
+def polynomial(np):
+    """Horner evaluation, its derivative, and a root count by sign changes."""
+    coeffs = [0.5, -1.25, 0.0, 2.0, -0.75]
+    x = np.linspace(-2.0, 2.0, 401)
+    y = np.zeros_like(x)
+    dy = np.zeros_like(x)
+    for c in coeffs:
+        dy = dy * x + y
+        y = y * x + c
+    changes = np.sum(np.diff(np.sign(y)) != 0)
+    return {"y": y, "dy": dy, "roots": changes}
+
+
+def cnn_layer(np):
+    """conv2d (3x3, 4 filters, via shifted slices and einsum), bias, relu, 2x2 max-pool."""
+    rng = np.random.default_rng(0)
+    img = rng.standard_normal((2, 3, 12, 12))  # batch, channels, height, width
+    w = rng.standard_normal((4, 3, 3, 3)) * 0.2
+    b = np.arange(4) * 0.1
+    out = np.zeros((2, 4, 10, 10))
+    for i in range(3):
+        for j in range(3):
+            patch = img[:, :, i:i + 10, j:j + 10]
+            out = out + np.einsum("bchw,oc->bohw", patch, w[:, :, i, j])
+    out = np.maximum(out + b[None, :, None, None], 0)
+    pooled = out.reshape(2, 4, 5, 2, 5, 2).max(axis=(3, 5))
+    return {"conv": out, "pooled": pooled, "active": np.count_nonzero(out > 0)}
+
+
+def histogram_entropy(np):
+    """Entropy of a histogram of normal samples, and the fraction in the central bins."""
+    rng = np.random.default_rng(1)
+    data = rng.normal(0.5, 2.0, size=5000)
+    counts, edges = np.histogram(data, bins=25)
+    p = counts / counts.sum()
+    entropy = -np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0))
+    centres = (edges[:-1] + edges[1:]) / 2
+    central = counts[np.abs(centres - 0.5) < 2.0].sum() / data.size
+    return {"counts": counts, "edges": edges, "entropy": entropy, "central": central}
+
+
+def moving_average_filter(np):
+    """A low-pass filter by running sums (the FFT filter of the issue needs complex
+    dtypes, which svod does not have yet)."""
+    t = np.linspace(0, 4 * np.pi, 600)
+    signal = np.sin(t) + 0.3 * np.sin(25 * t)
+    k = 15
+    c = np.cumsum(np.concatenate([np.zeros(1), signal]))
+    smooth = (c[k:] - c[:-k]) / k
+    residual = signal[k // 2:k // 2 + smooth.size] - smooth
+    return {"smooth": smooth, "rms": np.sqrt(np.mean(residual ** 2))}
+
+
+def least_squares(np):
+    """A quadratic fit: lstsq, the normal equations, and the pseudo-inverse agree."""
+    rng = np.random.default_rng(2)
+    x = np.linspace(-1, 1, 50)
+    y = 3 * x ** 2 - 2 * x + 0.5 + 0.05 * rng.standard_normal(50)
+    A = np.vstack([x ** 2, x, np.ones_like(x)]).T
+    coef, res, rank, sv = np.linalg.lstsq(A, y, rcond=None)
+    normal = np.linalg.solve(A.T @ A, A.T @ y)
+    pinv = np.linalg.pinv(A).dot(y)
+    return {"coef": coef, "res": res, "rank": rank, "sv": sv, "normal": normal, "pinv": pinv}
+
+
+def logistic_regression(np):
+    """Gradient descent on a logistic loss: dot, exp, mean over an axis, outer."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((200, 3))
+    true_w = np.array([1.5, -2.0, 0.5])
+    labels = (X @ true_w + 0.1 * rng.standard_normal(200) > 0).astype(np.float64)
+    w = np.zeros(3)
+    for _ in range(30):
+        p = 1 / (1 + np.exp(-np.dot(X, w)))
+        grad = np.mean((p - labels)[:, None] * X, axis=0)
+        w -= 0.5 * grad
+    loss = -np.mean(labels * np.log(p) + (1 - labels) * np.log(1 - p))
+    return {"w": w, "loss": loss, "outer": np.outer(w, true_w)}
+
+
+def monte_carlo(np):
+    """pi by random points in the square, and a random walk's statistics."""
+    rng = np.random.default_rng(4)
+    pts = rng.random((20000, 2))
+    inside = np.sum(np.hypot(pts[:, 0], pts[:, 1]) < 1.0)
+    steps = rng.choice(np.array([-1, 1]), size=(50, 100))
+    walks = np.cumsum(steps, axis=1)
+    return {"pi": 4 * inside / 20000, "final_mean": walks[:, -1].mean(), "max_abs": np.abs(walks).max(),
+            "std": walks.std(axis=0, ddof=1)}
+
+
+def statistics(np):
+    """Covariance and correlation of correlated samples; medians and quantiles."""
+    rng = np.random.default_rng(5)
+    z = rng.standard_normal((3, 400))
+    mix = np.array([[1.0, 0.0, 0.0], [0.8, 0.6, 0.0], [-0.3, 0.2, 0.9]])
+    data = mix @ z
+    return {"cov": np.cov(data), "corr": np.corrcoef(data), "cov_cols": np.cov(data.T, rowvar=False),
+            "median": np.median(data, axis=1), "q": np.quantile(data[0], [0.1, 0.5, 0.9]),
+            "ptp": np.ptp(data, axis=1)}
+
+
+def mandelbrot(np):
+    """Escape counts on a grid from mgrid, in real arithmetic."""
+    y, x = np.mgrid[-1.2:1.2:40j, -2.0:0.6:60j]
+    zr = np.zeros_like(x)
+    zi = np.zeros_like(x)
+    count = np.zeros(x.shape, dtype=np.int64)
+    for _ in range(25):
+        zr, zi = zr * zr - zi * zi + x, 2 * zr * zi + y
+        alive = zr * zr + zi * zi <= 4.0
+        count += alive
+        zr = np.where(alive, zr, 2.0)
+        zi = np.where(alive, zi, 0.0)
+    return {"count": count, "total": count.sum()}
+
+
+def ranking(np):
+    """Ranks, top-k by argsort, bucketing by searchsorted, unique counts, take."""
+    rng = np.random.default_rng(6)
+    scores = rng.integers(0, 50, size=300)
+    order = np.argsort(scores, kind="stable")
+    ranks = np.empty_like(order)
+    ranks[order] = np.arange(order.size)
+    top = np.take(scores, order[-10:])
+    buckets = np.searchsorted(np.array([10, 20, 30, 40]), scores, side="right")
+    values, counts = np.unique(scores, return_counts=True)
+    return {"ranks": ranks, "top": top, "buckets": np.bincount(buckets), "values": values, "counts": counts,
+            "sorted": np.sort(scores)[::-1][:5]}
+
+
+def linear_algebra(np):
+    """Inverse, determinant, symmetric eigendecomposition, SVD, norms, matrix powers."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((5, 5))
+    s = a @ a.T + 5 * np.eye(5)
+    w, v = np.linalg.eigh(s)
+    u, sv, vt = np.linalg.svd(a)
+    return {"inv": np.linalg.inv(s), "det": np.linalg.det(s), "w": w, "recon": (v * w) @ v.T, "sv": sv,
+            "svd_recon": (u * sv) @ vt, "fro": np.linalg.norm(a), "two": np.linalg.norm(a, 2),
+            "pow": np.linalg.matrix_power(s / 10, 3), "chol": np.linalg.cholesky(s), "trace": np.trace(s)}
+
+
+def kmeans_step(np):
+    """Pairwise distances by broadcasting, nearest centres, new centres with np.add.at."""
+    rng = np.random.default_rng(8)
+    pts = np.concatenate([rng.normal(0, 0.5, (40, 2)), rng.normal(3, 0.5, (40, 2))])
+    centres = pts[[0, 50]]
+    for _ in range(3):
+        d = np.sqrt(((pts[:, None, :] - centres[None, :, :]) ** 2).sum(-1))
+        nearest = np.argmin(d, axis=1)
+        sums = np.zeros((2, 2))
+        np.add.at(sums, nearest, pts)
+        centres = sums / np.bincount(nearest, minlength=2)[:, None]
+    return {"centres": centres, "nearest": nearest}
+
+
+def gaussian_blur(np):
+    """A normalised Gaussian kernel from ogrid, applied by shifted slices of a padded image."""
+    y, x = np.ogrid[-2:3, -2:3]
+    g = np.exp(-(x * x + y * y) / (2 * 1.2 ** 2))
+    g /= g.sum()
+    img = np.arange(100, dtype=np.float64).reshape(10, 10) % 7
+    padded = np.pad(img, 2)
+    out = np.zeros_like(img)
+    for i in range(5):
+        for j in range(5):
+            out += g[i, j] * padded[i:i + 10, j:j + 10]
+    return {"kernel": g, "blurred": out, "hstack": np.hstack([img[:, :2], out[:, -2:]]),
+            "column": np.column_stack([img[0], out[0]])}
+
+
+PROGRAMS = [heat_stencil, polynomial, cnn_layer, histogram_entropy, moving_average_filter, least_squares,
+            logistic_regression, monte_carlo, statistics, mandelbrot, ranking, linear_algebra, kmeans_step,
+            gaussian_blur]
