@@ -98,3 +98,19 @@ def test_c_reference_leaves_float_state_alone():
         pytest.skip(reason)
     tiny = np.array([1e-38], np.float32) * np.float32(1e-3)  # a subnormal result
     assert tiny[0] != 0, "a loaded library turned on flush-to-zero"
+
+
+def test_loop_programs_run_unchanged_and_match_numpy():
+    import doctest
+
+    from svod.bench import harness, loops
+
+    rows = loops.run(n=4, repeats=1, only=["row_normalise", "forward_solve"], budget_s=120.0)
+    assert [r["program"] for r in rows] == ["forward_solve", "row_normalise"]
+    for r in rows:
+        assert r["ok"] and r["calls"] == 2 and r["numpy_steady_s"] > 0 and r["svod_steady_s"] > 0
+        assert r["searches"] >= 1 and r["realizes"] >= 2  # the first call planned; every call realized
+    text = loops.format_rows(rows)
+    assert "forward_solve" in text and "NO" not in text.split("\n", 1)[1]
+    assert harness.parse_only("loops,w1") == ["loops", "w1"]
+    assert doctest.testmod(loops).failed == 0

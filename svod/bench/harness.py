@@ -118,6 +118,9 @@ def cases(sizes: str = "default", only: list[str] | None = None) -> list[Case]:
     return out
 
 
+EXTRAS = ("dask", "loops")  # sections beside W1-W7: dask runs by default when installed, loops on request
+
+
 def parse_only(only) -> list[str]:
     """`"w1,w2"` or `["w1", "w2_softmax"]` -> `["w1", "w2"]`; ValueError names unknown ones."""
     items = only.split(",") if isinstance(only, str) else list(only)
@@ -125,9 +128,10 @@ def parse_only(only) -> list[str]:
     for it in (s.strip().lower() for s in items):
         if not it:
             continue
-        key = it if it in WNAMES or it == "dask" else by_full.get(it)
+        key = it if it in WNAMES or it in EXTRAS else by_full.get(it)
         if key is None:
-            raise ValueError(f"unknown workload {it!r}; choose from {', '.join(WNAMES)}, dask (comma-separated)")
+            raise ValueError(f"unknown workload {it!r}; choose from {', '.join(WNAMES)}, {', '.join(EXTRAS)} "
+                             "(comma-separated)")
         out.append(key)
     if not out:
         raise ValueError("--only names no workload")
@@ -450,6 +454,9 @@ def run(sizes: str = "default", only=None, repeats: int | None = None, peers: bo
         result["dask"] = _dask_case(sizes, out)
         if not result["dask"].get("check", {"ok": True})["ok"]:
             result["failures"].append("dask")
+    if only is not None and "loops" in parse_only(only):
+        result["loops"] = _loops_case(sizes, out)
+        result["failures"] += [f"loops:{r['program']}" for r in result["loops"] if not r["ok"]]
     result["seconds"] = time.perf_counter() - t_start
     result["svod_stats"] = svod.stats()
     if out is not None:
@@ -469,6 +476,18 @@ def _dask_case(sizes: str, out) -> dict:
         print("... dask 2-worker LocalCluster", file=sys.stderr, flush=True)
     total, chunk = dask_bench.SIZES[sizes]
     return dask_bench.run(total, chunk, repeats=dask_bench.REPEATS[sizes], out=None)
+
+
+LOOP_SIZES = {"default": 32, "quick": 16, "tiny": 8}
+
+
+def _loops_case(sizes: str, out) -> list[dict]:
+    """Loop-heavy numpy programs run unchanged on numpy and svod.numpy (svod/bench/loops.py)."""
+    from svod.bench import loops
+
+    if out is not None:
+        print("... loop programs", file=sys.stderr, flush=True)
+    return loops.run(n=LOOP_SIZES[sizes], repeats=3 if sizes == "tiny" else 5)
 
 
 def format_table(result: dict) -> str:
@@ -505,6 +524,11 @@ def format_table(result: dict) -> str:
         from svod.bench.dask_bench import format_result
 
         lines.append(format_result(result["dask"]))
+    if "loops" in result:
+        from svod.bench.loops import format_rows
+
+        lines += ["", "loop programs (numpy code run unchanged with svod.numpy; ratio: svod steady / numpy)",
+                  format_rows(result["loops"])]
     if result["failures"]:
         lines.append(f"*** {len(result['failures'])} CHECK(S) FAILED: {', '.join(result['failures'])} ***")
     lines.append(f"total {result['seconds']:.1f} s")
