@@ -314,16 +314,35 @@ _module = None
 _module_lock = threading.Lock()
 
 
+_SYMBOLS = ("svod_rt_worker", "svod_rt_dispatch", "svod_rt_quit", "svod_rt_pause", "svod_rt_repeat")
+
+
 def _runtime_module():
     """The compiled runtime (once per process; the code survives fork)."""
     global _module
     if _module is None:
         with _module_lock:
             if _module is None:
-                from svod.codegen.jit import compile_ir
-
-                _module = compile_ir(_runtime_ir(), name="svod_runtime")
+                _module = _load_or_compile()
     return _module
+
+
+def _load_or_compile():
+    """The runtime's native code: from the object cache, keyed by its IR text and the
+    target like kernels and graph programs (a new process with a warm cache loads it in
+    ~1 ms instead of an O3 compile), else compiled and stored there."""
+    import hashlib
+
+    from svod.codegen.jit import compile_ir
+    from svod.codegen.program import _target_key, load_cached, store_object
+
+    ir = _runtime_ir()
+    okey = f"runtime:{hashlib.blake2b(ir.encode(), digest_size=16).hexdigest()}:{_target_key()}"
+    mod = load_cached(okey, _SYMBOLS, "svod_runtime")
+    if mod is None:
+        mod = compile_ir(ir, name="svod_runtime", lean=True, keep_ir=False)
+        store_object(okey, mod, {"runtime": "svod_runtime"})
+    return mod
 
 
 class _Pool:

@@ -187,3 +187,26 @@ def test_openblas_spin_is_shortened_only_before_numpy_loads():
     assert run() == "20"
     assert run(OPENBLAS_THREAD_TIMEOUT="26") == "26"
     assert run(pre="; import numpy") == "None"
+
+
+def test_the_runtime_code_comes_from_the_object_cache_in_a_new_process(tmp_path, monkeypatch):
+    """A process with a warm cache loads the pool's native code instead of compiling it."""
+    import svod.codegen.jit as jit
+    from svod.store import reset_default_store
+
+    monkeypatch.setenv("SVOD_CACHE_DIR", str(tmp_path / "cache"))
+    reset_default_store()
+    try:
+        first = runtime._load_or_compile()  # compiled and stored
+        assert any(k.startswith("runtime:") for k in __import__("svod.store").store.default_store().keys("objects"))
+
+        def no_compile(*a, **k):
+            raise AssertionError("the runtime was compiled again")
+
+        monkeypatch.setattr(jit, "compile_ir", no_compile)
+        again = runtime._load_or_compile()
+        assert again.object_code == first.object_code
+        for name in runtime._SYMBOLS:
+            assert again.address(name)
+    finally:
+        reset_default_store()
