@@ -29,13 +29,15 @@ OP_CLASS: dict = {
     Ops.EXP: "EXP", Ops.LOG: "LOG", Ops.SQRT: "SQRT", Ops.SIN: "SIN", Ops.COS: "COS", Ops.TANH: "TANH",
     Ops.ERF: "ERF", Ops.POW: "POW", Ops.DIV: "DIV", Ops.IDIV: "IDIV", Ops.MOD: "MOD",
     Ops.FLOOR: "ROUND", Ops.CEIL: "ROUND", Ops.ROUND: "ROUND", Ops.CAST: "CAST",
+    Ops.EXPM1: "EXP", Ops.LOG1P: "LOG",  # exp/log plus a few selects
     # the inverse functions (svod/codegen/vecmath_inv.py) priced as the calibrated function of
     # like work, inlined polynomials all: a polynomial and a division (tanh), log + exp (pow)
     Ops.ASIN: "TANH", Ops.ACOS: "TANH", Ops.ATAN: "TANH", Ops.ATAN2: "TANH", Ops.SINH: "TANH", Ops.COSH: "TANH",
     Ops.ASINH: "POW", Ops.ACOSH: "POW", Ops.ATANH: "POW", Ops.LOGADDEXP: "POW", Ops.HYPOT: "DIV",
 }
 TRANSCENDENTAL = ("EXP", "LOG", "SIN", "COS", "TANH", "ERF", "POW")
-COSTLY = frozenset({Ops.EXP, Ops.LOG, Ops.TANH, Ops.ERF, Ops.SIN, Ops.COS, Ops.POW, Ops.SQRT, Ops.DIV})
+COSTLY = frozenset({Ops.EXP, Ops.EXPM1, Ops.LOG, Ops.LOG1P,
+                    Ops.TANH, Ops.ERF, Ops.SIN, Ops.COS, Ops.POW, Ops.SQRT, Ops.DIV})
 ACCESS = ("contig", "bcast", "strided", "reverse", "masked", "chain")
 
 try:
