@@ -153,6 +153,31 @@ def _logaddexp_inputs(dt):
     return x.astype(dt), y.astype(dt)
 
 
+def logaddexp_near_zero(path: str, n: int = 3000) -> None:
+    """logaddexp on pairs whose result is within ~1e-19 .. 1e-1 of 0 (a in [-ln2, 0), b next
+    to log(1 - exp(a))), against mpmath: max ulp (all, and over results >= 1e-5) and the
+    max absolute error on results < 1e-5, svod and numpy."""
+    import mpmath
+
+    rng = np.random.default_rng(1)
+    a = rng.uniform(-0.69, -1e-3, n)
+    b = np.log1p(-np.exp(a)) * (1 + rng.uniform(-1, 1, n) * 10.0 ** rng.uniform(-15, -1, n))
+    for dt in (np.float32, np.float64):
+        x, y = a.astype(dt), b.astype(dt)
+        got = evaluate(svod.logaddexp(svod.asarray(x), svod.asarray(y)), path)
+        with mpmath.workprec(300):
+            exact = [mpmath.log(mpmath.exp(float(p)) + mpmath.exp(float(q))) for p, q in zip(x, y)]
+            for name, g in (("svod", got), ("numpy", np.logaddexp(x, y))):
+                err = np.array([float(abs(mpmath.mpf(float(v)) - r)) for v, r in zip(g, exact)])
+                want = np.array([float(r) for r in exact], dt)
+                ulps = err / np.spacing(np.abs(want)).astype(np.float64)
+                k = int(np.argmax(ulps))
+                small = np.abs(want) < 1e-5
+                print(f"logaddexp near 0 {np.dtype(dt).name:8s} {name:6s} max {ulps[k]:10.4g} ulp (at a result of "
+                      f"{want[k]:.3g}), over results >= 1e-5 {ulps[~small].max():.4g} ulp, absolute error on "
+                      f"results < 1e-5 {err[small].max():.3g} (down to {np.abs(want).min():.3g})")
+
+
 def evaluate(t, path: str) -> np.ndarray:
     if path == "interp":
         from svod.interp import eval_uops
@@ -178,6 +203,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--path", choices=["compiled", "interp"], default="compiled")
     ap.add_argument("--ops", default="")
+    ap.add_argument("--near-zero", action="store_true", help="also logaddexp near 0 against mpmath (slow)")
     args = ap.parse_args(argv)
     want = set(filter(None, args.ops.split(",")))
     print(f"path: {args.path}; libmvec: {'off' if os.environ.get('SVOD_NO_LIBMVEC') else 'default'}")
@@ -210,6 +236,8 @@ def main(argv=None) -> None:
                 np_got = NP_ROWS[name](x)
             row = (lambda k, x=x, rows=rows, nd=got.ndim: f"row {x[k // rows if nd > 1 else k].tolist()}")
             report(name, dt, x, got, r, row, np_got)
+    if args.near_zero:
+        logaddexp_near_zero(args.path)
 
 
 if __name__ == "__main__":
