@@ -62,25 +62,13 @@ def _int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(neg, negres, out).astype(a.dtype)
 
 
-_LN2_HI, _LN2_LO = 0.6931471805599453, 2.3190468138462996e-17
-
-
-def _logaddexp(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """numpy's logaddexp in long double, a + ln2 with ln2 as a double-double where a == b:
-    results that cancel to near 0 keep ~2**-64 absolute error (numpy's float32 loop loses
-    2**-24: 1130 ulp in bench/bench_accuracy.py, its float64 one 2**-53: 975 ulp). Where
-    long double is double (not x86-64 Linux), float64 is numpy's."""
-    r = np.logaddexp(a.astype(np.longdouble), b.astype(np.longdouble))
-    if a.dtype == np.float64:
-        r = np.where(a == b, (a + _LN2_HI) + _LN2_LO, r.astype(np.float64))
-    return r
-
-
 def _binary(op: Ops, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if op in _BINARY:
         return _BINARY[op](a, b)
-    if op is Ops.LOGADDEXP:
-        return _logaddexp(a, b)
+    if op is Ops.LOGADDEXP:  # the codegen's: double-double where the sum cancels (svod/ddmath.py)
+        from svod.ddmath import logaddexp
+
+        return logaddexp(a, b)
     if op in (Ops.IDIV, Ops.MOD):
         if a.dtype.kind in "iub":
             return _int_div(a, b, op)

@@ -172,8 +172,8 @@ def _near_zero_pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("dt", DTYPES, ids=["f32", "f64"])
 def test_logaddexp_accuracy(dt, path):
     """<= 4 ulp over a broad sweep; where the result cancels to near 0 (against mpmath):
-    float32 <= 4 ulp, float64 within 2**-60 absolutely (the compiled double-double form
-    ~2**-67, the interpreter's long double ~2**-64; numpy's float64 formula 2**-53). a == b
+    float32 <= 4 ulp, float64 <= 4 ulp or 2**-64 absolutely (the double-double forms, compiled
+    and svod/ddmath.py, ~2**-67; numpy's float64 formula 2**-53). a == b
     adds ln2 as a double-double: -ln2 twice gives ln2's rounding error, not 0."""
     mpmath = pytest.importorskip("mpmath")
     rng = np.random.default_rng(5)
@@ -202,6 +202,15 @@ def test_logaddexp_accuracy(dt, path):
         k = int(np.argmax(e))
         assert e[k] <= MAX_ULP, f"{e[k]:.3g} ulp at ({za[k]!r}, {zb[k]!r}): {got[k]!r}, want {want[k]!r}"
     else:
-        k = int(np.argmax(err))
-        assert err[k] <= 2.0 ** -60, f"{err[k]:.3g} at ({za[k]!r}, {zb[k]!r}): {got[k]!r}, want {want[k]!r}"
+        e = err / np.maximum(MAX_ULP * np.spacing(np.abs(want)), 2.0 ** -64)
+        k = int(np.argmax(e))
+        assert e[k] <= 1, f"{err[k]:.3g} at ({za[k]!r}, {zb[k]!r}): {got[k]!r}, want {want[k]!r}"
     assert got[-1] == want[-1] != 0  # (-ln2, -ln2)
+
+
+def test_ddmath_doctest():
+    import doctest
+
+    import svod.ddmath
+
+    assert doctest.testmod(svod.ddmath).failed == 0
