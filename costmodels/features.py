@@ -29,13 +29,18 @@ OP_CLASS: dict = {
     Ops.EXP: "EXP", Ops.LOG: "LOG", Ops.SQRT: "SQRT", Ops.SIN: "SIN", Ops.COS: "COS", Ops.TANH: "TANH",
     Ops.ERF: "ERF", Ops.POW: "POW", Ops.DIV: "DIV", Ops.IDIV: "IDIV", Ops.MOD: "MOD",
     Ops.FLOOR: "ROUND", Ops.CEIL: "ROUND", Ops.ROUND: "ROUND", Ops.CAST: "CAST",
+    Ops.EXPM1: "EXP", Ops.LOG1P: "LOG",  # exp/log plus a few selects
     # the inverse functions (svod/codegen/vecmath_inv.py) priced as the calibrated function of
     # like work, inlined polynomials all: a polynomial and a division (tanh), log + exp (pow)
     Ops.ASIN: "TANH", Ops.ACOS: "TANH", Ops.ATAN: "TANH", Ops.ATAN2: "TANH", Ops.SINH: "TANH", Ops.COSH: "TANH",
     Ops.ASINH: "POW", Ops.ACOSH: "POW", Ops.ATANH: "POW", Ops.LOGADDEXP: "POW", Ops.HYPOT: "DIV",
 }
+# ops that cost several of their class: logaddexp computes its double-double form (where the
+# sum can cancel) beside the plain one, ~3 pows (svod/codegen/vecmath_inv.py)
+OP_UNITS: dict = {Ops.LOGADDEXP: 3.0}
 TRANSCENDENTAL = ("EXP", "LOG", "SIN", "COS", "TANH", "ERF", "POW")
-COSTLY = frozenset({Ops.EXP, Ops.LOG, Ops.TANH, Ops.ERF, Ops.SIN, Ops.COS, Ops.POW, Ops.SQRT, Ops.DIV})
+COSTLY = frozenset({Ops.EXP, Ops.EXPM1, Ops.LOG, Ops.LOG1P,
+                    Ops.TANH, Ops.ERF, Ops.SIN, Ops.COS, Ops.POW, Ops.SQRT, Ops.DIV})
 ACCESS = ("contig", "bcast", "strided", "reverse", "masked", "chain")
 
 try:
@@ -293,7 +298,7 @@ def _count(kernel: Kernel) -> Features:
         for node in k.nodes:  # t: the scale, the mask (elementwise over the scores)
             if node.op not in (ACC, LOAD, Ops.CONST):
                 cls = op_class(node.op, node.dtype.itemsize)
-                f.ops[cls] = f.ops.get(cls, 0.0) + scores
+                f.ops[cls] = f.ops.get(cls, 0.0) + scores * OP_UNITS.get(node.op, 1.0)
             elif node.op == LOAD:
                 f.access["contig"] = f.access.get("contig", 0.0) + scores
         f.reduce_elems = 2.0 * scores
@@ -374,7 +379,7 @@ def _count(kernel: Kernel) -> Features:
         else:
             cls = op_class(node.op, max(node.dtype.itemsize, *(k.nodes[s].dtype.itemsize for s in node.src))
                            if node.src else node.dtype.itemsize)
-            f.ops[cls] = f.ops.get(cls, 0.0) + c
+            f.ops[cls] = f.ops.get(cls, 0.0) + c * OP_UNITS.get(node.op, 1.0)
             if cls in _library_calls():
                 f.calls[cls] = f.calls.get(cls, 0.0) + c
     return f

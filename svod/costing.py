@@ -69,10 +69,11 @@ def _host_machine() -> Machine:
 # orders of magnitude: a vector exp is ~10 adds, erf ~15, a division ~4).
 OP_WEIGHT: dict = {
     Ops.EXP: 10, Ops.LOG: 12, Ops.SIN: 14, Ops.COS: 14, Ops.TANH: 14, Ops.ERF: 16, Ops.POW: 26,
-    Ops.SQRT: 4, Ops.DIV: 4, Ops.IDIV: 8, Ops.MOD: 8,
+    Ops.SQRT: 4, Ops.DIV: 4, Ops.IDIV: 8, Ops.MOD: 8, Ops.EXPM1: 12, Ops.LOG1P: 14,
     # svod/codegen/vecmath_inv.py (float32 computes in float64: half the lanes)
     Ops.ASIN: 20, Ops.ACOS: 20, Ops.ATAN: 20, Ops.ATAN2: 24, Ops.SINH: 14, Ops.COSH: 14,
-    Ops.ASINH: 26, Ops.ACOSH: 26, Ops.ATANH: 26, Ops.HYPOT: 8, Ops.LOGADDEXP: 26,
+    Ops.ASINH: 26, Ops.ACOSH: 26, Ops.ATANH: 26, Ops.HYPOT: 8,
+    Ops.LOGADDEXP: 80,  # its double-double form beside the plain one: ~3 pows
 }
 
 

@@ -25,6 +25,7 @@ from svod.ir import BOOL_UNARY, Ops, UOp
 
 _UNARY = {
     Ops.NEG: np.negative, Ops.ABS: np.abs, Ops.EXP: np.exp, Ops.LOG: np.log, Ops.SQRT: np.sqrt,
+    Ops.EXPM1: np.expm1, Ops.LOG1P: np.log1p,
     Ops.SIN: np.sin, Ops.COS: np.cos, Ops.TANH: np.tanh, Ops.FLOOR: np.floor, Ops.CEIL: np.ceil,
     Ops.ROUND: np.round, Ops.SIGN: np.sign, Ops.ISNAN: np.isnan, Ops.ISINF: np.isinf,
     Ops.ASIN: np.arcsin, Ops.ACOS: np.arccos, Ops.ATAN: np.arctan, Ops.SINH: np.sinh, Ops.COSH: np.cosh,
@@ -34,7 +35,7 @@ _BINARY = {
     Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.DIV: np.true_divide,
     Ops.MAX: np.maximum, Ops.MIN: np.minimum, Ops.CMPLT: np.less, Ops.CMPLE: np.less_equal,
     Ops.CMPEQ: np.equal, Ops.CMPNE: np.not_equal,
-    Ops.ATAN2: np.arctan2, Ops.HYPOT: np.hypot, Ops.LOGADDEXP: np.logaddexp, Ops.COPYSIGN: np.copysign,
+    Ops.ATAN2: np.arctan2, Ops.HYPOT: np.hypot, Ops.COPYSIGN: np.copysign,
     # numpy's shifts: 0 (or -1 for a negative value shifted right) outside [0, bits)
     Ops.SHL: np.left_shift, Ops.SHR: np.right_shift,
 }
@@ -64,6 +65,10 @@ def _int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _binary(op: Ops, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if op in _BINARY:
         return _BINARY[op](a, b)
+    if op is Ops.LOGADDEXP:  # the codegen's: double-double where the sum cancels (svod/ddmath.py)
+        from svod.ddmath import logaddexp
+
+        return logaddexp(a, b)
     if op in (Ops.IDIV, Ops.MOD):
         if a.dtype.kind in "iub":
             return _int_div(a, b, op)
@@ -119,7 +124,7 @@ def eval_node(op: Ops, dtype, arg, shape, srcs: Sequence[np.ndarray]) -> np.ndar
         if op in _UNARY:
             out = _UNARY[op](srcs[0])
             return out if op in BOOL_UNARY else out.astype(npd, copy=False)
-        if op in _BINARY or op in (Ops.IDIV, Ops.MOD, Ops.POW, Ops.AND, Ops.OR, Ops.XOR):
+        if op in _BINARY or op in (Ops.IDIV, Ops.MOD, Ops.POW, Ops.AND, Ops.OR, Ops.XOR, Ops.LOGADDEXP):
             return np.asarray(_binary(op, srcs[0], srcs[1])).astype(npd, copy=False)
         if op is Ops.WHERE:
             return np.where(srcs[0], srcs[1], srcs[2])

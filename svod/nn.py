@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from svod import dtype
 from svod import tensor as T
 from svod.errors import ShapeError
 from svod.ir import shape_str
@@ -19,9 +20,19 @@ def relu(x):
     return T.maximum(x, 0)
 
 
-def sigmoid(x):
+def _float(x):
     x = T.asarray(x)
-    return T.reciprocal(T.add(T.exp(T.negative(x)), 1))
+    return x if x.dtype.is_float else x.astype(dtype.default_float)
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x)), within 3 ulp everywhere: e = exp(-|x|) never overflows, and
+    x < 0 gives e / (1 + e), so results down to the subnormals (x < -88 in float32) keep
+    their digits instead of flushing to 0. Integers compute in the default float dtype."""
+    x = _float(x)
+    e = T.exp(T.negative(T.abs(x)))
+    r = T.reciprocal(T.add(e, 1))
+    return T.where(T.greater_equal(x, 0), r, T.multiply(e, r))
 
 
 def silu(x):
@@ -54,12 +65,25 @@ def softmax(x, axis: int = -1):
 
 
 def log_softmax(x, axis: int = -1):
+    """x - max - log(sum(exp(x - max))) along `axis`, accurate to a few ulp also where one
+    entry dominates: there log(sum) is log(1 + t) with t tiny, and rounding 1 + t would
+    lose t (the max entry's result, -t, came out 0). So the sum leaves the max entries
+    out: log1p(sum of the others + (number of max entries - 1)). Each term is exp(s) with
+    s = x - max rounded; its rounding error ``lo`` (TwoSum, exact) goes back in as
+    exp(s) * (1 + lo), else a term 40 below the max would carry 20 ulp into the max's result."""
     x = T.asarray(x)
     if not x.dtype.is_float:
         x = x.astype("float32")
     m = T.max(x, axis=axis, keepdims=True)
     s = T.subtract(x, m)
-    return T.subtract(s, T.log(T.sum(T.exp(s), axis=axis, keepdims=True)))
+    bb = T.subtract(s, x)
+    lo = T.subtract(T.subtract(x, T.subtract(s, bb)), T.add(m, bb))  # x - m - s exactly
+    lo = T.where(T.isnan(lo), 0, lo)  # -inf entries: exp(s) = 0 whatever lo is
+    e = T.exp(s)
+    top = T.equal(s, 0)  # the max entries (NaN rows: none; the sums are NaN then)
+    rest = T.sum(T.where(top, 0, T.add(e, T.multiply(e, lo))), axis=axis, keepdims=True)
+    ties = T.sum(top.astype(x.dtype), axis=axis, keepdims=True)
+    return T.subtract(s, T.log1p(T.add(rest, T.subtract(ties, 1))))
 
 
 def _norm_axes(x, normalized_shape, op):

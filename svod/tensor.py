@@ -1534,11 +1534,13 @@ def erf(x, /) -> Tensor:
 
 
 def expm1(x, /) -> Tensor:
-    return subtract(exp(x), 1)
+    """exp(x) - 1, accurate for tiny x (an op of its own: no cancellation); -0.0 stays -0.0."""
+    return _unop(OP.EXPM1, "expm1", x, float_only=True)
 
 
 def log1p(x, /) -> Tensor:
-    return log(add(x, 1) if asarray(x).dtype.is_float else add(astype(x, dt.default_float), 1))
+    """log(1 + x), accurate for tiny x (an op of its own: no rounding of 1 + x); -0.0 stays -0.0."""
+    return _unop(OP.LOG1P, "log1p", x, float_only=True)
 
 
 def log2(x, /) -> Tensor:

@@ -158,7 +158,7 @@ def test_conj_real_imag_of_real_dtypes(arr):
 
 
 _CHAIN = ["asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "atan2", "hypot", "logaddexp",
-          "copysign", "exp", "mul"]
+          "copysign", "exp", "mul", "expm1", "log1p"]
 
 
 def _chain_step(name, xp, x, y):
@@ -174,8 +174,10 @@ def _chain_step(name, xp, x, y):
         return f(name)(f("abs")(x) + 1)
     if name in ("atan2", "hypot", "logaddexp", "copysign"):
         return f(name)(x, y)
-    if name == "exp":
-        return f("exp")(f("tanh")(x))
+    if name in ("exp", "expm1"):
+        return f(name)(f("tanh")(x))
+    if name == "log1p":
+        return f(name)(f("tanh")(x) * 0.9)
     if name == "mul":
         return x * y
     return f(name)(x)

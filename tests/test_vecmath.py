@@ -78,6 +78,11 @@ def sweep(name: str, dt) -> np.ndarray:
     f32 = dt == np.float32
     rng = np.random.default_rng(1234)
     tiny = float(np.finfo(dt).tiny)
+    eps = float(np.finfo(dt).eps)
+    # tiny and subnormal magnitudes, both signs: where exp(x) - 1 and log(1 + x) cancel
+    sub = float(np.finfo(dt).smallest_subnormal)
+    small = np.concatenate([np.exp(rng.uniform(np.log(sub), 0, 20_000)) * rng.choice([-1, 1], 20_000),
+                            rng.uniform(-4 * tiny, 4 * tiny, 2_000)])
     s = {
         "exp": np.linspace(-104 if f32 else -746, 89 if f32 else 710, 200_001),
         "log": np.concatenate([np.exp(rng.uniform(-87 if f32 else -707, 88 if f32 else 709, 100_000)),
@@ -86,8 +91,10 @@ def sweep(name: str, dt) -> np.ndarray:
         "sigmoid": np.linspace(-110 if f32 else -750, 40, 200_001),
         "erf": np.linspace(-7, 7, 200_001 if f32 else 8_001),
         "sin": np.concatenate([np.linspace(-50, 50, 200_001), rng.uniform(-1e6, 1e6, 50_000)]),
-        "expm1": np.concatenate([np.linspace(-30, 88 if f32 else 709, 200_001), rng.uniform(-1, 1, 20_000)]),
-        "log1p": np.concatenate([np.linspace(-0.999, 3, 200_001), np.exp(rng.uniform(-80, 80, 50_000))]),
+        "expm1": np.concatenate([np.linspace(-30, 88 if f32 else 709, 200_001), rng.uniform(-1, 1, 20_000),
+                                 small]),
+        "log1p": np.concatenate([np.linspace(-0.999, 3, 200_001), np.exp(rng.uniform(-80, 80, 50_000)), small,
+                                 -1 + np.exp(rng.uniform(np.log(eps / 4), 0, 20_000))]),
         "sqrt": np.exp(rng.uniform(-80, 80, 50_000)),
     }
     s["cos"] = s["sin"]

@@ -99,10 +99,11 @@ def test_special_values_follow_numpy(name, dt, lanes):
         x = np.array(SPECIAL, dt)
         args = [a.ravel() for a in np.meshgrid(x, x)] if name in BINARY else [x]
         want = REF[name](*args)
+        exact = REF[name](*[a.astype(LD) for a in args])  # numpy's float64 logaddexp is 15 ulp off at one pair
     got = run(name, *args, lanes=lanes)
     same = ((got == want) & (np.signbit(got) == np.signbit(want))) | (np.isnan(got) & np.isnan(want))
     with np.errstate(all="ignore"):
         close = np.isfinite(want) & (np.signbit(got) == np.signbit(want)) & \
-            (np.abs(got.astype(LD) - want) <= MAX_ULP * np.spacing(np.abs(want)).astype(LD))
+            (np.abs(got.astype(LD) - exact) <= MAX_ULP * np.spacing(np.abs(want)).astype(LD))
     bad = np.nonzero(~(same | close))[0]
     assert not bad.size, [(tuple(a[i] for a in args), got[i], want[i]) for i in bad[:5]]

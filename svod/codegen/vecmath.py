@@ -597,7 +597,8 @@ def _log_dd(E: _Em, ax):
     tail = E.mul(E.mul(t, r), E.poly(r, _LOGTAIL))
     lo = E.add(E.add(e1, e2), E.add(e3, E.mul(tl, E.c(-0.5))))
     lo = E.add(lo, E.fma(k, E.c(_LN2[1]), logc_lo))
-    lo = E.add(lo, E.fma(rlo, E.sub(E.c(1.0), r), tail))
+    # log1p(r + rlo) - log1p(r) = rlo (1 - r + r^2 - ...): with r^2 the rest is < 2**-67
+    lo = E.add(lo, E.fma(rlo, E.add(E.sub(E.c(1.0), r), t), tail))
     hi = E.add(s3, lo)
     return hi, E.sub(lo, E.sub(hi, s3))
 

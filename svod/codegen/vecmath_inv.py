@@ -25,8 +25,12 @@ reductions for free, results rounded once); float64 uses:
 * hypot: scaled by a power of two away from overflow/underflow; the sum of squares exact
   (FMA products, TwoSum) and one Newton correction of the square root.
 * logaddexp: numpy's formula, max(a, b) + log1p(exp(-|a - b|)), a + ln2 where a == b
-  (infinities of one sign). Where a + b's result cancels to near 0 its absolute error is
-  that of numpy's (ulps of max(a, b)).
+  (infinities of one sign; ln2 as a double-double). Where max(a, b) is in [-1.5, 0] the
+  sum can cancel to near 0 (numpy's formula: 975 ulp at a result of 4e-4 in float64,
+  1130 in float32), so there it is computed in double-double: a - b by TwoSum, exp of it
+  by ``_exp_dd`` (~2**-68), log of 1 + that by vecmath's ``_log_dd`` (~2**-68), the sum
+  by TwoSum: absolute error ~2**-67, so ≤ 4 ulp for results above ~1e-5 in float64 and
+  above ~3e-14 in float32 (docs/codegen.md). It costs ~4x the plain form's time.
 
 Polynomials: ``mpmath.chebyfit`` (50 digits) of the reduced function named beside each
 table on the interval named there, lowest degree first; float32 tables fit to 2**-32.
@@ -42,7 +46,7 @@ from __future__ import annotations
 import math
 
 from svod.codegen import vecmath as _vm
-from svod.codegen.vecmath import _Em, _exp, _log, _log1p, emit_math, get_math_fn, math_kernel_ir
+from svod.codegen.vecmath import _Em, _exp, _log, _log1p, _log_dd, _scale, emit_math, get_math_fn, math_kernel_ir
 
 __all__ = ["FUNCTIONS", "BINARY", "emit_math", "get_math_fn", "math_kernel_ir"]
 
@@ -291,12 +295,74 @@ def _hypot(E: _Em, x, y, coarse: bool):
     return E.sel(E.or_(E.eq(ax, inf), E.eq(ay, inf)), inf, res)  # hypot(inf, nan) = inf
 
 
+# ln 2 in three pieces: n * _LN2_C1 is exact for |n| < 2**21; the rest to ~2**-140
+_LN2_C1, _LN2_C2, _LN2_C3 = 0.6931471803691238, 1.9082149292705877e-10, 1.1612227229362532e-26
+
+
+def _fast2sum(E: _Em, a, b):
+    """a + b as (hi, lo) exactly, for |a| >= |b| (or a = 0)."""
+    s = E.add(a, b)
+    return s, E.sub(b, E.sub(s, a))
+
+
+def _two_prod(E: _Em, a, b):
+    p = E.mul(a, b)
+    return p, E.fma_exact(a, b, E.neg(p))
+
+
+def _exp_dd(E: _Em, yh, yl):
+    """exp(yh + yl) for -700 < yh <= 0 as (n, ph, pl): 2**n * (1 + ph + pl) with ~2**-68
+    relative error (measured against mpmath: the series' rounded tail, doubled by each
+    squaring). Cody-Waite with ln 2 in three pieces (the reduced argument as a
+    double-double), divided by 32, a Taylor series of degree 9 with r + r^2/2 carried
+    exactly, then squared back five times in double-double arithmetic."""
+    n = E.rint(E.mul(yh, E.c(1 / math.log(2))))
+    r1 = E.sub(yh, E.mul(n, E.c(_LN2_C1)))  # both exact
+    ph_, pl_ = _two_prod(E, n, E.c(_LN2_C2))
+    rh, rl = E.two_sum(r1, E.neg(ph_))
+    rl = E.add(E.sub(E.sub(rl, pl_), E.mul(n, E.c(_LN2_C3))), yl)
+    rh, rl = _fast2sum(E, rh, rl)
+    rh, rl = E.mul(rh, E.c(1 / 32)), E.mul(rl, E.c(1 / 32))
+    sh, sl = _two_prod(E, rh, rh)
+    sl = E.fma(E.add(rh, rh), rl, sl)
+    ph, pl = E.two_sum(rh, E.mul(sh, E.c(0.5)))
+    tail = E.mul(E.mul(rh, sh), E.poly(rh, [1 / math.factorial(j) for j in range(3, 10)]))
+    pl = E.add(pl, E.add(E.add(rl, E.mul(sl, E.c(0.5))), tail))
+    ph, pl = _fast2sum(E, ph, pl)
+    for _ in range(5):  # 1 + p -> (1 + p)^2: p -> 2p + p^2
+        qh, ql = _two_prod(E, ph, ph)
+        ql = E.fma(E.add(ph, ph), pl, ql)
+        h, lo = E.two_sum(E.add(ph, ph), qh)
+        ph, pl = _fast2sum(E, h, E.add(lo, E.add(E.add(pl, pl), ql)))
+    return E.toi(n), ph, pl
+
+
+def _logaddexp_dd(E: _Em, m, dh, dl):
+    """m + log1p(exp(-|dh + dl|)) with ~2**-68 absolute error (float64, |dh| < 700): the
+    form where m in [-ln 2, 0] and the sum cancels to near 0."""
+    neg = E.lt(dh, E.c(0.0))
+    yh, yl = E.neg(E.abs(dh)), E.sel(neg, dl, E.neg(dl))
+    ni, ph, pl = _exp_dd(E, yh, yl)
+    eh, el = _fast2sum(E, E.c(1.0), ph)
+    eh, el = _scale(E, eh, ni), _scale(E, E.add(el, pl), ni)
+    uh, ul = _fast2sum(E, E.c(1.0), eh)
+    lh, ll = _log_dd(E, uh)
+    sh, se = E.two_sum(m, lh)
+    return E.add(sh, E.add(se, E.add(ll, E.div(E.add(ul, el), uh))))
+
+
 def _logaddexp(E: _Em, a, b, coarse: bool):
     d = E.sub(a, b)
     m = E.sel(E.gt(d, E.c(0.0)), a, b)
     res = E.add(m, _log1p(E, _exp(E, E.neg(E.abs(d)))))
+    # where the sum can cancel (max in [-1.5, 0]: the result is at most ln 2 - |max|), the
+    # double-double form; float32 too (in float64 the plain form loses 2**-53 absolutely)
+    dh, dl = E.two_sum(a, E.neg(b))
+    zone = E.and_(E.and_(E.ge(m, E.c(-1.5)), _le(E, m, E.c(0.0))), E.lt(E.abs(dh), E.c(700.0)))
+    res = E.sel(zone, _logaddexp_dd(E, m, dh, dl), res)
     res = E.sel(E.isnan(d), d, res)
-    return E.sel(E.eq(a, b), E.add(a, E.c(_LN2[0])), res)
+    # a == b: a + ln 2 with ln 2 as a double-double (a = -ln 2 rounded gives ln 2's rounding error, not 0)
+    return E.sel(E.eq(a, b), E.add(E.add(a, E.c(_LN2[0])), E.c(_LN2[1])), res)
 
 
 FUNCTIONS = {
