@@ -252,7 +252,7 @@ class UOp:
     """An immutable graph node. Construct with `UOp(op, dtype, src, arg)`; equal structure
     gives the same object."""
 
-    __slots__ = ("op", "dtype", "src", "arg", "shape", "_hash", "_kb", "_sig", "_leaves", "__weakref__")
+    __slots__ = ("op", "dtype", "src", "arg", "shape", "_hash", "_kb", "_sig", "_leaves", "_depth", "__weakref__")
     op: Ops
     dtype: DType
     src: tuple[UOp, ...]
@@ -280,6 +280,7 @@ class UOp:
         if len(src) == 1 and op in _SAME_SHAPE:
             s = src[0]
             self.shape = s.shape
+            self._depth = s._depth + 1
             if s._sig is None:
                 self._sig = self._leaves = None
             else:
@@ -289,6 +290,8 @@ class UOp:
         elif len(src) == 2 and op in BINARY:
             a, b = src
             self.shape = s = a.shape
+            da, db = a._depth, b._depth
+            self._depth = (da if da > db else db) + 1
             assert b.shape == s, f"{op}: shapes differ {s} {b.shape}"
             la, lb = a._leaves, b._leaves
             if a._sig is None or b._sig is None:
@@ -301,6 +304,7 @@ class UOp:
                 self._sig, self._leaves = _signature(key, src)
         else:
             self.shape = _infer_shape(op, src, arg)
+            self._depth = max([s._depth for s in src], default=-1) + 1
             self._sig, self._leaves = _signature(key, src)
         new = _NodeRef(self, _forget)
         new.key = key
@@ -363,6 +367,7 @@ class UOp:
         self.arg = ref
         self.shape = shape = array.shape  # a tuple already
         self._hash = self._kb = None
+        self._depth = 0
         k = ("B", dtype, shape, array.strides)
         self._sig = _SIGS.get(k) or _intern(k)
         self._leaves = (ref,)  # NOTE: the BufferRef, not the node: (self,) would be a cycle
@@ -379,7 +384,8 @@ class UOp:
         return [f"{indent}{r} = _new(_BufferRef); {r}.array = {array}; {r}.serial = _next(_serials)",
                 f"{indent}{out} = _new(_UOp); {out}.op = _BUFFER; {out}.dtype = {dtype}; {out}.src = (); "
                 f"{out}.arg = {r}; {out}.shape = {array}.shape",
-                f"{indent}{out}._hash = None; {out}._kb = None; {out}._sig = {sig}; {out}._leaves = ({r},)"]
+                f"{indent}{out}._hash = None; {out}._kb = None; {out}._depth = 0; {out}._sig = {sig}; "
+                f"{out}._leaves = ({r},)"]
 
     @staticmethod
     def buffer_namespace() -> dict:
