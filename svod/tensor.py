@@ -105,7 +105,7 @@ def _note(t: Tensor) -> None:
 # leaf) is realized before it grows further (`SVOD_PENDING_DEPTH`; 0: never). A Python loop
 # that realizes nothing thus costs O(steps): each segment is planned, compiled and run on
 # its own, and equal segments have equal GraphKeys (one plan, one set of kernels, reused).
-PENDING_DEPTH = int(os.environ.get("SVOD_PENDING_DEPTH", 1000))
+PENDING_DEPTH = int(os.environ.get("SVOD_PENDING_DEPTH", 256))
 _cutting = False
 
 
