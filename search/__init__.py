@@ -5,8 +5,10 @@
 
 `plan_search` is what the engine calls on a cache miss (imported lazily: egglog costs
 ~200 ms to import). Graphs above `limits.max_nodes` use the greedy planner (size
-policy); any failure falls back to it too. Both cases are flagged provisional, so the
-plan is kept in memory only and searched again in a later process.
+policy); graphs above `limits.region_nodes` are searched region by region in one pass
+within the budget (docs/planning.md); any failure falls back to the greedy planner. A plan
+cut short by the budget or from the greedy planner is flagged provisional: the planner
+persists it as such (later processes use it) and `svod tune` searches it again.
 
 >>> import svod
 >>> from svod.key import compact
