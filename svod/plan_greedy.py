@@ -53,11 +53,27 @@ class _Materialize(Exception):
         self.node = node
 
 
+_CHAINS: dict[tuple[tuple[int, ...], Stack], ViewChain] = {}  # (base shape, stack) -> its chain
+_CHAINS_MAX = 4096  # entries (a few MB at most: a stack holds up to MAX_DEPTH ops)
+
+
 def _chain(base_shape: tuple[int, ...], stack: Stack) -> ViewChain:
+    """The view of a value of `base_shape` under the movement ops of `stack` (root first).
+    Memoised across kernels and plans (chains are immutable): the steps of a loop load
+    their values through equal stacks, so a plan of many similar kernels composes each
+    distinct view once. NOTE: the lowering's PAD entries always pad with 0 (the pad value
+    is a WHERE of its own), so equal keys never differ by a -0.0 pad value."""
+    k = (base_shape, stack)
+    chain = _CHAINS.get(k)
+    if chain is not None:
+        return chain
     chain = ViewChain.of(base_shape)
     for op, arg in reversed(stack):
         chain = apply_movement(chain, op, arg)
         assert chain is not None, (op, arg)
+    if len(_CHAINS) >= _CHAINS_MAX:
+        _CHAINS.clear()
+    _CHAINS[k] = chain
     return chain
 
 

@@ -188,15 +188,33 @@ def test_pending_depth_zero_never_cuts(monkeypatch):
     np.testing.assert_array_equal(y.numpy(), np.full(4, 300, np.float32))
 
 
-def test_jacobi_loop_costs_linear_time_and_bounded_kernels(tmp_path):
-    """Issue 28.2: the Jacobi-1-D loop, T = 100, 400, 1,600 steps, nothing realized inside:
-    time grows at most linearly, the kernels planned do not grow, results equal numpy."""
+def _jacobi_runs(tmp_path: Path, steps: tuple[int, ...]) -> dict:
     runs = {}
-    for t in (100, 400, 1600):  # the default depth budget; kernels in the interpreter (compile time aside)
+    for t in steps:  # the default depth budget; kernels in the interpreter (compile time aside)
         r = _run("jacobi", t, tmp_path / str(t), SVOD_SEARCH_SECONDS=0.25, SVOD_CODEGEN=0)
         assert r["ok"] and r["warnings"] == [], r
         runs[t] = r
+    return runs
+
+
+def test_jacobi_loop_grows_linearly(tmp_path):
+    """Issue 28.2 (the quick form): 4x the steps cost less than 6x the time and no more plans
+    or kernels (whole, the 400-step graph took minutes to plan)."""
+    runs = _jacobi_runs(tmp_path, (100, 400))
+    assert runs[400]["seconds"] / runs[100]["seconds"] < 6, {t: r["seconds"] for t, r in runs.items()}
+    assert runs[400]["kernels_planned"] < 2 * runs[100]["kernels_planned"]
+    assert runs[400]["searches"] <= runs[100]["searches"] + 2
+    assert runs[400]["realizes"] > 400 * 12 // 256 - 2  # cut every ~21 steps (12 nodes deep a step)
+
+
+@pytest.mark.slow
+def test_jacobi_loop_costs_linear_time_and_bounded_kernels(tmp_path):
+    """Issue 28.2: the Jacobi-1-D loop, T = 100, 400, 1,600 steps, nothing realized inside:
+    time grows at most linearly, the kernels planned do not grow, results equal numpy."""
+    runs = _jacobi_runs(tmp_path, (100, 400, 1600))
     assert runs[1600]["seconds"] / runs[400]["seconds"] < 6, {t: r["seconds"] for t, r in runs.items()}
-    assert runs[1600]["kernels_planned"] <= runs[100]["kernels_planned"] + 4, \
+    # a plan cut short by the budget varies run to run: "does not grow" with a margin (one plan
+    # over the whole loop holds a kernel or more per step: thousands at T = 1,600)
+    assert runs[1600]["kernels_planned"] < 2 * runs[100]["kernels_planned"], \
         {t: r["kernels_planned"] for t, r in runs.items()}
     assert runs[1600]["searches"] <= runs[100]["searches"] + 2
