@@ -4,7 +4,9 @@ Every node is unique for its structure (a weak-value cache hands back the existi
 object), so equality is identity and graphs share structure for free. Each node also
 carries its `shape` (derived from op, sources and arg) and a structural content hash
 that is stable across processes (blake2b, never Python's salted `hash()`).
-All walks are iterative: a 100,000-node chain must not hit the recursion limit.
+All walks are iterative: a 100,000-node chain must not hit the recursion limit. Each node
+keeps its depth (`_depth`: the longest path to a leaf; BUFFER and CONST are 0), which the
+Tensor layer's pending-depth budget reads (`SVOD_PENDING_DEPTH`, docs/planning.md).
 
 >>> from svod.ir import UOp, Ops
 >>> from svod import dtype as d
