@@ -218,3 +218,23 @@ def test_jacobi_loop_costs_linear_time_and_bounded_kernels(tmp_path):
     assert runs[1600]["kernels_planned"] < 2 * runs[100]["kernels_planned"], \
         {t: r["kernels_planned"] for t, r in runs.items()}
     assert runs[1600]["searches"] <= runs[100]["searches"] + 2
+
+
+def test_pending_depth_does_not_cut_a_jit_trace(monkeypatch):
+    """A trace is one graph: no cut inside it, whatever its depth."""
+    from svod import tensor as T
+
+    monkeypatch.setattr(T, "PENDING_DEPTH", 64)
+
+    @svod.jit
+    def f(x):
+        for _ in range(200):
+            x = x * 1.0 + 1.0
+        return x
+
+    out = f(svod.asarray(np.zeros(4, np.float32)))
+    np.testing.assert_array_equal(out.numpy(), np.full(4, 200, np.float32))
+    assert svod.stats()["realizes"] <= 1 and svod.stats()["jit_traces"] == 1
+    out = f(svod.asarray(np.ones(4, np.float32)))  # replayed
+    np.testing.assert_array_equal(out.numpy(), np.full(4, 201, np.float32))
+    assert svod.stats()["jit_traces"] == 1
