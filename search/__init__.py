@@ -5,8 +5,10 @@
 
 `plan_search` is what the engine calls on a cache miss (imported lazily: egglog costs
 ~200 ms to import). Graphs above `limits.max_nodes` use the greedy planner (size
-policy); any failure falls back to it too. Both cases are flagged provisional, so the
-plan is kept in memory only and searched again in a later process.
+policy); graphs above `limits.region_nodes` are searched region by region in one pass
+within the budget (docs/planning.md); any failure falls back to the greedy planner. A plan
+cut short by the budget or from the greedy planner is flagged provisional: the planner
+persists it as such (later processes use it) and `svod tune` searches it again.
 
 >>> import svod
 >>> from svod.key import compact
@@ -72,11 +74,11 @@ def _greedy(key: GraphKey, reason: str, t0: float) -> SearchResult:
 def plan_search(key: GraphKey, *, cost_model: CostModel | None = None, machine: Machine | None = None,
                 k: int = 1, limits: SearchLimits | None = None, rulesets=None, keep_egraph: bool = False
                 ) -> SearchResult:
-    """Search the cheapest plan for `key`; `k` > 1 also returns the next-best variants."""
-    from search import rules
-    from search.extract import choose, decode
-    from search.saturate import encode, saturate, session
-
+    """Search the cheapest plan for `key`; `k` > 1 also returns the next-best variants.
+    Bounded on every graph shape: above `limits.max_nodes` nodes the greedy planner,
+    above `limits.region_nodes` one search per region (never nested: a region is searched
+    whole, however many inputs and constants it reads), all within `limits.seconds` plus
+    the fixed cost of the region under way when the budget runs out."""
     t0 = time.perf_counter()
     lim = limits or current_limits()
     if len(key.nodes) > lim.max_nodes:
@@ -85,12 +87,25 @@ def plan_search(key: GraphKey, *, cost_model: CostModel | None = None, machine: 
     mach = machine or Machine.host()
     if len(key.nodes) > lim.region_nodes:
         return _search_regions(key, model, mach, lim, rulesets, t0)
+    return _search_whole(key, model, mach, lim, rulesets, k, keep_egraph)
+
+
+def _search_whole(key: GraphKey, model, mach, lim: SearchLimits, rulesets, k: int = 1,
+                  keep_egraph: bool = False) -> SearchResult:
+    """One e-graph search over all of `key`, whatever its size (the caller applies the
+    size policy)."""
+    from search import rules
+    from search.extract import choose, decode
+    from search.saturate import encode, saturate, session
+
     names = tuple(rulesets or rules.DEFAULT)
     with session(names) as eg:
         t0 = time.perf_counter()  # time waiting for the shared e-graph is not search time
         enc = encode(key, names, egraph=eg)
         t_enc = time.perf_counter() - t0
-        sat = saturate(enc, lim, encode_seconds=t_enc)
+        # saturation gets 60% of the budget, encoding included: serialising, decoding and
+        # extracting the rest (the search as a whole stays near its budget)
+        sat = saturate(enc, replace(lim, seconds=max(0.6 * lim.seconds - t_enc, 0.0)), encode_seconds=t_enc)
         t1 = time.perf_counter()
         js = enc.serialize()
         t_ser = time.perf_counter() - t1
@@ -135,7 +150,14 @@ def regions(key: GraphKey, size: int) -> list[list[int]]:
     return out
 
 
-def _subkey(key: GraphKey, region: list[int], users: list[list[int]], consts: set[int]):
+def _region_outputs(key: GraphKey, region: list[int], rset: set[int], users: list[list[int]],
+                    outputs: set[int]) -> list[int]:
+    """The region's values read outside it (or graph outputs)."""
+    return [i for i in region if i in outputs or any(u not in rset for u in users[i])]
+
+
+def _subkey(key: GraphKey, region: list[int], users: list[list[int]], consts: set[int],
+            outputs: set[int] | None = None):
     """The region as a graph of its own: values from outside are inputs (constants are
     copied in), values used outside (or graph outputs) are its outputs."""
     rset = set(region)
@@ -168,7 +190,7 @@ def _subkey(key: GraphKey, region: list[int], users: list[list[int]], consts: se
         n = key.nodes[i]
         index[i] = len(nodes)
         nodes.append(KeyNode(n.op, n.dtype, tuple(index[s] for s in n.src), n.arg, n.shape))
-    outs = [i for i in region if i in key.outputs or any(u not in rset for u in users[i])]
+    outs = _region_outputs(key, region, rset, users, set(key.outputs) if outputs is None else outputs)
     sub = GraphKey(tuple(nodes), tuple(index[o] for o in outs))
     back = {index[i]: i for i in region}
     return sub, back, outs
@@ -177,25 +199,41 @@ def _subkey(key: GraphKey, region: list[int], users: list[list[int]], consts: se
 def _search_regions(key: GraphKey, model, mach, lim: SearchLimits, rulesets, t0: float) -> SearchResult:
     """Size policy for big graphs: search each region on its own (values crossing a
     region boundary are materialised), then lower the whole graph with the union of the
-    regions' kernel boundaries."""
-    from svod.plan_greedy import initial_materialized, lower
+    regions' kernel boundaries.
+
+    Bounded: one loop over the regions (no recursion), each searched whole with an equal
+    share of what is left of `lim.seconds`; once the budget is spent, the remaining
+    regions take the greedy planner's boundaries (the plan is then provisional)."""
+    from svod.plan_greedy import greedy_materialized, initial_materialized, lower, shared_heavy
 
     users = key.users()
     consts = _const_like(key)
+    outputs = set(key.outputs)
     parts = regions(key, lim.region_nodes)
-    budget = max(lim.seconds / max(len(parts), 1), 0.05)
-    sub_limits = replace(lim, seconds=budget, region_nodes=lim.region_nodes + 1)
+    deadline = t0 + lim.seconds
     m: set[int] = set(initial_materialized(key))
+    greedy_cuts: set[int] | None = None
     provisional = False
     stops: dict[str, int] = {}
     from svod.progress import bar
 
     pb = bar(len(parts), f"search {len(key.nodes)} nodes", unit="region", delay=2.0)  # shows after 2 s
-    for region in parts:
+    for j, region in enumerate(parts):
         pb.update(1)
-        sub, back, outs = _subkey(key, region, users, consts)
+        left = deadline - time.perf_counter()
+        if left <= 0:  # out of time: this region keeps the greedy planner's cuts
+            if greedy_cuts is None:
+                greedy_cuts = greedy_materialized(key) | shared_heavy(key)
+            rset = set(region)
+            m.update(_region_outputs(key, region, rset, users, outputs))
+            m.update(i for i in region if i in greedy_cuts)
+            provisional = True
+            stops["not searched: out of time"] = stops.get("not searched: out of time", 0) + 1
+            continue
+        sub, back, outs = _subkey(key, region, users, consts, outputs)
         m.update(outs)
-        r = plan_search(sub, cost_model=model, machine=mach, limits=sub_limits, rulesets=rulesets)
+        sub_limits = replace(lim, seconds=left / (len(parts) - j))
+        r = _search_whole(sub, model, mach, sub_limits, rulesets)
         provisional |= r.provisional
         reason = r.report.saturation.stop_reason if r.report.saturation else r.report.reason
         stops[reason] = stops.get(reason, 0) + 1
@@ -207,9 +245,6 @@ def _search_regions(key: GraphKey, model, mach, lim: SearchLimits, rulesets, t0:
             node = r.decoded_to_key.get(d, d) if r.decoded is not None else d
             if node in back:
                 m.add(back[node])
-        if time.perf_counter() - t0 > lim.seconds * 3:
-            provisional = True  # out of time: the remaining regions keep only their cuts
-            break
     pb.close()
     plan = lower(key, m, planner="search")
     reason = (f"size policy: {len(parts)} regions of <= {lim.region_nodes} nodes searched apart "

@@ -5,10 +5,14 @@
 | `SVOD_SEARCH_ITERATIONS` | 24 | saturation iterations at most |
 | `SVOD_SEARCH_ENODES` | 200000 | stop saturating above this many e-nodes |
 | `SVOD_SEARCH_SECONDS` | 2.0 | wall-time budget of one search (saturation + extraction) |
-| `SVOD_SEARCH_REGION_NODES` | 400 | graphs bigger than this are searched region by region |
+| `SVOD_SEARCH_REGION_NODES` | 400 | bigger graphs are searched region by region (one pass, never nested) |
 | `SVOD_SEARCH_MAX_NODES` | 20000 | graphs bigger than this use the greedy planner |
 | `SVOD_SEARCH_EXACT` | 6 | exact extraction up to this many free boundary choices |
 | `SVOD_SEARCH` | 1 | 0: always use the greedy planner |
+
+`SVOD_PENDING_DEPTH` (default 256; `svod.tensor.PENDING_DEPTH`) bounds the lazy graph
+itself: a pending graph deeper than that is realized before it grows further (see
+docs/planning.md).
 
 >>> import svod
 >>> with svod.search_limits(seconds=0.5):

@@ -4,7 +4,9 @@ Every node is unique for its structure (a weak-value cache hands back the existi
 object), so equality is identity and graphs share structure for free. Each node also
 carries its `shape` (derived from op, sources and arg) and a structural content hash
 that is stable across processes (blake2b, never Python's salted `hash()`).
-All walks are iterative: a 100,000-node chain must not hit the recursion limit.
+All walks are iterative: a 100,000-node chain must not hit the recursion limit. Each node
+keeps its depth (`_depth`: the longest path to a leaf; BUFFER and CONST are 0), which the
+Tensor layer's pending-depth budget reads (`SVOD_PENDING_DEPTH`, docs/planning.md).
 
 >>> from svod.ir import UOp, Ops
 >>> from svod import dtype as d
@@ -255,7 +257,7 @@ class UOp:
     """An immutable graph node. Construct with `UOp(op, dtype, src, arg)`; equal structure
     gives the same object."""
 
-    __slots__ = ("op", "dtype", "src", "arg", "shape", "_hash", "_kb", "_sig", "_leaves", "__weakref__")
+    __slots__ = ("op", "dtype", "src", "arg", "shape", "_hash", "_kb", "_sig", "_leaves", "_depth", "__weakref__")
     op: Ops
     dtype: DType
     src: tuple[UOp, ...]
@@ -283,6 +285,7 @@ class UOp:
         if len(src) == 1 and op in _SAME_SHAPE:
             s = src[0]
             self.shape = s.shape
+            self._depth = s._depth + 1
             if s._sig is None:
                 self._sig = self._leaves = None
             else:
@@ -292,6 +295,8 @@ class UOp:
         elif len(src) == 2 and op in BINARY:
             a, b = src
             self.shape = s = a.shape
+            da, db = a._depth, b._depth
+            self._depth = (da if da > db else db) + 1
             assert b.shape == s, f"{op}: shapes differ {s} {b.shape}"
             la, lb = a._leaves, b._leaves
             if a._sig is None or b._sig is None:
@@ -304,6 +309,7 @@ class UOp:
                 self._sig, self._leaves = _signature(key, src)
         else:
             self.shape = _infer_shape(op, src, arg)
+            self._depth = max([s._depth for s in src], default=-1) + 1
             self._sig, self._leaves = _signature(key, src)
         new = _NodeRef(self, _forget)
         new.key = key
@@ -366,6 +372,7 @@ class UOp:
         self.arg = ref
         self.shape = shape = array.shape  # a tuple already
         self._hash = self._kb = None
+        self._depth = 0
         k = ("B", dtype, shape, array.strides)
         self._sig = _SIGS.get(k) or _intern(k)
         self._leaves = (ref,)  # NOTE: the BufferRef, not the node: (self,) would be a cycle
@@ -382,7 +389,8 @@ class UOp:
         return [f"{indent}{r} = _new(_BufferRef); {r}.array = {array}; {r}.serial = _next(_serials)",
                 f"{indent}{out} = _new(_UOp); {out}.op = _BUFFER; {out}.dtype = {dtype}; {out}.src = (); "
                 f"{out}.arg = {r}; {out}.shape = {array}.shape",
-                f"{indent}{out}._hash = None; {out}._kb = None; {out}._sig = {sig}; {out}._leaves = ({r},)"]
+                f"{indent}{out}._hash = None; {out}._kb = None; {out}._depth = 0; {out}._sig = {sig}; "
+                f"{out}._leaves = ({r},)"]
 
     @staticmethod
     def buffer_namespace() -> dict:

@@ -53,11 +53,27 @@ class _Materialize(Exception):
         self.node = node
 
 
+_CHAINS: dict[tuple[tuple[int, ...], Stack], ViewChain] = {}  # (base shape, stack) -> its chain
+_CHAINS_MAX = 4096  # entries (a few MB at most: a stack holds up to MAX_DEPTH ops)
+
+
 def _chain(base_shape: tuple[int, ...], stack: Stack) -> ViewChain:
+    """The view of a value of `base_shape` under the movement ops of `stack` (root first).
+    Memoised across kernels and plans (chains are immutable): the steps of a loop load
+    their values through equal stacks, so a plan of many similar kernels composes each
+    distinct view once. NOTE: the lowering's PAD entries always pad with 0 (the pad value
+    is a WHERE of its own), so equal keys never differ by a -0.0 pad value."""
+    k = (base_shape, stack)
+    chain = _CHAINS.get(k)
+    if chain is not None:
+        return chain
     chain = ViewChain.of(base_shape)
     for op, arg in reversed(stack):
         chain = apply_movement(chain, op, arg)
         assert chain is not None, (op, arg)
+    if len(_CHAINS) >= _CHAINS_MAX:
+        _CHAINS.clear()
+    _CHAINS[k] = chain
     return chain
 
 
@@ -459,45 +475,81 @@ def _lower_all(key: GraphKey, m: set[int], cache: dict | None = None):
     return [(i, built[i]) for i in sorted(built)], inlined_by, slot_of
 
 
+MERGE_WINDOW = 32  # sibling merging looks this many kernels back (planning stays linear in the kernels)
+MERGE_MAX_BODY = 2 * MAX_BODY  # body nodes of a merged multi-output kernel at most (compile time bounded)
+
+
+class _Group:
+    """Kernels merged into one multi-output kernel (built once, at the end)."""
+
+    __slots__ = ("roots", "kernels", "first", "reads", "writes", "size")
+
+    def __init__(self, root: int, k: Kernel):
+        self.roots, self.kernels, self.first = [root], [k], k
+        self.reads = {i.slot for i in k.inputs}
+        self.writes = {o.slot for o in k.outputs}
+        self.size = len(k.nodes)
+
+    def add(self, root: int, k: Kernel) -> None:
+        self.roots.append(root)
+        self.kernels.append(k)
+        self.reads.update(i.slot for i in k.inputs)
+        self.writes.update(o.slot for o in k.outputs)
+        self.size += len(k.nodes)
+
+    def kernel(self) -> Kernel:
+        if len(self.kernels) == 1:
+            return self.first
+        if self.first.library is not None:
+            out = self.first
+            for k in self.kernels[1:]:
+                out = _merge_results(out, k)
+            return out
+        return _concat_kernels(self.kernels)
+
+
 def _merge_siblings(built: list[tuple[int, Kernel]]) -> list[tuple[list[int], Kernel]]:
     """Merge kernels over the same space and reduce axes that do not depend on each
     other into multi-output kernels (one pass over shared inputs). Returns
-    (roots, kernel) groups in execution order."""
-    out: list[tuple[list[int], Kernel]] = []
+    (roots, kernel) groups in execution order. Linear in the kernels: a kernel looks at
+    most `MERGE_WINDOW` groups back, and a group stops growing past `MERGE_MAX_BODY`
+    body nodes."""
+    out: list[_Group] = []
     for root, k in built:
         merged = False
         if k.library is not None:  # results of one call (same function, parameters, operands): one step
-            for gi, (roots, g) in enumerate(out):
-                if g.library == k.library and g.inputs == k.inputs:
-                    out[gi] = (roots + [root], _merge_results(g, k))
+            for g in out[-MERGE_WINDOW:]:
+                if g.first.library == k.library and g.first.inputs == k.inputs:
+                    g.add(root, k)
                     merged = True
                     break
         elif k.matmul is None:
             reads = {i.slot for i in k.inputs}
-            for gi in range(len(out) - 1, -1, -1):
-                roots, g = out[gi]
-                g_writes = {o.slot for o in g.outputs}
-                if reads & g_writes:
+            for gi in range(len(out) - 1, max(len(out) - MERGE_WINDOW, 0) - 1, -1):
+                g = out[gi]
+                f = g.first
+                if reads & g.writes:
                     break  # k depends on g: it cannot join g or anything before it
-                if g.matmul is None and g.library is None and g.shape == k.shape and \
-                        g.reduce_axes == k.reduce_axes and \
-                        ({i.slot for i in g.inputs} & reads):
+                if f.matmul is None and f.library is None and f.shape == k.shape and \
+                        f.reduce_axes == k.reduce_axes and (g.reads & reads):
+                    if g.size + len(k.nodes) > MERGE_MAX_BODY:
+                        break  # full: k starts a group of its own
                     # the merged kernel runs where g ran when k reads nothing written after g
                     # (k moves earlier), else where k runs when nothing after g reads g's
                     # outputs (g moves later)
-                    later_writes = {o.slot for _, h in out[gi + 1:] for o in h.outputs}
-                    later_reads = {i.slot for _, h in out[gi + 1:] for i in h.inputs}
-                    if not reads & later_writes:
-                        out[gi] = (roots + [root], _concat_kernels(g, k))
+                    later = out[gi + 1:]
+                    if not any(reads & h.writes for h in later):
+                        g.add(root, k)
                         merged = True
-                    elif not later_reads & g_writes:
+                    elif not any(h.reads & g.writes for h in later):
                         out.pop(gi)
-                        out.append((roots + [root], _concat_kernels(g, k)))
+                        g.add(root, k)
+                        out.append(g)
                         merged = True
                     break
         if not merged:
-            out.append(([root], k))
-    return out
+            out.append(_Group(root, k))
+    return [(g.roots, g.kernel()) for g in out]
 
 
 def _merge_results(a: Kernel, b: Kernel) -> Kernel:
@@ -507,32 +559,37 @@ def _merge_results(a: Kernel, b: Kernel) -> Kernel:
     return Kernel(f"{a.name}+{b.name}", a.shape, a.inputs, a.nodes + b.nodes, outs, library=a.library)
 
 
-def _concat_kernels(a: Kernel, b: Kernel) -> Kernel:
+def _concat_kernels(kernels: list[Kernel]) -> Kernel:
+    """One multi-output kernel computing every kernel of `kernels` (same space and reduce
+    axes), inputs and body nodes shared where equal."""
+    a = kernels[0]
     inputs: list[KInput] = list(a.inputs)
     in_ids = {(i.slot, i.view.key()): j for j, i in enumerate(inputs)}
-    nodes: list[KNode] = list(a.nodes)
+    nodes: list[KNode] = [KNode(n.op, n.dtype, n.src, n.arg) for n in a.nodes]
     node_ids = {n.key(): j for j, n in enumerate(nodes)}
-    remap: dict[int, int] = {}
-    for j, n in enumerate(b.nodes):
-        arg = n.arg
-        if n.op == LOAD:
-            inp = b.inputs[arg]
-            k = (inp.slot, inp.view.key())
-            if k not in in_ids:
-                inputs.append(inp)
-                in_ids[k] = len(inputs) - 1
-            arg = in_ids[k]
-        nn = KNode(n.op, n.dtype, tuple(remap[s] for s in n.src), arg, n.pass_)
-        if nn.key() in node_ids:
-            remap[j] = node_ids[nn.key()]
-        else:
-            nodes.append(nn)
-            node_ids[nn.key()] = remap[j] = len(nodes) - 1
-    outs = list(a.outputs) + [KOutput(o.slot, remap[o.node], o.dtype, o.shape, o.reduced, o.pass_)
-                              for o in b.outputs]
-    base = [KNode(n.op, n.dtype, n.src, n.arg) for n in nodes]
-    nodes2, outs2 = _assign_passes(base, [KOutput(o.slot, o.node, o.dtype, o.shape, o.reduced) for o in outs])
-    return Kernel(f"{a.name}+{b.name}", a.shape, tuple(inputs), tuple(nodes2), tuple(outs2), a.reduce_axes)
+    outs = [KOutput(o.slot, o.node, o.dtype, o.shape, o.reduced) for o in a.outputs]
+    for b in kernels[1:]:
+        remap: dict[int, int] = {}
+        for j, n in enumerate(b.nodes):
+            arg = n.arg
+            if n.op == LOAD:
+                inp = b.inputs[arg]
+                k = (inp.slot, inp.view.key())
+                if k not in in_ids:
+                    inputs.append(inp)
+                    in_ids[k] = len(inputs) - 1
+                arg = in_ids[k]
+            nn = KNode(n.op, n.dtype, tuple(remap[s] for s in n.src), arg)
+            nk = nn.key()
+            if nk in node_ids:
+                remap[j] = node_ids[nk]
+            else:
+                nodes.append(nn)
+                node_ids[nk] = remap[j] = len(nodes) - 1
+        outs.extend(KOutput(o.slot, remap[o.node], o.dtype, o.shape, o.reduced) for o in b.outputs)
+    nodes2, outs2 = _assign_passes(nodes, outs)
+    return Kernel("+".join(k.name for k in kernels), a.shape, tuple(inputs), tuple(nodes2), tuple(outs2),
+                  a.reduce_axes)
 
 
 def shared_heavy(key: GraphKey, threshold: int = 12) -> set[int]:

@@ -213,38 +213,46 @@ def search_plan(key: GraphKey, *, model=None, k: int = 1, keep_egraph: bool = Fa
     bump("searches")
     t0 = time.perf_counter()
     try:
-        if not lim.enabled:
-            exe, source, detail = _greedy(key, "greedy planner", "SVOD_SEARCH=0", False)
-            return exe, source, detail, None
-        try:
-            import_search()
-            from search import plan_search
-
-            result = plan_search(key, cost_model=model or cost_model(), k=k, keep_egraph=keep_egraph, limits=lim)
-            plan = plan_passes(result.plan)
-            if _flag("SVOD_VALIDATE"):
-                plan.check()
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as e:  # noqa: BLE001 - egglog panics derive from BaseException
-            _warn_once("search", f"svod: the fusion search failed ({type(e).__name__}: {e}); using the greedy "
-                                 f"planner for graph {key.hash[:12]}")
-            exe, source, detail = _greedy(key, "fallback", f"greedy planner: the search failed ({type(e).__name__})",
-                                          True)
-            return exe, source, detail, None
-        LAST_SEARCH[key.hash] = result.report
-        if len(LAST_SEARCH) > 64:
-            LAST_SEARCH.pop(next(iter(LAST_SEARCH)), None)
-        if _debug():
-            print(f"svod search {key.hash[:12]}:\n{result.report}", file=sys.stderr)
-        rep = result.report
-        if rep.planner == "greedy":
-            source, detail = "fallback", f"greedy planner: {rep.reason}"
-        else:
-            source, detail = "search", "provisional: the search ran out of budget" if result.provisional else ""
-        return KernelPlan(key, plan, provisional=result.provisional), source, detail, result
+        out = _search_plan(key, lim, model, k, keep_egraph)
+        plan = getattr(out[0], "plan", None)
+        if plan is not None:
+            bump("kernels_planned", len(plan.kernels))
+        return out
     finally:
         bump("search_seconds", time.perf_counter() - t0)
+
+
+def _search_plan(key: GraphKey, lim, model, k: int, keep_egraph: bool):
+    if not lim.enabled:
+        exe, source, detail = _greedy(key, "greedy planner", "SVOD_SEARCH=0", False)
+        return exe, source, detail, None
+    try:
+        import_search()
+        from search import plan_search
+
+        result = plan_search(key, cost_model=model or cost_model(), k=k, keep_egraph=keep_egraph, limits=lim)
+        plan = plan_passes(result.plan)
+        if _flag("SVOD_VALIDATE"):
+            plan.check()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # noqa: BLE001 - egglog panics derive from BaseException
+        _warn_once("search", f"svod: the fusion search failed ({type(e).__name__}: {e}); using the greedy "
+                             f"planner for graph {key.hash[:12]}")
+        exe, source, detail = _greedy(key, "fallback", f"greedy planner: the search failed ({type(e).__name__})",
+                                      True)
+        return exe, source, detail, None
+    LAST_SEARCH[key.hash] = result.report
+    if len(LAST_SEARCH) > 64:
+        LAST_SEARCH.pop(next(iter(LAST_SEARCH)), None)
+    if _debug():
+        print(f"svod search {key.hash[:12]}:\n{result.report}", file=sys.stderr)
+    rep = result.report
+    if rep.planner == "greedy":
+        source, detail = "fallback", f"greedy planner: {rep.reason}"
+    else:
+        source, detail = "search", "provisional: the search ran out of budget" if result.provisional else ""
+    return KernelPlan(key, plan, provisional=result.provisional), source, detail, result
 
 
 # ----------------------------------------------------------------------------- persistence

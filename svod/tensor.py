@@ -18,6 +18,7 @@ from __future__ import annotations
 import builtins
 import math
 import operator
+import os
 import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -94,6 +95,51 @@ def _note(t: Tensor) -> None:
     _pending.append(weakref.ref(t))
     if len(_pending) > _PENDING_MAX:
         _flush()
+    if t.uop._depth > PENDING_DEPTH > 0:
+        _cut(t)
+
+
+# ----------------------------------------------------------------------------- graph budget
+
+# A pending graph deeper than this many nodes (longest path from a result to a realized
+# leaf) is realized before it grows further (`SVOD_PENDING_DEPTH`; 0: never). A Python loop
+# that realizes nothing thus costs O(steps): each segment is planned, compiled and run on
+# its own, and equal segments have equal GraphKeys (one plan, one set of kernels, reused).
+PENDING_DEPTH = int(os.environ.get("SVOD_PENDING_DEPTH", 256))
+_cutting = False
+
+
+def _cut(t: Tensor) -> None:
+    """Realize `t` together with every live pending tensor that shares a leaf with it and is
+    over half the depth budget deep (the other values a loop carries: realized in the same
+    plan, so no segment is computed twice). Not while a `svod.jit` trace runs (a trace is
+    one graph) nor from inside a cut."""
+    global _cutting
+    if _cutting or _READ_HOOK is not None:
+        return
+    _cutting = True
+    try:
+        if _pending:
+            _flush()
+        leaves = t.uop._leaves
+        if leaves is None:
+            refs = list(_live.values())
+        else:
+            cands: dict = {}
+            for leaf in leaves:
+                g = _by_leaf.get(leaf)
+                if g:
+                    cands.update(g)
+            refs = list(cands.values())
+        half = PENDING_DEPTH // 2
+        others = []
+        for ref in refs:
+            o = ref()
+            if o is not None and o is not t and o.uop._depth > half and o.uop.op is not _BUFFER:
+                others.append(o)
+        realize(t, *others)
+    finally:
+        _cutting = False
 
 
 def _flush() -> None:
@@ -322,6 +368,8 @@ class Tensor:
             _pending.append(_weak(t))  # `_note`, inlined: every op passes here
             if len(_pending) > _PENDING_MAX:
                 _flush()
+            if u._depth > PENDING_DEPTH > 0:
+                _cut(t)
         return t
 
     # --- attributes

@@ -482,7 +482,28 @@ class ViewChain:
         return len(self.views) == 1 and self.views[0].is_contiguous
 
     def _with_last(self, v: View) -> ViewChain:
-        return ViewChain(self.views[:-1] + (v,), self.pad_value).simplify()
+        return self._derive(self.views[:-1] + (v,), self.pad_value)
+
+    def _derive(self, views: tuple[View, ...], pad_value: object) -> ViewChain:
+        """The simplified chain of `views`, which differ from this chain's only in the last
+        one or two. When this chain is simplified (no adjacent pair merges), only the tail
+        can merge: one `_compose` per merge instead of one per view (a long chain of
+        movement ops stays linear, not quadratic, in its length)."""
+        out = ViewChain(views, pad_value)
+        if len(self.views) == 1 or self.__dict__.get("_simple"):
+            return out._simplify_tail()
+        return out.simplify()
+
+    def _simplify_tail(self) -> ViewChain:
+        views = list(self.views)
+        while len(views) >= 2:
+            merged = _compose(views[-2], views[-1])
+            if merged is None:
+                break
+            views[-2:] = [merged]
+        out = self if len(views) == len(self.views) else ViewChain(tuple(views), self.pad_value)
+        out.__dict__["_simple"] = True
+        return out
 
     # ---- movement ops (all but reshape always act on the outermost view)
 
@@ -512,14 +533,14 @@ class ViewChain:
             return self
         if self.masked and _value_key(value) != _value_key(self.pad_value):
             return None
-        return ViewChain(self.views[:-1] + (v,), value).simplify()
+        return self._derive(self.views[:-1] + (v,), value)
 
     def reshape(self, new_shape: Sequence[int]) -> ViewChain:
         """Merge into the outermost view when possible, else append a contiguous view."""
         v = self.views[-1].reshape(new_shape)
         if v is not None:
             return self._with_last(v)
-        return ViewChain(self.views + (View.contiguous(tuple(new_shape)),), self.pad_value).simplify()
+        return self._derive(self.views + (View.contiguous(tuple(new_shape)),), self.pad_value)
 
     def simplify(self) -> ViewChain:
         """Merge adjacent views while an exact single-view form exists."""
@@ -533,8 +554,11 @@ class ViewChain:
             views[i - 1:i + 1] = [merged]
             i = min(i, len(views) - 1)
         if len(views) == len(self.views) and all(a is b for a, b in zip(views, self.views)):
-            return self
-        return ViewChain(tuple(views), self.pad_value)
+            out = self
+        else:
+            out = ViewChain(tuple(views), self.pad_value)
+        out.__dict__["_simple"] = True  # no adjacent pair merges (see `_derive`)
+        return out
 
     # ---- evaluation
 
