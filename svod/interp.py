@@ -186,6 +186,19 @@ def eval_uops(roots: Sequence[UOp]) -> list[np.ndarray]:
 
 
 def _gather(flat: np.ndarray, view) -> np.ndarray:
+    """`view` over the 1-D buffer `flat`. An unmasked single view is a read-only strided
+    view of the buffer, never a copy: a broadcast (stride 0) operand, of a matmul above
+    all, stays the size of its buffer, so the interpreter needs no more memory than the
+    compiled kernel would; a masked or chained view is gathered."""
+    views = getattr(view, "views", (view,))
+    v = views[0]
+    if len(views) == 1 and v.mask is None and v.size:
+        flat = np.asarray(flat).reshape(-1)
+        lo = v.offset + sum((n - 1) * s for n, s in zip(v.shape, v.strides) if s < 0)
+        hi = v.offset + sum((n - 1) * s for n, s in zip(v.shape, v.strides) if s > 0)
+        if 0 <= lo and hi < flat.size:
+            strides = tuple(s * flat.itemsize for s in v.strides)
+            return np.lib.stride_tricks.as_strided(flat[v.offset:], v.shape, strides, writeable=False)
     return view.gather(flat, pad_value=0)
 
 
@@ -201,7 +214,7 @@ def run_kernel(kernel, buffers: dict[int, np.ndarray]) -> None:
         from svod.library import execute, store
 
         results = execute(kernel.library.fn, kernel.library.params,
-                          [_gather(buffers[i.slot], i.view) for i in kernel.inputs])
+                          [i.view.gather(buffers[i.slot], pad_value=0) for i in kernel.inputs])
         for o in kernel.outputs:
             if buffers.get(o.slot) is None or buffers[o.slot].size < math.prod(o.shape):
                 buffers[o.slot] = np.empty(math.prod(o.shape), o.dtype.np)

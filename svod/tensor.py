@@ -1606,9 +1606,15 @@ def isfinite(x, /) -> Tensor:
 
 def where(condition, x1, x2, /) -> Tensor:
     """Elementwise select; numpy broadcasting and promotion between `x1` and `x2`."""
-    c = _as_bool(condition) if not _is_scalar(condition) else asarray(bool(condition))
+    scalar = _is_scalar(condition)
+    c = _as_bool(condition) if not scalar else asarray(bool(condition))
     (u1, u2), d = _operands("where", x1, x2)
     shape = broadcast_shapes(c.shape, u1.shape, op="where")
+    k = c.uop
+    while k.op is OP.EXPAND or k.op is OP.RESHAPE:
+        k = k.src[0]
+    if scalar or k.op is OP.CONST:  # a constant condition selects one side (`x[:] = v` makes one)
+        return Tensor._from(_expand_uop(u1 if (bool(condition) if scalar else k.arg) else u2, shape))
     return Tensor._from(UOp(OP.WHERE, d, (_expand_uop(c.uop, shape), _expand_uop(u1, shape),
                                            _expand_uop(u2, shape))))
 
