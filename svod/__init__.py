@@ -52,7 +52,17 @@ from svod.elementwise import (
     signbit,
     sinh,
 )
-from svod.errors import AxisError, DTypeError, ShapeError, SvodIndexError, SvodWarning
+from svod.errors import (
+    AxisError,
+    DTypeError,
+    ShapeError,
+    SvodError,
+    SvodIndexError,
+    SvodOverflowError,
+    SvodTypeError,
+    SvodValueError,
+    SvodWarning,
+)
 from svod.explain import Explanation, explain
 from svod.gather import take
 from svod.grids import meshgrid

@@ -120,8 +120,7 @@ _NP = {d.name: np.dtype(d.name) for d in ALL}
 _BY_NP = {np.dtype(d.name): d for d in ALL}  # NOTE: np.dtype.name is slow; a dict lookup is not
 
 
-class DTypeError(TypeError):
-    """An unsupported or incompatible dtype."""
+from svod.errors import DTypeError  # noqa: E402 - defined with the other error classes
 
 
 def dtype(x) -> DType:

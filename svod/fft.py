@@ -18,6 +18,7 @@ import numpy as np
 
 from svod import dtype as dt
 from svod.dtype import DTypeError
+from svod.errors import named
 from svod.tensor import Tensor, _from_numpy, _normalize_axes, asarray, roll
 
 __all__ = ["fft", "fftfreq", "fftn", "fftshift", "hfft", "ifft", "ifftn", "ifftshift", "ihfft", "irfft", "irfftn",
@@ -57,7 +58,7 @@ def _complex(name: str):
                          f"yet (only fftfreq, rfftfreq, fftshift and ifftshift work); compute it with numpy "
                          f"(np.fft.{name}(t.numpy()))")
 
-    transform.__name__ = transform.__qualname__ = name
+    named(transform, name)
     transform.__doc__ = f"Not available yet: `{name}` needs complex dtypes (raises DTypeError)."
     return transform
 
