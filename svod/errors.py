@@ -96,14 +96,19 @@ def relabel(message: str, frame) -> str:
         return message
     if m is None:
         return f"{name}: {message}"
-    old = m.group(1)
-    short = name.rpartition(".")[2]
-    if old == name or old == short or old.endswith("." + short):
-        return message
-    rest = message[m.end():]
+    old, rest = m.group(1), message[m.end():]
     while rest.startswith(f"{old}: ") or rest.startswith(f"{name}: "):  # a wrapped message: one label
         rest = rest.split(": ", 1)[1]
+    short = name.rpartition(".")[2]
+    if old == name or old == short or old.endswith("." + short):
+        return f"{old}: {rest}"
     return f"{name}: {rest}"
+
+
+def strip_label(message: str) -> str:
+    """`message` without its leading ``"<function>: "`` label (to wrap it under another)."""
+    m = _LABEL.match(message)
+    return message[m.end():] if m else message
 
 
 def user_stacklevel(skip: int = 1) -> int:

@@ -27,7 +27,7 @@ import numpy as np
 
 from svod import dtype as dt
 from svod.dtype import DType, DTypeError
-from svod.errors import AxisError, ShapeError, SvodOverflowError, SvodTypeError, SvodValueError, named
+from svod.errors import AxisError, ShapeError, SvodOverflowError, SvodTypeError, SvodValueError, named, strip_label
 from svod.ir import OP, Ops, UOp, _canon, check_size, shape_str, substitute
 
 # ----------------------------------------------------------------------------- registry
@@ -1334,7 +1334,7 @@ def _operands(op: str, *xs, dtype_fn=None) -> tuple[list[UOp], DType]:
             try:
                 tensors[i] = asarray(x)
             except DTypeError as e:  # name the op the user wrote (a complex operand, a uint8 array, ...)
-                raise DTypeError(f"{op}: {e}") from None
+                raise DTypeError(f"{op}: {strip_label(str(e))}") from None
         if tensors[i] is not None:
             strong.append(tensors[i].dtype)
         else:
@@ -1342,7 +1342,7 @@ def _operands(op: str, *xs, dtype_fn=None) -> tuple[list[UOp], DType]:
     try:
         d = dt.result_type(*strong)
     except DTypeError as e:
-        raise DTypeError(f"{op}: {e}") from e
+        raise DTypeError(f"{op}: {strip_label(str(e))}") from e
     if dtype_fn is not None:
         d = dtype_fn(d)
     shape = broadcast_shapes(*(t.shape for t in tensors if t is not None), op=op)

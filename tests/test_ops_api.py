@@ -140,11 +140,12 @@ def test_float_shift_raises_at_the_op():
 
 def test_unsupported_operands_raise_at_the_op():
     x = svod.asarray([1.0, 2.0])
-    with pytest.raises(TypeError, match=r"^multiply: asarray: complex numbers"):
+    # the op the user wrote, once, and never the helper that converts the operand (asarray)
+    with pytest.raises(TypeError, match=r"^multiply: complex numbers"):
         x * 1j
-    with pytest.raises(TypeError, match=r"^add: asarray: array has dtype uint8"):
+    with pytest.raises(TypeError, match=r"^add: array has dtype uint8"):
         x + np.ones(2, np.uint8)
-    with pytest.raises(TypeError, match=r"^atan2: asarray: array has dtype complex128"):
+    with pytest.raises(TypeError, match=r"^atan2: array has dtype complex128"):
         svod.atan2(x, np.ones(2, complex))
 
 
