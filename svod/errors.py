@@ -186,7 +186,8 @@ class numpy_errors:
     def __exit__(self, kind, exc, tb):
         if kind is None or isinstance(exc, SvodError):
             return False
-        cls = {ValueError: SvodValueError, TypeError: SvodTypeError, OverflowError: SvodOverflowError}
+        cls = {ValueError: SvodValueError, TypeError: SvodTypeError, OverflowError: SvodOverflowError,
+               ZeroDivisionError: SvodValueError}
         for base, svod_cls in cls.items():
             if isinstance(exc, base):
                 detail = f" ({self.detail})" if self.detail else ""

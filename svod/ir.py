@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import itertools
+import math
 import weakref
 from collections.abc import Iterable
 from typing import Any
@@ -259,8 +260,8 @@ def check_size(shape: tuple[int, ...], dtype: DType) -> None:
     """Raise ShapeError (numpy's "array is too big") for a shape whose elements of `dtype`
     would not fit in `MAX_NBYTES`, or with an axis longer than an int64 can count.
     The message is labelled with the op the user called (svod.errors)."""
-    size = _prod(shape)
-    if size * dtype.itemsize > MAX_NBYTES or any(n > MAX_NBYTES for n in shape):
+    size = math.prod(shape)
+    if size * dtype.itemsize > MAX_NBYTES or (size == 0 and any(n > MAX_NBYTES for n in shape)):
         raise ShapeError(f"array is too big: shape {shape_str(shape)} of {dtype} would take {size * dtype.itemsize} "
                          f"bytes, more than the {MAX_NBYTES} a 64-bit address space can hold")
 

@@ -35,6 +35,8 @@ def gelu(x, approximate: str = "none"):
     x = T.asarray(x)
     if not x.dtype.is_float:
         x = x.astype("float32")
+    if not isinstance(approximate, str) or approximate not in ("tanh", "none"):
+        raise SvodValueError(f"gelu: approximate must be 'none' or 'tanh', got {T._show(approximate)}")
     if approximate == "tanh":
         c = math.sqrt(2.0 / math.pi)
         inner = T.multiply(T.add(x, T.multiply(T.multiply(T.multiply(x, x), x), 0.044715)), c)
@@ -64,9 +66,7 @@ def log_softmax(x, axis: int = -1):
 
 
 def _norm_axes(x, normalized_shape, op):
-    if isinstance(normalized_shape, int):
-        normalized_shape = (normalized_shape,)
-    normalized_shape = tuple(normalized_shape)
+    normalized_shape = T._check_shape(normalized_shape, op)
     k = len(normalized_shape)
     if k > x.ndim or tuple(x.shape[x.ndim - k:]) != normalized_shape:
         raise ShapeError(f"{op}: normalized_shape {shape_str(normalized_shape)} does not match the trailing "

@@ -241,6 +241,8 @@ def _normalize_axes(axis, ndim: int, op: str) -> tuple[int, ...]:
 
 def broadcast_shapes(*shapes: tuple[int, ...], op: str = "broadcast_shapes") -> tuple[int, ...]:
     """numpy broadcasting of shapes; raises ShapeError naming `op` and the shapes."""
+    if op == "broadcast_shapes":  # the public function: the shapes come from the user
+        shapes = tuple(_check_shape(s, op) for s in shapes)
     ndim = builtins.max((len(s) for s in shapes), default=0)
     out = []
     for i in range(ndim):
@@ -1115,22 +1117,31 @@ def _materialise_tensors(obj):
 def _check_shape(shape, op: str, dtype: DType | None = None) -> tuple[int, ...]:
     """`shape` as a tuple of ints: integers (not floats, not bools), none negative, and —
     with `dtype` — not too big to address (`svod.ir.check_size`)."""
-    if not isinstance(shape, tuple):
+    if type(shape) is not tuple or not builtins.all(type(s) is int for s in shape):  # the common case is one test
+        if not isinstance(shape, tuple):
+            try:
+                shape = (shape,) if isinstance(shape, (numbers.Number, np.generic)) else tuple(shape)
+            except TypeError:
+                shape = (shape,)
         try:
-            shape = (shape,) if isinstance(shape, (numbers.Number, np.generic)) else tuple(shape)
+            if builtins.any(isinstance(s, (bool, np.bool_)) for s in shape):
+                raise TypeError
+            shape = tuple(operator.index(s) for s in shape)
         except TypeError:
-            shape = (shape,)
-    try:
-        if builtins.any(isinstance(s, (bool, np.bool_)) for s in shape):
-            raise TypeError
-        shape = tuple(operator.index(s) for s in shape)
-    except TypeError:
-        raise SvodTypeError(f"{op}: shape must be integers, got {shape!r}") from None
-    if builtins.any(s < 0 for s in shape):
+            raise SvodTypeError(f"{op}: shape must be integers, got {_show(shape)}") from None
+    if shape and builtins.min(shape) < 0:
         raise ShapeError(f"{op}: negative dimensions are not allowed in shape {shape_str(shape)}")
     if dtype is not None:
         check_size(shape, dtype)
     return shape
+
+
+def _show(v) -> str:
+    """A short description of an argument for a message: a Tensor by shape and dtype."""
+    if isinstance(v, Tensor):
+        return f"a {v.dtype} tensor of shape {shape_str(v.shape)}"
+    r = repr(v)
+    return r if len(r) <= 80 else r[:77] + "..."
 
 
 def _check_int(value, what: str, op: str, minimum: int | None = None) -> int:
@@ -1140,7 +1151,7 @@ def _check_int(value, what: str, op: str, minimum: int | None = None) -> int:
     try:
         v = operator.index(value)
     except TypeError:
-        raise SvodTypeError(f"{op}: {what} must be an integer, got {value!r} ({type(value).__name__})") from None
+        raise SvodTypeError(f"{op}: {what} must be an integer, got {_show(value)} ({type(value).__name__})") from None
     if minimum is not None and v < minimum:
         raise SvodValueError(f"{op}: {what} must be {'non-negative' if minimum == 0 else f'at least {minimum}'}, "
                              f"got {v}")
@@ -1194,18 +1205,22 @@ def empty(shape, *, dtype=None, device=None) -> Tensor:
 
 
 def full_like(x: Tensor, fill_value, *, dtype=None, device=None) -> Tensor:
+    x = asarray(x)
     return full(x.shape, fill_value, dtype=dtype or x.dtype)
 
 
 def zeros_like(x: Tensor, *, dtype=None, device=None) -> Tensor:
+    x = asarray(x)
     return full(x.shape, 0, dtype=dtype or x.dtype)
 
 
 def ones_like(x: Tensor, *, dtype=None, device=None) -> Tensor:
+    x = asarray(x)
     return full(x.shape, 1, dtype=dtype or x.dtype)
 
 
 def empty_like(x: Tensor, *, dtype=None, device=None) -> Tensor:
+    x = asarray(x)
     return zeros_like(x, dtype=dtype)
 
 
@@ -1842,6 +1857,8 @@ def reshape(x, /, shape, *, copy=None) -> Tensor:
 
 def permute_dims(x, /, axes) -> Tensor:
     x = asarray(x)
+    if not isinstance(axes, (tuple, list)):
+        raise SvodTypeError(f"permute_dims: axes must be a sequence of {x.ndim} integers, got {axes!r}")
     axes = tuple(axes)
     if builtins.any(isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)) for a in axes):
         raise SvodTypeError(f"permute_dims: axes must be integers, got {axes!r}")
@@ -1911,9 +1928,14 @@ def roll(x, /, shift, *, axis=None) -> Tensor:
     x = asarray(x)
     if axis is None:
         return reshape(roll(reshape(x, (-1,)), shift, axis=0), x.shape)
-    shifts = shift if isinstance(shift, (tuple, list)) else (shift,) * (len(axis) if isinstance(axis, (tuple, list))
-                                                                        else 1)
-    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    shifts = tuple(shift) if isinstance(shift, (tuple, list)) else (shift,)
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    shifts = tuple(_check_int(s, f"shift {shift!r}", "roll") for s in shifts)
+    if len(shifts) != len(axes):
+        if len(shifts) != 1 and len(axes) != 1:
+            raise ShapeError(f"roll: shift {shift!r} and axis {axis!r} must have the same length (or one of them "
+                             f"length 1)")
+        shifts, axes = shifts * (len(axes) if len(shifts) == 1 else 1), axes * (len(shifts) if len(axes) == 1 else 1)
     out = x
     for s, a in zip(shifts, axes):
         a = _normalize_axis(a, x.ndim, "roll")
@@ -1954,6 +1976,8 @@ def pad(x, /, pad_width, mode: str = "constant", constant_values=0) -> Tensor:
 
 
 def concat(arrays: Sequence[Tensor], /, *, axis: int | None = 0) -> Tensor:
+    if not isinstance(arrays, (list, tuple, Tensor)):
+        raise SvodTypeError(f"concat: arrays must be a sequence of arrays, got {type(arrays).__name__}")
     arrays = [asarray(a) for a in arrays]
     if not arrays:
         raise SvodValueError("concat: need at least one array")
@@ -1982,6 +2006,8 @@ def concat(arrays: Sequence[Tensor], /, *, axis: int | None = 0) -> Tensor:
 
 
 def stack(arrays: Sequence[Tensor], /, *, axis: int = 0) -> Tensor:
+    if not isinstance(arrays, (list, tuple, Tensor)):
+        raise SvodTypeError(f"stack: arrays must be a sequence of arrays, got {type(arrays).__name__}")
     arrays = [asarray(a) for a in arrays]
     if not arrays:
         raise SvodValueError("stack: need at least one array")

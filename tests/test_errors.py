@@ -292,6 +292,20 @@ CALLED = [
     ("fft.fftshift", lambda: svod.fft.fftshift(_A(), axes=2), ValueError, [r"axis 2"]),
     ("linalg.vector_norm", lambda: svod.linalg.vector_norm(_A(), axis=2), ValueError, [r"axis 2"]),
     ("linalg.cross", lambda: svod.linalg.cross(_A(), _A(), axis=3), ValueError, [r"3"]),
+    ("roll", lambda: svod.roll(_A(), 1.5, axis=0), TypeError, [r"shift", r"1\.5"]),
+    ("roll", lambda: svod.roll(_A(), (1, 2, 3), axis=(0, 1)), ValueError, [r"\(1, 2, 3\)", r"\(0, 1\)"]),
+    ("fft.fftfreq", lambda: svod.fft.fftfreq(0), ValueError, [r"n", r"0"]),
+    ("fft.rfftfreq", lambda: svod.fft.rfftfreq(4.5), TypeError, [r"4\.5"]),
+    ("layer_norm", lambda: svod.nn.layer_norm(_A(), 2.5), TypeError, [r"2\.5"]),
+    ("gelu", lambda: svod.nn.gelu(_A(), approximate=_ones(2)), ValueError, [r"approximate"]),
+    ("broadcast_shapes", lambda: svod.broadcast_shapes((2, 3), 2.5), TypeError, [r"2\.5"]),
+    ("concat", lambda: svod.concat(1.5), TypeError, [r"sequence", r"float"]),
+    # numpy's names are functions of their own: the message names the one called
+    ("concatenate", lambda: svod.concatenate([_A(), _ones(3)]), ValueError, [r"\(2, 3\)", r"\(3,\)"]),
+    ("transpose", lambda: svod.transpose(_A(), (0, 0)), ValueError, [r"\(0, 0\)"]),
+    ("power", lambda: svod.power(_A(), _ones(4)), ValueError, [r"\(2, 3\)", r"\(4,\)"]),
+    ("permute_dims", lambda: svod.permute_dims(_A(), 1), TypeError, [r"axes", r"1"]),
+    ("float32", lambda: svod.float32("x"), TypeError, [r"'x'"]),
 ]
 
 
@@ -321,7 +335,9 @@ def test_methods_and_the_numpy_namespace_name_what_was_called():
              (lambda: _A().flatten().reshape(4), "reshape"), (lambda: snp.zeros(-1), "zeros"),
              (lambda: snp.sum(snp.ones((2, 3)), axis=4), "sum"), (lambda: np.sum(_A(), axis=4), "sum"),
              (lambda: snp.linalg.inv(snp.ones((2, 3))), "linalg.inv"),
-             (lambda: snp.random.default_rng(0).integers(5, 2), "integers")]
+             (lambda: snp.random.default_rng(0).integers(5, 2), "integers"),
+             (lambda: snp.power(snp.ones((2, 3)), snp.ones(4)), "power"),
+             (lambda: snp.concatenate([snp.ones((2, 3)), snp.ones(3)]), "concatenate")]
     for thunk, called in cases:
         with pytest.raises((ValueError, TypeError)) as info:
             thunk()

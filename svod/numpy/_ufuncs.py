@@ -22,7 +22,7 @@ import numpy as np
 import svod.tensor as T
 from svod import dtype as dt
 from svod import elementwise as E
-from svod.errors import SvodTypeError
+from svod.errors import SvodError, SvodTypeError, strip_label
 from svod.interop import NotImplementedByNumpyDispatch
 from svod.numpy import _functions as F
 from svod.tensor import Tensor
@@ -58,7 +58,11 @@ class ufunc:
         if dtype is not None:
             d = dt.dtype(dtype)
             args = tuple(T.astype(T.asarray(a), d, copy=False) for a in args)
-        res = self._fn(*args)
+        try:
+            res = self._fn(*args)
+        except SvodError as e:  # the ufunc's name (`power`), not the svod function it runs (`pow`)
+            e.args = (f"{self.__name__}: {strip_label(str(e))}",)
+            raise
         if where is not True:
             if out is None:
                 raise NotImplementedByNumpyDispatch(f"{self.__name__}: where= without out= leaves elements "
