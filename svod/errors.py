@@ -171,9 +171,10 @@ class SvodOverflowError(SvodError, OverflowError):
 
 
 class numpy_errors:
-    """Context for an eager call into numpy (random sampling, `eye`, `linspace`, ...): a
-    bare ValueError, TypeError or OverflowError raised inside becomes svod's class, labelled
-    `op` and the arguments' `detail`. For what validation ahead of the call does not catch."""
+    """Context for an eager call into numpy (random sampling, `fftfreq`, ...): a bare
+    ValueError, TypeError, OverflowError or ZeroDivisionError (exactly those builtin
+    classes) raised inside becomes svod's class, labelled `op` with the arguments'
+    `detail`. For what validation ahead of the call does not catch."""
 
     __slots__ = ("op", "detail")
 
@@ -184,15 +185,15 @@ class numpy_errors:
         return self
 
     def __exit__(self, kind, exc, tb):
-        if kind is None or isinstance(exc, SvodError):
+        svod_cls = _BARE.get(kind)  # the builtin classes only: svod's own (JitError...) pass through
+        if svod_cls is None:
             return False
-        cls = {ValueError: SvodValueError, TypeError: SvodTypeError, OverflowError: SvodOverflowError,
-               ZeroDivisionError: SvodValueError}
-        for base, svod_cls in cls.items():
-            if isinstance(exc, base):
-                detail = f" ({self.detail})" if self.detail else ""
-                raise svod_cls(f"{self.op}: {exc}{detail}") from None
-        return False
+        detail = f" ({self.detail})" if self.detail else ""
+        raise svod_cls(f"{self.op}: {exc}{detail}") from None
+
+
+_BARE = {ValueError: SvodValueError, TypeError: SvodTypeError, OverflowError: SvodOverflowError,
+         ZeroDivisionError: SvodValueError}
 
 
 class SvodWarning(UserWarning):
