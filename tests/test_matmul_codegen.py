@@ -459,7 +459,15 @@ def test_issue_inplace_update_of_a_broadcast_matmul_compiles():
         got = a.numpy()
     np.testing.assert_allclose(got, (an.reshape(16, 16, 1, 128) @ cn).reshape(16, 16, 128), rtol=1e-12)
     assert svod.stats()["interpreter_fallbacks"] == 0
-    assert svod.where(True, svod.asarray([1.0, 2.0]), 0.0).uop.op is not Ops.WHERE  # a constant condition
+    # a constant condition selects a side, with where's promotion and broadcasting
+    x = svod.asarray(np.array([[1, 2]], np.int32))
+    for cond in (True, False, np.bool_(True), svod.full((3, 1), False, dtype=svod.bool)):
+        got = svod.where(cond, x, svod.asarray(np.array([7], np.int64)))
+        assert got.uop.op is not Ops.WHERE
+        want = np.where(np.asarray(cond.numpy() if isinstance(cond, svod.Tensor) else cond), x.numpy(),
+                        np.array([7], np.int64))
+        assert got.dtype == svod.int64 and got.shape == want.shape
+        np.testing.assert_array_equal(got.numpy(), want)
 
 
 @pytest.mark.parametrize("key", [(slice(None), slice(None), slice(1, 6)), (slice(None), 2), (0, slice(None, None, 2)),
