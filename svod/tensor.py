@@ -112,6 +112,7 @@ def _register(t: Tensor) -> None:
     if ref is None:
         ref = _LiveRef(t, _unregister)
         ref.key = key
+        ref.leaves = ()  # NOTE: before it is published: another thread's realize may unindex it at once
         _live[key] = ref
         _index(ref, t.uop._leaves)
     elif ref.leaves != t.uop._leaves:  # rebound in place (setitem, +=): regroup
