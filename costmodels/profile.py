@@ -176,10 +176,10 @@ def profile(store=None, refresh: bool = False) -> Profile:
                 except (OSError, ValueError) as e:
                     import warnings
 
-                    from svod.errors import SvodWarning
+                    from svod.errors import SvodWarning, user_stacklevel
 
                     warnings.warn(f"svod: SVOD_MACHINE_PROFILE={path} is not a usable profile ({e}); using the "
-                                  "reference profile", SvodWarning, stacklevel=2)
+                                  "reference profile", SvodWarning, stacklevel=user_stacklevel())
                     _cached[key] = reference()
             return _cached[key]
     if store is None:

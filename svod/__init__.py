@@ -52,7 +52,17 @@ from svod.elementwise import (
     signbit,
     sinh,
 )
-from svod.errors import AxisError, DTypeError, ShapeError, SvodIndexError, SvodWarning
+from svod.errors import (
+    AxisError,
+    DTypeError,
+    ShapeError,
+    SvodError,
+    SvodIndexError,
+    SvodOverflowError,
+    SvodTypeError,
+    SvodValueError,
+    SvodWarning,
+)
 from svod.explain import Explanation, explain
 from svod.gather import take
 from svod.grids import meshgrid
@@ -176,10 +186,29 @@ pi = 3.141592653589793
 inf = float("inf")
 nan = float("nan")
 newaxis = None
-concatenate = concat
-transpose = permute_dims
-power = pow
-absolute = abs
+
+
+# numpy's names for Array API functions: thin functions of their own (not aliases), so an
+# error names the one the user called (svod.errors labels messages by the calling frame)
+def concatenate(arrays, /, *, axis=0):
+    """numpy's name for `concat`."""
+    return concat(arrays, axis=axis)
+
+
+def transpose(x, /, axes=None):
+    """numpy's `transpose`: `permute_dims`, reversing the axes when `axes` is None."""
+    x = asarray(x)
+    return permute_dims(x, tuple(reversed(range(x.ndim))) if axes is None else axes)
+
+
+def power(x1, x2, /):
+    """numpy's name for `pow`."""
+    return pow(x1, x2)
+
+
+def absolute(x, /):
+    """numpy's name for `abs`."""
+    return abs(x)
 
 
 def isdtype(dtype, kind) -> builtins_bool:  # noqa: F821 - annotation only

@@ -82,7 +82,7 @@ import numpy as np
 
 from svod import dtype as dt
 from svod import tracing as _tracing
-from svod.errors import SvodWarning
+from svod.errors import SvodWarning, user_stacklevel
 from svod.ir import Ops, UOp
 from svod.stats import bump
 from svod.tensor import Tensor, WeakScalar, _cast
@@ -354,7 +354,7 @@ class JitFunction:
             warnings.warn(f"svod.jit: {self.name} was traced {self.traces} times (retrace_limit={self.retrace_limit}"
                           f"); each trace plans and compiles again. Latest reasons: {'; '.join(self.reasons[-3:])}. "
                           "Make values that change static arguments, or pass them as tensors.",
-                          JitWarning, stacklevel=4)
+                          JitWarning, stacklevel=user_stacklevel())
         return entry
 
     def _trace_once(self, spec, leaves, names, why: str, specialize: bool) -> _Entry:

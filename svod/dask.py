@@ -58,7 +58,7 @@ from dask._task_spec import (
 
 import svod
 from svod._dask_chunk import _FUNCS, _UFUNCS, LazyChunk, Unsupported, _functions
-from svod.errors import SvodWarning
+from svod.errors import SvodWarning, user_stacklevel
 
 # ----------------------------------------------------------------------------- what svod runs
 
@@ -286,7 +286,7 @@ def _warn_once(cause: str, message: str, frame=None) -> None:
                                module=g.get("__name__"), registry=g.setdefault("__warningregistry__", {}),
                                module_globals=g)
     else:
-        warnings.warn(message, SvodWarning, stacklevel=3)
+        warnings.warn(message, SvodWarning, stacklevel=user_stacklevel())
 
 
 def _prepare_process() -> None:

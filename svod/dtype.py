@@ -55,7 +55,10 @@ class DType:
 
     def __call__(self, value=0):
         """A numpy scalar of this dtype (``svod.numpy.float64(1.5)``, as numpy's types)."""
-        return _NP[self.name].type(value)
+        try:
+            return _NP[self.name].type(value)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise DTypeError(f"{self.name}: cannot make a {self.name} scalar of {value!r:.60} ({e})") from None
 
     @property
     def is_float(self) -> bool:
@@ -120,8 +123,7 @@ _NP = {d.name: np.dtype(d.name) for d in ALL}
 _BY_NP = {np.dtype(d.name): d for d in ALL}  # NOTE: np.dtype.name is slow; a dict lookup is not
 
 
-class DTypeError(TypeError):
-    """An unsupported or incompatible dtype."""
+from svod.errors import DTypeError  # noqa: E402 - defined with the other error classes
 
 
 def dtype(x) -> DType:
@@ -138,8 +140,8 @@ def dtype(x) -> DType:
         return _BY_NAME[x]
     try:
         npd = np.dtype(x)
-    except TypeError as e:
-        raise DTypeError(f"svod does not support dtype {x!r}; supported: {', '.join(d.name for d in ALL)}") from e
+    except (TypeError, ValueError) as e:
+        raise DTypeError(f"svod does not support dtype {x!r:.60}; supported: {', '.join(d.name for d in ALL)}") from e
     if npd.name in _BY_NAME:
         return _BY_NAME[npd.name]
     raise DTypeError(f"svod does not support dtype {npd} ({x!r}); supported: {', '.join(d.name for d in ALL)}")

@@ -297,11 +297,11 @@ _warned: set[str] = set()
 def _warn_once(tag: str, msg: str) -> None:
     import warnings
 
-    from svod.errors import SvodWarning
+    from svod.errors import SvodWarning, user_stacklevel
 
     if tag not in _warned:
         _warned.add(tag)
-        warnings.warn(msg, SvodWarning, stacklevel=5)
+        warnings.warn(msg, SvodWarning, stacklevel=user_stacklevel())  # the user's line
 
 
 def fuse_plan(plan):

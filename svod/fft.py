@@ -18,7 +18,9 @@ import numpy as np
 
 from svod import dtype as dt
 from svod.dtype import DTypeError
-from svod.tensor import Tensor, _from_numpy, _normalize_axes, asarray, roll
+from svod.errors import named, numpy_errors
+from svod.ir import check_size
+from svod.tensor import Tensor, _check_int, _from_numpy, _normalize_axes, asarray, roll
 
 __all__ = ["fft", "fftfreq", "fftn", "fftshift", "hfft", "ifft", "ifftn", "ifftshift", "ihfft", "irfft", "irfftn",
            "rfft", "rfftfreq", "rfftn"]
@@ -27,12 +29,18 @@ __all__ = ["fft", "fftfreq", "fftn", "fftshift", "hfft", "ifft", "ifftn", "iffts
 def fftfreq(n: int, /, *, d: float = 1.0, dtype=None, device=None) -> Tensor:
     """Sample frequencies of an n-point transform: [0, 1, ..., -1] / (d n)."""
     want = dt.dtype(dtype) if dtype is not None else dt.default_float
-    return _from_numpy(np.fft.fftfreq(int(n), d=d).astype(want.np), copy=False)
+    n = _check_int(n, "n", "fft.fftfreq", 1)
+    check_size((n,), want)
+    with numpy_errors("fft.fftfreq", f"d={d!r}"):
+        return _from_numpy(np.fft.fftfreq(n, d=d).astype(want.np), copy=False)
 
 
 def rfftfreq(n: int, /, *, d: float = 1.0, dtype=None, device=None) -> Tensor:
     want = dt.dtype(dtype) if dtype is not None else dt.default_float
-    return _from_numpy(np.fft.rfftfreq(int(n), d=d).astype(want.np), copy=False)
+    n = _check_int(n, "n", "fft.rfftfreq", 1)
+    check_size((n // 2 + 1,), want)
+    with numpy_errors("fft.rfftfreq", f"d={d!r}"):
+        return _from_numpy(np.fft.rfftfreq(n, d=d).astype(want.np), copy=False)
 
 
 def _shift(x, axes, sign: int, name: str) -> Tensor:
@@ -57,7 +65,7 @@ def _complex(name: str):
                          f"yet (only fftfreq, rfftfreq, fftshift and ifftshift work); compute it with numpy "
                          f"(np.fft.{name}(t.numpy()))")
 
-    transform.__name__ = transform.__qualname__ = name
+    named(transform, name)
     transform.__doc__ = f"Not available yet: `{name}` needs complex dtypes (raises DTypeError)."
     return transform
 

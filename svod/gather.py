@@ -14,7 +14,7 @@ plan like any library step.
 from __future__ import annotations
 
 from svod.dtype import DTypeError
-from svod.errors import SvodIndexError
+from svod.errors import SvodIndexError, SvodValueError
 from svod.ir import shape_str
 from svod.library import library_call
 from svod.tensor import Tensor, _normalize_axis, asarray, reshape
@@ -33,7 +33,7 @@ def take(x, indices, /, *, axis: int | None = None) -> Tensor:
         x, a = reshape(x, (-1,)), 0
     else:
         if x.ndim == 0:
-            raise ValueError("take: a 0-d array has no axis to take along")
+            raise SvodValueError("take: a 0-d array has no axis to take along")
         a = _normalize_axis(axis, x.ndim, "take")
     n = x.shape[a]
     vals = idx.numpy()  # data: realized here, so a bad index raises at the call

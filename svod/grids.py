@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from svod.errors import ShapeError
+from svod.errors import ShapeError, SvodValueError
 from svod.ir import shape_str
 from svod.tensor import Tensor, asarray, broadcast_to, reshape
 
@@ -19,7 +19,7 @@ def meshgrid(*arrays, indexing: str = "xy") -> list[Tensor]:
     """One array per input, each the input broadcast over the grid of all inputs' lengths
     ("xy": the first two axes swapped, as numpy and the Array API do for 2-D plots)."""
     if indexing not in ("xy", "ij"):
-        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+        raise SvodValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
     arrays = [asarray(a) for a in arrays]
     for a in arrays:
         if a.ndim != 1:

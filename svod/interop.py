@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from svod import dtype as dt
+from svod.errors import SvodValueError
 
 __all__ = ["NotImplementedByNumpyDispatch", "array_function", "array_namespace_info", "array_ufunc",
            "from_dlpack", "to_dlpack"]
@@ -69,7 +70,7 @@ def from_dlpack(x, /, *, device=None, copy=None):
     from svod.tensor import Tensor
 
     if device not in (None, "cpu"):
-        raise ValueError(f"from_dlpack: svod runs on 'cpu', not {device!r}")
+        raise SvodValueError(f"from_dlpack: svod runs on 'cpu', not {device!r}")
     try:
         arr = np.from_dlpack(x, copy=copy)
     except (TypeError, BufferError, RuntimeError) as e:

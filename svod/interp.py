@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from svod.ir import BOOL_UNARY, Ops, UOp
+from svod.view import View, ViewChain
 
 _UNARY = {
     Ops.NEG: np.negative, Ops.ABS: np.abs, Ops.EXP: np.exp, Ops.LOG: np.log, Ops.SQRT: np.sqrt,
@@ -191,6 +192,29 @@ def eval_uops(roots: Sequence[UOp]) -> list[np.ndarray]:
 
 
 def _gather(flat: np.ndarray, view) -> np.ndarray:
+    """`view` over the 1-D buffer `flat`. An unmasked single view is a read-only strided
+    view of the buffer, never a copy: a broadcast (stride 0) operand, of a matmul above
+    all, stays the size of its buffer, so the interpreter needs no more memory than the
+    compiled kernel would. A masked or chained view is gathered without its broadcast
+    axes (stride 0 and unmasked in the outermost view), which are broadcast back after."""
+    views = getattr(view, "views", (view,))
+    outer = views[-1]
+    bc = [i for i, (n, s) in enumerate(zip(outer.shape, outer.strides))
+          if n > 1 and s == 0 and (outer.mask is None or tuple(outer.mask[i]) == (0, n))]
+    if bc:  # read once per broadcast row: the value does not depend on those indices
+        shape = tuple(1 if i in bc else n for i, n in enumerate(outer.shape))
+        mask = None if outer.mask is None else tuple((0, 1) if i in bc else m for i, m in enumerate(outer.mask))
+        small = View(shape, outer.strides, outer.offset, mask)
+        inner = small if len(views) == 1 else ViewChain((*views[:-1], small), getattr(view, "pad_value", 0))
+        return np.broadcast_to(_gather(flat, inner), outer.shape)
+    v = views[0]
+    if len(views) == 1 and v.mask is None and v.size:
+        flat = np.asarray(flat).reshape(-1)
+        lo = v.offset + sum((n - 1) * s for n, s in zip(v.shape, v.strides) if s < 0)
+        hi = v.offset + sum((n - 1) * s for n, s in zip(v.shape, v.strides) if s > 0)
+        if 0 <= lo and hi < flat.size:
+            strides = tuple(s * flat.itemsize for s in v.strides)
+            return np.lib.stride_tricks.as_strided(flat[v.offset:], v.shape, strides, writeable=False)
     return view.gather(flat, pad_value=0)
 
 
@@ -206,7 +230,7 @@ def run_kernel(kernel, buffers: dict[int, np.ndarray]) -> None:
         from svod.library import execute, store
 
         results = execute(kernel.library.fn, kernel.library.params,
-                          [_gather(buffers[i.slot], i.view) for i in kernel.inputs])
+                          [i.view.gather(buffers[i.slot], pad_value=0) for i in kernel.inputs])
         for o in kernel.outputs:
             if buffers.get(o.slot) is None or buffers[o.slot].size < math.prod(o.shape):
                 buffers[o.slot] = np.empty(math.prod(o.shape), o.dtype.np)

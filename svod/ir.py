@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import itertools
+import math
 import weakref
 from collections.abc import Iterable
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from svod.dtype import DType
+from svod.errors import ShapeError
 
 
 class Ops(enum.Enum):
@@ -253,6 +255,22 @@ def _infer_shape(op: Ops, src: tuple[UOp, ...], arg: Any) -> tuple[int, ...]:
     raise AssertionError(f"no shape rule for {op}")
 
 
+# The largest array, in bytes, as numpy's: what a 64-bit address space (and svod's int64
+# index arithmetic) can hold.
+MAX_NBYTES = 2**63 - 1
+_GROWS = frozenset({Ops.EXPAND, Ops.PAD, Ops.CAT, Ops.MATMUL, Ops.LIBRARY})  # may make a bigger array
+
+
+def check_size(shape: tuple[int, ...], dtype: DType) -> None:
+    """Raise ShapeError (numpy's "array is too big") for a shape whose elements of `dtype`
+    would not fit in `MAX_NBYTES`, or with an axis longer than an int64 can count.
+    The message is labelled with the op the user called (svod.errors)."""
+    size = math.prod(shape)
+    if size * dtype.itemsize > MAX_NBYTES or (size == 0 and any(n > MAX_NBYTES for n in shape)):
+        raise ShapeError(f"array is too big: shape {shape_str(shape)} of {dtype} would take {size * dtype.itemsize} "
+                         f"bytes, more than the {MAX_NBYTES} a 64-bit address space can hold")
+
+
 class UOp:
     """An immutable graph node. Construct with `UOp(op, dtype, src, arg)`; equal structure
     gives the same object."""
@@ -310,6 +328,8 @@ class UOp:
         else:
             self.shape = _infer_shape(op, src, arg)
             self._depth = max([s._depth for s in src], default=-1) + 1
+            if op in _GROWS:
+                check_size(self.shape, dtype)
             self._sig, self._leaves = _signature(key, src)
         new = _NodeRef(self, _forget)
         new.key = key

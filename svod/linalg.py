@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from svod import dtype as dt
-from svod.errors import ShapeError
+from svod.errors import ShapeError, SvodTypeError, SvodValueError
 from svod.ir import shape_str
 from svod.library import library_call
 from svod.tensor import (
@@ -158,7 +158,7 @@ def qr(x, /, *, mode: str = "reduced") -> QRResult:
     """x = Q R; `mode` "reduced" (Q: (..., M, K), K = min(M, N)) or "complete" (Q square)."""
     x = _matrices(x, "qr")
     if mode not in ("reduced", "complete"):
-        raise ValueError(f"linalg.qr: mode must be 'reduced' or 'complete', got {mode!r}")
+        raise SvodValueError(f"linalg.qr: mode must be 'reduced' or 'complete', got {mode!r}")
     m, n = x.shape[-2:]
     k = m if mode == "complete" else builtins.min(m, n)
     b = x.shape[:-2]
@@ -279,7 +279,7 @@ def matrix_power(x, n: int, /) -> Tensor:
     if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
         raise ShapeError(f"linalg.matrix_power: needs square matrices, got shape {shape_str(x.shape)}")
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
-        raise TypeError(f"linalg.matrix_power: exponent must be an int, got {type(n).__name__}")
+        raise SvodTypeError(f"linalg.matrix_power: exponent must be an int, got {type(n).__name__}")
     n = int(n)
     if n == 0:
         return broadcast_to(eye(x.shape[-1], dtype=x.dtype), x.shape)
@@ -342,7 +342,7 @@ def matrix_norm(x, /, *, keepdims: bool = False, ord="fro") -> Tensor:
         col = ord in (1, -1)
         sums = sum(abs(x), axis=-2 if col else -1)
         return keep(max(sums, axis=-1) if ord in (1, math.inf) else min(sums, axis=-1))
-    raise ValueError(f"linalg.matrix_norm: ord must be 'fro', 'nuc', ±1, ±2 or ±inf, got {ord!r}")
+    raise SvodValueError(f"linalg.matrix_norm: ord must be 'fro', 'nuc', ±1, ±2 or ±inf, got {ord!r}")
 
 
 __all__ += ["EighResult", "QRResult", "SlogdetResult", "SVDResult", "LstsqResult"]

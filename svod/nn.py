@@ -7,11 +7,12 @@
 
 from __future__ import annotations
 
+import builtins
 import math
 
 from svod import dtype
 from svod import tensor as T
-from svod.errors import ShapeError
+from svod.errors import ShapeError, SvodValueError
 from svod.ir import shape_str
 
 
@@ -45,13 +46,15 @@ def gelu(x, approximate: str = "none"):
     x = T.asarray(x)
     if not x.dtype.is_float:
         x = x.astype("float32")
+    if not isinstance(approximate, str) or approximate not in ("tanh", "none"):
+        raise SvodValueError(f"gelu: approximate must be 'none' or 'tanh', got {T._show(approximate)}")
     if approximate == "tanh":
         c = math.sqrt(2.0 / math.pi)
         inner = T.multiply(T.add(x, T.multiply(T.multiply(T.multiply(x, x), x), 0.044715)), c)
         return T.multiply(T.multiply(x, 0.5), T.add(T.tanh(inner), 1))
     if approximate == "none":
         return T.multiply(T.multiply(x, 0.5), T.add(T.erf(T.multiply(x, 1 / math.sqrt(2.0))), 1))
-    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    raise SvodValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
 def softmax(x, axis: int = -1):
@@ -87,9 +90,7 @@ def log_softmax(x, axis: int = -1):
 
 
 def _norm_axes(x, normalized_shape, op):
-    if isinstance(normalized_shape, int):
-        normalized_shape = (normalized_shape,)
-    normalized_shape = tuple(normalized_shape)
+    normalized_shape = T._check_shape(normalized_shape, op)
     k = len(normalized_shape)
     if k > x.ndim or tuple(x.shape[x.ndim - k:]) != normalized_shape:
         raise ShapeError(f"{op}: normalized_shape {shape_str(normalized_shape)} does not match the trailing "
@@ -124,7 +125,10 @@ def rms_norm(x, normalized_shape, weight=None, eps: float = 1e-6):
 
 def linear(x, weight, bias=None):
     """x @ weight.T + bias, with weight of shape (out_features, in_features) as in torch."""
-    weight = T.asarray(weight)
+    x, weight = T.asarray(x), T.asarray(weight)
+    if x.ndim == 0 or weight.ndim == 0 or x.shape[-1] != weight.shape[-1]:
+        raise ShapeError(f"linear: input of shape {shape_str(x.shape)} needs weight of shape (out_features, "
+                         f"{x.shape[-1] if x.ndim else 'in_features'}), got {shape_str(weight.shape)}")
     y = T.matmul(x, weight.mT if weight.ndim >= 2 else weight)
     return y if bias is None else T.add(y, bias)
 
@@ -132,9 +136,15 @@ def linear(x, weight, bias=None):
 def scaled_dot_product_attention(q, k, v, attn_mask=None, is_causal: bool = False, scale: float | None = None):
     """softmax(q @ kᵀ * scale + mask) @ v over the last two dims (batch/head dims broadcast)."""
     q, k, v = T.asarray(q), T.asarray(k), T.asarray(v)
+    if builtins.min(q.ndim, k.ndim, v.ndim) < 2:
+        raise ShapeError(f"scaled_dot_product_attention: q, k and v need at least 2 dimensions, got shapes "
+                         f"{shape_str(q.shape)}, {shape_str(k.shape)}, {shape_str(v.shape)}")
     if q.shape[-1] != k.shape[-1]:
         raise ShapeError(f"scaled_dot_product_attention: q {shape_str(q.shape)} and k {shape_str(k.shape)} "
                          f"differ in the last dimension")
+    if k.shape[-2] != v.shape[-2]:
+        raise ShapeError(f"scaled_dot_product_attention: k {shape_str(k.shape)} and v {shape_str(v.shape)} "
+                         f"differ in the sequence dimension (second to last)")
     s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = T.multiply(T.matmul(q, k.mT), s)
     L, S = q.shape[-2], k.shape[-2]

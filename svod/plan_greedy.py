@@ -113,8 +113,11 @@ class _KernelBuilder:
         self._node_ids[k] = len(self.nodes) - 1
         return len(self.nodes) - 1
 
-    def add_input(self, slot: int, dtype, view: ViewChain) -> int:
-        k = (slot, view.key())
+    def add_input(self, slot: int, dtype, view: ViewChain, operand: bool = False) -> int:
+        """The input reading `view` of `slot`. A matmul operand (`operand`) never shares
+        its entry with an elementwise LOAD of the same view: the operands are read by the
+        packer, the epilogue's loads in kernel space (`Kernel.check`)."""
+        k = (slot, view.key(), operand)
         if k not in self._input_ids:
             self.inputs.append(KInput(slot, dtype, view))
             self._input_ids[k] = len(self.inputs) - 1
@@ -353,7 +356,7 @@ def _find_matmul(key: GraphKey, root: int, materialized: set[int], seen: set[int
 def _operand_input(b: _KernelBuilder, key: GraphKey, i: int, materialized: set[int]) -> int:
     """A matmul operand must be a view of a materialised value."""
     inp = _operand_view(b, key, i, materialized)
-    return b.add_input(inp.slot, inp.dtype, inp.view)
+    return b.add_input(inp.slot, inp.dtype, inp.view, operand=True)
 
 
 def _operand_view(b: _KernelBuilder, key: GraphKey, i: int, materialized: set[int]) -> KInput:

@@ -13,6 +13,7 @@ import threading
 import numpy as np
 
 from svod import dtype as dt
+from svod.errors import numpy_errors
 
 _lock = threading.Lock()
 _gen = np.random.default_rng(0)
@@ -25,12 +26,18 @@ def seed(s: int) -> None:
         _gen = np.random.default_rng(s)
 
 
-def _shape(args, size):
+def _shape(args, size, op: str, dtype):
+    """The shape asked for (`*args` or `size=`), checked: integers, none negative, not too
+    big (svod.tensor._check_shape); errors name `random.<op>`."""
+    from svod.tensor import _check_shape
+
     if size is not None:
-        return (size,) if isinstance(size, int) else tuple(size)
-    if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        return tuple(args[0])
-    return tuple(args)
+        shape = size
+    elif len(args) == 1 and isinstance(args[0], (tuple, list)):
+        shape = tuple(args[0])
+    else:
+        shape = tuple(args)
+    return _check_shape(shape, f"random.{op}", dt.dtype(dtype))
 
 
 def _make(arr, dtype):
@@ -48,33 +55,36 @@ def _make(arr, dtype):
 
 def rand(*shape, size=None, dtype=dt.float32):
     """Uniform [0, 1)."""
-    with _lock:
-        return _make(_gen.random(_shape(shape, size)), dtype)
+    with _lock, numpy_errors("random.rand", f"shape {shape!r}, size={size!r}"):
+        return _make(_gen.random(_shape(shape, size, "rand", dtype)), dtype)
 
 
 def uniform(low=0.0, high=1.0, size=None, dtype=dt.float32):
-    with _lock:
-        return _make(_gen.uniform(low, high, _shape((), size)), dtype)
+    with _lock, numpy_errors("random.uniform", f"low={low!r}, high={high!r}, size={size!r}"):
+        return _make(_gen.uniform(low, high, _shape((), size, "uniform", dtype)), dtype)
 
 
 def randn(*shape, size=None, dtype=dt.float32):
     """Standard normal."""
-    with _lock:
-        return _make(_gen.standard_normal(_shape(shape, size)), dtype)
+    with _lock, numpy_errors("random.randn", f"shape {shape!r}, size={size!r}"):
+        return _make(_gen.standard_normal(_shape(shape, size, "randn", dtype)), dtype)
 
 
 def normal(loc=0.0, scale=1.0, size=None, dtype=dt.float32):
-    with _lock:
-        return _make(_gen.normal(loc, scale, _shape((), size)), dtype)
+    with _lock, numpy_errors("random.normal", f"loc={loc!r}, scale={scale!r}, size={size!r}"):
+        return _make(_gen.normal(loc, scale, _shape((), size, "normal", dtype)), dtype)
 
 
 def randint(low, high=None, size=None, dtype=dt.int64):
     if high is None:
         low, high = 0, low
-    with _lock:
-        return _make(_gen.integers(low, high, _shape((), size)), dtype)
+    with _lock, numpy_errors("random.randint", f"low={low!r}, high={high!r}, size={size!r}"):
+        return _make(_gen.integers(low, high, _shape((), size, "randint", dtype)), dtype)
 
 
 def permutation(n: int):
+    from svod.tensor import _check_int
+
+    n = _check_int(n, "n", "random.permutation", 0)
     with _lock:
         return _make(_gen.permutation(n), dt.int64)

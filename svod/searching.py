@@ -16,7 +16,7 @@ import numpy as np
 
 from svod import dtype as dt
 from svod.dtype import DTypeError
-from svod.errors import ShapeError
+from svod.errors import ShapeError, SvodValueError
 from svod.ir import shape_str
 from svod.library import library_call
 from svod.tensor import Tensor, _from_numpy, asarray, astype
@@ -28,7 +28,7 @@ def searchsorted(x1, x2, /, *, side: str = "left", sorter=None) -> Tensor:
     """Indices (int64) where the elements of `x2` would be inserted into the sorted 1-D
     `x1` (ascending; `sorter` gives the order of an unsorted `x1`)."""
     if side not in ("left", "right"):
-        raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+        raise SvodValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
     x1, x2 = asarray(x1), asarray(x2)
     if x1.ndim != 1:
         raise ShapeError(f"searchsorted: x1 must be 1-D, got shape {shape_str(x1.shape)}")
@@ -47,5 +47,5 @@ def nonzero(x, /) -> tuple[Tensor, ...]:
     """The indices (int64, one array per axis) of the non-zero elements; eager."""
     x = asarray(x)
     if x.ndim == 0:
-        raise ValueError("nonzero: a 0-d array has no axes to index (use nonzero(atleast_1d(x)))")
+        raise SvodValueError("nonzero: a 0-d array has no axes to index (use nonzero(atleast_1d(x)))")
     return tuple(_from_numpy(i.astype(np.int64, copy=False), copy=False) for i in np.nonzero(x.numpy()))

@@ -14,6 +14,7 @@ equal (kept in input order).
 from __future__ import annotations
 
 from svod import dtype as dt
+from svod.errors import SvodValueError
 from svod.library import library_call
 from svod.tensor import Tensor, _normalize_axis, asarray
 
@@ -22,7 +23,7 @@ __all__ = ["argsort", "sort"]
 
 def _axis(x: Tensor, axis, name: str) -> int:
     if x.ndim == 0:
-        raise ValueError(f"{name}: a 0-d array has no axis to sort along")
+        raise SvodValueError(f"{name}: a 0-d array has no axis to sort along")
     return _normalize_axis(axis, x.ndim, name)
 
 

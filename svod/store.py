@@ -157,11 +157,9 @@ def disk_cache_bytes() -> int:
 def _user_stacklevel() -> int:
     """The `warnings.warn` stacklevel, from the caller of this function's caller, of the
     first frame outside svod's packages: the user's line."""
-    roots = tuple(str(_PACKAGE_ROOT / pkg) + os.sep for pkg in _SOURCE_PACKAGES)
-    level, f = 1, sys._getframe(1)
-    while f is not None and (f.f_code.co_filename.startswith(roots) or f.f_code.co_filename == __file__):
-        level, f = level + 1, f.f_back
-    return level
+    from svod.errors import user_stacklevel
+
+    return user_stacklevel(2)
 
 
 def _prepare_dir(d: Path) -> None:

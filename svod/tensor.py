@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import numbers
 import operator
 import os
 import weakref
@@ -27,8 +28,8 @@ import numpy as np
 
 from svod import dtype as dt
 from svod.dtype import DType, DTypeError
-from svod.errors import AxisError, ShapeError
-from svod.ir import OP, Ops, UOp, _canon, shape_str, substitute
+from svod.errors import AxisError, ShapeError, SvodOverflowError, SvodTypeError, SvodValueError, named, strip_label
+from svod.ir import OP, Ops, UOp, _canon, check_size, shape_str, substitute
 
 # ----------------------------------------------------------------------------- registry
 
@@ -157,6 +158,7 @@ def _register(t: Tensor) -> None:
     if ref is None:
         ref = _LiveRef(t, _unregister)
         ref.key = key
+        ref.leaves = ()  # NOTE: before it is published: another thread's realize may unindex it at once
         _live[key] = ref
         _index(ref, t.uop._leaves)
     elif ref.leaves != t.uop._leaves:  # rebound in place (setitem, +=): regroup
@@ -251,7 +253,7 @@ def realize(*tensors: Tensor) -> tuple[Tensor, ...]:
     """
     for t in tensors:
         if not isinstance(t, Tensor):
-            raise TypeError(f"realize: expected Tensors, got {type(t).__name__}")
+            raise SvodTypeError(f"realize: expected Tensors, got {type(t).__name__}")
     mapping = _realize_uops([t.uop for t in tensors])
     for t in tensors:  # tensors passed in are rebound even if the registry lost them
         if t.uop in mapping:
@@ -266,7 +268,7 @@ def realize(*tensors: Tensor) -> tuple[Tensor, ...]:
 
 def _normalize_axis(axis: int, ndim: int, op: str) -> int:
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
-        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
+        raise SvodTypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
     a = int(axis)
     if not -ndim <= a < ndim:
         raise AxisError(f"{op}: axis {a} is out of bounds for array of dimension {ndim}")
@@ -286,6 +288,8 @@ def _normalize_axes(axis, ndim: int, op: str) -> tuple[int, ...]:
 
 def broadcast_shapes(*shapes: tuple[int, ...], op: str = "broadcast_shapes") -> tuple[int, ...]:
     """numpy broadcasting of shapes; raises ShapeError naming `op` and the shapes."""
+    if op == "broadcast_shapes":  # the public function: the shapes come from the user
+        shapes = tuple(_check_shape(s, op) for s in shapes)
     ndim = builtins.max((len(s) for s in shapes), default=0)
     out = []
     for i in range(ndim):
@@ -339,8 +343,7 @@ def _fast_binary(op: Ops, fn_name: str, reflected: bool):
         f = globals()[fn_name]
         return f(o, self) if reflected else f(self, o)
 
-    method.__name__ = f"__{'r' if reflected else ''}{fn_name}__"
-    return method
+    return named(method, f"__{'r' if reflected else ''}{fn_name}__")
 
 
 class Tensor:
@@ -452,7 +455,7 @@ class Tensor:
 
     def __array_namespace__(self, api_version=None):
         if api_version not in (None, "2021.12", "2022.12", "2023.12"):
-            raise ValueError(f"svod implements the array API 2023.12, not {api_version}")
+            raise SvodValueError(f"svod implements the array API 2023.12, not {api_version}")
         import svod
 
         return svod
@@ -462,7 +465,7 @@ class Tensor:
         if args:
             return self.numpy().item(*args)
         if self.size != 1:
-            raise ValueError(f"item: can only convert an array of size 1, got shape {shape_str(self.shape)}")
+            raise SvodValueError(f"item: can only convert an array of size 1, got shape {shape_str(self.shape)}")
         return self.numpy().reshape(()).item()
 
     def tolist(self):
@@ -470,13 +473,13 @@ class Tensor:
 
     def _scalar(self, what: str):
         if self.size != 1:
-            raise TypeError(f"only size-1 arrays can be converted to Python {what}, got shape "
+            raise SvodTypeError(f"only size-1 arrays can be converted to Python {what}, got shape "
                             f"{shape_str(self.shape)}")
         return self.numpy().reshape(()).item()
 
     def __bool__(self) -> bool:
         if self.size != 1:
-            raise ValueError(f"the truth value of an array with shape {shape_str(self.shape)} is ambiguous; "
+            raise SvodValueError(f"the truth value of an array with shape {shape_str(self.shape)} is ambiguous; "
                              f"use .any() or .all()")
         return bool(self._scalar("bool"))
 
@@ -491,18 +494,18 @@ class Tensor:
 
     def __index__(self) -> int:
         if self.ndim != 0 or not (self.dtype.is_int or self.dtype.is_bool):
-            raise TypeError(f"only 0-d integer arrays can be used as an index, got {self.dtype} "
+            raise SvodTypeError(f"only 0-d integer arrays can be used as an index, got {self.dtype} "
                             f"shape {shape_str(self.shape)}")
         return int(self._scalar("int"))
 
     def __len__(self) -> int:
         if self.ndim == 0:
-            raise TypeError("len() of a 0-d array")
+            raise SvodTypeError("len() of a 0-d array")
         return self.shape[0]
 
     def __iter__(self):
         if self.ndim == 0:
-            raise TypeError("iteration over a 0-d array")
+            raise SvodTypeError("iteration over a 0-d array")
         for i in range(self.shape[0]):
             yield self[i]
 
@@ -529,7 +532,7 @@ class Tensor:
         return str(self) if not spec else format(str(self), spec)
 
     def __setstate__(self, state):  # pragma: no cover
-        raise TypeError("pickle svod tensors through .numpy()")
+        raise SvodTypeError("pickle svod tensors through .numpy()")
 
     def __reduce__(self):
         return (asarray, (np.array(self.numpy()),))
@@ -841,7 +844,7 @@ class Tensor:
         if isinstance(value, Tensor):
             value = value.item()
         if self.dtype.is_int and not dt.can_cast_scalar(self.dtype, value):
-            raise OverflowError(f"fill: {value} does not fit {self.dtype}")
+            raise SvodOverflowError(f"fill: {value} does not fit {self.dtype}")
         self.uop = full(self.shape, np.array(value).astype(self.dtype.np).item(), dtype=self.dtype).uop
         _register(self)
 
@@ -922,7 +925,7 @@ class Tensor:
 
     def to_device(self, device, /, *, stream=None) -> Tensor:
         if device != "cpu":
-            raise ValueError(f"to_device: svod runs on 'cpu', not {device!r}")
+            raise SvodValueError(f"to_device: svod runs on 'cpu', not {device!r}")
         return self
 
     # --- interchange and numpy's protocols (svod/interop.py)
@@ -1024,8 +1027,7 @@ def _weak_method(fn_name: str, reflected: bool, kind_rule: str = "arith"):
             return _weak_binary(fn, o, self, kind_rule) if reflected else _weak_binary(fn, self, o, kind_rule)
         return fn(o, self) if reflected else fn(self, o)
 
-    method.__name__ = f"__{'r' if reflected else ''}{fn_name}__"
-    return method
+    return named(method, f"__{'r' if reflected else ''}{fn_name}__")
 
 
 def _weak_unary(fn_name: str):
@@ -1096,14 +1098,14 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
     (float32, int64)
     """
     if device not in (None, "cpu"):
-        raise ValueError(f"asarray: svod runs on 'cpu', not {device!r}")
+        raise SvodValueError(f"asarray: svod runs on 'cpu', not {device!r}")
     want = dt.dtype(dtype) if dtype is not None else None
     if isinstance(obj, Tensor):
         if type(obj) is WeakScalar:
             obj = obj.strong()
         if want is not None and want != obj.dtype:
             if copy is False:
-                raise ValueError(f"asarray: copy=False but a cast from {obj.dtype} to {want} is needed")
+                raise SvodValueError(f"asarray: copy=False but a cast from {obj.dtype} to {want} is needed")
             return astype(obj, want)
         return obj if not copy else Tensor._from(UOp(OP.CONTIGUOUS, obj.dtype, (obj.uop,)))
     if isinstance(obj, np.ndarray) or (hasattr(obj, "__array__") and not isinstance(obj, (list, tuple))):
@@ -1112,7 +1114,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
             raise DTypeError(f"asarray: arrays of dtype {arr.dtype} are not supported")
         if want is not None and arr.dtype != want.np:
             if copy is False:
-                raise ValueError(f"asarray: copy=False but a cast from {arr.dtype} to {want} is needed")
+                raise SvodValueError(f"asarray: copy=False but a cast from {arr.dtype} to {want} is needed")
             arr = arr.astype(want.np)
             return _from_numpy(arr, copy=False)
         return _from_numpy(arr, copy=copy is not False)
@@ -1124,7 +1126,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
             d = dt.from_numpy(obj.dtype)
         value = _scalar_value(obj)
         if d.is_int and isinstance(value, int) and not dt.can_cast_scalar(d, value):
-            raise OverflowError(f"asarray: Python int {value} does not fit {d}")
+            raise SvodOverflowError(f"asarray: Python int {value} does not fit {d}")
         return _from_numpy(np.array(value, dtype=d.np), copy=False)
     if isinstance(obj, (list, tuple)):
         if builtins.any(isinstance(x, Tensor) for x in _flat_iter(obj)):
@@ -1136,7 +1138,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
         except ValueError as e:
             raise ShapeError(f"asarray: nested sequence is ragged or inconsistent ({e})") from e
         except OverflowError as e:
-            raise OverflowError(f"asarray: value out of range for {d} ({e})") from e
+            raise SvodOverflowError(f"asarray: value out of range for {d} ({e})") from e
         return _from_numpy(arr, copy=False)
     if isinstance(obj, complex):
         raise DTypeError(f"asarray: complex numbers ({obj!r}) are not supported: svod has no complex dtypes yet")
@@ -1161,16 +1163,48 @@ def _materialise_tensors(obj):
     return obj
 
 
-def _check_shape(shape, op: str) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
-        shape = (int(shape),)
-    try:
-        shape = tuple(operator.index(s) for s in shape)
-    except TypeError as e:
-        raise TypeError(f"{op}: shape must be a tuple of ints, got {shape!r}") from e
-    if builtins.any(s < 0 for s in shape):
+def _check_shape(shape, op: str, dtype: DType | None = None) -> tuple[int, ...]:
+    """`shape` as a tuple of ints: integers (not floats, not bools), none negative, and —
+    with `dtype` — not too big to address (`svod.ir.check_size`)."""
+    if type(shape) is not tuple or not builtins.all(type(s) is int for s in shape):  # the common case is one test
+        if not isinstance(shape, tuple):
+            try:
+                shape = (shape,) if isinstance(shape, (numbers.Number, np.generic)) else tuple(shape)
+            except TypeError:
+                shape = (shape,)
+        try:
+            if builtins.any(isinstance(s, (bool, np.bool_)) for s in shape):
+                raise TypeError
+            shape = tuple(operator.index(s) for s in shape)
+        except TypeError:
+            raise SvodTypeError(f"{op}: shape must be integers, got {_show(shape)}") from None
+    if shape and builtins.min(shape) < 0:
         raise ShapeError(f"{op}: negative dimensions are not allowed in shape {shape_str(shape)}")
+    if dtype is not None:
+        check_size(shape, dtype)
     return shape
+
+
+def _show(v) -> str:
+    """A short description of an argument for a message: a Tensor by shape and dtype."""
+    if isinstance(v, Tensor):
+        return f"a {v.dtype} tensor of shape {shape_str(v.shape)}"
+    r = repr(v)
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
+def _check_int(value, what: str, op: str, minimum: int | None = None) -> int:
+    """`value` as a Python int: an integer (not a float, not a bool), at least `minimum`."""
+    if isinstance(value, (bool, np.bool_)):
+        raise SvodTypeError(f"{op}: {what} must be an integer, got {value!r}")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise SvodTypeError(f"{op}: {what} must be an integer, got {_show(value)} ({type(value).__name__})") from None
+    if minimum is not None and v < minimum:
+        raise SvodValueError(f"{op}: {what} must be {'non-negative' if minimum == 0 else f'at least {minimum}'}, "
+                             f"got {v}")
+    return v
 
 
 _CONST_CACHE: dict = {}  # (value key, dtype, shape) -> broadcast constant UOp (strong refs, bounded)
@@ -1195,13 +1229,15 @@ def _const(value, dtype: DType, shape: tuple[int, ...]) -> UOp:
 
 
 def full(shape, fill_value, *, dtype=None, device=None) -> Tensor:
-    shape = _check_shape(shape, "full")
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
+    if not _is_scalar(fill_value):
+        raise SvodTypeError(f"full: fill_value must be a scalar, got {type(fill_value).__name__}")
     d = dt.dtype(dtype) if dtype is not None else dt.from_numpy(fill_value.dtype) \
         if isinstance(fill_value, np.generic) else dt.result_type(_scalar_value(fill_value))  # np scalars: strong
+    shape = _check_shape(shape, "full", d)
     if d.is_int and not dt.can_cast_scalar(d, fill_value):
-        raise OverflowError(f"full: fill value {fill_value} does not fit {d}")
+        raise SvodOverflowError(f"full: fill value {fill_value} does not fit {d}")
     return Tensor._from(_const(fill_value, d, shape))
 
 
@@ -1218,18 +1254,22 @@ def empty(shape, *, dtype=None, device=None) -> Tensor:
 
 
 def full_like(x: Tensor, fill_value, *, dtype=None, device=None) -> Tensor:
+    x = asarray(x)
     return full(x.shape, fill_value, dtype=dtype or x.dtype)
 
 
 def zeros_like(x: Tensor, *, dtype=None, device=None) -> Tensor:
+    x = asarray(x)
     return full(x.shape, 0, dtype=dtype or x.dtype)
 
 
 def ones_like(x: Tensor, *, dtype=None, device=None) -> Tensor:
+    x = asarray(x)
     return full(x.shape, 1, dtype=dtype or x.dtype)
 
 
 def empty_like(x: Tensor, *, dtype=None, device=None) -> Tensor:
+    x = asarray(x)
     return zeros_like(x, dtype=dtype)
 
 
@@ -1237,34 +1277,53 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
     """Like numpy.arange; int arguments give int64, floats float32."""
     if stop is None:
         start, stop = 0, start
+    for what, v in (("start", start), ("stop", stop), ("step", step)):
+        if isinstance(v, Tensor):
+            v = v.item()
+        if not isinstance(v, (numbers.Real, np.integer, np.floating)) or isinstance(v, (bool, np.bool_)):
+            raise SvodTypeError(f"arange: {what} must be a real number, got {v!r} ({type(v).__name__})")
+        if not math.isfinite(v):
+            raise SvodValueError(f"arange: {what} must be finite, got {v!r} (arange({start!r}, {stop!r}, {step!r}) "
+                                 f"has no length)")
     if step == 0:
-        raise ValueError("arange: step must not be zero")
+        raise SvodValueError("arange: step must not be zero")
     d = dt.dtype(dtype) if dtype is not None else dt.result_type(start, stop, step)
     n = builtins.max(0, math.ceil((stop - start) / step))
+    check_size((n,), d)
     arr = (start + step * np.arange(n, dtype=np.float64 if d.is_float else np.int64)).astype(d.np)
     return _from_numpy(arr, copy=False)
 
 
 def linspace(start, stop, /, num: int, *, dtype=None, device=None, endpoint: bool = True) -> Tensor:
     d = dt.dtype(dtype) if dtype is not None else dt.default_float
-    if num < 0:
-        raise ValueError(f"linspace: num must be non-negative, got {num}")
+    num = _check_int(num, "num", "linspace", 0)
+    check_size((num,), d)
     return _from_numpy(np.linspace(start, stop, num, endpoint=endpoint, dtype=np.float64).astype(d.np), copy=False)
 
 
 def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype=None, device=None) -> Tensor:
     d = dt.dtype(dtype) if dtype is not None else dt.default_float
+    n_rows = _check_int(n_rows, "n_rows", "eye", 0)
+    n_cols = n_rows if n_cols is None else _check_int(n_cols, "n_cols", "eye", 0)
+    k = _check_int(k, "k", "eye")
+    check_size((n_rows, n_cols), d)
     return _from_numpy(np.eye(n_rows, n_cols, k=k, dtype=d.np), copy=False)
 
 
 def tril(x: Tensor, /, *, k: int = 0) -> Tensor:
     x = asarray(x)
+    k = _check_int(k, "k", "tril")
+    if x.ndim < 2:
+        raise ShapeError(f"tril: needs at least 2 dimensions, got shape {shape_str(x.shape)}")
     mask = asarray(np.tril(np.ones(x.shape[-2:], dtype=bool), k=k))
     return where(mask, x, zeros_like(x))
 
 
 def triu(x: Tensor, /, *, k: int = 0) -> Tensor:
     x = asarray(x)
+    k = _check_int(k, "k", "triu")
+    if x.ndim < 2:
+        raise ShapeError(f"triu: needs at least 2 dimensions, got shape {shape_str(x.shape)}")
     mask = asarray(np.triu(np.ones(x.shape[-2:], dtype=bool), k=k))
     return where(mask, x, zeros_like(x))
 
@@ -1339,7 +1398,7 @@ def _operands(op: str, *xs, dtype_fn=None) -> tuple[list[UOp], DType]:
             try:
                 tensors[i] = asarray(x)
             except DTypeError as e:  # name the op the user wrote (a complex operand, a uint8 array, ...)
-                raise DTypeError(f"{op}: {e}") from None
+                raise DTypeError(f"{op}: {strip_label(str(e))}") from None
         if tensors[i] is not None:
             strong.append(tensors[i].dtype)
         else:
@@ -1347,7 +1406,7 @@ def _operands(op: str, *xs, dtype_fn=None) -> tuple[list[UOp], DType]:
     try:
         d = dt.result_type(*strong)
     except DTypeError as e:
-        raise DTypeError(f"{op}: {e}") from e
+        raise DTypeError(f"{op}: {strip_label(str(e))}") from e
     if dtype_fn is not None:
         d = dtype_fn(d)
     shape = broadcast_shapes(*(t.shape for t in tensors if t is not None), op=op)
@@ -1363,7 +1422,7 @@ def _operands(op: str, *xs, dtype_fn=None) -> tuple[list[UOp], DType]:
                 if isinstance(v, float) and not v.is_integer():
                     raise DTypeError(f"{op}: cannot use float {v} with an integer array")
                 if not dt.can_cast_scalar(d, v):
-                    raise OverflowError(f"{op}: Python int {v} out of bounds for {d}")
+                    raise SvodOverflowError(f"{op}: Python int {v} out of bounds for {d}")
             uops.append(_const(v, d, shape))
     return uops, d
 
@@ -1656,9 +1715,15 @@ def isfinite(x, /) -> Tensor:
 
 def where(condition, x1, x2, /) -> Tensor:
     """Elementwise select; numpy broadcasting and promotion between `x1` and `x2`."""
-    c = _as_bool(condition) if not _is_scalar(condition) else asarray(bool(condition))
+    scalar = _is_scalar(condition)
+    c = _as_bool(condition) if not scalar else asarray(bool(condition))
     (u1, u2), d = _operands("where", x1, x2)
     shape = broadcast_shapes(c.shape, u1.shape, op="where")
+    k = c.uop
+    while k.op is OP.EXPAND or k.op is OP.RESHAPE:
+        k = k.src[0]
+    if scalar or k.op is OP.CONST:  # a constant condition selects one side (`x[:] = v` makes one)
+        return Tensor._from(_expand_uop(u1 if (bool(condition) if scalar else k.arg) else u2, shape))
     return Tensor._from(UOp(OP.WHERE, d, (_expand_uop(c.uop, shape), _expand_uop(u1, shape),
                                            _expand_uop(u2, shape))))
 
@@ -1684,7 +1749,7 @@ def _reduce(x, rop: str, axis, keepdims: bool, op: str, out_dtype: DType | None 
     if out_dtype is not None and out_dtype != x.dtype:
         u = _cast(u, out_dtype)
     if rop in ("max", "min") and builtins.any(x.shape[a] == 0 for a in axes):
-        raise ValueError(f"{op}: zero-size array (shape {shape_str(x.shape)}) along axes {axes} has no identity")
+        raise SvodValueError(f"{op}: zero-size array (shape {shape_str(x.shape)}) along axes {axes} has no identity")
     if axes:
         u = UOp(OP.REDUCE, u.dtype, (u,), (rop, axes))
     if not keepdims:
@@ -1772,13 +1837,13 @@ def _argreduce(op: Ops, name: str, x, axis, keepdims) -> Tensor:
     x = asarray(x)
     if axis is None:
         if x.size == 0:
-            raise ValueError(f"{name}: attempt to get {name} of an empty sequence")
+            raise SvodValueError(f"{name}: attempt to get {name} of an empty sequence")
         flat = reshape(x, (-1,))
         u = UOp(op, dt.int64, (flat.uop,), 0)
         return Tensor._from(UOp(OP.RESHAPE, dt.int64, (u,), (1,) * x.ndim if keepdims else ()))
     a = _normalize_axis(axis, x.ndim, name)
     if x.shape[a] == 0:
-        raise ValueError(f"{name}: attempt to get {name} of an empty sequence (axis {a} of shape "
+        raise SvodValueError(f"{name}: attempt to get {name} of an empty sequence (axis {a} of shape "
                          f"{shape_str(x.shape)})")
     u = UOp(op, dt.int64, (x.uop,), a)
     if not keepdims:
@@ -1800,7 +1865,7 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False) -> Ten
     x = asarray(x)
     if axis is None:
         if x.ndim > 1:
-            raise ValueError("cumulative_sum: axis is required for arrays with more than one dimension")
+            raise SvodValueError("cumulative_sum: axis is required for arrays with more than one dimension")
         axis = 0
     a = _normalize_axis(axis, x.ndim, "cumulative_sum")
     d = _acc_dtype(x.dtype, dtype)
@@ -1822,7 +1887,7 @@ def reshape(x, /, shape, *, copy=None) -> Tensor:
     try:
         shape = tuple(operator.index(s) for s in shape)
     except TypeError as e:
-        raise TypeError(f"reshape: shape must be ints, got {shape!r}") from e
+        raise SvodTypeError(f"reshape: shape must be ints, got {shape!r}") from e
     if builtins.sum(1 for s in shape if s == -1) > 1:
         raise ShapeError(f"reshape: can only specify one unknown dimension (-1), got {shape_str(shape)}")
     if builtins.any(s < -1 for s in shape):
@@ -1843,8 +1908,12 @@ def reshape(x, /, shape, *, copy=None) -> Tensor:
 
 def permute_dims(x, /, axes) -> Tensor:
     x = asarray(x)
+    if not isinstance(axes, (tuple, list)):
+        raise SvodTypeError(f"permute_dims: axes must be a sequence of {x.ndim} integers, got {axes!r}")
     axes = tuple(axes)
-    if sorted(_normalize_axis(a, x.ndim, "permute_dims") for a in axes) != list(range(x.ndim)) \
+    if builtins.any(isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)) for a in axes):
+        raise SvodTypeError(f"permute_dims: axes must be integers, got {axes!r}")
+    if sorted(a % x.ndim if -x.ndim <= a < x.ndim else -1 for a in axes) != list(range(x.ndim)) \
             or len(axes) != x.ndim:
         raise AxisError(f"permute_dims: axes {axes} are not a permutation of the {x.ndim} axes of shape "
                         f"{shape_str(x.shape)}")
@@ -1865,7 +1934,7 @@ def moveaxis(x, source, destination, /) -> Tensor:
     dst = tuple(_normalize_axis(s, x.ndim, "moveaxis") for s in
                 (destination if isinstance(destination, (tuple, list)) else (destination,)))
     if len(src) != len(dst):
-        raise ValueError("moveaxis: source and destination must have the same number of elements")
+        raise SvodValueError("moveaxis: source and destination must have the same number of elements")
     order = [a for a in range(x.ndim) if a not in src]
     for d_, s_ in sorted(zip(dst, src)):
         order.insert(d_, s_)
@@ -1910,9 +1979,14 @@ def roll(x, /, shift, *, axis=None) -> Tensor:
     x = asarray(x)
     if axis is None:
         return reshape(roll(reshape(x, (-1,)), shift, axis=0), x.shape)
-    shifts = shift if isinstance(shift, (tuple, list)) else (shift,) * (len(axis) if isinstance(axis, (tuple, list))
-                                                                        else 1)
-    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    shifts = tuple(shift) if isinstance(shift, (tuple, list)) else (shift,)
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    shifts = tuple(_check_int(s, f"shift {shift!r}", "roll") for s in shifts)
+    if len(shifts) != len(axes):
+        if len(shifts) != 1 and len(axes) != 1:
+            raise ShapeError(f"roll: shift {shift!r} and axis {axis!r} must have the same length (or one of them "
+                             f"length 1)")
+        shifts, axes = shifts * (len(axes) if len(shifts) == 1 else 1), axes * (len(shifts) if len(axes) == 1 else 1)
     out = x
     for s, a in zip(shifts, axes):
         a = _normalize_axis(a, x.ndim, "roll")
@@ -1933,29 +2007,31 @@ def pad(x, /, pad_width, mode: str = "constant", constant_values=0) -> Tensor:
     """numpy.pad with mode='constant': `pad_width` is an int, (lo, hi) or one pair per axis."""
     x = asarray(x)
     if mode != "constant":
-        raise ValueError(f"pad: only mode='constant' is supported, got {mode!r}")
+        raise SvodValueError(f"pad: only mode='constant' is supported, got {mode!r}")
     pw = np.asarray(pad_width)
     if pw.dtype.kind not in "iu":
-        raise TypeError(f"pad: pad_width must be integers, got {pad_width!r}")
+        raise SvodTypeError(f"pad: pad_width must be integers, got {pad_width!r}")
     try:
         pw = np.broadcast_to(pw, (x.ndim, 2))
     except ValueError as e:
         raise ShapeError(f"pad: pad_width {pad_width!r} does not fit an array of shape {shape_str(x.shape)}") from e
     if (pw < 0).any():
-        raise ValueError(f"pad: pad widths must be non-negative, got {pad_width!r}")
+        raise SvodValueError(f"pad: pad widths must be non-negative, got {pad_width!r}")
     pads = tuple((int(a), int(b)) for a, b in pw)
     if builtins.all(p == (0, 0) for p in pads):
         return x
     if dt.scalar_kind(constant_values) is None:
-        raise TypeError(f"pad: constant_values must be a scalar, got {constant_values!r}")
+        raise SvodTypeError(f"pad: constant_values must be a scalar, got {constant_values!r}")
     value = np.array(constant_values).astype(x.dtype.np).item()
     return Tensor._from(UOp(OP.PAD, x.dtype, (x.uop,), (pads, value)))
 
 
 def concat(arrays: Sequence[Tensor], /, *, axis: int | None = 0) -> Tensor:
+    if not isinstance(arrays, (list, tuple, Tensor)):
+        raise SvodTypeError(f"concat: arrays must be a sequence of arrays, got {type(arrays).__name__}")
     arrays = [asarray(a) for a in arrays]
     if not arrays:
-        raise ValueError("concat: need at least one array")
+        raise SvodValueError("concat: need at least one array")
     if axis is None:
         arrays = [reshape(a, (-1,)) for a in arrays]
         axis = 0
@@ -1981,9 +2057,11 @@ def concat(arrays: Sequence[Tensor], /, *, axis: int | None = 0) -> Tensor:
 
 
 def stack(arrays: Sequence[Tensor], /, *, axis: int = 0) -> Tensor:
+    if not isinstance(arrays, (list, tuple, Tensor)):
+        raise SvodTypeError(f"stack: arrays must be a sequence of arrays, got {type(arrays).__name__}")
     arrays = [asarray(a) for a in arrays]
     if not arrays:
-        raise ValueError("stack: need at least one array")
+        raise SvodValueError("stack: need at least one array")
     shape = arrays[0].shape
     for a in arrays:
         if a.shape != shape:
@@ -2001,7 +2079,8 @@ def unstack(x, /, *, axis: int = 0) -> tuple[Tensor, ...]:
 
 def tile(x, repetitions, /) -> Tensor:
     x = asarray(x)
-    reps = tuple(repetitions)
+    reps = tuple(repetitions) if isinstance(repetitions, (tuple, list)) else (repetitions,)
+    reps = tuple(_check_int(r, f"repetitions {reps!r}", "tile", 0) for r in reps)
     nd = builtins.max(len(reps), x.ndim)
     reps = (1,) * (nd - len(reps)) + reps
     x = reshape(x, (1,) * (nd - x.ndim) + x.shape)
@@ -2022,7 +2101,9 @@ def repeat(x, repeats: int, /, *, axis=None) -> Tensor:
     if not isinstance(repeats, (int, np.integer)):
         r = repeats.numpy() if isinstance(repeats, Tensor) else np.asarray(repeats)
         if r.dtype.kind not in "iu":
-            raise TypeError(f"repeat: repeats must be integers, got {r.dtype}")
+            raise SvodTypeError(f"repeat: repeats must be integers, got {repeats!r} ({r.dtype})")
+        if (r < 0).any():
+            raise SvodValueError(f"repeat: repeats must be non-negative, got {r.tolist()!r}")
         if r.ndim == 0:
             repeats = int(r)
         else:  # one count per element: the output's shape depends on them (eager, as nonzero)
@@ -2031,6 +2112,7 @@ def repeat(x, repeats: int, /, *, axis=None) -> Tensor:
             except ValueError as e:
                 raise ShapeError(f"repeat: {e} (array of shape {shape_str(x.shape)}, repeats of shape "
                                  f"{shape_str(r.shape)})") from None
+    repeats = _check_int(repeats, "repeats", "repeat", 0)
     if axis is None:
         x, axis = reshape(x, (-1,)), 0
     a = _normalize_axis(axis, x.ndim, "repeat")
@@ -2088,12 +2170,27 @@ def matmul(a, b, /) -> Tensor:
 
 def tensordot(a, b, /, *, axes=2) -> Tensor:
     a, b = asarray(a), asarray(b)
-    if isinstance(axes, int):
-        ax_a = tuple(range(a.ndim - axes, a.ndim))
-        ax_b = tuple(range(axes))
+    if isinstance(axes, (int, np.integer)) and not isinstance(axes, (bool, np.bool_)):
+        n = int(axes)
+        if not 0 <= n <= builtins.min(a.ndim, b.ndim):
+            raise AxisError(f"tensordot: axes={n} must be between 0 and the dimensions of both operands, "
+                            f"shapes {shape_str(a.shape)} and {shape_str(b.shape)}")
+        ax_a = tuple(range(a.ndim - n, a.ndim))
+        ax_b = tuple(range(n))
     else:
-        ax_a = tuple(_normalize_axis(x, a.ndim, "tensordot") for x in axes[0])
-        ax_b = tuple(_normalize_axis(x, b.ndim, "tensordot") for x in axes[1])
+        try:
+            sa, sb = axes
+            sa = (sa,) if isinstance(sa, (int, np.integer)) else tuple(sa)
+            sb = (sb,) if isinstance(sb, (int, np.integer)) else tuple(sb)
+        except (TypeError, ValueError):
+            raise SvodTypeError(f"tensordot: axes must be an int or a pair of axis sequences, got {axes!r}") from None
+        if len(sa) != len(sb):
+            raise ShapeError(f"tensordot: axes {axes!r} contract {len(sa)} axes of the first operand (shape "
+                             f"{shape_str(a.shape)}) but {len(sb)} of the second (shape {shape_str(b.shape)})")
+        ax_a = tuple(_normalize_axis(x, a.ndim, "tensordot") for x in sa)
+        ax_b = tuple(_normalize_axis(x, b.ndim, "tensordot") for x in sb)
+        if len(set(ax_a)) != len(ax_a) or len(set(ax_b)) != len(ax_b):
+            raise AxisError(f"tensordot: repeated axis in {axes!r}")
     for i, j in zip(ax_a, ax_b):
         if a.shape[i] != b.shape[j]:
             raise ShapeError(f"tensordot: contracted axes differ in size: {shape_str(a.shape)} and "

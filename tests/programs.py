@@ -2,7 +2,8 @@
 
 `programs()` draws programs of up to ~8 ops mixing elementwise chains, diamonds (a
 value used twice), broadcasts, keepdims reductions (reduce-then-broadcast), movement
-ops, concat, pad and matmul — not only chains. Used by the greedy planner tests and the
+ops, concat, pad, matmul and in-place slice updates of matmul results (``v[key] = (v @ w)[key]``,
+whose fused epilogue reads the matmul's own operand) — not only chains. Used by the greedy planner tests and the
 search's optimality tests.
 """
 
@@ -48,7 +49,7 @@ def programs(draw, max_ops: int = 8):
     steps = []
     for _ in range(draw(st.integers(1, max_ops))):
         kind = draw(st.sampled_from(["unary", "binary", "binary", "reduce_bcast", "reduce", "move", "matmul",
-                                     "pad", "concat", "diamond"]))
+                                     "matmul_update", "pad", "concat", "diamond"]))
         steps.append((kind, draw(st.integers(0, 10**6))))
     n_out = draw(st.integers(1, 2))
 
@@ -74,6 +75,13 @@ def programs(draw, max_ops: int = 8):
             elif kind == "matmul":
                 w = svod.asarray(np.random.default_rng(r).standard_normal((cols, cols)).astype(np.float32))
                 v = a @ w
+            elif kind == "matmul_update":  # a[key] = (a @ w)[key] on a fresh tensor (the inputs stay as drawn)
+                w = svod.asarray(np.random.default_rng(r).standard_normal((cols, cols)).astype(np.float32))
+                v = a * 1.0
+                lo = (r // 5) % cols
+                key = [slice(None), (slice(None), slice(lo, cols)), (slice(lo % rows, rows),), (lo % rows,),
+                       (slice(None), slice(None, None, 2))][r % 5]
+                v[key] = (v @ w)[key]
             elif kind == "pad":
                 v = svod.pad(a, ((1, 0), (0, 1)), constant_values=float(r % 3))[1:, :-1]
             elif kind == "concat":

@@ -110,7 +110,10 @@ def test_shifts(name, data, use_operator):
     op = (lambda p, q: p << q) if name == "bitwise_left_shift" else (lambda p, q: p >> q)
     call = op if use_operator and (isinstance(x, svod.Tensor) or isinstance(y, svod.Tensor)) else getattr(svod, name)
     if d.kind != "i":
-        with pytest.raises(TypeError, match=name):
+        # the function called: svod's, or numpy's ufunc when an ndarray's operator dispatches to svod (NEP 13)
+        numpy_dispatch = call is op and isinstance(x, np.ndarray)
+        called = name.removeprefix("bitwise_") if numpy_dispatch else name
+        with pytest.raises(TypeError, match=f"^{called}: "):
             call(x, y)
         return
     npf = np.left_shift if name == "bitwise_left_shift" else np.right_shift
@@ -140,11 +143,12 @@ def test_float_shift_raises_at_the_op():
 
 def test_unsupported_operands_raise_at_the_op():
     x = svod.asarray([1.0, 2.0])
-    with pytest.raises(TypeError, match=r"^multiply: asarray: complex numbers"):
+    # the op the user wrote, once, and never the helper that converts the operand (asarray)
+    with pytest.raises(TypeError, match=r"^multiply: complex numbers"):
         x * 1j
-    with pytest.raises(TypeError, match=r"^add: asarray: array has dtype uint8"):
+    with pytest.raises(TypeError, match=r"^add: array has dtype uint8"):
         x + np.ones(2, np.uint8)
-    with pytest.raises(TypeError, match=r"^atan2: asarray: array has dtype complex128"):
+    with pytest.raises(TypeError, match=r"^atan2: array has dtype complex128"):
         svod.atan2(x, np.ones(2, complex))
 
 

@@ -236,8 +236,10 @@ def _load() -> _Blas | None:
                 except Exception as e:  # noqa: BLE001 - numpy's matmul does the step instead
                     import warnings
 
+                    from svod.errors import user_stacklevel
+
                     warnings.warn(f"svod: library steps use numpy's matmul (OpenBLAS binding failed: {e})",
-                                  RuntimeWarning, stacklevel=2)
+                                  RuntimeWarning, stacklevel=user_stacklevel())
                     return None
     return None
 

@@ -418,7 +418,7 @@ def _build(kernel: Kernel) -> Program:
 
 
 def _fallback(kernel: Kernel, err: BaseException, ir_text: str) -> Program:
-    from svod.errors import SvodWarning
+    from svod.errors import SvodWarning, user_stacklevel
 
     path = "(no IR: lowering failed)"
     if ir_text:
@@ -430,7 +430,7 @@ def _fallback(kernel: Kernel, err: BaseException, ir_text: str) -> Program:
         _warned.add(key)
         warnings.warn(f"svod: compiling kernel {kernel.name} failed ({type(err).__name__}: "
                       f"{str(err).splitlines()[0] if str(err) else ''}); running it in the interpreter. "
-                      f"IR: {path}", SvodWarning, stacklevel=4)
+                      f"IR: {path}", SvodWarning, stacklevel=user_stacklevel())
     return InterpretedProgram(kernel, f"{type(err).__name__}: {err}", ir_text)
 
 

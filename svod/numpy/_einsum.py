@@ -11,7 +11,7 @@ import string
 
 import svod.tensor as T
 from svod import linalg as LA
-from svod.errors import ShapeError
+from svod.errors import ShapeError, SvodTypeError, SvodValueError
 from svod.tensor import Tensor, asarray
 
 __all__ = ["einsum"]
@@ -22,7 +22,7 @@ def _parse(subscripts: str, ops: list[Tensor]) -> tuple[list[str], str]:
     lhs, arrow, rhs = s.partition("->")
     terms = lhs.split(",")
     if len(terms) != len(ops):
-        raise ValueError(f"einsum: {len(terms)} operand subscripts for {len(ops)} operands")
+        raise SvodValueError(f"einsum: {len(terms)} operand subscripts for {len(ops)} operands")
     used = set(c for c in s if c.isalpha())
     spare = [c for c in string.ascii_letters if c not in used]
     ell_nd = max((o.ndim - (len(t) - 3) for t, o in zip(terms, ops) if "..." in t), default=0)
@@ -33,7 +33,7 @@ def _parse(subscripts: str, ops: list[Tensor]) -> tuple[list[str], str]:
             k = o.ndim - (len(t) - 3)
             t = t.replace("...", ell[ell_nd - k:])
         if len(t) != o.ndim or not all(c.isalpha() for c in t):
-            raise ValueError(f"einsum: subscripts {t!r} do not fit an operand of {o.ndim} dimensions")
+            raise SvodValueError(f"einsum: subscripts {t!r} do not fit an operand of {o.ndim} dimensions")
         out_terms.append(t)
     if arrow:
         out = rhs.replace("...", ell)
@@ -88,7 +88,7 @@ def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: set[str]) -> tuple[T
 def einsum(subscripts: str, *operands, out=None, optimize=False, dtype=None, casting="safe", order="K"):
     """numpy.einsum for explicit and implicit subscripts, ellipses, repeated labels."""
     if not isinstance(subscripts, str):
-        raise TypeError("einsum: only the subscripts-string form is implemented")
+        raise SvodTypeError("einsum: only the subscripts-string form is implemented")
     ops = [asarray(o) for o in operands]
     if dtype is not None:
         ops = [T.astype(o, dtype) for o in ops]
@@ -105,7 +105,7 @@ def einsum(subscripts: str, *operands, out=None, optimize=False, dtype=None, cas
         cur, labels = _contract(cur, labels, t, ls, keep)
     cur, labels = _sum_out(cur, labels, set(out_labels))
     if sorted(labels) != sorted(out_labels):
-        raise ValueError(f"einsum: output subscripts {out_labels!r} name labels the operands do not have")
+        raise SvodValueError(f"einsum: output subscripts {out_labels!r} name labels the operands do not have")
     res = T.permute_dims(cur, tuple(labels.index(c) for c in out_labels)) if labels else cur
     from svod.numpy._functions import store_out
 

@@ -21,7 +21,7 @@ import svod.tensor as T
 from svod import dtype as dt
 from svod import elementwise as E
 from svod import linalg as LA
-from svod.errors import ShapeError
+from svod.errors import ShapeError, SvodTypeError, SvodValueError
 from svod.ir import shape_str
 from svod.tensor import Tensor, asarray
 
@@ -40,14 +40,14 @@ def store_out(res, out):
     """numpy's ``out=``: `out` (a svod tensor, rebound; or a numpy array, written) holds the result."""
     if isinstance(out, tuple):
         if len(out) != 1:
-            raise ValueError(f"out: expected one output, got {len(out)}")
+            raise SvodValueError(f"out= expects one output, got {len(out)}")
         out = out[0]
     if out is None:
         return res
     res = _arr(res)
     if isinstance(out, Tensor):
         if out.shape != res.shape:
-            raise ShapeError(f"out: result of shape {shape_str(res.shape)} does not fit out of shape "
+            raise ShapeError(f"out=: the result of shape {shape_str(res.shape)} does not fit out of shape "
                              f"{shape_str(out.shape)}")
         out.uop = T.astype(res, out.dtype, copy=False).uop
         T._register(out)
@@ -55,7 +55,7 @@ def store_out(res, out):
     if isinstance(out, np.ndarray):
         np.copyto(out, res.numpy(), casting="same_kind")
         return out
-    raise TypeError(f"out must be a svod tensor or a numpy array, got {type(out).__name__}")
+    raise SvodTypeError(f"out must be a svod tensor or a numpy array, got {type(out).__name__}")
 
 
 def _scalar(x):
@@ -452,7 +452,7 @@ def split(ary, indices_or_sections, axis=0):
     a = _arr(ary)
     n = a.shape[T._normalize_axis(axis, a.ndim, "split")]
     if isinstance(indices_or_sections, (int, np.integer)) and n % int(indices_or_sections):
-        raise ValueError(f"split: array of size {n} along axis {axis} does not divide into "
+        raise SvodValueError(f"split: array of size {n} along axis {axis} does not divide into "
                          f"{indices_or_sections} equal sections")
     return array_split(a, indices_or_sections, axis)
 
@@ -538,7 +538,7 @@ def where(condition, x=None, y=None):
     if x is None and y is None:
         return nonzero(condition)
     if x is None or y is None:
-        raise ValueError("where: either both or neither of x and y should be given")
+        raise SvodValueError("where: either both or neither of x and y should be given")
     return T.where(condition, x, y)
 
 

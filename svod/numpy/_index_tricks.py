@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import svod.tensor as T
 from svod import dtype as dt
+from svod.errors import SvodTypeError
 from svod.grids import meshgrid
 
 __all__ = ["mgrid", "ogrid"]
@@ -12,7 +13,7 @@ __all__ = ["mgrid", "ogrid"]
 
 def _axis_values(s) -> T.Tensor:
     if not isinstance(s, slice):
-        raise TypeError(f"mgrid/ogrid: index with slices (start:stop:step), got {type(s).__name__}")
+        raise SvodTypeError(f"mgrid/ogrid: index with slices (start:stop:step), got {type(s).__name__}")
     start = 0 if s.start is None else s.start
     step = 1 if s.step is None else s.step
     if isinstance(step, complex):

@@ -13,6 +13,7 @@ The defaults are per thread (`svod.dtype.numpy_defaults`), switched around each 
 from __future__ import annotations
 
 from svod import dtype as dt
+from svod.errors import SvodTypeError, named
 from svod.tensor import Tensor, zeros
 
 __all__ = ["call_numpy", "call_svod", "ndarray", "numpy_function", "retag"]
@@ -56,7 +57,7 @@ def numpy_function(fn, name: str | None = None):
         with dt.numpy_defaults():
             return retag(fn(*args, **kwargs))
 
-    wrapper.__name__ = wrapper.__qualname__ = name or fn.__name__
+    named(wrapper, name or fn.__name__)
     wrapper.__doc__ = fn.__doc__
     wrapper.__wrapped__ = fn
     return wrapper
@@ -73,7 +74,7 @@ class ndarray(Tensor, metaclass=_NdarrayType):
 
     def __new__(cls, shape=(), dtype=float, buffer=None, offset=0, strides=None, order=None):
         if buffer is not None or offset or strides is not None:
-            raise TypeError("svod.numpy.ndarray: buffer, offset and strides are not supported; use "
+            raise SvodTypeError("svod.numpy.ndarray: buffer, offset and strides are not supported; use "
                             "svod.numpy.asarray(numpy_array)")
         with dt.numpy_defaults():
             return retag(zeros(shape, dtype=dt.dtype(dtype)))
@@ -102,7 +103,7 @@ def _method(name: str, fn):
         with dt.numpy_defaults():
             return retag(fn(self, *args, **kwargs))
 
-    method.__name__ = method.__qualname__ = name
+    named(method, name)
     method.__doc__ = fn.__doc__
     return method
 

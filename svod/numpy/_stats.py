@@ -12,7 +12,7 @@ import numpy as np
 
 import svod.tensor as T
 from svod import dtype as dt
-from svod.errors import ShapeError
+from svod.errors import ShapeError, SvodValueError
 from svod.ir import shape_str
 from svod.library import library_call
 from svod.tensor import Tensor, asarray
@@ -67,7 +67,7 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None) -> Tensor:  # noqa
     else:
         lo_hi = np.array(range, dtype=np.result_type(a.dtype.np, np.float64))
         if not np.all(np.isfinite(lo_hi)):
-            raise ValueError(f"histogram: range {range} is not finite")
+            raise SvodValueError(f"histogram: range {range} is not finite")
     edges = np.histogram_bin_edges(lo_hi, int(bins), None if range is None else range)
     return T._from_numpy(edges, copy=False)
 

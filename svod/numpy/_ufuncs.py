@@ -22,6 +22,7 @@ import numpy as np
 import svod.tensor as T
 from svod import dtype as dt
 from svod import elementwise as E
+from svod.errors import SvodError, SvodTypeError, strip_label
 from svod.interop import NotImplementedByNumpyDispatch
 from svod.numpy import _functions as F
 from svod.tensor import Tensor
@@ -50,14 +51,18 @@ class ufunc:
                  signature=None):
         if len(args) > self.nin:
             if out is not None or len(args) > self.nin + 1:
-                raise TypeError(f"{self.__name__}: takes {self.nin} input(s) and one output")
+                raise SvodTypeError(f"{self.__name__}: takes {self.nin} input(s) and one output")
             args, out = args[:self.nin], args[self.nin]
         if len(args) != self.nin:
-            raise TypeError(f"{self.__name__}: takes {self.nin} input(s), got {len(args)}")
+            raise SvodTypeError(f"{self.__name__}: takes {self.nin} input(s), got {len(args)}")
         if dtype is not None:
             d = dt.dtype(dtype)
             args = tuple(T.astype(T.asarray(a), d, copy=False) for a in args)
-        res = self._fn(*args)
+        try:
+            res = self._fn(*args)
+        except SvodError as e:  # the ufunc's name (`power`), not the svod function it runs (`pow`)
+            e.args = (f"{self.__name__}: {strip_label(str(e))}",)
+            raise
         if where is not True:
             if out is None:
                 raise NotImplementedByNumpyDispatch(f"{self.__name__}: where= without out= leaves elements "
@@ -94,7 +99,7 @@ class ufunc:
 
     def at(self, a, indices, b=None):
         if not isinstance(a, Tensor):
-            raise TypeError(f"{self.__name__}.at: the array updated must be a svod tensor, got {type(a).__name__}")
+            raise SvodTypeError(f"{self.__name__}.at: the array updated must be a svod tensor, got {type(a).__name__}")
         fn = getattr(np, self.__name__, None)
         if fn is None or not isinstance(fn, np.ufunc):
             raise NotImplementedByNumpyDispatch(f"numpy.{self.__name__}.at is not implemented by svod")

@@ -11,6 +11,7 @@ import numpy as np
 import svod.tensor as T
 from svod import linalg as LA
 from svod.dtype import DTypeError
+from svod.errors import SvodValueError, named
 from svod.numpy._ndarray import numpy_function
 from svod.tensor import asarray
 
@@ -71,7 +72,7 @@ def _norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002
             a0, a1 = sorted(a % x.ndim for a in axis)
             r = T.expand_dims(T.expand_dims(r, a0), a1)
         return r
-    raise ValueError(f"norm: improper number of dimensions to norm ({axis})")
+    raise SvodValueError(f"norm: improper number of dimensions to norm ({axis})")
 
 
 def _cond(x, p=None):
@@ -102,7 +103,7 @@ def _complex_only(name: str):
         raise DTypeError(f"linalg.{name}: the eigenvalues of a general matrix are complex, and svod has no complex "
                          f"dtypes yet; use eigh/eigvalsh for symmetric matrices, or numpy on t.numpy()")
 
-    fn.__name__ = name
+    named(fn, name)
     return fn
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as _np
 
+from svod.errors import named, numpy_errors
 from svod.numpy._ndarray import retag
 from svod.tensor import Tensor, asarray
 
@@ -31,9 +32,10 @@ def _out(r):
 
 def _wrap(fn, name: str):
     def f(*args, **kwargs):
-        return _out(fn(*[_in(a) for a in args], **{k: _in(v) for k, v in kwargs.items()}))
+        with numpy_errors(name):
+            return _out(fn(*[_in(a) for a in args], **{k: _in(v) for k, v in kwargs.items()}))
 
-    f.__name__ = f.__qualname__ = name
+    named(f, name)
     f.__doc__ = getattr(fn, "__doc__", None)
     return f
 
