@@ -302,8 +302,8 @@ def _accumulate(ufunc_name: str, a, axis, dtype):
     res = getattr(np, ufunc_name).accumulate(a.numpy().reshape(-1) if axis is None else a.numpy(),
                                              axis=0 if axis is None else axis,
                                              dtype=None if dtype is None else dt.dtype(dtype).np)
-    if dtype is None and a.dtype.kind in "ib" and ufunc_name in ("add", "multiply"):
-        res = res.astype(np.int64)
+    if dtype is None and not a.dtype.is_float and ufunc_name in ("add", "multiply"):  # numpy's cumsum/cumprod
+        res = res.astype(np.uint64 if a.dtype.is_unsigned else np.int64)
     return T._from_numpy(np.ascontiguousarray(res), copy=False)
 
 
