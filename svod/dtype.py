@@ -126,6 +126,18 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def math_float(d: DType) -> DType:
+    """The float dtype a float function (sqrt, exp, sin, atan2, ...) of a `d` value computes
+    in: a float keeps its dtype; bool and integers give the default float -- except under
+    `numpy_defaults`, where numpy's loops give float16 for 1-byte and float32 for 2-byte
+    integers (and bool): svod, without float16, gives float32 for both. (Division and
+    means are not float functions: they give the default float, as numpy's.)"""
+    if d.kind == "f":
+        return d
+    f = _DEFAULTS.float_dtype
+    return float32 if f is float64 and d.itemsize <= 2 else f
+
+
 class numpy_defaults:
     """Context: this thread's default float dtype is float64 (numpy's) inside; re-entrant."""
 

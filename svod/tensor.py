@@ -1336,12 +1336,18 @@ def _unop(op: Ops, name: str, x, *, float_only=False, allow_bool=True, identity_
         return x
     u = x.uop
     if float_only and not x.dtype.is_float:
-        u = _cast(u, dt.default_float)
+        u = _cast(u, dt.math_float(u.dtype))
     return Tensor._from(UOp(op, u.dtype, (u,)))
 
 
 def _float_result(d: DType) -> DType:
+    """The dtype of a division or mean of `d` values: the default float for ints and bool."""
     return d if d.is_float else dt.default_float
+
+
+def _math_result(d: DType) -> DType:
+    """The dtype of a float function of `d` values (`dtype.math_float`)."""
+    return dt.math_float(d)
 
 
 # ----------------------------------------------------------------------------- elementwise
@@ -1567,18 +1573,19 @@ def expm1(x, /) -> Tensor:
 
 
 def log1p(x, /) -> Tensor:
-    return log(add(x, 1) if asarray(x).dtype.is_float else add(astype(x, dt.default_float), 1))
+    x = asarray(x)
+    return log(add(x, 1) if x.dtype.is_float else add(astype(x, dt.math_float(x.dtype)), 1))
 
 
 def log2(x, /) -> Tensor:
     x = asarray(x)
-    f = _float_result(x.dtype)
+    f = _math_result(x.dtype)
     return multiply(log(x), np.array(1 / math.log(2), dtype=f.np).item())
 
 
 def log10(x, /) -> Tensor:
     x = asarray(x)
-    f = _float_result(x.dtype)
+    f = _math_result(x.dtype)
     return multiply(log(x), np.array(1 / math.log(10), dtype=f.np).item())
 
 
