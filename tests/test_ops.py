@@ -7,7 +7,8 @@ interpreter is replaced by the fusion search and the LLVM JIT.
 Expected dtypes come from svod's rules (DESIGN "Numbers and dtypes"), written out here
 independently of `svod/dtype.py`: numpy-2 promotion among arrays, weak Python scalars
 (NEP 50) with float32 as the default float, true division and mean of integers in
-float32, sums of integers in int64. Expected values come from numpy on inputs cast to the
+float32, sums of signed integers in int64 and of unsigned ones in uint64; every integer
+width (int8 ... uint64) over its special values at the end. Expected values come from numpy on inputs cast to the
 expected dtype (so numpy never silently computes in float64 where svod uses float32).
 
 Run: python3 -m pytest tests/test_ops.py -q   (SVOD_TEST_EXAMPLES=200 for a deep run)

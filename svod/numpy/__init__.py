@@ -11,8 +11,8 @@ float32). Arrays are `svod.numpy.ndarray` (a `svod.Tensor`); ``isinstance(x, np.
 holds for any svod tensor. dtypes are svod's (`np.float64` is `svod.float64`, callable as
 numpy's scalar type: ``np.float64(1.5)``).
 
-What stays out (docs/semantics.md): complex, float16 and the narrow and unsigned integer
-dtypes (until svod has them), so the FFT transforms and `linalg.eig`; structured and
+What stays out (docs/semantics.md): complex (until svod has it) and float16, so the FFT
+transforms and `linalg.eig`; structured and
 string arrays; numpy's ``order=`` memory layouts and in-place views (slices are values:
 ``x[1:3] = v`` updates `x`, but a slice taken earlier does not see it); `np.matrix`;
 `ufunc.reduceat`. Calling numpy itself on svod arrays stays in svod (see `svod.interop`).
