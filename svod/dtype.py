@@ -24,7 +24,7 @@ import numpy as np
 
 @dataclass(frozen=True, eq=False)
 class DType:
-    """A svod dtype. Compares equal to itself only (the five dtypes are singletons, so
+    """A svod dtype. Compares equal to itself only (the dtypes are singletons, so
     identity equality and hashing: they sit on the hot path of every op); `np` gives the
     numpy dtype."""
 
@@ -220,7 +220,9 @@ def scalar_kind(x) -> str | None:
     return None
 
 
-_KIND_ORDER = {"b": 0, "i": 1, "u": 1, "f": 2}  # weak promotion: a Python int fits any integer kind
+# weak promotion (NEP 50): a Python scalar raises the array's kind only when its own is
+# higher; a Python int fits any integer kind ("c" for the complex dtypes to come)
+_KIND_ORDER = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}
 
 
 def weak_result(arr: DType, scalar) -> DType:
