@@ -1421,8 +1421,8 @@ def _cmp_out_of_range(op: Ops, left, right) -> Tensor | None:
     if type(x) is WeakScalar:
         return None
     if not isinstance(x, Tensor):
-        if not isinstance(x, (np.ndarray, np.generic)):
-            return None
+        if not isinstance(x, (np.ndarray, np.generic)) or x.dtype.kind not in "iu":
+            return None  # (other dtypes: _operands raises, naming the op)
         x = asarray(x)
     if not x.dtype.is_int or dt.can_cast_scalar(x.dtype, v):
         return None
