@@ -30,7 +30,7 @@ from svod import config, fft, linalg, nn, random
 from svod import dtype as _dt
 from svod.capture import ConcretizationError, JitError, JitWarning, jit
 from svod.config import search_limits
-from svod.dtype import DType, float32, float64, int32, int64
+from svod.dtype import DType, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64
 from svod.dtype import bool_ as bool
 from svod.elementwise import (
     acos,
@@ -217,9 +217,12 @@ def isdtype(dtype, kind) -> builtins_bool:  # noqa: F821 - annotation only
     if isinstance(kind, tuple):
         return builtins.any(isdtype(d, k) for k in kind)
     if isinstance(kind, str):
-        return {"bool": d.is_bool, "signed integer": d.is_int, "unsigned integer": False,
-                "integral": d.is_int, "real floating": d.is_float, "complex floating": False,
-                "numeric": not d.is_bool}[kind]
+        kinds = {"bool": d.is_bool, "signed integer": d.is_signed, "unsigned integer": d.is_unsigned,
+                 "integral": d.is_int, "real floating": d.is_float, "complex floating": False,
+                 "numeric": not d.is_bool}
+        if kind not in kinds:
+            raise ValueError(f"isdtype: unknown kind {kind!r}; the kinds are {', '.join(map(repr, kinds))}")
+        return kinds[kind]
     return d == _dt.dtype(kind)
 
 

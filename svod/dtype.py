@@ -1,8 +1,11 @@
-"""dtypes and numpy-2 promotion for the five dtypes svod supports.
+"""dtypes and numpy-2 promotion for the dtypes svod supports.
 
-svod's dtypes: float32, float64, int32, int64, bool (stored as one byte). Python floats
-(and lists of floats) default to float32, as in torch and JAX; Python scalars are weak
-(NEP 50): they take the array's dtype when the kinds allow it.
+svod's dtypes: bool (stored as one byte), int8, int16, int32, int64, uint8, uint16,
+uint32, uint64, float32, float64. Promotion between arrays is numpy 2's table (int64
+with uint64 gives float64, as numpy; uint8 with int8 gives int16). Python floats (and
+lists of floats) default to float32, as in torch and JAX; Python scalars are weak
+(NEP 50): they take the array's dtype when the kinds allow it, and a Python int that
+does not fit the integer dtype it meets raises OverflowError, as in numpy 2.
 
 >>> from svod import dtype as d
 >>> d.promote_types(d.int32, d.float32)
@@ -21,13 +24,13 @@ import numpy as np
 
 @dataclass(frozen=True, eq=False)
 class DType:
-    """A svod dtype. Compares equal to itself only (the five dtypes are singletons, so
+    """A svod dtype. Compares equal to itself only (the dtypes are singletons, so
     identity equality and hashing: they sit on the hot path of every op); `np` gives the
     numpy dtype."""
 
     name: str
     itemsize: int
-    kind: str  # 'b' bool, 'i' signed int, 'f' float
+    kind: str  # numpy's kind letter: 'b' bool, 'i' signed int, 'u' unsigned int, 'f' float
     priority: int  # order within the promotion lattice (for readable sorting only)
 
     @property
@@ -66,7 +69,22 @@ class DType:
 
     @property
     def is_int(self) -> bool:
+        """Any integer dtype, signed or unsigned (not bool)."""
+        return self.kind in "iu"
+
+    @property
+    def is_signed(self) -> bool:
+        """A signed integer dtype."""
         return self.kind == "i"
+
+    @property
+    def is_unsigned(self) -> bool:
+        """An unsigned integer dtype."""
+        return self.kind == "u"
+
+    @property
+    def bits(self) -> int:
+        return 8 * self.itemsize
 
     @property
     def is_bool(self) -> bool:
@@ -74,15 +92,23 @@ class DType:
 
 
 bool_ = DType("bool", 1, "b", 0)
-int32 = DType("int32", 4, "i", 1)
-int64 = DType("int64", 8, "i", 2)
-float32 = DType("float32", 4, "f", 3)
-float64 = DType("float64", 8, "f", 4)
+int8 = DType("int8", 1, "i", 1)
+int16 = DType("int16", 2, "i", 2)
+int32 = DType("int32", 4, "i", 3)
+int64 = DType("int64", 8, "i", 4)
+uint8 = DType("uint8", 1, "u", 5)
+uint16 = DType("uint16", 2, "u", 6)
+uint32 = DType("uint32", 4, "u", 7)
+uint64 = DType("uint64", 8, "u", 8)
+float32 = DType("float32", 4, "f", 9)
+float64 = DType("float64", 8, "f", 10)
 
-ALL: tuple[DType, ...] = (bool_, int32, int64, float32, float64)
+SIGNED: tuple[DType, ...] = (int8, int16, int32, int64)
+UNSIGNED: tuple[DType, ...] = (uint8, uint16, uint32, uint64)
+INTS: tuple[DType, ...] = SIGNED + UNSIGNED
 FLOATS: tuple[DType, ...] = (float32, float64)
-INTS: tuple[DType, ...] = (int32, int64)
-NUMERIC: tuple[DType, ...] = (int32, int64, float32, float64)
+NUMERIC: tuple[DType, ...] = INTS + FLOATS
+ALL: tuple[DType, ...] = (bool_,) + NUMERIC
 
 default_int = int64
 
@@ -101,6 +127,18 @@ def __getattr__(name: str):
     if name == "default_float":  # NOTE: module attribute, read when used (the current thread's)
         return _DEFAULTS.float_dtype
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def math_float(d: DType) -> DType:
+    """The float dtype a float function (sqrt, exp, sin, atan2, ...) of a `d` value computes
+    in: a float keeps its dtype; bool and integers give the default float -- except under
+    `numpy_defaults`, where numpy's loops give float16 for 1-byte and float32 for 2-byte
+    integers (and bool): svod, without float16, gives float32 for both. (Division and
+    means are not float functions: they give the default float, as numpy's.)"""
+    if d.kind == "f":
+        return d
+    f = _DEFAULTS.float_dtype
+    return float32 if f is float64 and d.itemsize <= 2 else f
 
 
 class numpy_defaults:
@@ -123,7 +161,7 @@ _NP = {d.name: np.dtype(d.name) for d in ALL}
 _BY_NP = {np.dtype(d.name): d for d in ALL}  # NOTE: np.dtype.name is slow; a dict lookup is not
 
 
-from svod.errors import DTypeError  # noqa: E402 - defined with the other error classes
+from svod.errors import DTypeError, SvodOverflowError  # noqa: E402 - defined with the other error classes
 
 
 def dtype(x) -> DType:
@@ -158,6 +196,8 @@ def from_numpy(npd: np.dtype, what: str = "array") -> DType:
     )
 
 
+_LIMITS = {d: (int(np.iinfo(d.np).min), int(np.iinfo(d.np).max)) for d in INTS}
+
 # numpy 2 promotion table restricted to svod's dtypes.
 _PROMOTE: dict[tuple[DType, DType], DType] = {}
 for _a in ALL:
@@ -171,7 +211,8 @@ def promote_types(a: DType, b: DType) -> DType:
 
 
 def scalar_kind(x) -> str | None:
-    """'b', 'i' or 'f' for a Python (or numpy) scalar, None if not a scalar."""
+    """'b', 'i' or 'f' for a Python (or numpy) scalar, None if not a scalar (numpy's
+    unsigned scalars are 'i' too: this is the kind of a *value*, not of a dtype)."""
     if isinstance(x, (bool, np.bool_)):
         return "b"
     if isinstance(x, (int, np.integer)):
@@ -179,6 +220,11 @@ def scalar_kind(x) -> str | None:
     if isinstance(x, (float, np.floating)):
         return "f"
     return None
+
+
+# weak promotion (NEP 50): a Python scalar raises the array's kind only when its own is
+# higher; a Python int fits any integer kind ("c" for the complex dtypes to come)
+_KIND_ORDER = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}
 
 
 def weak_result(arr: DType, scalar) -> DType:
@@ -190,8 +236,7 @@ def weak_result(arr: DType, scalar) -> DType:
     k = scalar_kind(scalar)
     if k is None:
         raise DTypeError(f"{type(scalar).__name__} is not a scalar svod can use")
-    order = {"b": 0, "i": 1, "f": 2}
-    if order[k] <= order[arr.kind]:
+    if _KIND_ORDER[k] <= _KIND_ORDER[arr.kind]:
         return arr
     return default_int if k == "i" else _DEFAULTS.float_dtype
 
@@ -225,9 +270,22 @@ def result_type(*args) -> DType:
 def can_cast_scalar(d: DType, value) -> bool:
     """Whether a Python int fits the integer dtype (for weak-scalar overflow checks)."""
     if d.is_int and isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        info = np.iinfo(d.np)
-        return info.min <= int(value) <= info.max
+        lo, hi = _LIMITS[d]
+        return lo <= int(value) <= hi
     return True
+
+
+def check_scalar(d: DType, value, op: str) -> None:
+    """Raise OverflowError (numpy 2's error for a weak Python int out of the integer
+    dtype's range) naming `op`."""
+    if not can_cast_scalar(d, value):
+        lo, hi = _LIMITS[d]
+        raise SvodOverflowError(f"{op}: Python integer {int(value)} out of bounds for {d} (range {lo} to {hi})")
+
+
+def int_limits(d: DType) -> tuple[int, int]:
+    """(min, max) of an integer dtype as Python ints."""
+    return _LIMITS[d]
 
 
 def min_value(d: DType):
@@ -235,7 +293,7 @@ def min_value(d: DType):
     if d.is_float:
         return float("-inf")
     if d.is_int:
-        return int(np.iinfo(d.np).min)
+        return _LIMITS[d][0]
     return False
 
 
@@ -243,5 +301,5 @@ def max_value(d: DType):
     if d.is_float:
         return float("inf")
     if d.is_int:
-        return int(np.iinfo(d.np).max)
+        return _LIMITS[d][1]
     return True

@@ -21,7 +21,7 @@ from __future__ import annotations
 from svod import dtype as dt
 from svod.dtype import DTypeError
 from svod.ir import OP, UOp
-from svod.tensor import Tensor, _binop, _float_result, _operands, _unop, asarray, full, less, zeros_like
+from svod.tensor import Tensor, _binop, _math_result, _operands, _unop, asarray, full, less, zeros_like
 
 __all__ = ["acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_left_shift",
            "bitwise_right_shift", "conj", "copysign", "cosh", "hypot", "imag", "logaddexp", "real", "signbit",
@@ -66,22 +66,22 @@ def atanh(x, /) -> Tensor:
 
 def atan2(x1, x2, /) -> Tensor:
     """The angle of the point (x2, x1) in [-pi, pi] (C99's table for zeros and infinities)."""
-    return _binop(OP.ATAN2, "atan2", x1, x2, dtype_fn=_float_result)
+    return _binop(OP.ATAN2, "atan2", x1, x2, dtype_fn=_math_result)
 
 
 def hypot(x1, x2, /) -> Tensor:
     """sqrt(x1**2 + x2**2) without intermediate overflow; inf if either is infinite."""
-    return _binop(OP.HYPOT, "hypot", x1, x2, dtype_fn=_float_result)
+    return _binop(OP.HYPOT, "hypot", x1, x2, dtype_fn=_math_result)
 
 
 def logaddexp(x1, x2, /) -> Tensor:
     """log(exp(x1) + exp(x2)), computed as numpy does (no overflow)."""
-    return _binop(OP.LOGADDEXP, "logaddexp", x1, x2, dtype_fn=_float_result)
+    return _binop(OP.LOGADDEXP, "logaddexp", x1, x2, dtype_fn=_math_result)
 
 
 def copysign(x1, x2, /) -> Tensor:
     """|x1| with the sign bit of x2 (-0.0 and negative NaNs count as negative)."""
-    return _binop(OP.COPYSIGN, "copysign", x1, x2, dtype_fn=_float_result)
+    return _binop(OP.COPYSIGN, "copysign", x1, x2, dtype_fn=_math_result)
 
 
 def signbit(x, /) -> Tensor:

@@ -32,6 +32,7 @@ _UNARY = {
     Ops.ASIN: np.arcsin, Ops.ACOS: np.arccos, Ops.ATAN: np.arctan, Ops.SINH: np.sinh, Ops.COSH: np.cosh,
     Ops.ASINH: np.arcsinh, Ops.ACOSH: np.arccosh, Ops.ATANH: np.arctanh, Ops.SIGNBIT: np.signbit,
 }
+_U32 = np.dtype(np.uint32)
 _BINARY = {
     Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.DIV: np.true_divide,
     Ops.MAX: np.maximum, Ops.MIN: np.minimum, Ops.CMPLT: np.less, Ops.CMPLE: np.less_equal,
@@ -56,6 +57,8 @@ def _int_div(a: np.ndarray, b: np.ndarray, op: Ops) -> np.ndarray:
 
 
 def _int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "u":
+        return np.power(a, b)
     neg = b < 0
     out = np.power(a, np.where(neg, 0, b).astype(b.dtype))
     # a ** -k for integers: 1 for a == 1, ±1 for a == -1, else 0 (C semantics, no error)
@@ -114,9 +117,12 @@ def eval_node(op: Ops, dtype, arg, shape, srcs: Sequence[np.ndarray]) -> np.ndar
             return np.array(arg, dtype=npd)
         if op is Ops.CAST:
             src = srcs[0]
-            if npd.kind in "iu" and src.dtype.kind == "f":
-                # NaN/inf/out of range: numpy's documented platform result (INT_MIN on x86)
-                return src.astype(npd)
+            if npd == _U32 and src.dtype.kind == "f":
+                # NaN/inf/out of range: numpy's platform result, which for uint32 differs between
+                # its contiguous (SIMD) and strided loops; svod takes the C cast's (the strided
+                # loop's): convert to int64, keep the low 32 bits (docs/semantics.md)
+                return src.astype(np.int64).astype(npd)
+            # NaN/inf/out of range otherwise: numpy's platform result, the same in every loop
             return src.astype(npd)
         if op is Ops.ERF:
             return _erf(srcs[0])

@@ -1082,7 +1082,7 @@ def _infer_list_dtype(obj) -> DType:
             kinds.add(k)
     if "f" in kinds or not kinds:  # an empty list has no kind: the default float, as in torch/JAX
         return dt.default_float
-    if "i" in kinds:
+    if "i" in kinds or "u" in kinds:
         return dt.default_int
     return dt.bool_
 
@@ -1421,8 +1421,7 @@ def _operands(op: str, *xs, dtype_fn=None) -> tuple[list[UOp], DType]:
             if d.is_int and isinstance(v, (int, float)) and not isinstance(v, bool):
                 if isinstance(v, float) and not v.is_integer():
                     raise DTypeError(f"{op}: cannot use float {v} with an integer array")
-                if not dt.can_cast_scalar(d, v):
-                    raise SvodOverflowError(f"{op}: Python int {v} out of bounds for {d}")
+                dt.check_scalar(d, v, op)
             uops.append(_const(v, d, shape))
     return uops, d
 
@@ -1444,12 +1443,18 @@ def _unop(op: Ops, name: str, x, *, float_only=False, allow_bool=True, identity_
         return x
     u = x.uop
     if float_only and not x.dtype.is_float:
-        u = _cast(u, dt.default_float)
+        u = _cast(u, dt.math_float(u.dtype))
     return Tensor._from(UOp(op, u.dtype, (u,)))
 
 
 def _float_result(d: DType) -> DType:
+    """The dtype of a division or mean of `d` values: the default float for ints and bool."""
     return d if d.is_float else dt.default_float
+
+
+def _math_result(d: DType) -> DType:
+    """The dtype of a float function of `d` values (`dtype.math_float`)."""
+    return dt.math_float(d)
 
 
 # ----------------------------------------------------------------------------- elementwise
@@ -1509,7 +1514,37 @@ def minimum(a, b, /) -> Tensor:
     return Tensor._from(UOp(OP.AND if d.is_bool else OP.MIN, d, (ua, ub)))
 
 
+def _cmp_out_of_range(op: Ops, left, right) -> Tensor | None:
+    """`left OP right` when one side is an integer Tensor and the other a Python int outside
+    that Tensor's dtype range: numpy 2 compares such values exactly (instead of raising
+    OverflowError as arithmetic does), so the result is the same for every element.
+    None when that is not the case."""
+    if type(right) is int and type(left) not in (int, float, bool):
+        x, v, x_left = left, right, True
+    elif type(left) is int and type(right) not in (int, float, bool):
+        x, v, x_left = right, left, False
+    else:
+        return None
+    if type(x) is WeakScalar:
+        return None
+    if not isinstance(x, Tensor):
+        if not isinstance(x, (np.ndarray, np.generic)) or x.dtype.kind not in "iu":
+            return None  # (other dtypes: _operands raises, naming the op)
+        x = asarray(x)
+    if not x.dtype.is_int or dt.can_cast_scalar(x.dtype, v):
+        return None
+    if op is OP.CMPEQ or op is OP.CMPNE:
+        value = op is OP.CMPNE
+    else:  # CMPLT / CMPLE: x < v holds for every x when v is above the range; v < x when below
+        value = (v > 0) if x_left else (v < 0)
+    return broadcast_to(asarray(value), x.shape)
+
+
 def _cmp(op: Ops, name: str, a, b, swap=False) -> Tensor:
+    if type(a) is int or type(b) is int:
+        out = _cmp_out_of_range(op, b, a) if swap else _cmp_out_of_range(op, a, b)
+        if out is not None:
+            return out
     (ua, ub), _ = _operands(name, a, b)
     if swap:
         ua, ub = ub, ua
@@ -1652,13 +1687,13 @@ def log1p(x, /) -> Tensor:
 
 def log2(x, /) -> Tensor:
     x = asarray(x)
-    f = _float_result(x.dtype)
+    f = _math_result(x.dtype)
     return multiply(log(x), np.array(1 / math.log(2), dtype=f.np).item())
 
 
 def log10(x, /) -> Tensor:
     x = asarray(x)
-    f = _float_result(x.dtype)
+    f = _math_result(x.dtype)
     return multiply(log(x), np.array(1 / math.log(10), dtype=f.np).item())
 
 
@@ -1729,8 +1764,19 @@ def where(condition, x1, x2, /) -> Tensor:
 
 
 def clip(x, /, min=None, max=None) -> Tensor:  # noqa: A002
-    """Clamp to [min, max]; NaN in `x` propagates. Keeps `x`'s dtype."""
+    """Clamp to [min, max]; NaN in `x` propagates. Keeps `x`'s dtype. As numpy 2, a Python
+    int bound beyond an integer `x`'s range that clamps nothing (a min below it, a max
+    above it) is ignored; one that would clamp raises OverflowError."""
     x = asarray(x)
+    if x.dtype.is_int:
+        lo_, hi_ = dt.int_limits(x.dtype)
+        if type(min) is int and min < lo_:
+            min = None  # noqa: A001
+        if type(max) is int and max > hi_:
+            max = None  # noqa: A001
+        for v in (min, max):
+            if type(v) is int:
+                dt.check_scalar(x.dtype, v, "clip")
     out = x
     if min is not None:
         out = maximum(out, min)
@@ -1758,9 +1804,12 @@ def _reduce(x, rop: str, axis, keepdims: bool, op: str, out_dtype: DType | None 
 
 
 def _acc_dtype(d: DType, dtype) -> DType:
+    """The accumulation dtype of sum/prod/cumulative_sum (numpy 2 on a 64-bit platform, and
+    the Array API's default): floats keep theirs, unsigned ints give uint64, signed ints
+    and bool int64."""
     if dtype is not None:
         return dt.dtype(dtype)
-    return dt.int64 if not d.is_float else d
+    return d if d.is_float else dt.uint64 if d.is_unsigned else dt.int64
 
 
 def sum(x, /, *, axis=None, dtype=None, keepdims: bool = False) -> Tensor:  # noqa: A001

@@ -191,6 +191,43 @@ def gaussian_blur(np):
             "column": np.column_stack([img[0], out[0]])}
 
 
+def image_uint8(np):
+    """8-bit image processing: wrapping and saturating brightness, a threshold, bit planes,
+    a 3x3 box blur in uint16, a histogram by bincount, an int16 difference image."""
+    rng = np.random.default_rng(3)
+    img = rng.integers(0, 256, size=(20, 24), dtype=np.uint8)
+    wrapped = img + np.uint8(40)  # wraps past 255, as uint8 arithmetic does
+    saturated = np.clip(img.astype(np.int16) + 40, 0, 255).astype(np.uint8)
+    mask = img > 128
+    planes = (img[None, :, :] >> np.arange(8, dtype=np.uint8)[:, None, None]) & 1
+    wide = img.astype(np.uint16)
+    blur = (wide[:-2, :-2] + wide[:-2, 1:-1] + wide[:-2, 2:] + wide[1:-1, :-2] + wide[1:-1, 1:-1]
+            + wide[1:-1, 2:] + wide[2:, :-2] + wide[2:, 1:-1] + wide[2:, 2:]) // 9
+    diff = img[:, 1:].astype(np.int16) - img[:, :-1].astype(np.int16)
+    return {"wrapped": wrapped, "saturated": saturated, "bright": np.count_nonzero(mask), "planes": planes,
+            "plane_sums": planes.sum(axis=(1, 2)), "blur": blur.astype(np.uint8),
+            "hist": np.bincount(img.ravel(), minlength=256),
+            "diff": diff, "max_jump": np.abs(diff).max(), "total": img.sum(), "mean": img.mean(),
+            "inverted": ~img, "argmax": np.argmax(img, axis=1)}
+
+
+def hashing_uint32(np):
+    """xorshift32 and a multiplicative hash over uint32/uint64 arrays (wrapping products,
+    logical right shifts), bucketed with unsigned modulo."""
+    x = np.arange(1, 257, dtype=np.uint32) * np.uint32(2654435761)
+    for _ in range(3):
+        x ^= x << np.uint32(13)
+        x ^= x >> np.uint32(17)
+        x ^= x << np.uint32(5)
+    h64 = (x.astype(np.uint64) * np.uint64(11400714819323198485)) >> np.uint64(40)
+    buckets = h64 % np.uint64(16)
+    small = (x & np.uint32(0xFFFF)).astype(np.uint16)
+    signed = x.astype(np.int32)  # two's complement reinterpretation of the high values
+    return {"x": x, "h64": h64, "buckets": buckets, "counts": np.bincount(buckets.astype(np.int64), minlength=16),
+            "small": small, "negatives": np.sum(signed < 0), "xmax": x.max(), "xmin": x.min(),
+            "order": np.argsort(small, kind="stable")[:10], "bits": np.sum(x >> np.uint32(31))}
+
+
 PROGRAMS = [heat_stencil, polynomial, cnn_layer, histogram_entropy, moving_average_filter, least_squares,
             logistic_regression, monte_carlo, statistics, mandelbrot, ranking, linear_algebra, kmeans_step,
-            gaussian_blur]
+            gaussian_blur, image_uint8, hashing_uint32]

@@ -65,14 +65,22 @@ CASES = [
     ("mixed-list", lambda: svod.asarray([1, "a"]), TypeError, [r"asarray"], True),
     ("object-array", lambda: svod.asarray(np.array([object()])), TypeError, [r"asarray", r"object"], True),
     ("string-array", lambda: svod.asarray(np.array(["x"])), TypeError, [r"asarray", r"<U1"], True),
-    ("uint8-array", lambda: svod.asarray(np.zeros(3, np.uint8)), TypeError, [r"asarray", r"uint8"], True),
+    ("float16-array-op", lambda: _ones(3) + np.zeros(3, np.float16), TypeError, [r"add", r"asarray", r"float16"],
+     True),
     ("complex-array", lambda: svod.asarray(np.zeros(3, np.complex64)), TypeError, [r"asarray", r"complex64"], True),
     ("float16-array", lambda: svod.asarray(np.zeros(3, np.float16)), TypeError, [r"float16"], True),
-    ("int16-array", lambda: svod.asarray(np.zeros(3, np.int16)), TypeError, [r"int16"], True),
+    ("uint8-overflow-scalar", lambda: svod.asarray(np.zeros(3, np.uint8)) + 300, OverflowError,
+     [r"add", r"uint8", r"300"], True),
+    ("uint8-negative-scalar", lambda: svod.asarray(np.zeros(3, np.uint8)) * -1, OverflowError,
+     [r"multiply", r"uint8", r"-1"], True),
+    ("int8-clip-overflow", lambda: svod.clip(svod.asarray(np.zeros(3, np.int8)), 200, None), OverflowError,
+     [r"clip", r"int8", r"200"], True),
     ("complex-scalar", lambda: svod.asarray(1j), TypeError, [r"asarray", r"complex"], True),
-    ("uint8-dtype-kw", lambda: svod.zeros((2,), dtype="uint8"), TypeError, [r"uint8"], True),
+    ("float16-dtype-kw", lambda: svod.zeros((2,), dtype="float16"), TypeError, [r"float16"], True),
     ("complex-dtype-kw", lambda: svod.asarray([1], dtype=np.complex128), TypeError, [r"complex128"], True),
-    ("astype-uint8", lambda: _ones(2).astype(np.uint8), TypeError, [r"uint8"], True),
+    ("astype-float16", lambda: _ones(2).astype(np.float16), TypeError, [r"float16"], True),
+    ("uint-shift-float", lambda: svod.asarray(np.ones(2, np.uint16)) << 1.5, TypeError,
+     [r"bitwise_left_shift", r"float"], True),
     ("string-operand", lambda: _ones(3) + "a", TypeError, [r"str|'a'"], True),
     ("none-operand", lambda: _ones(3) * None, TypeError, [r"NoneType"], True),
     ("int-overflow-scalar", lambda: svod.asarray(np.zeros(2, np.int32)) + 2 ** 40, OverflowError,
@@ -171,7 +179,7 @@ def test_error_classes_are_exported_and_subclass_builtins():
     with pytest.raises(svod.SvodIndexError):
         _ones(2)[3]
     with pytest.raises(svod.DTypeError):
-        svod.asarray(np.zeros(2, np.uint8))
+        svod.asarray(np.zeros(2, np.float16))
 
 
 def test_errors_inside_a_long_lazy_graph_leave_it_usable():

@@ -7,7 +7,8 @@ interpreter is replaced by the fusion search and the LLVM JIT.
 Expected dtypes come from svod's rules (DESIGN "Numbers and dtypes"), written out here
 independently of `svod/dtype.py`: numpy-2 promotion among arrays, weak Python scalars
 (NEP 50) with float32 as the default float, true division and mean of integers in
-float32, sums of integers in int64. Expected values come from numpy on inputs cast to the
+float32, sums of signed integers in int64 and of unsigned ones in uint64; every integer
+width (int8 ... uint64) over its special values at the end. Expected values come from numpy on inputs cast to the
 expected dtype (so numpy never silently computes in float64 where svod uses float32).
 
 Run: python3 -m pytest tests/test_ops.py -q   (SVOD_TEST_EXAMPLES=200 for a deep run)
@@ -15,6 +16,7 @@ Run: python3 -m pytest tests/test_ops.py -q   (SVOD_TEST_EXAMPLES=200 for a deep
 
 from __future__ import annotations
 
+import builtins
 import math
 import operator
 import os
@@ -35,12 +37,14 @@ SETTINGS = settings(max_examples=N_EXAMPLES, deadline=None, database=None,
 FEW = settings(SETTINGS, max_examples=max(3, N_EXAMPLES // 3))
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
-I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
+I8, I16, I32, I64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
+U8, U16, U32, U64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
 BOOL = np.dtype(np.bool_)
-ALL = [BOOL, I32, I64, F32, F64]
-NUMERIC = [I32, I64, F32, F64]
 FLOATS = [F32, F64]
-INTS = [I32, I64]
+INTS = [I8, I16, I32, I64, U8, U16, U32, U64]
+NARROW_INTS = [I8, I16, U8, U16, U32, U64]  # the integer dtypes issue 29 added to int32/int64
+NUMERIC = INTS + FLOATS
+ALL = [BOOL] + NUMERIC
 SPECIAL = [0.0, -0.0, math.nan, math.inf, -math.inf]
 
 # accumulated over the whole module (the conftest fixture resets svod.stats() per test)
@@ -56,7 +60,7 @@ def _count_fallbacks():
 
 # ----------------------------------------------------------------------------- dtype rules
 
-_ORDER = {"b": 0, "i": 1, "f": 2}
+_ORDER = {"b": 0, "i": 1, "u": 1, "f": 2}
 
 
 def _py_kind(x) -> str | None:
@@ -95,7 +99,18 @@ def float_result(d: np.dtype) -> np.dtype:
 
 
 def sum_dtype(d: np.dtype) -> np.dtype:
-    return d if d.kind == "f" else I64
+    """numpy 2's accumulation dtype on a 64-bit platform: unsigned -> uint64, else int64."""
+    return d if d.kind == "f" else U64 if d.kind == "u" else I64
+
+
+def fits(d: np.dtype, v) -> bool:
+    """Whether a Python scalar `v` is usable with dtype `d` without numpy 2's OverflowError
+    (a Python int out of an integer dtype's range)."""
+    d = np.dtype(d)
+    if d.kind not in "iu" or type(v) is not int:
+        return True
+    info = np.iinfo(d)
+    return info.min <= v <= info.max
 
 
 def ref(x, d):
@@ -180,8 +195,11 @@ def elements(d, lo=None, hi=None, special: bool = True):
     d = np.dtype(d)
     if d.kind == "b":
         return st.booleans()
-    if d.kind == "i":
-        return st.integers(-100 if lo is None else math.ceil(lo), 100 if hi is None else math.floor(hi))
+    if d.kind in "iu":
+        info = np.iinfo(d)
+        lo_ = builtins.max(info.min, -100 if lo is None else math.ceil(lo))
+        hi_ = builtins.min(info.max, 100 if hi is None else math.floor(hi))
+        return st.integers(lo_, builtins.max(lo_, hi_))
     base = st.floats(-1000.0 if lo is None else lo, 1000.0 if hi is None else hi, width=32 if d == F32 else 64)
     if not special:
         return base
@@ -189,10 +207,10 @@ def elements(d, lo=None, hi=None, special: bool = True):
 
 
 def scalar_of(kind: str, lo=-50, hi=50, special=True):
-    """A Python scalar of kind 'b', 'i' or 'f'."""
+    """A Python scalar of kind 'b', 'i' (or 'u': a Python int too, maybe negative) or 'f'."""
     if kind == "b":
         return st.booleans()
-    if kind == "i":
+    if kind in "iu":
         return st.integers(lo, hi)
     return elements(F64, float(lo), float(hi), special)
 
@@ -444,6 +462,8 @@ def _reference_binary(name, a, b):
     d = expected_dtype(a, b)
     if rule == "float":
         d = float_result(d)
+    if rule == "bool" and not (fits(d, a) and fits(d, b)):  # numpy 2 compares out-of-range ints exactly
+        return np.asarray(npf(a if _py_kind(a) else ref(a, d), b if _py_kind(b) else ref(b, d)))
     with np.errstate(all="ignore"):
         out = npf(ref(a, d), ref(b, d))
     return np.asarray(out).astype(BOOL if rule == "bool" else d)
@@ -458,6 +478,10 @@ def test_binary_elementwise(name, data):
     d = expected_dtype(a, b)
     if (name in NO_BOOL and d == BOOL) or (name in NO_FLOAT and d.kind == "f"):
         with pytest.raises(TypeError):
+            _call_binary(name, a, b, kinds, use_operator)
+        return
+    if BINOPS[name][3] == "same" and not (fits(d, a) and fits(d, b)):  # uint8 array + -3: numpy 2 raises
+        with pytest.raises(OverflowError, match=name):
             _call_binary(name, a, b, kinds, use_operator)
         return
     got = _call_binary(name, a, b, kinds, use_operator)
@@ -480,6 +504,10 @@ def test_pow(data):
     d = expected_dtype(a, b)
     use_operator = data.draw(st.booleans())
     x, y = as_operand(a, kinds[0]), as_operand(b, kinds[1])
+    if not (fits(d, a) and fits(d, b)):
+        with pytest.raises(OverflowError, match="pow"):
+            svod.pow(x, y)
+        return
     got = (x ** y) if use_operator and (isinstance(x, svod.Tensor) or isinstance(y, svod.Tensor)) \
         else svod.pow(x, y)
     if d == BOOL:  # only when both operands are bool scalars/arrays; not generated here
@@ -626,7 +654,7 @@ def test_cast_float_to_int_follows_numpy():
 @SETTINGS
 @given(arr=arrays(), d=st.sampled_from(ALL))
 def test_astype(arr, d):
-    if arr.dtype.kind == "f" and d.kind in "i":
+    if arr.dtype.kind == "f" and d.kind in "iu":
         arr = np.nan_to_num(arr, nan=0.0, posinf=0.0, neginf=0.0)  # platform cases: tested above
     sd = sv(d)
     check(svod.astype(svod.asarray(arr), sd), arr.astype(d))
@@ -651,13 +679,21 @@ def test_clip(data):
     kind = arr.dtype.kind
     lo = data.draw(st.one_of(st.none(), scalar_of(kind, -60, 60, special=False)))
     hi = data.draw(st.one_of(st.none(), scalar_of(kind, -60, 60, special=False)))
+    t = svod.asarray(arr)
+    if kind in "iu":  # numpy 2: a bound beyond the range is dropped if it clamps nothing, else raises
+        info = np.iinfo(arr.dtype)
+        if (lo is not None and lo > info.max) or (hi is not None and hi < info.min):
+            with pytest.raises(OverflowError, match="clip"):
+                svod.clip(t, lo, hi)
+            return
+        lo = None if lo is not None and lo < info.min else lo
+        hi = None if hi is not None and hi > info.max else hi
     want = arr
     with np.errstate(all="ignore"):
         if lo is not None:
             want = np.maximum(want, np.asarray(lo, arr.dtype))
         if hi is not None:
             want = np.minimum(want, np.asarray(hi, arr.dtype))
-    t = svod.asarray(arr)
     check(svod.clip(t, lo, hi), want.astype(arr.dtype))
     check(t.clip(lo, hi), want.astype(arr.dtype))
 
@@ -679,6 +715,10 @@ def test_where(data):
         else:
             vals.append(data.draw(arrays(ALL, shape=shape)))
     d = expected_dtype(*vals)
+    if not (fits(d, vals[0]) and fits(d, vals[1])):  # where(c, uint8 array, -1): OverflowError (numpy wraps)
+        with pytest.raises(OverflowError, match="where"):
+            svod.where(svod.asarray(cond_arr), as_operand(vals[0], "tensor"), as_operand(vals[1], "tensor"))
+        return
     got = svod.where(svod.asarray(cond_arr), as_operand(vals[0], "tensor"), as_operand(vals[1], "tensor"))
     want = np.where(cond_arr.astype(bool), ref(vals[0], d), ref(vals[1], d)).astype(d)
     check(got, want, signed_zero=True)
@@ -841,7 +881,9 @@ def test_var_is_two_pass():
 def test_argmax_argmin(name, data, method):
     d = data.draw(st.sampled_from(ALL))
     shape = data.draw(shapes(0, 3, 1, 4))
-    pool = {BOOL: [True, False]}.get(d, [0, 1, 2, -1] if d.kind == "i" else [0.0, 1.0, -1.0, math.nan, math.inf])
+    pool = {BOOL: [True, False]}.get(d, [0, 1, 2, -1, int(np.iinfo(d).min)] if d.kind == "i" else
+                                    [0, 1, 2, int(np.iinfo(d).max)] if d.kind == "u" else
+                                    [0.0, 1.0, -1.0, math.nan, math.inf])
     arr = data.draw(hnp.arrays(d, shape, elements=st.sampled_from(pool)))  # many ties and NaNs
     axis = draw_axis(data.draw, arr.ndim, allow_tuple=False)
     keepdims = data.draw(st.booleans())
@@ -1127,7 +1169,7 @@ def test_setitem_basic(data):
     idx = data.draw(hnp.basic_indices(arr.shape, allow_newaxis=False, allow_ellipsis=True))
     region = arr[idx].shape if isinstance(arr[idx], np.ndarray) else ()
     if data.draw(st.booleans()):
-        value = data.draw(scalar_of(arr.dtype.kind, special=False))
+        value = data.draw(scalar_of(arr.dtype.kind, lo=0 if arr.dtype.kind == "u" else -50, special=False))
         tv = value
         npv = np.asarray(value).astype(arr.dtype)
     else:  # a broadcastable value of the same dtype: a suffix of the region, some sizes 1
@@ -1215,7 +1257,8 @@ def test_matmul(data):
     bs = data.draw(hnp.mutually_broadcastable_shapes(signature="(m?,n),(n,p?)->(m?,p?)", max_dims=4,
                                                      min_side=0, max_side=4))
     dts = data.draw(st.sampled_from([(F32, F32), (F64, F64), (I32, I32), (I64, I64), (F32, F64), (I32, F32),
-                                     (BOOL, BOOL), (I64, BOOL)]))
+                                     (BOOL, BOOL), (I64, BOOL), (I8, I8), (U8, I8), (U16, U16), (I16, U32),
+                                     (U64, U64), (U8, F32)]))
     a = data.draw(arrays([dts[0]], shape=bs.input_shapes[0], lo=-20, hi=20, special=False))
     b = data.draw(arrays([dts[1]], shape=bs.input_shapes[1], lo=-20, hi=20, special=False))
     d = expected_dtype(a, b)
@@ -1562,6 +1605,318 @@ def test_values_are_not_recomputed():
     y.numpy()
     (y + 0).numpy()
     assert svod.stats()["realizes"] == n + 1
+
+
+# ----------------------------------------------------------------------------- integer widths
+# Every op the frontend accepts for integers, on every integer dtype, over each dtype's
+# special values (min, min + 1, -1, 0, 1, max - 1, max, ...) in every pair, compiled (the
+# fallback count at the end of the module covers these too). Each test realizes all its
+# results together (one plan), then checks them one by one.
+
+
+def int_specials(d: np.dtype) -> np.ndarray:
+    """The special values of an integer dtype: its limits and their neighbours, -1, 0, 1,
+    small counts and a value past every shift width."""
+    info = np.iinfo(d)
+    vals = [info.min, info.min + 1, -100, -9, -2, -1, 0, 1, 2, 3, 7, 8, 65, 100,
+            info.max // 2, info.max // 2 + 1, info.max - 1, info.max]
+    return np.array(sorted({v for v in vals if info.min <= v <= info.max}), d)
+
+
+def int_pairs(d: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair of special values: (a, b) flattened."""
+    v = int_specials(d)
+    a, b = np.meshgrid(v, v, indexing="ij")
+    return a.reshape(-1), b.reshape(-1)
+
+
+def _int_binary_reference(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        if name == "divide":
+            return np.true_divide(a.astype(F32), b.astype(F32))
+        if name == "pow":
+            return _int_pow_reference(a, b) if a.dtype.kind == "i" else np.power(a, b)
+        if name in ("bitwise_left_shift", "bitwise_right_shift"):
+            return (np.left_shift if name == "bitwise_left_shift" else np.right_shift)(a, b)
+        return np.asarray(BINOPS[name][2](a, b))
+
+
+_INT_BINARY = sorted(BINOPS) + ["pow", "bitwise_left_shift", "bitwise_right_shift"]
+
+
+def _int_binary_call(name: str, x, y):
+    return svod.pow(x, y) if name == "pow" else getattr(svod, name)(x, y) if name.startswith("bitwise_") and \
+        "shift" in name else BINOPS[name][1](x, y)
+
+
+@pytest.mark.parametrize("d", INTS, ids=str)
+def test_int_binary_ops_on_special_values(d):
+    a, b = int_pairs(d)
+    ta, tb = svod.asarray(a), svod.asarray(b)
+    got = {name: _int_binary_call(name, ta, tb) for name in _INT_BINARY}
+    got["operator_floordiv"], got["operator_mod"], got["operator_lshift"] = ta // tb, ta % tb, ta << tb
+    svod.realize(*got.values())
+    for name in _INT_BINARY:
+        want = _int_binary_reference(name, a, b)
+        try:
+            check(got[name], want)
+        except AssertionError as e:
+            raise AssertionError(f"{name} on {d}: {e}") from None
+    check(got["operator_floordiv"], _int_binary_reference("floor_divide", a, b))
+    check(got["operator_mod"], _int_binary_reference("remainder", a, b))
+    check(got["operator_lshift"], _int_binary_reference("bitwise_left_shift", a, b))
+
+
+@pytest.mark.parametrize("d", INTS, ids=str)
+def test_int_binary_ops_with_python_scalars(d):
+    """Weak Python ints take the array's dtype (NEP 50); one that does not fit raises
+    OverflowError naming the op, except in comparisons (numpy 2 compares exactly)."""
+    x = int_specials(d)
+    t = svod.asarray(x)
+    info = np.iinfo(d)
+    outs = {}
+    for v in (0, 1, 7, info.max, info.min):
+        for name in ("add", "subtract", "multiply", "floor_divide", "remainder", "maximum", "minimum",
+                     "bitwise_and", "bitwise_xor", "less", "greater_equal", "equal"):
+            outs[(name, v, False)] = BINOPS[name][1](t, v)
+            outs[(name, v, True)] = BINOPS[name][1](v, t)
+    svod.realize(*outs.values())
+    for (name, v, rev), got in outs.items():
+        with np.errstate(all="ignore"):
+            want = BINOPS[name][2](np.asarray(v, d), x) if rev else BINOPS[name][2](x, np.asarray(v, d))
+        check(got, np.asarray(want))
+    for v in (info.max + 1, info.min - 1):
+        with pytest.raises(OverflowError, match=r"add: Python integer .* out of bounds for " + d.name):
+            t + v
+        with pytest.raises(OverflowError, match="bitwise_and"):
+            svod.bitwise_and(v, t)
+        for name in ("less", "less_equal", "greater", "greater_equal", "equal", "not_equal"):
+            check(getattr(svod, name)(t, v), getattr(np, name)(x, v))
+            check(getattr(svod, name)(v, t), getattr(np, name)(v, x))
+    check(t < info.max + 1, np.ones(x.shape, bool))
+    check(t * True, x)
+    check(t + 1.5, x.astype(F32) + np.float32(1.5))  # a Python float: svod's default float
+
+
+def _int_unary_cases(t):
+    return {"negative": svod.negative(t), "neg_op": -t, "positive": svod.positive(t), "abs": svod.abs(t),
+            "abs_op": abs(t), "sign": svod.sign(t), "square": svod.square(t), "bitwise_invert": ~t,
+            "floor": svod.floor(t), "ceil": svod.ceil(t), "trunc": svod.trunc(t), "round": svod.round(t),
+            "isnan": svod.isnan(t), "isinf": svod.isinf(t), "isfinite": svod.isfinite(t),
+            "logical_not": svod.logical_not(t), "signbit": svod.signbit(t), "reciprocal": svod.reciprocal(t),
+            "exp": svod.exp(t), "sqrt": svod.sqrt(t), "sin": svod.sin(t), "log1p": svod.log1p(t),
+            "asin": svod.asin(t), "atan2": svod.atan2(t, t)}
+
+
+@pytest.mark.parametrize("d", INTS, ids=str)
+def test_int_unary_ops_on_special_values(d):
+    x = int_specials(d)
+    got = _int_unary_cases(svod.asarray(x))
+    svod.realize(*got.values())
+    f = x.astype(F32)  # float functions of integers compute in svod's default float
+    with np.errstate(all="ignore"):
+        want = {"negative": -x, "neg_op": -x, "positive": x, "abs": np.abs(x), "abs_op": np.abs(x),
+                "sign": np.sign(x), "square": x * x, "bitwise_invert": ~x, "floor": x, "ceil": x, "trunc": x,
+                "round": x, "isnan": np.zeros(x.shape, bool), "isinf": np.zeros(x.shape, bool),
+                "isfinite": np.ones(x.shape, bool), "logical_not": x == 0, "signbit": np.signbit(f),
+                "reciprocal": 1 / f, "exp": np.exp(f), "sqrt": np.sqrt(f), "sin": np.sin(f), "log1p": np.log1p(f),
+                "asin": np.arcsin(f), "atan2": np.arctan2(f, f)}
+    for name, w in want.items():
+        rtol, atol = (3e-6, 1e-6) if w.dtype.kind == "f" and name not in ("reciprocal",) else (0, 0)
+        try:
+            check(got[name], w, rtol=rtol, atol=atol)
+        except AssertionError as e:
+            raise AssertionError(f"{name} on {d}: {e}") from None
+
+
+@pytest.mark.parametrize("d", INTS, ids=str)
+def test_int_reductions_on_special_values(d):
+    a, b = int_pairs(d)
+    x = (a + b * np.asarray(3, d)).reshape(int_specials(d).size, -1)  # wraps: a mix of large and small values
+    t = svod.asarray(x)
+    acc = sum_dtype(d)
+    cases = {}
+    for axis in (0, 1, None, (0, 1)):
+        cases[("sum", axis)] = (svod.sum(t, axis=axis), np.sum(x, axis=axis, dtype=acc))
+        cases[("prod", axis)] = (svod.prod(t, axis=axis), np.prod(x, axis=axis, dtype=acc))
+        cases[("max", axis)] = (svod.max(t, axis=axis), np.max(x, axis=axis))
+        cases[("min", axis)] = (svod.min(t, axis=axis), np.min(x, axis=axis))
+        cases[("any", axis)] = (svod.any(t, axis=axis), np.any(x, axis=axis))
+        cases[("all", axis)] = (svod.all(t, axis=axis), np.all(x, axis=axis))
+        cases[("sum_keep", axis)] = (t.sum(axis=axis, keepdims=True), np.sum(x, axis=axis, dtype=acc, keepdims=True))
+    for axis in (0, 1, None):
+        cases[("argmax", axis)] = (svod.argmax(t, axis=axis), np.asarray(np.argmax(x, axis=axis), I64))
+        cases[("argmin", axis)] = (svod.argmin(t, axis=axis), np.asarray(np.argmin(x, axis=axis), I64))
+    svod.realize(*(g for g, _ in cases.values()))
+    with np.errstate(all="ignore"):
+        for key, (got, want) in cases.items():
+            try:
+                check(got, np.asarray(want))
+            except AssertionError as e:
+                raise AssertionError(f"{key} on {d}: {e}") from None
+    check(svod.mean(t, axis=1), np.mean(x.astype(F64), axis=1).astype(F32), rtol=1e-6)
+    check(svod.cumulative_sum(t, axis=1), np.cumsum(x, axis=1, dtype=acc))
+    assert svod.sum(t).dtype.name == ("uint64" if d.kind == "u" else "int64")
+    check(svod.sum(t, dtype=d), np.sum(x, dtype=d))  # accumulate in the narrow dtype: wraps like numpy
+    check(svod.sum(svod.asarray(x[:, :1]), axis=1), np.sum(x[:, :1], axis=1, dtype=acc))
+    check(svod.max(svod.asarray(np.zeros((0, 3), d)), axis=1), np.zeros((0,), d))
+
+
+@pytest.mark.parametrize("d", [I8, U8, I16, U16, I32, U32], ids=str)
+def test_small_int_floor_divide_and_remainder_exhaustively(d):
+    """8-, 16- and 32-bit // and % divide in float32/float64 (vectorised;
+    svod/codegen/lower.py argues it exact): every pair of 8-bit values, and wider pairs near
+    the hard cases (quotients just below an integer, the limits, -1) plus random ones,
+    against numpy."""
+    info = np.iinfo(d)
+    rng = np.random.default_rng(7)
+    if d.itemsize == 1:
+        v = np.arange(info.min, info.max + 1)
+        a, b = (x.reshape(-1) for x in np.meshgrid(v, v, indexing="ij"))
+    else:
+        n = 100_000
+        small = rng.integers(builtins.max(info.min, -3000), 3000, n)
+        b = np.concatenate([rng.integers(info.min, info.max + 1, n), small]
+                           + ([np.arange(info.min, info.max + 1)] if d.itemsize == 2 else []))  # 16-bit: every divisor
+        qm = 300 if d.itemsize == 2 else 2 ** 20
+        near = np.clip(rng.integers(-qm, qm + 1, b.size) * b + rng.integers(-2, 3, b.size), info.min, info.max)
+        a = np.concatenate([near, rng.integers(info.min, info.max + 1, n), np.full(5, info.min), np.full(5, info.max)])
+        edge = [-1, 1, info.max, 0, 3] if d.kind == "i" else [1, 2, info.max, 0, 3]
+        b = np.concatenate([b, rng.integers(info.min, info.max + 1, n), edge, [1, info.max, 0, 7, info.min]])
+    a, b = a.astype(d), b.astype(d)
+    ta, tb = svod.asarray(a), svod.asarray(b)
+    qt, rt = svod.realize(ta // tb, ta % tb)
+    with np.errstate(all="ignore"):
+        check(qt, np.floor_divide(a, b))
+        check(rt, np.remainder(a, b))
+
+
+_FLOAT_SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 1.7, -1.7, 2.5, 127.9, 128.0, -128.9,
+                            -129.0, 255.0, 256.0, 300.0, -200.0, 32767.5, 32768.0, 65535.0, 65536.0, -32769.0,
+                            2.0 ** 31 - 1, 2.0 ** 31, -(2.0 ** 31), -(2.0 ** 31) - 2, 2.0 ** 32, 2.0 ** 32 + 2.0 ** 12,
+                            1e10, -1e10, 2.0 ** 63, -(2.0 ** 63), 2.0 ** 63 + 2.0 ** 12, 1e19, 2.0 ** 64, 1e20, -1e20,
+                            3e38], F64)
+
+
+def float_to_int_reference(x: np.ndarray, d: np.dtype) -> np.ndarray:
+    """numpy's float -> integer cast on this platform; for uint32 the C cast's result (via
+    int64, what numpy's strided loop gives), which svod defines (docs/semantics.md) where
+    numpy's contiguous SIMD loop differs for NaN and values outside (-2**31, 2**32)."""
+    with np.errstate(all="ignore"):
+        if np.dtype(d) == U32:
+            return x.astype(I64)[::-1][::-1].astype(U32)
+        return x[::-1].astype(d)[::-1]  # a strided cast: numpy's scalar loop
+
+
+def test_float_to_int_casts_of_special_values_follow_numpy():
+    outs = {}
+    for src in (F32, F64):
+        x = _FLOAT_SPECIALS.astype(src)
+        t = svod.asarray(x)
+        for d in INTS + [BOOL]:
+            outs[(src, d)] = (t.astype(sv(d)), float_to_int_reference(x, d) if d != BOOL else x.astype(bool))
+    svod.realize(*(g for g, _ in outs.values()))
+    for (src, d), (got, want) in outs.items():
+        try:
+            check(got, want)
+        except AssertionError as e:
+            raise AssertionError(f"{src} -> {d}: {e}") from None
+    # numpy's contiguous loop agrees with the strided one everywhere but uint32
+    with np.errstate(all="ignore"):
+        for d in NARROW_INTS:
+            if d != U32:
+                np.testing.assert_array_equal(_FLOAT_SPECIALS.astype(d), float_to_int_reference(_FLOAT_SPECIALS, d))
+
+
+@pytest.mark.parametrize("d", INTS, ids=str)
+def test_int_casts_to_and_from_every_dtype(d):
+    x = int_specials(d)
+    t = svod.asarray(x)
+    outs = {}
+    for e in ALL:
+        outs[("to", e)] = (t.astype(sv(e)), x.astype(e))
+        y = int_specials(e) if e.kind in "iu" else np.array([0, 1, 0], BOOL) if e == BOOL else \
+            np.array([0.0, -1.0, 1.5, 100.25, -100.75, 1e3], e)
+        want = float_to_int_reference(y, d) if e.kind == "f" else y.astype(d)
+        outs[("from", e)] = (svod.asarray(y).astype(sv(d)), want)
+    svod.realize(*(g for g, _ in outs.values()))
+    for key, (got, want) in outs.items():
+        try:
+            check(got, want)
+        except AssertionError as e:
+            raise AssertionError(f"{key} {d}: {e}") from None
+
+
+def test_int_promotion_table_is_numpy_2():
+    for a in ALL:
+        for b in ALL:
+            got = svod.result_type(sv(a), sv(b))
+            assert got.name == np.promote_types(a, b).name, (a, b, got)
+            x = svod.asarray(np.ones(2, a)) + svod.asarray(np.ones(2, b)) if (a, b) != (BOOL, BOOL) else None
+            if x is not None:
+                assert x.dtype.name == np.result_type(a, b).name
+    check(svod.asarray(np.array([200, 7], U8)) + svod.asarray(np.array([-100, 7], I8)), np.array([100, 14], I16))
+    check(svod.asarray(np.array([2 ** 64 - 1], U64)) + svod.asarray(np.array([1], I64)), np.array([2.0 ** 64], F64))
+    check(svod.asarray(np.array([3], U32)) * svod.asarray(np.array([-2], I32)), np.array([-6], I64))
+
+
+@pytest.mark.parametrize("d", INTS, ids=str)
+def test_int_where_clip_matmul(d):
+    a, b = int_pairs(d)
+    ta, tb = svod.asarray(a), svod.asarray(b)
+    info = np.iinfo(d)
+    mid = int(int_specials(d)[len(int_specials(d)) // 2])
+    outs = {
+        "where": (svod.where(ta < tb, ta, tb), np.where(a < b, a, b)),
+        "where_scalar": (svod.where(ta == 0, 7, ta), np.where(a == 0, np.asarray(7, d), a)),
+        "clip": (svod.clip(ta, mid, info.max - 1), np.clip(a, mid, info.max - 1)),
+        "clip_tensors": (svod.clip(ta, tb, tb), np.minimum(np.maximum(a, b), b)),
+        "clip_beyond": (svod.clip(ta, info.min - 5, info.max + 5), a),  # numpy 2 drops bounds that clamp nothing
+    }
+    m = int_specials(d)[:6]
+    n = int_specials(d)[-5:]
+    A, B = np.add.outer(m, n).astype(d), np.subtract.outer(n, m).astype(d)
+    with np.errstate(all="ignore"):
+        outs["matmul"] = (svod.asarray(A) @ svod.asarray(B), np.matmul(A, B))
+        outs["matvec"] = (svod.asarray(A) @ svod.asarray(n), np.matmul(A, n))
+    svod.realize(*(g for g, _ in outs.values()))
+    for key, (got, want) in outs.items():
+        try:
+            check(got, np.asarray(want))
+        except AssertionError as e:
+            raise AssertionError(f"{key} on {d}: {e}") from None
+    with pytest.raises(OverflowError, match="clip"):
+        svod.clip(ta, info.max + 1, None)
+    check(svod.asarray(np.array([[1, 2]], U8)) @ svod.asarray(np.array([[3], [4]], I8)), np.array([[11]], I16))
+
+
+@pytest.mark.parametrize("d", NARROW_INTS, ids=str)
+def test_int_creation_and_asarray(d):
+    info = np.iinfo(d)
+    x = int_specials(d)
+    check(svod.asarray(x), x)
+    check(svod.asarray(x.tolist(), dtype=sv(d)), x)
+    check(svod.asarray(x[::-2]), x[::-2])
+    check(svod.asarray(np.asfortranarray(np.stack([x, x]))), np.stack([x, x]))
+    check(svod.asarray(x[1]), np.asarray(x[1]))  # a numpy scalar keeps its dtype
+    check(svod.zeros((2, 3), dtype=sv(d)), np.zeros((2, 3), d))
+    check(svod.ones(4, dtype=d.name), np.ones(4, d))
+    check(svod.full((3,), info.max, dtype=sv(d)), np.full((3,), info.max, d))
+    check(svod.arange(2, 9, 3, dtype=sv(d)), np.arange(2, 9, 3, dtype=d))
+    check(svod.eye(3, dtype=sv(d)), np.eye(3, dtype=d))
+    check(svod.full_like(svod.asarray(x), 5), np.full_like(x, 5))
+    with pytest.raises(OverflowError, match="full"):
+        svod.full((2,), info.max + 1, dtype=sv(d))
+    with pytest.raises(OverflowError, match="asarray"):
+        svod.asarray(info.min - 1, dtype=sv(d))
+    assert svod.iinfo(sv(d)).max == info.max and svod.iinfo(sv(d)).min == info.min
+    assert svod.iinfo(sv(d)).bits == info.bits and svod.iinfo(svod.asarray(x)).dtype == sv(d)
+    assert svod.isdtype(sv(d), "integral") and svod.isdtype(sv(d), "numeric")
+    assert svod.isdtype(sv(d), "unsigned integer") == (d.kind == "u")
+    assert svod.isdtype(sv(d), "signed integer") == (d.kind == "i")
+    assert not svod.isdtype(sv(d), ("real floating", "bool"))
+    assert np.dtype(sv(d)) == d and svod.asarray(x).numpy().dtype == d
+    assert svod.can_cast(sv(d), svod.int64) == np.can_cast(d, I64)
 
 
 def test_zz_op_suite_runs_with_zero_interpreter_fallbacks():

@@ -51,7 +51,7 @@ from svod.ir import COMPARE, Ops
 from svod.kernel import ACC, LOAD, VALID, Kernel, view_axes_stride0
 from svod.view import View, ViewChain
 
-LOWER_VERSION = "6"  # bump when generated code changes meaning (part of the object-cache key)
+LOWER_VERSION = "7"  # bump when generated code changes meaning (part of the object-cache key)
 MAX_SEGMENTS = 8  # most pieces a loop is cut into at mask boundaries (`_segments`), or blocks unrolled
 ILP_INTERLEAVE = 4  # vectors in flight in an elementwise loop with a long chain (`_ilp_hints`)
 _LATENCY_OPS = frozenset({Ops.EXP, Ops.EXPM1, Ops.LOG, Ops.LOG1P,
@@ -71,7 +71,7 @@ _COSTLY = frozenset({Ops.EXP, Ops.EXPM1, Ops.LOG, Ops.LOG1P,
                      Ops.TANH, Ops.ERF, Ops.SIN, Ops.COS, Ops.POW, Ops.SQRT, Ops.DIV,
                      Ops.ASIN, Ops.ACOS, Ops.ATAN, Ops.SINH, Ops.COSH, Ops.ASINH, Ops.ACOSH, Ops.ATANH,
                      Ops.ATAN2, Ops.HYPOT, Ops.LOGADDEXP})
-I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 VOID = ir.VoidType()
 
 _MATH = {Ops.EXP: "exp", Ops.LOG: "log", Ops.SQRT: "sqrt", Ops.SIN: "sin", Ops.COS: "cos",
@@ -86,8 +86,20 @@ class LoweringError(NotImplementedError):
     """The kernel uses an op/dtype combination the lowering does not support."""
 
 
+_REG = {"float32": F32, "float64": F64, "bool": I1}
+_INT_TYPES = {8: I8, 16: I16, 32: I32, 64: I64}
+
+
 def reg_type(dt: DType) -> ir.Type:
-    return {"float32": F32, "float64": F64, "int32": I32, "int64": I64, "bool": I1}[dt.name]
+    """The register type of a dtype: LLVM integers carry no sign, so int8 and uint8 are
+    both i8 and every op that depends on the sign (compare, divide, shift right, widen,
+    convert) picks its signed or unsigned instruction from the svod dtype."""
+    t = _REG.get(dt.name)
+    if t is None:
+        if not dt.is_int:
+            raise LoweringError(f"no register type for dtype {dt}")
+        t = _INT_TYPES[8 * dt.itemsize]
+    return t
 
 
 def mem_type(dt: DType) -> ir.Type:
@@ -263,7 +275,14 @@ def _const(dt: DType, value) -> ir.Constant:
         return ir.Constant(reg_type(dt), float(v))
     if dt.is_bool:
         return ir.Constant(I1, int(bool(v)))
-    return ir.Constant(reg_type(dt), int(v))
+    return ir.Constant(reg_type(dt), _signed(int(v), 8 * dt.itemsize))
+
+
+def _signed(v: int, bits: int) -> int:
+    """`v` as the signed integer with the same `bits` low bits (LLVM's integer constants
+    are written signed; an unsigned dtype's large values wrap)."""
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if v >> (bits - 1) else v
 
 
 def _intrinsic(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
@@ -1043,7 +1062,12 @@ def _combine(f: _Fn, red: _Reduction, cur: ir.Value, x: ir.Value) -> ir.Value:
         return f.call_intr(f"llvm.{'maximum' if is_max else 'minimum'}.{_tsuf(red.ty)}", red.ty, [cur, x])
     if dt.is_bool:
         return b.or_(cur, x) if is_max else b.and_(cur, x)
-    return b.select(b.icmp_signed(">" if is_max else "<", x, cur), x, cur)
+    return b.select(_icmp(b, dt, ">" if is_max else "<", x, cur), x, cur)
+
+
+def _icmp(b: ir.IRBuilder, dt: DType, op: str, x: ir.Value, y: ir.Value) -> ir.Value:
+    """An integer comparison with the dtype's signedness (bool compares unsigned)."""
+    return b.icmp_signed(op, x, y) if dt.is_signed else b.icmp_unsigned(op, x, y)
 
 
 class _Reduction:
@@ -1108,10 +1132,8 @@ class _Reduction:
             better = b.fcmp_ordered(">" if is_max else "<", x, cur)
             nan_new = b.and_(b.fcmp_unordered("uno", x, x), b.fcmp_ordered("ord", cur, cur))
             take = b.or_(better, nan_new)
-        elif dt.is_bool:
-            take = b.icmp_unsigned(">" if is_max else "<", x, cur)
         else:
-            take = b.icmp_signed(">" if is_max else "<", x, cur)
+            take = _icmp(b, dt, ">" if is_max else "<", x, cur)
         # NOTE: the first element always initialises (an all -inf row gives index 0 anyway)
         b.store(b.select(take, x, cur), self.acc)
         b.store(b.select(take, lin, b.load(self.idx)), self.idx)
@@ -1165,17 +1187,38 @@ def _fconst(ty: ir.Type, v: float) -> ir.Constant:
     return ir.Constant(ty, v)
 
 
-def _float_to_int(f: _Fn, x: ir.Value, to: DType) -> ir.Value:
-    """numpy's x86 result: trunc toward zero in range; NaN, inf and out of range give INT_MIN."""
+def _fptosi(f: _Fn, x: ir.Value, bits: int) -> ir.Value:
+    """x86's cvttss2si/cvttsd2si at `bits` (32 or 64): truncation toward zero in range;
+    NaN, inf and out of range give the "integer indefinite" value INT_MIN."""
     b = f.b
-    bits = 8 * to.itemsize
-    ity = reg_type(to)
+    ity = ir.IntType(bits)
     lo = _fconst(x.type, -float(2 ** (bits - 1)))
     hi = _fconst(x.type, float(2 ** (bits - 1)))
     inr = b.and_(b.fcmp_ordered(">=", x, lo), b.fcmp_ordered("<", x, hi))
     # NOTE: fptosi of an out-of-range value is poison, but select never propagates the
     # poison of the arm it does not choose.
     return b.select(inr, b.fptosi(x, ity), ir.Constant(ity, -(2 ** (bits - 1))))
+
+
+def _float_to_int(f: _Fn, x: ir.Value, to: DType) -> ir.Value:
+    """numpy's result on x86-64 (the C casts it compiles to; docs/semantics.md): int32 and
+    int64 convert at their width; narrower integers convert to int32 and keep the low
+    bits; uint32 converts to int64 and keeps the low 32 bits; uint64 converts values from
+    2**63 up as ``(x - 2**63) ^ 2**63``. NaN and out-of-range values follow from INT_MIN
+    (`_fptosi`): NaN gives 0 for the narrow types and uint32, INT_MIN for int32/int64,
+    2**63 for uint64."""
+    b = f.b
+    bits = 8 * to.itemsize
+    ity = reg_type(to)
+    if to.is_signed and bits >= 32:
+        return _fptosi(f, x, bits)
+    if bits < 32:
+        return b.trunc(_fptosi(f, x, 32), ity)
+    if bits == 32:  # uint32
+        return b.trunc(_fptosi(f, x, 64), ity)
+    top = _fconst(x.type, float(2 ** 63))
+    high = b.xor(_fptosi(f, b.fsub(x, top), 64), ir.Constant(I64, -(2 ** 63)))
+    return b.select(b.fcmp_ordered(">=", x, top), high, _fptosi(f, x, 64))
 
 
 def _cast(f: _Fn, x: ir.Value, src: DType, dst: DType) -> ir.Value:
@@ -1188,10 +1231,12 @@ def _cast(f: _Fn, x: ir.Value, src: DType, dst: DType) -> ir.Value:
         return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
     if src.is_bool:
         return b.uitofp(x, reg_type(dst)) if dst.is_float else b.zext(x, reg_type(dst))
-    if src.is_int and dst.is_int:
-        return b.sext(x, reg_type(dst)) if dst.itemsize > src.itemsize else b.trunc(x, reg_type(dst))
+    if src.is_int and dst.is_int:  # widen with the source's sign; narrow keeps the low bits
+        if dst.itemsize > src.itemsize:
+            return b.sext(x, reg_type(dst)) if src.is_signed else b.zext(x, reg_type(dst))
+        return b.trunc(x, reg_type(dst)) if dst.itemsize < src.itemsize else x
     if src.is_int and dst.is_float:
-        return b.sitofp(x, reg_type(dst))
+        return b.sitofp(x, reg_type(dst)) if src.is_signed else b.uitofp(x, reg_type(dst))
     if src.is_float and dst.is_float:
         return b.fpext(x, reg_type(dst)) if dst.itemsize > src.itemsize else b.fptrunc(x, reg_type(dst))
     return _float_to_int(f, x, dst)
@@ -1235,12 +1280,18 @@ def _float_divmod(f: _Fn, a: ir.Value, b_: ir.Value, want_div: bool) -> ir.Value
 
 
 def _int_divmod(f: _Fn, a: ir.Value, d: ir.Value, dt: DType, want_div: bool) -> ir.Value:
-    """Floor division/modulo without traps: 0 for division by zero, INT_MIN // -1 wraps."""
+    """Floor division/modulo without traps: 0 for division by zero, INT_MIN // -1 wraps;
+    unsigned dtypes divide unsigned (udiv/urem)."""
     b = f.b
     ty = a.type
     bits = 8 * dt.itemsize
     c = lambda v: ir.Constant(ty, v)
     dz = b.icmp_signed("==", d, c(0))
+    if bits <= 32:
+        return _small_int_divmod(f, a, d, dz, dt, want_div)
+    if dt.is_unsigned:  # floor is truncation; only division by zero needs guarding
+        ds = b.select(dz, c(1), d)
+        return b.select(dz, c(0), b.udiv(a, ds) if want_div else b.urem(a, ds))
     ovf = b.and_(b.icmp_signed("==", a, c(-(2 ** (bits - 1)))), b.icmp_signed("==", d, c(-1)))
     ds = b.select(b.or_(dz, ovf), c(1), d)
     q = b.sdiv(a, ds)
@@ -1250,17 +1301,47 @@ def _int_divmod(f: _Fn, a: ir.Value, d: ir.Value, dt: DType, want_div: bool) -> 
     return b.select(dz, c(0), res)
 
 
+def _small_int_divmod(f: _Fn, a: ir.Value, d: ir.Value, dz: ir.Value, dt: DType, want_div: bool) -> ir.Value:
+    """Floor division/modulo of 8-, 16- and 32-bit integers through float32 (8/16-bit) or
+    float64 (32-bit), which vectorise (x86 has no vector integer division: sdiv/udiv run
+    one element at a time; 10x on 4M uint8 or int16 pairs, docs/codegen.md). Exact:
+    |a|, |d| <= 2**B (B = 16, 32), so a non-integer quotient a/d lies at least 1/|d| from
+    every integer, more than the rounding error |a/d| * 2**-P of the float's P-bit
+    significand (P = 24, 53; needs |a| < 2**P) -- the rounded quotient has the same floor,
+    and an integer quotient is exact. The floor converts at twice the width first
+    (-128 // -1 = 128 then wraps to -128, as numpy); the remainder is a - q*d in the
+    dtype's own wrapping arithmetic (its sign is the divisor's). Division by zero: 0."""
+    b = f.b
+    ty = a.type
+    c = lambda v: ir.Constant(ty, v)
+    ft, wide = (F32, I32) if dt.itemsize <= 2 else (F64, I64)
+    ds = b.select(dz, c(1), d)
+    if dt.is_signed:
+        fa, fd = b.sitofp(a, ft), b.sitofp(ds, ft)
+    else:
+        fa, fd = b.uitofp(a, ft), b.uitofp(ds, ft)
+    q = b.fdiv(fa, fd)
+    if dt.is_signed:
+        q = f.call_intr(f"llvm.floor.{_tsuf(ft)}", ft, [q])
+    q = b.trunc(b.fptosi(q, wide), ty)  # in range: |q| <= 2**(bits-1) (signed) or < 2**bits (unsigned)
+    res = q if want_div else b.sub(a, b.mul(q, ds))
+    return b.select(dz, c(0), res)
+
+
 def _int_pow(f: _Fn, a: ir.Value, e: ir.Value, dt: DType) -> ir.Value:
     b = f.b
     ty = a.type
     bits = 8 * dt.itemsize
     c = lambda v: ir.Constant(ty, v)
     res, base = c(1), a
-    for bit in range(bits - 1):  # square-and-multiply, branch-free (wraps like numpy)
+    nbits = bits if dt.is_unsigned else bits - 1  # a signed exponent's top bit is its sign
+    for bit in range(nbits):  # square-and-multiply, branch-free (wraps like numpy)
         take = b.icmp_unsigned("!=", b.and_(b.lshr(e, c(bit)), c(1)), c(0))
         res = b.select(take, b.mul(res, base), res)
-        if bit < bits - 2:
+        if bit < nbits - 1:
             base = b.mul(base, base)
+    if dt.is_unsigned:
+        return res
     odd = b.icmp_unsigned("!=", b.and_(e, c(1)), c(0))
     negres = b.select(b.icmp_signed("==", a, c(1)), c(1),
                       b.select(b.icmp_signed("==", a, c(-1)), b.select(odd, c(-1), c(1)), c(0)))
@@ -1269,7 +1350,8 @@ def _int_pow(f: _Fn, a: ir.Value, e: ir.Value, dt: DType) -> ir.Value:
 
 def _shift(f: _Fn, a: ir.Value, n: ir.Value, dt: DType, left: bool) -> ir.Value:
     """numpy's shifts: a count outside [0, bits) (negative counts included: numpy compares
-    them unsigned) gives 0, or -1 for a negative value shifted right; never LLVM poison."""
+    them unsigned) gives 0, or -1 for a negative value shifted right; never LLVM poison.
+    Unsigned values shift right logically."""
     b = f.b
     if not dt.is_int:
         raise LoweringError(f"shift of {dt}")
@@ -1279,6 +1361,8 @@ def _shift(f: _Fn, a: ir.Value, n: ir.Value, dt: DType, left: bool) -> ir.Value:
     safe = b.select(ok, n, ir.Constant(ty, 0))
     if left:
         return b.select(ok, b.shl(a, safe), ir.Constant(ty, 0))
+    if dt.is_unsigned:
+        return b.select(ok, b.lshr(a, safe), ir.Constant(ty, 0))
     return b.select(ok, b.ashr(a, safe), b.ashr(a, ir.Constant(ty, bits - 1)))
 
 
@@ -1300,7 +1384,7 @@ def emit_op(f: _Fn, op, dt: DType, arg, xs: list[ir.Value], src_dts: list[DType]
         if sdt.is_float:
             return b.fcmp_unordered("!=", x, y) if op is Ops.CMPNE else b.fcmp_ordered(_FCMP[op], x, y)
         cmp = {Ops.CMPLT: "<", Ops.CMPLE: "<=", Ops.CMPEQ: "==", Ops.CMPNE: "!="}[op]
-        return b.icmp_unsigned(cmp, x, y) if sdt.is_bool else b.icmp_signed(cmp, x, y)
+        return _icmp(b, sdt, cmp, x, y)
     if op in (Ops.ISNAN, Ops.ISINF):
         x = xs[0]
         if not sdt.is_float:
@@ -1337,7 +1421,7 @@ def emit_op(f: _Fn, op, dt: DType, arg, xs: list[ir.Value], src_dts: list[DType]
     if op is Ops.ABS:
         if dt.is_float:
             return f.call_intr(f"llvm.fabs.{_tsuf(ty)}", ty, [xs[0]])
-        if dt.is_bool:
+        if dt.is_bool or dt.is_unsigned:
             return xs[0]
         return b.select(b.icmp_signed("<", xs[0], ir.Constant(ty, 0)), b.sub(ir.Constant(ty, 0), xs[0]), xs[0])
     if op in (Ops.FLOOR, Ops.CEIL, Ops.ROUND):
@@ -1354,6 +1438,8 @@ def emit_op(f: _Fn, op, dt: DType, arg, xs: list[ir.Value], src_dts: list[DType]
         if dt.is_bool:
             return x
         z = ir.Constant(ty, 0)
+        if dt.is_unsigned:
+            return b.zext(b.icmp_unsigned("!=", x, z), ty)
         return b.sub(b.zext(b.icmp_signed(">", x, z), ty), b.zext(b.icmp_signed("<", x, z), ty))
     if op is Ops.NOT:
         if dt.is_float:
@@ -1394,7 +1480,7 @@ def emit_op(f: _Fn, op, dt: DType, arg, xs: list[ir.Value], src_dts: list[DType]
             return b.select(take, x, y)
         if dt.is_bool:
             return b.or_(x, y) if is_max else b.and_(x, y)
-        return b.select(b.icmp_signed(">" if is_max else "<", x, y), x, y)
+        return b.select(_icmp(b, dt, ">" if is_max else "<", x, y), x, y)
     raise LoweringError(f"no lowering for {op!r} on {dt}")
 
 

@@ -11,8 +11,8 @@ float32). Arrays are `svod.numpy.ndarray` (a `svod.Tensor`); ``isinstance(x, np.
 holds for any svod tensor. dtypes are svod's (`np.float64` is `svod.float64`, callable as
 numpy's scalar type: ``np.float64(1.5)``).
 
-What stays out (docs/semantics.md): complex, float16 and the narrow and unsigned integer
-dtypes (until svod has them), so the FFT transforms and `linalg.eig`; structured and
+What stays out (docs/semantics.md): complex (until svod has it) and float16, so the FFT
+transforms and `linalg.eig`; structured and
 string arrays; numpy's ``order=`` memory layouts and in-place views (slices are values:
 ``x[1:3] = v`` updates `x`, but a slice taken earlier does not see it); `np.matrix`;
 `ufunc.reduceat`. Calling numpy itself on svod arrays stays in svod (see `svod.interop`).
@@ -37,7 +37,11 @@ from svod.numpy._ndarray import ndarray, numpy_function, retag  # noqa: F401
 # dtypes (svod's, callable as numpy's scalar types) and numpy's abstract scalar classes
 bool_ = bool = _svod.bool  # noqa: A001
 int32, int64, float32, float64 = _svod.int32, _svod.int64, _svod.float32, _svod.float64
+int8, int16, uint8, uint16, uint32, uint64 = (_svod.int8, _svod.int16, _svod.uint8, _svod.uint16, _svod.uint32,
+                                              _svod.uint64)
 int_ = intp = longlong = _svod.int64
+byte, short, intc = int8, int16, int32
+ubyte, ushort, uintc, uint, uintp, ulonglong = uint8, uint16, uint32, uint64, uint64, uint64
 double = float_ = _svod.float64
 single = _svod.float32
 generic, number, integer, signedinteger, floating, inexact = (_np.generic, _np.number, _np.integer,

@@ -302,8 +302,8 @@ def _accumulate(ufunc_name: str, a, axis, dtype):
     res = getattr(np, ufunc_name).accumulate(a.numpy().reshape(-1) if axis is None else a.numpy(),
                                              axis=0 if axis is None else axis,
                                              dtype=None if dtype is None else dt.dtype(dtype).np)
-    if dtype is None and a.dtype.kind in "ib" and ufunc_name in ("add", "multiply"):
-        res = res.astype(np.int64)
+    if dtype is None and not a.dtype.is_float and ufunc_name in ("add", "multiply"):  # numpy's cumsum/cumprod
+        res = res.astype(np.uint64 if a.dtype.is_unsigned else np.int64)
     return T._from_numpy(np.ascontiguousarray(res), copy=False)
 
 
@@ -545,7 +545,12 @@ def where(condition, x=None, y=None):
 def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):  # noqa: A002
     lo = a_min if min is None else min
     hi = a_max if max is None else max
-    return store_out(T.clip(_arr(a), lo, hi), out)
+    a = _arr(a)
+    if a.dtype.is_int or a.dtype.is_bool:  # numpy's clip promotes (a float bound makes an int array float)
+        bounds = [b for b in (lo, hi) if b is not None and not (type(b) is int and a.dtype.is_int)]
+        d = T.result_type(a, *bounds) if bounds else a.dtype
+        a = T.astype(a, d, copy=False)
+    return store_out(T.clip(a, lo, hi), out)
 
 
 def around(a, decimals=0, out=None):
@@ -601,27 +606,30 @@ def array_equiv(a1, a2) -> bool:
 
 
 def deg2rad(x):
-    return T.multiply(T.astype(_arr(x), T._float_result(_arr(x).dtype), copy=False), math.pi / 180)
+    return T.multiply(T.astype(_arr(x), T._math_result(_arr(x).dtype), copy=False), math.pi / 180)
 
 
 def rad2deg(x):
-    return T.multiply(T.astype(_arr(x), T._float_result(_arr(x).dtype), copy=False), 180 / math.pi)
+    return T.multiply(T.astype(_arr(x), T._math_result(_arr(x).dtype), copy=False), 180 / math.pi)
 
 
 def exp2(x):
     x = _arr(x)
-    return T.pow(T._float_result(x.dtype).type(2.0), T.astype(x, T._float_result(x.dtype), copy=False))
+    return T.pow(T._math_result(x.dtype).type(2.0), T.astype(x, T._math_result(x.dtype), copy=False))
 
 
 def cbrt(x):
     x = _arr(x)
-    xf = T.astype(x, T._float_result(x.dtype), copy=False)
+    xf = T.astype(x, T._math_result(x.dtype), copy=False)
     return E.copysign(T.pow(T.abs(xf), 1.0 / 3.0), xf)
 
 
 def logaddexp2(x1, x2):
     ln2 = math.log(2)
-    return T.divide(E.logaddexp(T.multiply(x1, ln2), T.multiply(x2, ln2)), ln2)
+    a, b = T.asarray(x1) if not T._is_scalar(x1) else x1, T.asarray(x2) if not T._is_scalar(x2) else x2
+    f = T._math_result(T.result_type(a, b))
+    a, b = (T.astype(v, f, copy=False) if isinstance(v, Tensor) else v for v in (a, b))
+    return T.divide(E.logaddexp(T.multiply(a, ln2), T.multiply(b, ln2)), ln2)
 
 
 def fmax(x1, x2):

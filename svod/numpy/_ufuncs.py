@@ -118,6 +118,12 @@ class ufunc:
 
 
 # numpy name -> (svod function, inputs, identity)
+def _float(x) -> Tensor:
+    """`x` in the float dtype numpy's float-only ufuncs (fabs, rint) compute integers in."""
+    x = T.asarray(x)
+    return T.astype(x, dt.math_float(x.dtype), copy=False)
+
+
 _TABLE = {
     "add": (T.add, 2, 0), "subtract": (T.subtract, 2, None), "multiply": (T.multiply, 2, 1),
     "divide": (T.divide, 2, None), "true_divide": (T.divide, 2, None), "floor_divide": (T.floor_divide, 2, None),
@@ -135,7 +141,8 @@ _TABLE = {
     "arctan2": (E.atan2, 2, None), "hypot": (E.hypot, 2, 0), "logaddexp": (E.logaddexp, 2, None),
     "logaddexp2": (F.logaddexp2, 2, None), "copysign": (E.copysign, 2, None),
     "negative": (T.negative, 1, None), "positive": (T.positive, 1, None), "absolute": (T.abs, 1, None),
-    "fabs": (T.abs, 1, None), "sign": (T.sign, 1, None), "exp": (T.exp, 1, None), "exp2": (F.exp2, 1, None),
+    "fabs": (lambda x: T.abs(_float(x)), 1, None), "sign": (T.sign, 1, None), "exp": (T.exp, 1, None),
+    "exp2": (F.exp2, 1, None),
     "expm1": (T.expm1, 1, None), "log": (T.log, 1, None), "log2": (T.log2, 1, None), "log10": (T.log10, 1, None),
     "log1p": (T.log1p, 1, None), "sqrt": (T.sqrt, 1, None), "cbrt": (F.cbrt, 1, None), "square": (T.square, 1, None),
     "reciprocal": (T.reciprocal, 1, None), "sin": (T.sin, 1, None), "cos": (T.cos, 1, None),
@@ -143,7 +150,8 @@ _TABLE = {
     "sinh": (E.sinh, 1, None), "cosh": (E.cosh, 1, None), "tanh": (T.tanh, 1, None), "arcsinh": (E.asinh, 1, None),
     "arccosh": (E.acosh, 1, None), "arctanh": (E.atanh, 1, None), "deg2rad": (F.deg2rad, 1, None),
     "radians": (F.deg2rad, 1, None), "rad2deg": (F.rad2deg, 1, None), "degrees": (F.rad2deg, 1, None),
-    "floor": (T.floor, 1, None), "ceil": (T.ceil, 1, None), "trunc": (T.trunc, 1, None), "rint": (T.round, 1, None),
+    "floor": (T.floor, 1, None), "ceil": (T.ceil, 1, None), "trunc": (T.trunc, 1, None),
+    "rint": (lambda x: T.round(_float(x)), 1, None),
     "isnan": (T.isnan, 1, None), "isinf": (T.isinf, 1, None), "isfinite": (T.isfinite, 1, None),
     "signbit": (E.signbit, 1, None), "logical_not": (T.logical_not, 1, None), "invert": (T.bitwise_invert, 1, None),
     "conjugate": (E.conj, 1, None),

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import numpy as _np
 
+from svod.dtype import ALL as _ALL
 from svod.errors import named, numpy_errors
 from svod.numpy._ndarray import retag
 from svod.tensor import Tensor, asarray
+
+_SUPPORTED = frozenset(d.name for d in _ALL)  # numpy results of other dtypes stay numpy arrays
 
 
 def _in(x):
@@ -24,7 +27,7 @@ def _in(x):
 
 def _out(r):
     if isinstance(r, _np.ndarray):
-        if r.dtype.kind in "biuf" and r.dtype.name in ("bool", "int32", "int64", "float32", "float64"):
+        if r.dtype.name in _SUPPORTED:
             return retag(asarray(r, copy=False))
         return r
     return r
