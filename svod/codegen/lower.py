@@ -64,6 +64,7 @@ CASCADE_LEVELS = 64
 STASH_ELEMS = 16384  # longest row whose expensive values are kept between passes (64 KB f32)
 COL_BLOCK = 256  # fewest columns per unit of a column reduce (when the tiles budget allows more, more)
 COL_TILE_BYTES = 64 << 10  # accumulator tiles of a column-reduce unit (L1/L2): as many columns as fit
+COL_GROUPS = 8  # least units of a multi-pass column reduce (its rows cannot be cut)
 TILE_SKEW = 576  # bytes between column-reduce tiles past a 4 KiB boundary (`_column_tiles`)
 SPLIT_MIN_BYTES = 1 << 20  # least input a chunk of a split reduction reads (svod/codegen/split.py)
 SPLIT_MAX_CHUNKS = 32  # most chunks a split reduction's axis is cut into
@@ -196,11 +197,11 @@ def plan_loops(kernel: Kernel) -> LoopPlan:
     inner = tuple(a for a in axes if a.reduce)
     if _column_reduce(kernel, axes):
         last = axes[-1]
-        cols = _column_width(kernel, last.size, inner[0].size)
+        cols = _column_width(kernel, last.size, math.prod(a.size for a in unit_axes[:-1]))
         groups = math.prod(a.size for a in unit_axes[:-1]) * -(-last.size // cols)
         inner_rest = math.prod(a.size for a in inner[1:])
         clen, chunks = _split_chunks(kernel, inner[0].size, cols * inner_rest, column=True)
-        if chunks * groups * cols * _partial_bytes(kernel) > SPLIT_SCRATCH_MAX:
+        if kernel.passes > 1 or chunks * groups * cols * _partial_bytes(kernel) > SPLIT_SCRATCH_MAX:
             clen, chunks = inner[0].size, 1
         return LoopPlan(kind, tuple(axes), unit_axes, inner, groups * chunks, cols=cols,
                         split=chunks if chunks > 1 else 0, chunk_len=clen if chunks > 1 else 0)
@@ -223,15 +224,20 @@ def _tile_bytes(kernel: Kernel) -> int:
     return max(n, 1)
 
 
-def _column_width(kernel: Kernel, ncols: int, nrows: int) -> int:
+def _column_width(kernel: Kernel, ncols: int, outer: int) -> int:
     """Columns per column-reduce unit: whole rows when their tiles fit `COL_TILE_BYTES`
     (a unit then streams memory sequentially; blocks of columns jump by the row stride
     every block, which the prefetchers follow badly: 2048 of 4096 columns ran at a third
-    of the speed of whole rows), else as many as fit, a multiple of 64."""
+    of the speed of whole rows), else as many as fit, a multiple of 64. A multi-pass
+    kernel cannot cut its rows (a pass needs the whole column's earlier results), so
+    there the columns are cut into at least `COL_GROUPS` blocks (`outer` kept indices
+    count) of at least `COL_BLOCK` columns, for the threads."""
     fit = COL_TILE_BYTES // _tile_bytes(kernel)
-    if ncols <= fit:
-        return ncols
-    return max(COL_BLOCK, fit // 64 * 64)
+    width = ncols if ncols <= fit else max(COL_BLOCK, fit // 64 * 64)
+    if kernel.passes > 1 and outer * -(-ncols // width) < COL_GROUPS:
+        want = -(-ncols // max(1, COL_GROUPS // max(outer, 1)))
+        width = min(width, max(COL_BLOCK, -(-want // 64) * 64))
+    return width
 
 
 def _partial_bytes(kernel: Kernel) -> int:
@@ -266,10 +272,10 @@ def _row_split(kernel: Kernel, axes: list[Axis]) -> bool:
 
 
 def _column_reduce(kernel: Kernel, axes: list[Axis]) -> bool:
-    """Reductions over outer axes with a kept innermost axis (sum(x, axis=0)): walking
-    each output's column would stride through memory; instead a unit keeps a block of
-    columns' accumulators and streams the rows."""
-    if kernel.kind != "reduce" or kernel.passes != 1 or not axes or axes[-1].reduce:
+    """Reductions over outer axes with a kept innermost axis (sum(x, axis=0), var(x,
+    axis=0)): walking each output's column would stride through memory; instead a unit
+    keeps a block of columns' accumulators and streams the rows, once per pass."""
+    if kernel.kind not in ("reduce", "rowwise") or not axes or axes[-1].reduce:
         return False
     if not any(a.reduce and a.size > 0 for a in axes) or axes[-1].size < 2:
         return False
@@ -775,7 +781,6 @@ class KernelLowering:
         reds = [_Reduction(self, i) for i, n in enumerate(k.nodes) if n.op is Ops.REDUCE]
         blocked = any(r.cascade for r in reds) and ax0.size > SUM_BLOCK
         tiles, totals = self._column_tiles(reds, blocked)
-        srcs = [r.n.src[0] for r in reds]
         groups = math.prod(a.size for a in outer) * nblk
         scratch = SplitScratch(f, self.symbol, [r.ty for r in reds], groups, nch, plan.cols, self.ub, self.ue,
                                plan.units) if nch > 1 else None
@@ -795,51 +800,11 @@ class KernelLowering:
             else:
                 r0, r1 = _i64(0), _i64(ax0.size)
 
-            def fill(arrs):
-                def col(c):
-                    for r, t in zip(reds, arrs):
-                        b.store(r._identity(), b.gep(t, [c]))
-                f.loop(_i64(0), w, col, "ci")
-
-            def rows(level: int, rctx: dict):
-                if level == len(red_axes):
-                    def col(c):
-                        env = dict(consts)
-                        cctx = {**rctx, last.dims: b.add(c0, c)}
-                        self._eval(srcs, env, cctx)
-                        for r, t, sidx in zip(reds, tiles, srcs):
-                            ptr = b.gep(t, [c])
-                            b.store(_combine(f, r, b.load(ptr), env[sidx]), ptr)
-                    f.loop(_i64(0), w, col, "c")
-                    return
-                ax = red_axes[level]
-                lo, hi = (r0, r1) if level == 0 else (_i64(0), _i64(ax.size))
-                f.loop(lo, hi, lambda j: rows(level + 1, {**rctx, ax.dims: j}), "r")
-
-            fill(tiles)
-            if blocked:
-                fill(totals)
-
-                def block(jb):
-                    start = b.mul(jb, _i64(SUM_BLOCK))
-                    end = b.add(start, _i64(SUM_BLOCK))
-                    end = b.select(b.icmp_signed("<", end, r1), end, r1)
-                    f.loop(start, end, lambda j: rows(1, {**ctx, ax0.dims: j}), "r")
-
-                    def add(c):
-                        for r, t, tot in zip(reds, tiles, totals):
-                            if r.cascade:  # float sums: block into total, block restarts
-                                pt, po = b.gep(t, [c]), b.gep(tot, [c])
-                                b.store(b.fadd(b.load(po), b.load(pt)), po)
-                                b.store(r._identity(), pt)
-                    f.loop(_i64(0), w, add, "ca")
-
-                # r0 is a whole number of SUM_BLOCKs (`_split_chunks`)
-                f.loop(b.udiv(r0, _i64(SUM_BLOCK)), b.udiv(b.add(r1, _i64(SUM_BLOCK - 1)), _i64(SUM_BLOCK)),
-                       block, "rb")
-            else:
-                rows(0, dict(ctx))
             result = [tot if (blocked and r.cascade) else t for r, t, tot in zip(reds, tiles, totals)]
+            for p in range(k.passes):  # a pass streams the rows once; later passes read earlier results
+                mine = [i for i, r in enumerate(reds) if r.n.pass_ == p]
+                if mine:
+                    self._column_pass(p, mine, reds, tiles, totals, result, consts, blocked, ctx, c0, w, r0, r1)
 
             def store(c, src_of):
                 env = dict(consts)
@@ -868,6 +833,63 @@ class KernelLowering:
         f.loop(self.ub, self.ue, unit, "u")
         if scratch is not None:
             scratch.release()
+
+    def _column_pass(self, p, mine, reds, tiles, totals, result, consts, blocked, ctx, c0, w, r0, r1) -> None:
+        """Pass `p` of a column reduce over rows [r0, r1) of the outer reduce axis and
+        columns [c0, c0 + w): the reductions `mine` (indices into `reds`) accumulate into
+        their tiles; values of earlier passes' reductions are read from `result`."""
+        f, b = self.f, self.f.b
+        last = self.plan.axes[-1]
+        red_axes = self.plan.inner_axes
+        ax0 = red_axes[0]
+        prev = [i for i, r in enumerate(reds) if r.n.pass_ < p]
+        blocked = blocked and any(reds[i].cascade for i in mine)
+
+        def fill(arrs):
+            def col(c):
+                for i in mine:
+                    b.store(reds[i]._identity(), b.gep(arrs[i], [c]))
+            f.loop(_i64(0), w, col, "ci")
+
+        def rows(level: int, rctx: dict):
+            if level == len(red_axes):
+                def col(c):
+                    env = dict(consts)
+                    for i in prev:  # per-column results of earlier passes (a mean for a variance)
+                        env[reds[i].node] = b.load(b.gep(result[i], [c]))
+                    cctx = {**rctx, last.dims: b.add(c0, c)}
+                    self._eval([reds[i].n.src[0] for i in mine], env, cctx)
+                    for i in mine:
+                        ptr = b.gep(tiles[i], [c])
+                        b.store(_combine(f, reds[i], b.load(ptr), env[reds[i].n.src[0]]), ptr)
+                f.loop(_i64(0), w, col, "c")
+                return
+            ax = red_axes[level]
+            lo, hi = (r0, r1) if level == 0 else (_i64(0), _i64(ax.size))
+            f.loop(lo, hi, lambda j: rows(level + 1, {**rctx, ax.dims: j}), "r")
+
+        fill(tiles)
+        if not blocked:
+            rows(0, dict(ctx))
+            return
+        fill(totals)
+
+        def block(jb):
+            start = b.mul(jb, _i64(SUM_BLOCK))
+            end = b.add(start, _i64(SUM_BLOCK))
+            end = b.select(b.icmp_signed("<", end, r1), end, r1)
+            f.loop(start, end, lambda j: rows(1, {**ctx, ax0.dims: j}), "r")
+
+            def add(c):
+                for i in mine:
+                    if reds[i].cascade:  # float sums: block into total, block restarts
+                        pt, po = b.gep(tiles[i], [c]), b.gep(totals[i], [c])
+                        b.store(b.fadd(b.load(po), b.load(pt)), po)
+                        b.store(reds[i]._identity(), pt)
+            f.loop(_i64(0), w, add, "ca")
+
+        # r0 is a whole number of SUM_BLOCKs (`_split_chunks`)
+        f.loop(b.udiv(r0, _i64(SUM_BLOCK)), b.udiv(b.add(r1, _i64(SUM_BLOCK - 1)), _i64(SUM_BLOCK)), block, "rb")
 
     def _column_tiles(self, reds: list[_Reduction], blocked: bool) -> tuple[list, list]:
         """The accumulator tiles of a column reduce: one 64-byte aligned stack block, tile
