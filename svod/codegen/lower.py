@@ -65,6 +65,7 @@ STASH_ELEMS = 16384  # longest row whose expensive values are kept between passe
 COL_BLOCK = 256  # fewest columns per unit of a column reduce (when the tiles budget allows more, more)
 COL_TILE_BYTES = 64 << 10  # accumulator tiles of a column-reduce unit (L1/L2): as many columns as fit
 COL_GROUPS = 8  # least units of a multi-pass column reduce (its rows cannot be cut)
+ROW_UNROLL = 4  # rows of a column reduce combined before they meet the tile (power of two)
 TILE_SKEW = 576  # bytes between column-reduce tiles past a 4 KiB boundary (`_column_tiles`)
 SPLIT_MIN_BYTES = 1 << 20  # least input a chunk of a split reduction reads (svod/codegen/split.py)
 SPLIT_MAX_CHUNKS = 32  # most chunks a split reduction's axis is cut into
@@ -851,22 +852,53 @@ class KernelLowering:
                     b.store(reds[i]._identity(), b.gep(arrs[i], [c]))
             f.loop(_i64(0), w, col, "ci")
 
+        def values(c, rctx):
+            env = dict(consts)
+            for i in prev:  # per-column results of earlier passes (a mean for a variance)
+                env[reds[i].node] = b.load(b.gep(result[i], [c]))
+            cctx = {**rctx, last.dims: b.add(c0, c)}
+            self._eval([reds[i].n.src[0] for i in mine], env, cctx)
+            return [env[reds[i].n.src[0]] for i in mine]
+
         def rows(level: int, rctx: dict):
             if level == len(red_axes):
                 def col(c):
-                    env = dict(consts)
-                    for i in prev:  # per-column results of earlier passes (a mean for a variance)
-                        env[reds[i].node] = b.load(b.gep(result[i], [c]))
-                    cctx = {**rctx, last.dims: b.add(c0, c)}
-                    self._eval([reds[i].n.src[0] for i in mine], env, cctx)
-                    for i in mine:
+                    for i, v in zip(mine, values(c, rctx)):
                         ptr = b.gep(tiles[i], [c])
-                        b.store(_combine(f, reds[i], b.load(ptr), env[reds[i].n.src[0]]), ptr)
+                        b.store(_combine(f, reds[i], b.load(ptr), v), ptr)
                 f.loop(_i64(0), w, col, "c")
                 return
             ax = red_axes[level]
             lo, hi = (r0, r1) if level == 0 else (_i64(0), _i64(ax.size))
-            f.loop(lo, hi, lambda j: rows(level + 1, {**rctx, ax.dims: j}), "r")
+            stream(level, lo, hi, rctx)
+
+        def stream(level: int, lo, hi, rctx: dict):
+            """Rows [lo, hi) of reduce axis `level`; the innermost one ROW_UNROLL rows at a
+            time: their values combined pairwise, then once into the tile (a quarter of the
+            tile traffic; the order is fixed by the shapes, so still thread-independent)."""
+            ax = red_axes[level]
+            if level != len(red_axes) - 1 or ROW_UNROLL < 2:
+                f.loop(lo, hi, lambda j: rows(level + 1, {**rctx, ax.dims: j}), "r")
+                return
+            u = ROW_UNROLL
+            nq = b.sdiv(b.sub(hi, lo), _i64(u))
+
+            def quad(q):
+                j0 = b.add(lo, b.mul(q, _i64(u)))
+
+                def col(c):
+                    vals = [values(c, {**rctx, ax.dims: b.add(j0, _i64(d))}) for d in range(u)]
+                    for m, i in enumerate(mine):
+                        level_vals = [v[m] for v in vals]
+                        while len(level_vals) > 1:
+                            level_vals = [_combine(f, reds[i], level_vals[a], level_vals[a + 1])
+                                          for a in range(0, len(level_vals), 2)]
+                        ptr = b.gep(tiles[i], [c])
+                        b.store(_combine(f, reds[i], b.load(ptr), level_vals[0]), ptr)
+                f.loop(_i64(0), w, col, "c")
+
+            f.loop(_i64(0), nq, quad, "rq")
+            f.loop(b.add(lo, b.mul(nq, _i64(u))), hi, lambda j: rows(level + 1, {**rctx, ax.dims: j}), "r")
 
         fill(tiles)
         if not blocked:
@@ -878,7 +910,10 @@ class KernelLowering:
             start = b.mul(jb, _i64(SUM_BLOCK))
             end = b.add(start, _i64(SUM_BLOCK))
             end = b.select(b.icmp_signed("<", end, r1), end, r1)
-            f.loop(start, end, lambda j: rows(1, {**ctx, ax0.dims: j}), "r")
+            if len(red_axes) == 1:
+                stream(0, start, end, ctx)
+            else:
+                f.loop(start, end, lambda j: rows(1, {**ctx, ax0.dims: j}), "r")
 
             def add(c):
                 for i in mine:
