@@ -217,3 +217,20 @@ def test_split_kernel_from_several_python_threads_at_once():
 
     run_threads(work, [(1,), (2,), (1,), (2,)])
     assert not errors
+
+
+def test_column_reduce_code_reads_whole_vectors_four_rows_at_a_time():
+    from svod.codegen.jit import host_target_info
+
+    k, _ = _one_kernel(svod.sum(svod.asarray(np.ones((4096, 1024), np.float32)), axis=0))
+    prog = compile_kernel(k)
+    reg = {512: "zmm", 256: "ymm"}.get(host_target_info()["vector_bits"], "xmm")
+    asm = prog.asm
+    assert "vaddps" in asm and reg in asm  # the column loop is vectorised at the widest width
+    from svod.codegen.lower import lower_kernel
+
+    ir = lower_kernel(k).ir  # the unoptimised IR keeps the loops' names
+    import re
+
+    assert re.search(r"rq\d+\.body", ir)  # the ROW_UNROLL loop over groups of rows
+    assert "ctiles" in ir  # one tile block (skewed tiles)
