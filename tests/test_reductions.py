@@ -234,3 +234,35 @@ def test_column_reduce_code_reads_whole_vectors_four_rows_at_a_time():
 
     assert re.search(r"rq\d+\.body", ir)  # the ROW_UNROLL loop over groups of rows
     assert "ctiles" in ir  # one tile block (skewed tiles)
+
+
+def test_split_reductions_over_padded_concatenated_and_flipped_views():
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((3000, 300)).astype(np.float32)
+    b = rng.standard_normal((2000, 300)).astype(np.float32)
+    ta, tb = svod.asarray(a), svod.asarray(b)
+    both = np.concatenate([a, b])
+    padded = np.pad(a, ((700, 1300), (0, 0)))
+    for got, want in ((svod.sum(svod.concat([ta, tb]), axis=0), both.sum(axis=0)),
+                      (svod.max(svod.concat([ta, tb])), both.max()),
+                      (svod.sum(svod.concat([ta, tb]).reshape(-1)), both.sum()),
+                      (svod.sum(svod.pad(ta, ((700, 1300), (0, 0))), axis=0), padded.sum(axis=0)),
+                      (svod.sum(svod.pad(ta, ((700, 1300), (0, 0)))), padded.sum()),
+                      (svod.sum(svod.flip(ta, axis=0), axis=0), a[::-1].sum(axis=0))):
+        key, bnd = compact([got.uop])
+        plan = plan_greedy(key)
+        for threads in (1, 2):
+            bufs = {i: np.ascontiguousarray(x).reshape(-1) for i, x in enumerate(bnd.arrays)}
+            for k in plan.kernels:
+                for o in k.outputs:
+                    bufs.setdefault(o.slot, np.empty(int(np.prod(o.shape)), o.dtype.np))
+                compile_kernel(k).run(bufs, threads)
+            s, sh = plan.outputs[0]
+            np.testing.assert_allclose(bufs[s].reshape(sh), want, rtol=2e-5, atol=2e-3)
+
+
+def test_empty_and_tiny_reductions_are_not_split():
+    for shape, axis in (((0, 5), 0), ((5, 0), 0), ((70000, 0), 0), ((0,), None), ((1, 1 << 20), 0)):
+        x = np.ones(shape, np.float32)
+        got = svod.sum(svod.asarray(x), axis=axis).numpy()
+        np.testing.assert_array_equal(got, x.sum(axis=axis))

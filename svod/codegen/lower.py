@@ -15,6 +15,8 @@ Loop structure (see docs/codegen.md):
   allows (a contiguous (4096, 4096) kernel is one loop of 16M). One merged axis: units
   are chunks of `CHUNK` elements and a unit range is one flat loop. More axes: a unit is
   one index of the outer axes (unravelled with div/mod), the inner loop runs the last.
+* **column reduce** (a kept innermost axis, `LoopPlan.cols`): a unit owns whole rows'
+  column tiles and streams the rows, `ROW_UNROLL` at a time, once per pass.
 * **reduce / rowwise**: a unit is one row (an index of the kept axes). Per row, pass
   ``p`` loops over the (merged) reduce axes: REDUCE nodes of pass ``p`` accumulate, full
   outputs of pass ``p`` are stored; values that are constant along the row (per-row
@@ -30,7 +32,8 @@ The IR is written clang -O0 style (allocas for loop counters and accumulators); 
 SROA/mem2reg turns it into SSA, and the loop vectoriser does the SIMD work. Float sums
 are blocked: `SUM_BLOCK` elements summed with ``reassoc`` fadds (vector accumulators),
 block sums merged by a binary-counter cascade (pairwise order) — deterministic, and
-independent of the thread count because rows are never split.
+independent of the thread count: a row is cut only into chunks fixed by the shapes
+(`LoopPlan.split`, svod/codegen/split.py), whose partials combine in a fixed tree.
 
 >>> from svod.kernel_examples import softmax_kernel
 >>> low = lower_kernel(softmax_kernel(4, 8))
