@@ -64,11 +64,60 @@ def test_full_reduction_is_split_into_chunks():
     assert plan_loops(many).split == 0  # enough rows: rows are the units
 
 
-def test_variance_over_axis0_is_a_column_kernel_on_several_units():
-    k, _ = _one_kernel(svod.var(svod.asarray(np.ones((4096, 4096), np.float32)), axis=0))
+def test_variance_over_axis0_reads_its_input_once_in_chunks():
+    from svod.codegen.columns import chan_variance
+
+    for fn in (lambda t: svod.var(t, axis=0), lambda t: svod.std(t, axis=0, correction=1)):
+        k, _ = _one_kernel(fn(svod.asarray(np.ones((4096, 4096), np.float32))))
+        p = plan_loops(k)
+        assert k.passes == 2 and chan_variance(k) is not None
+        assert p.cols == 4096 and p.split > 1 and p.units == p.split  # whole rows, rows cut into chunks
+
+
+def test_other_two_pass_column_reduces_cut_columns_not_rows():
+    from svod.codegen.columns import chan_variance
+
+    x = np.random.default_rng(8).standard_normal((3000, 2048)).astype(np.float32)
+    t = svod.asarray(x)
+    got = svod.max(t - svod.mean(t, axis=0), axis=0)
+    k, arrays = _one_kernel(got)
     p = plan_loops(k)
-    assert k.passes == 2 and p.cols > 0 and p.split == 0
-    assert p.units >= 8 and p.cols >= 256
+    assert k.passes == 2 and chan_variance(k) is None
+    assert p.cols > 0 and p.split == 0 and p.units >= 8
+    want = (x - x.mean(axis=0)).max(axis=0)
+    for threads in (1, 2):
+        (g,) = _run(k, arrays, threads)
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_chunked_variance_accuracy_against_numpy(dtype):
+    rng = np.random.default_rng(12)
+    # a large common offset and a small spread: E[x^2] - E[x]^2 would lose every digit
+    x = (1e4 + rng.standard_normal((20000, 130))).astype(dtype)
+    x[5, 3] = np.nan
+    x[7, 4] = np.inf
+    t = svod.asarray(x)
+    exact = x.astype(np.float64).var(axis=0)
+    for fn, ref in ((lambda a: svod.var(a, axis=0), lambda a: a.var(axis=0)),
+                    (lambda a: svod.std(a, axis=0, correction=1), lambda a: a.std(axis=0, ddof=1))):
+        k, arrays = _one_kernel(fn(t))
+        assert plan_loops(k).split > 1
+        want64 = ref(x.astype(np.float64))
+        for threads in (1, 2):
+            (g,) = _run(k, arrays, threads)
+            assert g.dtype == dtype
+            np.testing.assert_array_equal(np.isnan(g), np.isnan(want64))
+            ok = ~np.isnan(want64)
+            err, np_err = np.abs(g[ok] - want64[ok]), np.abs(ref(x)[ok] - want64[ok])
+            # per column either may be luckier; over the columns svod's error is no larger
+            if dtype == np.float64:  # numpy's float64 result is the reference itself
+                assert err.max() <= 1e-11 * float(want64[ok].max()), err.max()
+                continue
+            slack = 4 * np.finfo(dtype).eps * float(want64[ok].max())
+            assert err.max() <= np_err.max() + slack, (err.max(), np_err.max())
+            assert np.sqrt(np.mean(err ** 2)) <= np.sqrt(np.mean(np_err ** 2)) + slack
+    assert np.isnan(exact[3]) and np.isnan(exact[4])
 
 
 def test_split_kernel_ir_combines_with_an_atomic_counter():

@@ -29,6 +29,41 @@ class _Lower:
 lw = _Lower()
 
 
+def chan_variance(kernel) -> tuple[int, int, int] | None:
+    """(sum node, sum-of-squares node, element node) when `kernel` is a variance over its
+    reduce axes in the two-pass form the frontend builds: pass 0 ``s1 = sum(x)``, pass 1
+    ``s2 = sum((x - s1 / N) * (x - s1 / N))`` with N the reduce size, float. Such a column
+    reduce may read its input once: per sub-chunk of rows in cache, the sub-chunk's mean
+    and squared deviations, merged with Chan's formula (`ColumnLowering._chan_unit`)."""
+    from svod.ir import Ops
+
+    if kernel.passes != 2 or any(not o.reduced for o in kernel.outputs):
+        return None
+    nodes = kernel.nodes
+    reds = [i for i, n in enumerate(nodes) if n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN)]
+    if len(reds) != 2 or any(nodes[i].op is not Ops.REDUCE or nodes[i].arg != "sum" or not nodes[i].dtype.is_float
+                             for i in reds):
+        return None
+    r1, r2 = sorted(reds, key=lambda i: nodes[i].pass_)
+    if nodes[r1].pass_ != 0 or nodes[r2].pass_ != 1 or nodes[r1].dtype != nodes[r2].dtype:
+        return None
+    q = nodes[nodes[r2].src[0]]
+    if q.op is not Ops.MUL or q.src[0] != q.src[1]:
+        return None
+    d = nodes[q.src[0]]
+    if d.op is not Ops.SUB or d.src[0] != nodes[r1].src[0]:
+        return None
+    m = nodes[d.src[1]]
+    n_red = math.prod(kernel.shape[a] for a in kernel.reduce_axes)
+    if m.op is not Ops.DIV or m.src[0] != r1 or nodes[m.src[1]].op is not Ops.CONST:
+        return None
+    if float(nodes[m.src[1]].arg) != float(n_red) or n_red < 2:
+        return None
+    if nodes[d.src[0]].dtype != nodes[r1].dtype:
+        return None
+    return r1, r2, d.src[0]
+
+
 class ColumnLowering:
     """Mixin of `svod.codegen.lower.KernelLowering`: the column-reduce lowering."""
 
@@ -50,7 +85,9 @@ class ColumnLowering:
         nch = plan.split or 1
         consts = {i: lw.emit_op(f, n.op, n.dtype, n.arg, [], []) for i, n in enumerate(k.nodes) if n.op is lw.Ops.CONST}
         reds = [lw._Reduction(self, i) for i, n in enumerate(k.nodes) if n.op is lw.Ops.REDUCE]
-        blocked = any(r.cascade for r in reds) and ax0.size > lw.SUM_BLOCK
+        chan = chan_variance(k) if len(red_axes) == 1 else None
+        n_red = ax0.size
+        blocked = chan is not None or (any(r.cascade for r in reds) and ax0.size > lw.SUM_BLOCK)
         tiles, totals = self._column_tiles(reds, blocked)
         groups = math.prod(a.size for a in outer) * nblk
         scratch = lw.SplitScratch(f, self.symbol, [r.ty for r in reds], groups, nch, plan.cols, self.ub, self.ue,
@@ -72,16 +109,21 @@ class ColumnLowering:
                 r0, r1 = lw._i64(0), lw._i64(ax0.size)
 
             result = [tot if (blocked and r.cascade) else t for r, t, tot in zip(reds, tiles, totals)]
-            for p in range(k.passes):  # a pass streams the rows once; later passes read earlier results
-                mine = [i for i, r in enumerate(reds) if r.n.pass_ == p]
-                if mine:
-                    self._column_pass(p, mine, reds, tiles, totals, result, consts, blocked, ctx, c0, w, r0, r1)
+            if chan:  # result: the mean and the sum of squared deviations of rows [r0, r1)
+                self._chan_unit(chan, reds, tiles, result, consts, ctx, c0, w, r0, r1)
+            else:
+                for p in range(k.passes):  # a pass streams the rows once; later passes read earlier results
+                    mine = [i for i, r in enumerate(reds) if r.n.pass_ == p]
+                    if mine:
+                        self._column_pass(p, mine, reds, tiles, totals, result, consts, blocked, ctx, c0, w, r0, r1)
 
             def store(c, src_of):
                 env = dict(consts)
                 cctx = {**ctx, last.dims: b.add(c0, c)}
                 for r, src in zip(reds, src_of):
                     env[r.node] = b.load(src(c))
+                if chan:  # the first reduction is the sum: mean x N
+                    env[chan[0]] = b.fmul(env[chan[0]], ir.Constant(reds[0].ty, float(n_red)))
                 self._eval([o.node for o in k.outputs], env, cctx)
                 for j, o in enumerate(k.outputs):
                     self._store(self.out_ptrs[j], o.dtype, self.out_access[j], cctx, env[o.node])
@@ -96,7 +138,10 @@ class ColumnLowering:
             f.loop(lw._i64(0), w, put, "cp")
 
             def finish():
-                scratch.combine(g, w, [self._merge_fn(r) for r in reds])
+                if chan:
+                    self._chan_combine(scratch, g, w, reds, ax0.size)
+                else:
+                    scratch.combine(g, w, [self._merge_fn(r) for r in reds])
                 f.loop(lw._i64(0), w, lambda c: store(c, [lambda c, ri=ri: scratch.slot(ri, g, 0, c)
                                                        for ri in range(len(reds))]), "cs")
             f.if_then(scratch.arrive(g), finish)
@@ -225,3 +270,116 @@ class ColumnLowering:
         if red.cascade:
             return lambda x, y: b.fadd(x, y)
         return lambda x, y: lw._combine(self.f, red, x, y)
+
+    def _chan_unit(self, chan, reds, tiles, result, consts, ctx, c0, w, r0, r1) -> None:
+        """A variance over rows [r0, r1) in one read: per sub-chunk of `CHAN_ROWS` rows
+        (in cache after the first pass over them), the sub-chunk's sums into a tile,
+        its mean, its squared deviations from that mean into another, then merged into the
+        running (mean, M2) of the unit: ``delta = mean_b - mean; mean += delta * nb / n;
+        M2 += M2_b + delta^2 * na * nb / n`` (Chan et al.), starting from (0, 0)."""
+        f, b = self.f, self.f.b
+        last = self.plan.axes[-1]
+        ax0 = self.plan.inner_axes[0]
+        i1 = next(i for i, r in enumerate(reds) if r.node == chan[0])
+        i2 = next(i for i, r in enumerate(reds) if r.node == chan[1])
+        ty = reds[i1].ty
+        s_t, q_t, mean_t, m2_t = tiles[i1], tiles[i2], result[i1], result[i2]
+        zero = ir.Constant(ty, 0.0)
+        rows = max(lw.ROW_UNROLL, lw.CHAN_BYTES // max(1, self.plan.cols * (8 if isinstance(ty, ir.DoubleType)
+                                                                             else 4)))
+        rows = min(lw.SUM_BLOCK, rows)
+
+        def col_loop(fn, name):
+            f.loop(lw._i64(0), w, fn, name)
+
+        def x_at(j, c):
+            env = dict(consts)
+            self._eval([chan[2]], env, {**ctx, ax0.dims: j, last.dims: b.add(c0, c)})
+            return env[chan[2]]
+
+        col_loop(lambda c: (b.store(zero, b.gep(mean_t, [c])), b.store(zero, b.gep(m2_t, [c]))), "cz")
+
+        def sub(i):
+            s0 = b.add(r0, b.mul(i, lw._i64(rows)))
+            s1 = b.add(s0, lw._i64(rows))
+            s1 = b.select(b.icmp_signed("<", s1, r1), s1, r1)
+            nb = b.sitofp(b.sub(s1, s0), ty)
+            na = b.sitofp(b.sub(s0, r0), ty)
+            col_loop(lambda c: (b.store(zero, b.gep(s_t, [c])), b.store(zero, b.gep(q_t, [c]))), "cf")
+
+            def rows_into(tile, value, name):
+                """tile[c] += value(j, c) over rows [s0, s1), ROW_UNROLL rows summed pairwise first."""
+                u = lw.ROW_UNROLL
+                nq = b.sdiv(b.sub(s1, s0), lw._i64(u))
+
+                def quad(q):
+                    j0 = b.add(s0, b.mul(q, lw._i64(u)))
+
+                    def col(c):
+                        vals = [value(b.add(j0, lw._i64(d)), c) for d in range(u)]
+                        while len(vals) > 1:
+                            vals = [b.fadd(vals[a], vals[a + 1]) for a in range(0, len(vals), 2)]
+                        p = b.gep(tile, [c])
+                        b.store(b.fadd(b.load(p), vals[0]), p)
+                    col_loop(col, "c")
+
+                def one(j):
+                    def col(c):
+                        p = b.gep(tile, [c])
+                        b.store(b.fadd(b.load(p), value(j, c)), p)
+                    col_loop(col, "c")
+
+                f.loop(lw._i64(0), nq, quad, name + "q")
+                f.loop(b.add(s0, b.mul(nq, lw._i64(u))), s1, one, name)
+
+            def square_dev(j, c):
+                d = b.fsub(x_at(j, c), b.load(b.gep(s_t, [c])))
+                return b.fmul(d, d)
+
+            rows_into(s_t, x_at, "ra")
+            inv = b.fdiv(ir.Constant(ty, 1.0), nb)
+            col_loop(lambda c: b.store(b.fmul(b.load(b.gep(s_t, [c])), inv), b.gep(s_t, [c])), "cm")
+            rows_into(q_t, square_dev, "rb")
+            n = b.fadd(na, nb)
+            wb = b.fdiv(nb, n)
+            wab = b.fmul(na, wb)
+
+            def merge(c):
+                pm, pq = b.gep(mean_t, [c]), b.gep(m2_t, [c])
+                m = b.load(pm)
+                delta = b.fsub(b.load(b.gep(s_t, [c])), m)
+                b.store(b.fadd(m, b.fmul(delta, wb)), pm)
+                b.store(b.fadd(b.fadd(b.load(pq), b.load(b.gep(q_t, [c]))), b.fmul(b.fmul(delta, delta), wab)), pq)
+            col_loop(merge, "cc")
+
+        nsub = b.sdiv(b.add(b.sub(r1, r0), lw._i64(rows - 1)), lw._i64(rows))
+        f.loop(lw._i64(0), nsub, sub, "sc")
+
+    def _chan_combine(self, scratch, g, w, reds, size: int) -> None:
+        """The chunks' (mean, M2) partials of group `g` merged in the split's pairwise tree
+        (chunk c += chunk c + step), with each side's row count known from the shapes."""
+        f, b = self.f, self.f.b
+        chan = chan_variance(self.k)
+        i1 = next(i for i, r in enumerate(reds) if r.node == chan[0])
+        i2 = next(i for i, r in enumerate(reds) if r.node == chan[1])
+        ty = reds[i1].ty
+        clen, nch = self.plan.chunk_len, scratch.chunks
+
+        def rows(c0: int, c1: int) -> int:
+            return max(0, min(size, c1 * clen) - c0 * clen)
+
+        step = 1
+        while step < nch:
+            for c in range(0, nch - step, 2 * step):
+                na, nb = rows(c, c + step), rows(c + step, min(c + 2 * step, nch))
+                wb, wab = ir.Constant(ty, nb / (na + nb)), ir.Constant(ty, na * nb / (na + nb))
+
+                def lane(j, c=c, step=step, wb=wb, wab=wab):
+                    pm, pq = scratch.slot(i1, g, c, j), scratch.slot(i2, g, c, j)
+                    m = b.load(pm)
+                    delta = b.fsub(b.load(scratch.slot(i1, g, c + step, j)), m)
+                    b.store(b.fadd(m, b.fmul(delta, wb)), pm)
+                    b.store(b.fadd(b.fadd(b.load(pq), b.load(scratch.slot(i2, g, c + step, j))),
+                                   b.fmul(b.fmul(delta, delta), wab)), pq)
+                f.loop(lw._i64(0), w, lane, "cmb")
+            step *= 2

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 import llvmlite.ir as ir
 import numpy as np
 
-from svod.codegen.columns import ColumnLowering
+from svod.codegen.columns import ColumnLowering, chan_variance
 from svod.codegen.split import SPLIT_SCRATCH_MAX, SplitScratch
 from svod.dtype import DType
 from svod.ir import COMPARE, Ops
@@ -71,6 +71,7 @@ COL_BLOCK = 256  # fewest columns per unit of a column reduce (when the tiles bu
 COL_TILE_BYTES = 64 << 10  # accumulator tiles of a column-reduce unit (L1/L2): as many columns as fit
 COL_GROUPS = 8  # least units of a multi-pass column reduce (its rows cannot be cut)
 ROW_UNROLL = 4  # rows of a column reduce combined before they meet the tile (power of two)
+CHAN_BYTES = 128 << 10  # input a variance's column sub-chunk reads twice from cache (columns.py)
 TILE_SKEW = 576  # bytes between column-reduce tiles past a 4 KiB boundary (`_column_tiles`)
 SPLIT_MIN_BYTES = 1 << 20  # least input a chunk of a split reduction reads (svod/codegen/split.py)
 SPLIT_MAX_CHUNKS = 32  # most chunks a split reduction's axis is cut into
@@ -207,7 +208,8 @@ def plan_loops(kernel: Kernel) -> LoopPlan:
         groups = math.prod(a.size for a in unit_axes[:-1]) * -(-last.size // cols)
         inner_rest = math.prod(a.size for a in inner[1:])
         clen, chunks = _split_chunks(kernel, inner[0].size, cols * inner_rest, column=True)
-        if kernel.passes > 1 or chunks * groups * cols * _partial_bytes(kernel) > SPLIT_SCRATCH_MAX:
+        one_read = kernel.passes == 1 or (len(inner) == 1 and chan_variance(kernel) is not None)
+        if not one_read or chunks * groups * cols * _partial_bytes(kernel) > SPLIT_SCRATCH_MAX:
             clen, chunks = inner[0].size, 1
         return LoopPlan(kind, tuple(axes), unit_axes, inner, groups * chunks, cols=cols,
                         split=chunks if chunks > 1 else 0, chunk_len=clen if chunks > 1 else 0)
@@ -240,7 +242,7 @@ def _column_width(kernel: Kernel, ncols: int, outer: int) -> int:
     count) of at least `COL_BLOCK` columns, for the threads."""
     fit = COL_TILE_BYTES // _tile_bytes(kernel)
     width = ncols if ncols <= fit else max(COL_BLOCK, fit // 64 * 64)
-    if kernel.passes > 1 and outer * -(-ncols // width) < COL_GROUPS:
+    if kernel.passes > 1 and outer * -(-ncols // width) < COL_GROUPS and chan_variance(kernel) is None:
         want = -(-ncols // max(1, COL_GROUPS // max(outer, 1)))
         width = min(width, max(COL_BLOCK, -(-want // 64) * 64))
     return width
