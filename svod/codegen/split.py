@@ -19,6 +19,11 @@ Where the scratch lives:
 * a call over part of the units comes from `svod.runtime`'s pool, which runs one job at a
   time: those use the module's zero-initialised globals (the combining unit sets its
   counter back to 0 for the next launch; the dispatcher's wait orders it before that).
+
+Known limit: a process forked while another of its threads is inside a pool launch of a
+split kernel inherits that launch's half-counted counters; the child's first pool launch
+of the same kernel would then combine too early or never. (The pool itself is dropped
+in the child; the compiled module's globals are not reset.)
 """
 
 from __future__ import annotations
