@@ -315,3 +315,27 @@ def test_empty_and_tiny_reductions_are_not_split():
         x = np.ones(shape, np.float32)
         got = svod.sum(svod.asarray(x), axis=axis).numpy()
         np.testing.assert_array_equal(got, x.sum(axis=axis))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_child_resets_half_counted_split_counters():
+    import ctypes
+
+    x = np.random.default_rng(13).standard_normal(1 << 21).astype(np.float32)
+    k, arrays = _one_kernel(svod.sum(svod.asarray(x)))
+    want = _run(k, arrays, 1)[0]
+    prog = compile_kernel(k)
+    addr, nbytes = prog._split_counts
+    assert nbytes == 8
+    ctypes.c_int64.from_address(addr).value = 1  # as if a launch in another thread had counted one unit
+    pid = os.fork()
+    if pid == 0:  # the child: its first pool launch must combine at the right unit
+        ok = False
+        try:
+            ok = _run(k, arrays, 2)[0].tobytes() == want.tobytes()
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    ctypes.c_int64.from_address(addr).value = 0  # the parent's own launch never ran: undo the simulation
+    assert os.WEXITSTATUS(status) == 0
+    assert _run(k, arrays, 2)[0].tobytes() == want.tobytes()

@@ -20,10 +20,9 @@ Where the scratch lives:
   time: those use the module's zero-initialised globals (the combining unit sets its
   counter back to 0 for the next launch; the dispatcher's wait orders it before that).
 
-Known limit: a process forked while another of its threads is inside a pool launch of a
-split kernel inherits that launch's half-counted counters; the child's first pool launch
-of the same kernel would then combine too early or never. (The pool itself is dropped
-in the child; the compiled module's globals are not reset.)
+A process forked while another of its threads is inside a pool launch inherits that
+launch's half-counted counters: ``i64* <symbol>.split.counts()`` returns their address,
+and `svod.codegen.program` zeroes them in the child (`os.register_at_fork`).
 """
 
 from __future__ import annotations
@@ -80,6 +79,9 @@ class SplitScratch:
         gcount.linkage = "internal"
         gcount.initializer = ir.Constant(ir.ArrayType(I64, groups), None)
         gcount.align = 64
+        getter = ir.Function(module, ir.FunctionType(ir.PointerType(I64), []), symbol + ".split.counts")
+        gb = ir.IRBuilder(getter.append_basic_block("e"))
+        gb.ret(gb.bitcast(gcount, ir.PointerType(I64)))
         self.full = b.and_(b.icmp_signed("==", ub, _i64(0)), b.icmp_signed("==", ue, _i64(units)))
         # private storage for a call that runs every unit (NULL otherwise: free(NULL) is a no-op)
         calloc = _func(module, "calloc", i8p, [I64, I64])
