@@ -1,6 +1,6 @@
 """Benchmark compiled kernels against numpy and a hand-written C loop (same run).
 
-    python3 bench/bench_kernels.py [--repeats 9] [--threads N]
+    python3 bench/bench_kernels.py [--repeats 9] [--threads N] [--reductions]
 
 Kernels are built with svod's frontend + the greedy planner + `compile_kernel`, output
 buffers allocated with numpy. Times are medians of interleaved repeats (each repeat
@@ -9,7 +9,9 @@ float32 with a fresh result per call (vs numpy, vs gcc -O3 -march=native -fopenm
 gcc exists), exp on 16M float32, softmax (4096, 4096) and layernorm (8192, 1024) as one
 kernel each, a chain of kernels handing 1 MB to each other, the call overhead of a
 tiny kernel, thread dispatch, compile time of W1,
-and the object-cache load time.
+and the object-cache load time; then reductions of DRAM-sized inputs (axis 0, axis 1,
+to one value, W6) with their share of the read-bandwidth probe of `svod.bench.peak`
+measured in the same repeats (``--reductions``: only those).
 """
 
 from __future__ import annotations
@@ -110,8 +112,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--threads", type=int, default=runtime.pool_size())
+    ap.add_argument("--reductions", action="store_true", help="only the reductions (DRAM-sized, bandwidth shares)")
     args = ap.parse_args()
     R, T = args.repeats, args.threads
+    if args.reductions:
+        print("\n".join(reductions(R, T)))
+        return
     rng = np.random.default_rng(0)
     rows = []
 
@@ -255,6 +261,8 @@ def main() -> None:
         assert svod.stats()["kernels_loaded"] == before + 1
     rows.append(("object-cache load W1 kernel", float(np.median(loads)), None, "", "<= 2 ms"))
 
+    red = reductions(R, T)
+
     print(f"svod kernel benchmark: {R} interleaved repeats, median; svod threads={T}; cpu={os.cpu_count()}")
     print(f"{'case':44} {'svod':>11} {'peer':>11}  {'ratio':>7}  target")
     for name, ours, peer, pname, target in rows:
@@ -264,6 +272,51 @@ def main() -> None:
         else:
             print(f"{name:44} {ours * 1e3:8.2f} ms {peer * 1e3:8.2f} ms  {peer / ours:6.2f}x  "
                   f"{pname} {target}".rstrip())
+    for line in red:
+        print(line)
+
+
+def reductions(R: int, T: int) -> list[str]:
+    """Reductions of DRAM-sized float32 inputs through `svod.realize` (the planner's
+    kernels) against numpy, and the share of the read-bandwidth probe of
+    `svod.bench.peak` (run between the contenders, on T threads) each reaches: the
+    input's bytes over the time. W6 is the workload (six outputs of one 4096x4096)."""
+    from svod.bench.peak import describe, probe, read_bandwidth
+
+    rng = np.random.default_rng(1)
+    big = rng.standard_normal((16384, 4096)).astype(np.float32)  # 256 MiB
+    w6 = big[:4096]  # 64 MiB, twice the L3 here
+    tb, t6 = svod.asarray(big), svod.asarray(w6)
+    probe_buf = np.ones(64 << 20, np.float32)
+    cases = [
+        ("sum axis 0, 16384x4096", lambda: svod.realize(svod.sum(tb, axis=0)), lambda: big.sum(axis=0), big),
+        ("mean axis 0, 16384x4096", lambda: svod.realize(svod.mean(tb, axis=0)), lambda: big.mean(axis=0), big),
+        ("var axis 0, 16384x4096", lambda: svod.realize(svod.var(tb, axis=0)),
+         lambda: big.var(axis=0), big),
+        ("sum, 16384x4096 -> one value", lambda: svod.realize(svod.sum(tb)), lambda: big.sum(), big),
+        ("max, 16384x4096 -> one value", lambda: svod.realize(svod.max(tb)), lambda: big.max(), big),
+        ("sum axis 1, 16384x4096", lambda: svod.realize(svod.sum(tb, axis=1)), lambda: big.sum(axis=1), big),
+        ("W6: sum/max over 0, 1, all of 4096x4096",
+         lambda: svod.realize(svod.sum(t6, axis=0), svod.sum(t6, axis=1), svod.sum(t6), svod.max(t6, axis=0),
+                              svod.max(t6, axis=1), svod.max(t6)),
+         lambda: (w6.sum(axis=0), w6.sum(axis=1), w6.sum(), w6.max(axis=0), w6.max(axis=1), w6.max()), w6),
+    ]
+    pk = probe(T)
+    lines = ["", f"reductions ({describe(pk)}); share = input bytes / time / read probe of the same repeats",
+             f"{'case':44} {'svod':>11} {'numpy':>11}  {'ratio':>7}  {'svod GB/s':>9}  {'probe':>6}  share"]
+    for name, sv, nm, arr in cases:
+        got = sv()
+        want = nm()
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            np.testing.assert_allclose(g.numpy(), w, rtol=1e-3, atol=1e-2)
+        bw: list[float] = []
+        t = interleaved({"svod": sv, "numpy": nm, "probe": lambda bw=bw: bw.append(
+            read_bandwidth(256 << 20, T, repeats=1, buf=probe_buf)["gbps"])}, R)
+        gbps = arr.nbytes / t["svod"] / 1e9
+        pb = float(np.median(bw))
+        lines.append(f"{name:44} {t['svod'] * 1e3:8.2f} ms {t['numpy'] * 1e3:8.2f} ms  {t['numpy'] / t['svod']:6.2f}x  "
+                     f"{gbps:9.1f}  {pb:6.1f}  {gbps / pb:4.0%}")
+    return lines
 
 
 if __name__ == "__main__":

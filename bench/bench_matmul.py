@@ -1,6 +1,6 @@
 """Benchmark svod's generated GEMM against numpy's BLAS (and jax.jit when installed).
 
-    python3 bench/bench_matmul.py [--repeats 11] [--sizes 1024,2048] [--threads 2] [--f64] [--no-mlp]
+    python3 bench/bench_matmul.py [--repeats 11] [--sizes 1024,2048] [--threads 2] [--f64] [--no-mlp] [--no-gemv]
 
 Same run, interleaved repeats (each repeat runs every contender once), medians and
 bests. Reports:
@@ -8,6 +8,10 @@ bests. Reports:
 * square float32 matmuls (default 1024^3 and 2048^3): svod's generated kernel
   (`compile_kernel` of a `Kernel` with `MatmulSpec(library=False)`, `--threads` threads)
   vs `np.matmul(out=...)`, vs `jax.jit(jnp.matmul)`; GFLOP/s = 2·m·n·k / time;
+* the FMA peak of `svod.bench.peak` on `--threads` threads, measured before each square
+  row, and each contender's share of it; the probe's L2/L3/DRAM read bandwidths;
+* matrix-vector products (A 4000x5000 float32/float64, A transposed): svod's library
+  step against numpy, as shares of the DRAM read-bandwidth probe of the same run;
 * the MLP block ``gelu(x@W1+b1)@W2+b2`` (x 512x1024, W1 1024x4096, W2 4096x1024, the
   tanh GELU so numpy computes it natively): svod through `svod.jit` (the planner's
   choice, kernels listed), svod with both matmuls fused into their epilogues (the
@@ -117,12 +121,47 @@ class CpuLoad:
 
 
 def bench_square(sizes, dtypes, threads, repeats, jax_mm):
-    print(f"\n## square matmuls (threads={threads}, {repeats} interleaved repeats; GFLOP/s median / best)\n")
-    print("| case | svod generated | numpy (BLAS) | jax.jit | svod / numpy | max abs diff | other load |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"\n## square matmuls (threads={threads}, {repeats} interleaved repeats; GFLOP/s median / best; "
+          "peak: svod.bench.peak's FMA loop on as many threads, measured before each row, float64 half of it)\n")
+    print("| case | svod generated | numpy (BLAS) | jax.jit | svod / numpy | FMA peak | svod / peak | "
+          "numpy / peak | max abs diff | other load |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for dt in dtypes:
         for n in sizes:
             print(square_row(n, dt, threads, repeats, jax_mm))
+
+
+def bench_gemv(threads, repeats):
+    """Matrix-vector products too big for the caches: svod's library step (cblas gemv bands
+    on svod's pool) against numpy, as a share of the DRAM read bandwidth probe."""
+    from svod.bench.peak import read_bandwidth
+
+    print(f"\n## matrix-vector products (A 4000x5000; {repeats} interleaved repeats; ms median / best; "
+          "share: A's bytes / time against the read-bandwidth probe of this run)\n")
+    print("| case | svod | numpy | svod / numpy | DRAM probe | svod share | numpy share | other load |")
+    print("|---|---|---|---|---|---|---|---|")
+    rng = np.random.default_rng(1)
+    probe_buf = np.ones(64 << 20, np.float32)
+    for dt, trans in ((np.float32, False), (np.float32, True), (np.float64, False)):
+        a = rng.standard_normal((5000, 4000) if trans else (4000, 5000)).astype(dt)
+        a2 = a.T if trans else a
+        x = rng.standard_normal(5000).astype(dt)
+        ta, tx = svod.asarray(a), svod.asarray(x)
+
+        def mv(ta=ta, tx=tx, trans=trans):
+            return ((ta.T if trans else ta) @ tx).numpy()
+
+        np.testing.assert_allclose(mv(), a2 @ x, rtol=1e-3, atol=1e-2)
+        bw: list[float] = []
+        fns = {"svod": mv, "numpy": lambda a2=a2, x=x: a2 @ x,
+               "probe": lambda bw=bw: bw.append(read_bandwidth(256 << 20, threads, repeats=1, buf=probe_buf)["gbps"])}
+        with CpuLoad() as load:
+            t = interleaved(fns, repeats)
+        probe = sorted(bw)[len(bw) // 2]
+        sv, nv = median(t["svod"]), median(t["numpy"])
+        print(f"| A{'ᵀ' if trans else ''} @ x {np.dtype(dt).name} | {sv * 1e3:.2f} / {t['svod'][0] * 1e3:.2f} | "
+              f"{nv * 1e3:.2f} / {t['numpy'][0] * 1e3:.2f} | {nv / sv:.2f}x | {probe:.1f} GB/s | "
+              f"{a.nbytes / sv / 1e9 / probe:.0%} | {a.nbytes / nv / 1e9 / probe:.0%} | {load.other:.0%} |")
 
 
 def square_row(n: int, dt, threads: int, repeats: int, jax_mm) -> str:
@@ -137,6 +176,9 @@ def square_row(n: int, dt, threads: int, repeats: int, jax_mm) -> str:
     if jax_mm is not None:
         ja, jb = jax_mm[1](a), jax_mm[1](b)
         fns["jax"] = lambda: jax_mm[0](ja, jb).block_until_ready()
+    from svod.bench.peak import fma_peak
+
+    peak = fma_peak(threads, seconds=0.1)["gflops"] / (2 if dt.np == np.float64 else 1)
     with CpuLoad() as load:
         t = interleaved(fns, repeats)
     err = float(np.max(np.abs(out.reshape(n, n) - out_np)))
@@ -147,7 +189,8 @@ def square_row(n: int, dt, threads: int, repeats: int, jax_mm) -> str:
         return f"{gf[k]:.1f} / {best[k]:.1f}" if k in gf else "—"
 
     return (f"| {n}³ {dt.name} | {cell('svod')} | {cell('numpy')} | {cell('jax')} | "
-            f"{gf['svod'] / gf['numpy']:.2f}x | {err:.1e} | {load.other:.0%} |")
+            f"{gf['svod'] / gf['numpy']:.2f}x | {peak:.0f} | {gf['svod'] / peak:.0%} | {gf['numpy'] / peak:.0%} | "
+            f"{err:.1e} | {load.other:.0%} |")
 
 
 def gelu_tanh_np(h):
@@ -217,6 +260,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--f64", action="store_true", help="also float64")
     ap.add_argument("--no-mlp", action="store_true")
+    ap.add_argument("--no-gemv", action="store_true")
     ap.add_argument("--gap", type=float, default=GAP, help="seconds of rest before each timed call")
     opts = ap.parse_args()
     globals()["GAP"] = opts.gap
@@ -241,7 +285,12 @@ def main() -> None:
     except ImportError:
         print("- jax: not installed")
     sizes = [int(s) for s in opts.sizes.split(",") if s]
+    from svod.bench.peak import describe, probe
+
+    print(f"- {describe(probe(opts.threads))}")
     bench_square(sizes, [float32] + ([float64] if opts.f64 else []), opts.threads, opts.repeats, jax_mm)
+    if not opts.no_gemv:
+        bench_gemv(opts.threads, opts.repeats)
     if not opts.no_mlp:
         bench_mlp(opts.threads, opts.repeats, jax_mod)
 

@@ -778,6 +778,7 @@ def calibrate(progress: bool = True, budget: float = 60.0, quick: bool = False, 
     raw = run_probes(probes(quick), progress=progress, budget=budget, rounds=rounds)
     data = fit(raw, Machine.host().cores)
     data["overlap"] = fit_overlap(data, raw)
+    data["peak"] = peak()
     data["machine"] = {"fingerprint": machine_fingerprint(), "cpu": cpu_name(), "cores": Machine.host().cores,
                        "vector_bits": Machine.host().vector_bits}
     data["created"] = time.time()
@@ -790,6 +791,17 @@ def calibrate(progress: bool = True, budget: float = 60.0, quick: bool = False, 
 
         save_profile(prof)
     return prof
+
+
+def peak(threads: int | None = None) -> dict:
+    """The machine's peaks in about half a second (`svod.bench.peak.probe`): the FMA
+    peak of one core and of all (widest vectors, registers only) and the read bandwidth
+    from L2, L3 and DRAM on all threads. `svod calibrate --peak` prints only this; a
+    full calibration stores it in the profile (``data["peak"]``) beside the fitted
+    constants, as the yardstick benchmarks report shares of."""
+    from svod.bench.peak import probe
+
+    return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in probe(threads).items()}
 
 
 def _fmt_bytes(n: float) -> str:
@@ -810,6 +822,11 @@ def summary(p: Profile) -> str:
         if pts:
             lines.append(f"  bandwidth {label:<22} " + "  ".join(f"{_fmt_bytes(ws)}: {b / 1e9:.1f}"
                                                                   for ws, b in pts) + " GB/s")
+    pk = p.data.get("peak")
+    if pk:
+        from svod.bench.peak import describe
+
+        lines.append("  " + describe(pk))
     ops = p.op_seconds
     lines.append("  op cost (ns/element, 1 thread): " + ", ".join(f"{k} {v * 1e9:.2f}" for k, v in sorted(ops.items())))
     lines.append(f"  launch {p.launch_seconds * 1e6:.2f} us/kernel, dispatch {p.dispatch_seconds * 1e6:.1f} us, "
@@ -834,4 +851,4 @@ def summary(p: Profile) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Probe", "calibrate", "fit", "kernels_of", "probes", "run_probes", "summary"]
+__all__ = ["Probe", "calibrate", "fit", "kernels_of", "peak", "probes", "run_probes", "summary"]

@@ -399,6 +399,21 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from costmodels.calibrate import calibrate, summary
 
     _check_farm_args(args)
+    if args.peak:
+        import json
+
+        from costmodels.calibrate import peak
+        from svod.bench.peak import describe
+
+        pk = peak()
+        print(describe(pk))
+        if args.json:
+            try:
+                with open(args.json, "w") as fh:
+                    json.dump(pk, fh, indent=1)
+            except OSError as e:
+                raise CliError(f"cannot write {args.json}: {e}") from None
+        return 0
     if args.ray:
         return _calibrate_farm(args)
     p = calibrate(progress=not args.no_progress, budget=args.budget, quick=args.quick, save=not args.no_store)
@@ -641,6 +656,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      "calibrated cost model plans with.")
     cal.add_argument("--budget", type=_seconds, default=60.0, help="seconds to aim for (default 60)")
     cal.add_argument("--quick", action="store_true", help="fewer probes (a rough profile in seconds)")
+    cal.add_argument("--peak", action="store_true",
+                     help="only the peak probe (< 2 s): FMA GFLOP/s a core and on all, read GB/s from L2, L3 "
+                          "and DRAM; nothing stored (--json PATH writes it)")
     cal.add_argument("--json", default=None, metavar="PATH", help="also write the profile to PATH")
     cal.add_argument("--no-store", action="store_true", help="do not store the profile (with --json: just measure)")
     cal.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -100,3 +100,67 @@ def test_fork_child_runs_library_steps():
             os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+GEMV_CASES = [  # (a, b) builders: matrix-vector and vector-matrix products, odd sizes, strides
+    lambda r, d: (r((997, 1503), d), r((1503, 1), d)),  # A x: bands of A's rows
+    lambda r, d: (r((1503, 997), d).T, r((1503, 1), d)),  # A stored transposed: bands of its columns
+    lambda r, d: (r((997, 1503), d), r((3006, 1), d)[::2]),  # x with stride 2
+    lambda r, d: (r((1, 1503), d), r((1503, 997), d)),  # x B
+    lambda r, d: (r((1, 1503), d), r((997, 1503), d).T),  # x B, B stored transposed
+    lambda r, d: (r((2, 1503), d)[:1, :], r((1503, 331), d)),  # x a row of a bigger matrix
+    lambda r, d: (r((4, 600, 700), d), r((4, 700, 1), d)),  # batched A x
+    lambda r, d: (r((600, 700), d), r((3, 700, 1), d)),  # A broadcast over the batch
+    lambda r, d: (r((3, 1, 700), d), r((3, 700, 500), d)),  # batched x B
+    lambda r, d: (r((1, 5000), d), r((5000, 1), d)),  # a dot product
+    lambda r, d: (r((33, 17), d), r((17, 1), d)),  # small: one call on the calling thread
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("case", range(len(GEMV_CASES)))
+def test_matrix_vector_products_run_as_gemv_and_match_numpy(case, threads, dtype):
+    rng = np.random.default_rng(case)
+
+    def r(shape, d):
+        return rng.standard_normal(shape).astype(d)
+
+    a, b = GEMV_CASES[case](r, dtype)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    out = np.full(want.shape, np.nan, dtype)
+    assert blas.matmul_into(a, b, out, threads=threads)
+    plan = blas._plan(a.shape, a.strides, b.shape, b.strides, out.shape, a.dtype.char, b.dtype.char,
+                      out.dtype.char, threads)
+    assert plan[4] in ("a", "b")  # the gemv path, not gemm with one column
+    tol = 1e-4 if dtype == np.float32 else 1e-11
+    np.testing.assert_allclose(out, want, rtol=tol, atol=tol * np.sqrt(a.shape[-1]))
+
+
+def test_gemv_bands_cover_the_output_once():
+    a = np.ones((4000, 5000), np.float32)
+    x = np.ones((5000, 1), np.float32)
+    ctx, units, nt, tiny, which = blas._plan(a.shape, a.strides, x.shape, x.strides, (4000, 1), "f", "f", "f", 2)
+    assert which == "a" and units == nt == 2 and not tiny
+    assert ctx[blas.G_PARTS] * ctx[blas.G_BLOCK] >= 4000 and ctx[blas.G_BLOCK] % blas.ALIGN == 0
+    out = np.full((4000, 1), np.nan, np.float32)
+    assert blas.matmul_into(a, x, out, threads=2)
+    assert np.all(out == 5000)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_svod_matrix_vector_products_end_to_end(dtype):
+    import svod
+
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((1201, 2047)).astype(dtype)
+    x = rng.standard_normal(2047).astype(dtype)
+    y = rng.standard_normal(1201).astype(dtype)
+    B = rng.standard_normal((3, 1201, 2047)).astype(dtype)
+    tA, tx, ty, tB = (svod.asarray(v) for v in (A, x, y, B))
+    tol = 1e-4 if dtype == np.float32 else 1e-11
+    for got, want in ((tA @ tx, A @ x), (ty @ tA, y @ A), (tA.T @ ty, A.T @ y), (tB @ tx, B @ x),
+                      (tx @ tA.T, x @ A.T)):
+        g = got.numpy()
+        assert g.dtype == dtype and g.shape == want.shape
+        np.testing.assert_allclose(g, want, rtol=tol, atol=tol * 50)

@@ -151,3 +151,19 @@ def test_explain_says_what_max_graphs_left_out(tmp_path):
     r = _svod("explain", str(script), "--max-graphs", "1", env_extra={"SVOD_CACHE_DIR": str(tmp_path / "c")})
     assert r.returncode == 0, r.stderr
     assert "2 more graph(s) not explained" in r.stdout and "--max-graphs 1" in r.stdout
+
+
+def test_calibrate_peak_probe_is_quick_and_plausible(tmp_path):
+    import json
+    import time
+
+    out = tmp_path / "peak.json"
+    t0 = time.perf_counter()
+    r = _svod("calibrate", "--peak", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    assert time.perf_counter() - t0 < 30  # the probe itself ~0.5-1 s; the rest is starting Python
+    assert "FMA" in r.stdout and "DRAM" in r.stdout
+    pk = json.loads(out.read_text())
+    assert pk["vector_bits"] in (128, 256, 512) and pk["seconds"] < 5
+    assert pk["fma_gflops_core"] > 1 and pk["fma_gflops"] > 1  # (shares of a busy machine vary: no ratio)
+    assert pk["l2_gbps"] > 0 and pk["dram_gbps"] > 0

@@ -15,6 +15,9 @@ Loop structure (see docs/codegen.md):
   allows (a contiguous (4096, 4096) kernel is one loop of 16M). One merged axis: units
   are chunks of `CHUNK` elements and a unit range is one flat loop. More axes: a unit is
   one index of the outer axes (unravelled with div/mod), the inner loop runs the last.
+* **column reduce** (a kept innermost axis, `LoopPlan.cols`; svod/codegen/columns.py): a
+  unit keeps accumulator tiles for a block of columns (whole rows when they fit) and
+  streams the rows, `ROW_UNROLL` at a time, once per pass.
 * **reduce / rowwise**: a unit is one row (an index of the kept axes). Per row, pass
   ``p`` loops over the (merged) reduce axes: REDUCE nodes of pass ``p`` accumulate, full
   outputs of pass ``p`` are stored; values that are constant along the row (per-row
@@ -30,7 +33,8 @@ The IR is written clang -O0 style (allocas for loop counters and accumulators); 
 SROA/mem2reg turns it into SSA, and the loop vectoriser does the SIMD work. Float sums
 are blocked: `SUM_BLOCK` elements summed with ``reassoc`` fadds (vector accumulators),
 block sums merged by a binary-counter cascade (pairwise order) — deterministic, and
-independent of the thread count because rows are never split.
+independent of the thread count: a row is cut only into chunks fixed by the shapes
+(`LoopPlan.split`, svod/codegen/split.py), whose partials combine in a fixed tree.
 
 >>> from svod.kernel_examples import softmax_kernel
 >>> low = lower_kernel(softmax_kernel(4, 8))
@@ -46,6 +50,8 @@ from dataclasses import dataclass, field
 import llvmlite.ir as ir
 import numpy as np
 
+from svod.codegen.columns import ColumnLowering, chan_variance
+from svod.codegen.split import SPLIT_SCRATCH_MAX, SplitScratch
 from svod.dtype import DType
 from svod.ir import COMPARE, Ops
 from svod.kernel import ACC, LOAD, VALID, Kernel, view_axes_stride0
@@ -62,7 +68,15 @@ CHUNK = 4096  # elements per unit of a one-axis elementwise kernel
 SUM_BLOCK = 256  # elements per float-sum block (vector accumulators inside, cascade across)
 CASCADE_LEVELS = 64
 STASH_ELEMS = 16384  # longest row whose expensive values are kept between passes (64 KB f32)
-COL_BLOCK = 256  # columns per unit of a column reduce (accumulators stay in L1)
+COL_BLOCK = 256  # fewest columns per unit of a column reduce (when the tiles budget allows more, more)
+COL_TILE_BYTES = 64 << 10  # accumulator tiles of a column-reduce unit (L1/L2): as many columns as fit
+COL_GROUPS = 8  # least units of a multi-pass column reduce (its rows cannot be cut)
+ROW_UNROLL = 4  # rows of a column reduce combined before they meet the tile (power of two)
+CHAN_BYTES = 0  # input a variance's column sub-chunk reads twice from cache (columns.py); 0: half the L2
+TILE_SKEW = 576  # bytes between column-reduce tiles past a 4 KiB boundary (`_column_tiles`)
+SPLIT_MIN_BYTES = 1 << 20  # least input a chunk of a split reduction reads (svod/codegen/split.py)
+SPLIT_MAX_CHUNKS = 32  # most chunks a split reduction's axis is cut into
+SPLIT_MAX_ROWS = 16  # a reduce kernel with fewer rows than this cuts its rows into chunks
 MM_ROWS = 16  # integer/bool matmul rows per unit (float matmuls: svod/codegen/gemm.py)
 MM_COLS = 256  # integer/bool matmul columns per accumulator tile
 
@@ -131,6 +145,8 @@ class LoopPlan:
     units: int
     chunk: int = 0  # > 0: one-axis elementwise kernel, a unit is `chunk` elements
     cols: int = 0  # > 0: column reduce, a unit is (outer kept index, block of `cols` columns)
+    split: int = 0  # > 1: the outermost reduce axis is cut into `split` chunks of `chunk_len`
+    chunk_len: int = 0  # (a unit is (group, chunk), partials combined: svod/codegen/split.py)
 
 
 def _outer_views(kernel: Kernel) -> list[View]:
@@ -202,17 +218,86 @@ def plan_loops(kernel: Kernel) -> LoopPlan:
     inner = tuple(a for a in axes if a.reduce)
     if _column_reduce(kernel, axes):
         last = axes[-1]
-        units = math.prod(a.size for a in unit_axes[:-1]) * -(-last.size // COL_BLOCK)
-        return LoopPlan(kind, tuple(axes), unit_axes, inner, units, cols=COL_BLOCK)
+        cols = _column_width(kernel, last.size, math.prod(a.size for a in unit_axes[:-1]))
+        groups = math.prod(a.size for a in unit_axes[:-1]) * -(-last.size // cols)
+        inner_rest = math.prod(a.size for a in inner[1:])
+        clen, chunks = _split_chunks(kernel, inner[0].size, cols * inner_rest, column=True)
+        one_read = kernel.passes == 1 or (len(inner) == 1 and chan_variance(kernel) is not None)
+        if not one_read or chunks * groups * cols * _partial_bytes(kernel) > SPLIT_SCRATCH_MAX:
+            clen, chunks = inner[0].size, 1
+        return LoopPlan(kind, tuple(axes), unit_axes, inner, groups * chunks, cols=cols,
+                        split=chunks if chunks > 1 else 0, chunk_len=clen if chunks > 1 else 0)
+    rows = math.prod(a.size for a in unit_axes)
+    if _row_split(kernel, axes) and rows < SPLIT_MAX_ROWS:
+        clen, chunks = _split_chunks(kernel, inner[0].size, math.prod(a.size for a in inner[1:]))
+        if chunks > 1:
+            return LoopPlan(kind, tuple(axes), unit_axes, inner, rows * chunks, split=chunks, chunk_len=clen)
     # a reduce axis of size 0 is dropped by nothing above: keep it so the loop runs 0 times
-    return LoopPlan(kind, tuple(axes), unit_axes, inner, math.prod(a.size for a in unit_axes))
+    return LoopPlan(kind, tuple(axes), unit_axes, inner, rows)
+
+
+def _tile_bytes(kernel: Kernel) -> int:
+    """Bytes of accumulator per column of a column reduce (a float sum keeps a block tile
+    and a total)."""
+    n = 0
+    for node in kernel.nodes:
+        if node.op is Ops.REDUCE:
+            n += node.dtype.itemsize * (2 if node.arg == "sum" and node.dtype.is_float else 1)
+    return max(n, 1)
+
+
+def _column_width(kernel: Kernel, ncols: int, outer: int) -> int:
+    """Columns per column-reduce unit: whole rows when their tiles fit `COL_TILE_BYTES`
+    (a unit then streams memory sequentially; blocks of columns jump by the row stride
+    every block, which the prefetchers follow badly: 2048 of 4096 columns ran at a third
+    of the speed of whole rows), else as many as fit, a multiple of 64. A multi-pass
+    kernel cannot cut its rows (a pass needs the whole column's earlier results), so
+    there the columns are cut into at least `COL_GROUPS` blocks (`outer` kept indices
+    count) of at least `COL_BLOCK` columns, for the threads."""
+    fit = COL_TILE_BYTES // _tile_bytes(kernel)
+    width = ncols if ncols <= fit else max(COL_BLOCK, fit // 64 * 64)
+    if kernel.passes > 1 and outer * -(-ncols // width) < COL_GROUPS and chan_variance(kernel) is None:
+        want = -(-ncols // max(1, COL_GROUPS // max(outer, 1)))
+        width = min(width, max(COL_BLOCK, -(-want // 64) * 64))
+    return width
+
+
+def _partial_bytes(kernel: Kernel) -> int:
+    return sum(n.dtype.itemsize for n in kernel.nodes if n.op is Ops.REDUCE)
+
+
+def _split_chunks(kernel: Kernel, length: int, row_elems: int, column: bool = False) -> tuple[int, int]:
+    """Chunks of the outermost reduce axis (its length `length`, `row_elems` elements per
+    index): at least `SPLIT_MIN_BYTES` of input each, whole `SUM_BLOCK`s, at most
+    `SPLIT_MAX_CHUNKS`. Depends on the shapes only, never on the thread count."""
+    from svod.codegen.split import chunking
+
+    isz = max([i.dtype.itemsize for i in kernel.inputs] + [1])
+    # whole SUM_BLOCKs: a row's float sum is blocked along its only axis, a column reduce's
+    # along the outer reduce axis; then a chunk's blocks are the unsplit kernel's blocks
+    align = SUM_BLOCK if (row_elems == 1 or column) and _has_float_sum(kernel) else 1
+    return chunking(length, row_elems, align, max(1, SPLIT_MIN_BYTES // isz), SPLIT_MAX_CHUNKS)
+
+
+def _has_float_sum(kernel: Kernel) -> bool:
+    return any(n.op is Ops.REDUCE and n.arg == "sum" and n.dtype.is_float for n in kernel.nodes)
+
+
+def _row_split(kernel: Kernel, axes: list[Axis]) -> bool:
+    """A single-pass reduce whose outputs are all reduced and whose reductions are plain
+    REDUCEs (an ARGMAX's partial would need its index) may cut its rows into chunks."""
+    if kernel.kind != "reduce" or kernel.passes != 1 or not any(a.reduce for a in axes):
+        return False
+    if any(not o.reduced for o in kernel.outputs):
+        return False
+    return all(n.op is Ops.REDUCE for n in kernel.nodes if n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN))
 
 
 def _column_reduce(kernel: Kernel, axes: list[Axis]) -> bool:
-    """Reductions over outer axes with a kept innermost axis (sum(x, axis=0)): walking
-    each output's column would stride through memory; instead a unit keeps a block of
-    columns' accumulators and streams the rows."""
-    if kernel.kind != "reduce" or kernel.passes != 1 or not axes or axes[-1].reduce:
+    """Reductions over outer axes with a kept innermost axis (sum(x, axis=0), var(x,
+    axis=0)): walking each output's column would stride through memory; instead a unit
+    keeps a block of columns' accumulators and streams the rows, once per pass."""
+    if kernel.kind not in ("reduce", "rowwise") or not axes or axes[-1].reduce:
         return False
     if not any(a.reduce and a.size > 0 for a in axes) or axes[-1].size < 2:
         return False
@@ -378,7 +463,7 @@ def _i64(v: int) -> ir.Constant:
     return ir.Constant(I64, int(v))
 
 
-class KernelLowering:
+class KernelLowering(ColumnLowering):
     """Lower one Kernel into `module` as function `symbol`."""
 
     def __init__(self, kernel: Kernel, module: ir.Module, symbol: str):
@@ -401,6 +486,7 @@ class KernelLowering:
         self.accesses: dict[int, Access] = {}  # input index -> Access (kernel space)
         self.valid_access: dict[int, Access] = {}  # node index -> Access for VALID
         self.out_access: list[Access] = []
+        self._ax0_range: tuple[ir.Value, ir.Value] | None = None  # a split reduction's chunk
 
     # ---- public
     def lower(self) -> None:
@@ -634,7 +720,7 @@ class KernelLowering:
 
     # ---- reductions and row-wise passes
     def _lower_rows(self) -> None:
-        k, f, plan = self.k, self.f, self.plan
+        k, f, b, plan = self.k, self.f, self.f.b, self.plan
         red = set(k.reduce_axes)
         per_row = [False] * len(k.nodes)
         for i, n in enumerate(k.nodes):
@@ -649,19 +735,50 @@ class KernelLowering:
         self.per_row = per_row
         self.stash = self._plan_stash()
 
+        nch = plan.split or 1
+        self._ax0_range = None
+        scratch = None
+        if nch > 1:
+            reds = [i for i, n in enumerate(k.nodes) if n.op is Ops.REDUCE]
+            scratch = SplitScratch(f, self.symbol, [reg_type(k.nodes[i].dtype) for i in reds],
+                                   plan.units // nch, nch, 1, self.ub, self.ue, plan.units)
+
         def unit(u):
-            ctx = self._unravel(u, plan.unit_axes) if plan.unit_axes else {}
+            row = b.udiv(u, _i64(nch)) if nch > 1 else u
+            ctx = self._unravel(row, plan.unit_axes) if plan.unit_axes else {}
             env: dict[int, ir.Value] = {}
+            if nch > 1:  # one chunk of the outermost reduce axis
+                ch = b.urem(u, _i64(nch))
+                r0 = b.mul(ch, _i64(plan.chunk_len))
+                r1 = b.add(r0, _i64(plan.chunk_len))
+                self._ax0_range = (r0, b.select(b.icmp_signed("<", r1, _i64(plan.inner_axes[0].size)), r1,
+                                                _i64(plan.inner_axes[0].size)))
             for p in range(k.passes):
                 self._pass(p, env, ctx)
             reduced = [o.node for o in k.outputs if o.reduced]
-            self._eval(reduced, env, ctx)
-            for j, o in enumerate(k.outputs):
-                if o.reduced:
-                    self._store(self.out_ptrs[j], o.dtype, self.out_access[j], ctx, env[o.node])
+
+            def store(env):
+                self._eval(reduced, env, ctx)
+                for j, o in enumerate(k.outputs):
+                    if o.reduced:
+                        self._store(self.out_ptrs[j], o.dtype, self.out_access[j], ctx, env[o.node])
+
+            if scratch is None:
+                store(env)
+                return
+            for ri, i in enumerate(reds):
+                b.store(env[i], scratch.slot(ri, row, ch, 0))
+
+            def finish():
+                scratch.combine(row, _i64(1), [self._merge_fn(_Reduction(self, i)) for i in reds])
+                fin = {i: b.load(scratch.slot(ri, row, 0, 0)) for ri, i in enumerate(reds)}
+                store({**{i: v for i, v in env.items() if i not in fin and self.per_row[i]}, **fin})
+            f.if_then(scratch.arrive(row), finish)
 
         if plan.units:
             f.loop(self.ub, self.ue, unit, "row")
+        if scratch is not None:
+            scratch.release()
 
     def _stash_pass(self, i: int) -> int:
         """The first pass evaluating stashed node i."""
@@ -672,86 +789,6 @@ class KernelLowering:
             if i in cache[p]:
                 return p
         raise AssertionError(f"stashed node %{i} is in no pass")
-
-    def _lower_columns(self) -> None:
-        """Column reduce (plan.cols): per unit, accumulators for a block of columns of the
-        innermost kept axis; the reduce loops stream whole row segments (sequential
-        memory), the column loop inside is what vectorises. Float sums are blocked over
-        the outermost reduce axis: SUM_BLOCK rows into a block tile, block tiles added
-        into the total in order (deterministic; independent of the thread count)."""
-        k, f, b, plan = self.k, self.f, self.f.b, self.plan
-        last = plan.axes[-1]
-        outer = plan.unit_axes[:-1]
-        red_axes = plan.inner_axes
-        nblk = -(-last.size // plan.cols)
-        consts = {i: emit_op(f, n.op, n.dtype, n.arg, [], []) for i, n in enumerate(k.nodes) if n.op is Ops.CONST}
-        reds = [_Reduction(self, i) for i, n in enumerate(k.nodes) if n.op is Ops.REDUCE]
-        blocked = any(r.cascade for r in reds) and red_axes[0].size > SUM_BLOCK
-        tiles = [f.alloca(r.ty, plan.cols, "ctile") for r in reds]
-        totals = [f.alloca(r.ty, plan.cols, "ctotal") if blocked else None for r in reds]
-        srcs = [r.n.src[0] for r in reds]
-
-        def unit(u):
-            ctx = self._unravel(b.udiv(u, _i64(nblk)), outer) if outer else {}
-            c0 = b.mul(b.urem(u, _i64(nblk)), _i64(plan.cols))
-            c1 = b.add(c0, _i64(plan.cols))
-            c1 = b.select(b.icmp_signed("<", c1, _i64(last.size)), c1, _i64(last.size))
-            w = b.sub(c1, c0)
-
-            def fill(arrs):
-                def col(c):
-                    for r, t in zip(reds, arrs):
-                        b.store(r._identity(), b.gep(t, [c]))
-                f.loop(_i64(0), w, col, "ci")
-
-            def rows(level: int, rctx: dict):
-                if level == len(red_axes):
-                    def col(c):
-                        env = dict(consts)
-                        cctx = {**rctx, last.dims: b.add(c0, c)}
-                        self._eval(srcs, env, cctx)
-                        for r, t, sidx in zip(reds, tiles, srcs):
-                            ptr = b.gep(t, [c])
-                            b.store(_combine(f, r, b.load(ptr), env[sidx]), ptr)
-                    f.loop(_i64(0), w, col, "c")
-                    return
-                ax = red_axes[level]
-                f.loop(_i64(0), _i64(ax.size), lambda j: rows(level + 1, {**rctx, ax.dims: j}), "r")
-
-            fill(tiles)
-            if blocked:
-                fill(totals)
-                ax0 = red_axes[0]
-
-                def block(jb):
-                    start = b.mul(jb, _i64(SUM_BLOCK))
-                    end = b.add(start, _i64(SUM_BLOCK))
-                    end = b.select(b.icmp_signed("<", end, _i64(ax0.size)), end, _i64(ax0.size))
-                    f.loop(start, end, lambda j: rows(1, {**ctx, ax0.dims: j}), "r")
-
-                    def add(c):
-                        for r, t, tot in zip(reds, tiles, totals):
-                            if r.cascade:  # float sums: block into total, block restarts
-                                pt, po = b.gep(t, [c]), b.gep(tot, [c])
-                                b.store(b.fadd(b.load(po), b.load(pt)), po)
-                                b.store(r._identity(), pt)
-                    f.loop(_i64(0), w, add, "ca")
-
-                f.loop(_i64(0), _i64(-(-ax0.size // SUM_BLOCK)), block, "rb")
-            else:
-                rows(0, dict(ctx))
-
-            def store(c):
-                env = dict(consts)
-                cctx = {**ctx, last.dims: b.add(c0, c)}
-                for r, t, tot in zip(reds, tiles, totals):
-                    env[r.node] = b.load(b.gep(tot if (blocked and r.cascade) else t, [c]))
-                self._eval([o.node for o in k.outputs], env, cctx)
-                for j, o in enumerate(k.outputs):
-                    self._store(self.out_ptrs[j], o.dtype, self.out_access[j], cctx, env[o.node])
-            f.loop(_i64(0), w, store, "cs")
-
-        f.loop(self.ub, self.ue, unit, "u")
 
     def _pass_closure(self, p: int) -> set[int]:
         """Nodes a pass evaluates per element (not per row: those come from row_env)."""
@@ -869,6 +906,30 @@ class KernelLowering:
 
                 segs = self._segments(ax.dims, ax.size)
                 nblocks = -(-ax.size // SUM_BLOCK) if blocked else 1
+                rng = self._ax0_range if level == 0 else None
+                if rng is not None:  # a chunk of a split reduction (its start a whole number of blocks)
+                    lo, hi = rng
+                    if not blocked:
+                        for a in accs:
+                            a.begin_block()
+                        f.loop(lo, hi, body, "r")
+                        for a in accs:
+                            a.end_block()
+                        return
+
+                    def cblock(jb):
+                        start = b.mul(jb, _i64(SUM_BLOCK))
+                        end = b.add(start, _i64(SUM_BLOCK))
+                        end = b.select(b.icmp_signed("<", end, hi), end, hi)
+                        for a in accs:
+                            a.begin_block()
+                        f.loop(start, end, body, "r")
+                        for a in accs:
+                            a.end_block()
+
+                    f.loop(b.udiv(lo, _i64(SUM_BLOCK)), b.udiv(b.add(hi, _i64(SUM_BLOCK - 1)), _i64(SUM_BLOCK)),
+                           cblock, "rb")
+                    return
                 if len(segs) > 1 and nblocks <= MAX_SEGMENTS:
                     # static blocks (the same SUM_BLOCK cascade), each loop cut at the masks
                     for jb in range(nblocks):
@@ -901,7 +962,8 @@ class KernelLowering:
                     f.loop(_i64(0), _i64(-(-ax.size // SUM_BLOCK)), block, "rb")
                 return
             ax = inner[level]
-            f.loop(_i64(0), _i64(ax.size),
+            lo, hi = self._ax0_range if level == 0 and self._ax0_range is not None else (_i64(0), _i64(ax.size))
+            f.loop(lo, hi,
                    lambda j: nest(level + 1, {**ctx, ax.dims: j},
                                   b.add(lin, b.mul(j, _i64(weights[level]))) if need_lin else None), "r")
 

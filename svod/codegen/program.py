@@ -120,6 +120,21 @@ class Program:
         return f"<{type(self).__name__} {self.kernel.name} [{self.kernel.kind}] units={self.units}>"
 
 
+_SPLIT_PROGRAMS: weakref.WeakSet = weakref.WeakSet()  # programs of split reductions (svod/codegen/split.py)
+
+
+def _reset_split_counters() -> None:
+    """In a forked child: zero every split reduction's shared counters (a launch that was
+    running in another thread of the parent left them mid-count)."""
+    for prog in list(_SPLIT_PROGRAMS):
+        if prog._split_counts:
+            ctypes.memset(prog._split_counts[0], 0, prog._split_counts[1])
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_split_counters)
+
+
 class NativeProgram(Program):
     """LLVM-compiled kernel (freshly compiled, or loaded from the object cache)."""
 
@@ -138,6 +153,15 @@ class NativeProgram(Program):
         self._args_lock = threading.Lock()
         self._need = tuple(_extent(i.view) for i in kernel.inputs)
         self._cache: list = [None] * len(self.slots)
+        self._split_counts = None  # (address, bytes) of a split reduction's shared counters
+        if kernel.kind in ("reduce", "rowwise"):
+            from svod.codegen.lower import plan_loops
+
+            plan = plan_loops(kernel)
+            if plan.split > 1:
+                get = ctypes.CFUNCTYPE(ctypes.c_void_p)(module.address(symbol + ".split.counts"))
+                self._split_counts = (get(), 8 * (plan.units // plan.split))
+                _SPLIT_PROGRAMS.add(self)
 
     @property
     def ir(self) -> str:

@@ -1,0 +1,388 @@
+"""Column reduces: the part of `KernelLowering` (svod/codegen/lower.py) for a reduce whose
+innermost axis is kept (``sum(x, axis=0)``, ``var(x, axis=0)``; `LoopPlan.cols` > 0).
+
+A unit owns accumulator tiles for a block of columns (whole rows when they fit
+`COL_TILE_BYTES`) and streams the rows of the reduce axes once per pass, `ROW_UNROLL`
+rows combined pairwise before they meet the tile; float sums are blocked by `SUM_BLOCK`
+rows. A single-pass kernel may cut its outer reduce axis into chunks (`LoopPlan.split`)
+whose partial tiles are combined by svod/codegen/split.py. See docs/codegen.md.
+
+The methods read lower.py's helpers (`lw.*`) at call time: lower.py imports this module.
+"""
+
+from __future__ import annotations
+
+import math
+
+import llvmlite.ir as ir
+
+
+class _Lower:
+    """lower.py's names, looked up when used (lower.py imports this module)."""
+
+    def __getattr__(self, name: str):
+        from svod.codegen import lower
+
+        return getattr(lower, name)
+
+
+lw = _Lower()
+
+
+def chan_variance(kernel) -> tuple[int, int, int] | None:
+    """(sum node, sum-of-squares node, element node) when `kernel` is a variance over its
+    reduce axes in the two-pass form the frontend builds: pass 0 ``s1 = sum(x)``, pass 1
+    ``s2 = sum((x - s1 / N) * (x - s1 / N))`` with N the reduce size, float. Such a column
+    reduce may read its input once: per sub-chunk of rows in cache, the sub-chunk's mean
+    and squared deviations, merged with Chan's formula (`ColumnLowering._chan_unit`)."""
+    from svod.ir import Ops
+
+    if kernel.passes != 2 or any(not o.reduced for o in kernel.outputs):
+        return None
+    nodes = kernel.nodes
+    reds = [i for i, n in enumerate(nodes) if n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN)]
+    if len(reds) != 2 or any(nodes[i].op is not Ops.REDUCE or nodes[i].arg != "sum" or not nodes[i].dtype.is_float
+                             for i in reds):
+        return None
+    r1, r2 = sorted(reds, key=lambda i: nodes[i].pass_)
+    if nodes[r1].pass_ != 0 or nodes[r2].pass_ != 1 or nodes[r1].dtype != nodes[r2].dtype:
+        return None
+    q = nodes[nodes[r2].src[0]]
+    if q.op is not Ops.MUL or q.src[0] != q.src[1]:
+        return None
+    d = nodes[q.src[0]]
+    if d.op is not Ops.SUB or d.src[0] != nodes[r1].src[0]:
+        return None
+    m = nodes[d.src[1]]
+    n_red = math.prod(kernel.shape[a] for a in kernel.reduce_axes)
+    if m.op is not Ops.DIV or m.src[0] != r1 or nodes[m.src[1]].op is not Ops.CONST:
+        return None
+    if float(nodes[m.src[1]].arg) != float(n_red) or n_red < 2:
+        return None
+    if nodes[d.src[0]].dtype != nodes[r1].dtype:
+        return None
+    return r1, r2, d.src[0]
+
+
+class ColumnLowering:
+    """Mixin of `svod.codegen.lower.KernelLowering`: the column-reduce lowering."""
+
+    def _lower_columns(self) -> None:
+        """Column reduce (plan.cols): per unit, accumulators for a block of columns of the
+        innermost kept axis (whole rows when they fit `COL_TILE_BYTES`); the reduce loops
+        stream row segments (sequential memory), the column loop inside is what
+        vectorises. Float sums are blocked over the outermost reduce axis: SUM_BLOCK rows
+        into a block tile, block tiles added into the total in order. With plan.split the
+        outermost reduce axis is cut into chunks (a unit is (group, chunk)), whose partial
+        tiles are combined pairwise by the unit that completes the group (split.py).
+        Deterministic; independent of the thread count."""
+        k, f, b, plan = self.k, self.f, self.f.b, self.plan
+        last = plan.axes[-1]
+        outer = plan.unit_axes[:-1]
+        red_axes = plan.inner_axes
+        ax0 = red_axes[0]
+        nblk = -(-last.size // plan.cols)
+        nch = plan.split or 1
+        consts = {i: lw.emit_op(f, n.op, n.dtype, n.arg, [], []) for i, n in enumerate(k.nodes) if n.op is lw.Ops.CONST}
+        reds = [lw._Reduction(self, i) for i, n in enumerate(k.nodes) if n.op is lw.Ops.REDUCE]
+        chan = chan_variance(k) if len(red_axes) == 1 else None
+        n_red = ax0.size
+        blocked = chan is not None or (any(r.cascade for r in reds) and ax0.size > lw.SUM_BLOCK)
+        tiles, totals = self._column_tiles(reds, blocked)
+        groups = math.prod(a.size for a in outer) * nblk
+        scratch = lw.SplitScratch(f, self.symbol, [r.ty for r in reds], groups, nch, plan.cols, self.ub, self.ue,
+                               plan.units) if nch > 1 else None
+
+        def unit(u):
+            g = b.udiv(u, lw._i64(nch)) if nch > 1 else u
+            ctx = self._unravel(b.udiv(g, lw._i64(nblk)), outer) if outer else {}
+            c0 = b.mul(b.urem(g, lw._i64(nblk)), lw._i64(plan.cols))
+            c1 = b.add(c0, lw._i64(plan.cols))
+            c1 = b.select(b.icmp_signed("<", c1, lw._i64(last.size)), c1, lw._i64(last.size))
+            w = b.sub(c1, c0)
+            if nch > 1:
+                ch = b.urem(u, lw._i64(nch))
+                r0 = b.mul(ch, lw._i64(plan.chunk_len))
+                r1 = b.add(r0, lw._i64(plan.chunk_len))
+                r1 = b.select(b.icmp_signed("<", r1, lw._i64(ax0.size)), r1, lw._i64(ax0.size))
+            else:
+                r0, r1 = lw._i64(0), lw._i64(ax0.size)
+
+            result = [tot if (blocked and r.cascade) else t for r, t, tot in zip(reds, tiles, totals)]
+            if chan:  # result: the mean and the sum of squared deviations of rows [r0, r1)
+                self._chan_unit(chan, reds, tiles, result, consts, ctx, c0, w, r0, r1)
+            else:
+                for p in range(k.passes):  # a pass streams the rows once; later passes read earlier results
+                    mine = [i for i, r in enumerate(reds) if r.n.pass_ == p]
+                    if mine:
+                        self._column_pass(p, mine, reds, tiles, totals, result, consts, blocked, ctx, c0, w, r0, r1)
+
+            def store(c, src_of):
+                env = dict(consts)
+                cctx = {**ctx, last.dims: b.add(c0, c)}
+                for r, src in zip(reds, src_of):
+                    env[r.node] = b.load(src(c))
+                if chan:  # the first reduction is the sum: mean x N
+                    env[chan[0]] = b.fmul(env[chan[0]], ir.Constant(reds[0].ty, float(n_red)))
+                self._eval([o.node for o in k.outputs], env, cctx)
+                for j, o in enumerate(k.outputs):
+                    self._store(self.out_ptrs[j], o.dtype, self.out_access[j], cctx, env[o.node])
+
+            if scratch is None:
+                f.loop(lw._i64(0), w, lambda c: store(c, [lambda c, t=t: b.gep(t, [c]) for t in result]), "cs")
+                return
+
+            def put(c):
+                for ri, t in enumerate(result):
+                    b.store(b.load(b.gep(t, [c])), scratch.slot(ri, g, ch, c))
+            f.loop(lw._i64(0), w, put, "cp")
+
+            def finish():
+                if chan:
+                    self._chan_combine(scratch, g, w, reds, ax0.size)
+                else:
+                    scratch.combine(g, w, [self._merge_fn(r) for r in reds])
+                f.loop(lw._i64(0), w, lambda c: store(c, [lambda c, ri=ri: scratch.slot(ri, g, 0, c)
+                                                       for ri in range(len(reds))]), "cs")
+            f.if_then(scratch.arrive(g), finish)
+
+        f.loop(self.ub, self.ue, unit, "u")
+        if scratch is not None:
+            scratch.release()
+
+    def _column_pass(self, p, mine, reds, tiles, totals, result, consts, blocked, ctx, c0, w, r0, r1) -> None:
+        """Pass `p` of a column reduce over rows [r0, r1) of the outer reduce axis and
+        columns [c0, c0 + w): the reductions `mine` (indices into `reds`) accumulate into
+        their tiles; values of earlier passes' reductions are read from `result`."""
+        f, b = self.f, self.f.b
+        last = self.plan.axes[-1]
+        red_axes = self.plan.inner_axes
+        ax0 = red_axes[0]
+        prev = [i for i, r in enumerate(reds) if r.n.pass_ < p]
+        blocked = blocked and any(reds[i].cascade for i in mine)
+
+        def fill(arrs):
+            def col(c):
+                for i in mine:
+                    b.store(reds[i]._identity(), b.gep(arrs[i], [c]))
+            f.loop(lw._i64(0), w, col, "ci")
+
+        def values(c, rctx):
+            env = dict(consts)
+            for i in prev:  # per-column results of earlier passes (a mean for a variance)
+                env[reds[i].node] = b.load(b.gep(result[i], [c]))
+            cctx = {**rctx, last.dims: b.add(c0, c)}
+            self._eval([reds[i].n.src[0] for i in mine], env, cctx)
+            return [env[reds[i].n.src[0]] for i in mine]
+
+        def rows(level: int, rctx: dict):
+            if level == len(red_axes):
+                def col(c):
+                    for i, v in zip(mine, values(c, rctx)):
+                        ptr = b.gep(tiles[i], [c])
+                        b.store(lw._combine(f, reds[i], b.load(ptr), v), ptr)
+                f.loop(lw._i64(0), w, col, "c")
+                return
+            ax = red_axes[level]
+            lo, hi = (r0, r1) if level == 0 else (lw._i64(0), lw._i64(ax.size))
+            stream(level, lo, hi, rctx)
+
+        def stream(level: int, lo, hi, rctx: dict):
+            """Rows [lo, hi) of reduce axis `level`; the innermost one ROW_UNROLL rows at a
+            time: their values combined pairwise, then once into the tile (a quarter of the
+            tile traffic; the order is fixed by the shapes, so still thread-independent)."""
+            ax = red_axes[level]
+            if level != len(red_axes) - 1 or lw.ROW_UNROLL < 2:
+                f.loop(lo, hi, lambda j: rows(level + 1, {**rctx, ax.dims: j}), "r")
+                return
+            u = lw.ROW_UNROLL
+            nq = b.sdiv(b.sub(hi, lo), lw._i64(u))
+
+            def quad(q):
+                j0 = b.add(lo, b.mul(q, lw._i64(u)))
+
+                def col(c):
+                    vals = [values(c, {**rctx, ax.dims: b.add(j0, lw._i64(d))}) for d in range(u)]
+                    for m, i in enumerate(mine):
+                        level_vals = [v[m] for v in vals]
+                        while len(level_vals) > 1:
+                            level_vals = [lw._combine(f, reds[i], level_vals[a], level_vals[a + 1])
+                                          for a in range(0, len(level_vals), 2)]
+                        ptr = b.gep(tiles[i], [c])
+                        b.store(lw._combine(f, reds[i], b.load(ptr), level_vals[0]), ptr)
+                f.loop(lw._i64(0), w, col, "c")
+
+            f.loop(lw._i64(0), nq, quad, "rq")
+            f.loop(b.add(lo, b.mul(nq, lw._i64(u))), hi, lambda j: rows(level + 1, {**rctx, ax.dims: j}), "r")
+
+        fill(tiles)
+        if not blocked:
+            rows(0, dict(ctx))
+            return
+        fill(totals)
+
+        def block(jb):
+            start = b.mul(jb, lw._i64(lw.SUM_BLOCK))
+            end = b.add(start, lw._i64(lw.SUM_BLOCK))
+            end = b.select(b.icmp_signed("<", end, r1), end, r1)
+            if len(red_axes) == 1:
+                stream(0, start, end, ctx)
+            else:
+                f.loop(start, end, lambda j: rows(1, {**ctx, ax0.dims: j}), "r")
+
+            def add(c):
+                for i in mine:
+                    if reds[i].cascade:  # float sums: block into total, block restarts
+                        pt, po = b.gep(tiles[i], [c]), b.gep(totals[i], [c])
+                        b.store(b.fadd(b.load(po), b.load(pt)), po)
+                        b.store(reds[i]._identity(), pt)
+            f.loop(lw._i64(0), w, add, "ca")
+
+        # r0 is a whole number of SUM_BLOCKs (`_split_chunks`)
+        sb = lw.SUM_BLOCK
+        f.loop(b.udiv(r0, lw._i64(sb)), b.udiv(b.add(r1, lw._i64(sb - 1)), lw._i64(sb)), block, "rb")
+
+    def _column_tiles(self, reds: list[lw._Reduction], blocked: bool) -> tuple[list, list]:
+        """The accumulator tiles of a column reduce: one 64-byte aligned stack block, tile
+        i starting `TILE_SKEW` bytes further past a 4 KiB boundary than tile i - 1.
+
+        NOTE: separate allocas of 16 KiB came out exactly 32 KiB apart, so a load of one
+        tile's column hit the 4K-aliasing stall behind the store to the other tile's
+        same column (every vector: sum+max over axis 0 ran at 10 GB/s from L3)."""
+        f, b, cols = self.f, self.f.b, self.plan.cols
+        want = [(r.ty, r._identity()) for r in reds] + [(r.ty, None) for r in reds if blocked]
+        offs, pos = [], 0
+        for i, (ty, _) in enumerate(want):
+            isz = 8 if isinstance(ty, ir.DoubleType) or ty == lw.I64 else 4 if ty in (lw.F32, lw.I32) else 1
+            pos = -(-pos // 4096) * 4096 + lw.TILE_SKEW * i if i else 0
+            offs.append(pos)
+            pos += cols * isz
+        block = f.alloca(lw.I8, pos + 64, "ctiles")
+        block.align = 64
+        ptrs = [b.bitcast(b.gep(block, [lw._i64(o)]), ir.PointerType(ty)) for o, (ty, _) in zip(offs, want)]
+        tiles = ptrs[:len(reds)]
+        totals = ptrs[len(reds):] if blocked else [None] * len(reds)
+        return tiles, totals
+
+    def _merge_fn(self, red: lw._Reduction):
+        """How two partial results of `red` combine (a float sum: a plain fadd)."""
+        b = self.f.b
+        if red.cascade:
+            return lambda x, y: b.fadd(x, y)
+        return lambda x, y: lw._combine(self.f, red, x, y)
+
+    def _chan_unit(self, chan, reds, tiles, result, consts, ctx, c0, w, r0, r1) -> None:
+        """A variance over rows [r0, r1) in one read: per sub-chunk of `CHAN_ROWS` rows
+        (in cache after the first pass over them), the sub-chunk's sums into a tile,
+        its mean, its squared deviations from that mean into another, then merged into the
+        running (mean, M2) of the unit: ``delta = mean_b - mean; mean += delta * nb / n;
+        M2 += M2_b + delta^2 * na * nb / n`` (Chan et al.), starting from (0, 0)."""
+        f, b = self.f, self.f.b
+        last = self.plan.axes[-1]
+        ax0 = self.plan.inner_axes[0]
+        i1 = next(i for i, r in enumerate(reds) if r.node == chan[0])
+        i2 = next(i for i, r in enumerate(reds) if r.node == chan[1])
+        ty = reds[i1].ty
+        s_t, q_t, mean_t, m2_t = tiles[i1], tiles[i2], result[i1], result[i2]
+        zero = ir.Constant(ty, 0.0)
+        from svod.codegen.gemm import cache_sizes
+
+        # half the L2, within [128 KiB, 1 MiB]: 128 KiB (8 rows of 4096) ran ~20% slower than 512 KiB
+        budget = lw.CHAN_BYTES or min(1 << 20, max(128 << 10, cache_sizes()[1] // 2))
+        rows = max(lw.ROW_UNROLL, budget // max(1, self.plan.cols * (8 if isinstance(ty, ir.DoubleType) else 4)))
+        rows = min(lw.SUM_BLOCK, rows)
+
+        def col_loop(fn, name):
+            f.loop(lw._i64(0), w, fn, name)
+
+        def x_at(j, c):
+            env = dict(consts)
+            self._eval([chan[2]], env, {**ctx, ax0.dims: j, last.dims: b.add(c0, c)})
+            return env[chan[2]]
+
+        col_loop(lambda c: (b.store(zero, b.gep(mean_t, [c])), b.store(zero, b.gep(m2_t, [c]))), "cz")
+
+        def sub(i):
+            s0 = b.add(r0, b.mul(i, lw._i64(rows)))
+            s1 = b.add(s0, lw._i64(rows))
+            s1 = b.select(b.icmp_signed("<", s1, r1), s1, r1)
+            nb = b.sitofp(b.sub(s1, s0), ty)
+            na = b.sitofp(b.sub(s0, r0), ty)
+            col_loop(lambda c: (b.store(zero, b.gep(s_t, [c])), b.store(zero, b.gep(q_t, [c]))), "cf")
+
+            def rows_into(tile, value, name):
+                """tile[c] += value(j, c) over rows [s0, s1), ROW_UNROLL rows summed pairwise first."""
+                u = lw.ROW_UNROLL
+                nq = b.sdiv(b.sub(s1, s0), lw._i64(u))
+
+                def quad(q):
+                    j0 = b.add(s0, b.mul(q, lw._i64(u)))
+
+                    def col(c):
+                        vals = [value(b.add(j0, lw._i64(d)), c) for d in range(u)]
+                        while len(vals) > 1:
+                            vals = [b.fadd(vals[a], vals[a + 1]) for a in range(0, len(vals), 2)]
+                        p = b.gep(tile, [c])
+                        b.store(b.fadd(b.load(p), vals[0]), p)
+                    col_loop(col, "c")
+
+                def one(j):
+                    def col(c):
+                        p = b.gep(tile, [c])
+                        b.store(b.fadd(b.load(p), value(j, c)), p)
+                    col_loop(col, "c")
+
+                f.loop(lw._i64(0), nq, quad, name + "q")
+                f.loop(b.add(s0, b.mul(nq, lw._i64(u))), s1, one, name)
+
+            def square_dev(j, c):
+                d = b.fsub(x_at(j, c), b.load(b.gep(s_t, [c])))
+                return b.fmul(d, d)
+
+            rows_into(s_t, x_at, "ra")
+            inv = b.fdiv(ir.Constant(ty, 1.0), nb)
+            col_loop(lambda c: b.store(b.fmul(b.load(b.gep(s_t, [c])), inv), b.gep(s_t, [c])), "cm")
+            rows_into(q_t, square_dev, "rb")
+            n = b.fadd(na, nb)
+            wb = b.fdiv(nb, n)
+            wab = b.fmul(na, wb)
+
+            def merge(c):
+                pm, pq = b.gep(mean_t, [c]), b.gep(m2_t, [c])
+                m = b.load(pm)
+                delta = b.fsub(b.load(b.gep(s_t, [c])), m)
+                b.store(b.fadd(m, b.fmul(delta, wb)), pm)
+                b.store(b.fadd(b.fadd(b.load(pq), b.load(b.gep(q_t, [c]))), b.fmul(b.fmul(delta, delta), wab)), pq)
+            col_loop(merge, "cc")
+
+        nsub = b.sdiv(b.add(b.sub(r1, r0), lw._i64(rows - 1)), lw._i64(rows))
+        f.loop(lw._i64(0), nsub, sub, "sc")
+
+    def _chan_combine(self, scratch, g, w, reds, size: int) -> None:
+        """The chunks' (mean, M2) partials of group `g` merged in the split's pairwise tree
+        (chunk c += chunk c + step), with each side's row count known from the shapes."""
+        f, b = self.f, self.f.b
+        chan = chan_variance(self.k)
+        i1 = next(i for i, r in enumerate(reds) if r.node == chan[0])
+        i2 = next(i for i, r in enumerate(reds) if r.node == chan[1])
+        ty = reds[i1].ty
+        clen, nch = self.plan.chunk_len, scratch.chunks
+
+        def rows(c0: int, c1: int) -> int:
+            return max(0, min(size, c1 * clen) - c0 * clen)
+
+        step = 1
+        while step < nch:
+            for c in range(0, nch - step, 2 * step):
+                na, nb = rows(c, c + step), rows(c + step, min(c + 2 * step, nch))
+                wb, wab = ir.Constant(ty, nb / (na + nb)), ir.Constant(ty, na * nb / (na + nb))
+
+                def lane(j, c=c, step=step, wb=wb, wab=wab):
+                    pm, pq = scratch.slot(i1, g, c, j), scratch.slot(i2, g, c, j)
+                    m = b.load(pm)
+                    delta = b.fsub(b.load(scratch.slot(i1, g, c + step, j)), m)
+                    b.store(b.fadd(m, b.fmul(delta, wb)), pm)
+                    b.store(b.fadd(b.fadd(b.load(pq), b.load(scratch.slot(i2, g, c + step, j))),
+                                   b.fmul(b.fmul(delta, delta), wab)), pq)
+                f.loop(lw._i64(0), w, lane, "cmb")
+            step *= 2
