@@ -76,11 +76,10 @@ def two_prod(a, b, a_parts=None):
 
 
 def x_sigmoid_plain(x, v):
-    """x * sigmoid(v) (float64, for float32 results: sigmoid's e / (1 + e) where v < 0);
-    -0.0 where x = -inf (the limit: v has x's sign)."""
+    """x * sigmoid(v) as x / (1 + e) or x e / (1 + e), e = exp(-|v|) (float64, for float32
+    results; one division); -0.0 where x = -inf (the limit: v has x's sign)."""
     e = T.exp(T.negative(T.abs(v)))
-    r = T.reciprocal(T.add(e, 1.0))
-    res = T.multiply(x, T.where(T.greater_equal(v, 0.0), r, T.multiply(e, r)))
+    res = T.divide(T.where(T.greater_equal(v, 0.0), x, T.multiply(x, e)), T.add(e, 1.0))
     return T.where(T.equal(x, float("-inf")), -0.0, res)
 
 
