@@ -150,7 +150,7 @@ def _np_logsumexp(x):
 
 
 # numpy's own result in the dtype, for comparison (default: the reference function on x)
-NUMPY = {"sigmoid": _sigmoid_ref, "silu": lambda v: v / (1 + np.exp(-v))}
+NUMPY = {"sigmoid": _sigmoid_ref, "silu": lambda v: np.where(v == -np.inf, -0.0, v / (1 + np.exp(-v)))}
 NP_ROWS = {"log_softmax": _np_log_softmax, "logsumexp(workload)": _np_logsumexp}
 
 
