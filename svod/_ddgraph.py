@@ -149,14 +149,37 @@ _TAIL = tuple(float((-1) ** k * _k) for k, _k in enumerate((1, 1, 3, 15, 105, 94
 _TAIL_AT = -36.0
 
 
+# erfc(a) = t exp(-a^2 + P(t)), t = 2 / (2 + a), a in [0, 12]: P in t - 0.575 fitted on
+# t in [0.15, 1] (mpmath.chebyfit, degree 12, 2.8e-10 absolute: ~0.005 float32 ulp)
+_ERFC32_M = 0.575
+_ERFC32 = (-0.5699949606308037, 1.3671408686523996, 0.10085970299625202, -0.40605203960967345,
+           -0.04698730121802391, 0.29801438838448385, -0.039565232950787045, -0.2613258125424873,
+           0.14843940406666023, 0.19893334581176578, -0.23792240118990163, -0.0900726589370292,
+           0.19230463699157319)
+
+
+def _erfc_coarse(x):
+    """erfc(-x / sqrt(2)) to ~1e-9 relative, for float32 results (float64 ``x``): a third
+    of the ERFC op's work (one polynomial, no pieces), enough where float64's 4 ulp is not
+    needed; x >= 0 gives 2 - erfc(|x| / sqrt(2)) (no cancellation: >= 1)."""
+    a = T.minimum(T.multiply(T.abs(x), _RSQRT2[0]), 12.0)  # beyond: erfc underflows float32
+    t = T.divide(2.0, T.add(a, 2.0))
+    y = T.subtract(t, _ERFC32_M)
+    poly = T.add(T.multiply(y, _ERFC32[-1]), _ERFC32[-2])
+    for c in reversed(_ERFC32[:-2]):
+        poly = T.add(T.multiply(poly, y), c)
+    e = T.multiply(t, T.exp(T.subtract(poly, T.multiply(a, a))))
+    e = T.where(T.equal(a, 12.0), 0.0, e)  # a >= 12: erfc < 1.4e-64, the results are 0 in float32
+    return T.where(T.less(x, 0.0), e, T.subtract(2.0, e))
+
+
 def gelu_erf(x, exact: bool):
-    """0.5 x erfc(-x / sqrt(2)) for a float64 tensor ``x``; ``exact``: the argument as a
-    double-double, to float64's 4 ulp (else to float32's)."""
-    a = T.multiply(x, -_RSQRT2[0])
+    """0.5 x erfc(-x / sqrt(2)) for a float64 tensor ``x``; ``exact``: the ERFC op on the
+    argument as a double-double, to float64's 4 ulp (else `_erfc_coarse`, to float32's)."""
     half = T.multiply(x, 0.5)
     if not exact:
-        plain = T.multiply(half, T.erfc(a))
-        return T.where(T.equal(x, float("-inf")), -0.0, plain)
+        return T.where(T.equal(x, float("-inf")), -0.0, T.multiply(half, _erfc_coarse(x)))
+    a = T.multiply(x, -_RSQRT2[0])
     xs = T.clip(x, -_CLAMP, _CLAMP)
     xp = split(xs)
     p, pe = two_prod(xs, _RSQRT2[0], xp)
