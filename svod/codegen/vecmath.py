@@ -9,8 +9,8 @@ vectorises when a kernel written on scalars goes through the loop vectoriser.
 Two implementations:
 
 * **polynomial** (always available): range reduction + near-minimax polynomials in IR.
-  float32 exp/log/tanh/sigmoid/expm1/log1p run in float32; float32 sin/cos/erf/pow run
-  in float64 internally (exact-enough range reduction for free, ≤ 1 ulp).
+  float32 exp/log/tanh/sigmoid/expm1/log1p run in float32; float32 sin/cos/erf/erfc/pow
+  run in float64 internally (exact-enough range reduction for free, ≤ 1 ulp).
 * **libmvec** (glibc's vector math, ``_ZGVeN16v_expf`` ...): used for vector types when
   the library is present, the function is in ``libmvec_preferred()`` (chosen by
   measurement, see ``bench/bench_vecmath.py``) and libmvec is not disabled
