@@ -1,5 +1,5 @@
 """Double-double arithmetic written as svod graph ops, and the accurate GELU forms built
-on it (`svod.nn.gelu` calls ``gelu_erf`` / ``gelu_tanh``).
+on it (`svod.nn.gelu` calls ``gelu_erf`` / ``gelu_tanh``, `svod.nn.silu` ``silu``).
 
 Everything here is ordinary elementwise ops on float64 tensors: no op of its own, so the
 compiled kernels and the reference interpreter compute the same IEEE operations, and

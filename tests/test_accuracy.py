@@ -211,9 +211,11 @@ def test_logaddexp_accuracy(dt, path):
 def test_ddmath_doctest():
     import doctest
 
+    import svod._ddgraph
     import svod.ddmath
 
     assert doctest.testmod(svod.ddmath).failed == 0
+    assert doctest.testmod(svod._ddgraph).failed == 0
 
 
 # ----------------------------------------------------------------------------- gelu, silu, erfc
