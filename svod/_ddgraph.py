@@ -21,7 +21,7 @@ intermediate times a factor > 1 would carry its rounding error up).
 >>> from svod import _ddgraph
 >>> hi, lo = _ddgraph.two_prod(svod.asarray(np.array([0.1])), 0.1)
 >>> float(hi.numpy()[0]), float(lo.numpy()[0])
-(0.010000000000000002, -1.5265566588595902e-19)
+(0.010000000000000002, -8.326672684688674e-19)
 """
 
 from __future__ import annotations
