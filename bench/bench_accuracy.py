@@ -26,6 +26,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import svod  # noqa: E402
+import svod.numpy  # noqa: E402
 from svod import nn  # noqa: E402
 
 LD = np.longdouble
@@ -90,6 +91,7 @@ UNARY = {
     "log10": (svod.log10, np.log10, lambda dt: [_near(1.0, dt, 1), _near(1.0, dt, -1)]),
     "tan": (svod.tan, np.tan, lambda dt: [np.linspace(-10, 10, 20_001)]),
     "rsqrt": (svod.rsqrt, lambda v: 1 / np.sqrt(v), lambda dt: []),
+    "numpy.cbrt": (svod.numpy.cbrt, np.cbrt, lambda dt: []),
 }
 
 
