@@ -337,3 +337,28 @@ def test_gelu_issue_26_example():
     assert got[0] != 0 and abs(got[0] / np.float32(-5.9195259e-09) - 1) < 1e-6, got
     assert got[1] < 0, got  # -7.6e-23
     assert nn.gelu(svod.asarray(np.arange(3))).dtype == svod.float32
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("dt", DTYPES, ids=["f32", "f64"])
+def test_numpy_logaddexp2_near_zero(dt, path):
+    """svod.numpy.logaddexp2 = logaddexp(x ln2, y ln2) / ln2 with the products' rounding put
+    back: where the result cancels to near 0, float32 <= 4 ulp, float64 <= 4 ulp or 2**-64
+    absolutely, as logaddexp (the plain form: |x| 2**-53 absolute, 9e9 ulp in float32)."""
+    mpmath = pytest.importorskip("mpmath")
+    rng = np.random.default_rng(13)
+    a = rng.uniform(-1.0, -1e-3, 300)
+    b = np.log2(1 - np.exp2(a)) * (1 + rng.uniform(-1, 1, 300) * 10.0 ** rng.uniform(-15, -1, 300))
+    a, b = np.append(a, rng.uniform(-50, 50, 100)).astype(dt), np.append(b, rng.uniform(-50, 50, 100)).astype(dt)
+    got = _eval(svod.numpy.logaddexp2(svod.asarray(a), svod.asarray(b)), path)
+    with mpmath.workprec(300):
+        exact = [mpmath.log(mpmath.mpf(2) ** float(p) + mpmath.mpf(2) ** float(q), 2) for p, q in zip(a, b)]
+        err = np.array([float(abs(mpmath.mpf(float(g)) - r)) for g, r in zip(got, exact)])
+        want = np.array([float(r) for r in exact], dt)
+    floor = 0.0 if dt == np.float32 else 2.0 ** -64
+    e = err / np.maximum(MAX_ULP * np.spacing(np.abs(want)).astype(np.float64), floor)
+    k = int(np.argmax(e))
+    assert e[k] <= 1, f"{err[k]:.3g} at ({a[k]!r}, {b[k]!r}): {got[k]!r}, want {want[k]!r}"
+    special = _eval(svod.numpy.logaddexp2(svod.asarray(np.array([np.inf, -np.inf, np.nan, 1.0], dt)),
+                                          svod.asarray(np.array([0.0, -np.inf, 0.0, 1.0], dt))), path)
+    assert np.array_equal(special, np.array([np.inf, -np.inf, np.nan, 2.0], dt), equal_nan=True), special
