@@ -2,6 +2,8 @@
 include tiny and subnormal inputs, -0.0, branch points, overflow, NaN and ±inf.
 
 Run: ``python3 bench/bench_accuracy.py [--path compiled|interp] [--ops expm1,log1p,...]``
+(gelu, gelu_tanh and erfc are measured against mpmath on a smaller sweep; ``--no-mpmath``
+skips them)
 (``SVOD_NO_LIBMVEC=1`` for the polynomial path where libmvec would be used).
 
 Each op runs through the public API (``svod.expm1(svod.asarray(x))`` ...): ``compiled``
@@ -24,6 +26,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import svod  # noqa: E402
+import svod.numpy  # noqa: E402
 from svod import nn  # noqa: E402
 
 LD = np.longdouble
@@ -82,6 +85,13 @@ UNARY = {
     "atanh": (svod.atanh, np.arctanh, lambda dt: [_near(1.0, dt, -1), _near(-1.0, dt, 1)]),
     "exp": (svod.exp, np.exp, lambda dt: []),
     "log": (svod.log, np.log, lambda dt: [_near(1.0, dt, 1), _near(1.0, dt, -1)]),
+    "silu": (nn.silu, lambda v: np.where(v == -np.inf, -0.0, v / (1 + np.exp(-v))),
+             lambda dt: [np.linspace(-760, 100, 40_001), -np.exp(np.linspace(0, 6.65, 10_000))]),
+    "log2": (svod.log2, np.log2, lambda dt: [_near(1.0, dt, 1), _near(1.0, dt, -1)]),
+    "log10": (svod.log10, np.log10, lambda dt: [_near(1.0, dt, 1), _near(1.0, dt, -1)]),
+    "tan": (svod.tan, np.tan, lambda dt: [np.linspace(-10, 10, 20_001)]),
+    "rsqrt": (svod.rsqrt, lambda v: 1 / np.sqrt(v), lambda dt: []),
+    "numpy.cbrt": (svod.numpy.cbrt, np.cbrt, lambda dt: []),
 }
 
 
@@ -142,7 +152,7 @@ def _np_logsumexp(x):
 
 
 # numpy's own result in the dtype, for comparison (default: the reference function on x)
-NUMPY = {"sigmoid": _sigmoid_ref}
+NUMPY = {"sigmoid": _sigmoid_ref, "silu": lambda v: np.where(v == -np.inf, -0.0, v / (1 + np.exp(-v)))}
 NP_ROWS = {"log_softmax": _np_log_softmax, "logsumexp(workload)": _np_logsumexp}
 
 
@@ -178,6 +188,75 @@ def logaddexp_near_zero(path: str, n: int = 3000) -> None:
                       f"results < 1e-5 {err[small].max():.3g} (down to {np.abs(want).min():.3g})")
 
 
+# ops without a long-double reference in numpy (erfc), or whose argument needs more than
+# long double near underflow (gelu): against mpmath at 200 bits on a smaller sweep
+def _gelu_np(x, form):  # the textbook formulas in the dtype (what svod computed before)
+    import math
+
+    with np.errstate(all="ignore"):
+        if form == "tanh":
+            c = x.dtype.type(math.sqrt(2.0 / math.pi))
+            return x.dtype.type(0.5) * x * (1 + np.tanh(c * (x + x.dtype.type(0.044715) * x * x * x)))
+        erf = np.vectorize(math.erf, otypes=[np.float64])(x * x.dtype.type(1 / math.sqrt(2.0))).astype(x.dtype)
+        return x.dtype.type(0.5) * x * (1 + erf)
+
+
+def _mp_sweep(dt, n: int) -> np.ndarray:
+    rng = np.random.default_rng(27)
+    lim = 40.0 if dt == np.float64 else 15.0
+    sub = float(np.finfo(dt).smallest_subnormal)
+    tiny = np.exp(rng.uniform(np.log(sub), 0, n // 8)) * rng.choice([-1.0, 1.0], n // 8)
+    return np.concatenate([rng.uniform(-lim, 6, n // 2), rng.uniform(-4, 4, n // 4), tiny,
+                           [-36.0, -37.6, -38.4, -21.6, -14.2, -6.0, -3.0, 64.0, -64.0, sub, -sub]]).astype(dt)
+
+
+def mp_ops(path: str, want: set, n: int = 4000) -> None:
+    """gelu (erf and tanh forms) and erfc against mpmath: max ulp (of the correctly rounded
+    result; subnormal spacing below), svod and the textbook formula / libm's erfc in the dtype."""
+    import math
+
+    import mpmath
+
+    for name in ("gelu", "gelu_tanh", "erfc"):
+        if want and name not in want:
+            continue
+        for dt in (np.float32, np.float64):
+            if name == "erfc":
+                rng = np.random.default_rng(28)
+                x = np.concatenate([rng.uniform(-7, 28, n // 2), rng.uniform(0.3, 5, n // 4),
+                                    np.exp(rng.uniform(-700 if dt == np.float64 else -100, 0, n // 4))]).astype(dt)
+                got = evaluate(svod.erfc(svod.asarray(x)), path)
+                other = np.vectorize(math.erfc, otypes=[np.float64])(x).astype(dt)
+            else:
+                x = _mp_sweep(dt, n)
+                form = "tanh" if name == "gelu_tanh" else "none"
+                got = evaluate(nn.gelu(svod.asarray(x), approximate=form), path)
+                other = _gelu_np(x, form)
+            with mpmath.workprec(200):
+                k = mpmath.sqrt(2 / mpmath.pi)
+
+                def f(v, name=name, k=k):
+                    v = mpmath.mpf(float(v))
+                    if name == "erfc":
+                        return mpmath.erfc(v)
+                    if name == "gelu":
+                        return v * mpmath.erfc(-v / mpmath.sqrt(2)) / 2
+                    return v / (1 + mpmath.exp(-2 * k * (v + mpmath.mpf("0.044715") * v ** 3)))
+
+                exact = [f(v) for v in x]
+                want_ = np.array([float(r) for r in exact], dt)
+                errs = []
+                for g in (got, other):
+                    err = np.array([float(abs(mpmath.mpf(float(v)) - r)) if np.isfinite(v) else np.inf
+                                    for v, r in zip(g, exact)])
+                    errs.append(err / np.maximum(np.spacing(np.abs(want_)).astype(np.float64),
+                                                 float(np.finfo(dt).smallest_subnormal)))
+            k_ = int(np.argmax(errs[0]))
+            ref_name = "libm" if name == "erfc" else "formula"
+            print(f"{name:20s} {np.dtype(dt).name:8s} max {errs[0][k_]:10.4g} ulp ({ref_name}: {errs[1].max():.4g}); "
+                  f"worst at x={x[k_]!r} got {got[k_]!r} want {want_[k_]!r}")
+
+
 def evaluate(t, path: str) -> np.ndarray:
     if path == "interp":
         from svod.interp import eval_uops
@@ -204,6 +283,7 @@ def main(argv=None) -> None:
     ap.add_argument("--path", choices=["compiled", "interp"], default="compiled")
     ap.add_argument("--ops", default="")
     ap.add_argument("--near-zero", action="store_true", help="also logaddexp near 0 against mpmath (slow)")
+    ap.add_argument("--no-mpmath", action="store_true", help="skip gelu/erfc (against mpmath, ~30 s)")
     args = ap.parse_args(argv)
     want = set(filter(None, args.ops.split(",")))
     print(f"path: {args.path}; libmvec: {'off' if os.environ.get('SVOD_NO_LIBMVEC') else 'default'}")
@@ -236,6 +316,8 @@ def main(argv=None) -> None:
                 np_got = NP_ROWS[name](x)
             row = (lambda k, x=x, rows=rows, nd=got.ndim: f"row {x[k // rows if nd > 1 else k].tolist()}")
             report(name, dt, x, got, r, row, np_got)
+    if not args.no_mpmath:
+        mp_ops(args.path, want)
     if args.near_zero:
         logaddexp_near_zero(args.path)
 

@@ -30,6 +30,7 @@ OP_CLASS: dict = {
     Ops.ERF: "ERF", Ops.POW: "POW", Ops.DIV: "DIV", Ops.IDIV: "IDIV", Ops.MOD: "MOD",
     Ops.FLOOR: "ROUND", Ops.CEIL: "ROUND", Ops.ROUND: "ROUND", Ops.CAST: "CAST",
     Ops.EXPM1: "EXP", Ops.LOG1P: "LOG",  # exp/log plus a few selects
+    Ops.ERFC: "ERF",  # float64 polynomial + exp, as erf (svod/codegen/vecmath.py)
     # the inverse functions (svod/codegen/vecmath_inv.py) priced as the calibrated function of
     # like work, inlined polynomials all: a polynomial and a division (tanh), log + exp (pow)
     Ops.ASIN: "TANH", Ops.ACOS: "TANH", Ops.ATAN: "TANH", Ops.ATAN2: "TANH", Ops.SINH: "TANH", Ops.COSH: "TANH",
@@ -40,7 +41,7 @@ OP_CLASS: dict = {
 OP_UNITS: dict = {Ops.LOGADDEXP: 3.0}
 TRANSCENDENTAL = ("EXP", "LOG", "SIN", "COS", "TANH", "ERF", "POW")
 COSTLY = frozenset({Ops.EXP, Ops.EXPM1, Ops.LOG, Ops.LOG1P,
-                    Ops.TANH, Ops.ERF, Ops.SIN, Ops.COS, Ops.POW, Ops.SQRT, Ops.DIV})
+                    Ops.TANH, Ops.ERF, Ops.ERFC, Ops.SIN, Ops.COS, Ops.POW, Ops.SQRT, Ops.DIV})
 ACCESS = ("contig", "bcast", "strided", "reverse", "masked", "chain")
 
 try:

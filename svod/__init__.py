@@ -102,6 +102,7 @@ from svod.tensor import (
     empty_like,
     equal,
     erf,
+    erfc,
     exp,
     expand_dims,
     expm1,

@@ -68,7 +68,7 @@ def _host_machine() -> Machine:
 # Relative cost of one element of each op, in simple float ops (vectorised; measured
 # orders of magnitude: a vector exp is ~10 adds, erf ~15, a division ~4).
 OP_WEIGHT: dict = {
-    Ops.EXP: 10, Ops.LOG: 12, Ops.SIN: 14, Ops.COS: 14, Ops.TANH: 14, Ops.ERF: 16, Ops.POW: 26,
+    Ops.EXP: 10, Ops.LOG: 12, Ops.SIN: 14, Ops.COS: 14, Ops.TANH: 14, Ops.ERF: 16, Ops.ERFC: 20, Ops.POW: 26,
     Ops.SQRT: 4, Ops.DIV: 4, Ops.IDIV: 8, Ops.MOD: 8, Ops.EXPM1: 12, Ops.LOG1P: 14,
     # svod/codegen/vecmath_inv.py (float32 computes in float64: half the lanes)
     Ops.ASIN: 20, Ops.ACOS: 20, Ops.ATAN: 20, Ops.ATAN2: 24, Ops.SINH: 14, Ops.COSH: 14,

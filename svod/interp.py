@@ -49,6 +49,13 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return out.astype(x.dtype)
 
 
+def _erfc(x: np.ndarray) -> np.ndarray:
+    # the codegen's algorithm in numpy double-double (svod/ddmath.py; float32 rounds once)
+    from svod.ddmath import erfc
+
+    return np.asarray(erfc(x.astype(np.float64))).astype(x.dtype)
+
+
 def _int_div(a: np.ndarray, b: np.ndarray, op: Ops) -> np.ndarray:
     zero = b == 0
     safe = np.where(zero, 1, b).astype(b.dtype)
@@ -126,6 +133,8 @@ def eval_node(op: Ops, dtype, arg, shape, srcs: Sequence[np.ndarray]) -> np.ndar
             return src.astype(npd)
         if op is Ops.ERF:
             return _erf(srcs[0])
+        if op is Ops.ERFC:
+            return _erfc(srcs[0])
         if op is Ops.NOT:
             return np.logical_not(srcs[0]) if srcs[0].dtype == np.bool_ else np.invert(srcs[0])
         if op in _UNARY:

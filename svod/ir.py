@@ -45,6 +45,7 @@ class Ops(enum.Enum):
     COS = "COS"
     TANH = "TANH"
     ERF = "ERF"
+    ERFC = "ERFC"  # 1 - erf(x), relatively accurate in the right tail (no cancellation)
     EXPM1 = "EXPM1"  # exp(x) - 1 without the cancellation (exact forms near 0)
     LOG1P = "LOG1P"  # log(1 + x), likewise
     FLOOR = "FLOOR"
@@ -118,7 +119,7 @@ class Ops(enum.Enum):
 
 
 UNARY = frozenset({Ops.NEG, Ops.ABS, Ops.EXP, Ops.LOG, Ops.SQRT, Ops.SIN, Ops.COS, Ops.TANH, Ops.ERF,
-                   Ops.EXPM1, Ops.LOG1P,
+                   Ops.ERFC, Ops.EXPM1, Ops.LOG1P,
                    Ops.FLOOR, Ops.CEIL, Ops.ROUND, Ops.SIGN, Ops.NOT, Ops.ISNAN, Ops.ISINF, Ops.CAST,
                    Ops.ASIN, Ops.ACOS, Ops.ATAN, Ops.SINH, Ops.COSH, Ops.ASINH, Ops.ACOSH, Ops.ATANH,
                    Ops.SIGNBIT})

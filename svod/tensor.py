@@ -1675,6 +1675,12 @@ def erf(x, /) -> Tensor:
     return _unop(OP.ERF, "erf", x, float_only=True)
 
 
+def erfc(x, /) -> Tensor:
+    """1 - erf(x), within a few ulp also where it is tiny (an op of its own: no cancellation;
+    down to the subnormals, x < 26.6 in float64, x < 10.05 in float32)."""
+    return _unop(OP.ERFC, "erfc", x, float_only=True)
+
+
 def expm1(x, /) -> Tensor:
     """exp(x) - 1, accurate for tiny x (an op of its own: no cancellation); -0.0 stays -0.0."""
     return _unop(OP.EXPM1, "expm1", x, float_only=True)

@@ -567,6 +567,10 @@ def _erf_ref(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64)) if x.size else x.astype(np.float64)
 
 
+def _erfc_ref(x):
+    return np.vectorize(math.erfc, otypes=[np.float64])(x.astype(np.float64)) if x.size else x.astype(np.float64)
+
+
 # name -> (svod fn, numpy ref on the cast input, result rule, tolerance kind, domain, bool allowed)
 UNARY = {
     "negative": (svod.negative, np.negative, "same", "exact", None, False),
@@ -585,6 +589,7 @@ UNARY = {
     "tan": (svod.tan, np.tan, "float", "ulp", (-1.5, 1.5), True),
     "tanh": (svod.tanh, np.tanh, "float", "ulp", None, True),
     "erf": (svod.erf, _erf_ref, "float", "ulp", (-10, 10), True),
+    "erfc": (svod.erfc, _erfc_ref, "float", "ulp", (-5, 9), True),
     "floor": (svod.floor, np.floor, "same", "exact", None, True),
     "ceil": (svod.ceil, np.ceil, "same", "exact", None, True),
     "trunc": (svod.trunc, np.trunc, "same", "exact", None, True),

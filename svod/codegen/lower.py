@@ -61,7 +61,7 @@ LOWER_VERSION = "7"  # bump when generated code changes meaning (part of the obj
 MAX_SEGMENTS = 8  # most pieces a loop is cut into at mask boundaries (`_segments`), or blocks unrolled
 ILP_INTERLEAVE = 4  # vectors in flight in an elementwise loop with a long chain (`_ilp_hints`)
 _LATENCY_OPS = frozenset({Ops.EXP, Ops.EXPM1, Ops.LOG, Ops.LOG1P,
-                          Ops.SQRT, Ops.SIN, Ops.COS, Ops.TANH, Ops.ERF, Ops.DIV, Ops.POW,
+                          Ops.SQRT, Ops.SIN, Ops.COS, Ops.TANH, Ops.ERF, Ops.ERFC, Ops.DIV, Ops.POW,
                           Ops.ASIN, Ops.ACOS, Ops.ATAN, Ops.SINH, Ops.COSH, Ops.ASINH, Ops.ACOSH, Ops.ATANH,
                           Ops.ATAN2, Ops.HYPOT, Ops.LOGADDEXP})
 CHUNK = 4096  # elements per unit of a one-axis elementwise kernel
@@ -82,14 +82,14 @@ MM_COLS = 256  # integer/bool matmul columns per accumulator tile
 
 F32, F64 = ir.FloatType(), ir.DoubleType()
 _COSTLY = frozenset({Ops.EXP, Ops.EXPM1, Ops.LOG, Ops.LOG1P,
-                     Ops.TANH, Ops.ERF, Ops.SIN, Ops.COS, Ops.POW, Ops.SQRT, Ops.DIV,
+                     Ops.TANH, Ops.ERF, Ops.ERFC, Ops.SIN, Ops.COS, Ops.POW, Ops.SQRT, Ops.DIV,
                      Ops.ASIN, Ops.ACOS, Ops.ATAN, Ops.SINH, Ops.COSH, Ops.ASINH, Ops.ACOSH, Ops.ATANH,
                      Ops.ATAN2, Ops.HYPOT, Ops.LOGADDEXP})
 I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 VOID = ir.VoidType()
 
 _MATH = {Ops.EXP: "exp", Ops.LOG: "log", Ops.SQRT: "sqrt", Ops.SIN: "sin", Ops.COS: "cos",
-         Ops.TANH: "tanh", Ops.ERF: "erf", Ops.EXPM1: "expm1", Ops.LOG1P: "log1p"}
+         Ops.TANH: "tanh", Ops.ERF: "erf", Ops.ERFC: "erfc", Ops.EXPM1: "expm1", Ops.LOG1P: "log1p"}
 # svod/codegen/vecmath_inv.py
 _MATH.update({Ops.ASIN: "asin", Ops.ACOS: "acos", Ops.ATAN: "atan", Ops.SINH: "sinh", Ops.COSH: "cosh",
               Ops.ASINH: "asinh", Ops.ACOSH: "acosh", Ops.ATANH: "atanh"})

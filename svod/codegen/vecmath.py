@@ -9,8 +9,8 @@ vectorises when a kernel written on scalars goes through the loop vectoriser.
 Two implementations:
 
 * **polynomial** (always available): range reduction + near-minimax polynomials in IR.
-  float32 exp/log/tanh/sigmoid/expm1/log1p run in float32; float32 sin/cos/erf/pow run
-  in float64 internally (exact-enough range reduction for free, ≤ 1 ulp).
+  float32 exp/log/tanh/sigmoid/expm1/log1p run in float32; float32 sin/cos/erf/erfc/pow
+  run in float64 internally (exact-enough range reduction for free, ≤ 1 ulp).
 * **libmvec** (glibc's vector math, ``_ZGVeN16v_expf`` ...): used for vector types when
   the library is present, the function is in ``libmvec_preferred()`` (chosen by
   measurement, see ``bench/bench_vecmath.py``) and libmvec is not disabled
@@ -43,9 +43,13 @@ import math
 
 import llvmlite.ir as ir
 
+from svod.ddmath import ERFC_MID as _ERFC_MID
+from svod.ddmath import ERFC_TAIL as _ERFC_TAIL
+from svod.ddmath import ERFC_TAIL_M as _ERFC_TAIL_M
+
 __all__ = ["get_math_fn", "emit_math", "math_kernel_ir", "MATH_FUNCTIONS", "LIBMVEC_PREFERRED", "libmvec_preferred"]
 
-MATH_FUNCTIONS = ("exp", "log", "tanh", "sigmoid", "erf", "sin", "cos", "pow", "sqrt", "expm1", "log1p")
+MATH_FUNCTIONS = ("exp", "log", "tanh", "sigmoid", "erf", "erfc", "sin", "cos", "pow", "sqrt", "expm1", "log1p")
 _BINARY = {"pow"}
 
 # (function, dtype) pairs where libmvec is the default for vector types, per vector ISA
@@ -562,6 +566,48 @@ def _erf(E: _Em, x):
     return E.b.fptrunc(_erf64(D, E.b.fpext(x, D.ty), coarse=True), E.ty)
 
 
+def _erfc64(E: _Em, x):
+    """erfc in float64, relatively accurate in the right tail down to the subnormals.
+
+    a = |x|: a < 0.5: 1 - erf(a) (no cancellation there: erfc >= 0.48); a < 4.75:
+    exp(-a^2 + H(a)) with H = log(erfcx) by pieces (coefficients picked per lane); beyond,
+    exp(-a^2 + F(1/a^2)) / a. a^2 is exact as hi + lo (FMA), so the exponent's rounding
+    stays ~1 ulp; x < 0: 2 - erfc(a)."""
+    ax = E.abs(x)
+    small = E.sub(E.c(1.0), E.mul(ax, E.poly(E.mul(ax, ax), _ERF64S)))
+    in2, in3 = E.ge(ax, E.c(1.5)), E.ge(ax, E.c(3.0))
+    (m1, c1), (m2, c2), (m3, c3) = _ERFC_MID
+    m = E.sel(in3, E.c(m3), E.sel(in2, E.c(m2), E.c(m1)))
+    y = E.sub(ax, m)
+    acc = None
+    for k in reversed(range(1, len(c1))):
+        ck = E.sel(in3, E.c(c3[k]), E.sel(in2, E.c(c2[k]), E.c(c1[k])))
+        acc = ck if acc is None else E.fma(acc, y, ck)
+    tail = E.ge(ax, E.c(4.75))
+    s = E.div(E.c(1.0), E.mul(ax, ax))
+    st = E.sub(s, E.c(_ERFC_TAIL_M))
+    # the constant term joins the exponent exactly (TwoSum): its rounding would be ~1 ulp
+    h0 = E.sel(tail, E.c(_ERFC_TAIL[0]), E.sel(in3, E.c(c3[0]), E.sel(in2, E.c(c2[0]), E.c(c1[0]))))
+    h1 = E.sel(tail, E.mul(st, E.poly(st, _ERFC_TAIL[1:])), E.mul(y, acc))
+    p = E.mul(ax, ax)
+    pl = E.fma_exact(ax, ax, E.neg(p))
+    s1, e1 = E.two_sum(E.neg(p), h0)
+    s2, e2 = E.two_sum(s1, h1)
+    big = _exp(E, s2, E.sub(E.add(e1, e2), pl))
+    big = E.div(big, E.sel(tail, ax, E.c(1.0)))
+    r = E.sel(E.lt(ax, E.c(0.5)), small, big)
+    r = E.sel(E.gt(ax, E.c(28.0)), E.c(0.0), r)  # underflowed (and a^2 = inf: no NaN)
+    r = E.sel(E.lt(x, E.c(0.0)), E.sub(E.c(2.0), r), r)
+    return E.sel(E.isnan(x), x, r)
+
+
+def _erfc(E: _Em, x):
+    if E.is64:
+        return _erfc64(E, x)
+    D = E.other(True)
+    return E.b.fptrunc(_erfc64(D, E.b.fpext(x, D.ty)), E.ty)
+
+
 # ------------------------------------------------------------------------- pow
 
 
@@ -652,7 +698,7 @@ def _sqrt(E: _Em, x):
 _EMITTERS = {
     "exp": _exp, "log": _log, "tanh": _tanh, "sigmoid": _sigmoid, "erf": _erf,
     "sin": lambda E, x: _sincos(E, x, False), "cos": lambda E, x: _sincos(E, x, True),
-    "pow": _pow, "sqrt": _sqrt, "expm1": _expm1, "log1p": _log1p,
+    "pow": _pow, "sqrt": _sqrt, "expm1": _expm1, "log1p": _log1p, "erfc": _erfc,
 }
 
 

@@ -619,17 +619,61 @@ def exp2(x):
 
 
 def cbrt(x):
+    """Cube root, <= 1 ulp: pow(|x|, 1/3) alone is off by (1/3's rounding) * |ln x|
+    relative (122 ulp in float64 at subnormal x, 17 in float32). float32 computes that in
+    float64; float64 adds one Newton step whose residual |x| - y^3 is exact (Dekker,
+    svod/_ddgraph.py), |x| < 2**-600 and > 2**900 scaled by 2**600 / 2**-300 first."""
     x = _arr(x)
     xf = T.astype(x, T._math_result(x.dtype), copy=False)
-    return E.copysign(T.pow(T.abs(xf), 1.0 / 3.0), xf)
+    if xf.dtype != dt.float64:
+        y = T.pow(T.abs(T.astype(xf, dt.float64)), 1.0 / 3.0)
+        return E.copysign(T.astype(y, xf.dtype), xf)
+    from svod import _ddgraph as D
+
+    a = T.abs(xf)
+    tiny, huge = T.less(a, 2.0 ** -600), T.greater(a, 2.0 ** 900)  # Dekker's partial products stay normal
+    a = T.where(tiny, T.multiply(a, 2.0 ** 600), T.where(huge, T.multiply(a, 2.0 ** -300), a))
+    y = T.pow(a, 1.0 / 3.0)
+    p, pe = D.two_prod(y, y)
+    q, qe = D.two_prod(p, y)
+    res = T.subtract(T.subtract(T.subtract(a, q), qe), T.multiply(y, pe))  # a - y^3 (a - q: Sterbenz)
+    yn = T.add(y, T.divide(res, T.multiply(p, 3.0)))
+    yn = T.where(T.logical_or(T.equal(y, 0.0), T.isinf(y)), y, yn)  # 0, inf; NaN stays NaN
+    return E.copysign(T.where(tiny, T.multiply(yn, 2.0 ** -200), T.where(huge, T.multiply(yn, 2.0 ** 100), yn)), xf)
 
 
 def logaddexp2(x1, x2):
+    """log2(2**x1 + 2**x2) as logaddexp(x1 ln2, x2 ln2) / ln2, with the products' rounding
+    put back: logaddexp(a + la, b + lb) = L + w la + (1 - w) lb, w = sigmoid(a - b), so
+    where the sum cancels to near 0 the result keeps logaddexp's ~2**-67 absolute error
+    (the plain form: |x| 2**-53, 4e9 ulp f32 / 6e10 f64 on results near 0). Computed in
+    float64, rounded to the plain form's dtype; non-finite and huge (|x| > 2**990) inputs
+    take the plain form."""
     ln2 = math.log(2)
     a, b = T.asarray(x1) if not T._is_scalar(x1) else x1, T.asarray(x2) if not T._is_scalar(x2) else x2
     f = T._math_result(T.result_type(a, b))
     a, b = (T.astype(v, f, copy=False) if isinstance(v, Tensor) else v for v in (a, b))
-    return T.divide(E.logaddexp(T.multiply(a, ln2), T.multiply(b, ln2)), ln2)
+    plain = T.divide(E.logaddexp(T.multiply(a, ln2), T.multiply(b, ln2)), ln2)
+    if not plain.dtype.is_float:
+        return plain
+    from svod import _ddgraph as D
+
+    a, b = (T.astype(_arr(v), dt.float64) for v in (a, b))
+    ha, la = D.two_prod(a, _LN2[0])
+    hb, lb = D.two_prod(b, _LN2[0])
+    la, lb = T.add(la, T.multiply(a, _LN2[1])), T.add(lb, T.multiply(b, _LN2[1]))
+    from svod import nn
+
+    w = nn.sigmoid(T.subtract(ha, hb))
+    big = E.logaddexp(ha, hb)
+    lo = T.add(T.multiply(w, la), T.multiply(T.subtract(1.0, w), lb))
+    res = T.add(T.multiply(big, _INV_LN2[0]), T.add(T.multiply(big, _INV_LN2[1]), T.multiply(lo, _INV_LN2[0])))
+    ok = T.logical_and(T.less(T.abs(a), 2.0 ** 990), T.less(T.abs(b), 2.0 ** 990))  # False for NaN, inf
+    return T.where(ok, T.astype(res, plain.dtype), plain)
+
+
+_LN2 = (0.6931471805599453, 2.3190468138462996e-17)
+_INV_LN2 = (1.4426950408889634, 2.0355273740931033e-17)
 
 
 def fmax(x1, x2):
