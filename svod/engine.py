@@ -28,6 +28,8 @@ import numpy as np
 from svod.interp import eval_key
 from svod.ir import Ops, UOp, signature_of
 from svod.key import Bindings, GraphKey, compact
+from svod.shapes import DYNAMIC
+from svod.shapes import enabled as dynamic_enabled
 from svod.stats import Tally, bump, bump_many
 from svod.stats import stats as snapshot
 
@@ -575,6 +577,8 @@ class RecentGraphs:
 
 
 RECENT = RecentGraphs(_env_int("SVOD_RETAIN_GRAPHS", 16))
+_DYNAMIC = DYNAMIC
+_dynamic_on = dynamic_enabled
 _BUFFER = Ops.BUFFER
 _buffer = UOp.buffer
 
@@ -617,10 +621,17 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
 
         return _wrap(pending, realize_profiled(pending, key, bindings))
     hits = snapshot()["graph_cache_hits"]
-    exe = get_executable(key)
-    if sig is not None and PLAN_CACHE.holds(key.hash, exe):
-        REPLAY.put(sig, key.hash, leaves, bindings.buffers)
-    outs = exe.run(bindings.arrays)
+    dyn = _DYNAMIC.lookup(key, bindings) if _dynamic_on() else None
+    if dyn is not None:
+        # a dynamic structure (svod.shapes): the plan of its size bucket, this size bound to it
+        key = dyn.key
+        exe = get_executable(key)
+        outs = dyn.results(exe.run(dyn.bind(bindings.arrays)))
+    else:
+        exe = get_executable(key)
+        if sig is not None and PLAN_CACHE.holds(key.hash, exe):
+            REPLAY.put(sig, key.hash, leaves, bindings.buffers)
+        outs = exe.run(bindings.arrays)
     if RECENT.small(leaves):
         RECENT.keep(pending)
     mapping = _wrap(pending, outs)
@@ -643,3 +654,4 @@ def reset_caches() -> None:
     PLAN_CACHE.clear()
     REPLAY.clear()
     RECENT.clear()
+    DYNAMIC.clear()
