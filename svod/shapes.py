@@ -158,8 +158,10 @@ def rewrite(key: GraphKey, cls: list[int], b: int) -> GraphKey:
 
 def pad_rows(a: np.ndarray, b: int) -> np.ndarray:
     """`a` (n rows) as a contiguous array of `b` rows, rows past n repeating row n - 1."""
+    from svod.pool import POOL
+
     n = a.shape[0]
-    out = np.empty((b,) + a.shape[1:], a.dtype)
+    out = POOL.array((b,) + a.shape[1:], a.dtype)  # NOTE: pooled: a fresh block pays page faults
     out[:n] = a
     if b > n:
         out[n:] = a[n - 1]
