@@ -236,6 +236,34 @@ class Dynamic:
         outs = tuple(bool(cls[o]) for o in key.outputs)
         return SymbolicCall(bkey, n, b, ins, outs)
 
+    def peek(self, key: GraphKey) -> tuple[SymbolicCall | None, str]:
+        """What `lookup` would do for `key`, recording nothing: (the bucket call or None,
+        why in words) — for `svod.explain`, which must show the plan realize runs."""
+        found = row_axis(key) if enabled() else None
+        if found is None:
+            why = "automatic dynamic is off (SVOD_DYNAMIC=0)" if not enabled() else \
+                "exact shapes: the row axis is not used row by row (svod.shapes.row_axis)"
+            return None, why
+        n, cls = found
+        struct = rewrite(key, cls, -1).hash
+        with self._lock:
+            seen = self._seen.get(struct)
+            dynamic = struct in self._dynamic
+            notes = [msg for s, msg in self.log if s == struct]
+        if seen is None or n == seen[0]:
+            return None, (f"exact shapes: the first row count ({n}) of structure {struct[:12]}; "
+                          "a second one makes it dynamic")
+        if n < 2:
+            return None, f"exact shapes: {n} rows are specialised (structure {struct[:12]} is dynamic)"
+        b = bucket(n)
+        state = "dynamic" if dynamic else "made dynamic by this size"
+        why = f"bucket {b} for {n} rows: structure {struct[:12]} is {state}"
+        if notes:
+            why += "\n" + "\n".join("  " + m for m in notes)
+        bkey = rewrite(key, cls, b)
+        return SymbolicCall(bkey, n, b, tuple(bool(cls[i]) for i in bkey.inputs),
+                            tuple(bool(cls[o]) for o in key.outputs)), why
+
     def _note(self, struct: str, msg: str) -> None:
         self.log.append((struct, msg))
         from svod.engine import _debug, debug_log

@@ -182,3 +182,15 @@ def test_bucket_rule():
     for n in range(17, 5000):
         b = shapes.bucket(n)
         assert n <= b <= n * 1.125 and shapes.bucket(b) == b
+
+
+def test_explain_shows_the_bucket_plan_and_why():
+    x = _RNG.standard_normal((100, C)).astype(np.float32)
+    e = svod.explain(_softmax_ln(svod.asarray(x)))
+    assert e.shapes.startswith("exact shapes: the first row count (100)")
+    _run("softmax_layer_norm", x)
+    _run("softmax_layer_norm", x[:99])
+    e = svod.explain(_softmax_ln(svod.asarray(x[:98])))
+    assert e.shapes.startswith("bucket 104 for 98 rows") and "sizes 100 and 99 seen" in e.shapes
+    assert e.key.nodes[e.key.outputs[0]].shape == (104, C)
+    assert str(e).startswith("shapes: bucket 104")
