@@ -5,7 +5,8 @@ with automatic dynamic (svod/shapes.py) on and off, each in a fresh process and 
 
 Per size: searches, kernels compiled and the ms of its first call; then the median ms of
 a steady call at the last size (its plan: the bucket's when dynamic, the exact one when
-not) and numpy's. Figures: docs/shapes.md.
+not) and numpy's; then steady calls at the first size (its exact plan) and at the first
+size + 1 (its bucket's plan when dynamic), interleaved. Figures: docs/shapes.md.
 """
 
 from __future__ import annotations
@@ -58,8 +59,21 @@ def _child(sizes: list[int], cols: int, steady: int) -> dict:
         return sorted(ts)[len(ts) // 2] * 1e3
 
     x = rng.standard_normal((sizes[-1], cols)).astype(np.float32)
-    return {"rows": rows, "steady_ms": median_ms(lambda: prog(svod.asarray(x)).numpy()),
-            "numpy_ms": median_ms(lambda: ref(x))}
+    out = {"rows": rows, "steady_ms": median_ms(lambda: prog(svod.asarray(x)).numpy()),
+           "numpy_ms": median_ms(lambda: ref(x))}
+    # interleaved A/B on one machine state: the first size (its exact plan) against the
+    # first size + 1 (its bucket's plan when dynamic), alternating calls
+    xa = rng.standard_normal((sizes[0], cols)).astype(np.float32)
+    xb = rng.standard_normal((sizes[0] + 1, cols)).astype(np.float32)
+    prog(svod.asarray(xb)).numpy()
+    ta, tb = [], []
+    for _ in range(steady):
+        for x, ts in ((xa, ta), (xb, tb)):
+            t = time.perf_counter()
+            prog(svod.asarray(x)).numpy()
+            ts.append(time.perf_counter() - t)
+    out["ab"] = (sorted(ta)[steady // 2] * 1e3, sorted(tb)[steady // 2] * 1e3)
+    return out
 
 
 def main() -> None:
@@ -86,6 +100,9 @@ def main() -> None:
             print(f"  n={row['n']:6d}  searches {row['searches']}  compiled {row['compiled']}  "
                   f"first call {row['ms']:8.1f} ms  max err {row['err']:.1e}")
         print(f"  steady call at n={sizes[-1]}: {r['steady_ms']:.3f} ms (numpy {r['numpy_ms']:.3f} ms)")
+        a_ms, b_ms = r["ab"]
+        print(f"  interleaved steady calls: n={sizes[0]} {a_ms:.3f} ms, n={sizes[0] + 1} {b_ms:.3f} ms "
+              f"({b_ms / a_ms:.2f}x)")
         print(f"  total searches {sum(x['searches'] for x in r['rows'])}, "
               f"compiled {sum(x['compiled'] for x in r['rows'])}")
 
