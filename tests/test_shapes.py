@@ -41,6 +41,11 @@ PROGRAMS = {
                     lambda x: np.maximum(x.astype(np.float64) @ _W, 0.0)),
     "row_max_and_argmax": (lambda x: (svod.max(x, axis=1), svod.argmax(x, axis=1)),
                            lambda x: (x.max(axis=1), x.argmax(axis=1))),
+    # a free result next to row-carrying ones, and a free reduction broadcast back to the rows
+    "mixed_outputs": (lambda x: (svod.exp(x - svod.mean(svod.asarray(_B))), svod.asarray(_W) * 2.0),
+                      lambda x: (np.exp(x.astype(np.float64) - _B.astype(np.float64).mean()), _W * 2.0)),
+    "batched_matmul": (lambda x: svod.reshape(x, (-1, 4, 6)) @ svod.reshape(x, (-1, 6, 4)),
+                       lambda x: x.astype(np.float64).reshape(-1, 4, 6) @ x.astype(np.float64).reshape(-1, 6, 4)),
 }
 
 
@@ -106,6 +111,8 @@ def test_every_size_of_a_dynamic_structure_equals_numpy(name):
     """Sizes that pad a lot and a little, 0/1 (exact), the first size again."""
     for n in (5, 7, 2, 17, 64, 65, 1, 0, 5, 130):
         _run(name, _RNG.standard_normal((n, C)).astype(np.float32) * 3)
+    made = [int(m.split("new bucket ")[1].split()[0]) for m in shapes.recompiles() if "new bucket" in m]
+    assert made and sorted(set(made)) == [2, 8, 18, 64, 72, 144] and len(made) % 6 == 0  # per structure
 
 
 def test_a_new_size_in_a_known_bucket_neither_plans_nor_compiles():
