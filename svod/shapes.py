@@ -186,6 +186,25 @@ class SymbolicCall:
         return [o[:n] if r else o for o, r in zip(outs, self.row_outputs)]
 
 
+class BucketRun:
+    """An Executable-like pair (the bucket's plan, this size's binding): `run(arrays)`
+    binds the size, runs the plan and returns this size's results (`svod.jit` traces
+    hold it as their executable)."""
+
+    def __init__(self, exe, call: SymbolicCall):
+        self.exe = exe
+        self.call = call
+        self.key = call.key
+        self.origin = getattr(exe, "origin", "")
+        self.provisional = getattr(exe, "provisional", False)
+
+    def run(self, arrays) -> list[np.ndarray]:
+        return self.call.results(self.exe.run(self.call.bind(arrays)))
+
+    def describe(self) -> str:
+        return f"bucket {self.call.b} for {self.call.n} rows\n" + self.exe.describe()
+
+
 class Dynamic:
     """Automatic dynamic: the row counts seen per structure, and the recompile log.
 

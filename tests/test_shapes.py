@@ -201,3 +201,18 @@ def test_explain_shows_the_bucket_plan_and_why():
     assert e.shapes.startswith("bucket 104 for 98 rows") and "sizes 100 and 99 seen" in e.shapes
     assert e.key.nodes[e.key.outputs[0]].shape == (104, C)
     assert str(e).startswith("shapes: bucket 104")
+
+
+def test_jit_new_row_counts_share_the_bucket_plan():
+    f = svod.jit(_softmax_ln)
+    for n in (100, 101):
+        x = _RNG.standard_normal((n, C)).astype(np.float32)
+        np.testing.assert_allclose(f(svod.asarray(x)).numpy(), _softmax_ln_ref(x), rtol=2e-5, atol=2e-5)
+    before = svod.stats()
+    for n in (102, 103, 102):
+        x = _RNG.standard_normal((n, C)).astype(np.float32)
+        for _ in range(2):  # the trace's replay, too
+            np.testing.assert_allclose(f(svod.asarray(x)).numpy(), _softmax_ln_ref(x), rtol=2e-5, atol=2e-5)
+    after = svod.stats()
+    assert after["searches"] == before["searches"] and after["kernels_compiled"] == before["kernels_compiled"]
+    assert any("new bucket 104" in m for m in shapes.recompiles())
