@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
@@ -156,8 +157,38 @@ def rewrite(key: GraphKey, cls: list[int], b: int) -> GraphKey:
     return GraphKey(tuple(nodes), key.outputs)
 
 
+# id(block) -> weak reference of the block, for arrays `with_room` made: their first n rows
+# are the array, the rows up to bucket(n) repeat row n - 1 (set once, read-only). Any
+# prefix of such a block in the same bucket binds to it: rows past n never reach a result
+# (row-carrying nodes compute row i from rows i), they only have to be readable data.
+_ROOMY: dict[int, weakref.ref] = {}
+
+
+def with_room(arr: np.ndarray) -> np.ndarray:
+    """A read-only C-contiguous copy of `arr` whose memory has room for `bucket(n)` rows,
+    the extra rows repeating row n - 1, so that `pad_rows` binds it to its bucket without
+    a copy (`svod.asarray` copies this way once a structure of the process is dynamic).
+    The array itself has `arr`'s shape."""
+    n = arr.shape[0]
+    b = bucket(n)
+    block = np.empty((b,) + arr.shape[1:], arr.dtype)
+    block[:n] = arr
+    block[n:] = block[n - 1]
+    block.flags.writeable = False
+    key = id(block)
+    _ROOMY[key] = weakref.ref(block, lambda _r, k=key: _ROOMY.pop(k, None))
+    return block[:n]
+
+
 def pad_rows(a: np.ndarray, b: int) -> np.ndarray:
-    """`a` (n rows) as a contiguous array of `b` rows, rows past n repeating row n - 1."""
+    """`a` (n rows) as a contiguous array of `b` rows, rows past n repeating row n - 1:
+    a view when `a` came from `with_room` with room for `b` rows, else a pooled copy."""
+    base = a.base
+    if base is not None:
+        ref = _ROOMY.get(id(base))
+        if ref is not None and ref() is base and base.shape[0] == b and base.shape[1:] == a.shape[1:] \
+                and base.dtype == a.dtype and a.ctypes.data == base.ctypes.data and a.flags.c_contiguous:
+            return base
     from svod.pool import POOL
 
     n = a.shape[0]
@@ -217,6 +248,7 @@ class Dynamic:
         self.max_structures = max_structures
         self._seen: OrderedDict[str, tuple[int, set]] = OrderedDict()  # structure -> (first n, buckets planned)
         self._dynamic: set[str] = set()
+        self.active = False  # whether a structure ever turned dynamic (`with_room` from then on)
         self.log: deque = deque(maxlen=max_log)
         self._lock = threading.Lock()
 
@@ -243,6 +275,7 @@ class Dynamic:
                 return None  # the size planned exactly: its plan is the fastest
             if struct not in self._dynamic:
                 self._dynamic.add(struct)
+                self.active = True
                 self._note(struct, f"structure {struct[:12]} is dynamic in its rows: sizes {first} and {n} seen")
             if n < 2:
                 return None  # 0/1 rows: specialised, exact
@@ -294,6 +327,7 @@ class Dynamic:
         with self._lock:
             self._seen.clear()
             self._dynamic.clear()
+            self.active = False
             self.log.clear()
 
 

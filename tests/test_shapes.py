@@ -216,3 +216,23 @@ def test_jit_new_row_counts_share_the_bucket_plan():
     after = svod.stats()
     assert after["searches"] == before["searches"] and after["kernels_compiled"] == before["kernels_compiled"]
     assert any("new bucket 104" in m for m in shapes.recompiles())
+
+
+def test_inputs_made_with_room_bind_to_their_bucket_without_a_copy():
+    x = _RNG.standard_normal((100, C)).astype(np.float32)
+    a = shapes.with_room(x)
+    assert a.shape == x.shape and np.array_equal(a, x) and not a.flags.writeable
+    padded = shapes.pad_rows(a, 104)
+    assert padded is a.base and np.shares_memory(padded, a)
+    np.testing.assert_array_equal(padded[100:], np.repeat(x[-1:], 4, axis=0))
+    other = shapes.pad_rows(x, 104)  # a caller's array: a copy, the last row repeated
+    assert not np.shares_memory(other, x) and np.array_equal(other[:100], x) and np.array_equal(other[103], x[-1])
+    # a prefix in the same bucket binds to the block too (rows past n never reach a result)
+    assert shapes.pad_rows(a[:99], 104) is a.base
+    assert not np.shares_memory(shapes.pad_rows(a[:50], 52), a)  # another bucket: a copy
+    # svod.asarray copies with room once a structure of the process is dynamic
+    for n in (60, 61):
+        _run("bias_tanh", _RNG.standard_normal((n, C)).astype(np.float32))
+    t = svod.asarray(x)
+    assert t.uop.arg.array.base is not None and t.uop.arg.array.base.shape == (104, C)
+    np.testing.assert_array_equal(t.numpy(), x)
