@@ -17,12 +17,14 @@ rows and ``W`` free of them. Any other use of the row axis (a reduction over it,
 of it, a library step, a free value of ``n`` rows) keeps the graph exact. Every result
 must carry rows or be free of them.
 
-Running a size ``n`` in its bucket ``b`` (`SymbolicCall`): the row-carrying inputs are
-copied into ``b``-row buffers whose extra rows repeat row ``n - 1`` (real data: no
-division by zero or NaN the program would not meet anyway), the bucket's plan runs, and
-the row-carrying results are the first ``n`` rows of its outputs. The memory plan and
-the pool are those of the bucket (sized at its upper bound); rows past ``n`` cost
-compute, at most 1/8 of the row count (the bucket rule below).
+Running a size ``n`` in its bucket ``b`` (`SymbolicCall`): the bucket's plan runs on
+``b``-row inputs and the row-carrying results are the first ``n`` rows of its outputs.
+Rows past ``n`` never reach a result; they must only be readable, real data. An input
+made by `with_room` (what `svod.asarray` makes once a structure is dynamic) already has
+them and binds without a copy; any other is copied into a pooled ``b``-row buffer whose
+extra rows repeat row ``n - 1``. The memory plan and the pool are those of the bucket
+(sized at its upper bound); rows past ``n`` cost compute, at most 1/8 of the row count
+(the bucket rule below).
 
 Bucket rule (`bucket`): sizes 0 and 1 stay exact (they change the code: size-1 axes are
 dropped, empty graphs have no kernels); 2..16 round up to a power of two; above 16 a
