@@ -483,8 +483,12 @@ def get_executable(key: GraphKey) -> Executable:
 
 
 def plan_for(tensors) -> tuple[GraphKey, Executable]:
-    """The key and the plan svod uses for these (unrealized) tensors, without running it."""
+    """The key and the plan svod uses for these (unrealized) tensors, without running it
+    (for a size of a dynamic structure: its bucket's key and plan, `svod.shapes`)."""
     key, _ = PIPELINE.compact([t.uop for t in tensors if t.uop.op is not Ops.BUFFER])
+    dyn = DYNAMIC.peek(key)[0] if dynamic_enabled() else None
+    if dyn is not None:
+        key = dyn.key
     return key, get_executable(key)
 
 
