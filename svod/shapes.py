@@ -19,10 +19,11 @@ must carry rows or be free of them.
 
 Running a size ``n`` in its bucket ``b`` (`SymbolicCall`): the bucket's plan runs on
 ``b``-row inputs and the row-carrying results are the first ``n`` rows of its outputs.
-Rows past ``n`` never reach a result; they must only be readable, real data. An input
-made by `with_room` (what `svod.asarray` makes once a structure is dynamic) already has
-them and binds without a copy; any other is copied into a pooled ``b``-row buffer whose
-extra rows repeat row ``n - 1``. The memory plan and the pool are those of the bucket
+Rows past ``n`` never reach a result; they must only be readable memory. An input whose
+owning array reaches ``b`` rows — made by `with_room` (what `svod.asarray` makes once a
+structure is dynamic), a prefix of a bigger array, a bucket's own result — binds as a
+view without a copy; any other is copied into a pooled ``b``-row buffer whose extra rows
+repeat row ``n - 1``. The memory plan and the pool are those of the bucket
 (sized at its upper bound); rows past ``n`` cost compute, at most 1/8 of the row count
 (the bucket rule below).
 
@@ -46,7 +47,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
@@ -159,13 +159,6 @@ def rewrite(key: GraphKey, cls: list[int], b: int) -> GraphKey:
     return GraphKey(tuple(nodes), key.outputs)
 
 
-# id(block) -> weak reference of the block, for arrays `with_room` made: their first n rows
-# are the array, the rows up to bucket(n) repeat row n - 1 (set once, read-only). Any
-# prefix of such a block in the same bucket binds to it: rows past n never reach a result
-# (row-carrying nodes compute row i from rows i), they only have to be readable data.
-_ROOMY: dict[int, weakref.ref] = {}
-
-
 def with_room(arr: np.ndarray) -> np.ndarray:
     """A read-only C-contiguous copy of `arr` whose memory has room for `bucket(n)` rows,
     the extra rows repeating row n - 1, so that `pad_rows` binds it to its bucket without
@@ -177,20 +170,31 @@ def with_room(arr: np.ndarray) -> np.ndarray:
     block[:n] = arr
     block[n:] = block[n - 1]
     block.flags.writeable = False
-    key = id(block)
-    _ROOMY[key] = weakref.ref(block, lambda _r, k=key: _ROOMY.pop(k, None))
     return block[:n]
 
 
-def pad_rows(a: np.ndarray, b: int) -> np.ndarray:
-    """`a` (n rows) as a contiguous array of `b` rows, rows past n repeating row n - 1:
-    a view when `a` came from `with_room` with room for `b` rows, else a pooled copy."""
+def _room(a: np.ndarray, b: int) -> np.ndarray | None:
+    """`a` (C-contiguous, n rows) extended to `b` rows in place when the array that owns its
+    memory reaches that far (a `with_room` copy, a prefix of a bigger array, a bucket's
+    result), else None. Rows past n are whatever that memory holds: they never reach a
+    result (row-carrying nodes compute row i from rows i), and every op admitted on a
+    row axis is defined on any value (integer division and shifts do not trap, here or
+    in the reference interpreter)."""
     base = a.base
-    if base is not None:
-        ref = _ROOMY.get(id(base))
-        if ref is not None and ref() is base and base.shape[0] == b and base.shape[1:] == a.shape[1:] \
-                and base.dtype == a.dtype and a.ctypes.data == base.ctypes.data and a.flags.c_contiguous:
-            return base
+    if type(base) is not np.ndarray or not a.flags.c_contiguous or a.ndim == 0:
+        return None
+    start = a.ctypes.data - base.ctypes.data
+    if start < 0 or start + b * a.strides[0] > base.nbytes or a.strides[0] * a.shape[0] != a.nbytes:
+        return None
+    return np.lib.stride_tricks.as_strided(a, (b,) + a.shape[1:], a.strides, writeable=False)
+
+
+def pad_rows(a: np.ndarray, b: int) -> np.ndarray:
+    """`a` (n rows) as a C-contiguous array of `b` rows: a view when the memory `a` lives in
+    reaches `b` rows (`_room`), else a pooled copy whose rows past n repeat row n - 1."""
+    room = _room(a, b)
+    if room is not None:
+        return room
     from svod.pool import POOL
 
     n = a.shape[0]

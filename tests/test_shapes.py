@@ -223,13 +223,15 @@ def test_inputs_made_with_room_bind_to_their_bucket_without_a_copy():
     a = shapes.with_room(x)
     assert a.shape == x.shape and np.array_equal(a, x) and not a.flags.writeable
     padded = shapes.pad_rows(a, 104)
-    assert padded is a.base and np.shares_memory(padded, a)
+    assert np.shares_memory(padded, a) and padded.shape == (104, C) and padded.flags.c_contiguous
     np.testing.assert_array_equal(padded[100:], np.repeat(x[-1:], 4, axis=0))
-    other = shapes.pad_rows(x, 104)  # a caller's array: a copy, the last row repeated
+    other = shapes.pad_rows(x, 104)  # an array without room: a copy, the last row repeated
     assert not np.shares_memory(other, x) and np.array_equal(other[:100], x) and np.array_equal(other[103], x[-1])
-    # a prefix in the same bucket binds to the block too (rows past n never reach a result)
-    assert shapes.pad_rows(a[:99], 104) is a.base
-    assert not np.shares_memory(shapes.pad_rows(a[:50], 52), a)  # another bucket: a copy
+    assert np.shares_memory(shapes.pad_rows(a[:99], 104), a)  # a prefix with room, too
+    big = _RNG.standard_normal((130, C)).astype(np.float32)
+    assert np.shares_memory(shapes.pad_rows(big[:100], 104), big)  # a prefix of a bigger array
+    assert not np.shares_memory(shapes.pad_rows(big[30:], 104), big)  # 100 rows, 4 short of the end
+    assert not np.shares_memory(shapes.pad_rows(big[:100, :8], 104), big)  # not contiguous
     # svod.asarray copies with room once a structure of the process is dynamic
     for n in (60, 61):
         _run("bias_tanh", _RNG.standard_normal((n, C)).astype(np.float32))
