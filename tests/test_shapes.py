@@ -238,3 +238,12 @@ def test_inputs_made_with_room_bind_to_their_bucket_without_a_copy():
     t = svod.asarray(x)
     assert t.uop.arg.array.base is not None and t.uop.arg.array.base.shape == (104, C)
     np.testing.assert_array_equal(t.numpy(), x)
+
+
+def test_svod_debug_says_why_a_plan_was_made_again(monkeypatch, capsys, caplog):
+    monkeypatch.setenv("SVOD_DEBUG", "1")
+    with caplog.at_level("INFO", logger="svod"):
+        for n in (40, 41):
+            _run("bias_tanh", _RNG.standard_normal((n, C)).astype(np.float32))
+    text = capsys.readouterr().err + caplog.text
+    assert "svod recompile: structure" in text and "sizes 40 and 41 seen" in text and "new bucket 44" in text
