@@ -10,7 +10,9 @@ What is traced, and when a call traces again ("retraces"):
 
 - **Tensors and numpy arrays** (positional or keyword, also inside tuples, lists and
   dicts) are traced inputs; their shapes and dtypes are the signature. A new shape or
-  dtype traces again.
+  dtype traces again; a new row count of a traced graph seen at another row count before
+  runs in its size bucket's plan (`svod.shapes`: traced again, but no search or compile
+  within a known bucket).
 - **Python scalars** (bool, int, float) are traced 0-d inputs: a new value does not trace
   again. They stay weak (NEP 50), as the scalar itself would be: `x * s` keeps a float32
   `x`'s dtype; `s * 2` is still a weak scalar. **numpy scalars** are strong 0-d inputs.
@@ -410,7 +412,14 @@ class JitFunction:
         exe, bind = None, ()
         if pending:
             key, bindings = engine.PIPELINE.compact(pending)  # (svod viz records graphs there)
-            exe = decide(key).exe
+            dyn = engine.DYNAMIC.lookup(key, bindings) if engine.dynamic_enabled() else None
+            if dyn is not None:  # a dynamic structure: its size bucket's plan (svod.shapes)
+                from svod.shapes import BucketRun
+
+                key = dyn.key
+                exe = BucketRun(decide(key).exe, dyn)
+            else:
+                exe = decide(key).exe
             if engine.RECORDER is not None:
                 engine.RECORDER.append((key, f"jit {self.name}"))
             bind = tuple(leaf_of[ref] if ref in leaf_of else _Const(arr)

@@ -28,6 +28,8 @@ import numpy as np
 from svod.interp import eval_key
 from svod.ir import Ops, UOp, signature_of
 from svod.key import Bindings, GraphKey, compact
+from svod.shapes import DYNAMIC
+from svod.shapes import enabled as dynamic_enabled
 from svod.stats import Tally, bump, bump_many
 from svod.stats import stats as snapshot
 
@@ -481,8 +483,12 @@ def get_executable(key: GraphKey) -> Executable:
 
 
 def plan_for(tensors) -> tuple[GraphKey, Executable]:
-    """The key and the plan svod uses for these (unrealized) tensors, without running it."""
+    """The key and the plan svod uses for these (unrealized) tensors, without running it
+    (for a size of a dynamic structure: its bucket's key and plan, `svod.shapes`)."""
     key, _ = PIPELINE.compact([t.uop for t in tensors if t.uop.op is not Ops.BUFFER])
+    dyn = DYNAMIC.peek(key)[0] if dynamic_enabled() else None
+    if dyn is not None:
+        key = dyn.key
     return key, get_executable(key)
 
 
@@ -503,7 +509,8 @@ def _wrap(pending: list[UOp], outs) -> dict[UOp, UOp]:
 
 class ReplayCache:
     """Structural signature (svod.ir.signature_of) -> (key hash, leaf order, whether
-    `RECENT` keeps the graph: its leaves' sizes follow from the signature).
+    `RECENT` keeps the graph: its leaves' sizes follow from the signature, the
+    `svod.shapes.SymbolicCall` of a size run in its bucket's plan or None).
 
     A front for PLAN_CACHE that skips compaction: an entry names the plan by its key
     hash only (`PlanCache.use` finds it), so this table never keeps a plan alive —
@@ -514,19 +521,21 @@ class ReplayCache:
 
     def __init__(self, max_entries: int = 4096):
         self.max_entries = max_entries
-        self._d: dict[int, tuple[str, tuple[int, ...], bool]] = {}
+        self._d: dict[int, tuple] = {}
 
     def get(self, sig: int):
         return self._d.get(sig)
 
-    def put(self, sig: int, key_hash: str, leaves: tuple, buffers: list) -> None:
+    def put(self, sig: int, key_hash: str, leaves: tuple, buffers: list, dyn=None) -> None:
+        """`dyn`: the `svod.shapes.SymbolicCall` binding this size to its bucket's plan
+        `key_hash` (one signature has one row count, so one call), None for an exact plan."""
         pos = {id(leaf): i for i, leaf in enumerate(leaves)}
         perm = tuple(pos.get(id(b), -1) for b in buffers)
         if len(perm) != len(leaves) or -1 in perm:
             return  # not the same leaves as the compacted graph's: never replay by signature
         if len(self._d) >= self.max_entries:
             self._d.clear()
-        self._d[sig] = (key_hash, perm, RECENT.small(leaves))
+        self._d[sig] = (key_hash, perm, RECENT.small(leaves), dyn)
 
     def clear(self) -> None:
         self._d.clear()
@@ -575,6 +584,8 @@ class RecentGraphs:
 
 
 RECENT = RecentGraphs(_env_int("SVOD_RETAIN_GRAPHS", 16))
+_DYNAMIC = DYNAMIC
+_dynamic_on = dynamic_enabled
 _BUFFER = Ops.BUFFER
 _buffer = UOp.buffer
 
@@ -602,7 +613,11 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
         # replay: a structure seen before (same signature => same GraphKey, leaves in a
         # known order): no compaction, no lookup by key
         _REPLAY_TICK()
-        outs = exe.run([leaves[j].array for j in fast[1]])
+        dyn = fast[3]
+        if dyn is None:
+            outs = exe.run([leaves[j].array for j in fast[1]])
+        else:
+            outs = dyn.results(exe.run(dyn.bind([leaves[j].array for j in fast[1]])))
         if fast[2]:
             RECENT.keep(pending)
         # NOTE: no `_wrap` checks: this Executable's outputs were checked on its first run
@@ -617,10 +632,19 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
 
         return _wrap(pending, realize_profiled(pending, key, bindings))
     hits = snapshot()["graph_cache_hits"]
-    exe = get_executable(key)
-    if sig is not None and PLAN_CACHE.holds(key.hash, exe):
-        REPLAY.put(sig, key.hash, leaves, bindings.buffers)
-    outs = exe.run(bindings.arrays)
+    dyn = _DYNAMIC.lookup(key, bindings) if _dynamic_on() else None
+    if dyn is not None:
+        # a dynamic structure (svod.shapes): the plan of its size bucket, this size bound to it
+        key = dyn.key
+        exe = get_executable(key)
+        if sig is not None and PLAN_CACHE.holds(key.hash, exe):
+            REPLAY.put(sig, key.hash, leaves, bindings.buffers, dyn)
+        outs = dyn.results(exe.run(dyn.bind(bindings.arrays)))
+    else:
+        exe = get_executable(key)
+        if sig is not None and PLAN_CACHE.holds(key.hash, exe):
+            REPLAY.put(sig, key.hash, leaves, bindings.buffers)
+        outs = exe.run(bindings.arrays)
     if RECENT.small(leaves):
         RECENT.keep(pending)
     mapping = _wrap(pending, outs)
@@ -643,3 +667,4 @@ def reset_caches() -> None:
     PLAN_CACHE.clear()
     REPLAY.clear()
     RECENT.clear()
+    DYNAMIC.clear()

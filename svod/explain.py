@@ -20,7 +20,10 @@ as a picture (`.picture()`: SVG through graphviz's `dot` when installed, else sv
 layered layout drawn with matplotlib) and in the interactive viewer (`.show()`: a
 notebook widget, or a page on 127.0.0.1 in the browser; `svod.viewer`). When the plan
 came from a cache or the tuning database, the report and the variants come from a search
-run for the explanation with the same model.
+run for the explanation with the same model. `.shapes` says whether the key has exact
+shapes or a size bucket of a dynamic structure, and why that structure was planned again
+(`svod.shapes`: a second row count, a new bucket); a dynamic size is explained with its
+bucket's plan, the one realize runs.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ class Explanation:
     detail: str = ""  # why a fallback, which planner made a cached plan, provisional
     model_name: str = ""  # the cost model in words (svod.planner.describe_model)
     sources: dict = field(default_factory=dict)  # node of `key` -> "file.py:LINE: code" (svod.sources)
+    shapes: str = ""  # why this key: exact shapes or a size bucket, and why re-planned (svod.shapes)
     _programs: dict = field(default_factory=dict)
 
     @property
@@ -125,7 +129,9 @@ class Explanation:
 
     def __str__(self) -> str:
         where = f"{self.source}{f' ({self.detail})' if self.detail else ''}"
-        out = (f"plan from: {where}\ncost model: {self.model_name or getattr(self.cost_model, 'name', 'model')}\n"
+        shapes = f"shapes: {self.shapes}\n" if self.shapes else ""
+        model = self.model_name or getattr(self.cost_model, "name", "model")
+        out = (f"{shapes}plan from: {where}\ncost model: {model}\n"
                f"{self.report}\n\nchosen {self.plan}\n\ncosts of the chosen plan "
                f"({getattr(self.cost_model, 'name', 'model')}, kernels priced in the plan):\n{self.costs_table()}"
                f"\n\nthe search's variants (cheapest first, before the plan passes):\n{self.variants_table()}")
@@ -197,7 +203,13 @@ def explain(*tensors, k: int = 8, cost_model=None, machine=None) -> Explanation:
     if not pending:
         raise ValueError("explain: every tensor is already realized; explain them before .numpy()/realize()")
     key, _ = compact(pending)
+    from svod.shapes import DYNAMIC
+
+    dyn, shapes = DYNAMIC.peek(key)
+    if dyn is not None:  # realize runs this size in its bucket's plan (svod.shapes)
+        key = dyn.key
     e = explain_key(key, k=k, cost_model=cost_model, machine=machine)
+    e.shapes = shapes
     from svod.sources import key_sources
 
     e.sources = key_sources(pending, text=True)  # empty unless svod.sources.record() was on

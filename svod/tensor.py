@@ -30,6 +30,9 @@ from svod import dtype as dt
 from svod.dtype import DType, DTypeError
 from svod.errors import AxisError, ShapeError, SvodOverflowError, SvodTypeError, SvodValueError, named, strip_label
 from svod.ir import OP, Ops, UOp, _canon, check_size, shape_str, substitute
+from svod.shapes import DYNAMIC as _DYNAMIC
+from svod.shapes import bucket as _bucket
+from svod.shapes import with_room as _with_room
 
 # ----------------------------------------------------------------------------- registry
 
@@ -1057,7 +1060,12 @@ del _name, _fn, _rule
 def _from_numpy(arr: np.ndarray, copy: bool) -> Tensor:
     d = dt.from_numpy(arr.dtype)
     if copy or not arr.flags.c_contiguous and not arr.flags.f_contiguous:
-        arr = np.array(arr, copy=True, order="C")
+        if copy and _DYNAMIC.active and arr.ndim and 1 < arr.shape[0] != _bucket(arr.shape[0]):
+            # a process with programs of changing row counts: room for the row bucket, so a
+            # dynamic structure binds this input without a copy (svod.shapes.with_room)
+            arr = _with_room(arr)
+        else:
+            arr = np.array(arr, copy=True, order="C")
     arr.flags.writeable = False if copy else arr.flags.writeable
     return Tensor._from(UOp.buffer(arr, d))
 
