@@ -23,7 +23,10 @@ Each child times every case `--inner` times after a warm-up and reports its medi
 parent reports the median over repeats, the speed-up over 1 thread, the parallel
 efficiency (speed-up / t), the speed-up against the FMA loop's own speed-up at t threads
 ("vs ceiling") and, for the memory-bound rows (W1, W2), the achieved GB/s as a share of
-the read-bandwidth probe at the same t. The --json output holds every raw time.
+the read-bandwidth probe at the same t, and "other load": the share of the machine's CPU
+time other processes took while the case ran (/proc/stat less this process; 50% on two
+cores is one core busy elsewhere, and no 2-thread speed-up can be expected). The --json
+output holds every raw time.
 """
 
 from __future__ import annotations
@@ -75,6 +78,29 @@ def _flops(name: str, shapes: dict) -> float:
     return 0.0
 
 
+def _cpu_stat():
+    """(busy, total) clock ticks of the whole machine from /proc/stat, or None."""
+    try:
+        with open("/proc/stat") as fh:
+            v = [int(x) for x in fh.readline().split()[1:]]
+        return sum(v) - v[3] - v[4], sum(v)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _other_load(fn):
+    """Run fn(); return (its result, the share of the machine's CPU time that *other*
+    processes used meanwhile: 0.5 on 2 cores = one core busy elsewhere; NaN unknown)."""
+    s0, p0 = _cpu_stat(), os.times()
+    res = fn()
+    s1, p1 = _cpu_stat(), os.times()
+    if s0 is None or s1 is None or s1[1] == s0[1]:
+        return res, float("nan")
+    hz = os.sysconf("SC_CLK_TCK")
+    mine = (p1.user + p1.system - p0.user - p0.system) * hz
+    return res, max(0.0, (s1[0] - s0[0]) - mine) / (s1[1] - s0[1])
+
+
 def child(args) -> dict:
     """Run inside a subprocess with SVOD_THREADS set: every case on the pool's threads."""
     import numpy as np
@@ -107,8 +133,8 @@ def child(args) -> dict:
         # the ceiling again right before each case: a shared machine's load drifts
         ceiling = fma_peak(t, seconds=0.02)["gflops"]
         if name == "gemm":
-            ts, info = _gemm(args, timed)
-            out["cases"]["gemm"] = {"seconds": ts, "fma_gflops": ceiling, **info}
+            (ts, info), load = _other_load(lambda: _gemm(args, timed))
+            out["cases"]["gemm"] = {"seconds": ts, "fma_gflops": ceiling, "other_load": load, **info}
             continue
         w = workloads.get(name)
         shapes = QUICK_SHAPES[name] if args.quick else w.default_shapes
@@ -121,13 +147,13 @@ def child(args) -> dict:
             r = f(*argv)
             return r if isinstance(r, tuple) else (r,)
 
-        ts = timed(call)
+        ts, load = _other_load(lambda: timed(call))
         res = call()
         outs = tuple(o.numpy() for o in res)
         want = w.reference(**arrays)
         want = want if isinstance(want, tuple) else (want,)
         ok = all(np.allclose(g, e, rtol=w.rtol, atol=w.atol) for g, e in zip(outs, want))
-        rec = {"seconds": ts, "fma_gflops": ceiling, "check": bool(ok),
+        rec = {"seconds": ts, "fma_gflops": ceiling, "other_load": load, "check": bool(ok),
                "shapes": {k: list(v) for k, v in shapes.items()}, "flops": _flops(name, shapes)}
         if name in MEMORY_BOUND:
             rec["bytes"] = _bytes_moved(name, arrays, sum(o.nbytes for o in outs))
@@ -230,6 +256,7 @@ def summarise(runs: dict[int, list[dict]], args, wall: float) -> dict:
                    "repeat_medians": [_median(r["cases"][name]["seconds"]) for r in runs[t]],
                    "speedup": speed, "efficiency": speed / t, "ceiling_speedup": ceiling,
                    "vs_ceiling": speed / ceiling,
+                   "other_load": _median([r["cases"][name]["other_load"] for r in runs[t]]),
                    "check": all(r["cases"][name]["check"] for r in runs[t]),
                    "kernels": first.get("kernels", []), "shapes": first.get("shapes", {})}
             if first.get("flops"):
@@ -272,8 +299,8 @@ def format_table(res: dict) -> str:
                  f"{t} thr {res['fma_gflops'][str(t)]:.0f} GFLOP/s, {res['read_gbps'][str(t)]:.1f} GB/s"
                  for t in res["threads"]), "",
              "| case | threads | ms | speed-up | efficiency | FMA-loop speed-up | vs ceiling | GFLOP/s or GB/s "
-             "(probe share) | check |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "(probe share) | other load | check |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["rows"]:
         if "gbps" in r:
             rate = f"{r['gbps']:.1f} GB/s ({r['probe_share']:.0%})"
@@ -283,6 +310,7 @@ def format_table(res: dict) -> str:
             rate = ""
         lines.append(f"| {r['label']} | {r['threads']} | {r['seconds'] * 1e3:.2f} | {r['speedup']:.2f}x | "
                      f"{r['efficiency']:.0%} | {r['ceiling_speedup']:.2f}x | {r['vs_ceiling']:.0%} | {rate} | "
+                     f"{r['other_load']:.0%} | "
                      f"{'PASS' if r['check'] else 'FAIL'} |")
     return "\n".join(lines)
 

@@ -40,6 +40,7 @@ def test_quick_run_reports_every_case_at_every_thread_count(quick_run):
     for r in res["rows"]:
         assert r["check"], r
         assert r["seconds"] > 0 and r["speedup"] > 0 and r["ceiling_speedup"] > 0
+        assert r["other_load"] != r["other_load"] or 0 <= r["other_load"] <= 1  # NaN: no /proc/stat
         assert abs(r["efficiency"] - r["speedup"] / r["threads"]) < 1e-12
         assert ("gbps" in r) == (r["case"] in ("w1_elementwise", "w2_softmax"))
         if "gbps" in r:
@@ -53,7 +54,7 @@ def test_quick_run_reports_every_case_at_every_thread_count(quick_run):
     assert all(r["kernels"] and all(isinstance(k, str) for k in r["kernels"]) for r in one)
     for r in res["rows"]:
         assert r["label"] in text
-    assert "vs ceiling" in text and "GFLOP/s" in text
+    assert "vs ceiling" in text and "GFLOP/s" in text and "other load" in text
 
 
 def test_bad_thread_list_is_refused():
