@@ -273,6 +273,31 @@ def test_trace_lru_releases_evicted_traces():
     assert ref() is None and f.cached_traces == 0
 
 
+@pytest.mark.parametrize("structure", ["one", "tuple", "dict"])
+def test_a_dropped_result_is_freed_without_a_garbage_collection(structure):
+    # a reference cycle in the result's rebuild held every result Tensor (and its pool
+    # block) until a collection: each call of a big jitted kernel mapped fresh memory
+    def fn(x):
+        y = x * 2 + 1
+        return {"one": y, "tuple": (y, x - 1), "dict": {"a": y}}[structure]
+
+    f = svod.jit(fn)
+    x = svod.asarray(np.ones(1 << 20, F32))
+    for _ in range(4):  # trace, then every replay path
+        f(x)
+    gc.disable()
+    try:
+        for _ in range(3):
+            r = f(x)
+            first = r if structure == "one" else (r[0] if structure == "tuple" else r["a"])
+            np.testing.assert_array_equal(first.numpy(), np.full(1 << 20, 3, F32))
+            ref = weakref.ref(first)
+            del r, first
+            assert ref() is None
+    finally:
+        gc.enable()
+
+
 def test_bad_input_raises_at_the_call_and_svod_keeps_working():
     with pytest.raises(svod.JitError, match=r"static_argnums=5 is out of range: .* takes 2 positional"):
         svod.jit(lambda x, n: x, static_argnums=5)
