@@ -953,7 +953,7 @@ class Tensor:
 
 # ----------------------------------------------------------------------------- traced Python scalars
 
-_KIND_VALUE = {"b": False, "i": 0, "f": 0.0}  # a Python scalar of each kind (for dtype promotion)
+_KIND_VALUE = {"b": False, "i": 0, "f": 0.0, "c": 0j}  # a Python scalar of each kind (for dtype promotion)
 # Set by svod.tracing while a trace runs: called when a traced Python int is cast to a
 # narrower integer dtype; checks the value fits (OverflowError, as outside the jit) and
 # guards its range.
@@ -1080,6 +1080,8 @@ def _infer_list_dtype(obj) -> DType:
                 raise DTypeError(f"asarray: element of type {type(x).__name__} ({x!r:.40}) is not a number; "
                                  f"svod supports {', '.join(d.name for d in dt.ALL)}")
             kinds.add(k)
+    if "c" in kinds:
+        return dt.complex_of(dt.default_float)
     if "f" in kinds or not kinds:  # an empty list has no kind: the default float, as in torch/JAX
         return dt.default_float
     if "i" in kinds or "u" in kinds:
@@ -1140,8 +1142,6 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
         except OverflowError as e:
             raise SvodOverflowError(f"asarray: value out of range for {d} ({e})") from e
         return _from_numpy(arr, copy=False)
-    if isinstance(obj, complex):
-        raise DTypeError(f"asarray: complex numbers ({obj!r}) are not supported: svod has no complex dtypes yet")
     raise DTypeError(f"asarray: cannot convert object of type {type(obj).__name__}")
 
 
@@ -1332,11 +1332,24 @@ def triu(x: Tensor, /, *, k: int = 0) -> Tensor:
 
 
 def astype(x: Tensor, dtype, /, *, copy: bool = True, device=None) -> Tensor:
+    """Cast to `dtype`. A complex value cast to a real dtype keeps its real part (numpy's
+    result, without its ComplexWarning); to bool it is True unless both parts are 0."""
     x = asarray(x)
     d = dt.dtype(dtype)
     if d == x.dtype:
         return x if not copy else Tensor._from(x.uop)
+    if x.dtype.is_complex and not d.is_complex:
+        if d.is_bool:
+            return not_equal(x, 0)
+        return astype(Tensor._from(UOp(OP.REAL, x.dtype.real, (x.uop,))), d, copy=False)
     return Tensor._from(UOp(OP.CAST, d, (x.uop,)))
+
+
+def _no_complex(name: str, d: DType, why: str = "") -> None:
+    """Raise DTypeError naming `name` for a complex dtype (an op numpy rejects for complex:
+    orderings, maximum/minimum, floor/ceil, //, %, ...)."""
+    if d.is_complex:
+        raise DTypeError(f"{name}: not supported for complex operands ({d}){why}")
 
 
 def _cast(u: UOp, d: DType) -> UOp:
@@ -1449,7 +1462,7 @@ def _unop(op: Ops, name: str, x, *, float_only=False, allow_bool=True, identity_
 
 def _float_result(d: DType) -> DType:
     """The dtype of a division or mean of `d` values: the default float for ints and bool."""
-    return d if d.is_float else dt.default_float
+    return d if d.is_inexact else dt.default_float
 
 
 def _math_result(d: DType) -> DType:
@@ -1484,6 +1497,7 @@ def divide(a, b, /) -> Tensor:
 
 def floor_divide(a, b, /) -> Tensor:
     (ua, ub), d = _operands("floor_divide", a, b)
+    _no_complex("floor_divide", d)
     if d.is_bool:
         raise DTypeError("floor_divide: not supported for bool operands")
     return Tensor._from(UOp(OP.IDIV, d, (ua, ub)))
@@ -1491,6 +1505,7 @@ def floor_divide(a, b, /) -> Tensor:
 
 def remainder(a, b, /) -> Tensor:
     (ua, ub), d = _operands("remainder", a, b)
+    _no_complex("remainder", d)
     if d.is_bool:
         raise DTypeError("remainder: not supported for bool operands")
     return Tensor._from(UOp(OP.MOD, d, (ua, ub)))
@@ -1506,11 +1521,13 @@ def pow(a, b, /) -> Tensor:  # noqa: A001 - the Array API name
 def maximum(a, b, /) -> Tensor:
     """Elementwise maximum; NaN propagates (numpy semantics)."""
     (ua, ub), d = _operands("maximum", a, b)
+    _no_complex("maximum", d, "; complex numbers have no order")
     return Tensor._from(UOp(OP.OR if d.is_bool else OP.MAX, d, (ua, ub)))
 
 
 def minimum(a, b, /) -> Tensor:
     (ua, ub), d = _operands("minimum", a, b)
+    _no_complex("minimum", d, "; complex numbers have no order")
     return Tensor._from(UOp(OP.AND if d.is_bool else OP.MIN, d, (ua, ub)))
 
 
@@ -1545,7 +1562,9 @@ def _cmp(op: Ops, name: str, a, b, swap=False) -> Tensor:
         out = _cmp_out_of_range(op, b, a) if swap else _cmp_out_of_range(op, a, b)
         if out is not None:
             return out
-    (ua, ub), _ = _operands(name, a, b)
+    (ua, ub), d = _operands(name, a, b)
+    if op is not OP.CMPEQ and op is not OP.CMPNE:
+        _no_complex(name, d, "; complex numbers have no order")
     if swap:
         ua, ub = ub, ua
     return Tensor._from(UOp(op, dt.bool_, (ua, ub)))
@@ -1577,7 +1596,7 @@ def not_equal(a, b, /) -> Tensor:
 
 def _bitwise(op: Ops, name: str, a, b) -> Tensor:
     (ua, ub), d = _operands(name, a, b)
-    if d.is_float:
+    if d.is_inexact:
         raise DTypeError(f"{name}: not supported for floating-point operands ({d})")
     return Tensor._from(UOp(op, d, (ua, ub)))
 
@@ -1596,7 +1615,7 @@ def bitwise_xor(a, b, /) -> Tensor:
 
 def bitwise_invert(x, /) -> Tensor:
     x = asarray(x)
-    if x.dtype.is_float:
+    if x.dtype.is_inexact:
         raise DTypeError(f"bitwise_invert: not supported for {x.dtype}")
     return Tensor._from(UOp(OP.NOT, x.dtype, (x.uop,)))
 
@@ -1635,7 +1654,13 @@ def positive(x, /) -> Tensor:
 
 
 def abs(x, /) -> Tensor:  # noqa: A001
+    """|x|; of a complex value its modulus hypot(re, im) in the parts' float dtype (inf
+    if either part is infinite, even with a NaN: C99's cabs, as numpy)."""
     x = asarray(x)
+    if x.dtype.is_complex:
+        from svod.elementwise import hypot, imag, real
+
+        return hypot(real(x), imag(x))
     return x if x.dtype.is_bool else _unop(OP.ABS, "abs", x)
 
 
@@ -1698,15 +1723,18 @@ def log10(x, /) -> Tensor:
 
 
 def floor(x, /) -> Tensor:
+    _no_complex("floor", asarray(x).dtype)
     return _unop(OP.FLOOR, "floor", x, identity_for_int=True)
 
 
 def ceil(x, /) -> Tensor:
+    _no_complex("ceil", asarray(x).dtype)
     return _unop(OP.CEIL, "ceil", x, identity_for_int=True)
 
 
 def trunc(x, /) -> Tensor:
     x = asarray(x)
+    _no_complex("trunc", x.dtype)
     if not x.dtype.is_float:
         return x
     return where(less(x, 0), ceil(x), floor(x))
@@ -1731,15 +1759,17 @@ def square(x, /) -> Tensor:
 
 
 def isnan(x, /) -> Tensor:
+    """NaN test; a complex value is NaN when either part is."""
     x = asarray(x)
-    if not x.dtype.is_float:
+    if not x.dtype.is_inexact:
         return full(x.shape, False, dtype=dt.bool_)
     return Tensor._from(UOp(OP.ISNAN, dt.bool_, (x.uop,)))
 
 
 def isinf(x, /) -> Tensor:
+    """Infinity test; a complex value is infinite when either part is."""
     x = asarray(x)
-    if not x.dtype.is_float:
+    if not x.dtype.is_inexact:
         return full(x.shape, False, dtype=dt.bool_)
     return Tensor._from(UOp(OP.ISINF, dt.bool_, (x.uop,)))
 
@@ -1768,6 +1798,7 @@ def clip(x, /, min=None, max=None) -> Tensor:  # noqa: A002
     int bound beyond an integer `x`'s range that clamps nothing (a min below it, a max
     above it) is ignored; one that would clamp raises OverflowError."""
     x = asarray(x)
+    _no_complex("clip", x.dtype, "; complex numbers have no order")
     if x.dtype.is_int:
         lo_, hi_ = dt.int_limits(x.dtype)
         if type(min) is int and min < lo_:
@@ -1790,6 +1821,14 @@ def clip(x, /, min=None, max=None) -> Tensor:  # noqa: A002
 
 def _reduce(x, rop: str, axis, keepdims: bool, op: str, out_dtype: DType | None = None) -> Tensor:
     x = asarray(x)
+    if rop in ("max", "min"):
+        _no_complex(op, x.dtype, "; complex numbers have no order")
+    elif rop == "sum" and (out_dtype or x.dtype).is_complex:  # the parts' sums: compiled float reductions
+        from svod.elementwise import imag, real
+
+        x = astype(x, out_dtype or x.dtype, copy=False)
+        parts = [_reduce(p(x), "sum", axis, keepdims, op) for p in (real, imag)]
+        return Tensor._from(UOp(OP.COMPLEX, x.dtype, (parts[0].uop, parts[1].uop)))
     axes = _normalize_axes(axis, x.ndim, op)
     u = x.uop
     if out_dtype is not None and out_dtype != x.dtype:
@@ -1809,7 +1848,7 @@ def _acc_dtype(d: DType, dtype) -> DType:
     and bool int64."""
     if dtype is not None:
         return dt.dtype(dtype)
-    return d if d.is_float else dt.uint64 if d.is_unsigned else dt.int64
+    return d if d.is_inexact else dt.uint64 if d.is_unsigned else dt.int64
 
 
 def sum(x, /, *, axis=None, dtype=None, keepdims: bool = False) -> Tensor:  # noqa: A001
@@ -1884,6 +1923,7 @@ def std(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> Tensor:
 
 def _argreduce(op: Ops, name: str, x, axis, keepdims) -> Tensor:
     x = asarray(x)
+    _no_complex(name, x.dtype, "; complex numbers have no order")
     if axis is None:
         if x.size == 0:
             raise SvodValueError(f"{name}: attempt to get {name} of an empty sequence")
@@ -2189,6 +2229,13 @@ def matmul(a, b, /) -> Tensor:
         raise ShapeError(f"matmul: operands must be at least 1-D, got shapes {shape_str(a.shape)} and "
                          f"{shape_str(b.shape)}; use * for scalars")
     d = dt.promote_types(a.dtype, b.dtype)
+    if d.is_complex:  # four real matmuls (the float GEMM), recombined
+        from svod.elementwise import imag, real
+
+        a, b = astype(a, d, copy=False), astype(b, d, copy=False)
+        ar, ai, br, bi = real(a), imag(a), real(b), imag(b)
+        re, im = subtract(matmul(ar, br), matmul(ai, bi)), add(matmul(ar, bi), matmul(ai, br))
+        return Tensor._from(UOp(OP.COMPLEX, d, (re.uop, im.uop)))
     ua, ub = _cast(a.uop, d), _cast(b.uop, d)
     squeeze_a = a.ndim == 1
     squeeze_b = b.ndim == 1
