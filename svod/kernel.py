@@ -386,7 +386,7 @@ class Kernel:
         elif op in UNARY:
             if len(srcs) != 1:
                 raise err(f"node %{i} {op.name} takes one source, got {len(srcs)}")
-            want = srcs[0].dtype.real if op in (Ops.REAL, Ops.IMAG) else srcs[0].dtype
+            want = srcs[0].dtype.real if op in (Ops.REAL, Ops.IMAG, Ops.ABS) else srcs[0].dtype
             if op is not Ops.CAST and op not in BOOL_UNARY and want != n.dtype:
                 raise err(f"node %{i} {op.name}: source dtype {srcs[0].dtype}, result {n.dtype}")
         elif op in BINARY:

@@ -1654,13 +1654,12 @@ def positive(x, /) -> Tensor:
 
 
 def abs(x, /) -> Tensor:  # noqa: A001
-    """|x|; of a complex value its modulus hypot(re, im) in the parts' float dtype (inf
-    if either part is infinite, even with a NaN: C99's cabs, as numpy)."""
+    """|x|; of a complex value its modulus in the parts' float dtype, computed as numpy's
+    SIMD loop: ``max * sqrt(1 + (min/max)**2)`` of the parts' magnitudes; inf if either
+    part is infinite (even with a NaN), else NaN if either is NaN."""
     x = asarray(x)
     if x.dtype.is_complex:
-        from svod.elementwise import hypot, imag, real
-
-        return hypot(real(x), imag(x))
+        return Tensor._from(UOp(OP.ABS, x.dtype.real, (x.uop,)))
     return x if x.dtype.is_bool else _unop(OP.ABS, "abs", x)
 
 

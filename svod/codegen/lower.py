@@ -51,7 +51,7 @@ from svod.ir import COMPARE, Ops
 from svod.kernel import ACC, LOAD, VALID, Kernel, view_axes_stride0
 from svod.view import View, ViewChain
 
-LOWER_VERSION = "7"  # bump when generated code changes meaning (part of the object-cache key)
+LOWER_VERSION = "8"  # bump when generated code changes meaning (part of the object-cache key)
 MAX_SEGMENTS = 8  # most pieces a loop is cut into at mask boundaries (`_segments`), or blocks unrolled
 ILP_INTERLEAVE = 4  # vectors in flight in an elementwise loop with a long chain (`_ilp_hints`)
 _LATENCY_OPS = frozenset({Ops.EXP, Ops.EXPM1, Ops.LOG, Ops.LOG1P,
@@ -103,6 +103,10 @@ def reg_type(dt: DType) -> ir.Type:
 
 
 def mem_type(dt: DType) -> ir.Type:
+    """The element type of a buffer pointer: i8 for bool; the parts' float for a complex
+    dtype (two elements a value, `svod/codegen/cplx.py`)."""
+    if dt.is_complex:
+        return reg_type(dt.real)
     return I8 if dt.is_bool else reg_type(dt)
 
 
@@ -269,6 +273,10 @@ def make_access(chain: ViewChain, groups: list[tuple[int, ...]]) -> Access:
 
 
 def _const(dt: DType, value) -> ir.Constant:
+    if dt.is_complex:
+        from svod.codegen.cplx import const
+
+        return const(dt, value)
     with np.errstate(all="ignore"):
         v = np.array(value).astype(dt.np)[()]
     if dt.is_float:
@@ -515,6 +523,17 @@ class KernelLowering:
         if acc.dead:
             return _const(dt, 0)
         addr, valid = self._address(acc, ctx)
+        if dt.is_complex:  # (re, im) at 2*addr, 2*addr + 1
+            a2 = b.mul(addr, _i64(2))
+            parts = [(b.gep(ptr, [a2]), ptr.type.pointee), (b.gep(ptr, [b.add(a2, _i64(1))]), ptr.type.pointee)]
+            if valid is None:
+                return tuple(b.load(p) for p, _ in parts)
+            out = []
+            for p, ty in parts:
+                res = self.f.var(ty, ir.Constant(ty, 0.0))
+                self.f.if_then(valid, lambda p=p, res=res: b.store(b.load(p), res))
+                out.append(b.load(res))
+            return tuple(out)
         if valid is None:
             return self._from_mem(b.load(b.gep(ptr, [addr])), dt)
         # NOTE: masked positions must never be read (they may lie outside the buffer):
@@ -535,6 +554,11 @@ class KernelLowering:
     def _store(self, ptr: ir.Value, dt: DType, acc: Access, ctx: dict, v: ir.Value) -> None:
         b = self.f.b
         addr, _ = self._address(acc, ctx)
+        if dt.is_complex:
+            a2 = b.mul(addr, _i64(2))
+            b.store(v[0], b.gep(ptr, [a2]))
+            b.store(v[1], b.gep(ptr, [b.add(a2, _i64(1))]))
+            return
         if dt.is_bool:
             v = b.zext(v, I8)
         b.store(v, b.gep(ptr, [addr]))
@@ -1370,8 +1394,13 @@ _FCMP = {Ops.CMPLT: "<", Ops.CMPLE: "<=", Ops.CMPEQ: "=="}
 
 
 def emit_op(f: _Fn, op, dt: DType, arg, xs: list[ir.Value], src_dts: list[DType]) -> ir.Value:
-    """One body node on scalar registers, numpy semantics (see svod/interp.py)."""
+    """One body node on scalar registers, numpy semantics (see svod/interp.py); a complex
+    value is a (re, im) pair (`svod/codegen/cplx.py`)."""
     b = f.b
+    if dt.kind == "c" or (src_dts and any(s.kind == "c" for s in src_dts)):
+        from svod.codegen.cplx import emit_complex
+
+        return emit_complex(f, op, dt, arg, xs, src_dts, lambda x, s, d: _cast(f, x, s, d))
     if op is Ops.CONST:
         return _const(dt, arg)
     sdt = src_dts[0] if src_dts else dt

@@ -1,0 +1,169 @@
+"""Complex values in generated code: a complex64/complex128 value is a pair of real
+registers ``(re, im)`` of float32/float64 (a Python tuple in the emitter's environment),
+stored interleaved as numpy's (re at element ``2*i``, im at ``2*i + 1`` of the parts'
+float array: the loop vectoriser makes them an interleaved access group).
+
+`emit_complex` lowers one node that has a complex result or a complex operand, with
+numpy's arithmetic (not C99 Annex G's recovery of infinities): multiplication is
+``(ar*br - ai*bi, ar*bi + ai*br)`` each part rounded as numpy's SIMD loop does it (a
+fused multiply-add: ``fma(ar, br, -(ai*bi))``, ``fma(ar, bi, ai*br)``), division is
+Smith's algorithm with numpy's branch for a zero divisor. The functions numpy defines
+with long special-case tables (exp, log, sqrt, pow, the trigonometric ones) are not
+lowered here: `LoweringError` (the kernel runs in the numpy interpreter).
+"""
+
+from __future__ import annotations
+
+import math
+
+import llvmlite.ir as ir
+
+from svod.dtype import DType
+from svod.ir import Ops
+
+I1 = ir.IntType(1)
+
+
+def _ftype(dt: DType) -> ir.Type:
+    return ir.DoubleType() if dt.real.itemsize == 8 else ir.FloatType()
+
+
+def const(dt: DType, value) -> tuple[ir.Constant, ir.Constant]:
+    """The (re, im) constants of a complex scalar, rounded to `dt`'s parts as numpy."""
+    import numpy as np
+
+    v = np.array(value).astype(dt.np)[()]
+    ty = _ftype(dt)
+    return ir.Constant(ty, float(v.real)), ir.Constant(ty, float(v.imag))
+
+
+def _fabs(f, x: ir.Value) -> ir.Value:
+    name = "f64" if x.type == ir.DoubleType() else "f32"
+    return f.call_intr(f"llvm.fabs.{name}", x.type, [x])
+
+
+def _fma(f, a, b_, c) -> ir.Value:
+    name = "f64" if a.type == ir.DoubleType() else "f32"
+    return f.call_intr(f"llvm.fma.{name}", a.type, [a, b_, c])
+
+
+def _isinf(f, x: ir.Value) -> ir.Value:
+    return f.b.fcmp_ordered("==", _fabs(f, x), ir.Constant(x.type, math.inf))
+
+
+def mul(f, x, y):
+    """numpy's complex product (its AVX2/AVX-512 loop: fmaddsub of a_re*b with a_im*b_rev)."""
+    b = f.b
+    (ar, ai), (br, bi) = x, y
+    return _fma(f, ar, br, b.fneg(b.fmul(ai, bi))), _fma(f, ar, bi, b.fmul(ai, br))
+
+
+def div(f, x, y):
+    """numpy's complex quotient: Smith's algorithm; a zero divisor divides each part by
+    |re| (inf or NaN parts, as numpy)."""
+    b = f.b
+    (ar, ai), (br, bi) = x, y
+    one = ir.Constant(ar.type, 1.0)
+    zero = ir.Constant(ar.type, 0.0)
+    abr, abi = _fabs(f, br), _fabs(f, bi)
+    first = b.fcmp_ordered(">=", abr, abi)
+    both0 = b.and_(b.fcmp_ordered("==", abr, zero), b.fcmp_ordered("==", abi, zero))
+    # |br| >= |bi|, not both zero
+    rat1 = b.fdiv(bi, br)
+    scl1 = b.fdiv(one, b.fadd(br, b.fmul(bi, rat1)))
+    r1 = b.fmul(b.fadd(ar, b.fmul(ai, rat1)), scl1)
+    i1 = b.fmul(b.fsub(ai, b.fmul(ar, rat1)), scl1)
+    # zero divisor
+    r0, i0 = b.fdiv(ar, abr), b.fdiv(ai, abr)
+    # |br| < |bi| (or a NaN part)
+    rat2 = b.fdiv(br, bi)
+    scl2 = b.fdiv(one, b.fadd(bi, b.fmul(br, rat2)))
+    r2 = b.fmul(b.fadd(b.fmul(ar, rat2), ai), scl2)
+    i2 = b.fmul(b.fsub(b.fmul(ai, rat2), ar), scl2)
+    re = b.select(first, b.select(both0, r0, r1), r2)
+    im = b.select(first, b.select(both0, i0, i1), i2)
+    return re, im
+
+
+def cabs(f, x):
+    """numpy's complex magnitude (its SIMD loop): parts' magnitudes, an infinite part makes
+    both inf, then a NaN part both NaN; ``larger * sqrt(fma(r, r, 1))`` with ``r =
+    smaller / larger`` (r = 0 where larger is 0 or inf)."""
+    b = f.b
+    re, im = _fabs(f, x[0]), _fabs(f, x[1])
+    ty = re.type
+    inf, nan = ir.Constant(ty, math.inf), ir.Constant(ty, math.nan)
+    one, zero = ir.Constant(ty, 1.0), ir.Constant(ty, 0.0)
+    rinf, iinf = _isinf(f, re), _isinf(f, im)
+    im = b.select(rinf, inf, im)
+    re = b.select(iinf, inf, re)
+    rnan, inan = b.fcmp_unordered("uno", re, re), b.fcmp_unordered("uno", im, im)
+    im = b.select(rnan, nan, im)
+    re = b.select(inan, nan, re)
+    gt = b.fcmp_ordered(">", re, im)
+    larger, smaller = b.select(gt, re, im), b.select(gt, im, re)
+    ok = b.not_(b.or_(b.fcmp_ordered("==", larger, zero), _isinf(f, larger)))
+    ratio = b.select(ok, b.fdiv(smaller, b.select(ok, larger, one)), zero)
+    name = "f64" if ty == ir.DoubleType() else "f32"
+    root = f.call_intr(f"llvm.sqrt.{name}", ty, [_fma(f, ratio, ratio, one)])
+    return b.fmul(root, larger)
+
+
+def emit_complex(f, op, dt: DType, arg, xs: list, src_dts: list[DType], cast_real):
+    """One node with a complex result or operand. `cast_real(x, src, dst)` is the real
+    cast of svod/codegen/lower.py (for real -> complex casts). Raises `LoweringError`
+    for the ops not lowered (see the module docstring)."""
+    from svod.codegen.lower import LoweringError
+
+    b = f.b
+    if op is Ops.CONST:
+        return const(dt, arg)
+    sdt = src_dts[0] if src_dts else dt
+    if op is Ops.CAST:
+        x = xs[0]
+        if sdt.is_complex and dt.is_complex:
+            return cast_real(x[0], sdt.real, dt.real), cast_real(x[1], sdt.real, dt.real)
+        if dt.is_complex:  # a real value: imaginary part +0.0
+            return cast_real(x, sdt, dt.real), ir.Constant(_ftype(dt), 0.0)
+        raise LoweringError(f"CAST {sdt} -> {dt} (the frontend takes the real part first)")
+    if op is Ops.REAL:
+        return xs[0][0]
+    if op is Ops.IMAG:
+        return xs[0][1]
+    if op is Ops.CONJ:
+        return xs[0][0], b.fneg(xs[0][1])
+    if op is Ops.COMPLEX:
+        return xs[0], xs[1]
+    if op is Ops.WHERE:
+        c, x, y = xs
+        return b.select(c, x[0], y[0]), b.select(c, x[1], y[1])
+    if op is Ops.ISNAN:
+        (re, im), = xs
+        return b.or_(b.fcmp_unordered("uno", re, re), b.fcmp_unordered("uno", im, im))
+    if op is Ops.ISINF:
+        (re, im), = xs
+        return b.or_(_isinf(f, re), _isinf(f, im))
+    if op is Ops.CMPEQ:
+        (ar, ai), (br, bi) = xs
+        return b.and_(b.fcmp_ordered("==", ar, br), b.fcmp_ordered("==", ai, bi))
+    if op is Ops.CMPNE:
+        (ar, ai), (br, bi) = xs
+        return b.or_(b.fcmp_unordered("!=", ar, br), b.fcmp_unordered("!=", ai, bi))
+    if op is Ops.ABS:
+        return cabs(f, xs[0])
+    if op is Ops.NEG:
+        return b.fneg(xs[0][0]), b.fneg(xs[0][1])
+    if op is Ops.ADD:
+        (ar, ai), (br, bi) = xs
+        return b.fadd(ar, br), b.fadd(ai, bi)
+    if op is Ops.SUB:
+        (ar, ai), (br, bi) = xs
+        return b.fsub(ar, br), b.fsub(ai, bi)
+    if op is Ops.MUL:
+        return mul(f, xs[0], xs[1])
+    if op is Ops.DIV:
+        return div(f, xs[0], xs[1])
+    raise LoweringError(f"no lowering for {op!r} on {dt} (complex)")
+
+
+__all__ = ["const", "div", "emit_complex", "mul"]
