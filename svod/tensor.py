@@ -858,14 +858,20 @@ class Tensor:
 
     @property
     def real(self) -> Tensor:
-        return self
+        from svod.elementwise import real
+
+        return real(self) if self.dtype.kind == "c" else self
 
     @property
     def imag(self) -> Tensor:
-        return zeros_like(self)
+        from svod.elementwise import imag
+
+        return imag(self)
 
     def conj(self) -> Tensor:
-        return self
+        from svod.elementwise import conj
+
+        return conj(self) if self.dtype.kind == "c" else self
 
     conjugate = conj
 
