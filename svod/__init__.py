@@ -30,7 +30,21 @@ from svod import config, fft, linalg, nn, random
 from svod import dtype as _dt
 from svod.capture import ConcretizationError, JitError, JitWarning, jit
 from svod.config import search_limits
-from svod.dtype import DType, complex64, complex128, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64
+from svod.dtype import (
+    DType,
+    complex64,
+    complex128,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
 from svod.dtype import bool_ as bool
 from svod.elementwise import (
     acos,
