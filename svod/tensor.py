@@ -1458,7 +1458,7 @@ def _unop(op: Ops, name: str, x, *, float_only=False, allow_bool=True, identity_
     x = asarray(x)
     if not allow_bool and x.dtype.is_bool:
         raise DTypeError(f"{name}: not supported for bool input")
-    if identity_for_int and not x.dtype.is_float:
+    if identity_for_int and not x.dtype.is_inexact:
         return x
     u = x.uop
     if float_only and not x.dtype.is_float:
@@ -1702,6 +1702,7 @@ def tanh(x, /) -> Tensor:
 
 
 def erf(x, /) -> Tensor:
+    _no_complex("erf", asarray(x).dtype)
     return _unop(OP.ERF, "erf", x, float_only=True)
 
 
@@ -1715,16 +1716,26 @@ def log1p(x, /) -> Tensor:
     return _unop(OP.LOG1P, "log1p", x, float_only=True)
 
 
-def log2(x, /) -> Tensor:
+def _scaled_log(x, c: float) -> Tensor:
+    """log(x) * c, c rounded to the result's float dtype; a complex log scales each part
+    (numpy's: an infinite real part keeps a zero imaginary part)."""
     x = asarray(x)
     f = _math_result(x.dtype)
-    return multiply(log(x), np.array(1 / math.log(2), dtype=f.np).item())
+    lg = log(x)
+    if f.is_complex:
+        from svod.elementwise import imag, real
+
+        k = np.array(c, dtype=f.real.np).item()
+        return Tensor._from(UOp(OP.COMPLEX, f, (multiply(real(lg), k).uop, multiply(imag(lg), k).uop)))
+    return multiply(lg, np.array(c, dtype=f.np).item())
+
+
+def log2(x, /) -> Tensor:
+    return _scaled_log(x, 1 / math.log(2))
 
 
 def log10(x, /) -> Tensor:
-    x = asarray(x)
-    f = _math_result(x.dtype)
-    return multiply(log(x), np.array(1 / math.log(10), dtype=f.np).item())
+    return _scaled_log(x, 1 / math.log(10))
 
 
 def floor(x, /) -> Tensor:
