@@ -19,8 +19,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import svod  # noqa: E402
 from bench_kernels import interleaved, plan_of, runner  # noqa: E402
+
+import svod  # noqa: E402
 from svod import runtime  # noqa: E402
 
 
