@@ -43,7 +43,7 @@ def main() -> None:
         fT, _ = runner(k, arrs, args.threads)
         c, h = d(1 + 2j), d(0.5j)
 
-        def np_chain():
+        def np_chain(a=a, b=b, c=c, h=h):
             return (a * b + np.conj(a)) / (b + c) - a * h
 
         np.testing.assert_allclose(f1(), np_chain(), rtol=1e-5 if d == np.complex64 else 1e-12)

@@ -161,7 +161,7 @@ def test_unsupported_operands_raise_at_the_op():
     x = svod.asarray([1.0, 2.0])
     # the op the user wrote, once, and never the helper that converts the operand (asarray)
     with pytest.raises(TypeError, match=r"^less: not supported for complex operands \(complex64\)"):
-        x < 1j
+        _ = x < 1j
     with pytest.raises(TypeError, match=r"^add: array has dtype float16"):
         x + np.ones(2, np.float16)
     with pytest.raises(TypeError, match=r"^atan2: not supported for complex operands \(complex128\)"):
