@@ -2318,8 +2318,12 @@ def tensordot(a, b, /, *, axes=2) -> Tensor:
 def vecdot(x1, x2, /, *, axis: int = -1) -> Tensor:
     """Dot products along `axis` (a negative axis, counted from the end of both); the other
     axes broadcast, the contracted one must have one size in both; result dtype: the
-    operands' promoted dtype."""
+    operands' promoted dtype. Complex operands: sum(conj(x1) * x2), as the standard says."""
     x1, x2 = asarray(x1), asarray(x2)
+    if x1.dtype.is_complex:
+        from svod.elementwise import conj
+
+        x1 = conj(x1)
     shape = broadcast_shapes(x1.shape, x2.shape, op="vecdot")
     ax = _normalize_axis(axis, len(shape), "vecdot")
     k = ax - len(shape)  # the same axis counted from the end in both operands

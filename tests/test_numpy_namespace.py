@@ -103,7 +103,7 @@ def _t():
 
 # numpy name -> a call on a svod tensor (default: f(t)); None: returns a Python value
 CALLS = {
-    "array": None, "asarray": None, "ascontiguousarray": None, "shape": None, "ndim": None, "size": None,
+    "array": None, "asarray": None, "iscomplexobj": None, "isrealobj": None, "ascontiguousarray": None, "shape": None, "ndim": None, "size": None,
     "allclose": None, "array_equal": None, "array_equiv": None, "result_type": None,
     "zeros": lambda f, t: f(t.shape, like=t), "ones": lambda f, t: f(t.shape, like=t),
     "empty": lambda f, t: f(t.shape, like=t), "full": lambda f, t: f(t.shape, 2.0, like=t),
@@ -137,9 +137,6 @@ CALLS = {
     "linalg.multi_dot": lambda f, t: f([t, t, t]), "linalg.eig": "raises", "linalg.eigvals": "raises",
     "fft.fftfreq": lambda f, t: f(4, t[0, 0]), "fft.rfftfreq": lambda f, t: f(4, t[0, 0]),
 }
-for _n in ("fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft", "fft2", "ifft2",
-           "rfft2", "irfft2"):
-    CALLS[f"fft.{_n}"] = "raises"
 # documented eager: data-dependent shapes, numpy's accumulate, realized-indices helpers
 EAGER = {"unique", "argwhere", "bincount", "cumsum", "cumprod", "nonzero", "flatnonzero", "take_along_axis",
          "linalg.lstsq", "histogram_bin_edges"}
