@@ -103,7 +103,8 @@ def _t():
 
 # numpy name -> a call on a svod tensor (default: f(t)); None: returns a Python value
 CALLS = {
-    "array": None, "asarray": None, "iscomplexobj": None, "isrealobj": None, "ascontiguousarray": None, "shape": None, "ndim": None, "size": None,
+    "array": None, "asarray": None, "iscomplexobj": None, "isrealobj": None,
+    "ascontiguousarray": None, "shape": None, "ndim": None, "size": None,
     "allclose": None, "array_equal": None, "array_equiv": None, "result_type": None,
     "zeros": lambda f, t: f(t.shape, like=t), "ones": lambda f, t: f(t.shape, like=t),
     "empty": lambda f, t: f(t.shape, like=t), "full": lambda f, t: f(t.shape, 2.0, like=t),
