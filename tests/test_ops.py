@@ -2077,6 +2077,45 @@ def test_complex_unsupported_ops_raise_naming_the_op(call):
         f(a)
 
 
+def check_c_close(t, want, ulps: float = 4.0):
+    """Like `check_c`, but finite nonzero parts within `ulps` of the part's float eps
+    (relative; plus a thousandth of eps absolute): the transcendental functions are
+    svod's vector math, numpy's are glibc's (both a few ulps from exact). Zeros, infinities
+    and NaN positions still exactly, zeros by sign."""
+    want = np.asarray(want)
+    assert t.dtype.name == want.dtype.name, f"dtype {t.dtype} != expected {want.dtype}"
+    got = t.numpy()
+    eps = np.finfo(want.dtype).eps
+    for part in ("real", "imag"):
+        g, w = getattr(got, part), getattr(want, part)
+        assert np.array_equal(np.isnan(g), np.isnan(w)), f"{part}: NaN positions differ"
+        exact = np.isinf(w) | (w == 0)
+        assert np.array_equal(g[exact], w[exact]) and np.array_equal(np.signbit(g[exact]), np.signbit(w[exact])), \
+            f"{part}: zeros/infinities differ at {np.nonzero(exact & ((g != w) | (np.signbit(g) != np.signbit(w))))[0][:5]}"
+        fin = np.isfinite(w) & ~exact
+        bad = np.abs(g[fin] - w[fin]) > ulps * eps * np.abs(w[fin]) + eps * 1e-3
+        assert not bad.any(), f"{part}: beyond {ulps} ulps: got {g[fin][bad][:5]} want {w[fin][bad][:5]}"
+
+
+@pytest.mark.parametrize("d", COMPLEX, ids=str)
+def test_complex_exp_and_log(d):
+    """exp and log compiled: C99's special values exactly (glibc's, numpy's), finite values
+    within a few ulps, |z| near 1 included (log's cancellation)."""
+    rng = np.random.default_rng(2)
+    near1 = np.exp(1j * rng.uniform(-4, 4, 64)) * (1 + rng.standard_normal(64) * 1e-4)
+    x = np.concatenate([complex_specials(d, 256), near1.astype(d), (rng.standard_normal(64) * 30).astype(d)])
+    t = svod.asarray(x)
+    outs = {"exp": svod.exp(t), "log": svod.log(t), "chain": svod.log(svod.exp(t * 0.5) + 1)}
+    svod.realize(*outs.values())
+    with np.errstate(all="ignore"):
+        check_c_close(outs["exp"], np.exp(x))
+        check_c_close(outs["log"], np.log(x))
+        fin = np.isfinite(x) & (np.abs(x) < 50)
+        want = np.log(np.exp(x * d.type(0.5)) + 1)
+        got = outs["chain"].numpy()
+        np.testing.assert_allclose(got[fin], want[fin], rtol=1e-4 if d == C64 else 1e-12, atol=1e-6)
+
+
 @given(data=st.data())
 @SETTINGS
 def test_complex_fused_chains(data):

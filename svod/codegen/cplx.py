@@ -8,8 +8,11 @@ numpy's arithmetic (not C99 Annex G's recovery of infinities): multiplication is
 ``(ar*br - ai*bi, ar*bi + ai*br)`` each part rounded as numpy's SIMD loop does it (a
 fused multiply-add: ``fma(ar, br, -(ai*bi))``, ``fma(ar, bi, ai*br)``), division is
 Smith's algorithm with numpy's branch for a zero divisor. The functions numpy defines
-with long special-case tables (exp, log, sqrt, pow, the trigonometric ones) are not
-lowered here: `LoweringError` (the kernel runs in the numpy interpreter).
+with long special-case tables (sqrt, pow, the trigonometric and hyperbolic ones) are not
+lowered here: `LoweringError` (the kernel runs in the numpy interpreter). `exp` and `log`
+are: their real formulas on svod's vector math, with C99 Annex G's special values (what
+glibc's cexp/clog, which numpy calls, return); finite values agree with numpy to a few
+ulps, not bit for bit.
 """
 
 from __future__ import annotations
@@ -109,6 +112,85 @@ def cabs(f, x):
     return b.fmul(root, larger)
 
 
+def _m(f, name: str, *xs) -> ir.Value:
+    from svod.codegen.vecmath_inv import emit_math  # svod's vector math (C99 special values)
+
+    return emit_math(f.b, name, *xs)
+
+
+def cexp(f, x):
+    """exp(re) * (cos(im), sin(im)) with C99 Annex G's special cases (glibc's `cexp`,
+    numpy's): im == 0 gives (exp(re), im); re = +inf: (inf * cos, inf * sin) signs, or
+    (inf, im - im) for a non-finite im; re = -inf: (0, 0) signed by cos/sin, (0, ±0) for
+    a non-finite im; re NaN: (NaN, im) for im == 0, else NaN."""
+    b = f.b
+    re, im = x
+    ty = re.type
+    zero, inf, nan = ir.Constant(ty, 0.0), ir.Constant(ty, math.inf), ir.Constant(ty, math.nan)
+    e = _m(f, "exp", re)
+    c, s = _m(f, "cos", im), _m(f, "sin", im)
+    im_zero = b.fcmp_ordered("==", im, zero)
+    im_fin = b.fcmp_ordered("<", _fabs(f, im), inf)
+    re_inf = _isinf(f, re)
+    re_nan = b.fcmp_unordered("uno", re, re)
+    neg = b.fcmp_ordered("<", re, zero)
+    # finite re (or any re when im == 0, NaN re below): the formula, im kept when it is 0
+    out_re = b.select(im_zero, e, b.fmul(e, c))
+    out_im = b.select(im_zero, im, b.fmul(e, s))
+    cs = f.call_intr("llvm.copysign." + ("f64" if ty == ir.DoubleType() else "f32"), ty, [zero, im])
+    # infinite re, finite nonzero im: copysign(value, cos), copysign(value, sin)
+    val = b.select(neg, zero, inf)
+
+    def sign_of(v, m):
+        return f.call_intr("llvm.copysign." + ("f64" if ty == ir.DoubleType() else "f32"), ty, [v, m])
+    inf_re = b.select(im_zero, val, b.select(im_fin, sign_of(val, c), b.select(neg, zero, inf)))
+    inf_im = b.select(im_zero, im, b.select(im_fin, sign_of(val, s), b.select(neg, cs, b.fsub(im, im))))
+    fin_bad = b.not_(im_fin)  # finite re, im inf or NaN: NaN + NaN j
+    out_re = b.select(re_inf, inf_re, b.select(b.and_(fin_bad, b.not_(re_nan)), nan, out_re))
+    out_im = b.select(re_inf, inf_im, b.select(b.and_(fin_bad, b.not_(re_nan)), nan, out_im))
+    # NaN re: (NaN, im) when im == 0, else NaN
+    out_re = b.select(re_nan, nan, out_re)
+    out_im = b.select(re_nan, b.select(im_zero, im, nan), out_im)
+    return out_re, out_im
+
+
+def _log_abs(f, re, im):
+    """log|z| without overflow (log(m) + log1p(r*r)/2, m the larger magnitude, r =
+    smaller/larger) and without cancellation near |z| = 1 (log1p(m*m - 1 + s*s)/2 for
+    0.5 <= m < 2, s the smaller, the products exact as fma pairs); the special values are
+    those of log and hypot."""
+    b = f.b
+    ty = re.type
+    one, half, zero = ir.Constant(ty, 1.0), ir.Constant(ty, 0.5), ir.Constant(ty, 0.0)
+    ar, ai = _fabs(f, re), _fabs(f, im)
+    gt = b.fcmp_ordered(">", ar, ai)
+    m, sm = b.select(gt, ar, ai), b.select(gt, ai, ar)
+    ok = b.not_(b.or_(b.fcmp_ordered("==", m, zero), _isinf(f, m)))
+    r = b.select(ok, b.fdiv(sm, b.select(ok, m, one)), zero)
+    far = b.fadd(_m(f, "log", m), b.fmul(half, _m(f, "log1p", b.fmul(r, r))))
+    # m*m - 1 + s*s with the products' rounding errors kept (fma): mh - 1 is exact here
+    mh, sh = b.fmul(m, m), b.fmul(sm, sm)
+    ml, sl = _fma(f, m, m, b.fneg(mh)), _fma(f, sm, sm, b.fneg(sh))
+    near = b.fmul(half, _m(f, "log1p", b.fadd(b.fadd(b.fsub(mh, one), sh), b.fadd(ml, sl))))
+    is_near = b.and_(b.fcmp_ordered(">=", m, half), b.fcmp_ordered("<", m, ir.Constant(ty, 2.0)))
+    special = b.or_(b.not_(ok), b.fcmp_unordered("uno", m, sm))  # 0, inf or NaN parts: log(hypot)
+    return b.select(special, _m(f, "log", _m(f, "hypot", re, im)), b.select(is_near, near, far))
+
+
+def clog(f, x):
+    """(log|z|, atan2(im, re)): C99's special values follow from those of log, hypot and
+    atan2 (log(±0 + 0j) = -inf + (0 or pi)j, an infinite part gives +inf, ...); complex64's
+    log|z| is computed in double precision."""
+    b = f.b
+    re, im = x
+    if re.type == ir.FloatType():
+        d = ir.DoubleType()
+        mag = b.fptrunc(_log_abs(f, b.fpext(re, d), b.fpext(im, d)), re.type)
+    else:
+        mag = _log_abs(f, re, im)
+    return mag, _m(f, "atan2", im, re)
+
+
 def emit_complex(f, op, dt: DType, arg, xs: list, src_dts: list[DType], cast_real):
     """One node with a complex result or operand. `cast_real(x, src, dst)` is the real
     cast of svod/codegen/lower.py (for real -> complex casts). Raises `LoweringError`
@@ -151,6 +233,10 @@ def emit_complex(f, op, dt: DType, arg, xs: list, src_dts: list[DType], cast_rea
         return b.or_(b.fcmp_unordered("!=", ar, br), b.fcmp_unordered("!=", ai, bi))
     if op is Ops.ABS:
         return cabs(f, xs[0])
+    if op is Ops.EXP:
+        return cexp(f, xs[0])
+    if op is Ops.LOG:
+        return clog(f, xs[0])
     if op is Ops.NEG:
         return b.fneg(xs[0][0]), b.fneg(xs[0][1])
     if op is Ops.ADD:
