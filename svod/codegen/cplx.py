@@ -191,6 +191,81 @@ def clog(f, x):
     return mag, _m(f, "atan2", im, re)
 
 
+def _copysign(f, x, y):
+    return f.call_intr("llvm.copysign." + ("f64" if x.type == ir.DoubleType() else "f32"), x.type, [x, y])
+
+
+def _csqrt(f, re, im):
+    b = f.b
+    ty = re.type
+    zero, half, inf, nan = (ir.Constant(ty, v) for v in (0.0, 0.5, math.inf, math.nan))
+    sq = lambda v: f.call_intr("llvm.sqrt." + ("f64" if ty == ir.DoubleType() else "f32"), ty, [v])  # noqa: E731
+    d = _m(f, "hypot", re, im)
+    pos = b.fcmp_ordered(">", re, zero)
+    r1 = sq(b.fmul(half, b.fadd(d, re)))
+    s1 = b.fmul(half, b.fdiv(im, r1))
+    s2 = sq(b.fmul(half, b.fsub(d, re)))
+    r2 = _fabs(f, b.fmul(half, b.fdiv(im, s2)))
+    r, s_ = b.select(pos, r1, r2), b.select(pos, s1, s2)
+    gen_re, gen_im = r, _copysign(f, s_, im)
+    # im == 0: (sqrt(re), ±0) or (0, ±sqrt(-re)); re == 0: sqrt(|im|/2) (1 ± i)
+    im0 = b.fcmp_ordered("==", im, zero)
+    neg = b.fcmp_ordered("<", re, zero)
+    z_re = b.select(neg, zero, _fabs(f, sq(re)))  # sqrt(-0.0) is -0.0: the root of -0 + 0j is +0
+    z_im = b.select(neg, _copysign(f, sq(b.fneg(re)), im), _copysign(f, zero, im))
+    re0 = b.fcmp_ordered("==", re, zero)
+    t = sq(b.fmul(half, _fabs(f, im)))
+    out_re = b.select(im0, z_re, b.select(re0, t, gen_re))
+    out_im = b.select(im0, z_im, b.select(re0, _copysign(f, t, im), gen_im))
+    # infinities and NaNs (C99): im = ±inf -> (inf, ±inf) whatever re; re = -inf -> (0 or NaN, ±inf);
+    # re = +inf -> (inf, ±0 or NaN); NaN otherwise
+    im_inf, re_inf = _isinf(f, im), _isinf(f, re)
+    re_nan, im_nan = b.fcmp_unordered("uno", re, re), b.fcmp_unordered("uno", im, im)
+    ninf_re = b.select(im_nan, nan, zero)
+    ninf_im = b.select(im_nan, inf, _copysign(f, inf, im))
+    pinf_im = b.select(im_nan, nan, _copysign(f, zero, im))
+    out_re = b.select(re_inf, b.select(neg, ninf_re, inf), out_re)
+    out_im = b.select(re_inf, b.select(neg, ninf_im, pinf_im), out_im)
+    nan_case = b.and_(b.or_(re_nan, im_nan), b.not_(re_inf))
+    out_re = b.select(nan_case, nan, out_re)
+    out_im = b.select(nan_case, nan, out_im)
+    out_re = b.select(im_inf, inf, out_re)
+    out_im = b.select(im_inf, im, out_im)
+    return out_re, out_im
+
+
+def csqrt(f, x):
+    """C99's csqrt (glibc's, numpy's): the principal root, real part >= 0, branch cut on
+    the negative reals keeping the sign of im; special values as Annex G. complex64 is
+    computed in double precision (no overflow of hypot(re, im) + re)."""
+    b = f.b
+    re, im = x
+    if re.type == ir.FloatType():
+        d = ir.DoubleType()
+        r, i = _csqrt(f, b.fpext(re, d), b.fpext(im, d))
+        return b.fptrunc(r, re.type), b.fptrunc(i, re.type)
+    return _csqrt(f, re, im)
+
+
+def csign(f, x):
+    """numpy 2's complex sign: z / |z| (|z| = hypot); NaN for a NaN |z|, 0 for 0; an
+    infinite |z|: (±1, 0) or (0, ±1) by the infinite part, NaN when both are."""
+    b = f.b
+    re, im = x
+    ty = re.type
+    zero, one, nan = ir.Constant(ty, 0.0), ir.Constant(ty, 1.0), ir.Constant(ty, math.nan)
+    a = _m(f, "hypot", re, im)
+    is_nan, is_inf = b.fcmp_unordered("uno", a, a), _isinf(f, a)
+    is_zero = b.fcmp_ordered("==", a, zero)
+    re_inf, im_inf = _isinf(f, re), _isinf(f, im)
+    pm = lambda v: b.select(b.fcmp_ordered(">", v, zero), one, b.fneg(one))  # noqa: E731
+    inf_re = b.select(re_inf, b.select(im_inf, nan, pm(re)), zero)
+    inf_im = b.select(re_inf, b.select(im_inf, nan, zero), pm(im))
+    out_re = b.select(is_nan, nan, b.select(is_inf, inf_re, b.select(is_zero, zero, b.fdiv(re, a))))
+    out_im = b.select(is_nan, nan, b.select(is_inf, inf_im, b.select(is_zero, zero, b.fdiv(im, a))))
+    return out_re, out_im
+
+
 def emit_complex(f, op, dt: DType, arg, xs: list, src_dts: list[DType], cast_real):
     """One node with a complex result or operand. `cast_real(x, src, dst)` is the real
     cast of svod/codegen/lower.py (for real -> complex casts). Raises `LoweringError`
@@ -237,6 +312,10 @@ def emit_complex(f, op, dt: DType, arg, xs: list, src_dts: list[DType], cast_rea
         return cexp(f, xs[0])
     if op is Ops.LOG:
         return clog(f, xs[0])
+    if op is Ops.SQRT:
+        return csqrt(f, xs[0])
+    if op is Ops.SIGN:
+        return csign(f, xs[0])
     if op is Ops.NEG:
         return b.fneg(xs[0][0]), b.fneg(xs[0][1])
     if op is Ops.ADD:
