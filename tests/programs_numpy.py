@@ -237,7 +237,8 @@ def fft_lowpass_filter(np):
     kept = np.where(freqs < 20, spec, 0)
     smooth = np.fft.irfft(kept, n=t.size)
     full = np.fft.fft(signal + 0.25j * np.cos(2 * np.pi * 40 * t))
-    return {"smooth": smooth, "power": np.abs(kept) ** 2, "spectrum": np.abs(full), "phase": np.angle(full[[5, 40, 120, 472]]),
+    return {"smooth": smooth, "power": np.abs(kept) ** 2, "spectrum": np.abs(full),
+            "phase": np.angle(full[[5, 40, 120, 472]]),
             "peak": np.argmax(np.abs(spec)), "energy": np.sum(np.real(full * np.conj(full))) / t.size}
 
 
