@@ -1694,6 +1694,13 @@ def cos(x, /) -> Tensor:
 
 
 def tan(x, /) -> Tensor:
+    x = asarray(x)
+    if x.dtype.is_complex:  # tan(z) = -i tanh(i z): glibc's ctan special values too
+        from svod.elementwise import imag, real
+
+        iz = Tensor._from(UOp(OP.COMPLEX, x.dtype, (negative(imag(x)).uop, real(x).uop)))
+        t = tanh(iz)
+        return Tensor._from(UOp(OP.COMPLEX, x.dtype, (imag(t).uop, negative(real(t)).uop)))
     return divide(sin(x), cos(x))
 
 

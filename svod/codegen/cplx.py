@@ -266,6 +266,91 @@ def csign(f, x):
     return out_re, out_im
 
 
+def _hyper(f, x, cosh: bool):
+    """glibc's csinh (`cosh` False) / ccosh (True) — C99 Annex G's special values: finite
+    parts by sinh(re)cos(im), cosh(re)sin(im) (or cosh·cos, sinh·sin), an im of 0 kept
+    exactly (no inf·0 for a huge re); infinite re with finite nonzero im: infinities signed
+    by cos/sin; the rest NaN as the standard's table."""
+    b = f.b
+    re, im = x
+    ty = re.type
+    zero, one, inf, nan = (ir.Constant(ty, v) for v in (0.0, 1.0, math.inf, math.nan))
+    sh, ch = _m(f, "sinh", re), _m(f, "cosh", re)
+    c, s = _m(f, "cos", im), _m(f, "sin", im)
+    sre = _copysign(f, one, re)
+    im0 = b.fcmp_ordered("==", im, zero)
+    im_fin = b.fcmp_ordered("<", _fabs(f, im), inf)
+    re0 = b.fcmp_ordered("==", re, zero)
+    re_inf, re_nan = _isinf(f, re), b.fcmp_unordered("uno", re, re)
+    if cosh:
+        fin_re = b.select(im0, ch, b.fmul(ch, c))
+        fin_im = b.select(im0, b.fmul(im, sre), b.fmul(sh, s))
+        bad_re, bad_im = nan, b.select(re0, zero, nan)  # finite re, im inf/NaN
+        inf_re = b.select(im0, inf, b.select(im_fin, _copysign(f, inf, c), inf))
+        inf_im = b.select(im0, b.fmul(im, sre),
+                          b.select(im_fin, b.fmul(_copysign(f, inf, s), sre), nan))
+    else:
+        fin_re = b.select(im0, sh, b.fmul(sh, c))
+        fin_im = b.select(im0, im, b.fmul(ch, s))
+        bad_re, bad_im = b.select(re0, _copysign(f, zero, re), nan), nan
+        inf_re = b.select(im0, _copysign(f, inf, re),
+                          b.select(im_fin, b.fmul(_copysign(f, inf, c), sre), inf))
+        inf_im = b.select(im0, im, b.select(im_fin, _copysign(f, inf, s), nan))
+    out_re = b.select(im_fin, fin_re, bad_re)
+    out_im = b.select(im_fin, fin_im, bad_im)
+    out_re = b.select(re_inf, inf_re, out_re)
+    out_im = b.select(re_inf, inf_im, out_im)
+    out_re = b.select(re_nan, nan, out_re)
+    out_im = b.select(re_nan, b.select(im0, im, nan), out_im)
+    return out_re, out_im
+
+
+def ctanh(f, x):
+    """glibc's ctanh (numpy's): (sinh·cosh, sin·cos) / (sinh² + cos²) for finite parts;
+    for |re| > t (t = (max exponent − 1)·ln2/2) the real part is ±1 and the imaginary
+    4 sin cos / exp(2|re|), in two steps so it underflows instead of overflowing; an
+    infinite re gives ±1 + (±0, signed by sin·cos when |im| > 1, else by im); NaN parts
+    NaN, except im = 0 (kept: tanh(NaN + 0j) = NaN + 0j)."""
+    b = f.b
+    re, im = x
+    ty = re.type
+    f64 = ty == ir.DoubleType()
+    zero, one, four, nan = (ir.Constant(ty, v) for v in (0.0, 1.0, 4.0, math.nan))
+    t = ir.Constant(ty, float(int((1023 if f64 else 127) * math.log(2) / 2)))
+    eps = ir.Constant(ty, float(np_eps(f64)))
+    s, c = _m(f, "sin", im), _m(f, "cos", im)
+    sh, ch = _m(f, "sinh", re), _m(f, "cosh", re)
+    den = b.select(b.fcmp_ordered(">", _fabs(f, sh), b.fmul(_fabs(f, c), eps)),
+                   b.fadd(b.fmul(sh, sh), b.fmul(c, c)), b.fmul(c, c))
+    fin_re, fin_im = b.fdiv(b.fmul(sh, ch), den), b.fdiv(b.fmul(s, c), den)
+    # large |re|
+    ax = _fabs(f, re)
+    exp2t = _m(f, "exp", b.fmul(ir.Constant(ty, 2.0), t))
+    big_im = b.fdiv(b.fmul(four, b.fmul(s, c)), exp2t)
+    rest = b.fsub(ax, t)
+    big_im = b.select(b.fcmp_ordered(">", rest, t), b.fdiv(big_im, exp2t),
+                      b.fdiv(big_im, _m(f, "exp", b.fmul(ir.Constant(ty, 2.0), rest))))
+    big = b.fcmp_ordered(">", ax, t)
+    out_re = b.select(big, _copysign(f, one, re), fin_re)
+    out_im = b.select(big, big_im, fin_im)
+    # non-finite parts
+    re_inf = _isinf(f, re)
+    im_fin = b.fcmp_ordered("<", _fabs(f, im), ir.Constant(ty, math.inf))
+    inf_im = b.select(b.and_(im_fin, b.fcmp_ordered(">", _fabs(f, im), one)),
+                      _copysign(f, zero, b.fmul(s, c)), _copysign(f, zero, im))
+    re_fin = b.fcmp_ordered("<", ax, ir.Constant(ty, math.inf))
+    nonfin = b.not_(b.and_(re_fin, im_fin))
+    im0 = b.fcmp_ordered("==", im, zero)
+    re0 = b.fcmp_ordered("==", re, zero)  # tanh(±0 + inf/NaN j) = ±0 + NaN j (C23's, glibc's)
+    nf_re = b.select(re_inf, _copysign(f, one, re), b.select(b.or_(im0, re0), re, nan))
+    nf_im = b.select(re_inf, inf_im, b.select(im0, im, nan))
+    return b.select(nonfin, nf_re, out_re), b.select(nonfin, nf_im, out_im)
+
+
+def np_eps(f64: bool) -> float:
+    return 2.0 ** -52 if f64 else 2.0 ** -23
+
+
 def emit_complex(f, op, dt: DType, arg, xs: list, src_dts: list[DType], cast_real):
     """One node with a complex result or operand. `cast_real(x, src, dst)` is the real
     cast of svod/codegen/lower.py (for real -> complex casts). Raises `LoweringError`
@@ -316,6 +401,17 @@ def emit_complex(f, op, dt: DType, arg, xs: list, src_dts: list[DType], cast_rea
         return csqrt(f, xs[0])
     if op is Ops.SIGN:
         return csign(f, xs[0])
+    if op is Ops.SINH or op is Ops.COSH:
+        return _hyper(f, xs[0], op is Ops.COSH)
+    if op is Ops.SIN:  # -i sinh(i z); glibc's csin gives +inf for an infinite im with a non-finite re
+        re, im = xs[0]
+        u, v = _hyper(f, (b.fneg(im), re), False)
+        odd = b.and_(_isinf(f, im), b.fcmp_unordered("uno", b.fsub(re, re), b.fsub(re, re)))
+        return v, b.select(odd, ir.Constant(re.type, math.inf), b.fneg(u))
+    if op is Ops.TANH:
+        return ctanh(f, xs[0])
+    if op is Ops.COS:  # cosh(i z)
+        return _hyper(f, (b.fneg(xs[0][1]), xs[0][0]), True)
     if op is Ops.NEG:
         return b.fneg(xs[0][0]), b.fneg(xs[0][1])
     if op is Ops.ADD:
