@@ -2099,8 +2099,9 @@ def check_c_close(t, want, ulps: float = 4.0):
 
 @pytest.mark.parametrize("d", COMPLEX, ids=str)
 def test_complex_transcendental_functions(d):
-    """exp, log, sqrt, sign, sin, cos, tan, sinh, cosh, tanh compiled: C99's special values exactly (glibc's, numpy's), finite values
-    within a few ulps, |z| near 1 included (log's cancellation)."""
+    """exp, log, sqrt, sign, sin, cos, tan, sinh, cosh, tanh compiled: C99's special
+    values exactly (glibc's, numpy's), finite values within a few ulps, |z| near 1
+    included (log's cancellation)."""
     rng = np.random.default_rng(2)
     near1 = np.exp(1j * rng.uniform(-4, 4, 64)) * (1 + rng.standard_normal(64) * 1e-4)
     x = np.concatenate([complex_specials(d, 256), near1.astype(d), (rng.standard_normal(64) * 30).astype(d)])
