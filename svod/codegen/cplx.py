@@ -410,6 +410,18 @@ def emit_complex(f, op, dt: DType, arg, xs: list, src_dts: list[DType], cast_rea
         return v, b.select(odd, ir.Constant(re.type, math.inf), b.fneg(u))
     if op is Ops.TANH:
         return ctanh(f, xs[0])
+    if op is Ops.EXPM1:  # numpy's nc_expm1: (expm1(re) cos(im) - 2 sin²(im/2), exp(re) sin(im))
+        re, im = xs[0]
+        a = _m(f, "sin", b.fmul(im, ir.Constant(im.type, 0.5)))
+        out_re = b.fsub(b.fmul(_m(f, "expm1", re), _m(f, "cos", im)), b.fmul(ir.Constant(im.type, 2.0), b.fmul(a, a)))
+        return out_re, b.fmul(_m(f, "exp", re), _m(f, "sin", im))
+    if op is Ops.LOG1P:  # numpy's nc_log1p: (log(hypot(re + 1, im)), atan2(im, re + 1))
+        re, im = xs[0]
+        r1 = b.fadd(re, ir.Constant(re.type, 1.0))
+        return _m(f, "log", _m(f, "hypot", r1, im)), _m(f, "atan2", im, r1)
+    if op is Ops.ROUND:  # each part, half to even (numpy's rint of both)
+        name = "llvm.roundeven." + ("f64" if xs[0][0].type == ir.DoubleType() else "f32")
+        return tuple(f.call_intr(name, p.type, [p]) for p in xs[0])
     if op is Ops.COS:  # cosh(i z)
         return _hyper(f, (b.fneg(xs[0][1]), xs[0][0]), True)
     if op is Ops.NEG:
