@@ -134,9 +134,22 @@ def cexp(f, x):
     re_inf = _isinf(f, re)
     re_nan = b.fcmp_unordered("uno", re, re)
     neg = b.fcmp_ordered("<", re, zero)
-    # finite re (or any re when im == 0, NaN re below): the formula, im kept when it is 0
-    out_re = b.select(im_zero, e, b.fmul(e, c))
-    out_im = b.select(im_zero, im, b.fmul(e, s))
+    # finite re (or any re when im == 0, NaN re below): the formula, im kept when it is 0;
+    # above t = (max exponent - 1) ln 2, glibc scales cos/sin by exp(t) (up to twice) so a
+    # part whose cos/sin is small stays finite, and past 3t gives max * cos/sin
+    f64 = ty == ir.DoubleType()
+    t = ir.Constant(ty, float(int((1023 if f64 else 127) * math.log(2))))  # glibc's int t
+    et = _m(f, "exp", t)
+    big_re, cc, ss = re, c, s
+    for _ in range(2):
+        over = b.fcmp_ordered(">", big_re, t)
+        big_re = b.select(over, b.fsub(big_re, t), big_re)
+        cc, ss = b.select(over, b.fmul(cc, et), cc), b.select(over, b.fmul(ss, et), ss)
+    top = ir.Constant(ty, float(np_max(f64)))
+    past = b.fcmp_ordered(">", big_re, t)
+    ev = b.select(past, top, _m(f, "exp", big_re))
+    out_re = b.select(im_zero, e, b.fmul(ev, cc))
+    out_im = b.select(im_zero, im, b.fmul(ev, ss))
     cs = f.call_intr("llvm.copysign." + ("f64" if ty == ir.DoubleType() else "f32"), ty, [zero, im])
     # infinite re, finite nonzero im: copysign(value, cos), copysign(value, sin)
     val = b.select(neg, zero, inf)
@@ -347,8 +360,93 @@ def ctanh(f, x):
     return b.select(nonfin, nf_re, out_re), b.select(nonfin, nf_im, out_im)
 
 
+def np_max(f64: bool) -> float:
+    import numpy as np
+
+    return np.finfo(np.float64 if f64 else np.float32).max
+
+
 def np_eps(f64: bool) -> float:
     return 2.0 ** -52 if f64 else 2.0 ** -23
+
+
+def _cmul_plain(b, x, y):
+    """The textbook product (numpy's scalar `cmul` in npymath: no fma)."""
+    (ar, ai), (br, bi) = x, y
+    return b.fsub(b.fmul(ar, br), b.fmul(ai, bi)), b.fadd(b.fmul(ar, bi), b.fmul(ai, br))
+
+
+def _cmul_c99(f, x, y):
+    """C's complex product (libgcc's __muldc3, what glibc's cpow computes b·log(a) with):
+    the textbook formula, and when both parts are NaN, Annex G's recovery of infinities
+    (an infinite factor boxed to ±1/±0 with the other's NaNs zeroed, or an overflowed
+    partial product's NaNs zeroed), times inf."""
+    b = f.b
+    (a_, b_), (c, d) = x, y
+    ty = a_.type
+    zero, one, inf = ir.Constant(ty, 0.0), ir.Constant(ty, 1.0), ir.Constant(ty, math.inf)
+    ac, bd, ad, bc = b.fmul(a_, c), b.fmul(b_, d), b.fmul(a_, d), b.fmul(b_, c)
+    xr, yi = b.fsub(ac, bd), b.fadd(ad, bc)
+    isnan = lambda v: b.fcmp_unordered("uno", v, v)  # noqa: E731
+    box = lambda v: _copysign(f, b.select(_isinf(f, v), one, zero), v)  # noqa: E731
+    z0 = lambda v: b.select(isnan(v), _copysign(f, zero, v), v)  # noqa: E731
+    zinf = b.or_(_isinf(f, a_), _isinf(f, b_))
+    winf = b.or_(_isinf(f, c), _isinf(f, d))
+    a1 = b.select(zinf, box(a_), a_)
+    b1 = b.select(zinf, box(b_), b_)
+    c1 = b.select(zinf, z0(c), c)
+    d1 = b.select(zinf, z0(d), d)
+    c2 = b.select(winf, box(c1), c1)
+    d2 = b.select(winf, box(d1), d1)
+    a2 = b.select(winf, z0(a1), a1)
+    b2 = b.select(winf, z0(b1), b1)
+    over = b.and_(b.not_(b.or_(zinf, winf)),
+                  b.or_(b.or_(_isinf(f, ac), _isinf(f, bd)), b.or_(_isinf(f, ad), _isinf(f, bc))))
+    a3, b3, c3, d3 = (b.select(over, z0(v), v) for v in (a2, b2, c2, d2))
+    recalc = b.and_(b.and_(isnan(xr), isnan(yi)), b.or_(b.or_(zinf, winf), over))
+    rx = b.fmul(inf, b.fsub(b.fmul(a3, c3), b.fmul(b3, d3)))
+    ry = b.fmul(inf, b.fadd(b.fmul(a3, d3), b.fmul(b3, c3)))
+    return b.select(recalc, rx, xr), b.select(recalc, ry, yi)
+
+
+def cpow(f, x, y):
+    """numpy's npy_cpow: b = 0 -> 1; a = 0 -> 0 for re(b) > 0, else NaN; a real integer
+    exponent |n| < 100 -> repeated squaring with the textbook product (n = 1, 2, 3
+    unrolled as numpy: a, a·a, a·(a·a)), 1/a^|n| by Smith's division for n < 0;
+    otherwise exp(b·log(a))."""
+    b = f.b
+    (ar, ai), (br, bi) = x, y
+    ty = ar.type
+    zero, one, nan = ir.Constant(ty, 0.0), ir.Constant(ty, 1.0), ir.Constant(ty, math.nan)
+    fty = "f64" if ty == ir.DoubleType() else "f32"
+    nb = f.call_intr(f"llvm.trunc.{fty}", ty, [br])
+    integral = b.and_(b.and_(b.fcmp_ordered("==", bi, zero), b.fcmp_ordered("==", nb, br)),
+                      b.fcmp_ordered("<", _fabs(f, br), ir.Constant(ty, 100.0)))
+    n = b.fptosi(b.select(integral, _fabs(f, br), zero), ir.IntType(32))
+    # repeated squaring over the 7 bits of |n| < 100 (numpy's loop; extra squarings unused)
+    aa, p = (one, zero), (ar, ai)
+    for k in range(7):
+        bit = b.icmp_unsigned("!=", b.and_(n, ir.Constant(ir.IntType(32), 1 << k)), ir.Constant(ir.IntType(32), 0))
+        m = _cmul_plain(b, aa, p)
+        aa = (b.select(bit, m[0], aa[0]), b.select(bit, m[1], aa[1]))
+        if k < 6:
+            p = _cmul_plain(b, p, p)
+    inv = div(f, (one, zero), aa)
+    negn = b.fcmp_ordered("<", br, zero)
+    ip = (b.select(negn, inv[0], aa[0]), b.select(negn, inv[1], aa[1]))
+    sq = _cmul_plain(b, x, x)
+    cube = _cmul_plain(b, x, sq)
+    is1, is2, is3 = (b.fcmp_ordered("==", br, ir.Constant(ty, v)) for v in (1.0, 2.0, 3.0))
+    ip = tuple(b.select(is1, xv, b.select(is2, sv, b.select(is3, cv, iv)))
+               for xv, sv, cv, iv in zip(x, sq, cube, ip))
+    lg = clog(f, x)
+    gen = cexp(f, _cmul_c99(f, y, lg))
+    out = tuple(b.select(integral, iv, gv) for iv, gv in zip(ip, gen))
+    a0 = b.and_(b.fcmp_ordered("==", ar, zero), b.fcmp_ordered("==", ai, zero))
+    zpos = b.fcmp_ordered(">", br, zero)
+    out = tuple(b.select(a0, b.select(zpos, zero, nan), o) for o in out)
+    b0 = b.and_(b.fcmp_ordered("==", br, zero), b.fcmp_ordered("==", bi, zero))
+    return b.select(b0, one, out[0]), b.select(b0, zero, out[1])
 
 
 def emit_complex(f, op, dt: DType, arg, xs: list, src_dts: list[DType], cast_real):
@@ -436,6 +534,8 @@ def emit_complex(f, op, dt: DType, arg, xs: list, src_dts: list[DType], cast_rea
         return mul(f, xs[0], xs[1])
     if op is Ops.DIV:
         return div(f, xs[0], xs[1])
+    if op is Ops.POW:
+        return cpow(f, xs[0], xs[1])
     raise LoweringError(f"no lowering for {op!r} on {dt} (complex)")
 
 
