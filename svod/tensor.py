@@ -1927,14 +1927,22 @@ def mean(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
 
 
 def var(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> Tensor:
-    """Variance, two passes (mean, then squared deviations) — never E[x²]−E[x]²."""
+    """Variance, two passes (mean, then squared deviations) — never E[x²]−E[x]²; of
+    complex values the mean of |x - mean|², real (numpy's)."""
     x = asarray(x)
     f = _float_result(x.dtype)
     xf = astype(x, f, copy=False)
     n = _count(x, axis, "var")
     m = mean(xf, axis=axis, keepdims=True)
     d = subtract(xf, m)
-    ss = _reduce(multiply(d, d), "sum", axis, keepdims, "var")
+    if f.is_complex:  # |d|² = re² + im², in the parts' float dtype (numpy's real result)
+        from svod.elementwise import imag, real
+
+        re, im = real(d), imag(d)
+        d2 = add(multiply(re, re), multiply(im, im))
+    else:
+        d2 = multiply(d, d)
+    ss = _reduce(d2, "sum", axis, keepdims, "var")
     denom = n - correction
     return divide(ss, denom) if denom > 0 else multiply(ss, float("inf")) if denom == 0 and n else \
         multiply(ss, float("nan"))
