@@ -1773,6 +1773,19 @@ def sign(x, /) -> Tensor:
 
 
 def reciprocal(x, /) -> Tensor:
+    x = asarray(x)
+    if x.dtype.is_complex:  # numpy's own loop (not 1/x by Smith's division): r = im/re, d = re + im r, ...
+        from svod.elementwise import imag, real
+
+        re, im = real(x), imag(x)
+        first = less_equal(abs(im), abs(re))
+        r1 = divide(im, re)
+        d1 = add(re, multiply(im, r1))
+        r2 = divide(re, im)
+        d2 = add(multiply(re, r2), im)
+        out_re = where(first, divide(1, d1), divide(r2, d2))
+        out_im = where(first, divide(negative(r1), d1), divide(-1, d2))
+        return Tensor._from(UOp(OP.COMPLEX, x.dtype, (out_re.uop, out_im.uop)))
     return divide(1, x)
 
 
