@@ -2053,11 +2053,13 @@ def test_complex_reductions_and_matmul(d):
     tol = 1e-5 if d == C64 else 1e-12
     outs = {"sum": svod.sum(t), "sum0": svod.sum(t, axis=0), "mean1": svod.mean(t, axis=1, keepdims=True),
             "matmul": t @ u, "matvec": t @ u[:, 0], "fused": svod.sum(t * svod.conj(t) + 1j, axis=1),
-            "var": svod.var(t, axis=1), "std": svod.std(t, correction=1), "vecdot": svod.vecdot(t, t)}
+            "var": svod.var(t, axis=1), "std": svod.std(t, correction=1), "vecdot": svod.vecdot(t, t),
+            "prod1": svod.prod(t * 0.5, axis=1), "prod": svod.prod(t / (1 + svod.abs(t)))}
     svod.realize(*outs.values())
     for name, want in [("sum", x.sum()), ("sum0", x.sum(0)), ("mean1", x.mean(1, keepdims=True)),
                        ("matmul", x @ y), ("matvec", x @ y[:, 0]), ("fused", (x * np.conj(x) + 1j).sum(1)),
-                       ("var", x.var(1)), ("std", x.std(ddof=1)), ("vecdot", np.vecdot(x, x))]:
+                       ("var", x.var(1)), ("std", x.std(ddof=1)), ("vecdot", np.vecdot(x, x)),
+                       ("prod1", np.prod(x * d.type(0.5), axis=1)), ("prod", np.prod(x / (1 + np.abs(x))))]:
         g = outs[name]
         assert g.dtype.name == np.asarray(want).dtype.name, (name, g.dtype)
         np.testing.assert_allclose(g.numpy(), want, rtol=tol, atol=tol, err_msg=f"{name} on {d}")

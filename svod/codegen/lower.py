@@ -710,6 +710,8 @@ class KernelLowering:
         nblk = -(-last.size // plan.cols)
         consts = {i: emit_op(f, n.op, n.dtype, n.arg, [], []) for i, n in enumerate(k.nodes) if n.op is Ops.CONST}
         reds = [_Reduction(self, i) for i, n in enumerate(k.nodes) if n.op is Ops.REDUCE]
+        if any(r.complex for r in reds):
+            raise LoweringError("a complex product over columns (row reductions only)")
         blocked = any(r.cascade for r in reds) and red_axes[0].size > SUM_BLOCK
         tiles = [f.alloca(r.ty, plan.cols, "ctile") for r in reds]
         totals = [f.alloca(r.ty, plan.cols, "ctotal") if blocked else None for r in reds]
@@ -1107,7 +1109,10 @@ class _Reduction:
         self.dt = low.k.nodes[n.src[0]].dtype if n.op is not Ops.REDUCE else n.dtype
         self.simple = n.op is Ops.REDUCE
         self.cascade = n.op is Ops.REDUCE and n.arg == "sum" and n.dtype.is_float
-        self.ty = reg_type(self.dt)
+        self.complex = self.dt.kind == "c"  # a product (the frontend sums the parts): (re, im) accumulators
+        if self.complex and not (n.op is Ops.REDUCE and n.arg == "prod"):
+            raise LoweringError(f"{n.op.name} {n.arg} of {self.dt}")
+        self.ty = reg_type(self.dt.real if self.complex else self.dt)
 
     def _identity(self) -> ir.Constant:
         dt = self.dt
@@ -1132,6 +1137,10 @@ class _Reduction:
 
     def init_row(self) -> None:
         f = self.f
+        if self.complex:
+            self.acc = (f.var(self.ty, ir.Constant(self.ty, 1.0), "acc.re"), f.var(self.ty, ir.Constant(self.ty, 0.0),
+                                                                                 "acc.im"))
+            return
         self.acc = f.var(self.ty, self._identity(), "acc")
         if not self.simple:
             self.idx = f.var(I64, _i64(0), "argidx")
@@ -1145,6 +1154,13 @@ class _Reduction:
 
     def update(self, x: ir.Value, lin) -> None:
         f, b = self.f, self.f.b
+        if self.complex:  # in order, numpy's product (svod/codegen/cplx.py)
+            from svod.codegen.cplx import mul
+
+            new = mul(f, (b.load(self.acc[0]), b.load(self.acc[1])), x)
+            b.store(new[0], self.acc[0])
+            b.store(new[1], self.acc[1])
+            return
         cur = b.load(self.acc)
         dt = self.dt
         if self.op is Ops.REDUCE:
@@ -1188,6 +1204,8 @@ class _Reduction:
 
     def finish(self) -> ir.Value:
         f, b = self.f, self.f.b
+        if self.complex:
+            return b.load(self.acc[0]), b.load(self.acc[1])
         if self.simple and not self.cascade:
             return b.load(self.acc)
         if not self.simple:
