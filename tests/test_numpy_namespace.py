@@ -135,12 +135,12 @@ CALLS = {
     "linalg.cross": lambda f, t: f(t, t), "linalg.outer": lambda f, t: f(t[0], t[1]),
     "linalg.vecdot": lambda f, t: f(t, t), "linalg.tensordot": lambda f, t: f(t, t),
     "linalg.matmul": lambda f, t: f(t, t), "linalg.matrix_power": lambda f, t: f(t, 3),
-    "linalg.multi_dot": lambda f, t: f([t, t, t]), "linalg.eig": "raises", "linalg.eigvals": "raises",
+    "linalg.multi_dot": lambda f, t: f([t, t, t]),
     "fft.fftfreq": lambda f, t: f(4, t[0, 0]), "fft.rfftfreq": lambda f, t: f(4, t[0, 0]),
 }
 # documented eager: data-dependent shapes, numpy's accumulate, realized-indices helpers
 EAGER = {"unique", "argwhere", "bincount", "cumsum", "cumprod", "nonzero", "flatnonzero", "take_along_axis",
-         "linalg.lstsq", "histogram_bin_edges"}
+         "linalg.lstsq", "histogram_bin_edges", "linalg.eig", "linalg.eigvals"}
 
 
 def _numpy_fn(name: str):
