@@ -21,6 +21,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 
+from svod.costing import complex_units
 from svod.ir import Ops
 from svod.kernel import ACC, LOAD, VALID, Kernel, view_axes_stride0
 
@@ -378,9 +379,9 @@ def _count(kernel: Kernel) -> Features:
         elif node.op in (Ops.CONST, ACC):
             continue
         else:
-            cls = op_class(node.op, max(node.dtype.itemsize, *(k.nodes[s].dtype.itemsize for s in node.src))
-                           if node.src else node.dtype.itemsize)
-            f.ops[cls] = f.ops.get(cls, 0.0) + c * OP_UNITS.get(node.op, 1.0)
+            factor, item = complex_units(node.op, [node.dtype] + [k.nodes[s].dtype for s in node.src])
+            cls = op_class(node.op, item)
+            f.ops[cls] = f.ops.get(cls, 0.0) + c * OP_UNITS.get(node.op, 1.0) * factor
             if cls in _library_calls():
                 f.calls[cls] = f.calls.get(cls, 0.0) + c
     return f

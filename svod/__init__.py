@@ -30,7 +30,21 @@ from svod import config, fft, linalg, nn, random
 from svod import dtype as _dt
 from svod.capture import ConcretizationError, JitError, JitWarning, jit
 from svod.config import search_limits
-from svod.dtype import DType, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64
+from svod.dtype import (
+    DType,
+    complex64,
+    complex128,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
 from svod.dtype import bool_ as bool
 from svod.elementwise import (
     acos,
@@ -219,7 +233,7 @@ def isdtype(dtype, kind) -> builtins_bool:  # noqa: F821 - annotation only
         return builtins.any(isdtype(d, k) for k in kind)
     if isinstance(kind, str):
         kinds = {"bool": d.is_bool, "signed integer": d.is_signed, "unsigned integer": d.is_unsigned,
-                 "integral": d.is_int, "real floating": d.is_float, "complex floating": False,
+                 "integral": d.is_int, "real floating": d.is_float, "complex floating": d.is_complex,
                  "numeric": not d.is_bool}
         if kind not in kinds:
             raise ValueError(f"isdtype: unknown kind {kind!r}; the kinds are {', '.join(map(repr, kinds))}")
@@ -241,12 +255,13 @@ class iinfo_object(_collections.namedtuple("iinfo_object", "bits max min dtype")
 
 
 def finfo(type, /) -> finfo_object:  # noqa: A002 - the Array API name
-    """Machine limits of a float dtype (or an array's), as Python floats."""
+    """Machine limits of a float dtype (or an array's), as Python floats; of a complex
+    dtype, those of its parts (dtype float32 for complex64, as the Array API says)."""
     import numpy as np
 
     d = type.dtype if isinstance(type, Tensor) else _dt.dtype(type)
     f = np.finfo(d.np)
-    return finfo_object(int(f.bits), float(f.eps), float(f.max), float(f.min), float(f.smallest_normal), d)
+    return finfo_object(int(f.bits), float(f.eps), float(f.max), float(f.min), float(f.smallest_normal), d.real)
 
 
 def iinfo(type, /) -> iinfo_object:  # noqa: A002

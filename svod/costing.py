@@ -75,6 +75,22 @@ OP_WEIGHT: dict = {
     Ops.ASINH: 26, Ops.ACOSH: 26, Ops.ATANH: 26, Ops.HYPOT: 8,
     Ops.LOGADDEXP: 80,  # its double-double form beside the plain one: ~3 pows
 }
+# a complex node (result or operand complex) costs this many of its real op, at the parts'
+# width (svod/codegen/cplx.py: a product is 2 fma + 2 mul, a quotient 3 divisions and a
+# dozen selects, the transcendental functions two or three real functions and their
+# special-value selects); the parts' lanes are those of the real dtype
+COMPLEX_FACTOR: dict = {Ops.MUL: 4, Ops.DIV: 4, Ops.ABS: 3, Ops.EXP: 3, Ops.LOG: 3, Ops.SQRT: 3,
+                        Ops.SIN: 4, Ops.COS: 4, Ops.SINH: 4, Ops.COSH: 4, Ops.TANH: 5, Ops.POW: 4,
+                        Ops.EXPM1: 4, Ops.LOG1P: 3, Ops.SIGN: 3}
+
+
+def complex_units(op, dtypes) -> tuple[float, int]:
+    """(multiplier, itemsize of a lane) of a node whose result or operands have `dtypes`:
+    (1, the widest itemsize) for real ones; complex ones count `COMPLEX_FACTOR` (2 for the
+    part-by-part ops) at the parts' itemsize."""
+    if any(d.kind == "c" for d in dtypes):
+        return float(COMPLEX_FACTOR.get(op, 2)), max(d.real.itemsize for d in dtypes)
+    return 1.0, max(d.itemsize for d in dtypes)
 
 
 @runtime_checkable
@@ -131,7 +147,10 @@ def flop_count(kernel: Kernel) -> float:
         if n.op in (LOAD, VALID, ACC, Ops.CONST):
             continue
         w = OP_WEIGHT.get(n.op, 1)
-        if n.dtype.itemsize == 8:
+        if n.dtype.kind == "c" or any(kernel.nodes[s].dtype.kind == "c" for s in n.src):
+            factor, item = complex_units(n.op, [n.dtype] + [kernel.nodes[s].dtype for s in n.src])
+            w *= factor * (2 if item == 8 else 1)
+        elif n.dtype.itemsize == 8:
             w *= 2  # half the lanes
         total += w * size
     return total

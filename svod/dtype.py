@@ -1,9 +1,11 @@
 """dtypes and numpy-2 promotion for the dtypes svod supports.
 
 svod's dtypes: bool (stored as one byte), int8, int16, int32, int64, uint8, uint16,
-uint32, uint64, float32, float64. Promotion between arrays is numpy 2's table (int64
+uint32, uint64, float32, float64, complex64, complex128 (a pair of float32 / float64:
+real part, imaginary part, interleaved in memory as numpy's). Promotion between arrays is numpy 2's table (int64
 with uint64 gives float64, as numpy; uint8 with int8 gives int16). Python floats (and
-lists of floats) default to float32, as in torch and JAX; Python scalars are weak
+lists of floats) default to float32, as in torch and JAX, Python complex numbers to
+complex64 (complex128 under `numpy_defaults`); Python scalars are weak
 (NEP 50): they take the array's dtype when the kinds allow it, and a Python int that
 does not fit the integer dtype it meets raises OverflowError, as in numpy 2.
 
@@ -30,7 +32,7 @@ class DType:
 
     name: str
     itemsize: int
-    kind: str  # numpy's kind letter: 'b' bool, 'i' signed int, 'u' unsigned int, 'f' float
+    kind: str  # numpy's kind letter: 'b' bool, 'i' signed int, 'u' unsigned int, 'f' float, 'c' complex
     priority: int  # order within the promotion lattice (for readable sorting only)
 
     @property
@@ -68,6 +70,21 @@ class DType:
         return self.kind == "f"
 
     @property
+    def is_complex(self) -> bool:
+        """complex64 or complex128 (`is_float` is False for them: real floats only)."""
+        return self.kind == "c"
+
+    @property
+    def is_inexact(self) -> bool:
+        """A real or complex float."""
+        return self.kind in "fc"
+
+    @property
+    def real(self) -> DType:
+        """The real dtype of the parts of a complex dtype; a real dtype itself."""
+        return _REAL_OF.get(self, self)
+
+    @property
     def is_int(self) -> bool:
         """Any integer dtype, signed or unsigned (not bool)."""
         return self.kind in "iu"
@@ -102,12 +119,16 @@ uint32 = DType("uint32", 4, "u", 7)
 uint64 = DType("uint64", 8, "u", 8)
 float32 = DType("float32", 4, "f", 9)
 float64 = DType("float64", 8, "f", 10)
+complex64 = DType("complex64", 8, "c", 11)
+complex128 = DType("complex128", 16, "c", 12)
+_REAL_OF = {complex64: float32, complex128: float64}
 
 SIGNED: tuple[DType, ...] = (int8, int16, int32, int64)
 UNSIGNED: tuple[DType, ...] = (uint8, uint16, uint32, uint64)
 INTS: tuple[DType, ...] = SIGNED + UNSIGNED
 FLOATS: tuple[DType, ...] = (float32, float64)
-NUMERIC: tuple[DType, ...] = INTS + FLOATS
+COMPLEX: tuple[DType, ...] = (complex64, complex128)
+NUMERIC: tuple[DType, ...] = INTS + FLOATS + COMPLEX
 ALL: tuple[DType, ...] = (bool_,) + NUMERIC
 
 default_int = int64
@@ -135,7 +156,7 @@ def math_float(d: DType) -> DType:
     `numpy_defaults`, where numpy's loops give float16 for 1-byte and float32 for 2-byte
     integers (and bool): svod, without float16, gives float32 for both. (Division and
     means are not float functions: they give the default float, as numpy's.)"""
-    if d.kind == "f":
+    if d.kind in "fc":
         return d
     f = _DEFAULTS.float_dtype
     return float32 if f is float64 and d.itemsize <= 2 else f
@@ -211,7 +232,7 @@ def promote_types(a: DType, b: DType) -> DType:
 
 
 def scalar_kind(x) -> str | None:
-    """'b', 'i' or 'f' for a Python (or numpy) scalar, None if not a scalar (numpy's
+    """'b', 'i', 'f' or 'c' for a Python (or numpy) scalar, None if not a scalar (numpy's
     unsigned scalars are 'i' too: this is the kind of a *value*, not of a dtype)."""
     if isinstance(x, (bool, np.bool_)):
         return "b"
@@ -219,11 +240,13 @@ def scalar_kind(x) -> str | None:
         return "i"
     if isinstance(x, (float, np.floating)):
         return "f"
+    if isinstance(x, (complex, np.complexfloating)):
+        return "c"
     return None
 
 
 # weak promotion (NEP 50): a Python scalar raises the array's kind only when its own is
-# higher; a Python int fits any integer kind ("c" for the complex dtypes to come)
+# higher; a Python int fits any integer kind
 _KIND_ORDER = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}
 
 
@@ -231,14 +254,25 @@ def weak_result(arr: DType, scalar) -> DType:
     """NEP 50: a Python scalar takes the array's dtype unless its kind is higher.
 
     bool array with int scalar -> int64; int or bool array with float scalar -> the
-    default float dtype (float32, as in JAX); otherwise the array's dtype.
+    default float dtype (float32, as in JAX); a complex scalar with a float array gives
+    the complex dtype of the float's width (float32 -> complex64), with an int or bool
+    array the default complex (complex64, complex128 under `numpy_defaults`); otherwise the
+    array's dtype.
     """
     k = scalar_kind(scalar)
     if k is None:
         raise DTypeError(f"{type(scalar).__name__} is not a scalar svod can use")
     if _KIND_ORDER[k] <= _KIND_ORDER[arr.kind]:
         return arr
+    if k == "c":
+        return complex_of(arr if arr.kind == "f" else _DEFAULTS.float_dtype)
     return default_int if k == "i" else _DEFAULTS.float_dtype
+
+
+def complex_of(d: DType) -> DType:
+    """The complex dtype with parts of float dtype `d` (float64 -> complex128); a complex
+    dtype itself."""
+    return complex128 if d is float64 or d is complex128 else complex64
 
 
 def _strong_dtype(x) -> DType:
@@ -254,6 +288,8 @@ def result_type(*args) -> DType:
     weak = [a for a in args if scalar_kind(a) is not None]
     if not strong:
         kinds = [scalar_kind(a) for a in weak]
+        if "c" in kinds:
+            return complex_of(_DEFAULTS.float_dtype)
         if "f" in kinds:
             return _DEFAULTS.float_dtype
         if "i" in kinds:

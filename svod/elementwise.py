@@ -21,7 +21,7 @@ from __future__ import annotations
 from svod import dtype as dt
 from svod.dtype import DTypeError
 from svod.ir import OP, UOp
-from svod.tensor import Tensor, _binop, _math_result, _operands, _unop, asarray, full, less, zeros_like
+from svod.tensor import Tensor, _binop, _math_result, _no_complex, _operands, _unop, asarray, full, less, zeros_like
 
 __all__ = ["acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_left_shift",
            "bitwise_right_shift", "conj", "copysign", "cosh", "hypot", "imag", "logaddexp", "real", "signbit",
@@ -66,27 +66,28 @@ def atanh(x, /) -> Tensor:
 
 def atan2(x1, x2, /) -> Tensor:
     """The angle of the point (x2, x1) in [-pi, pi] (C99's table for zeros and infinities)."""
-    return _binop(OP.ATAN2, "atan2", x1, x2, dtype_fn=_math_result)
+    return _real_binop(OP.ATAN2, "atan2", x1, x2)
 
 
 def hypot(x1, x2, /) -> Tensor:
     """sqrt(x1**2 + x2**2) without intermediate overflow; inf if either is infinite."""
-    return _binop(OP.HYPOT, "hypot", x1, x2, dtype_fn=_math_result)
+    return _real_binop(OP.HYPOT, "hypot", x1, x2)
 
 
 def logaddexp(x1, x2, /) -> Tensor:
     """log(exp(x1) + exp(x2)), computed as numpy does (no overflow)."""
-    return _binop(OP.LOGADDEXP, "logaddexp", x1, x2, dtype_fn=_math_result)
+    return _real_binop(OP.LOGADDEXP, "logaddexp", x1, x2)
 
 
 def copysign(x1, x2, /) -> Tensor:
     """|x1| with the sign bit of x2 (-0.0 and negative NaNs count as negative)."""
-    return _binop(OP.COPYSIGN, "copysign", x1, x2, dtype_fn=_math_result)
+    return _real_binop(OP.COPYSIGN, "copysign", x1, x2)
 
 
 def signbit(x, /) -> Tensor:
     """Whether the sign bit is set: True for -0.0 and negative NaNs; `x < 0` for integers."""
     x = asarray(x)
+    _no_complex("signbit", x.dtype)
     if x.dtype.is_float:
         return Tensor._from(UOp(OP.SIGNBIT, dt.bool_, (x.uop,)))
     if x.dtype.is_bool:
@@ -94,10 +95,17 @@ def signbit(x, /) -> Tensor:
     return less(x, 0)
 
 
+def _real_binop(op, name: str, x1, x2) -> Tensor:
+    """A binary float function defined for real operands only (atan2, hypot, ...)."""
+    out = _binop(op, name, x1, x2, dtype_fn=_math_result)
+    _no_complex(name, out.dtype)
+    return out
+
+
 def _shift(op, name: str, a, b) -> Tensor:
     (ua, ub), d = _operands(name, a, b)
     if not d.is_int:
-        what = "floating-point" if d.is_float else "bool"
+        what = "floating-point" if d.is_inexact else "bool"
         raise DTypeError(f"{name}: not supported for {what} operands ({d}); shifts need integer arrays")
     return Tensor._from(UOp(op, d, (ua, ub)))
 
@@ -114,15 +122,26 @@ def bitwise_right_shift(x1, x2, /) -> Tensor:
 
 
 def conj(x, /) -> Tensor:
-    """Complex conjugate: the input's value for svod's real dtypes (a new tensor object)."""
-    return Tensor._from(asarray(x).uop)
+    """Complex conjugate (the imaginary part negated: -0.0 for a +0.0 part); the input's
+    value for real dtypes (a new tensor object)."""
+    x = asarray(x)
+    if x.dtype.is_complex:
+        return Tensor._from(UOp(OP.CONJ, x.dtype, (x.uop,)))
+    return Tensor._from(x.uop)
 
 
 def real(x, /) -> Tensor:
-    """Real part: the input's value for svod's real dtypes (a new tensor object)."""
-    return Tensor._from(asarray(x).uop)
+    """Real part, in the parts' float dtype (complex64 -> float32); the input's value for
+    real dtypes (a new tensor object)."""
+    x = asarray(x)
+    if x.dtype.is_complex:
+        return Tensor._from(UOp(OP.REAL, x.dtype.real, (x.uop,)))
+    return Tensor._from(x.uop)
 
 
 def imag(x, /) -> Tensor:
-    """Imaginary part: zeros of the input's dtype for svod's real dtypes."""
-    return zeros_like(asarray(x))
+    """Imaginary part, in the parts' float dtype; zeros of the input's dtype for real dtypes."""
+    x = asarray(x)
+    if x.dtype.is_complex:
+        return Tensor._from(UOp(OP.IMAG, x.dtype.real, (x.uop,)))
+    return zeros_like(x)

@@ -1,11 +1,12 @@
 """`svod.fft`: the Array API FFT extension (2023.12), as far as svod's dtypes go.
 
-`fftfreq`, `rfftfreq`, `fftshift` and `ifftshift` are real-valued and work (the shifts
-are lazy rolls). Every transform (`fft`, `ifft`, `fftn`, `ifftn`, `rfft`, `irfft`, `rfftn`,
-`irfftn`, `hfft`, `ihfft`) produces or consumes complex arrays: svod has no complex
-dtypes yet (issue 29's next phase adds complex64/complex128, and the transforms then run
-numpy's pocketfft as library steps, `svod.library`), so each raises `DTypeError` naming
-itself. docs/semantics.md lists this.
+The transforms (`fft`, `ifft`, `fftn`, `ifftn`, `rfft`, `irfft`, `rfftn`, `irfftn`,
+`hfft`, `ihfft`) run numpy's pocketfft as library steps of the plan (`svod.library`: lazy,
+one step per call, results feeding fused kernels), so their values are numpy's bit for
+bit. Dtypes as numpy 2: a float32 or complex64 input transforms in single precision
+(complex64 out, float32 for irfft/hfft), float64/complex128 in double; integer and bool
+input in the default float's precision. `fftfreq`, `rfftfreq`, `fftshift` and `ifftshift`
+are real-valued (the shifts are lazy rolls).
 
 >>> import svod
 >>> svod.fft.fftfreq(4, d=0.5).tolist()
@@ -18,8 +19,9 @@ import numpy as np
 
 from svod import dtype as dt
 from svod.dtype import DTypeError
-from svod.errors import named, numpy_errors
+from svod.errors import ShapeError, SvodValueError, numpy_errors
 from svod.ir import check_size
+from svod.library import library_call
 from svod.tensor import Tensor, _check_int, _from_numpy, _normalize_axes, asarray, roll
 
 __all__ = ["fft", "fftfreq", "fftn", "fftshift", "hfft", "ifft", "ifftn", "ifftshift", "ihfft", "irfft", "irfftn",
@@ -58,18 +60,117 @@ def ifftshift(x, /, *, axes=None) -> Tensor:
     return _shift(x, axes, -1, "ifftshift")
 
 
-def _complex(name: str):
-    def transform(x, /, *args, **kwargs):
-        asarray(x)
-        raise DTypeError(f"fft.{name}: the transforms take or give complex arrays, and svod has no complex dtypes "
-                         f"yet (only fftfreq, rfftfreq, fftshift and ifftshift work); compute it with numpy "
-                         f"(np.fft.{name}(t.numpy()))")
-
-    named(transform, name)
-    transform.__doc__ = f"Not available yet: `{name}` needs complex dtypes (raises DTypeError)."
-    return transform
+_NORMS = ("backward", "ortho", "forward")
 
 
-fft, ifft, fftn, ifftn = _complex("fft"), _complex("ifft"), _complex("fftn"), _complex("ifftn")
-rfft, irfft, rfftn, irfftn = _complex("rfft"), _complex("irfft"), _complex("rfftn"), _complex("irfftn")
-hfft, ihfft = _complex("hfft"), _complex("ihfft")
+def _prepare(name: str, x, norm: str, real_in: bool | None):
+    """The operand cast to what pocketfft takes: a complex dtype (`real_in` False), a real
+    float (`real_in` True) or either (None: fft/ifft/fftn/ifftn take real input as numpy
+    does, giving the complex dtype of its width)."""
+    x = asarray(x)
+    if norm not in _NORMS:
+        raise SvodValueError(f"fft.{name}: norm must be one of {', '.join(map(repr, _NORMS))}, got {norm!r}")
+    if x.ndim == 0:
+        raise ShapeError(f"fft.{name}: needs at least one dimension, got a 0-d array")
+    d = x.dtype
+    if real_in:
+        if d.is_complex:
+            raise DTypeError(f"fft.{name}: takes a real array, got {d} (use fft.fft for complex input)")
+        want = dt.math_float(d)
+    else:
+        want = dt.complex_of(dt.math_float(d)) if real_in is False or not d.is_inexact else d
+    return x.astype(want, copy=False), want
+
+
+def _n(name: str, n, what: str = "n"):
+    return None if n is None else _check_int(n, what, f"fft.{name}", 1)
+
+
+def _one_axis(name: str, x, n, axis: int, norm: str, real_in, out_len):
+    x, d = _prepare(name, x, norm, real_in)
+    (a,) = _normalize_axes(axis, x.ndim, f"fft.{name}")
+    n = _n(name, n)
+    shape = list(x.shape)
+    shape[a] = out_len(n, x.shape[a])
+    if shape[a] < 1 or (n is None and x.shape[a] < 1):
+        raise SvodValueError(f"fft.{name}: invalid number of points {shape[a]} along axis {a} of shape {x.shape}")
+    out_d = d.real if name in ("irfft", "hfft") else dt.complex_of(d)
+    check_size(tuple(shape), out_d)
+    return library_call("fft", (name, n, a, norm), [x], [(tuple(shape), out_d)])[0]
+
+
+def _many_axes(name: str, x, s, axes, norm: str, real_in, last_len):
+    x, d = _prepare(name, x, norm, real_in)
+    if s is not None:
+        s = tuple(_n(name, v, "s") for v in s)
+    if axes is None:
+        ax = tuple(range(x.ndim)) if s is None else tuple(range(x.ndim - len(s), x.ndim))
+    else:
+        ax = tuple(_normalize_axes(a, x.ndim, f"fft.{name}")[0] for a in axes)
+    if s is not None and len(s) != len(ax):
+        raise SvodValueError(f"fft.{name}: s {s} and axes {ax} have different lengths")
+    shape = list(x.shape)
+    for i, a in enumerate(ax):
+        shape[a] = s[i] if s is not None else x.shape[a]
+    if ax and last_len is not None:
+        shape[ax[-1]] = last_len(None if s is None else s[-1], x.shape[ax[-1]])
+    out_d = d.real if name == "irfftn" else dt.complex_of(d)
+    check_size(tuple(shape), out_d)
+    return library_call("fft", (name, s, ax, norm), [x], [(tuple(shape), out_d)])[0]
+
+
+def _same(n, m):
+    return m if n is None else n
+
+
+def _half(n, m):
+    return _same(n, m) // 2 + 1
+
+
+def _full(n, m):
+    return 2 * (m - 1) if n is None else n
+
+
+def fft(x, /, *, n=None, axis: int = -1, norm: str = "backward") -> Tensor:
+    """One-dimensional discrete Fourier transform along `axis` (numpy's pocketfft, a
+    library step of the plan); real input gives the complex dtype of its width."""
+    return _one_axis("fft", x, n, axis, norm, None, _same)
+
+
+def ifft(x, /, *, n=None, axis: int = -1, norm: str = "backward") -> Tensor:
+    return _one_axis("ifft", x, n, axis, norm, None, _same)
+
+
+def rfft(x, /, *, n=None, axis: int = -1, norm: str = "backward") -> Tensor:
+    """Transform of real input: the n // 2 + 1 non-negative frequencies."""
+    return _one_axis("rfft", x, n, axis, norm, True, _half)
+
+
+def irfft(x, /, *, n=None, axis: int = -1, norm: str = "backward") -> Tensor:
+    """Inverse of `rfft`: n real points (2 (m - 1) by default)."""
+    return _one_axis("irfft", x, n, axis, norm, False, _full)
+
+
+def hfft(x, /, *, n=None, axis: int = -1, norm: str = "backward") -> Tensor:
+    """Transform of a Hermitian-symmetric signal (given by its first half): real output."""
+    return _one_axis("hfft", x, n, axis, norm, False, _full)
+
+
+def ihfft(x, /, *, n=None, axis: int = -1, norm: str = "backward") -> Tensor:
+    return _one_axis("ihfft", x, n, axis, norm, True, _half)
+
+
+def fftn(x, /, *, s=None, axes=None, norm: str = "backward") -> Tensor:
+    return _many_axes("fftn", x, s, axes, norm, None, None)
+
+
+def ifftn(x, /, *, s=None, axes=None, norm: str = "backward") -> Tensor:
+    return _many_axes("ifftn", x, s, axes, norm, None, None)
+
+
+def rfftn(x, /, *, s=None, axes=None, norm: str = "backward") -> Tensor:
+    return _many_axes("rfftn", x, s, axes, norm, True, _half)
+
+
+def irfftn(x, /, *, s=None, axes=None, norm: str = "backward") -> Tensor:
+    return _many_axes("irfftn", x, s, axes, norm, False, _full)

@@ -151,8 +151,8 @@ class _Info:
         return ["cpu"]
 
     def default_dtypes(self, *, device=None) -> dict:
-        return {"real floating": dt.default_float, "complex floating": None, "integral": dt.int64,
-                "indexing": dt.int64}
+        return {"real floating": dt.default_float, "complex floating": dt.complex_of(dt.default_float),
+                "integral": dt.int64, "indexing": dt.int64}
 
     def dtypes(self, *, device=None, kind=None) -> dict:
         from svod import isdtype

@@ -31,6 +31,7 @@ _UNARY = {
     Ops.ROUND: np.round, Ops.SIGN: np.sign, Ops.ISNAN: np.isnan, Ops.ISINF: np.isinf,
     Ops.ASIN: np.arcsin, Ops.ACOS: np.arccos, Ops.ATAN: np.arctan, Ops.SINH: np.sinh, Ops.COSH: np.cosh,
     Ops.ASINH: np.arcsinh, Ops.ACOSH: np.arccosh, Ops.ATANH: np.arctanh, Ops.SIGNBIT: np.signbit,
+    Ops.REAL: np.real, Ops.IMAG: np.imag, Ops.CONJ: np.conjugate,
 }
 _U32 = np.dtype(np.uint32)
 _BINARY = {
@@ -41,6 +42,16 @@ _BINARY = {
     # numpy's shifts: 0 (or -1 for a negative value shifted right) outside [0, bits)
     Ops.SHL: np.left_shift, Ops.SHR: np.right_shift,
 }
+
+
+def _complex(re: np.ndarray, im: np.ndarray) -> np.ndarray:
+    """The complex array with parts `re`, `im` (exactly: no arithmetic on inf/NaN parts)."""
+    out = np.empty(np.broadcast_shapes(re.shape, im.shape), dtype=np.result_type(re.dtype, np.complex64))
+    out.real, out.imag = re, im
+    return out
+
+
+_BINARY[Ops.COMPLEX] = _complex
 
 
 def _erf(x: np.ndarray) -> np.ndarray:

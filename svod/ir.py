@@ -66,6 +66,11 @@ class Ops(enum.Enum):
     ACOSH = "ACOSH"
     ATANH = "ATANH"
     SIGNBIT = "SIGNBIT"  # bool result: the sign bit (set for -0.0 and negative NaNs)
+    # complex parts (svod/complex.py): REAL/IMAG give the part's float dtype, CONJ keeps it
+    REAL = "REAL"
+    IMAG = "IMAG"
+    CONJ = "CONJ"
+    COMPLEX = "COMPLEX"  # (re, im) of one float dtype -> the complex dtype of that width
     # binary elementwise (same dtype operands)
     ADD = "ADD"
     SUB = "SUB"
@@ -122,10 +127,10 @@ UNARY = frozenset({Ops.NEG, Ops.ABS, Ops.EXP, Ops.LOG, Ops.SQRT, Ops.SIN, Ops.CO
                    Ops.ERFC, Ops.EXPM1, Ops.LOG1P,
                    Ops.FLOOR, Ops.CEIL, Ops.ROUND, Ops.SIGN, Ops.NOT, Ops.ISNAN, Ops.ISINF, Ops.CAST,
                    Ops.ASIN, Ops.ACOS, Ops.ATAN, Ops.SINH, Ops.COSH, Ops.ASINH, Ops.ACOSH, Ops.ATANH,
-                   Ops.SIGNBIT})
+                   Ops.SIGNBIT, Ops.REAL, Ops.IMAG, Ops.CONJ})
 BINARY = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.DIV, Ops.IDIV, Ops.MOD, Ops.POW, Ops.MAX, Ops.MIN,
                     Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR,
-                    Ops.ATAN2, Ops.HYPOT, Ops.LOGADDEXP, Ops.COPYSIGN, Ops.SHL, Ops.SHR})
+                    Ops.ATAN2, Ops.HYPOT, Ops.LOGADDEXP, Ops.COPYSIGN, Ops.SHL, Ops.SHR, Ops.COMPLEX})
 # unary ops whose result is bool whatever the source dtype
 BOOL_UNARY = frozenset({Ops.ISNAN, Ops.ISINF, Ops.SIGNBIT})
 COMPARE = frozenset({Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ, Ops.CMPNE})
@@ -163,6 +168,8 @@ def _canon(arg: Any) -> Any:
         return ("i", arg)
     if t is tuple:
         return tuple([_canon(a) for a in arg])
+    if t is complex:
+        return ("c", arg.real.hex(), arg.imag.hex())
     if isinstance(arg, bool):
         return ("b", arg)
     if isinstance(arg, int):
@@ -184,6 +191,8 @@ def _hash_arg(arg: Any) -> bytes:
         return str(arg.value).encode()
     if isinstance(arg, float):
         return b"f" + arg.hex().encode()
+    if isinstance(arg, complex):
+        return b"c" + arg.real.hex().encode() + b"," + arg.imag.hex().encode()
     if isinstance(arg, bool):
         return b"b1" if arg else b"b0"
     if isinstance(arg, int):
@@ -431,6 +440,8 @@ def _py_scalar(value, dtype: DType):
     """Canonical Python scalar of a constant for its dtype."""
     if dtype.is_float:
         return float(value)
+    if dtype.is_complex:
+        return complex(value)
     if dtype.is_int:
         return int(value)
     return bool(value)

@@ -386,13 +386,18 @@ class Kernel:
         elif op in UNARY:
             if len(srcs) != 1:
                 raise err(f"node %{i} {op.name} takes one source, got {len(srcs)}")
-            if op is not Ops.CAST and op not in BOOL_UNARY and srcs[0].dtype != n.dtype:
-                raise err(f"node %{i} {op.name}: source dtype {srcs[0].dtype} != {n.dtype}")
+            want = srcs[0].dtype.real if op in (Ops.REAL, Ops.IMAG, Ops.ABS) else srcs[0].dtype
+            if op is not Ops.CAST and op not in BOOL_UNARY and want != n.dtype:
+                raise err(f"node %{i} {op.name}: source dtype {srcs[0].dtype}, result {n.dtype}")
         elif op in BINARY:
             if len(srcs) != 2 or srcs[0].dtype != srcs[1].dtype:
                 raise err(f"node %{i} {op.name} needs two sources of one dtype, got "
                           f"{[s.dtype for s in srcs]}")
             want = bool_ if op in COMPARE else srcs[0].dtype
+            if op is Ops.COMPLEX:
+                from svod.dtype import complex_of
+
+                want = complex_of(srcs[0].dtype)
             if n.dtype != want:
                 raise err(f"node %{i} {op.name} has dtype {n.dtype}, expected {want}")
         elif op is Ops.WHERE:
@@ -520,7 +525,7 @@ def _chain_to_json(c: ViewChain) -> dict:
     pv = c.pad_value
     return {"views": [[list(v.shape), list(v.strides), v.offset, None if v.mask is None else [list(m) for m in v.mask]]
                       for v in c.views],
-            "pad": pv.hex() if isinstance(pv, float) else pv}
+            "pad": pv.hex() if isinstance(pv, float) else _scalar_to_json(pv)}
 
 
 def _chain_from_json(obj: dict) -> ViewChain:
@@ -529,14 +534,18 @@ def _chain_from_json(obj: dict) -> ViewChain:
     views = tuple(View(tuple(s), tuple(st), off, None if m is None else tuple(tuple(x) for x in m))
                   for s, st, off, m in obj["views"])
     pad = obj["pad"]
-    return ViewChain(views, float.fromhex(pad) if isinstance(pad, str) else pad)
+    return ViewChain(views, float.fromhex(pad) if isinstance(pad, str) else _scalar_from_json(pad))
 
 
 def _scalar_to_json(x):
+    if isinstance(x, complex):
+        return {"c": [x.real.hex(), x.imag.hex()]}
     return {"f": x.hex()} if isinstance(x, float) else x
 
 
 def _scalar_from_json(x):
+    if isinstance(x, dict) and "c" in x:
+        return complex(float.fromhex(x["c"][0]), float.fromhex(x["c"][1]))
     return float.fromhex(x["f"]) if isinstance(x, dict) else x
 
 

@@ -119,6 +119,8 @@ def _arg_to_json(arg):
         return {"t": [_arg_to_json(a) for a in arg]}
     if isinstance(arg, float):
         return {"f": arg.hex()}
+    if isinstance(arg, complex):
+        return {"c": [arg.real.hex(), arg.imag.hex()]}
     if isinstance(arg, DType):
         return {"d": arg.name}
     return arg
@@ -130,6 +132,8 @@ def _arg_from_json(obj):
             return tuple(_arg_from_json(a) for a in obj["t"])
         if "f" in obj:
             return float.fromhex(obj["f"])
+        if "c" in obj:
+            return complex(float.fromhex(obj["c"][0]), float.fromhex(obj["c"][1]))
         if "d" in obj:
             return to_dtype(obj["d"])
     return obj

@@ -118,7 +118,23 @@ def _bincount(p, idx, *weights):
     return (out.astype(weights[0].dtype if weights else np.int64, copy=False),)
 
 
+# ----------------------------------------------------------------------------- fft (pocketfft)
+
+
+def _fft(p, x):
+    """numpy's pocketfft: p = (transform name, n or s, axis or axes, norm)."""
+    name, n, axes, norm = p
+    f = getattr(np.fft, name)
+    return (f(x, n, axes, norm=norm),)
+
+
+def _fft_work(p, shapes) -> float:
+    n = max(_n(shapes), 1)
+    return 5.0 * n * math.log2(max(n, 2))
+
+
 ENTRIES: dict[str, Entry] = {
+    "fft": Entry(_fft, _fft_work, "fft"),
     "sort": Entry(_sort, _nlogn, "sort"),
     "argsort": Entry(_argsort_entry, _nlogn, "argsort"),
     "searchsorted": Entry(_searchsorted, _nlogn, "searchsorted"),

@@ -861,14 +861,20 @@ class Tensor:
 
     @property
     def real(self) -> Tensor:
-        return self
+        from svod.elementwise import real
+
+        return real(self) if self.dtype.kind == "c" else self
 
     @property
     def imag(self) -> Tensor:
-        return zeros_like(self)
+        from svod.elementwise import imag
+
+        return imag(self)
 
     def conj(self) -> Tensor:
-        return self
+        from svod.elementwise import conj
+
+        return conj(self) if self.dtype.kind == "c" else self
 
     conjugate = conj
 
@@ -956,7 +962,7 @@ class Tensor:
 
 # ----------------------------------------------------------------------------- traced Python scalars
 
-_KIND_VALUE = {"b": False, "i": 0, "f": 0.0}  # a Python scalar of each kind (for dtype promotion)
+_KIND_VALUE = {"b": False, "i": 0, "f": 0.0, "c": 0j}  # a Python scalar of each kind (for dtype promotion)
 # Set by svod.tracing while a trace runs: called when a traced Python int is cast to a
 # narrower integer dtype; checks the value fits (OverflowError, as outside the jit) and
 # guards its range.
@@ -1088,6 +1094,8 @@ def _infer_list_dtype(obj) -> DType:
                 raise DTypeError(f"asarray: element of type {type(x).__name__} ({x!r:.40}) is not a number; "
                                  f"svod supports {', '.join(d.name for d in dt.ALL)}")
             kinds.add(k)
+    if "c" in kinds:
+        return dt.complex_of(dt.default_float)
     if "f" in kinds or not kinds:  # an empty list has no kind: the default float, as in torch/JAX
         return dt.default_float
     if "i" in kinds or "u" in kinds:
@@ -1148,8 +1156,6 @@ def asarray(obj, /, *, dtype=None, device=None, copy: bool | None = None) -> Ten
         except OverflowError as e:
             raise SvodOverflowError(f"asarray: value out of range for {d} ({e})") from e
         return _from_numpy(arr, copy=False)
-    if isinstance(obj, complex):
-        raise DTypeError(f"asarray: complex numbers ({obj!r}) are not supported: svod has no complex dtypes yet")
     raise DTypeError(f"asarray: cannot convert object of type {type(obj).__name__}")
 
 
@@ -1340,11 +1346,24 @@ def triu(x: Tensor, /, *, k: int = 0) -> Tensor:
 
 
 def astype(x: Tensor, dtype, /, *, copy: bool = True, device=None) -> Tensor:
+    """Cast to `dtype`. A complex value cast to a real dtype keeps its real part (numpy's
+    result, without its ComplexWarning); to bool it is True unless both parts are 0."""
     x = asarray(x)
     d = dt.dtype(dtype)
     if d == x.dtype:
         return x if not copy else Tensor._from(x.uop)
+    if x.dtype.is_complex and not d.is_complex:
+        if d.is_bool:
+            return not_equal(x, 0)
+        return astype(Tensor._from(UOp(OP.REAL, x.dtype.real, (x.uop,))), d, copy=False)
     return Tensor._from(UOp(OP.CAST, d, (x.uop,)))
+
+
+def _no_complex(name: str, d: DType, why: str = "") -> None:
+    """Raise DTypeError naming `name` for a complex dtype (an op numpy rejects for complex:
+    orderings, maximum/minimum, floor/ceil, //, %, ...)."""
+    if d.is_complex:
+        raise DTypeError(f"{name}: not supported for complex operands ({d}){why}")
 
 
 def _cast(u: UOp, d: DType) -> UOp:
@@ -1447,7 +1466,7 @@ def _unop(op: Ops, name: str, x, *, float_only=False, allow_bool=True, identity_
     x = asarray(x)
     if not allow_bool and x.dtype.is_bool:
         raise DTypeError(f"{name}: not supported for bool input")
-    if identity_for_int and not x.dtype.is_float:
+    if identity_for_int and not x.dtype.is_inexact:
         return x
     u = x.uop
     if float_only and not x.dtype.is_float:
@@ -1457,7 +1476,7 @@ def _unop(op: Ops, name: str, x, *, float_only=False, allow_bool=True, identity_
 
 def _float_result(d: DType) -> DType:
     """The dtype of a division or mean of `d` values: the default float for ints and bool."""
-    return d if d.is_float else dt.default_float
+    return d if d.is_inexact else dt.default_float
 
 
 def _math_result(d: DType) -> DType:
@@ -1492,6 +1511,7 @@ def divide(a, b, /) -> Tensor:
 
 def floor_divide(a, b, /) -> Tensor:
     (ua, ub), d = _operands("floor_divide", a, b)
+    _no_complex("floor_divide", d)
     if d.is_bool:
         raise DTypeError("floor_divide: not supported for bool operands")
     return Tensor._from(UOp(OP.IDIV, d, (ua, ub)))
@@ -1499,6 +1519,7 @@ def floor_divide(a, b, /) -> Tensor:
 
 def remainder(a, b, /) -> Tensor:
     (ua, ub), d = _operands("remainder", a, b)
+    _no_complex("remainder", d)
     if d.is_bool:
         raise DTypeError("remainder: not supported for bool operands")
     return Tensor._from(UOp(OP.MOD, d, (ua, ub)))
@@ -1514,11 +1535,13 @@ def pow(a, b, /) -> Tensor:  # noqa: A001 - the Array API name
 def maximum(a, b, /) -> Tensor:
     """Elementwise maximum; NaN propagates (numpy semantics)."""
     (ua, ub), d = _operands("maximum", a, b)
+    _no_complex("maximum", d, "; complex numbers have no order")
     return Tensor._from(UOp(OP.OR if d.is_bool else OP.MAX, d, (ua, ub)))
 
 
 def minimum(a, b, /) -> Tensor:
     (ua, ub), d = _operands("minimum", a, b)
+    _no_complex("minimum", d, "; complex numbers have no order")
     return Tensor._from(UOp(OP.AND if d.is_bool else OP.MIN, d, (ua, ub)))
 
 
@@ -1553,7 +1576,9 @@ def _cmp(op: Ops, name: str, a, b, swap=False) -> Tensor:
         out = _cmp_out_of_range(op, b, a) if swap else _cmp_out_of_range(op, a, b)
         if out is not None:
             return out
-    (ua, ub), _ = _operands(name, a, b)
+    (ua, ub), d = _operands(name, a, b)
+    if op is not OP.CMPEQ and op is not OP.CMPNE:
+        _no_complex(name, d, "; complex numbers have no order")
     if swap:
         ua, ub = ub, ua
     return Tensor._from(UOp(op, dt.bool_, (ua, ub)))
@@ -1585,7 +1610,7 @@ def not_equal(a, b, /) -> Tensor:
 
 def _bitwise(op: Ops, name: str, a, b) -> Tensor:
     (ua, ub), d = _operands(name, a, b)
-    if d.is_float:
+    if d.is_inexact:
         raise DTypeError(f"{name}: not supported for floating-point operands ({d})")
     return Tensor._from(UOp(op, d, (ua, ub)))
 
@@ -1604,7 +1629,7 @@ def bitwise_xor(a, b, /) -> Tensor:
 
 def bitwise_invert(x, /) -> Tensor:
     x = asarray(x)
-    if x.dtype.is_float:
+    if x.dtype.is_inexact:
         raise DTypeError(f"bitwise_invert: not supported for {x.dtype}")
     return Tensor._from(UOp(OP.NOT, x.dtype, (x.uop,)))
 
@@ -1643,7 +1668,12 @@ def positive(x, /) -> Tensor:
 
 
 def abs(x, /) -> Tensor:  # noqa: A001
+    """|x|; of a complex value its modulus in the parts' float dtype, computed as numpy's
+    SIMD loop: ``max * sqrt(1 + (min/max)**2)`` of the parts' magnitudes; inf if either
+    part is infinite (even with a NaN), else NaN if either is NaN."""
     x = asarray(x)
+    if x.dtype.is_complex:
+        return Tensor._from(UOp(OP.ABS, x.dtype.real, (x.uop,)))
     return x if x.dtype.is_bool else _unop(OP.ABS, "abs", x)
 
 
@@ -1672,6 +1702,13 @@ def cos(x, /) -> Tensor:
 
 
 def tan(x, /) -> Tensor:
+    x = asarray(x)
+    if x.dtype.is_complex:  # tan(z) = -i tanh(i z): glibc's ctan special values too
+        from svod.elementwise import imag, real
+
+        iz = Tensor._from(UOp(OP.COMPLEX, x.dtype, (negative(imag(x)).uop, real(x).uop)))
+        t = tanh(iz)
+        return Tensor._from(UOp(OP.COMPLEX, x.dtype, (imag(t).uop, negative(real(t)).uop)))
     return divide(sin(x), cos(x))
 
 
@@ -1680,6 +1717,7 @@ def tanh(x, /) -> Tensor:
 
 
 def erf(x, /) -> Tensor:
+    _no_complex("erf", asarray(x).dtype)
     return _unop(OP.ERF, "erf", x, float_only=True)
 
 
@@ -1699,28 +1737,41 @@ def log1p(x, /) -> Tensor:
     return _unop(OP.LOG1P, "log1p", x, float_only=True)
 
 
-def log2(x, /) -> Tensor:
+def _scaled_log(x, c: float) -> Tensor:
+    """log(x) * c, c rounded to the result's float dtype; a complex log scales each part
+    (numpy's: an infinite real part keeps a zero imaginary part)."""
     x = asarray(x)
     f = _math_result(x.dtype)
-    return multiply(log(x), np.array(1 / math.log(2), dtype=f.np).item())
+    lg = log(x)
+    if f.is_complex:
+        from svod.elementwise import imag, real
+
+        k = np.array(c, dtype=f.real.np).item()
+        return Tensor._from(UOp(OP.COMPLEX, f, (multiply(real(lg), k).uop, multiply(imag(lg), k).uop)))
+    return multiply(lg, np.array(c, dtype=f.np).item())
+
+
+def log2(x, /) -> Tensor:
+    return _scaled_log(x, 1 / math.log(2))
 
 
 def log10(x, /) -> Tensor:
-    x = asarray(x)
-    f = _math_result(x.dtype)
-    return multiply(log(x), np.array(1 / math.log(10), dtype=f.np).item())
+    return _scaled_log(x, 1 / math.log(10))
 
 
 def floor(x, /) -> Tensor:
+    _no_complex("floor", asarray(x).dtype)
     return _unop(OP.FLOOR, "floor", x, identity_for_int=True)
 
 
 def ceil(x, /) -> Tensor:
+    _no_complex("ceil", asarray(x).dtype)
     return _unop(OP.CEIL, "ceil", x, identity_for_int=True)
 
 
 def trunc(x, /) -> Tensor:
     x = asarray(x)
+    _no_complex("trunc", x.dtype)
     if not x.dtype.is_float:
         return x
     return where(less(x, 0), ceil(x), floor(x))
@@ -1736,6 +1787,19 @@ def sign(x, /) -> Tensor:
 
 
 def reciprocal(x, /) -> Tensor:
+    x = asarray(x)
+    if x.dtype.is_complex:  # numpy's own loop (not 1/x by Smith's division): r = im/re, d = re + im r, ...
+        from svod.elementwise import imag, real
+
+        re, im = real(x), imag(x)
+        first = less_equal(abs(im), abs(re))
+        r1 = divide(im, re)
+        d1 = add(re, multiply(im, r1))
+        r2 = divide(re, im)
+        d2 = add(multiply(re, r2), im)
+        out_re = where(first, divide(1, d1), divide(r2, d2))
+        out_im = where(first, divide(negative(r1), d1), divide(-1, d2))
+        return Tensor._from(UOp(OP.COMPLEX, x.dtype, (out_re.uop, out_im.uop)))
     return divide(1, x)
 
 
@@ -1745,15 +1809,17 @@ def square(x, /) -> Tensor:
 
 
 def isnan(x, /) -> Tensor:
+    """NaN test; a complex value is NaN when either part is."""
     x = asarray(x)
-    if not x.dtype.is_float:
+    if not x.dtype.is_inexact:
         return full(x.shape, False, dtype=dt.bool_)
     return Tensor._from(UOp(OP.ISNAN, dt.bool_, (x.uop,)))
 
 
 def isinf(x, /) -> Tensor:
+    """Infinity test; a complex value is infinite when either part is."""
     x = asarray(x)
-    if not x.dtype.is_float:
+    if not x.dtype.is_inexact:
         return full(x.shape, False, dtype=dt.bool_)
     return Tensor._from(UOp(OP.ISINF, dt.bool_, (x.uop,)))
 
@@ -1782,6 +1848,7 @@ def clip(x, /, min=None, max=None) -> Tensor:  # noqa: A002
     int bound beyond an integer `x`'s range that clamps nothing (a min below it, a max
     above it) is ignored; one that would clamp raises OverflowError."""
     x = asarray(x)
+    _no_complex("clip", x.dtype, "; complex numbers have no order")
     if x.dtype.is_int:
         lo_, hi_ = dt.int_limits(x.dtype)
         if type(min) is int and min < lo_:
@@ -1804,6 +1871,14 @@ def clip(x, /, min=None, max=None) -> Tensor:  # noqa: A002
 
 def _reduce(x, rop: str, axis, keepdims: bool, op: str, out_dtype: DType | None = None) -> Tensor:
     x = asarray(x)
+    if rop in ("max", "min"):
+        _no_complex(op, x.dtype, "; complex numbers have no order")
+    elif rop == "sum" and (out_dtype or x.dtype).is_complex:  # the parts' sums: compiled float reductions
+        from svod.elementwise import imag, real
+
+        x = astype(x, out_dtype or x.dtype, copy=False)
+        parts = [_reduce(p(x), "sum", axis, keepdims, op) for p in (real, imag)]
+        return Tensor._from(UOp(OP.COMPLEX, x.dtype, (parts[0].uop, parts[1].uop)))
     axes = _normalize_axes(axis, x.ndim, op)
     u = x.uop
     if out_dtype is not None and out_dtype != x.dtype:
@@ -1823,7 +1898,7 @@ def _acc_dtype(d: DType, dtype) -> DType:
     and bool int64."""
     if dtype is not None:
         return dt.dtype(dtype)
-    return d if d.is_float else dt.uint64 if d.is_unsigned else dt.int64
+    return d if d.is_inexact else dt.uint64 if d.is_unsigned else dt.int64
 
 
 def sum(x, /, *, axis=None, dtype=None, keepdims: bool = False) -> Tensor:  # noqa: A001
@@ -1879,14 +1954,22 @@ def mean(x, /, *, axis=None, keepdims: bool = False) -> Tensor:
 
 
 def var(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> Tensor:
-    """Variance, two passes (mean, then squared deviations) — never E[x²]−E[x]²."""
+    """Variance, two passes (mean, then squared deviations) — never E[x²]−E[x]²; of
+    complex values the mean of |x - mean|², real (numpy's)."""
     x = asarray(x)
     f = _float_result(x.dtype)
     xf = astype(x, f, copy=False)
     n = _count(x, axis, "var")
     m = mean(xf, axis=axis, keepdims=True)
     d = subtract(xf, m)
-    ss = _reduce(multiply(d, d), "sum", axis, keepdims, "var")
+    if f.is_complex:  # |d|² = re² + im², in the parts' float dtype (numpy's real result)
+        from svod.elementwise import imag, real
+
+        re, im = real(d), imag(d)
+        d2 = add(multiply(re, re), multiply(im, im))
+    else:
+        d2 = multiply(d, d)
+    ss = _reduce(d2, "sum", axis, keepdims, "var")
     denom = n - correction
     return divide(ss, denom) if denom > 0 else multiply(ss, float("inf")) if denom == 0 and n else \
         multiply(ss, float("nan"))
@@ -1898,6 +1981,7 @@ def std(x, /, *, axis=None, correction=0.0, keepdims: bool = False) -> Tensor:
 
 def _argreduce(op: Ops, name: str, x, axis, keepdims) -> Tensor:
     x = asarray(x)
+    _no_complex(name, x.dtype, "; complex numbers have no order")
     if axis is None:
         if x.size == 0:
             raise SvodValueError(f"{name}: attempt to get {name} of an empty sequence")
@@ -2203,6 +2287,13 @@ def matmul(a, b, /) -> Tensor:
         raise ShapeError(f"matmul: operands must be at least 1-D, got shapes {shape_str(a.shape)} and "
                          f"{shape_str(b.shape)}; use * for scalars")
     d = dt.promote_types(a.dtype, b.dtype)
+    if d.is_complex:  # four real matmuls (the float GEMM), recombined
+        from svod.elementwise import imag, real
+
+        a, b = astype(a, d, copy=False), astype(b, d, copy=False)
+        ar, ai, br, bi = real(a), imag(a), real(b), imag(b)
+        re, im = subtract(matmul(ar, br), matmul(ai, bi)), add(matmul(ar, bi), matmul(ai, br))
+        return Tensor._from(UOp(OP.COMPLEX, d, (re.uop, im.uop)))
     ua, ub = _cast(a.uop, d), _cast(b.uop, d)
     squeeze_a = a.ndim == 1
     squeeze_b = b.ndim == 1
@@ -2269,8 +2360,12 @@ def tensordot(a, b, /, *, axes=2) -> Tensor:
 def vecdot(x1, x2, /, *, axis: int = -1) -> Tensor:
     """Dot products along `axis` (a negative axis, counted from the end of both); the other
     axes broadcast, the contracted one must have one size in both; result dtype: the
-    operands' promoted dtype."""
+    operands' promoted dtype. Complex operands: sum(conj(x1) * x2), as the standard says."""
     x1, x2 = asarray(x1), asarray(x2)
+    if x1.dtype.is_complex:
+        from svod.elementwise import conj
+
+        x1 = conj(x1)
     shape = broadcast_shapes(x1.shape, x2.shape, op="vecdot")
     ax = _normalize_axis(axis, len(shape), "vecdot")
     k = ax - len(shape)  # the same axis counted from the end in both operands

@@ -61,8 +61,7 @@ def histogram_entropy(np):
 
 
 def moving_average_filter(np):
-    """A low-pass filter by running sums (the FFT filter of the issue needs complex
-    dtypes, which svod does not have yet)."""
+    """A low-pass filter by running sums (the FFT one: `fft_lowpass_filter`)."""
     t = np.linspace(0, 4 * np.pi, 600)
     signal = np.sin(t) + 0.3 * np.sin(25 * t)
     k = 15
@@ -228,6 +227,22 @@ def hashing_uint32(np):
             "order": np.argsort(small, kind="stable")[:10], "bits": np.sum(x >> np.uint32(31))}
 
 
-PROGRAMS = [heat_stencil, polynomial, cnn_layer, histogram_entropy, moving_average_filter, least_squares,
+def fft_lowpass_filter(np):
+    """The issue's FFT filter: rfft, zero the high frequencies, irfft; a complex spectrum
+    and its power (complex128 throughout, as numpy)."""
+    t = np.linspace(0, 1, 512, endpoint=False)
+    signal = np.sin(2 * np.pi * 5 * t) + 0.5 * np.sin(2 * np.pi * 120 * t)
+    spec = np.fft.rfft(signal)
+    freqs = np.fft.rfftfreq(t.size, d=1 / 512)
+    kept = np.where(freqs < 20, spec, 0)
+    smooth = np.fft.irfft(kept, n=t.size)
+    full = np.fft.fft(signal + 0.25j * np.cos(2 * np.pi * 40 * t))
+    return {"smooth": smooth, "power": np.abs(kept) ** 2, "spectrum": np.abs(full),
+            "phase": np.angle(full[[5, 40, 120, 472]]),
+            "peak": np.argmax(np.abs(spec)), "energy": np.sum(np.real(full * np.conj(full))) / t.size}
+
+
+PROGRAMS = [heat_stencil, polynomial, cnn_layer, histogram_entropy, moving_average_filter, fft_lowpass_filter,
+            least_squares,
             logistic_regression, monte_carlo, statistics, mandelbrot, ranking, linear_algebra, kmeans_step,
             gaussian_blur, image_uint8, hashing_uint32]

@@ -1924,6 +1924,272 @@ def test_int_creation_and_asarray(d):
     assert svod.can_cast(sv(d), svod.int64) == np.can_cast(d, I64)
 
 
+# ----------------------------------------------------------------------------- complex
+# complex64/complex128: every complex op against numpy over pairs of special parts (0.0,
+# -0.0, 1, -1.5, inf, -inf, NaN, tiny, huge) and random values, bit for bit (NaN parts
+# by position, zeros by sign), compiled (the module's fallback count covers these).
+
+C64, C128 = np.dtype(np.complex64), np.dtype(np.complex128)
+COMPLEX = [C64, C128]
+_CPARTS = [0.0, -0.0, 1.0, -1.5, math.inf, -math.inf, math.nan, 1e-30, 3e38]
+
+
+def complex_specials(d: np.dtype, n_random: int = 64, seed: int = 0) -> np.ndarray:
+    """Every (re, im) pair of special parts, then random values."""
+    p = np.array(_CPARTS)
+    grid = np.empty(len(p) ** 2, np.complex128)
+    grid.real, grid.imag = np.repeat(p, len(p)), np.tile(p, len(p))  # exact parts (no 0*inf)
+    rng = np.random.default_rng(seed)
+    rand = rng.standard_normal(n_random) + 1j * rng.standard_normal(n_random)
+    return np.concatenate([grid, rand]).astype(d)
+
+
+def check_c(t, want):
+    """`t` equals the complex array `want`: dtype, shape, each part bit for bit (NaN by
+    position, zeros by sign)."""
+    want = np.asarray(want)
+    assert t.dtype.name == want.dtype.name, f"dtype {t.dtype} != expected {want.dtype}"
+    got = t.numpy()
+    assert got.shape == want.shape and got.dtype == want.dtype
+    for part in ("real", "imag"):
+        g, w = getattr(got, part), getattr(want, part)
+        gn, wn = np.isnan(g), np.isnan(w)
+        assert np.array_equal(gn, wn), f"{part}: NaN positions differ at {np.nonzero(gn != wn)[0][:5]}"
+        ok = gn | ((g == w) & (np.signbit(g) == np.signbit(w)))
+        bad = np.nonzero(~ok)[0] if ok.ndim else ([0] if not ok else [])
+        assert not len(bad), f"{part} differs at {bad[:5]}: got {g.reshape(-1)[bad[:5]]} want {w.reshape(-1)[bad[:5]]}"
+
+
+_C_BINARY = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide}
+
+
+@pytest.mark.parametrize("d", COMPLEX, ids=str)
+def test_complex_binary_ops_on_special_values(d):
+    v = complex_specials(d)
+    a, b = np.meshgrid(v, v, indexing="ij")
+    a, b = a.reshape(-1), b.reshape(-1)
+    ta, tb = svod.asarray(a), svod.asarray(b)
+    got = {name: getattr(svod, name)(ta, tb) for name in _C_BINARY}
+    got["eq"], got["ne"], got["ops"] = ta == tb, ta != tb, (ta + tb) * ta / tb - ta
+    svod.realize(*got.values())
+    with np.errstate(all="ignore"):
+        for name, f in _C_BINARY.items():
+            try:
+                check_c(got[name], f(a, b))
+            except AssertionError as e:
+                raise AssertionError(f"{name} on {d}: {e}") from None
+        check(got["eq"], a == b)
+        check(got["ne"], a != b)
+        check_c(got["ops"], (a + b) * a / b - a)
+
+
+@pytest.mark.parametrize("d", COMPLEX, ids=str)
+def test_complex_unary_ops_on_special_values(d):
+    x = complex_specials(d)
+    t = svod.asarray(x)
+    fr = np.dtype(np.float32 if d == C64 else np.float64)
+    outs = {"negative": -t, "positive": +t, "conj": svod.conj(t), "conj_method": t.conj(), "square": svod.square(t),
+            "reciprocal": svod.reciprocal(t), "real": svod.real(t), "imag": svod.imag(t), "abs": svod.abs(t),
+            "abs_op": abs(t), "isnan": svod.isnan(t), "isinf": svod.isinf(t), "isfinite": svod.isfinite(t),
+            "real_attr": t.real, "imag_attr": t.imag}
+    svod.realize(*outs.values())
+    with np.errstate(all="ignore"):
+        for name, want in [("negative", -x), ("positive", +x), ("conj", np.conj(x)), ("conj_method", x.conj()),
+                           ("square", np.square(x)), ("reciprocal", np.reciprocal(x))]:
+            try:
+                check_c(outs[name], want)
+            except AssertionError as e:
+                raise AssertionError(f"{name} on {d}: {e}") from None
+        for name, want in [("real", x.real), ("imag", x.imag), ("abs", np.abs(x)), ("abs_op", np.abs(x)),
+                           ("real_attr", x.real), ("imag_attr", x.imag)]:
+            check(outs[name], want, signed_zero=True)
+            assert outs[name].dtype.name == fr.name
+        for name in ("isnan", "isinf", "isfinite"):
+            check(outs[name], getattr(np, name)(x))
+
+
+@pytest.mark.parametrize("d", COMPLEX, ids=str)
+def test_complex_where_astype_and_creation(d):
+    x = complex_specials(d)
+    t = svod.asarray(x)
+    c = np.arange(x.size) % 3 == 0
+    fr = np.float32 if d == C64 else np.float64
+    outs = {"where": svod.where(svod.asarray(c), t, svod.conj(t)),
+            "to_other": svod.astype(t, C128 if d == C64 else C64),
+            "to_real": svod.astype(t, fr), "to_bool": svod.astype(t, svod.bool),
+            "from_real": svod.astype(svod.asarray(x.real), d), "from_int": svod.astype(svod.arange(5), d)}
+    svod.realize(*outs.values())
+    check_c(outs["where"], np.where(c, x, np.conj(x)))
+    check_c(outs["to_other"], x.astype(C128 if d == C64 else C64))
+    check(outs["to_real"], x.real, signed_zero=True)
+    check(outs["to_bool"], x.astype(bool))
+    check_c(outs["from_real"], x.real.astype(d))
+    check_c(outs["from_int"], np.arange(5).astype(d))
+    check_c(svod.full((2, 3), 1 - 2j, dtype=sv(d)), np.full((2, 3), 1 - 2j, d))
+    check_c(svod.zeros(3, dtype=sv(d)), np.zeros(3, d))
+    check_c(svod.ones((2,), dtype=d.name), np.ones(2, d))
+    check_c(svod.asarray(x[3]), np.asarray(x[3]))  # a numpy complex scalar keeps its dtype
+
+
+def test_complex_literals_and_promotion():
+    xs, ys = np.arange(4, dtype=F32), np.linspace(-1, 1, 3, dtype=F32)
+    X, Y = svod.asarray(xs), svod.asarray(ys)
+    check_c(X + Y[:, None] * 1j, xs + ys[:, None] * np.complex64(1j))  # weak: float32 array -> complex64
+    check_c(svod.asarray(xs.astype(F64)) * (2 - 1j), xs.astype(F64) * (2 - 1j))  # float64 -> complex128
+    check_c(svod.asarray(np.arange(3)) + 1j, (np.arange(3) + np.complex64(1j)).astype(C64))  # int -> default
+    check_c(svod.asarray(1.5 - 2j), np.asarray(1.5 - 2j, C64))
+    check_c(svod.asarray([1, 2j, 3.5]), np.asarray([1, 2j, 3.5], C64))
+    check_c(svod.asarray(xs) + svod.asarray(xs.astype(C128)), xs + xs.astype(C128))  # float32 + complex128
+    check_c(svod.asarray(np.arange(3, dtype=I64)) * svod.asarray(np.ones(3, C64)),
+            np.arange(3, dtype=I64) * np.ones(3, C64))  # int64 with complex64: complex128, as numpy
+    assert svod.result_type(svod.float32, svod.complex64) == svod.complex64
+    assert svod.result_type(svod.float64, svod.complex64) == svod.complex128
+    assert svod.isdtype(svod.complex64, "complex floating") and not svod.isdtype(svod.complex64, "real floating")
+    assert svod.finfo(svod.complex64).dtype == svod.float32 and svod.finfo(svod.complex128).bits == 64
+    assert np.dtype(svod.complex128) == C128
+
+
+@pytest.mark.parametrize("d", COMPLEX, ids=str)
+def test_complex_reductions_and_matmul(d):
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((5, 7)) + 1j * rng.standard_normal((5, 7))).astype(d)
+    y = (rng.standard_normal((7, 3)) + 1j * rng.standard_normal((7, 3))).astype(d)
+    t, u = svod.asarray(x), svod.asarray(y)
+    tol = 1e-5 if d == C64 else 1e-12
+    outs = {"sum": svod.sum(t), "sum0": svod.sum(t, axis=0), "mean1": svod.mean(t, axis=1, keepdims=True),
+            "matmul": t @ u, "matvec": t @ u[:, 0], "fused": svod.sum(t * svod.conj(t) + 1j, axis=1),
+            "var": svod.var(t, axis=1), "std": svod.std(t, correction=1), "vecdot": svod.vecdot(t, t),
+            "prod1": svod.prod(t * 0.5, axis=1), "prod": svod.prod(t / (1 + svod.abs(t)))}
+    svod.realize(*outs.values())
+    for name, want in [("sum", x.sum()), ("sum0", x.sum(0)), ("mean1", x.mean(1, keepdims=True)),
+                       ("matmul", x @ y), ("matvec", x @ y[:, 0]), ("fused", (x * np.conj(x) + 1j).sum(1)),
+                       ("var", x.var(1)), ("std", x.std(ddof=1)), ("vecdot", np.vecdot(x, x)),
+                       ("prod1", np.prod(x * d.type(0.5), axis=1)), ("prod", np.prod(x / (1 + np.abs(x))))]:
+        g = outs[name]
+        assert g.dtype.name == np.asarray(want).dtype.name, (name, g.dtype)
+        np.testing.assert_allclose(g.numpy(), want, rtol=tol, atol=tol, err_msg=f"{name} on {d}")
+
+
+@pytest.mark.parametrize("call", [
+    ("less", lambda a: a < a), ("greater_equal", lambda a: svod.greater_equal(a, 1j)),
+    ("maximum", lambda a: svod.maximum(a, a)), ("minimum", lambda a: svod.minimum(a, 0)),
+    ("floor", svod.floor), ("ceil", svod.ceil), ("trunc", svod.trunc), ("floor_divide", lambda a: a // 2),
+    ("remainder", lambda a: a % 2), ("max", svod.max), ("min", lambda a: svod.min(a, axis=0)),
+    ("argmax", svod.argmax), ("clip", lambda a: svod.clip(a, 0, 1)), ("atan2", lambda a: svod.atan2(a, a)),
+    ("hypot", lambda a: svod.hypot(a, 1.0)), ("copysign", lambda a: svod.copysign(a, a)),
+    ("signbit", svod.signbit), ("bitwise_and", lambda a: a & a),
+], ids=lambda c: c[0])
+def test_complex_unsupported_ops_raise_naming_the_op(call):
+    name, f = call
+    a = svod.asarray(np.array([1 + 2j, -1j], C64))
+    with pytest.raises(svod.DTypeError, match=name):
+        f(a)
+
+
+def check_c_close(t, want, ulps: float = 4.0, scale=0.0):
+    """Like `check_c`, but finite nonzero parts within `ulps` of the part's float eps
+    (relative to |want| + `scale`, the size of terms that cancel into it; plus a
+    thousandth of eps absolute): the transcendental functions are
+    svod's vector math, numpy's are glibc's (both a few ulps from exact). Zeros, infinities
+    and NaN positions still exactly, zeros by sign."""
+    want = np.asarray(want)
+    assert t.dtype.name == want.dtype.name, f"dtype {t.dtype} != expected {want.dtype}"
+    got = t.numpy()
+    eps = np.finfo(want.dtype).eps
+    for part in ("real", "imag"):
+        g, w = getattr(got, part), getattr(want, part)
+        assert np.array_equal(np.isnan(g), np.isnan(w)), f"{part}: NaN positions differ"
+        exact = np.isinf(w) | (w == 0)
+        differ = exact & ((g != w) | (np.signbit(g) != np.signbit(w)))
+        assert not differ.any(), f"{part}: zeros/infinities differ at {np.nonzero(differ)[0][:5]}"
+        fin = np.isfinite(w) & ~exact
+        sc = np.broadcast_to(np.asarray(scale, np.float64), w.shape)[fin]  # terms that cancel into w
+        bad = np.abs(g[fin] - w[fin]) > ulps * eps * (np.abs(w[fin]) + sc) + eps * 1e-3
+        assert not bad.any(), f"{part}: beyond {ulps} ulps: got {g[fin][bad][:5]} want {w[fin][bad][:5]}"
+
+
+@pytest.mark.parametrize("d", COMPLEX, ids=str)
+def test_complex_transcendental_functions(d):
+    """exp, log, sqrt, sign, sin, cos, tan, sinh, cosh, tanh, expm1, log1p, round
+    compiled: C99's special
+    values exactly (glibc's, numpy's), finite values within a few ulps, |z| near 1
+    included (log's cancellation)."""
+    rng = np.random.default_rng(2)
+    near1 = np.exp(1j * rng.uniform(-4, 4, 64)) * (1 + rng.standard_normal(64) * 1e-4)
+    x = np.concatenate([complex_specials(d, 256), near1.astype(d), (rng.standard_normal(64) * 30).astype(d)])
+    t = svod.asarray(x)
+    ulps = {"exp": 4, "log": 4, "sqrt": 4, "sign": 4, "sinh": 4, "cosh": 4, "sin": 4, "cos": 4,
+            "tanh": 16, "tan": 16}  # tanh/tan: sinh² + cos² cancels near the poles
+    ulps.update({"expm1": 4, "log1p": 4, "round": 0})
+    outs = {name: getattr(svod, name)(t) for name in ulps}
+    outs["chain"] = svod.log(svod.exp(t * 0.5) + 1)
+    svod.realize(*outs.values())
+    with np.errstate(all="ignore"):
+        for name in ulps:
+            try:
+                # expm1's real part, expm1(re) cos(im) - 2 sin(im/2)^2, cancels: terms up to exp(re) + 2
+                scale = np.exp(np.minimum(x.real.astype(np.float64), 700)) + 2 if name == "expm1" else 0.0
+                check_c_close(outs[name], getattr(np, name)(x), ulps[name], scale)
+            except AssertionError as e:
+                raise AssertionError(f"{name} on {d}: {e}") from None
+        fin = np.isfinite(x) & (np.abs(x) < 50)
+        want = np.log(np.exp(x * d.type(0.5)) + 1)
+        got = outs["chain"].numpy()
+        np.testing.assert_allclose(got[fin], want[fin], rtol=1e-4 if d == C64 else 1e-12, atol=1e-6)
+
+
+@pytest.mark.parametrize("d", COMPLEX, ids=str)
+def test_complex_pow(d):
+    """a ** b compiled as numpy's npy_cpow: b = 0 gives 1, a = 0 gives 0 or NaN, a real
+    integer exponent below 100 in magnitude repeated squaring (exact as numpy's products
+    and Smith division), the rest exp(b log a) with C's complex product (infinities
+    recovered): special values exactly, finite values within ulps scaled by |b log a|."""
+    p = np.array([0.0, -0.0, 1.0, -1.5, math.inf, -math.inf, math.nan, 2.0, 3.0])
+    grid = np.empty(81, np.complex128)
+    grid.real, grid.imag = np.repeat(p, 9), np.tile(p, 9)
+    rng = np.random.default_rng(4)
+    v = np.concatenate([grid, rng.standard_normal(40) * 1.5 + 1j * rng.standard_normal(40) * 1.5]).astype(d)
+    ex = np.concatenate([v[::7], np.array([0, 1, 2, 3, 4, -1, -2, -5, 7, 99, -99, 100, 0.5, 2.5, 1j, 1 + 1j], d)])
+    a, b = (m.reshape(-1) for m in np.meshgrid(v, ex, indexing="ij"))
+    got = svod.asarray(a) ** svod.asarray(b)
+    with np.errstate(all="ignore"):
+        want = a ** b
+        size = np.nan_to_num(np.abs(want.real), posinf=0) + np.nan_to_num(np.abs(want.imag), posinf=0)
+        amp = size * (1 + np.nan_to_num(np.abs(b.astype(C128) * np.log(a.astype(C128))), posinf=0))
+    check_c_close(got, want, 8, amp)
+    with np.errstate(all="ignore"):  # a Python int exponent: npy_cpow's unrolled textbook a·a
+        check_c(svod.pow(svod.asarray(v), 2), np.power(v, np.full_like(v, 2)))
+
+
+@given(data=st.data())
+@SETTINGS
+def test_complex_fused_chains(data):
+    """Random chains of complex ops, fused into one kernel, bit for bit against numpy."""
+    d = data.draw(st.sampled_from(COMPLEX))
+    n = data.draw(st.integers(1, 40))
+    parts = st.floats(allow_nan=True, allow_infinity=True, width=32 if d == C64 else 64)
+    arrs = [np.array([complex(data.draw(parts), data.draw(parts)) for _ in range(n)], d) for _ in range(3)]
+    ops = data.draw(st.lists(st.sampled_from(["add", "sub", "mul", "div", "conj", "neg", "where", "scalar"]),
+                             min_size=1, max_size=6))
+    xs, ts = list(arrs), [svod.asarray(a) for a in arrs]
+    x, t = xs[0], ts[0]
+    with np.errstate(all="ignore"):
+        for k, op in enumerate(ops):
+            o, to = xs[1 + k % 2], ts[1 + k % 2]
+            if op in ("add", "sub", "mul", "div"):
+                f = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv}[op]
+                x, t = f(x, o), f(t, to)
+            elif op == "conj":
+                x, t = np.conj(x), svod.conj(t)
+            elif op == "neg":
+                x, t = -x, -t
+            elif op == "where":
+                x, t = np.where(np.abs(o) > 1, x, o), svod.where(svod.abs(to) > 1, t, to)
+            else:
+                x, t = x * (0.5 - 2j), t * (0.5 - 2j)
+    check_c(t, x.astype(d))
+
+
 def test_zz_op_suite_runs_with_zero_interpreter_fallbacks():
     """Counted over the whole module (the fixture above sums svod.stats() after each test):
     every op of the suite compiled for every dtype it used (DESIGN: zero fallbacks)."""

@@ -85,6 +85,8 @@ class ColumnLowering:
         nch = plan.split or 1
         consts = {i: lw.emit_op(f, n.op, n.dtype, n.arg, [], []) for i, n in enumerate(k.nodes) if n.op is lw.Ops.CONST}
         reds = [lw._Reduction(self, i) for i, n in enumerate(k.nodes) if n.op is lw.Ops.REDUCE]
+        if any(r.complex for r in reds):
+            raise lw.LoweringError("a complex product over columns (row reductions only)")
         chan = chan_variance(k) if len(red_axes) == 1 else None
         n_red = ax0.size
         blocked = chan is not None or (any(r.cascade for r in reds) and ax0.size > lw.SUM_BLOCK)

@@ -57,7 +57,7 @@ from svod.ir import COMPARE, Ops
 from svod.kernel import ACC, LOAD, VALID, Kernel, view_axes_stride0
 from svod.view import View, ViewChain
 
-LOWER_VERSION = "7"  # bump when generated code changes meaning (part of the object-cache key)
+LOWER_VERSION = "8"  # bump when generated code changes meaning (part of the object-cache key)
 MAX_SEGMENTS = 8  # most pieces a loop is cut into at mask boundaries (`_segments`), or blocks unrolled
 ILP_INTERLEAVE = 4  # vectors in flight in an elementwise loop with a long chain (`_ilp_hints`)
 _LATENCY_OPS = frozenset({Ops.EXP, Ops.EXPM1, Ops.LOG, Ops.LOG1P,
@@ -117,6 +117,10 @@ def reg_type(dt: DType) -> ir.Type:
 
 
 def mem_type(dt: DType) -> ir.Type:
+    """The element type of a buffer pointer: i8 for bool; the parts' float for a complex
+    dtype (two elements a value, `svod/codegen/cplx.py`)."""
+    if dt.is_complex:
+        return reg_type(dt.real)
     return I8 if dt.is_bool else reg_type(dt)
 
 
@@ -272,6 +276,8 @@ def _split_chunks(kernel: Kernel, length: int, row_elems: int, column: bool = Fa
     `SPLIT_MAX_CHUNKS`. Depends on the shapes only, never on the thread count."""
     from svod.codegen.split import chunking
 
+    if any(n.op is Ops.REDUCE and n.dtype.kind == "c" for n in kernel.nodes):
+        return length, 1  # a complex product's partials would need a complex combine: one chunk
     isz = max([i.dtype.itemsize for i in kernel.inputs] + [1])
     # whole SUM_BLOCKs: a row's float sum is blocked along its only axis, a column reduce's
     # along the outer reduce axis; then a chunk's blocks are the unsplit kernel's blocks
@@ -354,6 +360,10 @@ def make_access(chain: ViewChain, groups: list[tuple[int, ...]]) -> Access:
 
 
 def _const(dt: DType, value) -> ir.Constant:
+    if dt.is_complex:
+        from svod.codegen.cplx import const
+
+        return const(dt, value)
     with np.errstate(all="ignore"):
         v = np.array(value).astype(dt.np)[()]
     if dt.is_float:
@@ -601,6 +611,17 @@ class KernelLowering(ColumnLowering):
         if acc.dead:
             return _const(dt, 0)
         addr, valid = self._address(acc, ctx)
+        if dt.is_complex:  # (re, im) at 2*addr, 2*addr + 1
+            a2 = b.mul(addr, _i64(2))
+            parts = [(b.gep(ptr, [a2]), ptr.type.pointee), (b.gep(ptr, [b.add(a2, _i64(1))]), ptr.type.pointee)]
+            if valid is None:
+                return tuple(b.load(p) for p, _ in parts)
+            out = []
+            for p, ty in parts:
+                res = self.f.var(ty, ir.Constant(ty, 0.0))
+                self.f.if_then(valid, lambda p=p, res=res: b.store(b.load(p), res))
+                out.append(b.load(res))
+            return tuple(out)
         if valid is None:
             return self._from_mem(b.load(b.gep(ptr, [addr])), dt)
         # NOTE: masked positions must never be read (they may lie outside the buffer):
@@ -621,6 +642,11 @@ class KernelLowering(ColumnLowering):
     def _store(self, ptr: ir.Value, dt: DType, acc: Access, ctx: dict, v: ir.Value) -> None:
         b = self.f.b
         addr, _ = self._address(acc, ctx)
+        if dt.is_complex:
+            a2 = b.mul(addr, _i64(2))
+            b.store(v[0], b.gep(ptr, [a2]))
+            b.store(v[1], b.gep(ptr, [b.add(a2, _i64(1))]))
+            return
         if dt.is_bool:
             v = b.zext(v, I8)
         b.store(v, b.gep(ptr, [addr]))
@@ -1145,7 +1171,10 @@ class _Reduction:
         self.dt = low.k.nodes[n.src[0]].dtype if n.op is not Ops.REDUCE else n.dtype
         self.simple = n.op is Ops.REDUCE
         self.cascade = n.op is Ops.REDUCE and n.arg == "sum" and n.dtype.is_float
-        self.ty = reg_type(self.dt)
+        self.complex = self.dt.kind == "c"  # a product (the frontend sums the parts): (re, im) accumulators
+        if self.complex and not (n.op is Ops.REDUCE and n.arg == "prod"):
+            raise LoweringError(f"{n.op.name} {n.arg} of {self.dt}")
+        self.ty = reg_type(self.dt.real if self.complex else self.dt)
 
     def _identity(self) -> ir.Constant:
         dt = self.dt
@@ -1170,6 +1199,10 @@ class _Reduction:
 
     def init_row(self) -> None:
         f = self.f
+        if self.complex:
+            self.acc = (f.var(self.ty, ir.Constant(self.ty, 1.0), "acc.re"), f.var(self.ty, ir.Constant(self.ty, 0.0),
+                                                                                 "acc.im"))
+            return
         self.acc = f.var(self.ty, self._identity(), "acc")
         if not self.simple:
             self.idx = f.var(I64, _i64(0), "argidx")
@@ -1183,6 +1216,13 @@ class _Reduction:
 
     def update(self, x: ir.Value, lin) -> None:
         f, b = self.f, self.f.b
+        if self.complex:  # in order, numpy's product (svod/codegen/cplx.py)
+            from svod.codegen.cplx import mul
+
+            new = mul(f, (b.load(self.acc[0]), b.load(self.acc[1])), x)
+            b.store(new[0], self.acc[0])
+            b.store(new[1], self.acc[1])
+            return
         cur = b.load(self.acc)
         dt = self.dt
         if self.op is Ops.REDUCE:
@@ -1226,6 +1266,8 @@ class _Reduction:
 
     def finish(self) -> ir.Value:
         f, b = self.f, self.f.b
+        if self.complex:
+            return b.load(self.acc[0]), b.load(self.acc[1])
         if self.simple and not self.cascade:
             return b.load(self.acc)
         if not self.simple:
@@ -1432,8 +1474,13 @@ _FCMP = {Ops.CMPLT: "<", Ops.CMPLE: "<=", Ops.CMPEQ: "=="}
 
 
 def emit_op(f: _Fn, op, dt: DType, arg, xs: list[ir.Value], src_dts: list[DType]) -> ir.Value:
-    """One body node on scalar registers, numpy semantics (see svod/interp.py)."""
+    """One body node on scalar registers, numpy semantics (see svod/interp.py); a complex
+    value is a (re, im) pair (`svod/codegen/cplx.py`)."""
     b = f.b
+    if dt.kind == "c" or (src_dts and any(s.kind == "c" for s in src_dts)):
+        from svod.codegen.cplx import emit_complex
+
+        return emit_complex(f, op, dt, arg, xs, src_dts, lambda x, s, d: _cast(f, x, s, d))
     if op is Ops.CONST:
         return _const(dt, arg)
     sdt = src_dts[0] if src_dts else dt

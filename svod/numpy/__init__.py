@@ -4,15 +4,14 @@ The same names and calling conventions as numpy for what svod implements (creati
 ufuncs with ``out=`` and their ``outer``/``reduce``/``accumulate``/``at`` methods,
 reductions with positional axes and dtypes, joining and splitting, sorting and searching,
 `dot`/`einsum`/`tensordot`, `cov`/`corrcoef`/`histogram`/`median`/`quantile`, `linalg`,
-`fft`'s real helpers, `random`), over svod's lazy ops: the program's arithmetic is fused
+`fft`, `random`), over svod's lazy ops: the program's arithmetic is fused
 and compiled. numpy's defaults hold in this namespace: Python floats and creation
 functions give float64, integer division and means give float64 (`svod` itself keeps
 float32). Arrays are `svod.numpy.ndarray` (a `svod.Tensor`); ``isinstance(x, np.ndarray)``
 holds for any svod tensor. dtypes are svod's (`np.float64` is `svod.float64`, callable as
 numpy's scalar type: ``np.float64(1.5)``).
 
-What stays out (docs/semantics.md): complex (until svod has it) and float16, so the FFT
-transforms and `linalg.eig`; structured and
+What stays out (docs/semantics.md): float16, `linalg.eig`; structured and
 string arrays; numpy's ``order=`` memory layouts and in-place views (slices are values:
 ``x[1:3] = v`` updates `x`, but a slice taken earlier does not see it); `np.matrix`;
 `ufunc.reduceat`. Calling numpy itself on svod arrays stays in svod (see `svod.interop`).
@@ -37,6 +36,9 @@ from svod.numpy._ndarray import ndarray, numpy_function, retag  # noqa: F401
 # dtypes (svod's, callable as numpy's scalar types) and numpy's abstract scalar classes
 bool_ = bool = _svod.bool  # noqa: A001
 int32, int64, float32, float64 = _svod.int32, _svod.int64, _svod.float32, _svod.float64
+complex64, complex128 = _svod.complex64, _svod.complex128
+cdouble = complex_ = _svod.complex128
+csingle = _svod.complex64
 int8, int16, uint8, uint16, uint32, uint64 = (_svod.int8, _svod.int16, _svod.uint8, _svod.uint16, _svod.uint32,
                                               _svod.uint64)
 int_ = intp = longlong = _svod.int64

@@ -848,6 +848,41 @@ def size(a, axis=None) -> int:
     return math.prod(s) if axis is None else s[axis]
 
 
+def real(val):
+    """The real part (the value itself for a real array)."""
+    return E.real(val)
+
+
+def imag(val):
+    """The imaginary part (zeros of the dtype for a real array)."""
+    return E.imag(val)
+
+
+def angle(z, deg=False):
+    """The argument of a complex value, atan2(imag, real) (radians, or degrees)."""
+    z = T.asarray(z)
+    a = E.atan2(E.imag(z), E.real(z)) if z.dtype.is_complex else E.atan2(T.zeros_like(T.astype(z, dt.math_float(
+        z.dtype))), T.astype(z, dt.math_float(z.dtype)))
+    return T.multiply(a, 180.0 / math.pi) if deg else a
+
+
+def iscomplexobj(x):
+    return T.asarray(x).dtype.is_complex
+
+
+def isrealobj(x):
+    return not T.asarray(x).dtype.is_complex
+
+
+def iscomplex(x):
+    """Elementwise: a nonzero imaginary part."""
+    return T.not_equal(E.imag(T.asarray(x)), 0)
+
+
+def isreal(x):
+    return T.equal(E.imag(T.asarray(x)), 0)
+
+
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "builtins", "math", "np", "T", "E",
                                                                    "LA", "dt", "Tensor", "ShapeError", "shape_str",
                                                                    "store_out")]

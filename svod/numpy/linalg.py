@@ -1,7 +1,7 @@
 """`svod.numpy.linalg`: numpy.linalg's names over `svod.linalg` (LAPACK library steps),
-with numpy's signatures and defaults. `eig` and `eigvals` (complex results for general
-matrices) raise `DTypeError` until svod has complex dtypes; use `eigh`/`eigvalsh` for
-symmetric matrices.
+with numpy's signatures and defaults. `eig` and `eigvals` are eager: numpy's result
+dtype depends on the data (real when every eigenvalue is, complex otherwise), so they
+realize their operand and return numpy's LAPACK results (`eigh`/`eigvalsh` stay lazy).
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ import numpy as np
 
 import svod.tensor as T
 from svod import linalg as LA
-from svod.dtype import DTypeError
-from svod.errors import SvodValueError, named
+from svod.errors import SvodValueError
 from svod.numpy._ndarray import numpy_function
 from svod.tensor import asarray
 
@@ -98,13 +97,14 @@ def _lstsq(a, b, rcond=None):
     return tuple(LA.lstsq(a, b, rcond=rcond))
 
 
-def _complex_only(name: str):
-    def fn(*args, **kwargs):
-        raise DTypeError(f"linalg.{name}: the eigenvalues of a general matrix are complex, and svod has no complex "
-                         f"dtypes yet; use eigh/eigvalsh for symmetric matrices, or numpy on t.numpy()")
+def _eig(a):
+    """numpy's eig, eager (the result dtype depends on the eigenvalues)."""
+    r = np.linalg.eig(asarray(a).numpy())
+    return type(r)(asarray(r.eigenvalues), asarray(r.eigenvectors))
 
-    named(fn, name)
-    return fn
+
+def _eigvals(a):
+    return asarray(np.linalg.eigvals(asarray(a).numpy()))
 
 
 IMPL = {
@@ -114,7 +114,7 @@ IMPL = {
     "matrix_rank": _matrix_rank, "norm": _norm, "cond": _cond, "multi_dot": _multi_dot,
     "matrix_norm": LA.matrix_norm, "vector_norm": LA.vector_norm, "diagonal": LA.diagonal, "trace": LA.trace,
     "cross": LA.cross, "outer": LA.outer, "vecdot": LA.vecdot, "tensordot": LA.tensordot, "matmul": LA.matmul,
-    "matrix_transpose": LA.matrix_transpose, "eig": _complex_only("eig"), "eigvals": _complex_only("eigvals"),
+    "matrix_transpose": LA.matrix_transpose, "eig": _eig, "eigvals": _eigvals,
 }
 
 for _name, _fn in IMPL.items():
