@@ -135,7 +135,9 @@ def test_report_then_rescore_with_another_model(capsys, isolated):
     """A report's JSON names each timed variant's cover: rescoring with the same model gives
     back its figures; another model prices the same variants against the same timings."""
     path = isolated / "rep.json"
-    code, out, err = _run(capsys, "costmodel", "report", "--workloads", "gelu", "--small", "--max-variants", "3",
+    # NOTE: mean_var, not gelu: the accurate gelu (float64 inside, issue 26) has 44 free
+    # boundaries, past the report's --max-choices, so the report skips it
+    code, out, err = _run(capsys, "costmodel", "report", "--workloads", "mean_var", "--small", "--max-variants", "3",
                           "--repeats", "3", "--instances", "1", "--budget", "0", "--no-progress", "--json", str(path))
     assert code == 0, err
     first = json.loads(path.read_text())
@@ -143,7 +145,7 @@ def test_report_then_rescore_with_another_model(capsys, isolated):
     again = isolated / "again.json"
     code, out, err = _run(capsys, "costmodel", "rescore", str(path), "--json", str(again))
     assert code == 0, err
-    assert "timings of" in out and "gelu" in out
+    assert "timings of" in out and "mean_var" in out
     row, row2 = first["rows"][0], json.loads(again.read_text())["rows"][0]
     assert row2["measured"] == row["measured"] and row2["predicted"] == pytest.approx(row["predicted"])
     assert row2["pick"] == row["pick"] and row2["ranks"] == row["ranks"]
