@@ -186,10 +186,11 @@ def test_calibrate_and_report_on_the_farm(farm):
             return farm.run(pairs, pb)
 
     kw = {"small": True, "max_variants": 3, "repeats": 3, "budget": 0.2, "instances": 1, "progress": False}
-    ((g, rows, failures),) = report_farm(Counting(), "search.oracle", ["gelu", "w2_softmax"], **kw)
-    assert not failures and [r.workload for r in rows] == ["gelu", "w2_softmax"]
+    # NOTE: mean_var, not gelu: the accurate gelu has 44 free boundaries, past the report's --max-choices
+    ((g, rows, failures),) = report_farm(Counting(), "search.oracle", ["mean_var", "w2_softmax"], **kw)
+    assert not failures and [r.workload for r in rows] == ["mean_var", "w2_softmax"]
     assert all(r.measured_variants >= 2 and r.pick_ratio >= 1.0 for r in rows)
-    ((_, again, _),) = report_farm(Counting(), "search.oracle", ["gelu", "w2_softmax"], **kw)
+    ((_, again, _),) = report_farm(Counting(), "search.oracle", ["mean_var", "w2_softmax"], **kw)
     assert counted == [2, 0] and [r.measured for r in again] == [r.measured for r in rows]  # resumed
     with pytest.raises(ValueError, match="calibrated' or 'roofline"):
         report_farm(Counting(), "search.oracle", ["gelu"], model="measured", **kw)
