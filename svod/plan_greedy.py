@@ -596,50 +596,21 @@ def _concat_kernels(kernels: list[Kernel]) -> Kernel:
 
 
 def shared_heavy(key: GraphKey, threshold: int = 12) -> set[int]:
-    """Values read by several kernels whose inlined cone is big: recomputing them in every
-    kernel would multiply work (and kernel bodies), so the greedy planner materialises
-    them. Cheap shared values (a cast, a scale) are still recomputed, and a value whose
-    consumers all end up in one kernel is computed once there (a kernel body is a DAG),
-    so it stays inlined. Which kernel a consumer ends up in follows the boundaries chosen
-    so far; a few rounds settle it (each round only adds boundaries)."""
+    """Values read by several consumers whose inlined cone is big: recomputing them in
+    every consumer would multiply work (and kernel bodies), so the greedy planner
+    materialises them. Cheap shared values (a cast, a scale) are still recomputed."""
     users = key.users()
-    base = greedy_materialized(key) | set(key.outputs)
-    chosen: set[int] = set()
-    for _ in range(4):
-        roots = _kernel_roots(key, users, base | chosen)
-        weight = [0] * len(key.nodes)
-        out = set()
-        for i, n in enumerate(key.nodes):
-            if n.op in (Ops.BUFFER, Ops.CONST):
-                continue
-            w = (0 if n.op in MOVEMENT else 1) + sum(weight[s] for s in n.src)
-            weight[i] = min(w, 10_000)
-            if len(set(users[i])) >= 2 and weight[i] > threshold and n.op not in MOVEMENT and len(roots[i]) >= 2:
-                out.add(i)
-                weight[i] = 0  # a boundary: consumers load it
-        if out == chosen:
-            break
-        chosen = out
-    return chosen
-
-
-def _kernel_roots(key: GraphKey, users: list[list[int]], boundaries: set[int]) -> list[tuple[int, ...]]:
-    """For each node, up to two of the boundary nodes whose kernels would inline it (a
-    node that is a boundary is its own root): two roots mean two kernels read it."""
-    roots: list[tuple[int, ...]] = [()] * len(key.nodes)
-    for i in range(len(key.nodes) - 1, -1, -1):
-        if i in boundaries:
-            roots[i] = (i,)
+    weight = [0] * len(key.nodes)
+    out = set()
+    for i, n in enumerate(key.nodes):
+        if n.op in (Ops.BUFFER, Ops.CONST):
             continue
-        acc: list[int] = []
-        for u in users[i]:
-            for r in roots[u]:
-                if r not in acc:
-                    acc.append(r)
-            if len(acc) >= 2:
-                break
-        roots[i] = tuple(acc[:2])
-    return roots
+        w = (0 if n.op in MOVEMENT else 1) + sum(weight[s] for s in n.src)
+        weight[i] = min(w, 10_000)
+        if len(set(users[i])) >= 2 and weight[i] > threshold and n.op not in MOVEMENT:
+            out.add(i)
+            weight[i] = 0  # a boundary: consumers load it
+    return out
 
 
 def plan_greedy(key: GraphKey) -> Plan:
