@@ -86,15 +86,7 @@ def _module():
     for p, n in zip(accs, new):
         p.add_incoming(n, loop)
     b.cbranch(b.icmp_signed("<", i2, steps), loop, uend)
-    b.position_at_end(uend)
-    tot = new[0]
-    for n in new[1:]:
-        tot = b.fadd(tot, n)
-    b.store(tot, b.gep(sink, [u]), align=4)
-    u.add_incoming(b.add(u, ir.Constant(i64, 1)), uend)
-    b.branch(ulp)
-    b.position_at_end(done)
-    b.ret_void()
+    _close_unit(b, new, sink, u, ulp, uend, done)
 
     # read: args = {float* data, i64 elems per unit, i64 units, float* sink}
     fn = ir.Function(m, ety, "svod_peak_read")
@@ -131,15 +123,7 @@ def _module():
     for p, n in zip(accs, new):
         p.add_incoming(n, loop)
     b.cbranch(b.icmp_signed("<", j2, jend), loop, uend)
-    b.position_at_end(uend)
-    tot = new[0]
-    for n in new[1:]:
-        tot = b.fadd(tot, n)
-    b.store(tot, b.gep(sink, [u]), align=4)
-    u.add_incoming(b.add(u, ir.Constant(i64, 1)), uend)
-    b.branch(ulp)
-    b.position_at_end(done)
-    b.ret_void()
+    _close_unit(b, new, sink, u, ulp, uend, done)
 
     cm = compile_ir(str(m), name="svod_peak")
     _mod.append((cm, lanes))
@@ -246,3 +230,19 @@ __all__ = ["describe", "fma_peak", "probe", "read_bandwidth"]
 
 if __name__ == "__main__":  # pragma: no cover
     print(describe(probe(quick=False)))
+
+
+def _close_unit(b, accs, sink, u, ulp, uend, done) -> None:
+    """The end of a probe's unit: sum the accumulators into sink[u] (keeps the work live),
+    go to the next unit; then the function's exit."""
+    from llvmlite import ir
+
+    b.position_at_end(uend)
+    tot = accs[0]
+    for n in accs[1:]:
+        tot = b.fadd(tot, n)
+    b.store(tot, b.gep(sink, [u]), align=4)
+    u.add_incoming(b.add(u, ir.Constant(ir.IntType(64), 1)), uend)
+    b.branch(ulp)
+    b.position_at_end(done)
+    b.ret_void()
