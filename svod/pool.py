@@ -1,8 +1,9 @@
 """A caching buffer pool: repeated workloads stop paying page faults for fresh outputs.
 
-Touching a fresh 64 MB array costs ~15 ms of page faults here, twice the fused kernel
-that fills it. The pool keeps blocks of memory after use and hands them out again; big
-blocks are anonymous mmaps advised to use transparent huge pages where the OS allows.
+A fresh array pays a page fault per page on first touch, which for a large output can
+cost more than the fused kernel that fills it (docs/memory.md, "The buffer pool"). The
+pool keeps blocks of memory after use and hands them out again; big blocks are anonymous
+mmaps advised to use transparent huge pages where the OS allows.
 
 Ownership: a block is handed out as numpy views of it. numpy collapses every view's
 `base` to the block, so the block's reference count says whether any user-visible view
@@ -18,11 +19,11 @@ lock drains `_returned` before letting go (`_unlock`), so no return waits for th
 allocation.
 
 Small blocks (≤ `SMALL`) take a cheaper path: no lease and no finaliser (those cost
-~3 µs, more than a 1,000-element kernel); `array` keeps them in per-size lists and reads
+more than a small kernel); `array` keeps them in per-size lists and reads
 the free ones off the reference count itself (only the pool's list refers to a free
 block), so reuse still waits for every view. The replay path (`small_array`) skips even
 that: blocks this small come from malloc's heap bins without page faults, and
-`np.empty` costs 0.19 µs against 0.96 µs for the tracked path.
+`np.empty` is cheaper than any pool bookkeeping.
 
 >>> p = BufferPool(max_bytes=1 << 20)
 >>> a = p.array((4, 4), "float32")
@@ -181,8 +182,8 @@ class BufferPool:
         """The replay path's allocator for outputs of at most `SMALL` bytes (arguments
         normalised: a tuple of ints, a numpy dtype, their product)."""
         # NOTE: blocks this small come from malloc's heap bins (below glibc's mmap
-        # threshold): freed and re-used without page faults, and np.empty is 5x cheaper
-        # than any pool bookkeeping (0.19 vs 0.96 µs for 4 KB, measured)
+        # threshold): freed and re-used without page faults, and np.empty is cheaper
+        # than any pool bookkeeping (docs/memory.md)
         return np.empty(shape, dt)
 
     def array(self, shape, dtype) -> np.ndarray:
