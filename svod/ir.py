@@ -196,7 +196,7 @@ class UOp(Shaped):
     shape: tuple[int, ...]
 
     # key -> weakref to the node; a node's death removes its entry (see _forget). A plain
-    # dict of weakrefs: WeakValueDictionary's Python-level get/set cost ~1 µs per node.
+    # dict of weakrefs: WeakValueDictionary's Python-level get/set costs more per node (docs/ops.md).
     _cache: dict = {}
 
     def __new__(cls, op: Ops, dtype: DType, src: tuple[UOp, ...] = (), arg: Any = None):
@@ -308,7 +308,7 @@ class UOp(Shaped):
         """Python source lines that bind `out` to a node equal to ``buffer(array, dtype)``
         with its structural signature given (`sig`: the `_sig` of a `buffer` of an array
         of the same dtype, shape and strides) — names of variables in generated replay
-        code, where a call per leaf shows (0.45 µs saved a leaf). The generated code's
+        code, where a call per leaf shows (docs/ops.md). The generated code's
         namespace needs `buffer_namespace()`; keep both in step with `buffer`."""
         r = f"{out}_ref"
         return [f"{indent}{r} = _new(_BufferRef); {r}.array = {array}; {r}.serial = _next(_serials)",
@@ -395,8 +395,8 @@ def substitute(roots: list[UOp], mapping: dict[UOp, UOp], memo: dict[UOp, UOp] |
 
 class OP:
     """Plain class attributes naming the `Ops` members: ``OP.MUL is Ops.MUL``. An ``Ops.X``
-    access goes through the enum machinery (~100 ns on Python 3.11, ~30 on 3.12); the
-    per-op paths of the frontend name members through `OP` (~25 ns)."""
+    access goes through the enum machinery, slower than a class attribute (docs/ops.md);
+    the per-op paths of the frontend name members through `OP`."""
 
 
 for _m in Ops:
