@@ -3,11 +3,12 @@
 Every module that needs a fact about an op reads it here — the IR's op classes
 (`svod.ir.UNARY`, `BINARY`, ...), the reference interpreter's numpy implementation, the
 fusion rules' op classes, the cost models' weights and feature classes, the codegen's
-vector-math names, latency and stash decisions. The other modules hold no op sets of their
+vector-math names, latency and stash decisions. Other modules hold no op sets of their
 own: they call the projections below (`ops_where`, `weights`, `vector_math`, ...). Adding an
-op is one `Ops` member, one entry in `TABLE`, and its lowering in `svod/codegen`
-(tests/test_ops_table.py checks that every member has a complete entry). docs/ops.md
-describes the columns.
+op is one `Ops` member, one entry in `TABLE`, its lowering in `svod/codegen` and its
+frontend function (tests/test_ops_table.py checks that every member has a complete,
+consistent entry and that no other module keeps a table of ops). docs/ops.md describes
+the columns.
 
 Contract of an entry:
 - `kind` is one of `KINDS`; `arity` the number of operands (None: any number);
@@ -20,7 +21,7 @@ Contract of an entry:
   (docs/semantics.md). None only for BUFFER (its array) and LIBRARY (svod.library runs
   the call: `svod.interp` evaluates it).
 
->>> OPS[Ops.EXP].kind, OPS[Ops.EXP].cost, OPS[Ops.EXP].math, OPS[Ops.ADD].arity
+>>> TABLE[Ops.EXP].kind, TABLE[Ops.EXP].cost, TABLE[Ops.EXP].math, TABLE[Ops.ADD].arity
 ('unary', 'transcendental', 'exp', 2)
 >>> Ops.WHERE in ops_where(kind="ternary")
 True
@@ -308,7 +309,8 @@ _e = OpInfo
 def _fn(op: Ops, kind: str, f, weight: int, feature: str, cost: str = "transcendental", **facts) -> OpInfo:
     """A vector-math function: long latency, `math` the lower-case name of its op."""
     wrap = _same if kind == "unary" else _pair
-    return OpInfo(op, kind, wrap(f), cost, "long", weight, feature=feature, math=op.value.lower(), **facts)
+    return OpInfo(op, kind, wrap(f), cost=cost, latency="long", weight=weight, feature=feature,
+                  math=op.value.lower(), **facts)
 
 
 TABLE: dict[Ops, OpInfo] = {o.op: o for o in (
@@ -323,8 +325,8 @@ TABLE: dict[Ops, OpInfo] = {o.op: o for o in (
     _fn(Ops.SIN, "unary", np.sin, 14, "SIN", complex_factor=4),
     _fn(Ops.COS, "unary", np.cos, 14, "COS", complex_factor=4),
     _fn(Ops.TANH, "unary", np.tanh, 14, "TANH", complex_factor=5),
-    OpInfo(Ops.ERF, "unary", _erf, "transcendental", "long", 16, feature="ERF", math="erf"),
-    OpInfo(Ops.ERFC, "unary", _erfc, "transcendental", "long", 20, feature="ERF", math="erfc"),
+    _e(Ops.ERF, "unary", _erf, cost="transcendental", latency="long", weight=16, feature="ERF", math="erf"),
+    _e(Ops.ERFC, "unary", _erfc, cost="transcendental", latency="long", weight=20, feature="ERF", math="erfc"),
     _fn(Ops.EXPM1, "unary", np.expm1, 12, "EXP", complex_factor=4),  # exp plus a few selects
     _fn(Ops.LOG1P, "unary", np.log1p, 14, "LOG", complex_factor=3),
     _e(Ops.FLOOR, "unary", _same(np.floor), feature="ROUND"),
@@ -354,11 +356,13 @@ TABLE: dict[Ops, OpInfo] = {o.op: o for o in (
     _e(Ops.ADD, "binary", _pair(np.add)),
     _e(Ops.SUB, "binary", _pair(np.subtract)),
     _e(Ops.MUL, "binary", _pair(np.multiply), complex_factor=4),
-    OpInfo(Ops.DIV, "binary", _pair(np.true_divide), "divide", "long", 4, 4, feature="DIV"),
+    _e(Ops.DIV, "binary", _pair(np.true_divide), cost="divide", latency="long", weight=4, complex_factor=4,
+       feature="DIV"),
     # integer division has no vector instruction; not counted as a long-latency chain
     _e(Ops.IDIV, "binary", _pair(_divmod(True)), cost="divide", weight=8, feature="IDIV"),
     _e(Ops.MOD, "binary", _pair(_divmod(False)), cost="divide", weight=8, feature="MOD"),
-    OpInfo(Ops.POW, "binary", _pair(_pow), "transcendental", "long", 26, 4, feature="POW"),
+    _e(Ops.POW, "binary", _pair(_pow), cost="transcendental", latency="long", weight=26, complex_factor=4,
+       feature="POW"),
     _e(Ops.MAX, "binary", _pair(np.maximum)),
     _e(Ops.MIN, "binary", _pair(np.minimum)),
     _e(Ops.CMPLT, "binary", _pair(np.less), bool_result=True),
@@ -392,7 +396,6 @@ TABLE: dict[Ops, OpInfo] = {o.op: o for o in (
     _e(Ops.CONTIGUOUS, "boundary", lambda srcs, npd, arg: np.ascontiguousarray(srcs[0])),
     _e(Ops.LIBRARY, "library", None, grows=True),
 )}
-OPS = TABLE
 
 
 # ----------------------------------------------------------------------------- projections
