@@ -33,7 +33,7 @@ import enum
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -132,25 +132,31 @@ class Ops(enum.Enum):
 
 REDUCE_OPS = ("sum", "prod", "max", "min")  # the reductions an Ops.REDUCE arg names
 
-# kind -> (its phrase in why-not-fused reasons, the fusion-rule classes of its ops)
-KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "leaf": ("an elementwise op", ()),  # BUFFER, CONST (a CONST fuses as an elementwise op)
-    "unary": ("an elementwise op", ("Elementwise",)),
-    "binary": ("an elementwise op", ("Elementwise",)),
-    "ternary": ("an elementwise op", ("Elementwise",)),
-    "reduction": ("a reduction", ("Reduction",)),
-    "movement": ("a view", ("Elementwise", "Movement")),
-    "concat": ("an elementwise op", ("Elementwise",)),  # CAT: index arithmetic over its sources
-    "matmul": ("a matmul", ("Matmul",)),
-    "boundary": ("an elementwise op", ("Elementwise",)),  # CONTIGUOUS: a consumer only (rules.py)
-    "library": ("a library step", ()),
+
+class Kind(NamedTuple):
+    """What an op's kind implies."""
+
+    arity: int | None  # operands of a node (None: any number)
+    phrase: str  # an article and the kind, in why-not-fused reasons
+    fusion: tuple[str, ...]  # the fusion-rule classes (search/rules.py) of its ops
+
+
+KINDS: dict[str, Kind] = {
+    "leaf": Kind(0, "an elementwise op", ()),  # BUFFER, CONST (a CONST fuses as an elementwise op)
+    "unary": Kind(1, "an elementwise op", ("Elementwise",)),
+    "binary": Kind(2, "an elementwise op", ("Elementwise",)),
+    "ternary": Kind(3, "an elementwise op", ("Elementwise",)),
+    "reduction": Kind(1, "a reduction", ("Reduction",)),
+    "movement": Kind(1, "a view", ("Elementwise", "Movement")),
+    "concat": Kind(None, "an elementwise op", ("Elementwise",)),  # CAT: index arithmetic over its sources
+    "matmul": Kind(2, "a matmul", ("Matmul",)),
+    "boundary": Kind(1, "an elementwise op", ("Elementwise",)),  # CONTIGUOUS: a consumer only (rules.py)
+    "library": Kind(None, "a library step", ()),
 }
 COSTS = ("cheap", "divide", "transcendental")
 LATENCIES = ("short", "long")
 FEATURE_CLASSES = ("ALU", "EXP", "LOG", "SQRT", "SIN", "COS", "TANH", "ERF", "POW", "DIV", "IDIV", "MOD",
                    "ROUND", "CAST")
-_ARITY = {"leaf": 0, "unary": 1, "binary": 2, "ternary": 3, "reduction": 1, "movement": 1, "concat": None,
-          "matmul": 2, "boundary": 1, "library": None}
 
 
 @dataclass(frozen=True)
@@ -174,17 +180,17 @@ class OpInfo:
     @property
     def arity(self) -> int | None:
         """Operands of a node (None: any number)."""
-        return _ARITY[self.kind]
+        return KINDS[self.kind].arity
 
     @property
     def fusion_classes(self) -> tuple[str, ...]:
         """The classes of search/rules.py's egglog facts this op belongs to."""
-        return KINDS[self.kind][1] if self.fusion is None else self.fusion
+        return KINDS[self.kind].fusion if self.fusion is None else self.fusion
 
     @property
     def phrase(self) -> str:
         """An article and a kind, for reasons: 'a reduction', 'an elementwise op'."""
-        return KINDS[self.kind][0]
+        return KINDS[self.kind].phrase
 
 
 # ----------------------------------------------------------------------------- numpy semantics
