@@ -70,7 +70,7 @@ def _interp_log(points: dict, x: float, default: float) -> float:
 
 
 # loads that do not stream: the transposed and chained ones wait on a cache miss each (latency:
-# the kernel's contiguous streams run meanwhile — x.T + y costs what x.T alone does, measured),
+# the kernel's contiguous streams run meanwhile: x.T + y costs what x.T alone does, docs/ops.md),
 # reversed and masked ones are slower vector loads
 GATHERS = ("strided", "chain", "reverse", "masked")
 LATENCY_BOUND = ("strided", "chain")
@@ -146,9 +146,8 @@ class CalibratedModel:
     def aging(self, kernel: Kernel) -> float:
         """How many seconds of the hold curve's idle waiting one second of `kernel` is
         worth: calibrate's matmul_age_factor for a product (its packing streams evict the
-        caches faster than idle time: in seven runs of the probe here a GEMM's output read
-        right after it was as cold as one left alone 1.2-2.0x as long, the BLAS step's
-        1.7-4x, 4 being the clip), else 1."""
+        caches faster than idle time; docs/ops.md has the figures), at most
+        `calibrate.AGING_MAX`, else 1."""
         mm = kernel.matmul
         if mm is None:
             return 1.0
@@ -159,8 +158,7 @@ class CalibratedModel:
         touched, with nothing of ours touching memory in between (calibrate's cache-hold
         probe; 1 for profiles without it). On a shared VM the caches are shared with
         other guests — the L3 with other cores, L1 and L2 with the SMT sibling — and what
-        they touch evicts ours at their pace, not ours: 4 MB left alone for 3 ms read back
-        at a third of their L3 speed here, after 10 ms at DRAM speed."""
+        they touch evicts ours at their pace, not ours (docs/ops.md has figures)."""
         pts = self._hold_points
         if pts is None:  # (ages, shares) from (0, 1): all is held right after a touch
             curve = sorted((float(t), float(h)) for t, h in (self.profile.get("cache_hold") or {}).items())
@@ -236,7 +234,7 @@ class CalibratedModel:
         one-thread tile rate (calibrate's matmul:native2:1024 and matmul:native), spread
         linearly over the threads; None for profiles without the probe. It may pass the
         core count a little (up to 1.25x): big products also run faster per core than the
-        small L2-sized probe (82 against 75 GFLOP/s per core here)."""
+        small L2-sized probe (docs/ops.md)."""
         mm = self.profile.get("matmul_flops", {})
         two, one = mm.get("native2:1024"), mm.get("native")
         if not two or not one:

@@ -21,12 +21,13 @@ constants are read off the timings:
   product timed both ways.
 
 `calibrate(progress=True, budget=60)` returns the `Profile` and stores it
-(`costmodels.profile.save`).
+(`costmodels.profile.save`); `costmodels.digest.summary` describes one.
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ import numpy as np
 from costmodels.features import features
 from costmodels.measure import Timing, time_kernel
 from costmodels.profile import PROFILE_FORMAT, Profile
+from svod.ops import TABLE, Ops
 
 KIB, MIB = 1 << 10, 1 << 20
 L1_PROBE = 16 * KIB  # the L1-resident bandwidth probe: W7-sized kernels (1,000 floats in, 1,000 out)
@@ -88,66 +90,45 @@ def _colsum(x):
     return svod.sum(x, axis=0)
 
 
+def _summed(k: int, term):
+    """sum_j term(x, j) for j < k: k applications to distinct values (no CSE)."""
+    return lambda x: functools.reduce(operator.add, (term(x, j) for j in range(k)))
+
+
 def _repeat(op: str, k: int):
-    """sum_j op(x * c_j): k applications of `op` to distinct values (no CSE)."""
+    """sum_j op(x * c_j): the probe of a feature class runs its namesake op (svod.ops),
+    ROUND a floor, ALU four cheap ops; NONE only the scaling and the sum."""
     import svod
 
-    def fn(x):
-        acc = None
-        for j in range(k):
-            v = x * (1.0 + 0.01 * j) if op != "NONE" else x * (1.0 + 0.01 * j)
-            if op == "EXP":
-                v = svod.exp(v)
-            elif op == "LOG":
-                v = svod.log(v)
-            elif op == "SQRT":
-                v = svod.sqrt(v)
-            elif op == "SIN":
-                v = svod.sin(v)
-            elif op == "COS":
-                v = svod.cos(v)
-            elif op == "TANH":
-                v = svod.tanh(v)
-            elif op == "ERF":
-                v = svod.erf(v)
-            elif op == "POW":
-                v = v ** (1.5 + 0.01 * j)
-            elif op == "DIV":
-                v = (1.0 + 0.01 * j) / v
-            elif op == "ALU":
-                v = svod.maximum(v * 0.5 + 0.25, 0.75) - 0.125  # 4 cheap ops
-            elif op == "ROUND":
-                v = svod.floor(v)
-            acc = v if acc is None else acc + v
-        return acc
+    def term(x, j):
+        v = x * (1.0 + 0.01 * j)
+        math_fn = TABLE[Ops[op]].math if op in Ops.__members__ else None
+        if math_fn is not None:
+            return getattr(svod, math_fn)(v)
+        if op == "POW":
+            return v ** (1.5 + 0.01 * j)
+        if op == "DIV":
+            return (1.0 + 0.01 * j) / v
+        if op == "ALU":
+            return svod.maximum(v * 0.5 + 0.25, 0.75) - 0.125  # 4 cheap ops
+        return svod.floor(v) if op == "ROUND" else v
 
-    return fn
+    return _summed(k, term)
 
 
 def _mix(k: int):
     """sum_j exp(tanh(x * c_j)): the TANH probe with an inline exp after each call."""
     import svod
 
-    def fn(x):
-        acc = None
-        for j in range(k):
-            v = svod.exp(svod.tanh(x * (1.0 + 0.01 * j)))
-            acc = v if acc is None else acc + v
-        return acc
-
-    return fn
+    return _summed(k, lambda x, j: svod.exp(svod.tanh(x * (1.0 + 0.01 * j))))
 
 
 def _repeat_int(op: str, k: int):
-    def fn(x):
-        acc = None
-        for j in range(k):
-            v = x + (j + 1)
-            v = v // (j + 3) if op == "IDIV" else (v % (j + 3) if op == "MOD" else v * (j + 2))
-            acc = v if acc is None else acc + v
-        return acc
+    def term(x, j):
+        v = x + (j + 1)
+        return v // (j + 3) if op == "IDIV" else (v % (j + 3) if op == "MOD" else v * (j + 2))
 
-    return fn
+    return _summed(k, term)
 
 
 OPS_F32 = ("EXP", "LOG", "SQRT", "SIN", "COS", "TANH", "ERF", "POW", "DIV", "ALU", "ROUND")
@@ -276,9 +257,8 @@ def _epilogue_kernel(m: int, k: int, n: int):
                                outputs=(KOutput(3, 2, float32, (m, n)),))
 
 
-# (m, k, n) of the GEMM timed with and without a matrix in its epilogue: a short k makes the
-# epilogue a seventh of the product (at k = 1024 a 1-3% difference the pair does not resolve:
-# 2e-11 to 2.3e-10 s a byte over six pairs, against 7.5-7.8e-11 over three at k = 256)
+# (m, k, n) of the GEMM timed with and without a matrix in its epilogue: a short k, so that
+# the epilogue is a share of the product the pair resolves (docs/ops.md)
 EPILOGUE_SHAPE = (1024, 256, 1024)
 
 
@@ -286,8 +266,7 @@ def _epilogue_cost(cores: int) -> float:
     """Seconds per byte a generated GEMM on every core spends reading a full matrix in its
     epilogue: the product with ``+ c`` against the product alone, side by side. The
     epilogue loads c in short row pieces per output tile, after the tile's K loop, which
-    neither the prefetchers stream nor the FMAs hide: 4 MB cost the GEMM 0.3 ms here,
-    where a stream from L3 would take 0.03."""
+    neither the prefetchers stream nor the FMAs hide (docs/ops.md has figures)."""
     m, k, n = EPILOGUE_SHAPE
     plain, epi = _side_by_side([(_matmul_kernel(m, k, n, library=False), cores), (_epilogue_kernel(m, k, n), cores)],
                                repeats=PAIR_REPEATS)
@@ -303,10 +282,8 @@ def _matmul_aging(cores: int, trials: int = 25) -> dict[str, dict]:
     generated GEMM (on `cores` threads) and the BLAS step, each followed by an all-core
     read kernel over its output, against the same read right after itself (hot) and after
     a 64 MB sweep (cold), interleaved trials. -> name -> {"share": (cold - after) / (cold
-    - hot), "seconds": the product's median, "read": the read's median after it}. Here a
-    GEMM's output read next was as cold as one left alone 1.2-2.0x the GEMM's half-run
-    the reuse rule ages it by, the BLAS step's 1.7-4x (seven runs): packing streams evict
-    the caches faster than idle time does."""
+    - hot), "seconds": the product's median, "read": the read's median after it}
+    (docs/ops.md: packing streams evict the caches faster than idle time does)."""
     import statistics
 
     from costmodels.measure import kernel_buffers
@@ -397,16 +374,14 @@ def _side_by_side(runs: list[tuple[object, int]], repeats: int) -> list[float]:
     return time_plans(calls, repeats=repeats, target=2e-3)
 
 
-# rounds of each side-by-side pair: four calibrations' 15-round ratios of the BLAS step to
-# the GEMM at 1024^3 ranged 0.99-1.05 within minutes; 45 rounds (1-2 s a pair) narrow it
-PAIR_REPEATS = 45
+PAIR_REPEATS = 45  # rounds of each side-by-side pair, 1-2 s a pair (docs/ops.md)
 BLAS_T_SHAPE = (1024, 512, 768)  # (m, k, n) of the BLAS step timed with a contiguous and a transposed B
 
 
 def _blas_transposed_cost() -> float:
     """How much slower the BLAS step runs when B is read transposed (x @ w.T: OpenBLAS
     packs B from its other layout) than with B contiguous, the same product timed both
-    ways side by side (4-5% here in plans at 1024x512x768, 1024^3 and 512x1024x2816)."""
+    ways side by side."""
     plain, trans = _side_by_side([(_matmul_kernel(*BLAS_T_SHAPE, library=True, b_t=b_t), 1) for b_t in (False, True)],
                                  repeats=PAIR_REPEATS)
     return trans / plain
@@ -425,9 +400,8 @@ def _blas_probe_kernels() -> dict[str, object]:
 def _blas_against_gemm(cores: int) -> dict[str, dict]:
     """Each BLAS probe product timed side by side with the generated GEMM of the same product
     (on every core, as plans run it): name -> {"ratio": BLAS seconds over GEMM seconds,
-    "flops", "bytes"}. What the search decides between is one against the other; probes
-    timed separately, minutes apart, put the GEMM 2% ahead at 1024^3 where side by side it
-    ran 2-4% behind (three pairs here), and the balance flips between runs of the report."""
+    "flops", "bytes"}. What the search decides between is one against the other, so the
+    two are timed interleaved, never minutes apart (docs/ops.md)."""
     import dataclasses
 
     out = {}
@@ -477,9 +451,8 @@ def _cache_hold(trials: int = 15) -> dict[str, float]:
     a read kernel over `HOLD_BYTES`, timed once right after a warm call and once after
     each wait (busy, touching nothing), against the same read right after a sweep of 64 MB
     (cold). Share = (cold - after the wait) / (cold - right after), clipped to [0, 1],
-    medians over interleaved trials, then made non-increasing. On a dedicated core it
-    stays 1; on this VM 4 MB held a third after 3 ms and nothing after 10 ms (other
-    guests share the caches)."""
+    medians over interleaved trials, then made non-increasing (1 on a dedicated core;
+    lower where other guests share the caches: docs/ops.md)."""
     import statistics
 
     from costmodels.measure import kernel_buffers
@@ -804,51 +777,4 @@ def peak(threads: int | None = None) -> dict:
     return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in probe(threads).items()}
 
 
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}"
-        n /= 1024
-    return f"{n:.0f} TiB"
-
-
-def summary(p: Profile) -> str:
-    """A human-readable digest of a profile (what `svod calibrate` prints)."""
-    lines = [f"machine profile ({p.data.get('machine', {}).get('cpu', '?')}, {p.cores} cores), "
-             f"calibrated in {p.data.get('calibrate_seconds', 0):.1f} s"]
-    for key, label in (("read1", "read, 1 thread"), ("read2", f"read, {p.cores} threads"),
-                       ("copy1", "read+write, 1 thread"), ("copy2", f"read+write, {p.cores} threads")):
-        pts = p.bandwidth.get(key, [])
-        if pts:
-            lines.append(f"  bandwidth {label:<22} " + "  ".join(f"{_fmt_bytes(ws)}: {b / 1e9:.1f}"
-                                                                  for ws, b in pts) + " GB/s")
-    pk = p.data.get("peak")
-    if pk:
-        from svod.bench.peak import describe
-
-        lines.append("  " + describe(pk))
-    ops = p.op_seconds
-    lines.append("  op cost (ns/element, 1 thread): " + ", ".join(f"{k} {v * 1e9:.2f}" for k, v in sorted(ops.items())))
-    lines.append(f"  launch {p.launch_seconds * 1e6:.2f} us/kernel, dispatch {p.dispatch_seconds * 1e6:.1f} us, "
-                 f"per unit {p.unit_seconds * 1e9:.1f} ns, compute on {p.cores} cores x{p.compute_scaling:.2f}")
-    hold = p.data.get("cache_hold")
-    if hold:
-        lines.append(f"  cache hold ({_fmt_bytes(HOLD_BYTES)} left alone): " + "  ".join(
-            f"{float(a) * 1e3:g} ms: {h:.2f}" for a, h in sorted(hold.items(), key=lambda kv: float(kv[0]))))
-    mm = p.data.get("matmul_flops", {})
-    if mm:
-        trans = p.data.get("blas_trans_factor")
-        lines.append("  matmul " + ", ".join(f"{k} {v / 1e9:.1f} GFLOP/s" for k, v in mm.items())
-                     + (f"; BLAS with a transposed B x{trans:.3f}" if trans else ""))
-    epi = p.data.get("epilogue_seconds")
-    if epi:
-        lines.append(f"  GEMM epilogue operand {epi * 1e12:.0f} ps/byte ({epi * (4 << 20) * 1e3:.2f} ms a 1024^2 "
-                     "float32 matrix, all cores)")
-    aging = p.data.get("matmul_age_factor")
-    if aging:
-        kinds = ", x".join(f"{v:.2f} ({'BLAS step' if k == 'blas' else 'GEMM'})" for k, v in aging.items())
-        lines.append(f"  caches age during a product x{kinds} as fast as idle")
-    return "\n".join(lines)
-
-
-__all__ = ["Probe", "calibrate", "fit", "kernels_of", "peak", "probes", "run_probes", "summary"]
+__all__ = ["Probe", "calibrate", "fit", "kernels_of", "peak", "probes", "run_probes"]

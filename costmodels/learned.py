@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from svod.ops import long_latency_features
+
 FOLDS = 5
 MIN_ROWS = 12
 MIN_GAIN = 0.05
@@ -34,7 +36,7 @@ RIDGE = 1e-2
 CLIP = 4.0  # the correction never moves an estimate by more than this factor
 FEATURES = ("bias", "log_working_set", "log_size", "log_per_unit", "passes", "threads", "transcendental",
             "alu", "gather", "reduce", "matmul")
-_TRANS = ("EXP", "LOG", "SIN", "COS", "TANH", "ERF", "POW", "DIV", "SQRT")
+_TRANS = long_latency_features()  # feature classes of the long-latency ops (svod.ops)
 
 
 def group_of(kind: str) -> str:

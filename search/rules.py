@@ -29,13 +29,14 @@ kernels over one iteration space that share inputs merge into one multi-output k
 
 from __future__ import annotations
 
-from svod.ir import ELEMENTWISE, MOVEMENT, Ops
+from svod.ops import fusion_class
 
-# CONTIGUOUS is a consumer only: as a producer it is always materialised
-ELEMENTWISE_OPS = sorted({o.value for o in ELEMENTWISE} | {o.value for o in MOVEMENT} | {"CAT", "CONST", "CONTIGUOUS"})
-MOVEMENT_OPS = sorted({o.value for o in MOVEMENT})
-REDUCTION_OPS = [Ops.REDUCE.value, Ops.ARGMAX.value, Ops.ARGMIN.value]
-MATMUL_OPS = [Ops.MATMUL.value]
+# the op classes of the fusion rules: projections of the op table (svod.ops); movement ops
+# are elementwise too; CONTIGUOUS is a consumer only: as a producer it is always materialised
+ELEMENTWISE_OPS = sorted(fusion_class("Elementwise"))
+MOVEMENT_OPS = sorted(fusion_class("Movement"))
+REDUCTION_OPS = fusion_class("Reduction")
+MATMUL_OPS = fusion_class("Matmul")
 MAX_POSITION = 6  # consumer operand positions the fusion rules cover (a CAT may have more)
 
 

@@ -82,8 +82,8 @@ _local = threading.local()  # egglog e-graphs must stay on the thread that made 
 
 
 def _base(rulesets: tuple[str, ...]):
-    """An e-graph with the language, facts and rule sets declared (built once per thread:
-    declaring ~40 rules costs ~20 ms); each search works inside a push/pop on it."""
+    """An e-graph with the language, facts and rule sets declared, built once per thread
+    (declaring the rules is not free: docs/ops.md); each search works inside a push/pop on it."""
     bases = getattr(_local, "bases", None)
     if bases is None:
         bases = _local.bases = {}

@@ -287,7 +287,8 @@ def _ensure_profile(args: argparse.Namespace) -> None:
 
     p = profile()
     if p.source == "reference" and not args.no_calibrate:
-        from costmodels.calibrate import calibrate, summary
+        from costmodels.calibrate import calibrate
+        from costmodels.digest import summary
 
         print("no machine profile yet: calibrating first (svod calibrate; about a minute)", file=sys.stderr)
         print(summary(calibrate(progress=not args.no_progress)), file=sys.stderr)
@@ -396,7 +397,8 @@ def _write_json(path: str, data) -> None:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from costmodels.calibrate import calibrate, summary
+    from costmodels.calibrate import calibrate
+    from costmodels.digest import summary
 
     _check_farm_args(args)
     if args.peak:
@@ -430,7 +432,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _calibrate_farm(args: argparse.Namespace) -> int:
-    from costmodels.calibrate import summary
+    from costmodels.digest import summary
     from costmodels.farm import calibrate_farm
 
     with _farm(args) as farm:

@@ -20,6 +20,7 @@ from typing import Protocol, runtime_checkable
 
 from svod.ir import Ops
 from svod.kernel import ACC, LOAD, VALID, Kernel, Plan
+from svod.ops import complex_factors, weights
 
 
 @dataclass(frozen=True)
@@ -65,23 +66,11 @@ def _host_machine() -> Machine:
                    flops_per_core=Machine.flops_per_core * bits / 512)
 
 
-# Relative cost of one element of each op, in simple float ops (vectorised; measured
-# orders of magnitude: a vector exp is ~10 adds, erf ~15, a division ~4).
-OP_WEIGHT: dict = {
-    Ops.EXP: 10, Ops.LOG: 12, Ops.SIN: 14, Ops.COS: 14, Ops.TANH: 14, Ops.ERF: 16, Ops.ERFC: 20, Ops.POW: 26,
-    Ops.SQRT: 4, Ops.DIV: 4, Ops.IDIV: 8, Ops.MOD: 8, Ops.EXPM1: 12, Ops.LOG1P: 14,
-    # svod/codegen/vecmath_inv.py (float32 computes in float64: half the lanes)
-    Ops.ASIN: 20, Ops.ACOS: 20, Ops.ATAN: 20, Ops.ATAN2: 24, Ops.SINH: 14, Ops.COSH: 14,
-    Ops.ASINH: 26, Ops.ACOSH: 26, Ops.ATANH: 26, Ops.HYPOT: 8,
-    Ops.LOGADDEXP: 80,  # its double-double form beside the plain one: ~3 pows
-}
-# a complex node (result or operand complex) costs this many of its real op, at the parts'
-# width (svod/codegen/cplx.py: a product is 2 fma + 2 mul, a quotient 3 divisions and a
-# dozen selects, the transcendental functions two or three real functions and their
-# special-value selects); the parts' lanes are those of the real dtype
-COMPLEX_FACTOR: dict = {Ops.MUL: 4, Ops.DIV: 4, Ops.ABS: 3, Ops.EXP: 3, Ops.LOG: 3, Ops.SQRT: 3,
-                        Ops.SIN: 4, Ops.COS: 4, Ops.SINH: 4, Ops.COSH: 4, Ops.TANH: 5, Ops.POW: 4,
-                        Ops.EXPM1: 4, Ops.LOG1P: 3, Ops.SIGN: 3}
+# Relative cost of one element of each op, in simple float ops, and the multiplier of a
+# complex node (result or operand complex) at its parts' width: the op table's `weight` and
+# `complex_factor` columns (svod.ops; docs/ops.md has their figures)
+OP_WEIGHT: dict = weights()
+COMPLEX_FACTOR: dict = complex_factors()
 
 
 def complex_units(op, dtypes) -> tuple[float, int]:

@@ -24,6 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 
 
+def _of_kind(kinds: str, doc: str) -> property:
+    """A property: the dtype's numpy kind letter is one of `kinds`."""
+    return property(lambda self: self.kind in kinds, doc=doc)
+
+
 @dataclass(frozen=True, eq=False)
 class DType:
     """A svod dtype. Compares equal to itself only (the dtypes are singletons, so
@@ -65,19 +70,13 @@ class DType:
         except (TypeError, ValueError, OverflowError) as e:
             raise DTypeError(f"{self.name}: cannot make a {self.name} scalar of {value!r:.60} ({e})") from None
 
-    @property
-    def is_float(self) -> bool:
-        return self.kind == "f"
-
-    @property
-    def is_complex(self) -> bool:
-        """complex64 or complex128 (`is_float` is False for them: real floats only)."""
-        return self.kind == "c"
-
-    @property
-    def is_inexact(self) -> bool:
-        """A real or complex float."""
-        return self.kind in "fc"
+    is_float = _of_kind("f", "A real float (not complex).")
+    is_complex = _of_kind("c", "complex64 or complex128 (`is_float` is False for them: real floats only).")
+    is_inexact = _of_kind("fc", "A real or complex float.")
+    is_int = _of_kind("iu", "Any integer dtype, signed or unsigned (not bool).")
+    is_signed = _of_kind("i", "A signed integer dtype.")
+    is_unsigned = _of_kind("u", "An unsigned integer dtype.")
+    is_bool = _of_kind("b", "The bool dtype.")
 
     @property
     def real(self) -> DType:
@@ -85,42 +84,15 @@ class DType:
         return _REAL_OF.get(self, self)
 
     @property
-    def is_int(self) -> bool:
-        """Any integer dtype, signed or unsigned (not bool)."""
-        return self.kind in "iu"
-
-    @property
-    def is_signed(self) -> bool:
-        """A signed integer dtype."""
-        return self.kind == "i"
-
-    @property
-    def is_unsigned(self) -> bool:
-        """An unsigned integer dtype."""
-        return self.kind == "u"
-
-    @property
     def bits(self) -> int:
         return 8 * self.itemsize
 
-    @property
-    def is_bool(self) -> bool:
-        return self.kind == "b"
 
-
-bool_ = DType("bool", 1, "b", 0)
-int8 = DType("int8", 1, "i", 1)
-int16 = DType("int16", 2, "i", 2)
-int32 = DType("int32", 4, "i", 3)
-int64 = DType("int64", 8, "i", 4)
-uint8 = DType("uint8", 1, "u", 5)
-uint16 = DType("uint16", 2, "u", 6)
-uint32 = DType("uint32", 4, "u", 7)
-uint64 = DType("uint64", 8, "u", 8)
-float32 = DType("float32", 4, "f", 9)
-float64 = DType("float64", 8, "f", 10)
-complex64 = DType("complex64", 8, "c", 11)
-complex128 = DType("complex128", 16, "c", 12)
+# the dtypes in promotion-lattice order (`priority`); itemsize and kind are numpy's
+(bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64, complex64, complex128) = (
+    DType(name, np.dtype(name).itemsize, np.dtype(name).kind, priority) for priority, name in enumerate(
+        ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64",
+         "complex64", "complex128")))
 _REAL_OF = {complex64: float32, complex128: float64}
 
 SIGNED: tuple[DType, ...] = (int8, int16, int32, int64)
@@ -326,16 +298,15 @@ def int_limits(d: DType) -> tuple[int, int]:
 
 def min_value(d: DType):
     """The identity of `max` for this dtype (-inf, the smallest int, False)."""
-    if d.is_float:
-        return float("-inf")
-    if d.is_int:
-        return _LIMITS[d][0]
-    return False
+    return _extreme(d, 0)
 
 
 def max_value(d: DType):
+    """The identity of `min` for this dtype (inf, the largest int, True)."""
+    return _extreme(d, 1)
+
+
+def _extreme(d: DType, top: int):
     if d.is_float:
-        return float("inf")
-    if d.is_int:
-        return _LIMITS[d][1]
-    return True
+        return float("inf") if top else float("-inf")
+    return _LIMITS[d][top] if d.is_int else bool(top)

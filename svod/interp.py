@@ -1,8 +1,9 @@
 """The reference interpreter: evaluates graphs with numpy. The oracle of every test.
 
 `eval_uops(roots)` evaluates UOps directly; `eval_key(key, arrays)` evaluates a compacted
-GraphKey with new input data (what the engine's interpreter path replays). The semantics
-here *define* svod's semantics where numpy has a choice (documented in docs/semantics.md):
+GraphKey with new input data (what the engine's interpreter path replays). Each op's
+numpy implementation is the op table's (`svod.ops`); those *define* svod's semantics
+where numpy has a choice (documented in docs/semantics.md):
 integer `//` and `%` give 0 on division by zero, integer `**` with a negative exponent
 gives 0 unless the base is ±1, float->int casts follow numpy on this platform.
 
@@ -21,164 +22,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from svod.ir import BOOL_UNARY, Ops, UOp
+from svod.ir import Ops, UOp
+from svod.ops import TABLE, reduce_numpy
 from svod.view import View, ViewChain
-
-_UNARY = {
-    Ops.NEG: np.negative, Ops.ABS: np.abs, Ops.EXP: np.exp, Ops.LOG: np.log, Ops.SQRT: np.sqrt,
-    Ops.EXPM1: np.expm1, Ops.LOG1P: np.log1p,
-    Ops.SIN: np.sin, Ops.COS: np.cos, Ops.TANH: np.tanh, Ops.FLOOR: np.floor, Ops.CEIL: np.ceil,
-    Ops.ROUND: np.round, Ops.SIGN: np.sign, Ops.ISNAN: np.isnan, Ops.ISINF: np.isinf,
-    Ops.ASIN: np.arcsin, Ops.ACOS: np.arccos, Ops.ATAN: np.arctan, Ops.SINH: np.sinh, Ops.COSH: np.cosh,
-    Ops.ASINH: np.arcsinh, Ops.ACOSH: np.arccosh, Ops.ATANH: np.arctanh, Ops.SIGNBIT: np.signbit,
-    Ops.REAL: np.real, Ops.IMAG: np.imag, Ops.CONJ: np.conjugate,
-}
-_U32 = np.dtype(np.uint32)
-_BINARY = {
-    Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.DIV: np.true_divide,
-    Ops.MAX: np.maximum, Ops.MIN: np.minimum, Ops.CMPLT: np.less, Ops.CMPLE: np.less_equal,
-    Ops.CMPEQ: np.equal, Ops.CMPNE: np.not_equal,
-    Ops.ATAN2: np.arctan2, Ops.HYPOT: np.hypot, Ops.COPYSIGN: np.copysign,
-    # numpy's shifts: 0 (or -1 for a negative value shifted right) outside [0, bits)
-    Ops.SHL: np.left_shift, Ops.SHR: np.right_shift,
-}
-
-
-def _complex(re: np.ndarray, im: np.ndarray) -> np.ndarray:
-    """The complex array with parts `re`, `im` (exactly: no arithmetic on inf/NaN parts)."""
-    out = np.empty(np.broadcast_shapes(re.shape, im.shape), dtype=np.result_type(re.dtype, np.complex64))
-    out.real, out.imag = re, im
-    return out
-
-
-_BINARY[Ops.COMPLEX] = _complex
-
-
-def _erf(x: np.ndarray) -> np.ndarray:
-    # numpy has no erf; math.erf is correctly rounded enough (float64) and vectorised here.
-    out = np.asarray(np.frompyfunc(math.erf, 1, 1)(x.astype(np.float64)), dtype=np.float64)  # 0-d gives a float
-    return out.astype(x.dtype)
-
-
-def _erfc(x: np.ndarray) -> np.ndarray:
-    # the codegen's algorithm in numpy double-double (svod/ddmath.py; float32 rounds once)
-    from svod.ddmath import erfc
-
-    return np.asarray(erfc(x.astype(np.float64))).astype(x.dtype)
-
-
-def _int_div(a: np.ndarray, b: np.ndarray, op: Ops) -> np.ndarray:
-    zero = b == 0
-    safe = np.where(zero, 1, b).astype(b.dtype)
-    out = np.floor_divide(a, safe) if op is Ops.IDIV else np.remainder(a, safe)
-    return np.where(zero, 0, out).astype(a.dtype)
-
-
-def _int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.dtype.kind == "u":
-        return np.power(a, b)
-    neg = b < 0
-    out = np.power(a, np.where(neg, 0, b).astype(b.dtype))
-    # a ** -k for integers: 1 for a == 1, ±1 for a == -1, else 0 (C semantics, no error)
-    negres = np.where(a == 1, 1, np.where(a == -1, np.where(b % 2 == 0, 1, -1), 0))
-    return np.where(neg, negres, out).astype(a.dtype)
-
-
-def _binary(op: Ops, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if op in _BINARY:
-        return _BINARY[op](a, b)
-    if op is Ops.LOGADDEXP:  # the codegen's: double-double where the sum cancels (svod/ddmath.py)
-        from svod.ddmath import logaddexp
-
-        return logaddexp(a, b)
-    if op in (Ops.IDIV, Ops.MOD):
-        if a.dtype.kind in "iub":
-            return _int_div(a, b, op)
-        return np.floor_divide(a, b) if op is Ops.IDIV else np.remainder(a, b)
-    if op is Ops.POW:
-        return _int_pow(a, b) if a.dtype.kind in "iu" else np.power(a, b)
-    if op is Ops.AND:
-        return np.bitwise_and(a, b)
-    if op is Ops.OR:
-        return np.bitwise_or(a, b)
-    if op is Ops.XOR:
-        return np.bitwise_xor(a, b)
-    raise NotImplementedError(f"interpreter: no rule for {op}")
-
-
-def _reduce(rop: str, x: np.ndarray, axes: tuple[int, ...], out_dtype) -> np.ndarray:
-    if x.dtype == np.bool_ and rop in ("max", "min"):
-        f = np.any if rop == "max" else np.all
-        return f(x, axis=axes, keepdims=True)
-    if rop == "sum":
-        return np.sum(x, axis=axes, keepdims=True, dtype=out_dtype)
-    if rop == "prod":
-        return np.prod(x, axis=axes, keepdims=True, dtype=out_dtype)
-    if rop == "max":
-        return np.max(x, axis=axes, keepdims=True)
-    if rop == "min":
-        return np.min(x, axis=axes, keepdims=True)
-    raise NotImplementedError(rop)
-
-
-def _arg_reduce(op: Ops, x: np.ndarray, axis: int) -> np.ndarray:
-    f = np.argmax if op is Ops.ARGMAX else np.argmin
-    # numpy's argmax/argmin already return the first index and let NaN win
-    return np.expand_dims(f(x, axis=axis), axis).astype(np.int64)
 
 
 def eval_node(op: Ops, dtype, arg, shape, srcs: Sequence[np.ndarray]) -> np.ndarray:
-    """Evaluate one non-leaf node on numpy arrays (the single source of op semantics)."""
+    """Evaluate one non-leaf node on numpy arrays: the op table's numpy implementation
+    (`svod.ops`, the single source of op semantics), or the library call of a LIBRARY node."""
     npd = dtype.np
     with np.errstate(all="ignore"):
-        if op is Ops.CONST:
-            return np.array(arg, dtype=npd)
-        if op is Ops.CAST:
-            src = srcs[0]
-            if npd == _U32 and src.dtype.kind == "f":
-                # NaN/inf/out of range: numpy's platform result, which for uint32 differs between
-                # its contiguous (SIMD) and strided loops; svod takes the C cast's (the strided
-                # loop's): convert to int64, keep the low 32 bits (docs/semantics.md)
-                return src.astype(np.int64).astype(npd)
-            # NaN/inf/out of range otherwise: numpy's platform result, the same in every loop
-            return src.astype(npd)
-        if op is Ops.ERF:
-            return _erf(srcs[0])
-        if op is Ops.ERFC:
-            return _erfc(srcs[0])
-        if op is Ops.NOT:
-            return np.logical_not(srcs[0]) if srcs[0].dtype == np.bool_ else np.invert(srcs[0])
-        if op in _UNARY:
-            out = _UNARY[op](srcs[0])
-            return out if op in BOOL_UNARY else out.astype(npd, copy=False)
-        if op in _BINARY or op in (Ops.IDIV, Ops.MOD, Ops.POW, Ops.AND, Ops.OR, Ops.XOR, Ops.LOGADDEXP):
-            return np.asarray(_binary(op, srcs[0], srcs[1])).astype(npd, copy=False)
-        if op is Ops.WHERE:
-            return np.where(srcs[0], srcs[1], srcs[2])
-        if op is Ops.REDUCE:
-            rop, axes = arg
-            return np.asarray(_reduce(rop, srcs[0], tuple(axes), npd)).astype(npd, copy=False)
-        if op in (Ops.ARGMAX, Ops.ARGMIN):
-            return _arg_reduce(op, srcs[0], arg)
-        if op is Ops.RESHAPE:
-            return srcs[0].reshape(arg)
-        if op is Ops.PERMUTE:
-            return np.transpose(srcs[0], arg)
-        if op is Ops.EXPAND:
-            return np.broadcast_to(srcs[0], arg)
-        if op is Ops.SHRINK:
-            return srcs[0][tuple(slice(b, e) for b, e in arg)]
-        if op is Ops.FLIP:
-            return np.flip(srcs[0], axis=tuple(arg)) if arg else srcs[0]
-        if op is Ops.PAD:
-            pads, value = arg
-            return np.pad(srcs[0], pads, mode="constant", constant_values=value)
-        if op is Ops.CAT:
-            return np.concatenate(srcs, axis=arg)
-        if op is Ops.MATMUL:
-            return np.matmul(srcs[0], srcs[1]).astype(npd, copy=False)
-        if op is Ops.CONTIGUOUS:
-            return np.ascontiguousarray(srcs[0])
+        info = TABLE.get(op)
+        if info is not None and info.interp is not None:
+            return info.interp(srcs, npd, arg)
         if op is Ops.LIBRARY:
             from svod.library import execute
 
@@ -304,7 +160,7 @@ def _eval_body(kernel, buffers: dict[int, np.ndarray], acc: np.ndarray | None = 
                 v = np.matmul(a, b).astype(n.dtype.np, copy=False)
             elif n.op is Ops.REDUCE:
                 src = np.broadcast_to(vals[n.src[0]], kernel.shape)  # NOTE: a CONST source is 0-d
-                v = np.asarray(_reduce(n.arg, src, r, n.dtype.np)).astype(n.dtype.np, copy=False)
+                v = np.asarray(reduce_numpy(n.arg, src, r, n.dtype.np)).astype(n.dtype.np, copy=False)
             elif n.op in (Ops.ARGMAX, Ops.ARGMIN):
                 v = _arg_reduce_axes(n.op, np.broadcast_to(vals[n.src[0]], kernel.shape), r)
             else:

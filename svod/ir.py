@@ -7,6 +7,8 @@ that is stable across processes (blake2b, never Python's salted `hash()`).
 All walks are iterative: a 100,000-node chain must not hit the recursion limit. Each node
 keeps its depth (`_depth`: the longest path to a leaf; BUFFER and CONST are 0), which the
 Tensor layer's pending-depth budget reads (`SVOD_PENDING_DEPTH`, docs/planning.md).
+The op classes below (`UNARY`, `BINARY`, ...) are projections of the op table
+(`svod.ops`, where `Ops` is defined; re-exported here).
 
 >>> from svod.ir import UOp, Ops
 >>> from svod import dtype as d
@@ -29,116 +31,17 @@ import numpy as np
 
 from svod.dtype import DType
 from svod.errors import ShapeError
+from svod.ops import REDUCE_OPS, Ops, ops_where
+from svod.view import Shaped
 
-
-class Ops(enum.Enum):
-    # leaves
-    BUFFER = "BUFFER"  # arg: BufferRef (realized data)
-    CONST = "CONST"  # arg: Python scalar; shape ()
-    # unary elementwise
-    NEG = "NEG"
-    ABS = "ABS"
-    EXP = "EXP"
-    LOG = "LOG"
-    SQRT = "SQRT"
-    SIN = "SIN"
-    COS = "COS"
-    TANH = "TANH"
-    ERF = "ERF"
-    ERFC = "ERFC"  # 1 - erf(x), relatively accurate in the right tail (no cancellation)
-    EXPM1 = "EXPM1"  # exp(x) - 1 without the cancellation (exact forms near 0)
-    LOG1P = "LOG1P"  # log(1 + x), likewise
-    FLOOR = "FLOOR"
-    CEIL = "CEIL"
-    ROUND = "ROUND"  # half to even
-    SIGN = "SIGN"
-    NOT = "NOT"  # logical not (bool) / bitwise invert (int)
-    ISNAN = "ISNAN"
-    ISINF = "ISINF"
-    CAST = "CAST"  # dtype is the target
-    # inverse trigonometric and hyperbolic (float; svod/elementwise.py)
-    ASIN = "ASIN"
-    ACOS = "ACOS"
-    ATAN = "ATAN"
-    SINH = "SINH"
-    COSH = "COSH"
-    ASINH = "ASINH"
-    ACOSH = "ACOSH"
-    ATANH = "ATANH"
-    SIGNBIT = "SIGNBIT"  # bool result: the sign bit (set for -0.0 and negative NaNs)
-    # complex parts (svod/complex.py): REAL/IMAG give the part's float dtype, CONJ keeps it
-    REAL = "REAL"
-    IMAG = "IMAG"
-    CONJ = "CONJ"
-    COMPLEX = "COMPLEX"  # (re, im) of one float dtype -> the complex dtype of that width
-    # binary elementwise (same dtype operands)
-    ADD = "ADD"
-    SUB = "SUB"
-    MUL = "MUL"
-    DIV = "DIV"  # true division, float only
-    IDIV = "IDIV"  # floor division (numpy //), 0 on integer division by zero
-    MOD = "MOD"  # floor modulo (numpy %), sign of the divisor
-    POW = "POW"
-    MAX = "MAX"  # numpy maximum: NaN propagates
-    MIN = "MIN"
-    CMPLT = "CMPLT"
-    CMPLE = "CMPLE"
-    CMPEQ = "CMPEQ"
-    CMPNE = "CMPNE"
-    AND = "AND"  # logical for bool, bitwise for int
-    OR = "OR"
-    XOR = "XOR"
-    ATAN2 = "ATAN2"  # (y, x), float
-    HYPOT = "HYPOT"
-    LOGADDEXP = "LOGADDEXP"
-    COPYSIGN = "COPYSIGN"
-    SHL = "SHL"  # integer shifts, numpy's rules for shifts outside [0, bits)
-    SHR = "SHR"  # arithmetic
-    # ternary
-    WHERE = "WHERE"  # (cond: bool, a, b)
-    # reductions: keep reduced axes as size 1
-    REDUCE = "REDUCE"  # arg: (ReduceOp name, axes)
-    ARGMAX = "ARGMAX"  # arg: axis; first index, NaN wins; int64
-    ARGMIN = "ARGMIN"
-    # movement
-    RESHAPE = "RESHAPE"  # arg: shape
-    PERMUTE = "PERMUTE"  # arg: order
-    EXPAND = "EXPAND"  # arg: shape (size-1 axes broadcast)
-    SHRINK = "SHRINK"  # arg: ((begin, end), ...)
-    FLIP = "FLIP"  # arg: axes
-    PAD = "PAD"  # arg: (((lo, hi), ...), value)
-    CAT = "CAT"  # arg: axis; several sources
-    # compute-heavy
-    MATMUL = "MATMUL"  # (a[..., m, k], b[..., k, n]), equal batch shapes
-    # boundaries
-    CONTIGUOUS = "CONTIGUOUS"  # identity that asks for a materialised result
-    # a library step (sorting, LAPACK, ...; svod/library.py): arg (function, params, output
-    # index, shape); one node per output of the call, the call runs once per plan step
-    LIBRARY = "LIBRARY"
-
-    def __repr__(self) -> str:
-        return f"Ops.{self.name}"
-
-    # members are singletons: identity hashing (Enum's default hashes the name in Python)
-    __hash__ = object.__hash__
-
-
-UNARY = frozenset({Ops.NEG, Ops.ABS, Ops.EXP, Ops.LOG, Ops.SQRT, Ops.SIN, Ops.COS, Ops.TANH, Ops.ERF,
-                   Ops.ERFC, Ops.EXPM1, Ops.LOG1P,
-                   Ops.FLOOR, Ops.CEIL, Ops.ROUND, Ops.SIGN, Ops.NOT, Ops.ISNAN, Ops.ISINF, Ops.CAST,
-                   Ops.ASIN, Ops.ACOS, Ops.ATAN, Ops.SINH, Ops.COSH, Ops.ASINH, Ops.ACOSH, Ops.ATANH,
-                   Ops.SIGNBIT, Ops.REAL, Ops.IMAG, Ops.CONJ})
-BINARY = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.DIV, Ops.IDIV, Ops.MOD, Ops.POW, Ops.MAX, Ops.MIN,
-                    Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR,
-                    Ops.ATAN2, Ops.HYPOT, Ops.LOGADDEXP, Ops.COPYSIGN, Ops.SHL, Ops.SHR, Ops.COMPLEX})
-# unary ops whose result is bool whatever the source dtype
-BOOL_UNARY = frozenset({Ops.ISNAN, Ops.ISINF, Ops.SIGNBIT})
-COMPARE = frozenset({Ops.CMPLT, Ops.CMPLE, Ops.CMPEQ, Ops.CMPNE})
-ELEMENTWISE = UNARY | BINARY | {Ops.WHERE}
-_SAME_SHAPE = UNARY | {Ops.CONTIGUOUS}  # one source, its shape
-REDUCTIONS = frozenset({Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN})
-MOVEMENT = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.FLIP, Ops.PAD})
-REDUCE_OPS = ("sum", "prod", "max", "min")
+UNARY = ops_where(kind="unary")
+BINARY = ops_where(kind="binary")
+BOOL_UNARY = ops_where(kind="unary", bool_result=True)  # result bool whatever the source dtype
+COMPARE = ops_where(kind="binary", bool_result=True)
+ELEMENTWISE = UNARY | BINARY | ops_where(kind="ternary")
+_SAME_SHAPE = UNARY | ops_where(kind="boundary")  # one source, its shape
+REDUCTIONS = ops_where(kind="reduction")
+MOVEMENT = ops_where(kind="movement")
 
 
 class BufferRef:
@@ -268,7 +171,7 @@ def _infer_shape(op: Ops, src: tuple[UOp, ...], arg: Any) -> tuple[int, ...]:
 # The largest array, in bytes, as numpy's: what a 64-bit address space (and svod's int64
 # index arithmetic) can hold.
 MAX_NBYTES = 2**63 - 1
-_GROWS = frozenset({Ops.EXPAND, Ops.PAD, Ops.CAT, Ops.MATMUL, Ops.LIBRARY})  # may make a bigger array
+_GROWS = ops_where(grows=True)  # may make a bigger array
 
 
 def check_size(shape: tuple[int, ...], dtype: DType) -> None:
@@ -281,7 +184,7 @@ def check_size(shape: tuple[int, ...], dtype: DType) -> None:
                          f"bytes, more than the {MAX_NBYTES} a 64-bit address space can hold")
 
 
-class UOp:
+class UOp(Shaped):
     """An immutable graph node. Construct with `UOp(op, dtype, src, arg)`; equal structure
     gives the same object."""
 
@@ -293,7 +196,7 @@ class UOp:
     shape: tuple[int, ...]
 
     # key -> weakref to the node; a node's death removes its entry (see _forget). A plain
-    # dict of weakrefs: WeakValueDictionary's Python-level get/set cost ~1 µs per node.
+    # dict of weakrefs: WeakValueDictionary's Python-level get/set costs more per node (docs/ops.md).
     _cache: dict = {}
 
     def __new__(cls, op: Ops, dtype: DType, src: tuple[UOp, ...] = (), arg: Any = None):
@@ -376,14 +279,6 @@ class UOp:
                 n._hash = h.digest()
         return self._hash.hex()
 
-    @property
-    def size(self) -> int:
-        return _prod(self.shape)
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
     @staticmethod
     def const(value, dtype: DType) -> UOp:
         return UOp(Ops.CONST, dtype, (), _py_scalar(value, dtype))
@@ -413,7 +308,7 @@ class UOp:
         """Python source lines that bind `out` to a node equal to ``buffer(array, dtype)``
         with its structural signature given (`sig`: the `_sig` of a `buffer` of an array
         of the same dtype, shape and strides) — names of variables in generated replay
-        code, where a call per leaf shows (0.45 µs saved a leaf). The generated code's
+        code, where a call per leaf shows (docs/ops.md). The generated code's
         namespace needs `buffer_namespace()`; keep both in step with `buffer`."""
         r = f"{out}_ref"
         return [f"{indent}{r} = _new(_BufferRef); {r}.array = {array}; {r}.serial = _next(_serials)",
@@ -500,8 +395,8 @@ def substitute(roots: list[UOp], mapping: dict[UOp, UOp], memo: dict[UOp, UOp] |
 
 class OP:
     """Plain class attributes naming the `Ops` members: ``OP.MUL is Ops.MUL``. An ``Ops.X``
-    access goes through the enum machinery (~100 ns on Python 3.11, ~30 on 3.12); the
-    per-op paths of the frontend name members through `OP` (~25 ns)."""
+    access goes through the enum machinery, slower than a class attribute (docs/ops.md);
+    the per-op paths of the frontend name members through `OP`."""
 
 
 for _m in Ops:
@@ -590,26 +485,26 @@ def _signature(key: tuple, src: tuple) -> tuple[int | None, tuple | None]:
             return _intern((op, dtype, carg, a._sig, b._sig)), la
         if not la:
             return _intern((op, dtype, carg, a._sig, b._sig)), lb
-    sigs = tuple(s._sig for s in src)
-    if None in sigs:
-        return None, None
-    pattern, leaves = merge_leaves(src)
-    if leaves is None:
-        return None, None
-    return _intern((op, dtype, carg, sigs, pattern)), leaves
+    return _merged_signature((op, dtype, carg), src)
 
 
 def signature_of(roots) -> tuple[int | None, tuple | None]:
     """(signature, leaves) of several roots together, or (None, None)."""
     if len(roots) == 1:
         return roots[0]._sig, roots[0]._leaves
-    sigs = tuple(r._sig for r in roots)
+    return _merged_signature(("R",), roots)
+
+
+def _merged_signature(head: tuple, nodes) -> tuple[int | None, tuple | None]:
+    """The signature `head + (signatures of nodes, leaf pattern)` and the merged leaves,
+    or (None, None) when a node has none or the leaves are too many."""
+    sigs = tuple(n._sig for n in nodes)
     if None in sigs:
         return None, None
-    pattern, leaves = merge_leaves(roots)
+    pattern, leaves = merge_leaves(nodes)
     if leaves is None:
         return None, None
-    return _intern(("R", sigs, pattern)), leaves
+    return _intern((*head, sigs, pattern)), leaves
 
 
 class _NodeRef(weakref.ref):

@@ -69,8 +69,23 @@ class AxisInfo(NamedTuple):
     hi: int
 
 
+class Shaped:
+    """Mixin of anything with a `shape` tuple (View, UOp): its `ndim` and `size`."""
+
+    __slots__ = ()
+    shape: Shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return _prod(self.shape)
+
+
 @dataclass(frozen=True)
-class View:
+class View(Shaped):
     """A strided, optionally masked view of a flat buffer (canonicalised on creation).
 
     >>> View((2, 1, 3), (3, 7, 1), 0, None).strides  # size-1 axes get stride 0
@@ -125,14 +140,6 @@ class View:
     def key(self) -> tuple:
         """A stable, hashable description (plain ints and tuples)."""
         return (self.shape, self.strides, self.offset, self.mask)
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return _prod(self.shape)
 
     @property
     def is_contiguous(self) -> bool:

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import svod
-from costmodels import analytic, calibrate, features, learned, measure, profile, tuning
+from costmodels import analytic, calibrate, digest, features, learned, measure, profile, tuning
 from costmodels.analytic import CalibratedModel
 from costmodels.features import features as kfeatures
 from costmodels.profile import Profile
@@ -540,7 +540,7 @@ def test_calibrate_smoke_with_a_few_probes(monkeypatch, mem_store):
     p = calibrate.calibrate(progress=False, budget=0.5, rounds=1, save=False)
     assert p.op_seconds["EXP"] > 0 and p.bandwidth["copy1"] and p.launch_seconds == 5e-8
     assert p.get("blas_trans_factor") == 1.04
-    assert "EXP" in calibrate.summary(p)
+    assert "EXP" in digest.summary(p)
     profile.save(p, mem_store)
     assert mem_store.get_json("profiles", profile.STORE_KEY)["op_seconds"]["EXP"] == p.op_seconds["EXP"]
     assert analytic.CalibratedModel(p).price(softmax_kernel(8, 8)).seconds > 0
