@@ -29,6 +29,7 @@ from svod.costing import CostModel, Machine, RooflineModel
 from svod.ir import Ops
 from svod.kernel import Plan
 from svod.key import GraphKey, KeyNode
+from svod.lower.cover import const_like
 
 
 @dataclass
@@ -123,19 +124,11 @@ def _search_whole(key: GraphKey, model, mach, lim: SearchLimits, rulesets, k: in
 # ----------------------------------------------------------------------------- regions
 
 
-def _const_like(key: GraphKey) -> set[int]:
-    out: set[int] = set()
-    for i, n in enumerate(key.nodes):
-        if n.op is Ops.CONST or (n.op in (Ops.RESHAPE, Ops.EXPAND) and n.src[0] in out):
-            out.add(i)
-    return out
-
-
 def regions(key: GraphKey, size: int) -> list[list[int]]:
     """Cut the computed nodes, in topological order, into regions of at most `size`
     nodes; a region also ends after a matmul once it has a quarter of its size (a natural
     boundary: the matmul is its own BLAS step or the head of an epilogue kernel)."""
-    consts = _const_like(key)
+    consts = const_like(key)
     out: list[list[int]] = []
     cur: list[int] = []
     for i, n in enumerate(key.nodes):
@@ -204,10 +197,10 @@ def _search_regions(key: GraphKey, model, mach, lim: SearchLimits, rulesets, t0:
     Bounded: one loop over the regions (no recursion), each searched whole with an equal
     share of what is left of `lim.seconds`; once the budget is spent, the remaining
     regions take the greedy planner's boundaries (the plan is then provisional)."""
-    from svod.plan_greedy import greedy_materialized, initial_materialized, lower, shared_heavy
+    from svod.lower import greedy_boundaries, initial_materialized, lower
 
     users = key.users()
-    consts = _const_like(key)
+    consts = const_like(key)
     outputs = set(key.outputs)
     parts = regions(key, lim.region_nodes)
     deadline = t0 + lim.seconds
@@ -223,7 +216,7 @@ def _search_regions(key: GraphKey, model, mach, lim: SearchLimits, rulesets, t0:
         left = deadline - time.perf_counter()
         if left <= 0:  # out of time: this region keeps the greedy planner's cuts
             if greedy_cuts is None:
-                greedy_cuts = greedy_materialized(key) | shared_heavy(key)
+                greedy_cuts = greedy_boundaries(key)
             rset = set(region)
             m.update(_region_outputs(key, region, rset, users, outputs))
             m.update(i for i in region if i in greedy_cuts)

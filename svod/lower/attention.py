@@ -6,8 +6,10 @@ the second matmul: 32 MB each way for 8 heads of 1024 x 1024. The attention kern
 (`Kernel.attention`, lowered by `svod.codegen.attention`) computes a few query rows at a
 time with the scores in an L1-sized scratch: no (m, n) buffer at all.
 
-`fuse_attention(plan)` rewrites every occurrence of the pattern in a plan, whatever
-the search chose for its parts:
+`fuse_attention(plan)`, a plan pass of the lowering (`svod.lower.PLAN_PASSES`, after
+sibling merging), rewrites every occurrence of the pattern in a plan, whatever boundaries
+were chosen for its parts — so every plan the search, the oracle and the greedy planner
+price or run is already fused:
 
 1. a matmul kernel (the BLAS step, or generated with an elementwise epilogue: a scale,
    a bias) writing a temporary slot S, its B operand a plain view of shape
@@ -17,9 +19,11 @@ the search chose for its parts:
    kernel ``exp(t - max t) / Σ exp(t - max t)`` writing slot P;
 3. a matmul kernel with no epilogue reading P as its A operand;
 
-where S and P are read by nothing else. The fused kernel's nodes are the epilogue of 1
-followed by the prologue of 2, so ``t`` is computed by the same operations in the same
-order. A pattern the native kernel cannot run as planned (not float32, a masked or
+where S and P are read by nothing else. The kernels are recognised by structure (the
+softmax from its output back: `softmax_input`), not by position. The fused kernel's
+nodes are the epilogue of 1 followed by the nodes of 2 that ``t`` is computed from, so
+``t`` is computed by the same operations in the same order. The pass checks the plan it
+rewrote (`Plan.check`). A pattern the native kernel cannot run as planned (not float32, a masked or
 chained view) is left alone.
 """
 
@@ -46,26 +50,49 @@ def _elementwise(nodes) -> bool:
 
 
 def softmax_input(k: Kernel) -> int | None:
-    """The node t when `k` is exactly the row softmax of t over its last axis — nodes
-    before it elementwise (loads, constants, elementwise ops), then ``max``, ``t - max``,
-    ``exp``, ``sum``, ``exp / sum`` in three passes, one full output; else None."""
+    """The node t when `k` is exactly the row softmax of t over its last axis, else None:
+    one full output ``e / Σe`` in pass 2 with ``e = exp(t - max t)``, the max in pass 0
+    and the sum in pass 1, and every other node elementwise (loads, constants,
+    elementwise ops) and none reading a softmax node. Matched by structure from the
+    output, wherever the nodes sit in the body."""
     if k.matmul is not None or k.attention is not None or len(k.outputs) != 1:
         return None
-    if k.reduce_axes != (len(k.shape) - 1,) or k.outputs[0].reduced:
+    if k.reduce_axes != (len(k.shape) - 1,) or k.outputs[0].reduced or k.outputs[0].pass_ != 2:
         return None
     nodes = k.nodes
-    i = len(nodes) - 5
-    if i < 1 or not _elementwise(nodes[:i]):
+    div = k.outputs[0].node
+    if nodes[div].op is not Ops.DIV:
         return None
-    t = nodes[i].src[0] if nodes[i].src else -1
-    want = [(Ops.REDUCE, (t,), "max", 0), (Ops.SUB, (t, i), None, None), (Ops.EXP, (i + 1,), None, None),
-            (Ops.REDUCE, (i + 2,), "sum", 1), (Ops.DIV, (i + 2, i + 3), None, None)]
-    for j, (op, src, arg, pass_) in enumerate(want):
-        n = nodes[i + j]
-        if n.op is not op or n.src != src or (arg is not None and n.arg != arg) or n.pass_ != pass_:
-            return None
-    o = k.outputs[0]
-    return t if o.node == i + 4 and o.pass_ == 2 and nodes[t].dtype is float32 else None
+    e, s = nodes[div].src
+    if not _is(nodes[s], Ops.REDUCE, (e,), "sum", 1) or nodes[e].op is not Ops.EXP:
+        return None
+    (d,) = nodes[e].src
+    if nodes[d].op is not Ops.SUB:
+        return None
+    t, mx = nodes[d].src
+    if not _is(nodes[mx], Ops.REDUCE, (t,), "max", 0):
+        return None
+    softmax = {div, s, e, d, mx}
+    rest = [n for i, n in enumerate(nodes) if i not in softmax]
+    if len(softmax) != 5 or t in softmax or not _elementwise(rest) or any(x in softmax for n in rest for x in n.src):
+        return None
+    return t if nodes[t].dtype is float32 else None
+
+
+def _is(n: KNode, op, src: tuple[int, ...], arg, pass_: int) -> bool:
+    return n.op is op and n.src == src and n.arg == arg and n.pass_ == pass_
+
+
+def _cone(k: Kernel, top: int) -> list[int]:
+    """The body nodes `top` is computed from (itself included), in body order."""
+    seen = {top}
+    todo = [top]
+    while todo:
+        for s in k.nodes[todo.pop()].src:
+            if s not in seen:
+                seen.add(s)
+                todo.append(s)
+    return sorted(seen)
 
 
 def _readers(kernels: list[Kernel], outputs) -> dict[int, list[int]]:
@@ -99,10 +126,12 @@ class _Builder:
         self.inputs.append(inp)
         return len(self.inputs) - 1
 
-    def copy(self, k: Kernel, upto: int, bound: dict[int, int]) -> dict[int, int]:
-        """Append k.nodes[:upto] but those `bound` (old node -> new node); the remapping."""
+    def copy(self, k: Kernel, which, bound: dict[int, int]) -> dict[int, int]:
+        """Append the nodes of k numbered `which` (ascending) but those `bound` (old node
+        -> new node); the remapping."""
         remap = dict(bound)
-        for i, n in enumerate(k.nodes[:upto]):
+        for i in which:
+            n = k.nodes[i]
             if i in remap:
                 continue
             if n.op == LOAD:
@@ -152,8 +181,8 @@ def _try(kernels: list[Kernel], i: int, readers: dict) -> tuple[int, int, Kernel
     nd = len(k1.shape)
     kv = ViewChain((kt.view.views[0].permute(tuple(range(nd - 2)) + (nd - 1, nd - 2)),), kt.view.pad_value)
     b = _Builder([q, KInput(kt.slot, kt.dtype, kv), v])
-    first = b.copy(k1, len(k1.nodes), {})  # a matmul kernel never loads its operands elementwise
-    second = b.copy(k2, t + 1, {n_i: first[k1.outputs[0].node] for n_i in s_loads})
+    first = b.copy(k1, range(len(k1.nodes)), {})  # a matmul kernel never loads its operands elementwise
+    second = b.copy(k2, _cone(k2, t), {n_i: first[k1.outputs[0].node] for n_i in s_loads})
     if not all(x.dtype is float32 for x in b.inputs[:3]) or not all(_plain(x.view) for x in b.inputs):
         return None
     o3 = k3.outputs[0]
