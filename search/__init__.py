@@ -4,11 +4,12 @@
     ->  serialise  ->  extract (decode + choose kernel boundaries, priced by a CostModel)
 
 `plan_search` is what the engine calls on a cache miss (imported lazily, on a thread of
-its own: egglog is slow to import, docs/planning.md). Graphs above `limits.max_nodes` use the greedy planner (size
-policy); graphs above `limits.region_nodes` are searched region by region in one pass
-within the budget (docs/planning.md); any failure falls back to the greedy planner. A plan
-cut short by the budget or from the greedy planner is flagged provisional: the planner
-persists it as such (later processes use it) and `svod tune` searches it again.
+its own: egglog is slow to import, docs/planning.md). Graphs above `limits.max_nodes`
+use the greedy planner (size policy); graphs above `limits.region_nodes` are searched
+region by region in one pass within the budget (docs/planning.md); any failure falls
+back to the greedy planner. A plan cut short by the budget or from the greedy planner is
+flagged provisional: the planner persists it as such (later processes use it) and `svod
+tune` searches it again.
 
 >>> import svod
 >>> from svod.key import compact

@@ -1,8 +1,9 @@
 """The oracle: the optimal plan of a small graph by brute force, from the Kernel spec
 alone — no e-graph, no rules. Every cover of the graph by legal kernels is a choice of
-which values to materialise; `svod.lower.lower` (the lowering stage) builds the
-kernels of each choice (recomputing every value that is not materialised, in each
-kernel that reads it, then the plan passes) and the cost model prices them. Algebraic rewrites are off.
+which values to materialise; `svod.lower.lower` (the lowering stage) builds the kernels
+of each choice (recomputing every value that is not materialised, in each kernel that
+reads it, then the plan passes) and the cost model prices them. Algebraic rewrites are
+off.
 
 Used by the search's optimality tests and by `svod costmodel report` (every variant of
 a workload, measured). Broadcast constants are always inlined (a kernel that writes a
