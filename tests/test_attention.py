@@ -243,3 +243,37 @@ def test_self_attention_reads_one_buffer_three_ways():
     t64 = svod.nn.scaled_dot_product_attention(X64, X64, X64)
     assert "attention" not in _plan_kinds(t64)
     np.testing.assert_allclose(t64.numpy(), _masked_ref(x, x, x, 1 / np.sqrt(NR)), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("mask", [False, True])
+def test_scores_written_by_a_kernel_of_their_own_still_fuse(mask):
+    """A boundary chosen inside t (the scaled or masked scores materialised by an
+    elementwise kernel between the matmul and the softmax) still gives one attention
+    kernel, compiled and interpreted equal to numpy."""
+    from svod.codegen.program import compile_kernel
+    from svod.interp import run_plan
+    from svod.ir import Ops
+    from svod.key import compact
+    from svod.lower import PLAN_PASSES, greedy_boundaries, lower
+
+    q, k, v = _arrays((2, 10, 8), NR, NR, seed=7)
+    Q, K, V = svod.asarray(q), svod.asarray(k), svod.asarray(v)
+    s = (Q @ K.mT) * 0.3
+    keep = np.tril(np.ones((10, NR), dtype=bool))
+    if mask:
+        s = svod.where(svod.asarray(keep), s, -np.inf)
+    key, b = compact([(svod.nn.softmax(s, axis=-1) @ V).uop])
+    op = Ops.WHERE if mask else Ops.MUL  # the last op of t before the softmax
+    top = next(i for i, n in enumerate(key.nodes) if n.op is op and n.shape == (2, 10, NR))
+    choice = greedy_boundaries(key) | {top}
+    unfused = lower(key, choice, passes=PLAN_PASSES[:1])
+    assert [kk.kind for kk in unfused.kernels] == ["blas", "elementwise", "rowwise", "blas"]
+    plan = lower(key, choice)
+    assert [kk.kind for kk in plan.kernels] == ["attention"]
+    want = _masked_ref(q, k, v, 0.3, keep=keep if mask else None)
+    np.testing.assert_allclose(run_plan(plan, b.arrays)[0], want, rtol=2e-5, atol=2e-6)
+    kern = plan.kernels[0]
+    bufs = {i: np.ascontiguousarray(a).reshape(-1) for i, a in enumerate(b.arrays)}
+    bufs[kern.outputs[0].slot] = np.empty(int(np.prod(kern.outputs[0].shape)), np.float32)
+    compile_kernel(kern).run(bufs)
+    np.testing.assert_allclose(bufs[kern.outputs[0].slot].reshape(want.shape), want, rtol=2e-5, atol=2e-6)

@@ -19,12 +19,15 @@ price or run is already fused:
    kernel ``exp(t - max t) / Σ exp(t - max t)`` writing slot P;
 3. a matmul kernel with no epilogue reading P as its A operand;
 
-where S and P are read by nothing else. The kernels are recognised by structure (the
-softmax from its output back: `softmax_input`), not by position. The fused kernel's
-nodes are the epilogue of 1 followed by the nodes of 2 that ``t`` is computed from, so
-``t`` is computed by the same operations in the same order. The pass checks the plan it
-rewrote (`Plan.check`). A pattern the native kernel cannot run as planned (not float32, a masked or
-chained view) is left alone.
+where S and P are read by nothing else. Between 1 and 2 there may be elementwise kernels
+of their own (a boundary chosen inside ``t``: the scale or the mask written to memory),
+each the sole reader of the one before; their nodes join ``t``. The kernels are
+recognised by structure (the softmax from its output back: `softmax_input`), not by
+position. The fused kernel's nodes are the epilogue of 1, those of the kernels between,
+then the nodes of 2 that ``t`` is computed from, so ``t`` is computed by the same
+operations in the same order. The pass checks the plan it rewrote (`Plan.check`). A
+pattern the native kernel cannot run as planned (not float32, a masked or chained view)
+is left alone.
 """
 
 from __future__ import annotations
@@ -143,23 +146,47 @@ class _Builder:
         return remap
 
 
-def _try(kernels: list[Kernel], i: int, readers: dict) -> tuple[int, int, Kernel] | None:
-    """(second matmul index, softmax index, fused kernel) when kernel `i` starts the pattern."""
+def _pointwise(k: Kernel, shape: tuple[int, ...]) -> bool:
+    """`k` is one elementwise float32 value over `shape` (a scale or a mask of the scores
+    in a kernel of its own)."""
+    return k.matmul is None and k.attention is None and k.library is None and not k.reduce_axes and \
+        len(k.outputs) == 1 and k.shape == shape and _elementwise(k.nodes) and \
+        k.nodes[k.outputs[0].node].dtype is float32
+
+
+def _loads_of(k: Kernel, slot: int) -> list[int] | None:
+    """The body nodes of `k` loading `slot`; None when one reads it through a
+    non-contiguous view (the fused kernel reads the scores in their own order)."""
+    loads = [n_i for n_i, n in enumerate(k.nodes) if n.op == LOAD and k.inputs[n.arg].slot == slot]
+    return None if any(not k.inputs[k.nodes[n_i].arg].view.is_contiguous for n_i in loads) else loads
+
+
+def _try(kernels: list[Kernel], i: int, readers: dict) -> tuple[int, list[int], Kernel] | None:
+    """(second matmul index, indices of the kernels it replaces besides `i`, fused kernel)
+    when kernel `i` starts the pattern."""
     k1 = kernels[i]
     mm1 = k1.matmul
     if mm1 is None or len(k1.outputs) != 1 or not _elementwise(k1.nodes) or k1.nodes[k1.outputs[0].node].dtype \
             is not float32:
         return None
-    s_slot = k1.outputs[0].slot
-    j2 = _sole_reader(readers, s_slot)
-    if j2 is None:
-        return None
-    k2 = kernels[j2]
-    t = softmax_input(k2)
-    if t is None or k2.shape != k1.shape:
-        return None
-    s_loads = [n_i for n_i, n in enumerate(k2.nodes) if n.op == LOAD and k2.inputs[n.arg].slot == s_slot]
-    if any(not k2.inputs[k2.nodes[n_i].arg].view.is_contiguous for n_i in s_loads):
+    # the kernels from the scores to the softmax: elementwise kernels of their own (the
+    # boundaries chosen inside t), each the sole reader of the one before
+    between: list[tuple[int, list[int]]] = []
+    prev = k1.outputs[0].slot
+    while True:
+        j = _sole_reader(readers, prev)
+        loads = None if j is None else _loads_of(kernels[j], prev)
+        if loads is None:
+            return None
+        t = softmax_input(kernels[j])
+        if t is not None:
+            break
+        if not _pointwise(kernels[j], k1.shape):
+            return None
+        between.append((j, loads))
+        prev = kernels[j].outputs[0].slot
+    j2, k2, s_loads = j, kernels[j], loads
+    if k2.shape != k1.shape:
         return None
     p_slot = k2.outputs[0].slot
     j3 = _sole_reader(readers, p_slot)
@@ -181,15 +208,20 @@ def _try(kernels: list[Kernel], i: int, readers: dict) -> tuple[int, int, Kernel
     nd = len(k1.shape)
     kv = ViewChain((kt.view.views[0].permute(tuple(range(nd - 2)) + (nd - 1, nd - 2)),), kt.view.pad_value)
     b = _Builder([q, KInput(kt.slot, kt.dtype, kv), v])
-    first = b.copy(k1, range(len(k1.nodes)), {})  # a matmul kernel never loads its operands elementwise
-    second = b.copy(k2, _cone(k2, t), {n_i: first[k1.outputs[0].node] for n_i in s_loads})
+    remap = b.copy(k1, range(len(k1.nodes)), {})  # a matmul kernel never loads its operands elementwise
+    value = remap[k1.outputs[0].node]
+    for j, loads in between:
+        kj = kernels[j]
+        value = b.copy(kj, _cone(kj, kj.outputs[0].node), {n_i: value for n_i in loads})[kj.outputs[0].node]
+    second = b.copy(k2, _cone(k2, t), {n_i: value for n_i in s_loads})
     if not all(x.dtype is float32 for x in b.inputs[:3]) or not all(_plain(x.view) for x in b.inputs):
         return None
     o3 = k3.outputs[0]
-    fused = Kernel(f"{k1.name}_{k2.name}_{k3.name}_attn", k3.shape, tuple(b.inputs), tuple(b.nodes),
+    names = [k1.name] + [kernels[j].name for j, _ in between] + [k2.name, k3.name]
+    fused = Kernel("_".join(names) + "_attn", k3.shape, tuple(b.inputs), tuple(b.nodes),
                    (KOutput(o3.slot, second[t], o3.dtype, o3.shape),),
                    attention=AttentionSpec(0, 1, 2, mm1.m, mm1.n, mm1.k, mm3.n))
-    return j3, j2, fused
+    return j3, [j for j, _ in between] + [j2], fused
 
 
 def fuse_attention(plan: Plan) -> Plan:
@@ -205,11 +237,11 @@ def fuse_attention(plan: Plan) -> Plan:
         if got is None:
             i += 1
             continue
-        j3, j2, fused = got
-        dead = {kernels[i].outputs[0].slot, kernels[j2].outputs[0].slot}
+        j3, replaced, fused = got
+        dead = {kernels[j].outputs[0].slot for j in [i] + replaced}
         # the fused kernel runs where the second matmul ran: every input is written by then
         kernels[j3] = fused
-        kernels = [k for idx, k in enumerate(kernels) if idx not in (i, j2)]
+        kernels = [k for idx, k in enumerate(kernels) if idx != i and idx not in replaced]
         for s in dead:
             slots.pop(s, None)
         readers = _readers(kernels, plan.outputs)
