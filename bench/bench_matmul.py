@@ -42,7 +42,7 @@ from svod.costing import Machine, RooflineModel  # noqa: E402
 from svod.dtype import float32, float64  # noqa: E402
 from svod.kernel import ACC, Kernel, KInput, KNode, KOutput, MatmulSpec  # noqa: E402
 from svod.key import compact  # noqa: E402
-from svod.plan_greedy import initial_materialized, lower  # noqa: E402
+from svod.lower import initial_materialized, lower  # noqa: E402
 from svod.view import ViewChain  # noqa: E402
 
 

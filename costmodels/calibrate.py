@@ -346,7 +346,7 @@ def _launch_cost() -> float:
     import svod
     from costmodels.measure import PlanRunner, time_plans
     from svod.key import compact
-    from svod.plan_greedy import lower
+    from svod.lower import lower
 
     x = svod.asarray(np.ones(16, np.float32))
     ys = [x]

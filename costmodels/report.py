@@ -375,7 +375,7 @@ def rescore(data: dict, model: CostModel, oracle, machine: Machine | None = None
     >>> again[0].measured == rows[0].measured, again[0].predicted == rows[0].predicted, again[0].pick == rows[0].pick
     (True, True, True)
     """
-    from svod.plan_greedy import initial_materialized, lower
+    from svod.lower import initial_materialized, lower
     from svod.planner import plan_passes
 
     machine = machine or Machine.host()

@@ -3,12 +3,13 @@
     encode (one `let` per node)  ->  saturate (named rule sets, bounded)
     ->  serialise  ->  extract (decode + choose kernel boundaries, priced by a CostModel)
 
-`plan_search` is what the engine calls on a cache miss (imported lazily: egglog costs
-~200 ms to import). Graphs above `limits.max_nodes` use the greedy planner (size
-policy); graphs above `limits.region_nodes` are searched region by region in one pass
-within the budget (docs/planning.md); any failure falls back to the greedy planner. A plan
-cut short by the budget or from the greedy planner is flagged provisional: the planner
-persists it as such (later processes use it) and `svod tune` searches it again.
+`plan_search` is what the engine calls on a cache miss (imported lazily, on a thread of
+its own: egglog is slow to import, docs/planning.md). Graphs above `limits.max_nodes`
+use the greedy planner (size policy); graphs above `limits.region_nodes` are searched
+region by region in one pass within the budget (docs/planning.md); any failure falls
+back to the greedy planner. A plan cut short by the budget or from the greedy planner is
+flagged provisional: the planner persists it as such (later processes use it) and `svod
+tune` searches it again.
 
 >>> import svod
 >>> from svod.key import compact
@@ -29,6 +30,7 @@ from svod.costing import CostModel, Machine, RooflineModel
 from svod.ir import Ops
 from svod.kernel import Plan
 from svod.key import GraphKey, KeyNode
+from svod.lower.cover import const_like
 
 
 @dataclass
@@ -123,19 +125,11 @@ def _search_whole(key: GraphKey, model, mach, lim: SearchLimits, rulesets, k: in
 # ----------------------------------------------------------------------------- regions
 
 
-def _const_like(key: GraphKey) -> set[int]:
-    out: set[int] = set()
-    for i, n in enumerate(key.nodes):
-        if n.op is Ops.CONST or (n.op in (Ops.RESHAPE, Ops.EXPAND) and n.src[0] in out):
-            out.add(i)
-    return out
-
-
 def regions(key: GraphKey, size: int) -> list[list[int]]:
     """Cut the computed nodes, in topological order, into regions of at most `size`
     nodes; a region also ends after a matmul once it has a quarter of its size (a natural
     boundary: the matmul is its own BLAS step or the head of an epilogue kernel)."""
-    consts = _const_like(key)
+    consts = const_like(key)
     out: list[list[int]] = []
     cur: list[int] = []
     for i, n in enumerate(key.nodes):
@@ -204,10 +198,10 @@ def _search_regions(key: GraphKey, model, mach, lim: SearchLimits, rulesets, t0:
     Bounded: one loop over the regions (no recursion), each searched whole with an equal
     share of what is left of `lim.seconds`; once the budget is spent, the remaining
     regions take the greedy planner's boundaries (the plan is then provisional)."""
-    from svod.plan_greedy import greedy_materialized, initial_materialized, lower, shared_heavy
+    from svod.lower import greedy_boundaries, initial_materialized, lower
 
     users = key.users()
-    consts = _const_like(key)
+    consts = const_like(key)
     outputs = set(key.outputs)
     parts = regions(key, lim.region_nodes)
     deadline = t0 + lim.seconds
@@ -223,7 +217,7 @@ def _search_regions(key: GraphKey, model, mach, lim: SearchLimits, rulesets, t0:
         left = deadline - time.perf_counter()
         if left <= 0:  # out of time: this region keeps the greedy planner's cuts
             if greedy_cuts is None:
-                greedy_cuts = greedy_materialized(key) | shared_heavy(key)
+                greedy_cuts = greedy_boundaries(key)
             rset = set(region)
             m.update(_region_outputs(key, region, rset, users, outputs))
             m.update(i for i in region if i in greedy_cuts)

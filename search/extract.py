@@ -14,8 +14,9 @@ Two steps:
    that reads the value's body instead of loading it — the fusion rules added those.
    A value is a *free choice* when some consumer can fuse it; else it is materialised.
 2. **Choose kernel boundaries.** Each free choice is "materialise" or "inline". The
-   plan of a choice is built by `svod.plan_greedy.lower` (the Kernel spec's lowering:
-   it adds any boundary that legality forces) and priced. Exact — every combination —
+   plan of a choice is built by `svod.lower.lower` (the lowering stage: it adds any
+   boundary that legality forces and runs the plan passes, attention fusion included)
+   and priced. Exact — every combination —
    up to `exact_limit` free choices; above that a local search (from the greedy plan's
    and the all-fused choice, flip one boundary at a time while the price drops) under
    the time budget. The k cheapest distinct plans are kept, except that among plans
@@ -26,7 +27,6 @@ Two steps:
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -35,7 +35,7 @@ from svod.costing import CostModel, Machine, fewer_kernels_on_ties
 from svod.ir import Ops
 from svod.kernel import Plan
 from svod.key import GraphKey, KeyNode
-from svod.plan_greedy import greedy_materialized, lower, shared_heavy
+from svod.lower import candidates, greedy_boundaries, initial_materialized, lower, subsets
 
 INF = float("inf")
 
@@ -247,17 +247,9 @@ def decode(js: dict, key: GraphKey):
 def boundaries(key: GraphKey, fusible: set[tuple[int, int]]) -> tuple[set[int], list[int]]:
     """(fixed boundaries, free choices) of a decoded graph."""
     users = key.users()
-    fixed = set(key.inputs) | set(key.outputs)
-    fixed |= {i for i, n in enumerate(key.nodes) if n.op is Ops.CONTIGUOUS}
-    # constants (and broadcasts of them) cost nothing inline and never deserve a kernel
-    consts: set[int] = set()
-    for i, n in enumerate(key.nodes):
-        if n.op is Ops.CONST or (n.op in (Ops.RESHAPE, Ops.EXPAND) and n.src[0] in consts):
-            consts.add(i)
+    fixed = initial_materialized(key)
     free: list[int] = []
-    for i in range(len(key.nodes)):
-        if i in fixed or i in consts:
-            continue
+    for i in candidates(key):  # constants (and broadcasts of them) never deserve a kernel
         # free when some consumer can fuse it: a consumer that cannot makes the lowering
         # materialise it for that consumer, while the others may still recompute it
         if users[i] and any((u, i) in fusible for u in users[i]):
@@ -274,7 +266,7 @@ def choose(key: GraphKey, fusible: set[tuple[int, int]], model: CostModel, machi
     fixed, free = boundaries(key, fusible)
     seen: dict[frozenset, Variant | None] = {}
     evaluated = 0
-    kernels_cache: dict = {}  # root -> kernels built for earlier choices (see plan_greedy.lower)
+    kernels_cache: dict = {}  # root -> kernels built for earlier choices (see svod.lower.lower)
     prices: dict[str, float] = {}  # kernel content key -> predicted seconds (models without price_plan)
     in_plan = getattr(model, "price_plan", None)
 
@@ -303,16 +295,13 @@ def choose(key: GraphKey, fusible: set[tuple[int, int]], model: CostModel, machi
     exact = len(free) <= exact_limit
     stop = "complete"
     if exact:
-        for r in range(len(free) + 1):
-            for combo in itertools.combinations(free, r):
-                evaluate(frozenset(combo))
-                if time.perf_counter() > deadline:
-                    stop = "time limit"
-                    break
-            if stop != "complete":
+        for chosen in subsets(free):
+            evaluate(chosen)
+            if time.perf_counter() > deadline:
+                stop = "time limit"
                 break
     else:
-        greedy = frozenset((greedy_materialized(key) | shared_heavy(key)) & set(free))
+        greedy = frozenset(greedy_boundaries(key) & set(free))
         # NOTE: the all-fused start recomputes every shared value everywhere: on big graphs
         # its kernels are huge and slow to lower, and it is rarely the better start
         starts = (greedy, frozenset()) if len(free) <= 64 else (greedy,)

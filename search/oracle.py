@@ -1,8 +1,9 @@
 """The oracle: the optimal plan of a small graph by brute force, from the Kernel spec
 alone — no e-graph, no rules. Every cover of the graph by legal kernels is a choice of
-which values to materialise; `svod.plan_greedy.lower` (the spec's lowering) builds the
-kernels of each choice (recomputing every value that is not materialised, in each
-kernel that reads it) and the cost model prices them. Algebraic rewrites are off.
+which values to materialise; `svod.lower.lower` (the lowering stage) builds the kernels
+of each choice (recomputing every value that is not materialised, in each kernel that
+reads it, then the plan passes) and the cost model prices them. Algebraic rewrites are
+off.
 
 Used by the search's optimality tests and by `svod costmodel report` (every variant of
 a workload, measured). Broadcast constants are always inlined (a kernel that writes a
@@ -11,14 +12,12 @@ constant is never cheaper than reading it as a constant).
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 from svod.costing import CostModel, Machine, RooflineModel, fewer_kernels_on_ties, plan_seconds
-from svod.ir import Ops
 from svod.kernel import Plan
 from svod.key import GraphKey
-from svod.plan_greedy import initial_materialized, lower
+from svod.lower import candidates, initial_materialized, lower, subsets
 
 
 @dataclass
@@ -29,16 +28,9 @@ class Cover:
 
 
 def choices(key: GraphKey) -> list[int]:
-    """Values whose materialisation is a choice: computed, not outputs, not constants."""
-    forced = initial_materialized(key)
-    consts: set[int] = set()
-    out = []
-    for i, n in enumerate(key.nodes):
-        if n.op is Ops.CONST or (n.op in (Ops.RESHAPE, Ops.EXPAND) and n.src[0] in consts):
-            consts.add(i)
-        elif i not in forced:
-            out.append(i)
-    return out
+    """Values whose materialisation is a choice: computed, not forced, not constants
+    (`svod.lower.candidates`)."""
+    return candidates(key)
 
 
 def all_covers(key: GraphKey, model: CostModel | None = None, machine: Machine | None = None,
@@ -51,17 +43,15 @@ def all_covers(key: GraphKey, model: CostModel | None = None, machine: Machine |
         raise ValueError(f"oracle: {len(free)} choices > {max_choices}; the oracle is for small graphs")
     base = initial_materialized(key)
     plans: dict[tuple, Cover] = {}
-    for r in range(len(free) + 1):
-        for combo in itertools.combinations(free, r):
-            m = frozenset(combo)
-            try:
-                plan = lower(key, base | m, planner="oracle")
-            except Exception:  # noqa: BLE001 - an illegal cover is not a cover
-                continue
-            secs = plan_seconds(plan, model, machine)
-            sig = tuple(k.key() for k in plan.kernels)
-            if sig not in plans or secs < plans[sig].seconds:
-                plans[sig] = Cover(plan, secs, m)
+    for m in subsets(free):
+        try:
+            plan = lower(key, base | m, planner="oracle")
+        except Exception:  # noqa: BLE001 - an illegal cover is not a cover
+            continue
+        secs = plan_seconds(plan, model, machine)
+        sig = tuple(k.key() for k in plan.kernels)
+        if sig not in plans or secs < plans[sig].seconds:
+            plans[sig] = Cover(plan, secs, m)
     return fewer_kernels_on_ties(sorted(plans.values(), key=lambda c: (c.seconds, len(c.plan.kernels))))
 
 

@@ -33,7 +33,7 @@ fuses or splits relative to another, by op names and source lines.
 
 >>> import svod
 >>> from svod.key import compact
->>> from svod.plan_greedy import lower
+>>> from svod.lower import lower
 >>> x = svod.asarray([[1.0, 2.0], [3.0, 4.0]])
 >>> key, _ = compact([svod.exp(x.contiguous())])  # doctest: +SKIP
 """
@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from svod.ir import ELEMENTWISE, MOVEMENT, Ops
 from svod.kernel import ACC, LOAD, VALID, Plan
 from svod.key import GraphKey
+from svod.lower.cover import const_like
 
 REASONS = ("output", "contiguous()", "matmul operand", "matmul result", "library step", "no fusion rule",
            "search budget", "size policy", "greedy planner", "reduction over other axes", "shared reduction",
@@ -130,7 +131,7 @@ def describe_plan(plan: Plan) -> str:
 
 def materialized(key: GraphKey, plan: Plan) -> set[int] | None:
     """Nodes of `key` the plan writes to memory (slot `n_inputs + i` holds node i, as
-    `svod.plan_greedy.lower` numbers them); None when the plan was not lowered from `key`."""
+    `svod.lower.lower` numbers them); None when the plan was not lowered from `key`."""
     n_in = plan.n_inputs
     if n_in != len(key.inputs):
         return None
@@ -143,14 +144,6 @@ def materialized(key: GraphKey, plan: Plan) -> set[int] | None:
                 key.nodes[i].dtype != info.dtype:
             return None
         out.add(i)
-    return out
-
-
-def _const_like(key: GraphKey) -> set[int]:
-    out: set[int] = set()
-    for i, n in enumerate(key.nodes):
-        if n.op is Ops.CONST or (n.op in MOVEMENT and n.src and n.src[0] in out):
-            out.add(i)
     return out
 
 
@@ -187,7 +180,7 @@ def _through_movement(key: GraphKey, i: int, m: set[int]) -> int:
 def edges(key: GraphKey, m: set[int]) -> list[tuple[int, int]]:
     """Boundary edges (q, c): q materialised and computed, c a consumer reading it
     (movement ops between them are looked through; c is never a bare view)."""
-    consts = _const_like(key)
+    consts = const_like(key)
     out: dict[tuple[int, int], None] = {}
     for c, n in enumerate(key.nodes):
         if n.op is Ops.BUFFER or c in consts or (n.op in MOVEMENT and c not in m):
@@ -271,7 +264,7 @@ class _Context:
     def alternative(self, q: int):
         """(plan lowered with q not materialised, or None, error text, q still forced)."""
         if q not in self._alt:
-            from svod.plan_greedy import lower
+            from svod.lower import lower
 
             try:
                 alt = lower(self.key, self.m - {q}, planner=self.plan.planner)
@@ -284,7 +277,7 @@ class _Context:
 
 def _forced(ctx: _Context, q: int, c: int, alt: Plan | None, err: str) -> tuple[str, str]:
     """Why the lowering keeps q materialised even when the choice says fuse it."""
-    from svod import plan_greedy
+    from svod.lower import build
 
     key = ctx.key
     n = key.nodes[q]
@@ -313,10 +306,9 @@ def _forced(ctx: _Context, q: int, c: int, alt: Plan | None, err: str) -> tuple[
     host = next((k for k, nodes in zip(alt.kernels, where) if c in nodes), None)
     own = next((k for k, nodes in zip(alt.kernels, where) if q in nodes), None)
     size = len(host.nodes) + len(own.nodes) if host is not None and own is not None else 0
-    if size > min(plan_greedy.MAX_BODY, plan_greedy.MAX_DEPTH):
+    if size > min(build.MAX_BODY, build.MAX_DEPTH):
         return "kernel size cap", (f"one kernel computing both would have about {size} body nodes, over the "
-                                   f"lowering's caps ({plan_greedy.MAX_BODY} body nodes, {plan_greedy.MAX_DEPTH} "
-                                   "deep)")
+                                   f"lowering's caps ({build.MAX_BODY} body nodes, {build.MAX_DEPTH} deep)")
     return "lowering", "the lowering keeps it materialised (a view or concatenation it cannot index through)"
 
 
@@ -420,8 +412,8 @@ def why_not_fused(explanation) -> list[Boundary]:
     e = explanation
     report = e.report
     origin = "tuned" if str(getattr(e, "origin", "") or "").startswith("tun") else "search"
-    # the plan analysed: the search's pick (before the plan passes) unless realize runs svod
-    # tune's choice; `e.plan` (what runs) then drops the boundaries a plan pass removed
+    # the plan analysed: the search's pick (its plan passes ran in the lowering: what the
+    # search priced is what runs) unless realize runs svod tune's choice
     chosen = e.plan if origin == "tuned" else getattr(e, "searched", None) or e.plan
     ext = getattr(report, "extraction", None)
     key = ext.key if ext is not None and materialized(ext.key, chosen) is not None else e.key
@@ -437,13 +429,8 @@ def why_not_fused(explanation) -> list[Boundary]:
         back = match_nodes(key, e.key)
         sources = {d: sources[o] for d, o in back.items() if o in sources}
     rulesets = getattr(getattr(report, "saturation", None), "rulesets", None) or None
-    out = boundaries(key, chosen, model=e.cost_model, machine=e.machine, report=report, fusible=fusible,
-                     rulesets=rulesets, origin=origin, sources=sources)
-    executed = e.plan
-    if executed is not chosen:  # a plan pass (attention fusion) may have removed some boundaries
-        written = {o.slot for k in executed.kernels for o in k.outputs}
-        out = [b for b in out if chosen.n_inputs + b.producer in written]
-    return out
+    return boundaries(key, chosen, model=e.cost_model, machine=e.machine, report=report, fusible=fusible,
+                      rulesets=rulesets, origin=origin, sources=sources)
 
 
 def debug_text(key: GraphKey, plan: Plan, report=None, model=None) -> str:

@@ -8,22 +8,22 @@ and what the fusion search did and why.
 (1, 'saturated', 'search')
 
 The plan shown is the one `realize()` runs: `svod.planner.decide` gives it to both
-(memory cache, tuning database, disk cache, or a search with the active cost model,
-through the plan passes), so explaining a graph and then realizing it runs the plan
-explained. An `Explanation` has that plan (`.plan`, `.kernels`, each kernel's LLVM IR
-through `.ir(i)`), where it came from (`.source`, `.detail`) and the cost model
-(`.model_name`), the search report (`.report`), the search's variants with their
-predicted costs (`.variants`, before the plan passes; `.searched` is the search's own
-pick, the one the e-graph pictures mark), why each kernel boundary is one
-(`.why_not_fused()`, `svod.boundaries`), `str()`, the e-graph as DOT text (`.to_dot()`),
-as a picture (`.picture()`: SVG through graphviz's `dot` when installed, else svod's
-layered layout drawn with matplotlib) and in the interactive viewer (`.show()`: a
-notebook widget, or a page on 127.0.0.1 in the browser; `svod.viewer`). When the plan
-came from a cache or the tuning database, the report and the variants come from a search
-run for the explanation with the same model. `.shapes` says whether the key has exact
-shapes or a size bucket of a dynamic structure, and why that structure was planned again
-(`svod.shapes`: a second row count, a new bucket); a dynamic size is explained with its
-bucket's plan, the one realize runs.
+(memory cache, tuning database, disk cache, or a search with the active cost model), so
+explaining a graph and then realizing it runs the plan explained. An `Explanation` has
+that plan (`.plan`, `.kernels`, each kernel's LLVM IR through `.ir(i)`), where it came
+from (`.source`, `.detail`) and the cost model (`.model_name`), the search report
+(`.report`), the search's variants with their predicted costs (`.variants`; `.searched`
+is the search's own pick, the one the e-graph pictures mark; every variant is a plan
+through the lowering's plan passes, attention fusion included, so what is priced is what
+would run), why each kernel boundary is one (`.why_not_fused()`, `svod.boundaries`),
+`str()`, the e-graph as DOT text (`.to_dot()`), as a picture (`.picture()`: SVG through
+graphviz's `dot` when installed, else svod's layered layout drawn with matplotlib) and
+in the interactive viewer (`.show()`: a notebook widget, or a page on 127.0.0.1 in the
+browser; `svod.viewer`). When the plan came from a cache or the tuning database, the
+report and the variants come from a search run for the explanation with the same model.
+`.shapes` says whether the key has exact shapes or a size bucket of a dynamic structure,
+and why that structure was planned again (`svod.shapes`: a second row count, a new
+bucket); a dynamic size is explained with its bucket's plan, the one realize runs.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ from svod.key import GraphKey, compact
 @dataclass
 class Explanation:
     key: GraphKey
-    plan: object  # svod.kernel.Plan: the plan realize() runs (after the plan passes)
+    plan: object  # svod.kernel.Plan: the plan realize() runs
     report: object  # search.SearchReport
-    variants: list  # search.extract.Variant, cheapest first, before the plan passes
+    variants: list  # search.extract.Variant, cheapest first
     egraph_json: dict | None = None
-    searched: object = None  # the search's own pick (variants[0]'s plan), before the plan passes
+    searched: object = None  # the search's own pick (variants[0]'s plan)
     cost_model: object = None  # the model the search priced with
     machine: object = None
     source: str = "search"  # where the plan came from: one of svod.planner.SOURCES
@@ -51,11 +51,6 @@ class Explanation:
     sources: dict = field(default_factory=dict)  # node of `key` -> "file.py:LINE: code" (svod.sources)
     shapes: str = ""  # why this key: exact shapes or a size bucket, and why re-planned (svod.shapes)
     _programs: dict = field(default_factory=dict)
-
-    @property
-    def executed(self):
-        """The plan realize() runs (the same as `.plan`; kept for older callers)."""
-        return self.plan
 
     @property
     def origin(self) -> str:
@@ -134,12 +129,9 @@ class Explanation:
         out = (f"{shapes}plan from: {where}\ncost model: {model}\n"
                f"{self.report}\n\nchosen {self.plan}\n\ncosts of the chosen plan "
                f"({getattr(self.cost_model, 'name', 'model')}, kernels priced in the plan):\n{self.costs_table()}"
-               f"\n\nthe search's variants (cheapest first, before the plan passes):\n{self.variants_table()}")
+               f"\n\nthe search's variants (cheapest first):\n{self.variants_table()}")
         if self.searched is not None and _sig(self.searched) != _sig(self.plan):
-            if self.origin == "search" and _sig(plan_after_passes(self.searched)) == _sig(self.plan):
-                out += "\n\nthe chosen plan is variant #0 after the plan passes (attention fused: svod.fuse_attention)"
-            else:
-                out += f"\n\nthe chosen plan is not the search's pick #0: it came from the {self.source}"
+            out += f"\n\nthe chosen plan is not the search's pick #0: it came from the {self.source}"
         from svod.boundaries import format_boundaries
 
         try:
@@ -184,12 +176,6 @@ def _sig(plan) -> tuple:
     return tuple(k.key() for k in plan.kernels) if plan is not None else ()
 
 
-def plan_after_passes(plan):
-    from svod.planner import plan_passes
-
-    return plan_passes(plan)
-
-
 def explain(*tensors, k: int = 8, cost_model=None, machine=None) -> Explanation:
     """Explain the plan realize() runs for these (unrealized) tensors and the search behind
     it. With `cost_model`, explain instead what the search would choose with that model
@@ -228,7 +214,7 @@ def explain_key(key: GraphKey, *, k: int = 8, cost_model=None, machine=None) -> 
 
     if cost_model is not None:
         r = plan_search(key, cost_model=cost_model, machine=machine, k=k, keep_egraph=True)
-        return Explanation(key, planner.plan_passes(r.plan), r.report, r.variants or [], r.egraph, r.plan,
+        return Explanation(key, r.plan, r.report, r.variants or [], r.egraph, r.plan,
                            cost_model, machine, "search with a given model",
                            "not the active model: realize() may run another plan", planner.describe_model(cost_model))
     d = planner.decide(key, k=k, keep_egraph=True)
@@ -238,6 +224,6 @@ def explain_key(key: GraphKey, *, k: int = 8, cost_model=None, machine=None) -> 
         r = plan_search(key, cost_model=model, machine=machine, k=k, keep_egraph=True)
     plan = d.plan
     if plan is None:  # the whole-graph interpreter: show the search's plan it stands in for
-        plan = planner.plan_passes(r.plan)
+        plan = r.plan
     return Explanation(key, plan, r.report, r.variants or [], r.egraph, r.plan, model, machine, d.source, d.detail,
                        planner.describe_model(model))

@@ -3,15 +3,15 @@ needs a plan calls it — `realize()` and `svod.jit` (through `engine.get_execut
 `svod.explain` and `svod explain FILE.py`, `svod tune` and `svod costmodel report`.
 
     memory cache -> tuning database -> disk cache -> search (the active cost model)
-                                                     -> plan passes (attention fusion)
 
 - **memory cache**: `engine.PLAN_CACHE`, the Executables of this process;
-- **tuning database**: the plan `svod tune` measured fastest for this graph (stored
-  after the plan passes: it is the plan realize runs, as tune timed it);
+- **tuning database**: the plan `svod tune` measured fastest for this graph (the plan
+  realize runs, as tune timed it);
 - **disk cache**: plans this machine searched before (`svod/store.py`), keyed by graph,
   plan format and cost-model generation, so a calibration or a tuning result plans again;
 - **search**: the e-graph search priced by `cost_model()` (the active model: measured
-  where `svod tune` timed kernels, the calibrated model elsewhere), then `plan_passes`.
+  where `svod tune` timed kernels, the calibrated model elsewhere); every plan it prices
+  is already through the lowering's plan passes (`svod.lower`: attention fusion included).
   A search that fails falls back to the greedy planner, a greedy planner that fails to
   the interpreter, each with one warning (`source == "fallback"`). `SVOD_SEARCH=0` plans
   with the greedy planner (`source == "greedy planner"`).
@@ -32,7 +32,6 @@ whole-graph interpreter, a planner failure, is never persisted.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -72,29 +71,11 @@ class Decision:
 # ----------------------------------------------------------------------------- plan passes
 
 
-def _attention(plan):
-    from svod.fuse_attention import fuse_attention
-
-    return fuse_attention(plan)
-
-
-# The lowering's plan passes, in order: (name, Plan -> Plan, switch variable). Every plan a
-# planner produces goes through them before anything runs, prices or times it.
-PLAN_PASSES = (("attention fusion", _attention, "SVOD_FUSE_ATTENTION"),)
-
-
 def plan_passes(plan):
-    """`plan` after the plan passes (`PLAN_PASSES`: matmul-softmax-matmul chains as one
-    attention kernel, `svod.fuse_attention`; `SVOD_FUSE_ATTENTION=0` turns it off). A pass
-    that fails leaves the plan as it was, with one warning (it costs speed, never a result).
-    Idempotent: a plan already through the passes comes back unchanged."""
-    for name, fn, switch in PLAN_PASSES:
-        if os.environ.get(switch, "1") in ("0", "false", "False"):
-            continue
-        try:
-            plan = fn(plan)
-        except Exception as e:  # noqa: BLE001 - a pass bug costs speed, never a result
-            _warn_once(name, f"svod: {name} failed ({type(e).__name__}: {e}); keeping the plan without it")
+    """`plan` itself. The plan passes (sibling merging, attention fusion) run inside the
+    lowering (`svod.lower.PLAN_PASSES`), so every plan a planner returns — and every
+    plan the search priced — is already through them. Kept only while svod/cli.py,
+    costmodels/report.py and `engine.fuse_plan` still call it (issue 27)."""
     return plan
 
 
@@ -187,12 +168,11 @@ LAST_SEARCH: dict = {}  # the latest search report per key hash (explain, SVOD_D
 
 
 def _greedy(key: GraphKey, source: str, detail: str, provisional: bool) -> tuple[Executable, str, str]:
-    """The greedy planner through the plan passes; a failure falls back to the
-    interpreter with one warning."""
+    """The greedy planner; a failure falls back to the interpreter with one warning."""
     from svod.plan_greedy import plan_greedy
 
     try:
-        plan = plan_passes(plan_greedy(key))
+        plan = plan_greedy(key)
         if _flag("SVOD_VALIDATE"):
             plan.check()
     except Exception as e:  # noqa: BLE001 - any planner bug must not lose the user's result
@@ -206,7 +186,7 @@ def _greedy(key: GraphKey, source: str, detail: str, provisional: bool) -> tuple
 
 def search_plan(key: GraphKey, *, model=None, k: int = 1, keep_egraph: bool = False, limits=None):
     """Search `key` with `model` (default: the active one) and `limits` (default: those in
-    force); returns (Executable after the plan passes, source, detail, SearchResult or None)."""
+    force); returns (Executable, source, detail, SearchResult or None)."""
     from svod.config import limits as current_limits
 
     lim = limits or current_limits()
@@ -231,7 +211,7 @@ def _search_plan(key: GraphKey, lim, model, k: int, keep_egraph: bool):
         from search import plan_search
 
         result = plan_search(key, cost_model=model or cost_model(), k=k, keep_egraph=keep_egraph, limits=lim)
-        plan = plan_passes(result.plan)
+        plan = result.plan
         if _flag("SVOD_VALIDATE"):
             plan.check()
     except (KeyboardInterrupt, SystemExit):
@@ -333,7 +313,7 @@ def provisional_keys() -> list[GraphKey]:
 
 def decide(key: GraphKey, *, k: int = 1, keep_egraph: bool = False) -> Decision:
     """The plan realize runs for `key`: memory cache, tuning database, disk cache, then a
-    search with the active cost model through the plan passes (see the module docstring).
+    search with the active cost model (see the module docstring).
     A plan found below the memory cache is put in it (and a searched one persisted), so the
     next call — realize's, explain's, tune's — gets the same Executable. `k` and
     `keep_egraph` go to the search when it runs (explain: variants and the e-graph)."""

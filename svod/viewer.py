@@ -125,7 +125,7 @@ def visualizer_json(egraph: dict, key: GraphKey | None = None, sources: dict[int
 
 
 def _picked(e):
-    """The search's pick (before the plan passes: `Explanation.searched`), else the plan."""
+    """The search's pick (`Explanation.searched`), else the plan."""
     return getattr(e, "searched", None) or e.plan
 
 
@@ -202,8 +202,6 @@ def build(e, sources: dict[int, str] | None = None, snapshots: bool = True, titl
             chosen_info = info
     if chosen_info is None:
         chosen_info = _plan_info(_picked(e), dkey, back, model, machine)
-    executed = e.plan  # the plan realize() runs (after the plan passes; svod tune's choice when tuned)
-    run_info = _plan_info(executed, dkey, back, model, machine) if executed is not _picked(e) else chosen_info
     classes = _classes(g, names, key, variants) if g is not None else {}
     try:
         bounds = why_not_fused(e)
@@ -228,7 +226,6 @@ def build(e, sources: dict[int, str] | None = None, snapshots: bool = True, titl
         "classes": classes,
         "variants": variants,
         "kernels": chosen_info["kernels"],
-        "executed": run_info["kernels"],
         "chosen_classes": sorted(f"T{i}" for i in chosen_nodes if key.nodes[i].op.value != "BUFFER"),
         "chosen_enodes": chosen_enodes,
         "boundaries": [{"producer": back.get(b.producer, b.producer), "consumer": back.get(b.consumer, b.consumer),

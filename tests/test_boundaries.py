@@ -90,7 +90,7 @@ def test_size_policy_regions():
 
 
 def test_kernel_size_cap(monkeypatch):
-    import svod.plan_greedy as pg
+    import svod.lower.build as pg
 
     monkeypatch.setattr(pg, "MAX_DEPTH", 20)
     y = _x(16, 8)

@@ -6,7 +6,8 @@ import svod
 from svod.costing import CostModel, Machine, Price, RooflineModel, input_bytes, plan_seconds
 from svod.kernel_examples import elementwise_chain_kernel, matmul_bias_gelu_kernel, softmax_kernel
 from svod.key import compact
-from svod.plan_greedy import lower, plan_greedy
+from svod.lower import lower
+from svod.plan_greedy import plan_greedy
 
 
 def test_roofline_is_a_cost_model():

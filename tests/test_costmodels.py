@@ -191,7 +191,7 @@ def test_calibrated_model_orders_the_basics(model):
 
 def test_fusion_is_priced_cheaper_when_it_saves_traffic(model):
     from svod.key import compact
-    from svod.plan_greedy import lower
+    from svod.lower import lower
 
     a, b = svod.random.randn(1 << 20), svod.random.randn(1 << 20)
     y = svod.exp(a * b + 1.0) * 0.5
@@ -333,7 +333,7 @@ def test_a_products_run_ages_the_caches_at_its_measured_rate(prof):
     colder than with idle aging; the fit inverts the hold curve; profiles without the
     probe (the checked-in one) price as before; kernels that are not products age at 1."""
     from svod.key import compact
-    from svod.plan_greedy import lower
+    from svod.lower import lower
 
     assert "matmul_age_factor" not in prof.data
     hold = {"0.001": 0.9, "0.004": 0.5, "0.016": 0.0}
@@ -468,7 +468,7 @@ def test_engine_plans_with_the_measured_model_and_rekeys_on_tuning(tmp_path, mon
 def test_realize_uses_a_tuned_plan(tmp_path, monkeypatch):
     from svod import engine
     from svod.key import compact
-    from svod.plan_greedy import lower
+    from svod.lower import lower
     from svod.store import reset_default_store
 
     monkeypatch.setenv("SVOD_CACHE_DIR", str(tmp_path / "cache"))

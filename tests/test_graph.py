@@ -11,7 +11,8 @@ import svod
 from svod.graph import Allocate, Free, GraphError, Launch, build_graph, check_graph, run_graph
 from svod.interp import eval_key
 from svod.key import compact
-from svod.plan_greedy import lower, plan_greedy
+from svod.lower import lower
+from svod.plan_greedy import plan_greedy
 from svod.pool import BufferPool
 
 

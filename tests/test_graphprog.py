@@ -10,7 +10,8 @@ from svod.codegen.graphprog import GraphProgram, compile_graph
 from svod.codegen.program import InterpretedProgram, compile_kernel
 from svod.graph import Copy, build_graph, run_graph
 from svod.key import compact
-from svod.plan_greedy import lower, plan_greedy
+from svod.lower import lower
+from svod.plan_greedy import plan_greedy
 
 
 def _graph(tensors, *, every_node=False, threads=None):

@@ -24,7 +24,7 @@ from svod.dtype import bool_, float32, float64
 from svod.ir import Ops
 from svod.kernel import ACC, LOAD, Kernel, KInput, KNode, KOutput, MatmulSpec
 from svod.key import compact
-from svod.plan_greedy import initial_materialized, lower
+from svod.lower import initial_materialized, lower
 from svod.view import View, ViewChain
 from tests.programs import programs
 

@@ -149,7 +149,8 @@ def test_sibling_merging_is_bounded():
     """Thousands of sibling kernels merge into groups of bounded size (each one compiles in
     bounded time), and merging stays linear in the kernels."""
     from svod.key import compact
-    from svod.plan_greedy import MERGE_MAX_BODY, plan_greedy
+    from svod.lower import MERGE_MAX_BODY
+    from svod.plan_greedy import plan_greedy
 
     x = svod.asarray(np.arange(10, dtype=np.float32))
     outs = [x * float(i) + 1.0 for i in range(600)]

@@ -18,7 +18,7 @@ from costmodels.tuning import MeasuredModel, TuningDB
 from svod.costing import Machine, Price, RooflineModel, plan_prices, plan_seconds
 from svod.graph import assign_storages, build_graph
 from svod.key import compact
-from svod.plan_greedy import lower
+from svod.lower import lower
 from svod.store import Store
 
 PROFILE = Profile.load(Path(__file__).resolve().parent / "machine_profile.json")

@@ -233,3 +233,19 @@ def test_corpus_plans_equal_the_interpreter(name):
 
 def test_corpus_is_big_enough():
     assert len(_corpus()) >= 30
+
+
+def test_every_variant_is_priced_after_the_plan_passes():
+    """The search prices the plans the lowering's passes made: no variant has an attention
+    chain left for the pass, and W5's cheapest is the attention kernel itself."""
+    from svod import workloads
+    from svod.fuse_attention import fuse_attention
+
+    w = workloads.get("w5_attention")
+    arrays = w.make_inputs({"q": (2, 64, 16), "k": (2, 64, 16), "v": (2, 64, 16)})
+    key, b = compact([w.build(**{k: svod.asarray(v) for k, v in arrays.items()}).uop])
+    r = plan_search(key, k=8)
+    assert len(r.variants) > 1
+    assert all(fuse_attention(v.plan) is v.plan for v in r.variants)
+    assert [k.kind for k in r.plan.kernels] == ["attention"]
+    np.testing.assert_allclose(run_plan(r.plan, b.arrays)[0], eval_key(key, b.arrays)[0], rtol=1e-4, atol=1e-5)

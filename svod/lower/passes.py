@@ -1,0 +1,81 @@
+"""The lowering's plan passes: named Plan -> Plan rewrites, run in a listed order on the
+Plan `svod.lower.build.build_plan` makes, before any planner prices, times or runs it.
+
+Contract of a pass: it returns a Plan computing the same outputs in the same slots (the
+plan itself when it changes nothing), and a plan it returns passes `Plan.check`. Under
+`SVOD_VALIDATE` the runner checks the built plan and each plan a pass changes, and a
+failing check raises `KernelError` naming the pass. A pass that raises leaves the plan as
+it was, with one warning: a pass costs speed when it fails, never a result. A pass with a
+`switch` variable is skipped when that variable is 0 (`SVOD_FUSE_ATTENTION=0`).
+
+Adding a pass: append a `PlanPass` to `PLAN_PASSES` (its position is its order).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from svod.kernel import KernelError, Plan
+from svod.lower.attention import fuse_attention
+from svod.lower.merge import merge_siblings
+
+
+@dataclass(frozen=True)
+class PlanPass:
+    """One named plan pass; `switch`: the environment variable that turns it off with 0."""
+
+    name: str
+    run: Callable[[Plan], Plan]
+    switch: str | None = None
+
+    def enabled(self) -> bool:
+        return self.switch is None or os.environ.get(self.switch, "1") not in ("0", "false", "False")
+
+
+SIBLING_MERGE = PlanPass("sibling merge", merge_siblings)
+ATTENTION_FUSION = PlanPass("attention fusion", fuse_attention, "SVOD_FUSE_ATTENTION")
+
+# In order. Sibling merging first: attention fusion matches the merged kernels (a softmax
+# merged with a sibling is not a lone row softmax, and stays unfused).
+PLAN_PASSES: tuple[PlanPass, ...] = (SIBLING_MERGE, ATTENTION_FUSION)
+
+_warned: set[str] = set()
+
+
+def validating() -> bool:
+    """SVOD_VALIDATE is on (the same reading as the engine's)."""
+    return os.environ.get("SVOD_VALIDATE", "0") not in ("", "0", "false", "False")
+
+
+def check(plan: Plan, after: str) -> None:
+    """`plan.check()`, its failure raised as a KernelError saying what produced the plan."""
+    try:
+        plan.check()
+    except Exception as e:  # noqa: BLE001 - re-raised with the pass named
+        raise KernelError(f"lowering: the plan after {after} is invalid: {type(e).__name__}: {e}") from e
+
+
+def run_passes(plan: Plan, passes: Sequence[PlanPass] = PLAN_PASSES, *, validate: bool | None = None) -> Plan:
+    """`plan` through `passes` in order (see the module docstring); `validate` defaults to
+    SVOD_VALIDATE."""
+    validate = validating() if validate is None else validate
+    for p in passes:
+        if not p.enabled():
+            continue
+        try:
+            out = p.run(plan)
+        except Exception as e:  # noqa: BLE001 - a pass bug costs speed, never a result
+            if p.name not in _warned:
+                _warned.add(p.name)
+                from svod.errors import SvodWarning, user_stacklevel
+
+                warnings.warn(f"svod: {p.name} failed ({type(e).__name__}: {e}); keeping the plan without it",
+                              SvodWarning, stacklevel=user_stacklevel())
+            continue
+        if out is not plan and validate:
+            check(out, f"the plan pass {p.name!r}")
+        plan = out
+    return plan
