@@ -42,15 +42,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from svod.ir import ELEMENTWISE, MOVEMENT, Ops
+from svod.ir import ELEMENTWISE, MOVEMENT, REDUCTIONS, Ops
 from svod.kernel import ACC, LOAD, VALID, Plan
 from svod.key import GraphKey
 from svod.lower.cover import const_like
+from svod.ops import phrase
 
 REASONS = ("output", "contiguous()", "matmul operand", "matmul result", "library step", "no fusion rule",
            "search budget", "size policy", "greedy planner", "reduction over other axes", "shared reduction",
            "kernel size cap", "priced higher", "tie", "tuned", "lowering")
-_REDUCTIONS = (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN)
 
 
 @dataclass(frozen=True)
@@ -192,19 +192,6 @@ def edges(key: GraphKey, m: set[int]) -> list[tuple[int, int]]:
     return list(out)
 
 
-def _kind(op: Ops) -> str:
-    """An article and a kind: 'a reduction', 'an elementwise op'."""
-    if op in _REDUCTIONS:
-        return "a reduction"
-    if op is Ops.MATMUL:
-        return "a matmul"
-    if op is Ops.LIBRARY:
-        return "a library step"
-    if op in MOVEMENT:
-        return "a view"
-    return "an elementwise op"
-
-
 # ----------------------------------------------------------------------------- reasons
 
 
@@ -283,7 +270,7 @@ def _forced(ctx: _Context, q: int, c: int, alt: Plan | None, err: str) -> tuple[
     n = key.nodes[q]
     if alt is None:
         return "lowering", f"the fused variant cannot be lowered ({err})"
-    if n.op in _REDUCTIONS:
+    if n.op in REDUCTIONS:
         axes = tuple(n.arg[1]) if n.op is Ops.REDUCE else (n.arg,)
         in_shape = tuple(key.nodes[n.src[0]].shape)
         am = materialized(key, alt) or set()
@@ -326,7 +313,7 @@ def _reason(ctx: _Context, q: int, c: int) -> tuple[str, str, float | None]:
         return "library step", ("a library step (numpy's sort, LAPACK: svod/library.py) reads its operands from "
                                 "memory and writes its results there")
     if qn.op is Ops.MATMUL and cn.op not in ELEMENTWISE:
-        return "matmul result", f"a matmul fuses only into an elementwise epilogue, not into {_kind(cn.op)}"
+        return "matmul result", f"a matmul fuses only into an elementwise epilogue, not into {phrase(cn.op)}"
     report = ctx.report
     sat = getattr(report, "saturation", None)
     planner = getattr(report, "planner", None) or ctx.plan.planner
@@ -337,7 +324,7 @@ def _reason(ctx: _Context, q: int, c: int) -> tuple[str, str, float | None]:
         return "greedy planner", f"the greedy planner materialises a value shared by heavy consumers ({why})"
     rule = _fusible_by_rule(key, q, c, ctx.m, ctx.rulesets)
     if rule is None:
-        return "no fusion rule", f"no enabled rule set fuses {_kind(qn.op)} into {_kind(cn.op)}"
+        return "no fusion rule", f"no enabled rule set fuses {phrase(qn.op)} into {phrase(cn.op)}"
     if ctx.fusible is not None and not _edge_fusible(ctx, q, c):
         stop = getattr(sat, "stop_reason", "saturated")
         if stop != "saturated":

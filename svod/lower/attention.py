@@ -35,13 +35,13 @@ from __future__ import annotations
 import dataclasses
 
 from svod.dtype import float32
-from svod.ir import BINARY, UNARY, Ops
+from svod.ir import ELEMENTWISE, Ops
 from svod.kernel import ACC, LOAD, AttentionSpec, Kernel, KInput, KNode, KOutput, Plan
 from svod.view import ViewChain
 
 __all__ = ["fuse_attention"]
 
-_ELEMENTWISE = UNARY | BINARY | {Ops.WHERE, Ops.CONST}
+_ELEMENTWISE = ELEMENTWISE | {Ops.CONST}
 
 
 def _plain(v: ViewChain) -> bool:
