@@ -164,10 +164,7 @@ export function mountViewer(root, data, viz) {
     const total = g.kernels.reduce((s, k) => s + (k.us || 0), 0);
     panel.append(
       section(`Chosen plan: ${g.kernels.length} kernel(s), ${us(total)} predicted (${g.cost_model})`, "svod-plan",
-        h("ol", { class: "svod-kernels" }, g.kernels.map(kernelRow)),
-        g.executed && g.executed.length !== g.kernels.length
-          ? h("p", { class: "svod-muted" }, `realize() runs ${g.executed.length} kernel(s) after attention fusion: ` +
-            g.executed.map((k) => k.ops).join(" | ")) : null),
+        h("ol", { class: "svod-kernels" }, g.kernels.map(kernelRow))),
       h("details", { id: "svod-class", open: "" }, h("summary", {}, "e-class"),
         h("p", { class: "svod-muted" }, "Click an e-class (or an e-node) in the e-graph to see its alternatives.")),
       section(`Why not fused: ${g.boundaries.length} boundar${g.boundaries.length === 1 ? "y" : "ies"}`, "svod-boundaries",
