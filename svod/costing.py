@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from svod.codegen.schedule import MM_ROWS, gemm_tiling
+from svod.codegen.target import DEFAULT_CACHES, Target
 from svod.ir import Ops
 from svod.kernel import ACC, LOAD, VALID, Kernel, Plan
 
@@ -110,10 +112,16 @@ class CostModel(Protocol):
     def price_batch(self, kernels: Sequence[Kernel], machine: Machine) -> list[Price]: ...
 
 
-def input_bytes(kernel: Kernel) -> int:
-    """Bytes a kernel reads from memory once (broadcast and padded reads counted once)."""
-    total = 0
+def input_bytes_each(kernel: Kernel) -> tuple[int, ...]:
+    """Bytes each input (by index) reads from memory once: a broadcast axis counts once,
+    a masked (padded) border not at all, a chain of views at most its own size. A chain
+    with a fully masked view reads nothing (every element is the pad value: the emitter
+    loads nothing, `svod.codegen.schedule.Access.dead`)."""
+    out = []
     for inp in kernel.inputs:
+        if any(v.fully_masked for v in inp.view.views):
+            out.append(0)
+            continue
         v = inp.view.views[0]
         elems = 1
         for (_size, stride, lo, hi) in v.axes():
@@ -121,8 +129,13 @@ def input_bytes(kernel: Kernel) -> int:
                 elems *= hi - lo
         if len(inp.view.views) > 1:
             elems = min(elems, inp.view.size)
-        total += elems * inp.dtype.itemsize
-    return total
+        out.append(elems * inp.dtype.itemsize)
+    return tuple(out)
+
+
+def input_bytes(kernel: Kernel) -> int:
+    """Bytes a kernel reads from memory once (`input_bytes_each`, summed)."""
+    return sum(input_bytes_each(kernel))
 
 
 def output_bytes(kernel: Kernel) -> int:
@@ -214,18 +227,12 @@ BLAS_BATCH_SECONDS = 1e-6  # numpy loops over batch matrices, one BLAS call each
 GEMM_SETUP_SECONDS = 2e-6  # malloc of the packing buffers per slice of units
 
 
-def _gemm_geometry(mm, batch: int, itemsize: int, machine: Machine) -> tuple[int, int, int, int, int]:
-    """(MR, NR, KC, tiles_m, tiles_n) of the generated GEMM on `machine`: the rule of
-    svod/codegen/gemm.py applied to the machine's vector width and L2, nothing compiled."""
-    from svod.codegen.gemm import split_tiles
-
-    lanes = max(1, machine.vector_bits // (8 * itemsize))
-    mr, nr = (12, 2 * lanes) if machine.vector_bits >= 512 else (6, 2 * lanes)
-    kc = 256
-    l2_core = machine.l2_bytes // max(1, machine.cores)
-    tile = max(nr, l2_core // (kc * itemsize) // nr * nr)
-    _, _, tm, tn = split_tiles(batch, mm.m, mm.n, mr, nr, max(mr, tile // mr * mr), tile, machine.cores)
-    return mr, nr, kc, tm, tn
+def gemm_target(machine: Machine) -> Target:
+    """The codegen target `machine` describes, for the GEMM tiling its price assumes
+    (`svod.codegen.schedule.gemm_tiling`): its vector width and cores, its L2 shared
+    out per core, the default L1 (a `Machine` does not describe one)."""
+    return Target(vector_bits=machine.vector_bits, l1=DEFAULT_CACHES[0], l2=machine.l2_bytes // max(1, machine.cores),
+                  l3=machine.llc_bytes, workers=machine.cores)
 
 
 def price_matmul(kernel: Kernel, machine: Machine) -> Price:
@@ -252,14 +259,15 @@ def price_matmul(kernel: Kernel, machine: Machine) -> Price:
                 gather += 2 * v.size * item / bw
         sec = max(mem, flops / (rate * cores)) + gather + BLAS_CALL_SECONDS + BLAS_BATCH_SECONDS * batch
         return Price(sec + machine.launch_seconds, 1)
-    mr, nr, _, tiles_m, tiles_n = _gemm_geometry(mm, batch, item, machine)
+    tiling = gemm_tiling(batch, mm.m, mm.n, mm.k, item, gemm_target(machine))
+    mr, nr, tiles_m, tiles_n = tiling.cfg.mr, tiling.cfg.nr, tiling.tiles_m, tiling.tiles_n
     # the micro-kernel always computes whole MR x NR tiles: padding is work
     padded = 2.0 * batch * (-(-mm.m // mr) * mr) * (-(-mm.n // nr) * nr) * mm.k
     units = max(1, batch * tiles_m * tiles_n)
     rate = GEMM_FLOPS_PER_OP * machine.flops_per_core * width
     if not kernel.inputs[mm.a].dtype.is_float:  # integer/bool matmuls: the simple tile loop
         padded, rate, tiles_m, tiles_n = flops, machine.flops_per_core * width, 1, 1
-        units = max(1, batch * -(-mm.m // 16))
+        units = max(1, batch * -(-mm.m // MM_ROWS))
     # packing is in the measured rate; repacking when there are many unit tiles is not:
     # every unit packs its A rows and B columns once (the BLAS packs each once)
     pack = batch * (mm.m * mm.k * (tiles_n - 1) + mm.k * mm.n * (tiles_m - 1)) * item * 2 / machine.cache_bandwidth

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import svod
-from svod.codegen.gemm import gemm_config, plan_gemm, split_tiles
 from svod.codegen.program import compile_kernel
+from svod.codegen.schedule import gemm_config, plan_gemm, split_tiles
 from svod.costing import Machine, RooflineModel
 from svod.dtype import bool_, float32, float64
 from svod.ir import Ops
@@ -392,13 +392,14 @@ def test_avx512_configuration_compiles_to_zmm_without_spills(monkeypatch):
 
     import llvmlite.binding as llvm
 
-    import svod.codegen.gemm as gemm
+    import svod.codegen.schedule as schedule
     from svod.codegen.jit import LLVM_LOCK, _ensure_init
     from svod.codegen.lower import lower_kernel
     from svod.kernel_examples import matmul_bias_gelu_kernel
 
-    cfg = gemm.GemmConfig(4, 16, 12, 2, 256, 240, 1024, 1020)
-    monkeypatch.setattr(gemm, "gemm_config", lambda itemsize: cfg)
+    cfg = schedule.GemmConfig(4, 16, 12, 2, 256, 240, 1024, 1020)
+    monkeypatch.setattr(schedule, "gemm_config", lambda itemsize, target=None: cfg)
+    monkeypatch.setattr(schedule, "_CACHE", {})
     low = lower_kernel(matmul_bias_gelu_kernel(100, 70, 90))
     _ensure_init()
     with LLVM_LOCK:

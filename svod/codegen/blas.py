@@ -36,7 +36,7 @@ import threading
 
 import numpy as np
 
-from svod.codegen.graphprog import data_address
+from svod.codegen.buffers import data_address
 from svod.runtime import pool_size, run_parallel
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112

@@ -42,7 +42,6 @@ True
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import tempfile
 import threading
@@ -52,6 +51,8 @@ import weakref
 
 import numpy as np
 
+from svod.codegen.objcache import load_cached, object_key, store_object
+from svod.codegen.schedule import plan_loops
 from svod.kernel import Kernel
 from svod.stats import bump
 
@@ -155,8 +156,6 @@ class NativeProgram(Program):
         self._cache: list = [None] * len(self.slots)
         self._split_counts = None  # (address, bytes) of a split reduction's shared counters
         if kernel.kind in ("reduce", "rowwise"):
-            from svod.codegen.lower import plan_loops
-
             plan = plan_loops(kernel)
             if plan.split > 1:
                 get = ctypes.CFUNCTYPE(ctypes.c_void_p)(module.address(symbol + ".split.counts"))
@@ -350,27 +349,6 @@ class InterpretedProgram(Program):
 # ----------------------------------------------------------------------------- compile
 
 
-def _target_key() -> str:
-    import llvmlite
-    import llvmlite.binding as llvm
-
-    from svod.codegen import jit
-    from svod.codegen.gemm import gemm_fingerprint
-    from svod.codegen.lower import LOWER_VERSION
-
-    info = jit.host_target_info()
-    feats = hashlib.blake2b(info["features"].encode(), digest_size=8).hexdigest()
-    ver = ".".join(map(str, llvm.llvm_version_info))
-    # NOTE: GEMM blocking follows the cache sizes and the thread count (not in the CPU name)
-    return f"L{LOWER_VERSION}:llvmlite{llvmlite.__version__}:llvm{ver}:{info['cpu']}:{feats}:" \
-           f"mvec{int(jit.libmvec_enabled())}:{gemm_fingerprint()}"
-
-
-def object_key(kernel: Kernel) -> str:
-    """The object-cache key (the store adds machine and svod-code fingerprints)."""
-    return f"{kernel.key()}:{_target_key()}"
-
-
 def _recompile(kernel: Kernel, lean: bool = False):
     """The kernel compiled again, for its IR (`lean`) or assembly text; nobody keeps it."""
     from svod.codegen.jit import compile_ir
@@ -380,43 +358,11 @@ def _recompile(kernel: Kernel, lean: bool = False):
     return compile_ir(low.ir, name=kernel.name, lean=lean)
 
 
-def _cache_enabled() -> bool:
-    return os.environ.get("SVOD_OBJECT_CACHE", "1") not in ("0", "false", "False")
-
-
-def load_cached(okey: str, symbols, name: str):
-    """The module stored under object-cache key `okey` (the store namespaces machine and
-    code), loaded; None when absent, disabled (`SVOD_OBJECT_CACHE=0`) or unloadable."""
-    if not _cache_enabled():
-        return None
-    from svod.codegen.jit import load_object
-
-    try:
-        from svod.store import default_store
-
-        obj = default_store().get("objects", okey)
-        return load_object(obj, symbols, name=name) if obj else None
-    except Exception:  # noqa: BLE001 - the cache is an optimisation; a foreign/truncated object is a miss
-        return None
-
-
-def store_object(okey: str, module, meta: dict) -> None:
-    """Keep `module`'s object code under `okey` for the next process (best effort)."""
-    if not _cache_enabled():
-        return
-    try:
-        from svod.store import default_store
-
-        default_store().put("objects", okey, module.object_code, meta=meta)
-    except Exception:  # noqa: BLE001 - the cache is an optimisation, never an error
-        pass
-
-
 def _build(kernel: Kernel) -> Program:
     if (kernel.matmul is not None and kernel.matmul.library) or kernel.library is not None:
         return LibraryProgram(kernel)
     from svod.codegen.jit import compile_ir
-    from svod.codegen.lower import lower_kernel, plan_loops, symbol_for
+    from svod.codegen.lower import lower_kernel, symbol_for
 
     symbol = symbol_for(kernel)
     okey = object_key(kernel)
