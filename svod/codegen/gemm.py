@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from svod.codegen.irbuild import I1, I8, I64, VOID, ceil_div, func, i64, imin, reg_type, vload, vstore
+from svod.codegen.irbuild import I1, I8, I64, VOID, ceil_div, func, i64, imin, matrix_ctx, reg_type, vload, vstore
 from svod.codegen.scalar import const, emit_op
 from svod.codegen.schedule import Access, Axis, GemmConfig, make_access
 from svod.ir import Ops
@@ -206,12 +206,7 @@ class _Operand:
             sr, sc = self.strides
             idx = b.add(self.base_idx, b.add(b.mul(row, i64(sr)), b.mul(col, i64(sc))))
             return b.load(b.gep(self.ptr, [idx]))
-        ctx = dict(g.bctx)
-        if self.rows != 1:
-            ctx[(g.nb,)] = row
-        if self.cols != 1:
-            ctx[(g.nb + 1,)] = col
-        return g.low._load(self.ptr, g.dt, self.acc, ctx)
+        return g.low._load(self.ptr, g.dt, self.acc, matrix_ctx(g.bctx, g.nb, row, col, self.rows, self.cols))
 
 
 class _Gemm:

@@ -165,6 +165,17 @@ class Fn:
         self.b.branch(j)
         self.b.position_at_end(j)
 
+def matrix_ctx(bctx: dict, nb: int, row, col, rows: int, cols: int) -> dict:
+    """Loop context of element (`row`, `col`) of a (`rows`, `cols`) matrix whose axes
+    follow `nb` batch axes (indexed by `bctx`); a size-1 axis gets no index."""
+    ctx = dict(bctx)
+    if rows != 1:
+        ctx[(nb,)] = row
+    if cols != 1:
+        ctx[(nb + 1,)] = col
+    return ctx
+
+
 def vload(b: ir.IRBuilder, ptr: ir.Value, vt: ir.VectorType, align: int) -> ir.Value:
     return b.load(b.bitcast(ptr, vt.as_pointer()), align=align)
 
@@ -183,4 +194,4 @@ def ceil_div(b: ir.IRBuilder, x: ir.Value, d: int) -> ir.Value:
 
 
 __all__ = ["F32", "F64", "I1", "I8", "I16", "I32", "I64", "VOID", "Fn", "Lowered", "LoweringError", "ceil_div", "func",
-           "i64", "imin", "mem_type", "reg_type", "tsuf", "vload", "vstore"]
+           "i64", "imin", "matrix_ctx", "mem_type", "reg_type", "tsuf", "vload", "vstore"]

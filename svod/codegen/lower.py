@@ -50,7 +50,7 @@ import llvmlite.ir as ir
 from svod.codegen.attention import lower_attention
 from svod.codegen.columns import ColumnLowering
 from svod.codegen.gemm import emit_gemm
-from svod.codegen.irbuild import I1, I8, I64, VOID, Fn, Lowered, LoweringError, i64, mem_type, reg_type
+from svod.codegen.irbuild import I1, I8, I64, VOID, Fn, Lowered, LoweringError, i64, matrix_ctx, mem_type, reg_type
 from svod.codegen.reduction import Reduction
 from svod.codegen.scalar import const, emit_op
 from svod.codegen.schedule import (
@@ -549,17 +549,7 @@ class KernelLowering(ColumnLowering):
         consts = {i: emit_op(f, n.op, n.dtype, n.arg, [], []) for i, n in enumerate(k.nodes) if n.op is Ops.CONST}
 
         def mk(i_val, j_val, p_val, bctx):
-            ca = dict(bctx)
-            if mm.m != 1:
-                ca[(nb,)] = i_val
-            if mm.k != 1:
-                ca[(nb + 1,)] = p_val
-            cb = dict(bctx)
-            if mm.k != 1:
-                cb[(nb,)] = p_val
-            if mm.n != 1:
-                cb[(nb + 1,)] = j_val
-            return ca, cb
+            return (matrix_ctx(bctx, nb, i_val, p_val, mm.m, mm.k), matrix_ctx(bctx, nb, p_val, j_val, mm.k, mm.n))
 
         def unit(u):
             bu = b.udiv(u, i64(mblocks))
@@ -614,12 +604,7 @@ class KernelLowering(ColumnLowering):
                     i = b.add(i0, r)
 
                     def epi_col(c):
-                        j = b.add(j0, c)
-                        ctx = dict(bctx)
-                        if mm.m != 1:
-                            ctx[(nb,)] = i
-                        if mm.n != 1:
-                            ctx[(nb + 1,)] = j
+                        ctx = matrix_ctx(bctx, nb, i, b.add(j0, c), mm.m, mm.n)
                         env = dict(consts)
                         env[acc_node] = b.load(b.gep(tile, [b.add(b.mul(r, i64(ncols)), c)]))
                         self._eval([o.node for o in k.outputs], env, ctx)

@@ -104,15 +104,21 @@ class Program:
 
     def _outputs(self, buffers) -> None:
         """Allocate missing outputs (dict buffers only) and check dtype/size of the rest."""
-        for slot, dt, size in self._out_specs:
-            arr = buffers.get(slot) if isinstance(buffers, dict) else buffers[slot]
-            if arr is None:
-                if not isinstance(buffers, dict):
-                    raise ValueError(f"program {self.kernel.name}: output slot {slot} is not allocated")
-                buffers[slot] = arr = np.empty(size, dt)
-            elif arr.dtype != dt or arr.size < size or not arr.flags.c_contiguous or not arr.flags.writeable:
-                raise ValueError(f"program {self.kernel.name}: output slot {slot} needs a writable contiguous "
-                                 f"{dt} buffer of {size} elements, got {arr.dtype} {arr.shape}")
+        for spec in self._out_specs:
+            self._output(spec, buffers.get(spec[0]) if isinstance(buffers, dict) else buffers[spec[0]], buffers)
+
+    def _output(self, spec, arr, buffers):
+        """The output array of `spec` (slot, dtype, size): `arr` checked, or allocated into
+        `buffers` (a dict) when missing."""
+        slot, dt, size = spec
+        if arr is None:
+            if not isinstance(buffers, dict):
+                raise ValueError(f"program {self.kernel.name}: output slot {slot} is not allocated")
+            buffers[slot] = arr = np.empty(size, dt)
+        elif arr.dtype != dt or arr.size < size or not arr.flags.c_contiguous or not arr.flags.writeable:
+            raise ValueError(f"program {self.kernel.name}: output slot {slot} needs a writable contiguous "
+                             f"{dt} buffer of {size} elements, got {arr.dtype} {arr.shape}")
+        return arr
 
     def run(self, buffers, threads: int = 1) -> None:  # pragma: no cover - interface
         raise NotImplementedError
@@ -188,14 +194,7 @@ class NativeProgram(Program):
                                  f"of at least {self._need[j]} elements, got "
                                  f"{None if arr is None else (arr.dtype, arr.shape)}")
         else:
-            _, dt, size = self._out_specs[j - self._n_in]
-            if arr is None:
-                if not isinstance(buffers, dict):
-                    raise ValueError(f"program {self.kernel.name}: output slot {slot} is not allocated")
-                buffers[slot] = arr = np.empty(size, dt)
-            elif arr.dtype != dt or arr.size < size or not arr.flags.c_contiguous or not arr.flags.writeable:
-                raise ValueError(f"program {self.kernel.name}: output slot {slot} needs a writable contiguous "
-                                 f"{dt} buffer of {size} elements, got {arr.dtype} {arr.shape}")
+            arr = self._output(self._out_specs[j - self._n_in], arr, buffers)
         addr = arr.__array_interface__["data"][0]
         try:
             self._cache[j] = (weakref.ref(arr), addr)

@@ -28,18 +28,13 @@ def combine(f: Fn, red: Reduction, cur: ir.Value, x: ir.Value) -> ir.Value:
     select form (x > cur or x is NaN ? x : cur) stored back to the tile becomes a
     masked store (vmaskmovps), microcoded on AMD: 6x slower with two reductions."""
     b, dt, rop = f.b, red.dt, red.n.arg
-    if rop == "sum":
+    if rop in ("sum", "prod"):  # bool: or / and
+        fop, bop, iop = (b.fadd, b.or_, b.add) if rop == "sum" else (b.fmul, b.and_, b.mul)
         if dt.is_float:
-            v = b.fadd(cur, x)
+            v = fop(cur, x)
             v.flags.append("reassoc")
             return v
-        return b.or_(cur, x) if dt.is_bool else b.add(cur, x)
-    if rop == "prod":
-        if dt.is_float:
-            v = b.fmul(cur, x)
-            v.flags.append("reassoc")
-            return v
-        return b.and_(cur, x) if dt.is_bool else b.mul(cur, x)
+        return bop(cur, x) if dt.is_bool else iop(cur, x)
     is_max = rop == "max"
     if dt.is_float:
         return f.call_intr(f"llvm.{'maximum' if is_max else 'minimum'}.{tsuf(red.ty)}", red.ty, [cur, x])

@@ -416,12 +416,7 @@ def _libm_fallback(E: _Em, x, fast, mask, libm_name: str):
         b.cbranch(mask, slow, done)
         b.position_at_end(slow)
         exact = _libm_lane(b, x, libm_name)
-        b.branch(done)
-        b.position_at_end(done)
-        phi = b.phi(E.ty)
-        phi.add_incoming(fast, cur)
-        phi.add_incoming(exact, slow)
-        return phi
+        return _join(b, done, E.ty, fast, cur, exact, slow)
     n = E.n
     itn = ir.IntType(n)
     i32 = ir.IntType(32)
@@ -455,11 +450,16 @@ def _libm_fallback(E: _Em, x, fast, mask, libm_name: str):
     b.cbranch(b.icmp_unsigned("!=", rest, ir.Constant(itn, 0)), lane, gather)
     b.position_at_end(gather)
     acc = b.load(b.bitcast(slot, ir.PointerType(E.ty)), align=elem)
+    return _join(b, done, E.ty, fast, cur, acc, gather)
+
+
+def _join(b: ir.IRBuilder, done, ty: ir.Type, fast, fast_block, slow, slow_block):
+    """Branch to `done` and merge the fast path's value with the slow path's there."""
     b.branch(done)
     b.position_at_end(done)
-    phi = b.phi(E.ty)
-    phi.add_incoming(fast, cur)
-    phi.add_incoming(acc, gather)
+    phi = b.phi(ty)
+    phi.add_incoming(fast, fast_block)
+    phi.add_incoming(slow, slow_block)
     return phi
 
 
