@@ -3,9 +3,8 @@
 Why: OpenBLAS runs a multi-threaded call on its own worker threads, and those threads
 spin for about 2^28 cycles (~0.1 s) after every call before they sleep. On a machine
 with as many cores as threads, a svod kernel that runs after a BLAS step shares its
-cores with those spinning threads (measured here: a 2-thread elementwise kernel of
-2.5 ms took 3-6 ms right after a 256^3 matmul), and a BLAS step that runs after a svod
-kernel shares them with svod's idle worker. So a library step calls OpenBLAS's
+cores with those spinning threads (docs/codegen.md has the measurement), and a BLAS
+step that runs after a svod kernel shares them with svod's idle worker. So a library step calls OpenBLAS's
 ``cblas_?gemm`` from svod's pool instead: the product is cut into blocks of rows (or
 of columns, for wide outputs) and batches, each block is one single-threaded gemm call,
 and OpenBLAS's thread count is 1 while the step runs (and restored after it). No
@@ -42,7 +41,7 @@ from svod.runtime import pool_size, run_parallel
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 SMALL_FLOPS = 2e6  # below this a product runs as one call on the calling thread (~25 µs)
 ALIGN = 16  # block edges on multiples of this (whole micro-tiles)
-PARTS_PER_THREAD = 1  # blocks per thread (2 and 4 measured no faster at 256-1024^3)
+PARTS_PER_THREAD = 1  # blocks per thread (docs/codegen.md: more were no faster)
 
 # ctx words (i64)
 (F_GEMM, F_TA, F_TB, F_M, F_N, F_K, F_A, F_LDA, F_SA, F_AROW, F_B, F_LDB, F_SB, F_BCOL,
@@ -434,7 +433,7 @@ def _parts(dim: int, batch: int, nt: int) -> tuple[int, int]:
 def _gemv_plan(lib, m, n, k, sa, sb, la, lb, bsa, bsb, batch, ca, item, nt):
     """A matrix times a vector (n == 1: ``A x``; m == 1: ``x B``) as ``cblas_?gemv`` calls:
     the output vector cut into `nt` bands per batch (a gemm call with n = 1 packs and
-    runs the GEMM machinery for one column: 3-4x slower than gemv on 4000 x 5000 float32).
+    runs the GEMM machinery for one column, docs/codegen.md).
     None when the vector's stride is not positive (gemm then)."""
     if n == 1:  # y (m) = A (m x k) x (k), x's stride along k: b's row stride
         trans, ld = la

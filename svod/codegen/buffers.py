@@ -30,14 +30,15 @@ def _probe_data_offset() -> int | None:
 
 _DATA_OFFSET = _probe_data_offset()
 # NOTE: all of memory as an array of words: indexing it reads one word without building a
-# ctypes object (0.13 µs a read instead of 0.27 through c_void_p.from_address). Used only
-# for the aligned `data` field found by the probe.
+# ctypes object (docs/codegen.md has the timings). Used only for the aligned `data` field
+# found by the probe.
 _WORDS = (ctypes.c_size_t * (1 << 58)).from_address(0) if _DATA_OFFSET is not None \
     and _DATA_OFFSET % ctypes.sizeof(ctypes.c_size_t) == 0 and ctypes.sizeof(ctypes.c_size_t) == 8 else None
 
 
 def data_address(a: np.ndarray) -> int:
-    """The data pointer of `a` (~0.13 µs instead of ~1 µs through __array_interface__)."""
+    """The data pointer of `a`: numpy's `data` field read directly when the probe found it,
+    else through ``__array_interface__``."""
     if _WORDS is not None:
         return _WORDS[(id(a) + _DATA_OFFSET) >> 3]
     if _DATA_OFFSET is not None:

@@ -206,9 +206,9 @@ class ColumnLowering:
         """The accumulator tiles of a column reduce: one 64-byte aligned stack block, tile
         i starting `TILE_SKEW` bytes further past a 4 KiB boundary than tile i - 1.
 
-        NOTE: separate allocas of 16 KiB came out exactly 32 KiB apart, so a load of one
-        tile's column hit the 4K-aliasing stall behind the store to the other tile's
-        same column (every vector: sum+max over axis 0 ran at 10 GB/s from L3)."""
+        NOTE: separate allocas can come out a multiple of 4 KiB apart, and then a load of
+        one tile's column stalls (4K aliasing) behind the store to the other tile's same
+        column, every vector (docs/codegen.md)."""
         f, b, cols = self.f, self.f.b, self.plan.cols
         want = [(r.ty, r._identity()) for r in reds] + [(r.ty, None) for r in reds if blocked]
         offs, pos = [], 0

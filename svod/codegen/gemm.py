@@ -378,9 +378,8 @@ class _Gemm:
     def _pack_b_transposed(self, nfull: ir.Value, panel_elems: ir.Value, put) -> None:
         """Full Bp panels of a B whose k axis is contiguous (``x @ w.T``): per VW x VW
         block, VW vector loads along k (one per column), an in-register transpose, VW
-        aligned vector stores of panel rows; the last kc % VW rows element by element.
-        Element by element, this pack cost a 1024x512x768 product ~4% (1.03x the
-        same GEMM on a contiguous B; 0.99x with it)."""
+        aligned vector stores of panel rows; the last kc % VW rows element by element
+        (docs/codegen.md: what it saves)."""
         b, cfg, B = self.f.b, self.cfg, self.B
         vw, nr, isz = cfg.vw, cfg.nr, cfg.itemsize
         vt = ir.VectorType(self.ty, vw)
@@ -459,8 +458,8 @@ class _Gemm:
 
     def _loop(self, start: ir.Value, end: ir.Value, body, name: str, unroll: bool = False) -> None:
         """`_Fn.loop` whose latch carries ``llvm.loop.unroll.disable`` unless `unroll`:
-        runtime unrolling of the many packing/tile/edge loops tripled compile time
-        (0.3 s -> 0.1 s a kernel) for no measured speed."""
+        runtime unrolling of the many packing/tile/edge loops costs compile time and buys
+        no speed (docs/codegen.md)."""
         self.f.loop(start, end, body, name, hints=() if unroll else (("llvm.loop.unroll.disable", None),))
 
     # ---- one micro-tile
@@ -469,8 +468,8 @@ class _Gemm:
         by a LOAD, changing along the rows (a row bias stays hot in L1 after the first
         tile) and contiguous or constant along the columns (one or two cache lines a row,
         not one per element). Their tile rows are read once per output tile, cold, after
-        the k loop: without a prefetch each row is a cache miss nothing overlaps (a
-        1024x1024 residual added in the epilogue cost 0.1-0.3 ns per element in plans, measured)."""
+        the k loop: without a prefetch each row is a cache miss nothing overlaps
+        (docs/codegen.md)."""
         k, nb, low = self.k, self.nb, self.low
         loaded = {n.arg for n in k.nodes if n.op == LOAD}
         out = []

@@ -11,8 +11,7 @@ Lifecycle rules learnt the hard way (see FACTS.md):
 * An MCJIT engine frees the TargetMachine it was created with when it is collected, so
   every engine gets a fresh TargetMachine and the ``CompiledModule`` keeps both alive.
 * On Intel AVX-512 hosts LLVM's tuning prefers 256-bit vectors; ``host_target_info``
-  adds ``-prefer-256-bit`` so loops vectorise to zmm (measured: same speed when
-  memory-bound, wider for compute-bound math).
+  adds ``-prefer-256-bit`` so loops vectorise to zmm (docs/codegen.md).
 * Function pointers handed out by ``CompiledModule.address`` are valid exactly as long
   as the ``CompiledModule`` is referenced; ctypes function objects made by
   ``ctypes_fn`` hold a reference to it.

@@ -69,8 +69,8 @@ class Program:
     """A runnable kernel. `run(buffers, threads)`; `.ir`, `.asm`, `.kernel`, `.units`, `.kind`."""
 
     kind = "abstract"
-    # NOTE: the Python side of a program (the object, its specs, argument block) measured
-    # 1-2 KB with tracemalloc; the native part is added by subclasses
+    # NOTE: the Python side of a program (the object, its specs, argument block), an upper
+    # bound of what tracemalloc sees (docs/memory.md); the native part is added by subclasses
     PY_BYTES = 2 << 10
 
     def __init__(self, kernel: Kernel, units: int):
@@ -203,8 +203,8 @@ class NativeProgram(Program):
         return addr
 
     def _fill(self, args, buffers) -> None:
-        # NOTE: fetching a data address costs ~1 µs; a weakref check ~50 ns. A live array
-        # keeps its address, so (weakref, address) per slot position is safe to reuse.
+        # NOTE: a weakref check is far cheaper than fetching a data address (docs/codegen.md).
+        # A live array keeps its address, so (weakref, address) per slot position is safe to reuse.
         cache = self._cache
         get = buffers.get if isinstance(buffers, dict) else buffers.__getitem__
         for j, slot in enumerate(self.slots):

@@ -170,7 +170,7 @@ def _int_divmod(f: Fn, a: ir.Value, d: ir.Value, dt: DType, want_div: bool) -> i
 def _small_int_divmod(f: Fn, a: ir.Value, d: ir.Value, dz: ir.Value, dt: DType, want_div: bool) -> ir.Value:
     """Floor division/modulo of 8-, 16- and 32-bit integers through float32 (8/16-bit) or
     float64 (32-bit), which vectorise (x86 has no vector integer division: sdiv/udiv run
-    one element at a time; 10x on 4M uint8 or int16 pairs, docs/codegen.md). Exact:
+    one element at a time: docs/codegen.md). Exact:
     |a|, |d| <= 2**B (B = 16, 32), so a non-integer quotient a/d lies at least 1/|d| from
     every integer, more than the rounding error |a/d| * 2**-P of the float's P-bit
     significand (P = 24, 53; needs |a| < 2**P) -- the rounded quotient has the same floor,

@@ -50,24 +50,13 @@ _BINARY = {"pow"}
 
 # (function, dtype) pairs where libmvec is the default for vector types, per vector ISA
 # (libmvec's AVX-512 and AVX2 variants are different code). Rule: libmvec when it was
-# >= 1.2x faster than the polynomial and its max error in our sweeps stayed <= 3.5 ulp;
-# exp stays polynomial everywhere (1 ulp, and it is in every softmax).
-# AVX-512 (bench/bench_vecmath.py on the AVX-512 Xeon; Gelem/s poly vs libmvec at 16M):
-# tanh f32 0.94/1.65, sin f32 0.46/1.58, sin f64 0.57/0.82, cos likewise, erf f64
-# 0.30/0.60, expm1 f32 1.17/1.63, f64 0.28/0.51, log1p f32 0.59/1.46, f64 0.33/0.74.
-# Not chosen: exp (same speed, poly 1 ulp vs 2.9), log f32 (+10% speed at 3.9 ulp),
-# erf f32 (4.0 ulp), pow (poly 2.5x faster), tanh f64 (poly faster).
+# >= 1.2x faster than the polynomial and its max error in the sweeps stayed <= 3.5 ulp;
+# exp stays polynomial everywhere (1 ulp, and it is in every softmax). The measurements
+# behind both tables: docs/codegen.md ("libmvec or polynomial").
 LIBMVEC_PREFERRED_AVX512 = frozenset({
     ("tanh", "f32"), ("sin", "f32"), ("sin", "f64"), ("cos", "f32"), ("cos", "f64"),
     ("erf", "f64"), ("expm1", "f32"), ("expm1", "f64"), ("log1p", "f32"), ("log1p", "f64"),
 })
-# AVX2 (znver4 VM without AVX-512, 1M elements, `python3 bench/bench_vecmath.py --n 1048576
-# --funcs tanh,erf,exp,sin,expm1,log1p`; Gelem/s poly/libmvec, max ulp of libmvec):
-# erf f32 0.20/1.34 (1.8 ulp), erf f64 0.12/0.61, sin f32 0.41/1.78, sin f64 0.37/0.86,
-# tanh f64 0.25/0.33 (2.1 ulp), expm1 f64 0.36/0.68, log1p f32 0.89/1.43, f64 0.34/0.47.
-# Not chosen: tanh f32 0.97/1.08 (and a call inside a fused loop spills the other live
-# values: a 10-op chain with tanh ran 3.7 us inlined vs 2.9 us called, so tanh f32 stays
-# a call as before), expm1 f32 1.04/1.09, exp (see above).
 LIBMVEC_PREFERRED_AVX2 = frozenset({
     ("tanh", "f32"), ("tanh", "f64"), ("sin", "f32"), ("sin", "f64"), ("cos", "f32"), ("cos", "f64"),
     ("erf", "f32"), ("erf", "f64"), ("expm1", "f64"), ("log1p", "f32"), ("log1p", "f64"),
