@@ -151,3 +151,20 @@ def test_schedule_doc_facts(rows, cols):
     assert s.per_row[0] is False and all(p in range(3) for p in s.stash.values())
     mm = schedule.schedule(matmul_bias_gelu_kernel(100, 300, 70))
     assert mm.gemm is not None and mm.loops.units == mm.gemm.units
+
+
+def test_features_follow_the_emitters_loops_where_the_old_copy_did_not():
+    """Two kernels whose features the copy of lower's rules counted wrong: a variance over
+    axis 0 (two passes) is a column reduce reading its input once (Chan's merge), and a
+    one-axis elementwise concat runs in chunks that are never cut at the masks."""
+    import svod
+
+    var0 = calibrate.one_kernel(lambda x: svod.var(x, axis=0), (256, 64), dtype=np.float32)
+    s, f = schedule.schedule(var0), feat._count(var0)
+    assert s.column and f.column and f.access == {"contig": 256.0 * 64}
+    cat = calibrate.one_kernel(lambda x, y: svod.concat([x, y], axis=0) * 2.0, (100,), (60,), dtype=np.float32)
+    s, f = schedule.schedule(cat), feat._count(cat)
+    assert s.loops.chunk and s.elementwise_pieces() is None and f.access == {"masked": 320.0}
+    cut = calibrate.one_kernel(lambda x, y: svod.concat([x, y], axis=1) * 2.0, (8, 4), (8, 4), dtype=np.float32)
+    s, f = schedule.schedule(cut), feat._count(cut)
+    assert s.elementwise_pieces() == ((0, 4), (4, 8)) and f.access == {"contig": 128.0}

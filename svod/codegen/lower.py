@@ -9,6 +9,8 @@ per output (in `Kernel.outputs` order); the runtime splits ``[0, units)`` across
 The entry loads the pointers and calls an internal body whose pointer arguments are
 ``noalias`` (the loop vectoriser needs that to vectorise without runtime checks).
 
+Every decision about the loops is the kernel's `Schedule` (svod/codegen/schedule.py:
+loop plan, segments, per-row values, the stash, GEMM tiling); this module emits it.
 Loop structure (see docs/codegen.md):
 
 * **elementwise**: size-1 axes dropped, adjacent axes merged wherever every view
