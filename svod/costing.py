@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from svod.codegen.schedule import MM_ROWS, gemm_tiling
+from svod.codegen.schedule import MM_ROWS, SMALL_FLOPS, gemm_tiling
 from svod.codegen.target import DEFAULT_CACHES, Target
 from svod.ir import Ops
 from svod.kernel import ACC, LOAD, VALID, Kernel, Plan
@@ -248,8 +248,6 @@ def price_matmul(kernel: Kernel, machine: Machine) -> Price:
     mem = nbytes / bw
     flops = 2.0 * batch * mm.m * mm.n * mm.k
     if mm.library:
-        from svod.codegen.blas import SMALL_FLOPS
-
         rate = BLAS_FLOPS_PER_OP * machine.flops_per_core * width
         cores = machine.cores if flops > SMALL_FLOPS else 1  # small products run on the calling thread
         gather = 0.0

@@ -36,10 +36,10 @@ import threading
 import numpy as np
 
 from svod.codegen.buffers import data_address
+from svod.codegen.schedule import SMALL_FLOPS
 from svod.runtime import pool_size, run_parallel
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
-SMALL_FLOPS = 2e6  # below this a product runs as one call on the calling thread (~25 µs)
 ALIGN = 16  # block edges on multiples of this (whole micro-tiles)
 PARTS_PER_THREAD = 1  # blocks per thread (docs/codegen.md: more were no faster)
 

@@ -52,7 +52,7 @@ import weakref
 import numpy as np
 
 from svod.codegen.objcache import load_cached, object_key, store_object
-from svod.codegen.schedule import plan_loops
+from svod.codegen.schedule import schedule
 from svod.kernel import Kernel
 from svod.stats import bump
 
@@ -162,7 +162,7 @@ class NativeProgram(Program):
         self._cache: list = [None] * len(self.slots)
         self._split_counts = None  # (address, bytes) of a split reduction's shared counters
         if kernel.kind in ("reduce", "rowwise"):
-            plan = plan_loops(kernel)
+            plan = schedule(kernel).loops
             if plan.split > 1:
                 get = ctypes.CFUNCTYPE(ctypes.c_void_p)(module.address(symbol + ".split.counts"))
                 self._split_counts = (get(), 8 * (plan.units // plan.split))
@@ -368,7 +368,7 @@ def _build(kernel: Kernel) -> Program:
     t0 = time.perf_counter()
     mod = load_cached(okey, [symbol], kernel.name)
     if mod is not None:
-        prog = NativeProgram(kernel, mod, symbol, plan_loops(kernel).units)
+        prog = NativeProgram(kernel, mod, symbol, schedule(kernel).loops.units)
         bump("kernels_loaded")
         bump("compile_seconds", time.perf_counter() - t0)
         return prog

@@ -53,6 +53,7 @@ SPLIT_MAX_ROWS = 16  # a reduce kernel with fewer rows than this cuts its rows i
 SPLIT_SCRATCH_MAX = 8 << 20  # most bytes of partial results one kernel keeps (globals)
 MM_ROWS = 16  # integer/bool matmul rows per unit (float matmuls: the GEMM tiling below)
 MM_COLS = 256  # integer/bool matmul columns per accumulator tile
+SMALL_FLOPS = 2e6  # a BLAS step below this many flops runs as one call on the calling thread (~25 µs)
 # ops whose element is a long dependency chain (a polynomial, a divide, a square root):
 # their values are stashed between passes, and elementwise loops computing them interleave
 COSTLY_OPS = frozenset({Ops.EXP, Ops.EXPM1, Ops.LOG, Ops.LOG1P,
