@@ -168,3 +168,44 @@ def test_features_follow_the_emitters_loops_where_the_old_copy_did_not():
     cut = calibrate.one_kernel(lambda x, y: svod.concat([x, y], axis=1) * 2.0, (8, 4), (8, 4), dtype=np.float32)
     s, f = schedule.schedule(cut), feat._count(cut)
     assert s.elementwise_pieces() == ((0, 4), (4, 8)) and f.access == {"contig": 128.0}
+
+
+def _module_imports(root: Path, package: str) -> dict[str, set[str]]:
+    """module -> svod modules it imports (function-level imports included)."""
+    mods = {}
+    for p in (root / package.replace(".", "/")).rglob("*.py"):
+        name = ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        mods[name] = p
+    mods["svod.runtime"] = root / "svod" / "runtime.py"
+    out = {}
+    for name, p in mods.items():
+        deps = set()
+        for node in ast.walk(ast.parse(p.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            deps.update(n for n in names if n in mods and n != name)
+        out[name] = deps
+    return out
+
+
+def test_codegen_and_runtime_have_no_import_cycle():
+    """No cycle among svod/codegen/* and svod/runtime.py, counting imports inside
+    functions (a lazy import that only hides a cycle is still one)."""
+    graph = _module_imports(ROOT, "svod.codegen")
+    state: dict[str, int] = {}
+
+    def visit(m, path):
+        state[m] = 1
+        for d in sorted(graph[m]):
+            assert state.get(d) != 1, f"import cycle: {' -> '.join(path + [m, d])}"
+            if d not in state:
+                visit(d, path + [m])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
+    assert "svod.codegen.lower" in graph and "svod.codegen.schedule" in graph["svod.codegen.lower"]

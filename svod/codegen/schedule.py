@@ -573,7 +573,8 @@ def attention_units(kernel: Kernel, target: Target | None = None) -> int:
 
 @dataclass(frozen=True, eq=False)
 class Schedule:
-    """Codegen's decisions for one kernel content on one target (module docstring)."""
+    """Codegen's decisions for one kernel content on one target (module docstring).
+    Read-only: one object is shared by every reader of kernels of that content."""
 
     target: Target
     loops: LoopPlan
@@ -596,6 +597,7 @@ class Schedule:
         return self.loops.cols > 0
 
     def pieces(self, axis: Axis) -> tuple[tuple[int, int], ...]:
+        """The loop over `axis` cut at the masks on it (`_segments`; one piece: uncut)."""
         return self.segments.get(axis.dims, ((0, axis.size),))
 
     def elementwise_pieces(self) -> tuple[tuple[int, int], ...] | None:
@@ -638,6 +640,8 @@ class Schedule:
 
 
 def _inner_dim(kernel: Kernel, loops: LoopPlan) -> int | None:
+    """`Schedule.inner_dim`: a row pass's last reduce axis, else the last loop axis, else
+    (matmul, attention, library) the last non-size-1 kernel axis."""
     if loops.kind in ("reduce", "rowwise") and not loops.cols and loops.inner_axes:
         return loops.inner_axes[-1].dims[-1]
     if loops.axes:
