@@ -216,10 +216,9 @@ class RooflineModel:
 
 
 # ----------------------------------------------------------------------------- matmul
-# Measured on the 2-core AVX2 VM (bench/bench_matmul.py, docs/codegen.md): the generated
-# micro-kernel runs 88 GFLOP/s per core from cache (5.5x `flops_per_core`), the whole
-# GEMM 70-80 GFLOP/s on one core and 115-127 on two (1024^3, 2048^3); numpy's OpenBLAS
-# 99-128 on two in the same runs. Both are priced at the two-core rate per core.
+# The roofline prices the generated GEMM and the BLAS step at one rate per core, a
+# multiple of `flops_per_core` (docs/costmodels.md: the measurements behind it); the
+# GEMM's tiling (micro-tile padding, unit tiles, repacking) is the schedule's.
 GEMM_FLOPS_PER_OP = 4.0  # generated GEMM flop/s per unit of `flops_per_core` (large shapes)
 BLAS_FLOPS_PER_OP = 4.0  # the BLAS step, same unit (OpenBLAS uses every core by itself)
 BLAS_CALL_SECONDS = 8e-6  # np.matmul through the library step: Python, checks, OpenBLAS wake-up
