@@ -35,9 +35,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import svod  # noqa: E402
-from svod.codegen.gemm import gemm_config, plan_gemm  # noqa: E402
 from svod.codegen.jit import host_target_info  # noqa: E402
 from svod.codegen.program import compile_kernel  # noqa: E402
+from svod.codegen.schedule import gemm_config, plan_gemm  # noqa: E402
 from svod.costing import Machine, RooflineModel  # noqa: E402
 from svod.dtype import float32, float64  # noqa: E402
 from svod.kernel import ACC, Kernel, KInput, KNode, KOutput, MatmulSpec  # noqa: E402

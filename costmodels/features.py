@@ -1,13 +1,13 @@
 """What a kernel does, counted: the quantities the calibrated model prices and the
 learned correction regresses on.
 
-`features(kernel)` walks the body the way `svod.codegen.lower` emits it: values that are
-constant along a row are computed once per row; a row-wise kernel evaluates in each
-pass the nodes that pass needs, except the expensive values the first pass stashed in
-a row buffer; elementwise nodes that only read inputs broadcast along the inner loop
-are hoisted out of it. Loads are counted per access pattern (contiguous, broadcast,
-strided, masked, through a chain of views), since a gather costs far more than a
-streaming load.
+`features(kernel)` counts over the kernel's `svod.codegen.schedule.Schedule`, the object
+the emitter reads: its loop plan and units, column reduce, per-row values (computed once
+per row), the nodes each pass evaluates per element except what the stash keeps in a row
+buffer, the masked loops cut into plain pieces, the GEMM tiling. Elementwise nodes that
+only read inputs broadcast along the inner loop are counted once per unit (LLVM hoists
+them). Loads are counted per access pattern (contiguous, broadcast, strided, masked,
+through a chain of views), since a gather costs far more than a streaming load.
 
 >>> from svod.kernel_examples import softmax_kernel
 >>> f = features(softmax_kernel(64, 256))
@@ -21,7 +21,8 @@ import functools
 import math
 from dataclasses import dataclass, field
 
-from svod.costing import complex_units
+from svod.codegen.schedule import Schedule, closure, pass_targets, schedule
+from svod.costing import complex_units, input_bytes, input_bytes_each
 from svod.ir import Ops
 from svod.kernel import ACC, LOAD, VALID, Kernel, view_axes_stride0
 
@@ -41,14 +42,7 @@ OP_CLASS: dict = {
 # sum can cancel) beside the plain one, ~3 pows (svod/codegen/vecmath_inv.py)
 OP_UNITS: dict = {Ops.LOGADDEXP: 3.0}
 TRANSCENDENTAL = ("EXP", "LOG", "SIN", "COS", "TANH", "ERF", "POW")
-COSTLY = frozenset({Ops.EXP, Ops.EXPM1, Ops.LOG, Ops.LOG1P,
-                    Ops.TANH, Ops.ERF, Ops.ERFC, Ops.SIN, Ops.COS, Ops.POW, Ops.SQRT, Ops.DIV})
 ACCESS = ("contig", "bcast", "strided", "reverse", "masked", "chain")
-
-try:
-    from svod.codegen.lower import STASH_ELEMS  # longest row whose expensive values are stashed
-except Exception:  # noqa: BLE001 - no codegen: its documented default
-    STASH_ELEMS = 16384
 
 
 @dataclass
@@ -132,26 +126,9 @@ def op_class(op, itemsize: int) -> str:
 def read_bytes_by_slot(kernel: Kernel) -> dict[int, int]:
     """Bytes of each input slot `kernel` reads (broadcast axes once, padding not at all)."""
     per_slot: dict[int, int] = {}
-    for inp, nbytes in zip(kernel.inputs, _by_key("input_bytes", kernel, _input_bytes)):
+    for inp, nbytes in zip(kernel.inputs, _by_key("input_bytes", kernel, input_bytes_each)):
         per_slot[inp.slot] = max(per_slot.get(inp.slot, 0), nbytes)
     return per_slot
-
-
-def _input_bytes(kernel: Kernel) -> tuple[int, ...]:
-    """Bytes each input (by index; content keys do not name slots) reads."""
-    out = []
-    for inp in kernel.inputs:
-        v = inp.view.views[0]
-        elems = 1
-        for (_size, stride, lo, hi) in v.axes():
-            if stride != 0:
-                elems *= hi - lo
-        if len(inp.view.views) > 1:
-            elems = min(elems, inp.view.size)
-        if v.fully_masked:
-            elems = 0
-        out.append(elems * inp.dtype.itemsize)
-    return tuple(out)
 
 
 def _unique_read_bytes(kernel: Kernel) -> int:
@@ -162,80 +139,25 @@ def _write_bytes(kernel: Kernel) -> int:
     return sum(math.prod(o.shape) * o.dtype.itemsize for o in kernel.outputs)
 
 
-def _inner_dims(kernel: Kernel) -> tuple[int, ...]:
-    """Kernel axes of the innermost loop (what decides whether a load streams)."""
-    nd = len(kernel.shape)
-    live = [d for d in range(nd) if kernel.shape[d] != 1]
-    if not live:
-        return ()
-    red = [d for d in live if d in kernel.reduce_axes]
-    if kernel.reduce_axes and red and not _is_column(kernel):
-        return (red[-1],)
-    return (live[-1],)
-
-
-def _is_column(kernel: Kernel) -> bool:
-    if kernel.kind != "reduce" or kernel.passes != 1:
-        return False
-    live = [d for d in range(len(kernel.shape)) if kernel.shape[d] != 1]
-    if not live or live[-1] in kernel.reduce_axes or kernel.shape[live[-1]] < 2:
-        return False
-    if not any(kernel.shape[a] > 0 for a in kernel.reduce_axes if kernel.shape[a] != 1):
-        return False
-    if any(not o.reduced for o in kernel.outputs):
-        return False
-    return all(n.op is Ops.REDUCE for n in kernel.nodes if n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN))
-
-
-def _mask_cut(kernel: Kernel, v, d: int) -> bool:
-    """Whether the codegen cuts the innermost loop (axis `d`) where `v`'s mask starts and
-    ends, so the read is plain in each piece (`KernelLowering._segments`): a mask on `d`
-    alone, elementwise or row kernels, fewer cut points over all inputs than
-    `lower.MAX_SEGMENTS`."""
-    from svod.codegen.lower import MAX_SEGMENTS
-
-    if kernel.matmul is not None or _is_column(kernel):
-        return False
-    if any(box != (0, n) for i, (box, n) in enumerate(zip(v.valid_box(), v.shape)) if i != d):
-        return False
-    cuts = set()
-    for inp in kernel.inputs:
-        for w in inp.view.views:
-            if w.mask is not None:
-                lo, hi = w.valid_box()[d] if len(w.shape) == len(kernel.shape) else (0, 0)
-                cuts.update(c for c in (lo, hi) if 0 < c < kernel.shape[d])
-    return len(cuts) < MAX_SEGMENTS
-
-
-def access_class(kernel: Kernel, index: int) -> str:
-    """How input `index` is read along the innermost loop."""
+def access_class(kernel: Kernel, index: int, sched: Schedule | None = None) -> str:
+    """How input `index` is read along the innermost loop of the kernel's schedule."""
+    sched = sched or schedule(kernel)
     inp = kernel.inputs[index]
     if any(v.fully_masked for v in inp.view.views):
         return "bcast"
     if len(inp.view.views) > 1:
         return "chain"
     v = inp.view.views[0]
-    inner = _inner_dims(kernel)
-    if kernel.matmul is None and inner and all(view_axes_stride0(inp.view, d) for d in inner):
+    d = sched.inner_dim
+    if kernel.matmul is None and d is not None and view_axes_stride0(inp.view, d):
         return "bcast"
-    if v.mask is not None and not (inner and _mask_cut(kernel, v, inner[-1])):
-        return "masked"
-    if not inner:
+    if v.mask is not None and not sched.static_masks(index):
+        return "masked"  # a loop not cut at the mask: a masked load (and a select)
+    if d is None:
         return "contig"
-    d = inner[-1]
     if v.strides[d] == 0:  # constant along the inner loop (a GEMM epilogue's per-row operand)
         return "bcast"
     return "contig" if v.strides[d] == 1 else "reverse" if v.strides[d] == -1 else "strided"
-
-
-def _units(kernel: Kernel) -> int:
-    try:
-        from svod.codegen.lower import plan_loops
-
-        return plan_loops(kernel).units
-    except Exception:  # noqa: BLE001 - no codegen: rows, or chunks of 4096
-        kept = math.prod(n for d, n in enumerate(kernel.shape) if d not in kernel.reduce_axes)
-        return kept if kernel.reduce_axes else -(-kernel.size // 4096)
 
 
 _BY_KEY: dict[tuple[str, str], object] = {}  # (what, kernel content key) -> counted (a Kernel's
@@ -261,23 +183,22 @@ def _count(kernel: Kernel) -> Features:
     k = kernel
     n = k.size
     if k.library is not None:  # numpy's code (svod/library.py): no loops of ours to count
-        from svod.costing import input_bytes
-
         return Features("library", n, 1, 1, 1, 1, input_bytes(k), _write_bytes(k), 0,
                         outputs=len(k.outputs), inputs=len(k.inputs))
     red = set(k.reduce_axes)
     row_len = math.prod(k.shape[a] for a in red) if red else 1
     rows = n // row_len if row_len else math.prod(s for d, s in enumerate(k.shape) if d not in red)
-    units = _units(k)
-    column = _is_column(k)
+    sched = schedule(k)
+    units = sched.loops.units
+    column = sched.column
     kind = k.kind
     if kind == "elementwise":
         rows = units
-    acc_of = [access_class(k, i) for i in range(len(k.inputs))]
+    acc_of = [access_class(k, i, sched) for i in range(len(k.inputs))]
     span = 0.0
+    d = sched.inner_dim
     for i, a in enumerate(acc_of):
-        if a == "strided" and _inner_dims(k):
-            d = _inner_dims(k)[-1]
+        if a == "strided" and d is not None:
             inp = k.inputs[i]
             span = max(span, float(k.shape[d] * abs(inp.view.views[-1].strides[d]) * inp.dtype.itemsize))
     row_bytes = 0
@@ -313,20 +234,18 @@ def _count(kernel: Kernel) -> Features:
         bv = k.inputs[mm.b].view
         f.matmul_strided = len(bv.views) > 1 or (mm.n > 1 and abs(bv.views[0].strides[-1]) != 1)
         if f.matmul_strided and not f.library:
-            f.b_packed = _b_packed(k)
+            f.b_packed = _b_packed(k, sched)
         if not f.library:
-            f.epilogue_read_bytes = sum(nb for i, nb in enumerate(_by_key("input_bytes", k, _input_bytes))
+            f.epilogue_read_bytes = sum(nb for i, nb in enumerate(_by_key("input_bytes", k, input_bytes_each))
                                         if i not in (mm.a, mm.b))
         for i, node in enumerate(k.nodes):
             if node.op not in (ACC, Ops.CONST):
                 counts[i] = n
     elif kind == "elementwise":
-        inner = _inner_dims(k)
         invariant = [False] * len(k.nodes)
         for i, node in enumerate(k.nodes):
             if node.op == LOAD:
-                invariant[i] = bool(inner) and acc_of[node.arg] == "bcast" and units > 1 and len(inner) == 1 \
-                    and _multi_axis(k)
+                invariant[i] = d is not None and acc_of[node.arg] == "bcast" and units > 1 and _multi_axis(k)
             elif node.op == Ops.CONST:
                 invariant[i] = True
             elif node.op == VALID:
@@ -336,26 +255,21 @@ def _count(kernel: Kernel) -> Features:
             if node.op is not Ops.CONST:
                 counts[i] = units if invariant[i] else n
     else:
-        per_row = _per_row(k)
-        if column:
-            srcs = [k.nodes[i].src[0] for i, node in enumerate(k.nodes) if node.op is Ops.REDUCE]
-            closure = _closure(k, srcs, per_row, set())
-            for i in closure:
+        per_row = sched.per_row
+        if column:  # every reduction's source per element, the rest once per column
+            every = set().union(*sched.closures)
+            for i in every:
                 counts[i] += n
             kept = n // max(row_len, 1)
             for i, node in enumerate(k.nodes):
-                if i not in closure and node.op not in (Ops.CONST, Ops.REDUCE):
+                if i not in every and node.op not in (Ops.CONST, Ops.REDUCE):
                     counts[i] += kept
         else:
-            closures = [_pass_targets_closure(k, p, per_row) for p in range(k.passes)]
-            stash = _stash(k, closures, row_len)
             for p in range(k.passes):
-                stop = {i for i, sp in stash.items() if sp < p}
-                targets = _pass_targets(k, p)
-                need = _closure(k, targets, per_row, stop)
-                for i in need:
+                stop = {i for i, sp in sched.stash.items() if sp < p}
+                for i in closure(k, pass_targets(k, p), per_row, stop):
                     counts[i] += n
-                for _i in stop & closures[p]:
+                for _i in stop & sched.closures[p]:
                     f.access["contig"] = f.access.get("contig", 0.0) + n  # a stash reload
             for i, node in enumerate(k.nodes):
                 if per_row[i] and node.op not in (Ops.CONST, Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN):
@@ -387,80 +301,12 @@ def _count(kernel: Kernel) -> Features:
     return f
 
 
-def _b_packed(k: Kernel) -> float:
+def _b_packed(k: Kernel, sched: Schedule) -> float:
     """Elements of B the generated GEMM packs: every unit packs the B panel of its column
     tile for each K block, so B is read once per row tile (per batch)."""
-    try:
-        from svod.codegen.gemm import plan_gemm, supports_gemm
-
-        if not supports_gemm(k):
-            return 0.0
-        g = plan_gemm(k)
-    except Exception:  # noqa: BLE001 - no codegen: one pass over B per batch
-        mm = k.matmul
-        return float(math.prod(k.shape[:-2]) * mm.k * mm.n)
-    return float(g.batch * g.tiles_m * g.k * g.n)
+    g = sched.gemm
+    return 0.0 if g is None else float(g.batch * g.tiles_m * g.k * g.n)
 
 
 def _multi_axis(k: Kernel) -> bool:
     return sum(1 for s in k.shape if s != 1) > 1
-
-
-def _per_row(k: Kernel) -> list[bool]:
-    red = set(k.reduce_axes)
-    per_row = [False] * len(k.nodes)
-    for i, n in enumerate(k.nodes):
-        if n.op == LOAD:
-            per_row[i] = all(view_axes_stride0(k.inputs[n.arg].view, a) for a in red)
-        elif n.op == VALID:
-            per_row[i] = False
-        elif n.op in (Ops.CONST, Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN):
-            per_row[i] = True
-        else:
-            per_row[i] = all(per_row[s] for s in n.src)
-    return per_row
-
-
-def _pass_targets(k: Kernel, p: int) -> list[int]:
-    reds = [i for i, n in enumerate(k.nodes) if n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN) and n.pass_ == p]
-    return [k.nodes[i].src[0] for i in reds] + [o.node for o in k.outputs if not o.reduced and o.pass_ == p]
-
-
-def _closure(k: Kernel, targets, per_row: list[bool], stop: set[int]) -> set[int]:
-    seen: set[int] = set()
-    stack = list(targets)
-    while stack:
-        i = stack.pop()
-        if i in seen or per_row[i] or i in stop:
-            continue
-        seen.add(i)
-        stack.extend(k.nodes[i].src)
-    return seen
-
-
-def _pass_targets_closure(k: Kernel, p: int, per_row: list[bool]) -> set[int]:
-    return _closure(k, _pass_targets(k, p), per_row, set())
-
-
-def _stash(k: Kernel, closures: list[set[int]], row_len: int) -> dict[int, int]:
-    """Stashed node -> the pass computing it (svod.codegen.lower._plan_stash's rule)."""
-    red_live = [a for a in k.reduce_axes if k.shape[a] != 1]
-    if k.passes < 2 or not 0 < row_len <= STASH_ELEMS or not red_live:
-        return {}
-    # one merged reduce axis: adjacent reduce axes (contiguous reads merge them)
-    if red_live != list(range(red_live[0], red_live[-1] + 1)):
-        return {}
-    costly: dict[int, bool] = {}
-    for i, n in enumerate(k.nodes):
-        costly[i] = n.op in COSTLY or any(costly[j] for j in n.src if j in costly)
-    out: dict[int, int] = {}
-    for p in range(k.passes):
-        later = set().union(*closures[p + 1:]) if p + 1 < k.passes else set()
-        for i in sorted(closures[p] & later):
-            n = k.nodes[i]
-            if i in out or not costly[i] or n.op in (LOAD, VALID, Ops.CONST) or n.dtype.is_bool:
-                continue
-            if any(i in closures[q] for q in range(p)):
-                continue
-            out[i] = p
-    return out

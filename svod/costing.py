@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from svod.codegen.schedule import MM_ROWS, SMALL_FLOPS, gemm_tiling
+from svod.codegen.target import DEFAULT_CACHES, Target
 from svod.ir import Ops
 from svod.kernel import ACC, LOAD, VALID, Kernel, Plan
 from svod.ops import complex_factors, weights
@@ -99,10 +101,16 @@ class CostModel(Protocol):
     def price_batch(self, kernels: Sequence[Kernel], machine: Machine) -> list[Price]: ...
 
 
-def input_bytes(kernel: Kernel) -> int:
-    """Bytes a kernel reads from memory once (broadcast and padded reads counted once)."""
-    total = 0
+def input_bytes_each(kernel: Kernel) -> tuple[int, ...]:
+    """Bytes each input (by index) reads from memory once: a broadcast axis counts once,
+    a masked (padded) border not at all, a chain of views at most its own size. A chain
+    with a fully masked view reads nothing (every element is the pad value: the emitter
+    loads nothing, `svod.codegen.schedule.Access.dead`)."""
+    out = []
     for inp in kernel.inputs:
+        if any(v.fully_masked for v in inp.view.views):
+            out.append(0)
+            continue
         v = inp.view.views[0]
         elems = 1
         for (_size, stride, lo, hi) in v.axes():
@@ -110,8 +118,13 @@ def input_bytes(kernel: Kernel) -> int:
                 elems *= hi - lo
         if len(inp.view.views) > 1:
             elems = min(elems, inp.view.size)
-        total += elems * inp.dtype.itemsize
-    return total
+        out.append(elems * inp.dtype.itemsize)
+    return tuple(out)
+
+
+def input_bytes(kernel: Kernel) -> int:
+    """Bytes a kernel reads from memory once (`input_bytes_each`, summed)."""
+    return sum(input_bytes_each(kernel))
 
 
 def output_bytes(kernel: Kernel) -> int:
@@ -192,10 +205,9 @@ class RooflineModel:
 
 
 # ----------------------------------------------------------------------------- matmul
-# Measured on the 2-core AVX2 VM (bench/bench_matmul.py, docs/codegen.md): the generated
-# micro-kernel runs 88 GFLOP/s per core from cache (5.5x `flops_per_core`), the whole
-# GEMM 70-80 GFLOP/s on one core and 115-127 on two (1024^3, 2048^3); numpy's OpenBLAS
-# 99-128 on two in the same runs. Both are priced at the two-core rate per core.
+# The roofline prices the generated GEMM and the BLAS step at one rate per core, a
+# multiple of `flops_per_core` (docs/costmodels.md: the measurements behind it); the
+# GEMM's tiling (micro-tile padding, unit tiles, repacking) is the schedule's.
 GEMM_FLOPS_PER_OP = 4.0  # generated GEMM flop/s per unit of `flops_per_core` (large shapes)
 BLAS_FLOPS_PER_OP = 4.0  # the BLAS step, same unit (OpenBLAS uses every core by itself)
 BLAS_CALL_SECONDS = 8e-6  # np.matmul through the library step: Python, checks, OpenBLAS wake-up
@@ -203,18 +215,12 @@ BLAS_BATCH_SECONDS = 1e-6  # numpy loops over batch matrices, one BLAS call each
 GEMM_SETUP_SECONDS = 2e-6  # malloc of the packing buffers per slice of units
 
 
-def _gemm_geometry(mm, batch: int, itemsize: int, machine: Machine) -> tuple[int, int, int, int, int]:
-    """(MR, NR, KC, tiles_m, tiles_n) of the generated GEMM on `machine`: the rule of
-    svod/codegen/gemm.py applied to the machine's vector width and L2, nothing compiled."""
-    from svod.codegen.gemm import split_tiles
-
-    lanes = max(1, machine.vector_bits // (8 * itemsize))
-    mr, nr = (12, 2 * lanes) if machine.vector_bits >= 512 else (6, 2 * lanes)
-    kc = 256
-    l2_core = machine.l2_bytes // max(1, machine.cores)
-    tile = max(nr, l2_core // (kc * itemsize) // nr * nr)
-    _, _, tm, tn = split_tiles(batch, mm.m, mm.n, mr, nr, max(mr, tile // mr * mr), tile, machine.cores)
-    return mr, nr, kc, tm, tn
+def gemm_target(machine: Machine) -> Target:
+    """The codegen target `machine` describes, for the GEMM tiling its price assumes
+    (`svod.codegen.schedule.gemm_tiling`): its vector width and cores, its L2 shared
+    out per core, the default L1 (a `Machine` does not describe one)."""
+    return Target(vector_bits=machine.vector_bits, l1=DEFAULT_CACHES[0], l2=machine.l2_bytes // max(1, machine.cores),
+                  l3=machine.llc_bytes, workers=machine.cores)
 
 
 def price_matmul(kernel: Kernel, machine: Machine) -> Price:
@@ -230,8 +236,6 @@ def price_matmul(kernel: Kernel, machine: Machine) -> Price:
     mem = nbytes / bw
     flops = 2.0 * batch * mm.m * mm.n * mm.k
     if mm.library:
-        from svod.codegen.blas import SMALL_FLOPS
-
         rate = BLAS_FLOPS_PER_OP * machine.flops_per_core * width
         cores = machine.cores if flops > SMALL_FLOPS else 1  # small products run on the calling thread
         gather = 0.0
@@ -241,14 +245,15 @@ def price_matmul(kernel: Kernel, machine: Machine) -> Price:
                 gather += 2 * v.size * item / bw
         sec = max(mem, flops / (rate * cores)) + gather + BLAS_CALL_SECONDS + BLAS_BATCH_SECONDS * batch
         return Price(sec + machine.launch_seconds, 1)
-    mr, nr, _, tiles_m, tiles_n = _gemm_geometry(mm, batch, item, machine)
+    tiling = gemm_tiling(batch, mm.m, mm.n, mm.k, item, gemm_target(machine))
+    mr, nr, tiles_m, tiles_n = tiling.cfg.mr, tiling.cfg.nr, tiling.tiles_m, tiling.tiles_n
     # the micro-kernel always computes whole MR x NR tiles: padding is work
     padded = 2.0 * batch * (-(-mm.m // mr) * mr) * (-(-mm.n // nr) * nr) * mm.k
     units = max(1, batch * tiles_m * tiles_n)
     rate = GEMM_FLOPS_PER_OP * machine.flops_per_core * width
     if not kernel.inputs[mm.a].dtype.is_float:  # integer/bool matmuls: the simple tile loop
         padded, rate, tiles_m, tiles_n = flops, machine.flops_per_core * width, 1, 1
-        units = max(1, batch * -(-mm.m // 16))
+        units = max(1, batch * -(-mm.m // MM_ROWS))
     # packing is in the measured rate; repacking when there are many unit tiles is not:
     # every unit packs its A rows and B columns once (the BLAS packs each once)
     pack = batch * (mm.m * mm.k * (tiles_n - 1) + mm.k * mm.n * (tiles_m - 1)) * item * 2 / machine.cache_bandwidth

@@ -37,6 +37,8 @@ import sys
 import threading
 import time
 
+from svod.codegen.target import pool_size  # the pool's size is a fact of the target
+
 SPIN_SECONDS = 50e-6  # how long an idle worker spins before it sleeps on the futex
 _SPIN_YIELD = 200000  # dispatcher spins this long before yielding the CPU between checks
 SLICES_PER_THREAD = 4  # more slices than threads: a late worker leaves less imbalance
@@ -331,18 +333,9 @@ def _load_or_compile():
     """The runtime's native code: from the object cache, keyed by its IR text and the
     target like kernels and graph programs (a new process with a warm cache loads it in
     ~1 ms instead of an O3 compile), else compiled and stored there."""
-    import hashlib
+    from svod.codegen.objcache import compiled_ir
 
-    from svod.codegen.jit import compile_ir
-    from svod.codegen.program import _target_key, load_cached, store_object
-
-    ir = _runtime_ir()
-    okey = f"runtime:{hashlib.blake2b(ir.encode(), digest_size=16).hexdigest()}:{_target_key()}"
-    mod = load_cached(okey, _SYMBOLS, "svod_runtime")
-    if mod is None:
-        mod = compile_ir(ir, name="svod_runtime", lean=True, keep_ir=False)
-        store_object(okey, mod, {"runtime": "svod_runtime"})
-    return mod
+    return compiled_ir("runtime", _runtime_ir(), _SYMBOLS, "svod_runtime")
 
 
 class _Pool:
@@ -402,22 +395,6 @@ def spin_iterations() -> int:
 
 _pool: _Pool | None = None
 _pool_lock = threading.Lock()
-
-
-_size: list[int] = []
-
-
-def pool_size() -> int:
-    """Threads the pool can use (workers + the calling thread): SVOD_THREADS or the CPU
-    count, read once per process."""
-    if not _size:
-        n = os.cpu_count() or 1
-        try:
-            n = int(os.environ.get("SVOD_THREADS") or n)
-        except ValueError:
-            pass
-        _size.append(max(1, n))
-    return _size[0]
 
 
 def _get_pool() -> _Pool:

@@ -39,9 +39,9 @@ _HOST = {
 def _cached_host_functions():
     """The functools caches derived from the host (cleared when the host is swapped)."""
     from svod import costing
-    from svod.codegen import gemm, jit, vecmath
+    from svod.codegen import jit, schedule, target, vecmath
 
-    out = [jit.host_target_info, gemm.cache_sizes, gemm.gemm_config, costing._host_machine]
+    out = [jit.host_target_info, target.cache_sizes, schedule.gemm_config, costing._host_machine]
     out += [getattr(vecmath, n) for n in dir(vecmath)
             if hasattr(getattr(vecmath, n), "cache_clear") and callable(getattr(vecmath, n))]
     return out
@@ -51,13 +51,13 @@ def _cached_host_functions():
 def reference_host():
     """Pretend to run on the reference host (see the module docstring)."""
     from svod import costing
-    from svod.codegen import gemm, jit
+    from svod.codegen import jit, target
 
-    saved = (jit.host_target_info, gemm.cache_sizes, costing._host_machine, os.environ.get("SVOD_PROFILE"))
+    saved = (jit.host_target_info, target.cache_sizes, costing._host_machine, os.environ.get("SVOD_PROFILE"))
     for f in _cached_host_functions():
         f.cache_clear()
     jit.host_target_info = functools.cache(lambda: dict(_HOST))
-    gemm.cache_sizes = functools.cache(lambda: (32 << 10, 512 << 10, 32 << 20))
+    target.cache_sizes = functools.cache(lambda: (32 << 10, 512 << 10, 32 << 20))
     host = costing.Machine(name="host", cores=2, vector_bits=256, flops_per_core=costing.Machine.flops_per_core / 2)
     costing._host_machine = functools.lru_cache(maxsize=1)(lambda: host)
     os.environ["SVOD_PROFILE"] = str(PROFILE)
@@ -67,7 +67,7 @@ def reference_host():
         yield
     finally:
         jit.set_libmvec_enabled(None if libmvec == jit.has_libmvec() else libmvec)
-        jit.host_target_info, gemm.cache_sizes, costing._host_machine = saved[:3]
+        jit.host_target_info, target.cache_sizes, costing._host_machine = saved[:3]
         if saved[3] is None:
             os.environ.pop("SVOD_PROFILE", None)
         else:

@@ -280,7 +280,7 @@ def test_elementwise_asm_uses_wide_vectors():
 
 
 def test_contiguous_2d_kernel_is_one_loop():
-    from svod.codegen.lower import plan_loops
+    from svod.codegen.schedule import plan_loops
 
     x = svod.asarray(np.ones((256, 512), np.float32))
     key, _ = compact([(x * 2.0).uop])
@@ -464,7 +464,7 @@ def test_sincos_kernel_stays_vectorised(dt, libmvec):
 def test_column_reduce_matches_interpreter(shape, axis, threads):
     """Reductions over outer axes with a kept innermost axis stream rows into column
     tiles (plan_loops cols > 0); sums, products, max/min, int and bool, NaN included."""
-    from svod.codegen.lower import plan_loops
+    from svod.codegen.schedule import plan_loops
 
     rng = _rng(1)
     a = rng.standard_normal(shape).astype(np.float32)

@@ -158,10 +158,15 @@ def test_features_follow_the_codegen():
     assert kfeatures(layernorm_kernel(4, 8)).vector()["passes"] == 3.0
 
 
-def test_stash_rule_matches_the_codegen():
-    from svod.codegen import lower
+def test_features_count_the_schedules_stash():
+    """The stash is the schedule's (svod/codegen/schedule.py): exp(x - max) is evaluated
+    once a row element when stashed, twice when the row is too long to stash."""
+    from svod.codegen import schedule
 
-    assert features.STASH_ELEMS == lower.STASH_ELEMS
+    short, long_ = softmax_kernel(4, schedule.STASH_ELEMS), softmax_kernel(2, 2 * schedule.STASH_ELEMS)
+    assert schedule.schedule(short).stash and not schedule.schedule(long_).stash
+    assert kfeatures(short).ops["EXP"] == 4 * schedule.STASH_ELEMS
+    assert kfeatures(long_).ops["EXP"] == 2 * 2 * 2 * schedule.STASH_ELEMS
 
 
 # ----------------------------------------------------------------------------- calibrated model
@@ -243,7 +248,7 @@ def test_transposed_weight_is_priced_by_its_packing(model):
         return (kfeatures(calibrate._matmul_kernel(m, k, n, library=False, b_t=True)),
                 kfeatures(calibrate._matmul_kernel(m, k, n, library=False)))
 
-    from svod.codegen.gemm import plan_gemm
+    from svod.codegen.schedule import plan_gemm
 
     big_t, big_c = pair(1024, 512, 768)
     assert big_t.matmul_strided and not big_c.matmul_strided and not big_t.library

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import svod
-from svod.codegen.gemm import gemm_config, plan_gemm, split_tiles
 from svod.codegen.program import compile_kernel
+from svod.codegen.schedule import gemm_config, plan_gemm, split_tiles
 from svod.costing import Machine, RooflineModel
 from svod.dtype import bool_, float32, float64
 from svod.ir import Ops
@@ -39,53 +39,36 @@ def _rng(seed=0):
 # ----------------------------------------------------------------------------- reference and bound
 
 
+def _gelu_np(z):
+    from math import erf
+
+    return 0.5 * z * (1 + np.vectorize(erf)(z / math.sqrt(2))) if z.size else z
+
+
+def _gelu_tanh_np(z):
+    return 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
+
+
+# epilogue name -> (float64 reference, svod) on (y, bias, res); None for "none"
+_EPILOGUES = {
+    "bias": (lambda y, b, r: y + b, lambda y, b, r: y + b),
+    "relu": (lambda y, b, r: np.maximum(y + b, 0), lambda y, b, r: svod.nn.relu(y + b)),
+    "gelu": (lambda y, b, r: _gelu_np(y + b), lambda y, b, r: svod.nn.gelu(y + b)),
+    "gelu_tanh": (lambda y, b, r: _gelu_tanh_np(y + b), lambda y, b, r: svod.nn.gelu(y + b, approximate="tanh")),
+    "sigmoid": (lambda y, b, r: 1 / (1 + np.exp(-(y + b))), lambda y, b, r: svod.nn.sigmoid(y + b)),
+    "tanh": (lambda y, b, r: np.tanh(y + b), lambda y, b, r: svod.tanh(y + b)),
+    "residual": (lambda y, b, r: y + r, lambda y, b, r: y + r),
+    "scale": (lambda y, b, r: y * 0.125, lambda y, b, r: y * 0.125),
+}
+
+
 def _epilogue_np(name: str, y: np.ndarray, bias: np.ndarray, res: np.ndarray) -> np.ndarray:
     """The epilogue in float64 (the reference)."""
-    if name == "none":
-        return y
-    if name == "bias":
-        return y + bias
-    if name == "relu":
-        return np.maximum(y + bias, 0)
-    if name == "gelu":
-        from math import erf
-
-        z = y + bias
-        return 0.5 * z * (1 + np.vectorize(erf)(z / math.sqrt(2))) if z.size else z
-    if name == "gelu_tanh":
-        z = y + bias
-        return 0.5 * z * (1 + np.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
-    if name == "sigmoid":
-        return 1 / (1 + np.exp(-(y + bias)))
-    if name == "tanh":
-        return np.tanh(y + bias)
-    if name == "residual":
-        return y + res
-    if name == "scale":
-        return y * 0.125
-    raise AssertionError(name)
+    return y if name == "none" else _EPILOGUES[name][0](y, bias, res)
 
 
 def _epilogue_svod(name: str, y, bias, res):
-    if name == "none":
-        return y
-    if name == "bias":
-        return y + bias
-    if name == "relu":
-        return svod.nn.relu(y + bias)
-    if name == "gelu":
-        return svod.nn.gelu(y + bias)
-    if name == "gelu_tanh":
-        return svod.nn.gelu(y + bias, approximate="tanh")
-    if name == "sigmoid":
-        return svod.nn.sigmoid(y + bias)
-    if name == "tanh":
-        return svod.tanh(y + bias)
-    if name == "residual":
-        return y + res
-    if name == "scale":
-        return y * 0.125
-    raise AssertionError(name)
+    return y if name == "none" else _EPILOGUES[name][1](y, bias, res)
 
 
 def assert_within_bound(got, a, b, dtype, epilogue="none", bias=None, res=None, what=""):
@@ -392,13 +375,14 @@ def test_avx512_configuration_compiles_to_zmm_without_spills(monkeypatch):
 
     import llvmlite.binding as llvm
 
-    import svod.codegen.gemm as gemm
+    import svod.codegen.schedule as schedule
     from svod.codegen.jit import LLVM_LOCK, _ensure_init
     from svod.codegen.lower import lower_kernel
     from svod.kernel_examples import matmul_bias_gelu_kernel
 
-    cfg = gemm.GemmConfig(4, 16, 12, 2, 256, 240, 1024, 1020)
-    monkeypatch.setattr(gemm, "gemm_config", lambda itemsize: cfg)
+    cfg = schedule.GemmConfig(4, 16, 12, 2, 256, 240, 1024, 1020)
+    monkeypatch.setattr(schedule, "gemm_config", lambda itemsize, target=None: cfg)
+    monkeypatch.setattr(schedule, "_CACHE", {})
     low = lower_kernel(matmul_bias_gelu_kernel(100, 70, 90))
     _ensure_init()
     with LLVM_LOCK:

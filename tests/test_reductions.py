@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import svod
-from svod.codegen.lower import SUM_BLOCK, plan_loops
 from svod.codegen.program import compile_kernel
+from svod.codegen.schedule import SUM_BLOCK, plan_loops
 from svod.key import compact
 from svod.plan_greedy import plan_greedy
 from tests.threads import run_threads
@@ -65,7 +65,7 @@ def test_full_reduction_is_split_into_chunks():
 
 
 def test_variance_over_axis0_reads_its_input_once_in_chunks():
-    from svod.codegen.columns import chan_variance
+    from svod.codegen.schedule import chan_variance
 
     for fn in (lambda t: svod.var(t, axis=0), lambda t: svod.std(t, axis=0, correction=1)):
         k, _ = _one_kernel(fn(svod.asarray(np.ones((4096, 4096), np.float32))))
@@ -75,7 +75,7 @@ def test_variance_over_axis0_reads_its_input_once_in_chunks():
 
 
 def test_other_two_pass_column_reduces_cut_columns_not_rows():
-    from svod.codegen.columns import chan_variance
+    from svod.codegen.schedule import chan_variance
 
     x = np.random.default_rng(8).standard_normal((3000, 2048)).astype(np.float32)
     t = svod.asarray(x)

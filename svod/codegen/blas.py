@@ -3,9 +3,8 @@
 Why: OpenBLAS runs a multi-threaded call on its own worker threads, and those threads
 spin for about 2^28 cycles (~0.1 s) after every call before they sleep. On a machine
 with as many cores as threads, a svod kernel that runs after a BLAS step shares its
-cores with those spinning threads (measured here: a 2-thread elementwise kernel of
-2.5 ms took 3-6 ms right after a 256^3 matmul), and a BLAS step that runs after a svod
-kernel shares them with svod's idle worker. So a library step calls OpenBLAS's
+cores with those spinning threads (docs/codegen.md has the measurement), and a BLAS
+step that runs after a svod kernel shares them with svod's idle worker. So a library step calls OpenBLAS's
 ``cblas_?gemm`` from svod's pool instead: the product is cut into blocks of rows (or
 of columns, for wide outputs) and batches, each block is one single-threaded gemm call,
 and OpenBLAS's thread count is 1 while the step runs (and restored after it). No
@@ -36,13 +35,13 @@ import threading
 
 import numpy as np
 
-from svod.codegen.graphprog import data_address
+from svod.codegen.buffers import data_address
+from svod.codegen.schedule import SMALL_FLOPS
 from svod.runtime import pool_size, run_parallel
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
-SMALL_FLOPS = 2e6  # below this a product runs as one call on the calling thread (~25 µs)
 ALIGN = 16  # block edges on multiples of this (whole micro-tiles)
-PARTS_PER_THREAD = 1  # blocks per thread (2 and 4 measured no faster at 256-1024^3)
+PARTS_PER_THREAD = 1  # blocks per thread (docs/codegen.md: more were no faster)
 
 # ctx words (i64)
 (F_GEMM, F_TA, F_TB, F_M, F_N, F_K, F_A, F_LDA, F_SA, F_AROW, F_B, F_LDB, F_SB, F_BCOL,
@@ -58,38 +57,22 @@ _SYMBOLS = [
 ]
 
 
-def _job_ir(bits: int) -> str:
-    """``svod_blas_units(ctx, begin, end)``: one gemm call per block in [begin, end) of the
-    product's batch x parts blocks (ctx: the i64 words F_*; integers passed as i`bits`)."""
-    it = f"i{bits}"
-    words = ["gemm", "ta", "tb", "m", "n", "k", "a", "lda", "sa", "arow", "b", "ldb", "sb", "bcol",
-             "c", "ldc", "sc", "parts", "cols", "block", "item", "double"]
-    lines = []
-    for i, w in enumerate(words):
-        lines += [f"  %{w}p = getelementptr i64, ptr %ctx, i64 {i}", f"  %{w} = load i64, ptr %{w}p, align 8"]
-    args = ["mm", "nn", "k", "lda", "ldb", "ldc"]
-    for v in args:
-        lines.append(f"  %{v}.i = trunc i64 %{v} to i32" if bits == 32 else f"  %{v}.i = add i64 %{v}, 0")
-    loads = "\n".join(lines[:2 * len(words)])
-    casts = "\n".join(lines[2 * len(words):])
-
-    def call(fty: str) -> str:
-        return (f"  call void %gemmf(i32 {ROW_MAJOR}, i32 %ta32, i32 %tb32, {it} %mm.i, {it} %nn.i, {it} %k.i, "
-                f"{fty} 1.0, ptr %pa, {it} %lda.i, ptr %pb, {it} %ldb.i, {fty} 0.0, ptr %pc, {it} %ldc.i)")
-
+def _units_ir(name: str, words: list[str], bits: int, casts: list[str], setup: str, go: str, call) -> str:
+    """``name(ctx, begin, end)``: one BLAS call per unit in [begin, end) of batch x parts
+    blocks. ctx holds the i64 `words` (loaded as ``%word``); `setup` runs once, with
+    ``%dim`` the length the parts cut; `go` computes, for the block [%lo, %hi) of batch
+    index %bi, the call's operands, then `casts` narrows them to i`bits` (``%v.i``) and
+    ``call(float type)`` calls single or double precision by ``%double``."""
+    loads = "\n".join(f"  %{w}p = getelementptr i64, ptr %ctx, i64 {i}\n  %{w} = load i64, ptr %{w}p, align 8"
+                      for i, w in enumerate(words))
+    narrow = "\n".join(f"  %{v}.i = trunc i64 %{v} to i32" if bits == 32 else f"  %{v}.i = add i64 %{v}, 0"
+                       for v in casts)
     return f"""
-define void @svod_blas_units(ptr %ctx, i64 %begin, i64 %end) {{{{
+define void @{name}(ptr %ctx, i64 %begin, i64 %end) {{
 entry:
 {loads}
-  %gemmf = inttoptr i64 %gemm to ptr
-  %ta32 = trunc i64 %ta to i32
-  %tb32 = trunc i64 %tb to i32
   %isd = icmp ne i64 %double, 0
-  %bycol = icmp ne i64 %cols, 0
-  %dim = select i1 %bycol, i64 %n, i64 %m
-  %pa0 = inttoptr i64 %a to ptr
-  %pb0 = inttoptr i64 %b to ptr
-  %pc0 = inttoptr i64 %c to ptr
+{setup}
   br label %loop
 loop:
   %u = phi i64 [ %begin, %entry ], [ %u1, %next ]
@@ -106,27 +89,8 @@ block.0:
   br i1 %empty, label %next, label %go
 go:
   %len = sub i64 %hi, %lo
-  %arows = mul i64 %lo, %arow
-  %bcols = mul i64 %lo, %bcol
-  %crows = mul i64 %lo, %ldc
-  %aoff = select i1 %bycol, i64 0, i64 %arows
-  %boff = select i1 %bycol, i64 %bcols, i64 0
-  %coff = select i1 %bycol, i64 %lo, i64 %crows
-  %ab = mul i64 %bi, %sa
-  %bb = mul i64 %bi, %sb
-  %cb = mul i64 %bi, %sc
-  %ea = add i64 %ab, %aoff
-  %eb = add i64 %bb, %boff
-  %ec = add i64 %cb, %coff
-  %xa = mul i64 %ea, %item
-  %xb = mul i64 %eb, %item
-  %xc = mul i64 %ec, %item
-  %pa = getelementptr i8, ptr %pa0, i64 %xa
-  %pb = getelementptr i8, ptr %pb0, i64 %xb
-  %pc = getelementptr i8, ptr %pc0, i64 %xc
-  %mm = select i1 %bycol, i64 %m, i64 %len
-  %nn = select i1 %bycol, i64 %len, i64 %n
-{casts}
+{go}
+{narrow}
   br i1 %isd, label %dcall, label %scall
 scall:
 {call("float")}
@@ -139,8 +103,54 @@ next:
   br label %loop
 done:
   ret void
-}}}}
-""".replace("{{", "{").replace("}}", "}")
+}}
+"""
+
+
+def _pointers(operands) -> str:
+    """IR lines setting ``%p<name>`` to operand `name`'s block: base ``%p<name>0`` plus
+    (batch index %bi x its batch stride word + its offset, elements) x %item bytes."""
+    lines = []
+    for name, stride, off in operands:
+        lines.append(f"  %{name}.b = mul i64 %bi, %{stride}")
+        elem = f"%{name}.b"
+        if off is not None:
+            lines.append(f"  %{name}.e = add i64 %{name}.b, %{off}")
+            elem = f"%{name}.e"
+        lines += [f"  %{name}.x = mul i64 {elem}, %item",
+                  f"  %p{name} = getelementptr i8, ptr %p{name}0, i64 %{name}.x"]
+    return "\n".join(lines)
+
+
+def _job_ir(bits: int) -> str:
+    """``svod_blas_units(ctx, begin, end)``: one gemm call per block in [begin, end) of the
+    product's batch x parts blocks (ctx: the i64 words F_*; integers passed as i`bits`)."""
+    it = f"i{bits}"
+    words = ["gemm", "ta", "tb", "m", "n", "k", "a", "lda", "sa", "arow", "b", "ldb", "sb", "bcol",
+             "c", "ldc", "sc", "parts", "cols", "block", "item", "double"]
+
+    def call(fty: str) -> str:
+        return (f"  call void %gemmf(i32 {ROW_MAJOR}, i32 %ta32, i32 %tb32, {it} %mm.i, {it} %nn.i, {it} %k.i, "
+                f"{fty} 1.0, ptr %pa, {it} %lda.i, ptr %pb, {it} %ldb.i, {fty} 0.0, ptr %pc, {it} %ldc.i)")
+
+    setup = """  %gemmf = inttoptr i64 %gemm to ptr
+  %ta32 = trunc i64 %ta to i32
+  %tb32 = trunc i64 %tb to i32
+  %bycol = icmp ne i64 %cols, 0
+  %dim = select i1 %bycol, i64 %n, i64 %m
+  %pa0 = inttoptr i64 %a to ptr
+  %pb0 = inttoptr i64 %b to ptr
+  %pc0 = inttoptr i64 %c to ptr"""
+    go = """  %arows = mul i64 %lo, %arow
+  %bcols = mul i64 %lo, %bcol
+  %crows = mul i64 %lo, %ldc
+  %aoff = select i1 %bycol, i64 0, i64 %arows
+  %boff = select i1 %bycol, i64 %bcols, i64 0
+  %coff = select i1 %bycol, i64 %lo, i64 %crows
+  %mm = select i1 %bycol, i64 %m, i64 %len
+  %nn = select i1 %bycol, i64 %len, i64 %n
+""" + _pointers([("a", "sa", "aoff"), ("b", "sb", "boff"), ("c", "sc", "coff")])
+    return _units_ir("svod_blas_units", words, bits, ["mm", "nn", "k", "lda", "ldb", "ldc"], setup, go, call)
 
 
 # gemv ctx words (i64)
@@ -157,76 +167,24 @@ def _gemv_ir(bits: int) -> str:
     it = f"i{bits}"
     words = ["gemv", "trans", "rows", "cols", "a", "lda", "sa", "x", "incx", "sx", "y", "sy", "parts", "block",
              "item", "double"]
-    loads = "\n".join(f"  %{w}p = getelementptr i64, ptr %ctx, i64 {i}\n  %{w} = load i64, ptr %{w}p, align 8"
-                       for i, w in enumerate(words))
-
-    def cast(v: str) -> str:
-        return f"  %{v}.i = trunc i64 %{v} to i32" if bits == 32 else f"  %{v}.i = add i64 %{v}, 0"
-
-    casts = "\n".join(cast(v) for v in ("rr", "cc", "lda", "incx"))
 
     def call(fty: str) -> str:
         return (f"  call void %gemvf(i32 {ROW_MAJOR}, i32 %tr32, {it} %rr.i, {it} %cc.i, {fty} 1.0, ptr %pa, "
                 f"{it} %lda.i, ptr %px, {it} %incx.i, {fty} 0.0, ptr %py, {it} 1)")
 
-    return f"""
-define void @svod_blas_gemv_units(ptr %ctx, i64 %begin, i64 %end) {{
-entry:
-{loads}
-  %gemvf = inttoptr i64 %gemv to ptr
+    setup = f"""  %gemvf = inttoptr i64 %gemv to ptr
   %tr32 = trunc i64 %trans to i32
-  %isd = icmp ne i64 %double, 0
   %bycol = icmp eq i64 %trans, {TRANS}
   %dim = select i1 %bycol, i64 %cols, i64 %rows
   %pa0 = inttoptr i64 %a to ptr
   %px0 = inttoptr i64 %x to ptr
-  %py0 = inttoptr i64 %y to ptr
-  br label %loop
-loop:
-  %u = phi i64 [ %begin, %entry ], [ %u1, %next ]
-  %more = icmp ult i64 %u, %end
-  br i1 %more, label %block.0, label %done
-block.0:
-  %bi = udiv i64 %u, %parts
-  %p = urem i64 %u, %parts
-  %lo = mul i64 %p, %block
-  %hi0 = add i64 %lo, %block
-  %hilt = icmp ult i64 %hi0, %dim
-  %hi = select i1 %hilt, i64 %hi0, i64 %dim
-  %empty = icmp uge i64 %lo, %hi
-  br i1 %empty, label %next, label %go
-go:
-  %len = sub i64 %hi, %lo
-  %arows = mul i64 %lo, %lda
+  %py0 = inttoptr i64 %y to ptr"""
+    go = """  %arows = mul i64 %lo, %lda
   %aoff = select i1 %bycol, i64 %lo, i64 %arows
-  %ab = mul i64 %bi, %sa
-  %xb = mul i64 %bi, %sx
-  %yb = mul i64 %bi, %sy
-  %ea = add i64 %ab, %aoff
-  %ey = add i64 %yb, %lo
-  %xa = mul i64 %ea, %item
-  %xx = mul i64 %xb, %item
-  %xy = mul i64 %ey, %item
-  %pa = getelementptr i8, ptr %pa0, i64 %xa
-  %px = getelementptr i8, ptr %px0, i64 %xx
-  %py = getelementptr i8, ptr %py0, i64 %xy
   %rr = select i1 %bycol, i64 %rows, i64 %len
   %cc = select i1 %bycol, i64 %len, i64 %cols
-{casts}
-  br i1 %isd, label %dcall, label %scall
-scall:
-{call("float")}
-  br label %next
-dcall:
-{call("double")}
-  br label %next
-next:
-  %u1 = add i64 %u, 1
-  br label %loop
-done:
-  ret void
-}}
-"""
+""" + _pointers([("a", "sa", "aoff"), ("x", "sx", None), ("y", "sy", "lo")])
+    return _units_ir("svod_blas_gemv_units", words, bits, ["rr", "cc", "lda", "incx"], setup, go, call)
 
 
 class _Blas:
@@ -445,14 +403,7 @@ def _plan(a_shape, a_strides, b_shape, b_strides, out_shape, ca, cb, co, threads
             return g
     cols = n > m  # cut the longer side of the output
     dim = n if cols else m
-    # blocks per batch: enough that batch x parts spreads evenly over the threads (each
-    # block packs its own panels, so no more than that), at most one per ALIGN rows
-    per = PARTS_PER_THREAD * nt
-    parts = max(1, min(per // math.gcd(batch, per), -(-dim // ALIGN)))
-    block = -(-dim // parts)
-    if parts > 1:
-        block = -(-block // ALIGN) * ALIGN
-        parts = -(-dim // block)
+    parts, block = _parts(dim, batch, nt)
     ctx = np.zeros(_WORDS, np.int64)
     ctx[F_GEMM] = lib.dgemm if ca == "d" else lib.sgemm
     ctx[F_TA], ctx[F_TB] = la[0], lb[0]
@@ -466,10 +417,23 @@ def _plan(a_shape, a_strides, b_shape, b_strides, out_shape, ca, cb, co, threads
     return ctx, batch * parts, nt, batch == 1 and m * n * k <= 65536 * 4, None
 
 
+def _parts(dim: int, batch: int, nt: int) -> tuple[int, int]:
+    """(parts, block): `dim` cut into blocks of `block` (a multiple of ALIGN when cut),
+    enough that batch x parts spreads evenly over `nt` threads (each block packs its own
+    panels, so no more than that), at most one per ALIGN rows."""
+    per = PARTS_PER_THREAD * nt
+    parts = max(1, min(per // math.gcd(batch, per), -(-dim // ALIGN)))
+    block = -(-dim // parts)
+    if parts > 1:
+        block = -(-block // ALIGN) * ALIGN
+        parts = -(-dim // block)
+    return parts, block
+
+
 def _gemv_plan(lib, m, n, k, sa, sb, la, lb, bsa, bsb, batch, ca, item, nt):
     """A matrix times a vector (n == 1: ``A x``; m == 1: ``x B``) as ``cblas_?gemv`` calls:
     the output vector cut into `nt` bands per batch (a gemm call with n = 1 packs and
-    runs the GEMM machinery for one column: 3-4x slower than gemv on 4000 x 5000 float32).
+    runs the GEMM machinery for one column, docs/codegen.md).
     None when the vector's stride is not positive (gemm then)."""
     if n == 1:  # y (m) = A (m x k) x (k), x's stride along k: b's row stride
         trans, ld = la
@@ -484,12 +448,7 @@ def _gemv_plan(lib, m, n, k, sa, sb, la, lb, bsa, bsb, batch, ca, item, nt):
         which, out_len = "b", n
     if inc <= 0:
         return None
-    per = PARTS_PER_THREAD * nt
-    parts = max(1, min(per // math.gcd(batch, per), -(-out_len // ALIGN)))
-    block = -(-out_len // parts)
-    if parts > 1:
-        block = -(-block // ALIGN) * ALIGN
-        parts = -(-out_len // block)
+    parts, block = _parts(out_len, batch, nt)
     ctx = np.zeros(_GWORDS, np.int64)
     ctx[G_GEMV] = lib.dgemv if ca == "d" else lib.sgemv
     ctx[G_TRANS], ctx[G_ROWS], ctx[G_COLS] = trans, rows, cols

@@ -6,8 +6,6 @@ A unit owns accumulator tiles for a block of columns (whole rows when they fit
 rows combined pairwise before they meet the tile; float sums are blocked by `SUM_BLOCK`
 rows. A single-pass kernel may cut its outer reduce axis into chunks (`LoopPlan.split`)
 whose partial tiles are combined by svod/codegen/split.py. See docs/codegen.md.
-
-The methods read lower.py's helpers (`lw.*`) at call time: lower.py imports this module.
 """
 
 from __future__ import annotations
@@ -16,52 +14,12 @@ import math
 
 import llvmlite.ir as ir
 
-
-class _Lower:
-    """lower.py's names, looked up when used (lower.py imports this module)."""
-
-    def __getattr__(self, name: str):
-        from svod.codegen import lower
-
-        return getattr(lower, name)
-
-
-lw = _Lower()
-
-
-def chan_variance(kernel) -> tuple[int, int, int] | None:
-    """(sum node, sum-of-squares node, element node) when `kernel` is a variance over its
-    reduce axes in the two-pass form the frontend builds: pass 0 ``s1 = sum(x)``, pass 1
-    ``s2 = sum((x - s1 / N) * (x - s1 / N))`` with N the reduce size, float. Such a column
-    reduce may read its input once: per sub-chunk of rows in cache, the sub-chunk's mean
-    and squared deviations, merged with Chan's formula (`ColumnLowering._chan_unit`)."""
-    from svod.ir import Ops
-
-    if kernel.passes != 2 or any(not o.reduced for o in kernel.outputs):
-        return None
-    nodes = kernel.nodes
-    reds = [i for i, n in enumerate(nodes) if n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN)]
-    if len(reds) != 2 or any(nodes[i].op is not Ops.REDUCE or nodes[i].arg != "sum" or not nodes[i].dtype.is_float
-                             for i in reds):
-        return None
-    r1, r2 = sorted(reds, key=lambda i: nodes[i].pass_)
-    if nodes[r1].pass_ != 0 or nodes[r2].pass_ != 1 or nodes[r1].dtype != nodes[r2].dtype:
-        return None
-    q = nodes[nodes[r2].src[0]]
-    if q.op is not Ops.MUL or q.src[0] != q.src[1]:
-        return None
-    d = nodes[q.src[0]]
-    if d.op is not Ops.SUB or d.src[0] != nodes[r1].src[0]:
-        return None
-    m = nodes[d.src[1]]
-    n_red = math.prod(kernel.shape[a] for a in kernel.reduce_axes)
-    if m.op is not Ops.DIV or m.src[0] != r1 or nodes[m.src[1]].op is not Ops.CONST:
-        return None
-    if float(nodes[m.src[1]].arg) != float(n_red) or n_red < 2:
-        return None
-    if nodes[d.src[0]].dtype != nodes[r1].dtype:
-        return None
-    return r1, r2, d.src[0]
+from svod.codegen.irbuild import F32, I8, I32, I64, LoweringError, i64
+from svod.codegen.reduction import Reduction, combine
+from svod.codegen.scalar import emit_op
+from svod.codegen.schedule import ROW_UNROLL, SUM_BLOCK, TILE_SKEW, chan_rows, chan_variance
+from svod.codegen.split import SplitScratch
+from svod.ir import Ops
 
 
 class ColumnLowering:
@@ -83,32 +41,32 @@ class ColumnLowering:
         ax0 = red_axes[0]
         nblk = -(-last.size // plan.cols)
         nch = plan.split or 1
-        consts = {i: lw.emit_op(f, n.op, n.dtype, n.arg, [], []) for i, n in enumerate(k.nodes) if n.op is lw.Ops.CONST}
-        reds = [lw._Reduction(self, i) for i, n in enumerate(k.nodes) if n.op is lw.Ops.REDUCE]
+        consts = {i: emit_op(f, n.op, n.dtype, n.arg, [], []) for i, n in enumerate(k.nodes) if n.op is Ops.CONST}
+        reds = [Reduction(self, i) for i, n in enumerate(k.nodes) if n.op is Ops.REDUCE]
         if any(r.complex for r in reds):
-            raise lw.LoweringError("a complex product over columns (row reductions only)")
+            raise LoweringError("a complex product over columns (row reductions only)")
         chan = chan_variance(k) if len(red_axes) == 1 else None
         n_red = ax0.size
-        blocked = chan is not None or (any(r.cascade for r in reds) and ax0.size > lw.SUM_BLOCK)
+        blocked = chan is not None or (any(r.cascade for r in reds) and ax0.size > SUM_BLOCK)
         tiles, totals = self._column_tiles(reds, blocked)
         groups = math.prod(a.size for a in outer) * nblk
-        scratch = lw.SplitScratch(f, self.symbol, [r.ty for r in reds], groups, nch, plan.cols, self.ub, self.ue,
+        scratch = SplitScratch(f, self.symbol, [r.ty for r in reds], groups, nch, plan.cols, self.ub, self.ue,
                                plan.units) if nch > 1 else None
 
         def unit(u):
-            g = b.udiv(u, lw._i64(nch)) if nch > 1 else u
-            ctx = self._unravel(b.udiv(g, lw._i64(nblk)), outer) if outer else {}
-            c0 = b.mul(b.urem(g, lw._i64(nblk)), lw._i64(plan.cols))
-            c1 = b.add(c0, lw._i64(plan.cols))
-            c1 = b.select(b.icmp_signed("<", c1, lw._i64(last.size)), c1, lw._i64(last.size))
+            g = b.udiv(u, i64(nch)) if nch > 1 else u
+            ctx = self._unravel(b.udiv(g, i64(nblk)), outer) if outer else {}
+            c0 = b.mul(b.urem(g, i64(nblk)), i64(plan.cols))
+            c1 = b.add(c0, i64(plan.cols))
+            c1 = b.select(b.icmp_signed("<", c1, i64(last.size)), c1, i64(last.size))
             w = b.sub(c1, c0)
             if nch > 1:
-                ch = b.urem(u, lw._i64(nch))
-                r0 = b.mul(ch, lw._i64(plan.chunk_len))
-                r1 = b.add(r0, lw._i64(plan.chunk_len))
-                r1 = b.select(b.icmp_signed("<", r1, lw._i64(ax0.size)), r1, lw._i64(ax0.size))
+                ch = b.urem(u, i64(nch))
+                r0 = b.mul(ch, i64(plan.chunk_len))
+                r1 = b.add(r0, i64(plan.chunk_len))
+                r1 = b.select(b.icmp_signed("<", r1, i64(ax0.size)), r1, i64(ax0.size))
             else:
-                r0, r1 = lw._i64(0), lw._i64(ax0.size)
+                r0, r1 = i64(0), i64(ax0.size)
 
             result = [tot if (blocked and r.cascade) else t for r, t, tot in zip(reds, tiles, totals)]
             if chan:  # result: the mean and the sum of squared deviations of rows [r0, r1)
@@ -131,20 +89,20 @@ class ColumnLowering:
                     self._store(self.out_ptrs[j], o.dtype, self.out_access[j], cctx, env[o.node])
 
             if scratch is None:
-                f.loop(lw._i64(0), w, lambda c: store(c, [lambda c, t=t: b.gep(t, [c]) for t in result]), "cs")
+                f.loop(i64(0), w, lambda c: store(c, [lambda c, t=t: b.gep(t, [c]) for t in result]), "cs")
                 return
 
             def put(c):
                 for ri, t in enumerate(result):
                     b.store(b.load(b.gep(t, [c])), scratch.slot(ri, g, ch, c))
-            f.loop(lw._i64(0), w, put, "cp")
+            f.loop(i64(0), w, put, "cp")
 
             def finish():
                 if chan:
                     self._chan_combine(scratch, g, w, reds, ax0.size)
                 else:
                     scratch.combine(g, w, [self._merge_fn(r) for r in reds])
-                f.loop(lw._i64(0), w, lambda c: store(c, [lambda c, ri=ri: scratch.slot(ri, g, 0, c)
+                f.loop(i64(0), w, lambda c: store(c, [lambda c, ri=ri: scratch.slot(ri, g, 0, c)
                                                        for ri in range(len(reds))]), "cs")
             f.if_then(scratch.arrive(g), finish)
 
@@ -167,7 +125,7 @@ class ColumnLowering:
             def col(c):
                 for i in mine:
                     b.store(reds[i]._identity(), b.gep(arrs[i], [c]))
-            f.loop(lw._i64(0), w, col, "ci")
+            f.loop(i64(0), w, col, "ci")
 
         def values(c, rctx):
             env = dict(consts)
@@ -182,11 +140,11 @@ class ColumnLowering:
                 def col(c):
                     for i, v in zip(mine, values(c, rctx)):
                         ptr = b.gep(tiles[i], [c])
-                        b.store(lw._combine(f, reds[i], b.load(ptr), v), ptr)
-                f.loop(lw._i64(0), w, col, "c")
+                        b.store(combine(f, reds[i], b.load(ptr), v), ptr)
+                f.loop(i64(0), w, col, "c")
                 return
             ax = red_axes[level]
-            lo, hi = (r0, r1) if level == 0 else (lw._i64(0), lw._i64(ax.size))
+            lo, hi = (r0, r1) if level == 0 else (i64(0), i64(ax.size))
             stream(level, lo, hi, rctx)
 
         def stream(level: int, lo, hi, rctx: dict):
@@ -194,28 +152,28 @@ class ColumnLowering:
             time: their values combined pairwise, then once into the tile (a quarter of the
             tile traffic; the order is fixed by the shapes, so still thread-independent)."""
             ax = red_axes[level]
-            if level != len(red_axes) - 1 or lw.ROW_UNROLL < 2:
+            if level != len(red_axes) - 1 or ROW_UNROLL < 2:
                 f.loop(lo, hi, lambda j: rows(level + 1, {**rctx, ax.dims: j}), "r")
                 return
-            u = lw.ROW_UNROLL
-            nq = b.sdiv(b.sub(hi, lo), lw._i64(u))
+            u = ROW_UNROLL
+            nq = b.sdiv(b.sub(hi, lo), i64(u))
 
             def quad(q):
-                j0 = b.add(lo, b.mul(q, lw._i64(u)))
+                j0 = b.add(lo, b.mul(q, i64(u)))
 
                 def col(c):
-                    vals = [values(c, {**rctx, ax.dims: b.add(j0, lw._i64(d))}) for d in range(u)]
+                    vals = [values(c, {**rctx, ax.dims: b.add(j0, i64(d))}) for d in range(u)]
                     for m, i in enumerate(mine):
                         level_vals = [v[m] for v in vals]
                         while len(level_vals) > 1:
-                            level_vals = [lw._combine(f, reds[i], level_vals[a], level_vals[a + 1])
+                            level_vals = [combine(f, reds[i], level_vals[a], level_vals[a + 1])
                                           for a in range(0, len(level_vals), 2)]
                         ptr = b.gep(tiles[i], [c])
-                        b.store(lw._combine(f, reds[i], b.load(ptr), level_vals[0]), ptr)
-                f.loop(lw._i64(0), w, col, "c")
+                        b.store(combine(f, reds[i], b.load(ptr), level_vals[0]), ptr)
+                f.loop(i64(0), w, col, "c")
 
-            f.loop(lw._i64(0), nq, quad, "rq")
-            f.loop(b.add(lo, b.mul(nq, lw._i64(u))), hi, lambda j: rows(level + 1, {**rctx, ax.dims: j}), "r")
+            f.loop(i64(0), nq, quad, "rq")
+            f.loop(b.add(lo, b.mul(nq, i64(u))), hi, lambda j: rows(level + 1, {**rctx, ax.dims: j}), "r")
 
         fill(tiles)
         if not blocked:
@@ -224,8 +182,8 @@ class ColumnLowering:
         fill(totals)
 
         def block(jb):
-            start = b.mul(jb, lw._i64(lw.SUM_BLOCK))
-            end = b.add(start, lw._i64(lw.SUM_BLOCK))
+            start = b.mul(jb, i64(SUM_BLOCK))
+            end = b.add(start, i64(SUM_BLOCK))
             end = b.select(b.icmp_signed("<", end, r1), end, r1)
             if len(red_axes) == 1:
                 stream(0, start, end, ctx)
@@ -238,43 +196,43 @@ class ColumnLowering:
                         pt, po = b.gep(tiles[i], [c]), b.gep(totals[i], [c])
                         b.store(b.fadd(b.load(po), b.load(pt)), po)
                         b.store(reds[i]._identity(), pt)
-            f.loop(lw._i64(0), w, add, "ca")
+            f.loop(i64(0), w, add, "ca")
 
         # r0 is a whole number of SUM_BLOCKs (`_split_chunks`)
-        sb = lw.SUM_BLOCK
-        f.loop(b.udiv(r0, lw._i64(sb)), b.udiv(b.add(r1, lw._i64(sb - 1)), lw._i64(sb)), block, "rb")
+        sb = SUM_BLOCK
+        f.loop(b.udiv(r0, i64(sb)), b.udiv(b.add(r1, i64(sb - 1)), i64(sb)), block, "rb")
 
-    def _column_tiles(self, reds: list[lw._Reduction], blocked: bool) -> tuple[list, list]:
+    def _column_tiles(self, reds: list[Reduction], blocked: bool) -> tuple[list, list]:
         """The accumulator tiles of a column reduce: one 64-byte aligned stack block, tile
         i starting `TILE_SKEW` bytes further past a 4 KiB boundary than tile i - 1.
 
-        NOTE: separate allocas of 16 KiB came out exactly 32 KiB apart, so a load of one
-        tile's column hit the 4K-aliasing stall behind the store to the other tile's
-        same column (every vector: sum+max over axis 0 ran at 10 GB/s from L3)."""
+        NOTE: separate allocas can come out a multiple of 4 KiB apart, and then a load of
+        one tile's column stalls (4K aliasing) behind the store to the other tile's same
+        column, every vector (docs/codegen.md)."""
         f, b, cols = self.f, self.f.b, self.plan.cols
         want = [(r.ty, r._identity()) for r in reds] + [(r.ty, None) for r in reds if blocked]
         offs, pos = [], 0
         for i, (ty, _) in enumerate(want):
-            isz = 8 if isinstance(ty, ir.DoubleType) or ty == lw.I64 else 4 if ty in (lw.F32, lw.I32) else 1
-            pos = -(-pos // 4096) * 4096 + lw.TILE_SKEW * i if i else 0
+            isz = 8 if isinstance(ty, ir.DoubleType) or ty == I64 else 4 if ty in (F32, I32) else 1
+            pos = -(-pos // 4096) * 4096 + TILE_SKEW * i if i else 0
             offs.append(pos)
             pos += cols * isz
-        block = f.alloca(lw.I8, pos + 64, "ctiles")
+        block = f.alloca(I8, pos + 64, "ctiles")
         block.align = 64
-        ptrs = [b.bitcast(b.gep(block, [lw._i64(o)]), ir.PointerType(ty)) for o, (ty, _) in zip(offs, want)]
+        ptrs = [b.bitcast(b.gep(block, [i64(o)]), ir.PointerType(ty)) for o, (ty, _) in zip(offs, want)]
         tiles = ptrs[:len(reds)]
         totals = ptrs[len(reds):] if blocked else [None] * len(reds)
         return tiles, totals
 
-    def _merge_fn(self, red: lw._Reduction):
+    def _merge_fn(self, red: Reduction):
         """How two partial results of `red` combine (a float sum: a plain fadd)."""
         b = self.f.b
         if red.cascade:
             return lambda x, y: b.fadd(x, y)
-        return lambda x, y: lw._combine(self.f, red, x, y)
+        return lambda x, y: combine(self.f, red, x, y)
 
     def _chan_unit(self, chan, reds, tiles, result, consts, ctx, c0, w, r0, r1) -> None:
-        """A variance over rows [r0, r1) in one read: per sub-chunk of `CHAN_ROWS` rows
+        """A variance over rows [r0, r1) in one read: per sub-chunk of `schedule.chan_rows` rows
         (in cache after the first pass over them), the sub-chunk's sums into a tile,
         its mean, its squared deviations from that mean into another, then merged into the
         running (mean, M2) of the unit: ``delta = mean_b - mean; mean += delta * nb / n;
@@ -287,15 +245,10 @@ class ColumnLowering:
         ty = reds[i1].ty
         s_t, q_t, mean_t, m2_t = tiles[i1], tiles[i2], result[i1], result[i2]
         zero = ir.Constant(ty, 0.0)
-        from svod.codegen.gemm import cache_sizes
-
-        # half the L2, within [128 KiB, 1 MiB]: 128 KiB (8 rows of 4096) ran ~20% slower than 512 KiB
-        budget = lw.CHAN_BYTES or min(1 << 20, max(128 << 10, cache_sizes()[1] // 2))
-        rows = max(lw.ROW_UNROLL, budget // max(1, self.plan.cols * (8 if isinstance(ty, ir.DoubleType) else 4)))
-        rows = min(lw.SUM_BLOCK, rows)
+        rows = chan_rows(self.sched.target, self.plan.cols, 8 if isinstance(ty, ir.DoubleType) else 4)
 
         def col_loop(fn, name):
-            f.loop(lw._i64(0), w, fn, name)
+            f.loop(i64(0), w, fn, name)
 
         def x_at(j, c):
             env = dict(consts)
@@ -305,8 +258,8 @@ class ColumnLowering:
         col_loop(lambda c: (b.store(zero, b.gep(mean_t, [c])), b.store(zero, b.gep(m2_t, [c]))), "cz")
 
         def sub(i):
-            s0 = b.add(r0, b.mul(i, lw._i64(rows)))
-            s1 = b.add(s0, lw._i64(rows))
+            s0 = b.add(r0, b.mul(i, i64(rows)))
+            s1 = b.add(s0, i64(rows))
             s1 = b.select(b.icmp_signed("<", s1, r1), s1, r1)
             nb = b.sitofp(b.sub(s1, s0), ty)
             na = b.sitofp(b.sub(s0, r0), ty)
@@ -314,14 +267,14 @@ class ColumnLowering:
 
             def rows_into(tile, value, name):
                 """tile[c] += value(j, c) over rows [s0, s1), ROW_UNROLL rows summed pairwise first."""
-                u = lw.ROW_UNROLL
-                nq = b.sdiv(b.sub(s1, s0), lw._i64(u))
+                u = ROW_UNROLL
+                nq = b.sdiv(b.sub(s1, s0), i64(u))
 
                 def quad(q):
-                    j0 = b.add(s0, b.mul(q, lw._i64(u)))
+                    j0 = b.add(s0, b.mul(q, i64(u)))
 
                     def col(c):
-                        vals = [value(b.add(j0, lw._i64(d)), c) for d in range(u)]
+                        vals = [value(b.add(j0, i64(d)), c) for d in range(u)]
                         while len(vals) > 1:
                             vals = [b.fadd(vals[a], vals[a + 1]) for a in range(0, len(vals), 2)]
                         p = b.gep(tile, [c])
@@ -334,8 +287,8 @@ class ColumnLowering:
                         b.store(b.fadd(b.load(p), value(j, c)), p)
                     col_loop(col, "c")
 
-                f.loop(lw._i64(0), nq, quad, name + "q")
-                f.loop(b.add(s0, b.mul(nq, lw._i64(u))), s1, one, name)
+                f.loop(i64(0), nq, quad, name + "q")
+                f.loop(b.add(s0, b.mul(nq, i64(u))), s1, one, name)
 
             def square_dev(j, c):
                 d = b.fsub(x_at(j, c), b.load(b.gep(s_t, [c])))
@@ -357,8 +310,8 @@ class ColumnLowering:
                 b.store(b.fadd(b.fadd(b.load(pq), b.load(b.gep(q_t, [c]))), b.fmul(b.fmul(delta, delta), wab)), pq)
             col_loop(merge, "cc")
 
-        nsub = b.sdiv(b.add(b.sub(r1, r0), lw._i64(rows - 1)), lw._i64(rows))
-        f.loop(lw._i64(0), nsub, sub, "sc")
+        nsub = b.sdiv(b.add(b.sub(r1, r0), i64(rows - 1)), i64(rows))
+        f.loop(i64(0), nsub, sub, "sc")
 
     def _chan_combine(self, scratch, g, w, reds, size: int) -> None:
         """The chunks' (mean, M2) partials of group `g` merged in the split's pairwise tree
@@ -386,5 +339,5 @@ class ColumnLowering:
                     b.store(b.fadd(m, b.fmul(delta, wb)), pm)
                     b.store(b.fadd(b.fadd(b.load(pq), b.load(scratch.slot(i2, g, c + step, j))),
                                    b.fmul(b.fmul(delta, delta), wab)), pq)
-                f.loop(lw._i64(0), w, lane, "cmb")
+                f.loop(i64(0), w, lane, "cmb")
             step *= 2

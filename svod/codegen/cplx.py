@@ -21,6 +21,7 @@ import math
 
 import llvmlite.ir as ir
 
+from svod.codegen.irbuild import LoweringError
 from svod.dtype import DType
 from svod.ir import Ops
 
@@ -453,8 +454,6 @@ def emit_complex(f, op, dt: DType, arg, xs: list, src_dts: list[DType], cast_rea
     """One node with a complex result or operand. `cast_real(x, src, dst)` is the real
     cast of svod/codegen/lower.py (for real -> complex casts). Raises `LoweringError`
     for the ops not lowered (see the module docstring)."""
-    from svod.codegen.lower import LoweringError
-
     b = f.b
     if op is Ops.CONST:
         return const(dt, arg)

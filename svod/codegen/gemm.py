@@ -30,12 +30,11 @@ scratch tile) are one `malloc`ed block per body call (per slice of units, per th
 The sum order of each output element depends on K and KC only — never on the tiling or
 the thread count — so results are deterministic.
 
-Parameters (`gemm_config`): vector width from the JIT target (AVX-512: 16 f32 lanes,
-AVX2: 8), micro-tile MR × NV vectors (AVX-512 12 × 2, AVX2 6 × 2: 24 resp. 12
-accumulators, within 32 resp. 16 vector registers), KC so a kc × NR panel of B fills
-half of L1, MC so Ap fills a quarter of L2, NT so Bp (KC × NT) fills L2, MT ≈ NT.
-`SVOD_GEMM` overrides (`"mr=6,nv=2,kc=256,mc=144,nt=512,mt=512"`) for tuning experiments.
+The blocking (`GemmConfig`: MR × NV vectors, KC, MC, NT, MT) and the unit tiles
+(`GemmPlan`) are the schedule's (`svod.codegen.schedule.gemm_config`, `plan_gemm`): the
+cost models price the same tiling this code runs.
 
+>>> from svod.codegen.schedule import plan_gemm
 >>> from svod.kernel_examples import matmul_bias_gelu_kernel
 >>> p = plan_gemm(matmul_bias_gelu_kernel(100, 300, 70))
 >>> p.units >= 1, p.kc <= p.cfg.kc, p.nkb * p.kc >= 300
@@ -44,225 +43,19 @@ half of L1, MC so Ap fills a quarter of L2, NT so Bp (KC × NT) fills L2, MT ≈
 
 from __future__ import annotations
 
-import functools
-import math
-import os
-from dataclasses import dataclass
-
 import llvmlite.ir as ir
 
-from svod.codegen.lower import (
-    I1,
-    I8,
-    I64,
-    VOID,
-    Access,
-    Axis,
-    _const,
-    _i64,
-    emit_op,
-    make_access,
-    reg_type,
-)
+from svod.codegen.irbuild import I1, I8, I64, VOID, ceil_div, func, i64, imin, matrix_ctx, reg_type, vload, vstore
+from svod.codegen.scalar import const, emit_op
+from svod.codegen.schedule import Access, Axis, GemmConfig, make_access
 from svod.ir import Ops
-from svod.kernel import ACC, LOAD, VALID, Kernel
+from svod.kernel import ACC, LOAD, VALID
 from svod.view import ViewChain
 
-__all__ = ["GemmConfig", "GemmPlan", "cache_sizes", "emit_gemm", "gemm_config", "gemm_fingerprint", "plan_gemm",
-           "split_tiles", "supports_gemm"]
-
-
-# ----------------------------------------------------------------------------- parameters
-
-
-@functools.cache
-def cache_sizes() -> tuple[int, int, int]:
-    """(L1d, L2, L3) bytes per core/shared as the OS reports them (defaults when unknown)."""
-    found = {1: 32 << 10, 2: 1 << 20, 3: 32 << 20}
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        for entry in sorted(os.listdir(base)):
-            if not entry.startswith("index"):
-                continue
-            d = os.path.join(base, entry)
-            with open(os.path.join(d, "type")) as fh:
-                kind = fh.read().strip()
-            if kind == "Instruction":
-                continue
-            with open(os.path.join(d, "level")) as fh:
-                level = int(fh.read())
-            with open(os.path.join(d, "size")) as fh:
-                text = fh.read().strip().upper()
-            mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-            size = int(text.rstrip("KMG")) * mult
-            if level in found and size > 0:
-                found[level] = size
-    except (OSError, ValueError):
-        pass
-    return found[1], found[2], found[3]
-
-
-@dataclass(frozen=True)
-class GemmConfig:
-    """Machine-dependent blocking for one dtype (see the module docstring)."""
-
-    itemsize: int
-    vw: int  # lanes per vector register
-    mr: int  # rows of the micro-tile (A values broadcast per k step)
-    nv: int  # vectors per micro-tile row
-    kc: int  # K block
-    mc: int  # rows of A packed at once (a multiple of mr)
-    nt: int  # widest column tile of a unit (a multiple of nr)
-    mt: int  # tallest row tile of a unit (a multiple of mr)
-
-    @property
-    def nr(self) -> int:
-        return self.vw * self.nv
-
-
-def _round(x: int, m: int) -> int:
-    return max(m, (x // m) * m)
-
-
-@functools.cache
-def gemm_config(itemsize: int) -> GemmConfig:
-    """Blocking for float32 (itemsize 4) or float64 (8) on this host."""
-    from svod.codegen.jit import host_target_info
-
-    bits = int(host_target_info().get("vector_bits", 256))
-    vw = max(1, bits // (8 * itemsize))
-    regs = 32 if bits >= 512 else 16
-    mr, nv = (12, 2) if regs == 32 else (6, 2)
-    l1, l2, _ = cache_sizes()
-    over = _overrides()
-    mr, nv = over.get("mr", mr), over.get("nv", nv)
-    nr = vw * nv
-    kc = over.get("kc", max(32, _round(l1 // 2 // (nr * itemsize), 16)))
-    mc = over.get("mc", _round(l2 // 4 // (kc * itemsize), mr))
-    mc = _round(mc, mr)
-    # NOTE: units are independent (no barrier), so each packs its own B and A: large
-    # tiles repack less (2048^3 f32: 512x512 tiles 95, 1024x1024 tiles 127 GFLOP/s)
-    nt = _round(over.get("nt", l2 // (kc * itemsize)), nr)
-    mt = -(-over.get("mt", nt) // mr) * mr
-    return GemmConfig(itemsize, vw, mr, nv, kc, mc, nt, mt)
-
-
-def _overrides() -> dict[str, int]:
-    out: dict[str, int] = {}
-    for part in os.environ.get("SVOD_GEMM", "").split(","):
-        if "=" in part:
-            name, _, val = part.partition("=")
-            try:
-                out[name.strip()] = max(1, int(val))
-            except ValueError:
-                pass
-    return out
-
-
-def gemm_fingerprint() -> str:
-    """What generated GEMM code depends on beyond the kernel (part of the object-cache key)."""
-    from svod.runtime import pool_size
-
-    c4, c8 = gemm_config(4), gemm_config(8)
-    return f"g{c4.mr}x{c4.nv}k{c4.kc}m{c4.mc}n{c4.nt}t{c4.mt}:g{c8.mr}x{c8.nv}k{c8.kc}m{c8.mc}n{c8.nt}t{c8.mt}" \
-           f":w{pool_size()}"
-
-
-def supports_gemm(kernel: Kernel) -> bool:
-    """Float matmuls use the GEMM; integer and bool matmuls keep the simple tile loop."""
-    mm = kernel.matmul
-    return mm is not None and not mm.library and kernel.inputs[mm.a].dtype.is_float
-
-
-@dataclass(frozen=True)
-class GemmPlan:
-    cfg: GemmConfig
-    batch: int
-    m: int
-    n: int
-    k: int
-    mt: int  # rows per unit tile (a multiple of mr)
-    nt: int  # columns per unit tile (a multiple of nr)
-    mc: int  # rows of A packed at once inside a unit (a multiple of mr, <= mt)
-    kc: int  # K block actually used (balanced: nkb blocks of at most kc)
-    nkb: int  # K blocks (1 when k == 0: the epilogue still runs on zeros)
-    tiles_m: int
-    tiles_n: int
-
-    @property
-    def units(self) -> int:
-        return self.batch * self.tiles_m * self.tiles_n
-
-
-def _balanced(size: int, tiles: int, unit: int) -> int:
-    """Tile length (a multiple of `unit`) splitting `size` into `tiles` near-equal tiles."""
-    per = -(-size // tiles)
-    return -(-per // unit) * unit
-
-
-def split_tiles(batch: int, m: int, n: int, mr: int, nr: int, mt_max: int, nt_max: int, workers: int
-                ) -> tuple[int, int, int, int]:
-    """(mt, nt, tiles_m, tiles_n): unit tiles as large as `mt_max` x `nt_max` allow,
-    balanced, split (the longer side first) until there are at least 2 units per worker
-    thread when the shape allows. Pure arithmetic: the cost model uses it too."""
-    want = 2 * workers if workers > 1 else 1
-    tm = -(-max(m, 1) // mt_max)
-    tn = -(-max(n, 1) // nt_max)
-    # NOTE: a unit below ~8 micro-tiles per side mostly packs; stop splitting there
-    while batch * tm * tn < want:
-        mt, nt = _balanced(m, tm, mr), _balanced(n, tn, nr)
-        can_m, can_n = mt >= 8 * mr, nt >= 8 * nr
-        if not (can_m or can_n):
-            break
-        if can_m and (mt >= nt or not can_n):
-            tm += 1
-        else:
-            tn += 1
-    mt, nt = _balanced(max(m, 1), tm, mr), _balanced(max(n, 1), tn, nr)
-    return (mt, nt) + ((-(-m // mt), -(-n // nt)) if m and n else (0, 0))
-
-
-def plan_gemm(kernel: Kernel, workers: int | None = None) -> GemmPlan:
-    """The unit tiles and K blocks of a float matmul kernel on this host."""
-    mm = kernel.matmul
-    cfg = gemm_config(kernel.inputs[mm.a].dtype.itemsize)
-    batch = math.prod(kernel.shape[:-2])
-    m, n, k = mm.m, mm.n, mm.k
-    if workers is None:
-        from svod.runtime import pool_size
-
-        workers = pool_size()
-    mt, nt, tm, tn = split_tiles(batch, m, n, cfg.mr, cfg.nr, cfg.mt, cfg.nt, workers)
-    mc = _balanced(mt, -(-mt // cfg.mc), cfg.mr)
-    nkb = max(1, -(-k // cfg.kc))
-    kc = -(-k // nkb) if k else 0
-    return GemmPlan(cfg, batch, m, n, k, mt, nt, mc, kc, nkb, tm, tn)
+__all__ = ["emit_gemm", "emit_microkernel"]
 
 
 # ----------------------------------------------------------------------------- IR helpers
-
-
-def _vload(b: ir.IRBuilder, ptr: ir.Value, vt: ir.VectorType, align: int) -> ir.Value:
-    return b.load(b.bitcast(ptr, vt.as_pointer()), align=align)
-
-
-def _vstore(b: ir.IRBuilder, v: ir.Value, ptr: ir.Value, vt: ir.VectorType, align: int) -> None:
-    b.store(v, b.bitcast(ptr, vt.as_pointer()), align=align)
-
-
-def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.select(b.icmp_signed("<", x, y), x, y)
-
-
-def _ceil_div(b: ir.IRBuilder, x: ir.Value, d: int) -> ir.Value:
-    return b.sdiv(b.add(x, _i64(d - 1)), _i64(d))
-
-
-def _func(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
-    fn = module.globals.get(name)
-    if fn is None:
-        fn = ir.Function(module, ir.FunctionType(ret, args), name)
-    return fn
 
 
 def _transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
@@ -284,9 +77,9 @@ def _prefetch_lines(b: ir.IRBuilder, module: ir.Module, row: ir.Value, n: int, i
     reading): what a tile row of C, or of an epilogue operand, is about to need."""
     i8p = ir.PointerType(I8)
     i32 = ir.IntType(32)
-    prefetch = _func(module, "llvm.prefetch.p0", VOID, [i8p, i32, i32, i32])
+    prefetch = func(module, "llvm.prefetch.p0", VOID, [i8p, i32, i32, i32])
     for off in sorted(set(range(0, n, max(1, 64 // itemsize))) | {n - 1}):
-        b.call(prefetch, [b.bitcast(b.gep(row, [_i64(off)]), i8p), ir.Constant(i32, int(write)), ir.Constant(i32, 3),
+        b.call(prefetch, [b.bitcast(b.gep(row, [i64(off)]), i8p), ir.Constant(i32, int(write)), ir.Constant(i32, 3),
                           ir.Constant(i32, 1)])
 
 
@@ -307,7 +100,7 @@ def emit_microkernel(module: ir.Module, name: str, ty: ir.Type, cfg: GemmConfig,
     ap, bp, kc, cin, ldin, load, cout, ldout = fn.args
     ap.add_attribute("noalias")
     bp.add_attribute("noalias")
-    fmuladd = _func(module, f"llvm.fmuladd.v{vw}f{8 * isz}", vt, [vt, vt, vt])
+    fmuladd = func(module, f"llvm.fmuladd.v{vw}f{8 * isz}", vt, [vt, vt, vt])
     i32 = ir.IntType(32)
     entry = fn.append_basic_block("entry")
     loop = fn.append_basic_block("loop")
@@ -316,30 +109,30 @@ def emit_microkernel(module: ir.Module, name: str, ty: ir.Type, cfg: GemmConfig,
     store = fn.append_basic_block("store")
     b = ir.IRBuilder(entry)
     for r in range(mr):  # the C rows this call writes (and reads): into L1 while the loop runs
-        _prefetch_lines(b, module, b.gep(cout, [b.mul(ldout, _i64(r))]), nr, isz, write=True)
+        _prefetch_lines(b, module, b.gep(cout, [b.mul(ldout, i64(r))]), nr, isz, write=True)
     zero = ir.Constant(vt, None)
-    b.cbranch(b.icmp_signed(">", kc, _i64(0)), loop, done)
+    b.cbranch(b.icmp_signed(">", kc, i64(0)), loop, done)
     b.position_at_end(loop)
     p = b.phi(I64, "p")
-    p.add_incoming(_i64(0), entry)
+    p.add_incoming(i64(0), entry)
     accs = []
     for _ in range(mr * nv):
         ph = b.phi(vt)
         ph.add_incoming(zero, entry)
         accs.append(ph)
-    acol = b.gep(ap, [b.mul(p, _i64(a_k))])
-    brow = b.gep(bp, [b.mul(p, _i64(nr))])
+    acol = b.gep(ap, [b.mul(p, i64(a_k))])
+    brow = b.gep(bp, [b.mul(p, i64(nr))])
     # Bp is 64-byte aligned and every vector of it starts at a multiple of the vector size
-    bvs = [_vload(b, b.gep(brow, [_i64(v * vw)]), vt, min(64, vw * isz)) for v in range(nv)]
+    bvs = [vload(b, b.gep(brow, [i64(v * vw)]), vt, min(64, vw * isz)) for v in range(nv)]
     mask = ir.Constant(ir.VectorType(i32, vw), [0] * vw)
     new = []
     for r in range(mr):
-        s = b.load(b.gep(acol, [_i64(r * a_row)]), align=isz)
+        s = b.load(b.gep(acol, [i64(r * a_row)]), align=isz)
         sv = b.shuffle_vector(b.insert_element(ir.Constant(vt, ir.Undefined), s, ir.Constant(i32, 0)),
                               ir.Constant(vt, ir.Undefined), mask)
         for v in range(nv):
             new.append(b.call(fmuladd, [sv, bvs[v], accs[r * nv + v]]))
-    p1 = b.add(p, _i64(1))
+    p1 = b.add(p, i64(1))
     p.add_incoming(p1, loop)
     for ph, x in zip(accs, new):
         ph.add_incoming(x, loop)
@@ -355,9 +148,9 @@ def emit_microkernel(module: ir.Module, name: str, ty: ir.Type, cfg: GemmConfig,
     b.position_at_end(addc)
     added = []
     for r in range(mr):
-        row = b.gep(cin, [b.mul(ldin, _i64(r))])
+        row = b.gep(cin, [b.mul(ldin, i64(r))])
         for v in range(nv):
-            added.append(b.fadd(sums[r * nv + v], _vload(b, b.gep(row, [_i64(v * vw)]), vt, isz)))
+            added.append(b.fadd(sums[r * nv + v], vload(b, b.gep(row, [i64(v * vw)]), vt, isz)))
     b.branch(store)
     b.position_at_end(store)
     outs = []
@@ -367,9 +160,9 @@ def emit_microkernel(module: ir.Module, name: str, ty: ir.Type, cfg: GemmConfig,
         ph.add_incoming(y, addc)
         outs.append(ph)
     for r in range(mr):
-        row = b.gep(cout, [b.mul(ldout, _i64(r))])
+        row = b.gep(cout, [b.mul(ldout, i64(r))])
         for v in range(nv):
-            _vstore(b, outs[r * nv + v], b.gep(row, [_i64(v * vw)]), vt, isz)
+            vstore(b, outs[r * nv + v], b.gep(row, [i64(v * vw)]), vt, isz)
     b.ret_void()
     return fn
 
@@ -411,14 +204,9 @@ class _Operand:
         b = g.f.b
         if self.strides is not None:
             sr, sc = self.strides
-            idx = b.add(self.base_idx, b.add(b.mul(row, _i64(sr)), b.mul(col, _i64(sc))))
+            idx = b.add(self.base_idx, b.add(b.mul(row, i64(sr)), b.mul(col, i64(sc))))
             return b.load(b.gep(self.ptr, [idx]))
-        ctx = dict(g.bctx)
-        if self.rows != 1:
-            ctx[(g.nb,)] = row
-        if self.cols != 1:
-            ctx[(g.nb + 1,)] = col
-        return g.low._load(self.ptr, g.dt, self.acc, ctx)
+        return g.low._load(self.ptr, g.dt, self.acc, matrix_ctx(g.bctx, g.nb, row, col, self.rows, self.cols))
 
 
 class _Gemm:
@@ -430,7 +218,7 @@ class _Gemm:
         self.mm = mm
         self.dt = self.k.inputs[mm.a].dtype
         self.ty = reg_type(self.dt)
-        self.plan = plan_gemm(self.k)
+        self.plan = low.sched.gemm  # the tiling (svod/codegen/schedule.py)
         self.cfg = self.plan.cfg
         self.nb = len(self.k.shape) - 2
 
@@ -477,17 +265,17 @@ class _Gemm:
         bp_bytes = -(-bp_elems * isz // 64) * 64
         total = ap_bytes + bp_bytes + cs_elems * isz + 64
         i8p = ir.PointerType(I8)
-        malloc = _func(low.module, "malloc", i8p, [I64])
-        free = _func(low.module, "free", VOID, [i8p])
-        raw = b.call(malloc, [_i64(total)])
+        malloc = func(low.module, "malloc", i8p, [I64])
+        free = func(low.module, "free", VOID, [i8p])
+        raw = b.call(malloc, [i64(total)])
         # NOTE: no memory for the panels: stop here (SIGILL) rather than return garbage
-        f.if_then(b.icmp_unsigned("==", b.ptrtoint(raw, I64), _i64(0)),
-                  lambda: b.call(_func(low.module, "llvm.trap", VOID, []), []))
-        addr = b.and_(b.add(b.ptrtoint(raw, I64), _i64(63)), _i64(-64))
+        f.if_then(b.icmp_unsigned("==", b.ptrtoint(raw, I64), i64(0)),
+                  lambda: b.call(func(low.module, "llvm.trap", VOID, []), []))
+        addr = b.and_(b.add(b.ptrtoint(raw, I64), i64(63)), i64(-64))
         pt = ir.PointerType(ty)
         self.Ap = b.inttoptr(addr, pt)
-        self.Bp = b.inttoptr(b.add(addr, _i64(ap_bytes)), pt)
-        self.Cs = b.inttoptr(b.add(addr, _i64(ap_bytes + bp_bytes)), pt) if need_scratch_c else None
+        self.Bp = b.inttoptr(b.add(addr, i64(ap_bytes)), pt)
+        self.Cs = b.inttoptr(b.add(addr, i64(ap_bytes + bp_bytes)), pt) if need_scratch_c else None
         self.ct = f.alloca(ty, cfg.mr * cfg.nr, "ctile")
         self.ct.align = 64
         self._loop(low.ub, low.ue, self._unit, "u")
@@ -497,43 +285,43 @@ class _Gemm:
     def _unit(self, u: ir.Value) -> None:
         b, plan = self.f.b, self.plan
         per_batch = plan.tiles_m * plan.tiles_n
-        bu = b.udiv(u, _i64(per_batch))
-        t = b.urem(u, _i64(per_batch))
-        ti = b.udiv(t, _i64(plan.tiles_n))
-        tj = b.urem(t, _i64(plan.tiles_n))
+        bu = b.udiv(u, i64(per_batch))
+        t = b.urem(u, i64(per_batch))
+        ti = b.udiv(t, i64(plan.tiles_n))
+        tj = b.urem(t, i64(plan.tiles_n))
         self.bctx = self.low._unravel(bu, self.batch_axes) if self.batch_axes else {}
         for op in (self.A, self.B):
             if op.strides is not None:
                 op.base_idx = op.base()
-        self.cbase = b.mul(bu, _i64(plan.m * plan.n))  # element offset of this batch's C
-        self.i0 = b.mul(ti, _i64(plan.mt))
-        self.i1 = _min(b, b.add(self.i0, _i64(plan.mt)), _i64(plan.m))
-        self.j0 = b.mul(tj, _i64(plan.nt))
-        self.j1 = _min(b, b.add(self.j0, _i64(plan.nt)), _i64(plan.n))
-        self._loop(_i64(0), _i64(plan.nkb), self._kblock, "kb")
+        self.cbase = b.mul(bu, i64(plan.m * plan.n))  # element offset of this batch's C
+        self.i0 = b.mul(ti, i64(plan.mt))
+        self.i1 = imin(b, b.add(self.i0, i64(plan.mt)), i64(plan.m))
+        self.j0 = b.mul(tj, i64(plan.nt))
+        self.j1 = imin(b, b.add(self.j0, i64(plan.nt)), i64(plan.n))
+        self._loop(i64(0), i64(plan.nkb), self._kblock, "kb")
 
     def _kblock(self, kb: ir.Value) -> None:
         b, plan, cfg = self.f.b, self.plan, self.cfg
-        self.pc = b.mul(kb, _i64(plan.kc))
-        self.kc = _min(b, _i64(plan.kc), b.sub(_i64(plan.k), self.pc))
-        self.first = b.icmp_signed("==", kb, _i64(0))
-        self.last = b.icmp_signed("==", kb, _i64(plan.nkb - 1))
+        self.pc = b.mul(kb, i64(plan.kc))
+        self.kc = imin(b, i64(plan.kc), b.sub(i64(plan.k), self.pc))
+        self.first = b.icmp_signed("==", kb, i64(0))
+        self.last = b.icmp_signed("==", kb, i64(plan.nkb - 1))
         self._pack_b()
-        nic = _ceil_div(b, b.sub(self.i1, self.i0), plan.mc)
+        nic = ceil_div(b, b.sub(self.i1, self.i0), plan.mc)
 
         def iblock(q):
-            ic = b.add(self.i0, b.mul(q, _i64(plan.mc)))
-            ic1 = _min(b, b.add(ic, _i64(plan.mc)), self.i1)
+            ic = b.add(self.i0, b.mul(q, i64(plan.mc)))
+            ic1 = imin(b, b.add(ic, i64(plan.mc)), self.i1)
             self._pack_a(ic, ic1)
-            npj = _ceil_div(b, b.sub(self.j1, self.j0), cfg.nr)
-            npi = _ceil_div(b, b.sub(ic1, ic), cfg.mr)
+            npj = ceil_div(b, b.sub(self.j1, self.j0), cfg.nr)
+            npi = ceil_div(b, b.sub(ic1, ic), cfg.mr)
 
             def jpanel(qj):
-                self._loop(_i64(0), npi, lambda qi: self._tile(ic, ic1, qi, qj), "ir")
+                self._loop(i64(0), npi, lambda qi: self._tile(ic, ic1, qi, qj), "ir")
 
-            self._loop(_i64(0), npj, jpanel, "jr")
+            self._loop(i64(0), npj, jpanel, "jr")
 
-        self._loop(_i64(0), nic, iblock, "ic")
+        self._loop(i64(0), nic, iblock, "ic")
 
     # ---- packing
     def _pack_b(self) -> None:
@@ -542,81 +330,80 @@ class _Gemm:
         nr, vw, isz = cfg.nr, cfg.vw, cfg.itemsize
         B = self.B
         kc = self.kc
-        zero = _const(self.dt, 0)
+        zero = const(self.dt, 0)
         vt = ir.VectorType(self.ty, vw)
         width = b.sub(self.j1, self.j0)
-        nfull = b.sdiv(width, _i64(nr))
-        npj = _ceil_div(b, width, nr)
-        panel_elems = b.mul(kc, _i64(nr))
+        nfull = b.sdiv(width, i64(nr))
+        npj = ceil_div(b, width, nr)
+        panel_elems = b.mul(kc, i64(nr))
 
         def put(q, p, c):
-            jq = b.add(self.j0, b.mul(q, _i64(nr)))
-            dst = b.gep(self.Bp, [b.add(b.mul(q, panel_elems), b.add(b.mul(p, _i64(nr)), c))])
+            jq = b.add(self.j0, b.mul(q, i64(nr)))
+            dst = b.gep(self.Bp, [b.add(b.mul(q, panel_elems), b.add(b.mul(p, i64(nr)), c))])
             b.store(B.load(b.add(self.pc, p), b.add(jq, c)), dst)
 
         if B.strides is not None and B.strides[1] == 1:
             # rows of B are contiguous: per k, one sequential sweep over the tile's columns
             def row(p):
-                src = b.gep(B.ptr, [b.add(B.base_idx, b.add(b.mul(b.add(self.pc, p), _i64(B.strides[0])), self.j0))])
+                src = b.gep(B.ptr, [b.add(B.base_idx, b.add(b.mul(b.add(self.pc, p), i64(B.strides[0])), self.j0))])
 
                 def panel(q):
-                    s = b.gep(src, [b.mul(q, _i64(nr))])
-                    d = b.gep(self.Bp, [b.add(b.mul(q, panel_elems), b.mul(p, _i64(nr)))])
+                    s = b.gep(src, [b.mul(q, i64(nr))])
+                    d = b.gep(self.Bp, [b.add(b.mul(q, panel_elems), b.mul(p, i64(nr)))])
                     for v in range(cfg.nv):
-                        _vstore(b, _vload(b, b.gep(s, [_i64(v * vw)]), vt, isz), b.gep(d, [_i64(v * vw)]), vt,
+                        vstore(b, vload(b, b.gep(s, [i64(v * vw)]), vt, isz), b.gep(d, [i64(v * vw)]), vt,
                                 min(64, vw * isz))
 
-                self._loop(_i64(0), nfull, panel, "bq")
+                self._loop(i64(0), nfull, panel, "bq")
 
-            self._loop(_i64(0), kc, row, "p")
+            self._loop(i64(0), kc, row, "p")
         elif B.strides is not None and B.strides[0] == 1:
             self._pack_b_transposed(nfull, panel_elems, put)
         else:
-            self._loop(_i64(0), nfull, lambda q: self._loop(_i64(0), kc, lambda p: self._loop(
-                _i64(0), _i64(nr), lambda c: put(q, p, c), "c"), "p"), "bq")
+            self._loop(i64(0), nfull, lambda q: self._loop(i64(0), kc, lambda p: self._loop(
+                i64(0), i64(nr), lambda c: put(q, p, c), "c"), "p"), "bq")
 
         def edge():  # the last, partial panel: zero-padded
-            cols = b.sub(width, b.mul(nfull, _i64(nr)))
+            cols = b.sub(width, b.mul(nfull, i64(nr)))
 
             def elem(p, c):
-                dst = b.gep(self.Bp, [b.add(b.mul(nfull, panel_elems), b.add(b.mul(p, _i64(nr)), c))])
+                dst = b.gep(self.Bp, [b.add(b.mul(nfull, panel_elems), b.add(b.mul(p, i64(nr)), c))])
                 b.store(zero, dst)
                 f.if_then(b.icmp_signed("<", c, cols), lambda: put(nfull, p, c))
 
-            self._loop(_i64(0), kc, lambda p: self._loop(_i64(0), _i64(nr), lambda c: elem(p, c), "c"), "p")
+            self._loop(i64(0), kc, lambda p: self._loop(i64(0), i64(nr), lambda c: elem(p, c), "c"), "p")
 
         f.if_then(b.icmp_signed("<", nfull, npj), edge)
 
     def _pack_b_transposed(self, nfull: ir.Value, panel_elems: ir.Value, put) -> None:
         """Full Bp panels of a B whose k axis is contiguous (``x @ w.T``): per VW x VW
         block, VW vector loads along k (one per column), an in-register transpose, VW
-        aligned vector stores of panel rows; the last kc % VW rows element by element.
-        Element by element, this pack cost a 1024x512x768 product ~4% (1.03x the
-        same GEMM on a contiguous B; 0.99x with it)."""
+        aligned vector stores of panel rows; the last kc % VW rows element by element
+        (docs/codegen.md: what it saves)."""
         b, cfg, B = self.f.b, self.cfg, self.B
         vw, nr, isz = cfg.vw, cfg.nr, cfg.itemsize
         vt = ir.VectorType(self.ty, vw)
-        nblk = b.sdiv(self.kc, _i64(vw))
+        nblk = b.sdiv(self.kc, i64(vw))
 
         def panel(q):
-            jq = b.add(self.j0, b.mul(q, _i64(nr)))
+            jq = b.add(self.j0, b.mul(q, i64(nr)))
             dst = b.gep(self.Bp, [b.mul(q, panel_elems)])
 
             def block(pb):
-                p0 = b.mul(pb, _i64(vw))
+                p0 = b.mul(pb, i64(vw))
                 k0 = b.add(B.base_idx, b.add(self.pc, p0))
                 for v in range(cfg.nv):
-                    cols = [_vload(b, b.gep(B.ptr, [b.add(k0, b.mul(b.add(jq, _i64(v * vw + i)), _i64(B.strides[1])))]),
+                    cols = [vload(b, b.gep(B.ptr, [b.add(k0, b.mul(b.add(jq, i64(v * vw + i)), i64(B.strides[1])))]),
                                    vt, isz) for i in range(vw)]
                     for pp, row in enumerate(_transpose(b, cols)):
-                        d = b.gep(dst, [b.add(b.mul(b.add(p0, _i64(pp)), _i64(nr)), _i64(v * vw))])
-                        _vstore(b, row, d, vt, min(64, vw * isz))
+                        d = b.gep(dst, [b.add(b.mul(b.add(p0, i64(pp)), i64(nr)), i64(v * vw))])
+                        vstore(b, row, d, vt, min(64, vw * isz))
 
-            self._loop(_i64(0), nblk, block, "pb")
-            self._loop(b.mul(nblk, _i64(vw)), self.kc,
-                       lambda p: self._loop(_i64(0), _i64(nr), lambda c: put(q, p, c), "c"), "pt")
+            self._loop(i64(0), nblk, block, "pb")
+            self._loop(b.mul(nblk, i64(vw)), self.kc,
+                       lambda p: self._loop(i64(0), i64(nr), lambda c: put(q, p, c), "c"), "pt")
 
-        self._loop(_i64(0), nfull, panel, "bq")
+        self._loop(i64(0), nfull, panel, "bq")
 
     def _pack_a(self, ic: ir.Value, ic1: ir.Value) -> None:
         """Rows mode: row r of the block at Ap + r·KC (rows past the block zeroed up to a
@@ -626,69 +413,54 @@ class _Gemm:
         mr = cfg.mr
         A = self.A
         kc = self.kc
-        zero = _const(self.dt, 0)
-        npi = _ceil_div(b, b.sub(ic1, ic), mr)
+        zero = const(self.dt, 0)
+        npi = ceil_div(b, b.sub(ic1, ic), mr)
         if self.a_rows:
             kcs = max(plan.kc, 1)
 
             def row(r):
                 i = b.add(ic, r)
-                dst = b.gep(self.Ap, [b.mul(r, _i64(kcs))])
+                dst = b.gep(self.Ap, [b.mul(r, i64(kcs))])
 
                 def copy():
-                    src = b.gep(A.ptr, [b.add(A.base_idx, b.add(b.mul(i, _i64(A.strides[0])), self.pc))])
-                    self._loop(_i64(0), kc, lambda p: b.store(b.load(b.gep(src, [p])), b.gep(dst, [p])), "p")
+                    src = b.gep(A.ptr, [b.add(A.base_idx, b.add(b.mul(i, i64(A.strides[0])), self.pc))])
+                    self._loop(i64(0), kc, lambda p: b.store(b.load(b.gep(src, [p])), b.gep(dst, [p])), "p")
 
                 def clear():
-                    self._loop(_i64(0), kc, lambda p: b.store(zero, b.gep(dst, [p])), "p")
+                    self._loop(i64(0), kc, lambda p: b.store(zero, b.gep(dst, [p])), "p")
 
-                self._if_else(b.icmp_signed("<", i, ic1), copy, clear)
+                self.f.if_else(b.icmp_signed("<", i, ic1), copy, clear)
 
-            self._loop(_i64(0), b.mul(npi, _i64(mr)), row, "ar")
+            self._loop(i64(0), b.mul(npi, i64(mr)), row, "ar")
             return
 
         def panel(q):
-            iq = b.add(ic, b.mul(q, _i64(mr)))
-            rows = _min(b, _i64(mr), b.sub(ic1, iq))
-            base = b.gep(self.Ap, [b.mul(q, b.mul(kc, _i64(mr)))])
+            iq = b.add(ic, b.mul(q, i64(mr)))
+            rows = imin(b, i64(mr), b.sub(ic1, iq))
+            base = b.gep(self.Ap, [b.mul(q, b.mul(kc, i64(mr)))])
 
             def full():
                 def put(p, r):
-                    b.store(A.load(b.add(iq, r), b.add(self.pc, p)), b.gep(base, [b.add(b.mul(p, _i64(mr)), r)]))
-                self._loop(_i64(0), kc, lambda p: self._loop(_i64(0), _i64(mr), lambda r: put(p, r), "r"), "p")
+                    b.store(A.load(b.add(iq, r), b.add(self.pc, p)), b.gep(base, [b.add(b.mul(p, i64(mr)), r)]))
+                self._loop(i64(0), kc, lambda p: self._loop(i64(0), i64(mr), lambda r: put(p, r), "r"), "p")
 
             def edge():
                 def put(p, r):
-                    dst = b.gep(base, [b.add(b.mul(p, _i64(mr)), r)])
+                    dst = b.gep(base, [b.add(b.mul(p, i64(mr)), r)])
                     b.store(zero, dst)
                     f.if_then(b.icmp_signed("<", r, rows),
                               lambda: b.store(A.load(b.add(iq, r), b.add(self.pc, p)), dst))
-                self._loop(_i64(0), kc, lambda p: self._loop(_i64(0), _i64(mr), lambda r: put(p, r), "r"), "p")
+                self._loop(i64(0), kc, lambda p: self._loop(i64(0), i64(mr), lambda r: put(p, r), "r"), "p")
 
-            self._if_else(b.icmp_signed("==", rows, _i64(mr)), full, edge)
+            self.f.if_else(b.icmp_signed("==", rows, i64(mr)), full, edge)
 
-        self._loop(_i64(0), npi, panel, "aq")
+        self._loop(i64(0), npi, panel, "aq")
 
     def _loop(self, start: ir.Value, end: ir.Value, body, name: str, unroll: bool = False) -> None:
         """`_Fn.loop` whose latch carries ``llvm.loop.unroll.disable`` unless `unroll`:
-        runtime unrolling of the many packing/tile/edge loops tripled compile time
-        (0.3 s -> 0.1 s a kernel) for no measured speed."""
+        runtime unrolling of the many packing/tile/edge loops costs compile time and buys
+        no speed (docs/codegen.md)."""
         self.f.loop(start, end, body, name, hints=() if unroll else (("llvm.loop.unroll.disable", None),))
-
-    def _if_else(self, cond: ir.Value, then, other) -> None:
-        f, b = self.f, self.f.b
-        f._n += 1
-        t = f.fn.append_basic_block(f"then{f._n}")
-        e = f.fn.append_basic_block(f"else{f._n}")
-        j = f.fn.append_basic_block(f"join{f._n}")
-        b.cbranch(cond, t, e)
-        b.position_at_end(t)
-        then()
-        b.branch(j)
-        b.position_at_end(e)
-        other()
-        b.branch(j)
-        b.position_at_end(j)
 
     # ---- one micro-tile
     def _epilogue_prefetches(self) -> list[tuple[int, Access, int]]:
@@ -696,8 +468,8 @@ class _Gemm:
         by a LOAD, changing along the rows (a row bias stays hot in L1 after the first
         tile) and contiguous or constant along the columns (one or two cache lines a row,
         not one per element). Their tile rows are read once per output tile, cold, after
-        the k loop: without a prefetch each row is a cache miss nothing overlaps (a
-        1024x1024 residual added in the epilogue cost 0.1-0.3 ns per element in plans, measured)."""
+        the k loop: without a prefetch each row is a cache miss nothing overlaps
+        (docs/codegen.md)."""
         k, nb, low = self.k, self.nb, self.low
         loaded = {n.arg for n in k.nodes if n.op == LOAD}
         out = []
@@ -719,7 +491,7 @@ class _Gemm:
         for idx, acc, cols in self.epi_prefetch:
             for r in range(cfg.mr):
                 ctx = dict(self.bctx)
-                ctx[(nb,)] = b.add(i, _i64(r))
+                ctx[(nb,)] = b.add(i, i64(r))
                 ctx[(nb + 1,)] = j
                 addr, _ = self.low._address(acc, ctx)
                 # a per-row operand (constant along the columns) is one element a row
@@ -730,25 +502,25 @@ class _Gemm:
         """(pointer to the partial sum of C[i, j], its row stride)."""
         b, plan = self.f.b, self.plan
         if self.Cs is not None:
-            idx = b.add(b.mul(b.sub(i, self.i0), _i64(plan.nt)), b.sub(j, self.j0))
-            return b.gep(self.Cs, [idx]), _i64(plan.nt)
-        idx = b.add(self.cbase, b.add(b.mul(i, _i64(plan.n)), j))
-        return b.gep(self.low.out_ptrs[self.pout], [idx]), _i64(plan.n)
+            idx = b.add(b.mul(b.sub(i, self.i0), i64(plan.nt)), b.sub(j, self.j0))
+            return b.gep(self.Cs, [idx]), i64(plan.nt)
+        idx = b.add(self.cbase, b.add(b.mul(i, i64(plan.n)), j))
+        return b.gep(self.low.out_ptrs[self.pout], [idx]), i64(plan.n)
 
     def _tile(self, ic: ir.Value, ic1: ir.Value, qi: ir.Value, qj: ir.Value) -> None:
         f, b, cfg, plan = self.f, self.f.b, self.cfg, self.plan
         mr, nr = cfg.mr, cfg.nr
-        i = b.add(ic, b.mul(qi, _i64(mr)))
-        j = b.add(self.j0, b.mul(qj, _i64(nr)))
-        rows = _min(b, _i64(mr), b.sub(ic1, i))
-        cols = _min(b, _i64(nr), b.sub(self.j1, j))
+        i = b.add(ic, b.mul(qi, i64(mr)))
+        j = b.add(self.j0, b.mul(qj, i64(nr)))
+        rows = imin(b, i64(mr), b.sub(ic1, i))
+        cols = imin(b, i64(nr), b.sub(self.j1, j))
         a_step = mr * max(plan.kc, 1) if self.a_rows else None
-        ap = b.gep(self.Ap, [b.mul(qi, _i64(a_step) if a_step else b.mul(self.kc, _i64(mr)))])
-        bp = b.gep(self.Bp, [b.mul(qj, b.mul(self.kc, _i64(nr)))])
+        ap = b.gep(self.Ap, [b.mul(qi, i64(a_step) if a_step else b.mul(self.kc, i64(mr)))])
+        bp = b.gep(self.Bp, [b.mul(qj, b.mul(self.kc, i64(nr)))])
         not_first = b.xor(self.first, ir.Constant(I1, 1))
-        full = b.and_(b.icmp_signed("==", rows, _i64(mr)), b.icmp_signed("==", cols, _i64(nr)))
+        full = b.and_(b.icmp_signed("==", rows, i64(mr)), b.icmp_signed("==", cols, i64(nr)))
         ps, ldp = self._partial(i, j) if (self.Cs is not None or self.pout is not None) else (None, None)
-        ct, ldt = self.ct, _i64(nr)
+        ct, ldt = self.ct, i64(nr)
         no = ir.Constant(I1, 0)
         if self.epi_prefetch and not self.plain:  # only the last K block runs the epilogue
             if ps is None:
@@ -759,7 +531,7 @@ class _Gemm:
         def full_tile():
             if ps is None:  # one K block, no partial sums: the tile goes to ct, then the epilogue
                 b.call(self.uk, [ap, bp, self.kc, ct, ldt, no, ct, ldt])
-                self._epilogue(i, j, _i64(mr), _i64(nr))
+                self._epilogue(i, j, i64(mr), i64(nr))
                 return
 
             def last():
@@ -767,9 +539,9 @@ class _Gemm:
                     b.call(self.uk, [ap, bp, self.kc, ps, ldp, not_first, ps, ldp])
                 else:
                     b.call(self.uk, [ap, bp, self.kc, ps, ldp, not_first, ct, ldt])
-                    self._epilogue(i, j, _i64(mr), _i64(nr))
+                    self._epilogue(i, j, i64(mr), i64(nr))
 
-            self._if_else(self.last, last, lambda: b.call(self.uk, [ap, bp, self.kc, ps, ldp, not_first, ps, ldp]))
+            self.f.if_else(self.last, last, lambda: b.call(self.uk, [ap, bp, self.kc, ps, ldp, not_first, ps, ldp]))
 
         def edge_tile():
             if ps is not None:
@@ -778,19 +550,19 @@ class _Gemm:
             if ps is None:
                 self._epilogue(i, j, rows, cols)
                 return
-            self._if_else(self.last, lambda: self._epilogue(i, j, rows, cols),
+            self.f.if_else(self.last, lambda: self._epilogue(i, j, rows, cols),
                           lambda: self._copy(ct, ldt, ps, ldp, rows, cols))
 
-        self._if_else(full, full_tile, edge_tile)
+        self.f.if_else(full, full_tile, edge_tile)
 
     def _copy(self, src, lds, dst, ldd, rows, cols) -> None:
         b = self.f.b
 
         def row(r):
             s, d = b.gep(src, [b.mul(r, lds)]), b.gep(dst, [b.mul(r, ldd)])
-            self._loop(_i64(0), cols, lambda c: b.store(b.load(b.gep(s, [c])), b.gep(d, [c])), "cc")
+            self._loop(i64(0), cols, lambda c: b.store(b.load(b.gep(s, [c])), b.gep(d, [c])), "cc")
 
-        self._loop(_i64(0), rows, row, "cr")
+        self._loop(i64(0), rows, row, "cr")
 
     def _epilogue(self, i, j, rows, cols) -> None:
         """The fused epilogue on the micro-tile in ct: once per output element."""
@@ -805,11 +577,11 @@ class _Gemm:
             if self.mm.n != 1:
                 ctx[(nb + 1,)] = b.add(j, c)
             env = dict(self.consts)
-            acc = b.load(b.gep(self.ct, [b.add(b.mul(r, _i64(nr)), c)]))
+            acc = b.load(b.gep(self.ct, [b.add(b.mul(r, i64(nr)), c)]))
             for a in self.acc_nodes:
                 env[a] = acc
             low._eval(outs, env, ctx)
             for jj, o in enumerate(k.outputs):
                 low._store(low.out_ptrs[jj], o.dtype, low.out_access[jj], ctx, env[o.node])
 
-        self._loop(_i64(0), rows, lambda r: self._loop(_i64(0), cols, lambda c: element(r, c), "ec"), "er")
+        self._loop(i64(0), rows, lambda r: self._loop(i64(0), cols, lambda c: element(r, c), "ec"), "er")

@@ -58,43 +58,14 @@ from typing import NamedTuple
 import numpy as np
 
 import svod.pool as _pool
+from svod.codegen.buffers import data_address
+from svod.codegen.objcache import compiled_ir
 from svod.graph import CompiledGraph, Copy, Launch, run_graph, slot_nbytes
 
 log = logging.getLogger("svod")
 
 SCRATCH_BYTES = 1 << 20  # temps up to this size stay allocated with the GraphProgram
 _SEGMENT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
-
-
-def _probe_data_offset() -> int | None:
-    """Offset of `data` in numpy's array struct (PyArray_DATA: right after the object
-    header, part of numpy's C ABI), checked against `__array_interface__`; None when the
-    probe disagrees (then the slower public path is used)."""
-    off = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
-    try:
-        for a in (np.zeros(3, np.float32), np.zeros(5, np.int64)[1:], np.empty(0, np.uint8)):
-            if ctypes.c_void_p.from_address(id(a) + off).value != a.__array_interface__["data"][0]:
-                return None
-    except Exception:  # noqa: BLE001 - not CPython: use the public path
-        return None
-    return off
-
-
-_DATA_OFFSET = _probe_data_offset()
-# NOTE: all of memory as an array of words: indexing it reads one word without building a
-# ctypes object (0.13 µs a read instead of 0.27 through c_void_p.from_address). Used only
-# for the aligned `data` field found by the probe.
-_WORDS = (ctypes.c_size_t * (1 << 58)).from_address(0) if _DATA_OFFSET is not None \
-    and _DATA_OFFSET % ctypes.sizeof(ctypes.c_size_t) == 0 and ctypes.sizeof(ctypes.c_size_t) == 8 else None
-
-
-def data_address(a: np.ndarray) -> int:
-    """The data pointer of `a` (~0.13 µs instead of ~1 µs through __array_interface__)."""
-    if _WORDS is not None:
-        return _WORDS[(id(a) + _DATA_OFFSET) >> 3]
-    if _DATA_OFFSET is not None:
-        return ctypes.c_void_p.from_address(id(a) + _DATA_OFFSET).value or 0
-    return a.__array_interface__["data"][0]
 
 
 class _Count:
@@ -421,15 +392,7 @@ def _segment_module(ir: str, names: list[str], name: str):
     """The segments' native code: loaded from the object cache (keyed by the IR text and
     the target, like kernels) or compiled and stored there — a plan loaded from disk, in
     a new process or after an eviction, costs a ~1 ms load instead of an O3 compile."""
-    from svod.codegen.jit import compile_ir
-    from svod.codegen.program import _target_key, load_cached, store_object
-
-    okey = f"graph:{hashlib.blake2b(ir.encode(), digest_size=16).hexdigest()}:{_target_key()}"
-    mod = load_cached(okey, names, name)
-    if mod is None:
-        mod = compile_ir(ir, name=name, lean=True, keep_ir=False)
-        store_object(okey, mod, {"graph": name})
-    return mod
+    return compiled_ir("graph", ir, names, name)
 
 
 def compile_graph(graph: CompiledGraph, programs) -> GraphProgram:

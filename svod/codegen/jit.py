@@ -11,8 +11,7 @@ Lifecycle rules learnt the hard way (see FACTS.md):
 * An MCJIT engine frees the TargetMachine it was created with when it is collected, so
   every engine gets a fresh TargetMachine and the ``CompiledModule`` keeps both alive.
 * On Intel AVX-512 hosts LLVM's tuning prefers 256-bit vectors; ``host_target_info``
-  adds ``-prefer-256-bit`` so loops vectorise to zmm (measured: same speed when
-  memory-bound, wider for compute-bound math).
+  adds ``-prefer-256-bit`` so loops vectorise to zmm (docs/codegen.md).
 * Function pointers handed out by ``CompiledModule.address`` are valid exactly as long
   as the ``CompiledModule`` is referenced; ctypes function objects made by
   ``ctypes_fn`` hold a reference to it.
@@ -226,24 +225,25 @@ class CompiledModule:
         """Optimised LLVM IR text (empty for modules loaded from object code)."""
         return self._ir or ""
 
+    def _emit(self, what: str, missing: str):
+        """The target machine's `what` ("assembly" or "object") of the IR module."""
+        if self._module is None:
+            raise ValueError(f"{self.name!r} {missing}")
+        with LLVM_LOCK:
+            return getattr(_target_machine(), f"emit_{what}")(self._module)
+
     @property
     def asm(self) -> str:
         """Assembly text, produced on first access (needs the IR module)."""
         if self._asm is None:
-            if self._module is None:
-                raise ValueError(f"{self.name!r} was loaded from object code: no assembly")
-            with LLVM_LOCK:
-                self._asm = _target_machine().emit_assembly(self._module)
+            self._asm = self._emit("assembly", "was loaded from object code: no assembly")
         return self._asm
 
     @property
     def object_code(self) -> bytes:
         """Relocatable object code (ELF on Linux), emitted on first access."""
         if self._object is None:
-            if self._module is None:
-                raise ValueError(f"{self.name!r} has no IR module to emit")
-            with LLVM_LOCK:
-                self._object = bytes(_target_machine().emit_object(self._module))
+            self._object = bytes(self._emit("object", "has no IR module to emit"))
         return self._object
 
     def __repr__(self) -> str:

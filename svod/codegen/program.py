@@ -42,7 +42,6 @@ True
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import tempfile
 import threading
@@ -52,6 +51,8 @@ import weakref
 
 import numpy as np
 
+from svod.codegen.objcache import load_cached, object_key, store_object
+from svod.codegen.schedule import schedule
 from svod.kernel import Kernel
 from svod.stats import bump
 
@@ -68,8 +69,8 @@ class Program:
     """A runnable kernel. `run(buffers, threads)`; `.ir`, `.asm`, `.kernel`, `.units`, `.kind`."""
 
     kind = "abstract"
-    # NOTE: the Python side of a program (the object, its specs, argument block) measured
-    # 1-2 KB with tracemalloc; the native part is added by subclasses
+    # NOTE: the Python side of a program (the object, its specs, argument block), an upper
+    # bound of what tracemalloc sees (docs/memory.md); the native part is added by subclasses
     PY_BYTES = 2 << 10
 
     def __init__(self, kernel: Kernel, units: int):
@@ -103,15 +104,21 @@ class Program:
 
     def _outputs(self, buffers) -> None:
         """Allocate missing outputs (dict buffers only) and check dtype/size of the rest."""
-        for slot, dt, size in self._out_specs:
-            arr = buffers.get(slot) if isinstance(buffers, dict) else buffers[slot]
-            if arr is None:
-                if not isinstance(buffers, dict):
-                    raise ValueError(f"program {self.kernel.name}: output slot {slot} is not allocated")
-                buffers[slot] = arr = np.empty(size, dt)
-            elif arr.dtype != dt or arr.size < size or not arr.flags.c_contiguous or not arr.flags.writeable:
-                raise ValueError(f"program {self.kernel.name}: output slot {slot} needs a writable contiguous "
-                                 f"{dt} buffer of {size} elements, got {arr.dtype} {arr.shape}")
+        for spec in self._out_specs:
+            self._output(spec, buffers.get(spec[0]) if isinstance(buffers, dict) else buffers[spec[0]], buffers)
+
+    def _output(self, spec, arr, buffers):
+        """The output array of `spec` (slot, dtype, size): `arr` checked, or allocated into
+        `buffers` (a dict) when missing."""
+        slot, dt, size = spec
+        if arr is None:
+            if not isinstance(buffers, dict):
+                raise ValueError(f"program {self.kernel.name}: output slot {slot} is not allocated")
+            buffers[slot] = arr = np.empty(size, dt)
+        elif arr.dtype != dt or arr.size < size or not arr.flags.c_contiguous or not arr.flags.writeable:
+            raise ValueError(f"program {self.kernel.name}: output slot {slot} needs a writable contiguous "
+                             f"{dt} buffer of {size} elements, got {arr.dtype} {arr.shape}")
+        return arr
 
     def run(self, buffers, threads: int = 1) -> None:  # pragma: no cover - interface
         raise NotImplementedError
@@ -155,9 +162,7 @@ class NativeProgram(Program):
         self._cache: list = [None] * len(self.slots)
         self._split_counts = None  # (address, bytes) of a split reduction's shared counters
         if kernel.kind in ("reduce", "rowwise"):
-            from svod.codegen.lower import plan_loops
-
-            plan = plan_loops(kernel)
+            plan = schedule(kernel).loops
             if plan.split > 1:
                 get = ctypes.CFUNCTYPE(ctypes.c_void_p)(module.address(symbol + ".split.counts"))
                 self._split_counts = (get(), 8 * (plan.units // plan.split))
@@ -189,14 +194,7 @@ class NativeProgram(Program):
                                  f"of at least {self._need[j]} elements, got "
                                  f"{None if arr is None else (arr.dtype, arr.shape)}")
         else:
-            _, dt, size = self._out_specs[j - self._n_in]
-            if arr is None:
-                if not isinstance(buffers, dict):
-                    raise ValueError(f"program {self.kernel.name}: output slot {slot} is not allocated")
-                buffers[slot] = arr = np.empty(size, dt)
-            elif arr.dtype != dt or arr.size < size or not arr.flags.c_contiguous or not arr.flags.writeable:
-                raise ValueError(f"program {self.kernel.name}: output slot {slot} needs a writable contiguous "
-                                 f"{dt} buffer of {size} elements, got {arr.dtype} {arr.shape}")
+            arr = self._output(self._out_specs[j - self._n_in], arr, buffers)
         addr = arr.__array_interface__["data"][0]
         try:
             self._cache[j] = (weakref.ref(arr), addr)
@@ -205,8 +203,8 @@ class NativeProgram(Program):
         return addr
 
     def _fill(self, args, buffers) -> None:
-        # NOTE: fetching a data address costs ~1 µs; a weakref check ~50 ns. A live array
-        # keeps its address, so (weakref, address) per slot position is safe to reuse.
+        # NOTE: a weakref check is far cheaper than fetching a data address (docs/codegen.md).
+        # A live array keeps its address, so (weakref, address) per slot position is safe to reuse.
         cache = self._cache
         get = buffers.get if isinstance(buffers, dict) else buffers.__getitem__
         for j, slot in enumerate(self.slots):
@@ -350,27 +348,6 @@ class InterpretedProgram(Program):
 # ----------------------------------------------------------------------------- compile
 
 
-def _target_key() -> str:
-    import llvmlite
-    import llvmlite.binding as llvm
-
-    from svod.codegen import jit
-    from svod.codegen.gemm import gemm_fingerprint
-    from svod.codegen.lower import LOWER_VERSION
-
-    info = jit.host_target_info()
-    feats = hashlib.blake2b(info["features"].encode(), digest_size=8).hexdigest()
-    ver = ".".join(map(str, llvm.llvm_version_info))
-    # NOTE: GEMM blocking follows the cache sizes and the thread count (not in the CPU name)
-    return f"L{LOWER_VERSION}:llvmlite{llvmlite.__version__}:llvm{ver}:{info['cpu']}:{feats}:" \
-           f"mvec{int(jit.libmvec_enabled())}:{gemm_fingerprint()}"
-
-
-def object_key(kernel: Kernel) -> str:
-    """The object-cache key (the store adds machine and svod-code fingerprints)."""
-    return f"{kernel.key()}:{_target_key()}"
-
-
 def _recompile(kernel: Kernel, lean: bool = False):
     """The kernel compiled again, for its IR (`lean`) or assembly text; nobody keeps it."""
     from svod.codegen.jit import compile_ir
@@ -380,50 +357,18 @@ def _recompile(kernel: Kernel, lean: bool = False):
     return compile_ir(low.ir, name=kernel.name, lean=lean)
 
 
-def _cache_enabled() -> bool:
-    return os.environ.get("SVOD_OBJECT_CACHE", "1") not in ("0", "false", "False")
-
-
-def load_cached(okey: str, symbols, name: str):
-    """The module stored under object-cache key `okey` (the store namespaces machine and
-    code), loaded; None when absent, disabled (`SVOD_OBJECT_CACHE=0`) or unloadable."""
-    if not _cache_enabled():
-        return None
-    from svod.codegen.jit import load_object
-
-    try:
-        from svod.store import default_store
-
-        obj = default_store().get("objects", okey)
-        return load_object(obj, symbols, name=name) if obj else None
-    except Exception:  # noqa: BLE001 - the cache is an optimisation; a foreign/truncated object is a miss
-        return None
-
-
-def store_object(okey: str, module, meta: dict) -> None:
-    """Keep `module`'s object code under `okey` for the next process (best effort)."""
-    if not _cache_enabled():
-        return
-    try:
-        from svod.store import default_store
-
-        default_store().put("objects", okey, module.object_code, meta=meta)
-    except Exception:  # noqa: BLE001 - the cache is an optimisation, never an error
-        pass
-
-
 def _build(kernel: Kernel) -> Program:
     if (kernel.matmul is not None and kernel.matmul.library) or kernel.library is not None:
         return LibraryProgram(kernel)
     from svod.codegen.jit import compile_ir
-    from svod.codegen.lower import lower_kernel, plan_loops, symbol_for
+    from svod.codegen.lower import lower_kernel, symbol_for
 
     symbol = symbol_for(kernel)
     okey = object_key(kernel)
     t0 = time.perf_counter()
     mod = load_cached(okey, [symbol], kernel.name)
     if mod is not None:
-        prog = NativeProgram(kernel, mod, symbol, plan_loops(kernel).units)
+        prog = NativeProgram(kernel, mod, symbol, schedule(kernel).loops.units)
         bump("kernels_loaded")
         bump("compile_seconds", time.perf_counter() - t0)
         return prog

@@ -29,21 +29,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-I1, I8, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(64)
-VOID = ir.VoidType()
-
-SPLIT_SCRATCH_MAX = 8 << 20  # most bytes of partial results one kernel keeps (globals)
-
-
-def _i64(v: int) -> ir.Constant:
-    return ir.Constant(I64, int(v))
-
-
-def _func(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
-    fn = module.globals.get(name)
-    if fn is None:
-        fn = ir.Function(module, ir.FunctionType(ret, args), name)
-    return fn
+from svod.codegen.irbuild import I8, I64, VOID, func, i64
 
 
 def _itemsize(t: ir.Type) -> int:
@@ -82,25 +68,25 @@ class SplitScratch:
         getter = ir.Function(module, ir.FunctionType(ir.PointerType(I64), []), symbol + ".split.counts")
         gb = ir.IRBuilder(getter.append_basic_block("e"))
         gb.ret(gb.bitcast(gcount, ir.PointerType(I64)))
-        self.full = b.and_(b.icmp_signed("==", ub, _i64(0)), b.icmp_signed("==", ue, _i64(units)))
+        self.full = b.and_(b.icmp_signed("==", ub, i64(0)), b.icmp_signed("==", ue, i64(units)))
         # private storage for a call that runs every unit (NULL otherwise: free(NULL) is a no-op)
-        calloc = _func(module, "calloc", i8p, [I64, I64])
-        size = b.select(self.full, _i64(total + cnt_bytes), _i64(0))
-        raw = b.call(calloc, [b.select(self.full, _i64(1), _i64(0)), size])
+        calloc = func(module, "calloc", i8p, [I64, I64])
+        size = b.select(self.full, i64(total + cnt_bytes), i64(0))
+        raw = b.call(calloc, [b.select(self.full, i64(1), i64(0)), size])
         self.raw = raw
-        f.if_then(b.and_(self.full, b.icmp_unsigned("==", b.ptrtoint(raw, I64), _i64(0))),
-                  lambda: b.call(_func(module, "llvm.trap", VOID, []), []))
+        f.if_then(b.and_(self.full, b.icmp_unsigned("==", b.ptrtoint(raw, I64), i64(0))),
+                  lambda: b.call(func(module, "llvm.trap", VOID, []), []))
         base = b.select(self.full, raw, b.bitcast(gscratch, i8p))
-        cnt_raw = b.select(self.full, b.gep(raw, [_i64(total)]), b.bitcast(gcount, i8p))
+        cnt_raw = b.select(self.full, b.gep(raw, [i64(total)]), b.bitcast(gcount, i8p))
         self.counts = b.bitcast(cnt_raw, ir.PointerType(I64))
-        self.arrays = [b.bitcast(b.gep(base, [_i64(o)]), ir.PointerType(t)) for o, t in zip(offs, types)]
+        self.arrays = [b.bitcast(b.gep(base, [i64(o)]), ir.PointerType(t)) for o, t in zip(offs, types)]
 
     def slot(self, r: int, group: ir.Value, chunk, lane) -> ir.Value:
         """Pointer to the partial of reduction `r` at (group, chunk, lane)."""
         b = self.f.b
-        idx = b.add(b.mul(b.add(b.mul(group, _i64(self.chunks)), chunk if isinstance(chunk, ir.Value)
-                                else _i64(chunk)), _i64(self.lanes)), lane if isinstance(lane, ir.Value)
-                    else _i64(lane))
+        idx = b.add(b.mul(b.add(b.mul(group, i64(self.chunks)), chunk if isinstance(chunk, ir.Value)
+                                else i64(chunk)), i64(self.lanes)), lane if isinstance(lane, ir.Value)
+                    else i64(lane))
         return b.gep(self.arrays[r], [idx])
 
     def arrive(self, group: ir.Value) -> ir.Value:
@@ -108,9 +94,9 @@ class SplitScratch:
         (then the counter is reset for the next launch)."""
         b = self.f.b
         ptr = b.gep(self.counts, [group])
-        old = b.atomic_rmw("add", ptr, _i64(1), "acq_rel")
-        last = b.icmp_signed("==", old, _i64(self.chunks - 1))
-        self.f.if_then(last, lambda: b.store(_i64(0), ptr))
+        old = b.atomic_rmw("add", ptr, i64(1), "acq_rel")
+        last = b.icmp_signed("==", old, i64(self.chunks - 1))
+        self.f.if_then(last, lambda: b.store(i64(0), ptr))
         return last
 
     def combine(self, group: ir.Value, width: ir.Value, combine_fns) -> None:
@@ -124,28 +110,12 @@ class SplitScratch:
                     for r, fn in enumerate(combine_fns):
                         pa, pb = self.slot(r, group, c, j), self.slot(r, group, c + step, j)
                         b.store(fn(b.load(pa), b.load(pb)), pa)
-                f.loop(_i64(0), width, lane, "cmb")
+                f.loop(i64(0), width, lane, "cmb")
             step *= 2
 
     def release(self) -> None:
         b, module = self.f.b, self.f.module
-        b.call(_func(module, "free", VOID, [ir.PointerType(I8)]), [self.raw])
+        b.call(func(module, "free", VOID, [ir.PointerType(I8)]), [self.raw])
 
 
-def chunking(length: int, row_elems: int, align: int, min_elems: int, max_chunks: int) -> tuple[int, int]:
-    """(chunk length, chunks) for cutting an axis of `length` whose index carries
-    `row_elems` elements of work: chunks of at least `min_elems` elements, a multiple of
-    `align` long, at most `max_chunks` of them. (length, 1) when it should not be cut."""
-    if length <= 0 or row_elems <= 0:
-        return length, 1
-    per = max(1, -(-min_elems // row_elems))
-    per = -(-per // align) * align
-    per = max(per, -(-length // max_chunks))
-    per = -(-per // align) * align
-    chunks = -(-length // per)
-    if chunks < 2:
-        return length, 1
-    return per, chunks
-
-
-__all__ = ["SPLIT_SCRATCH_MAX", "SplitScratch", "chunking"]
+__all__ = ["SplitScratch"]

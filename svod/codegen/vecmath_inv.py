@@ -46,7 +46,8 @@ from __future__ import annotations
 import math
 
 from svod.codegen import vecmath as _vm
-from svod.codegen.vecmath import _Em, _exp, _log, _log1p, _log_dd, _scale, emit_math, get_math_fn, math_kernel_ir
+from svod.codegen.vecmath import emit_math, get_math_fn, math_kernel_ir
+from svod.codegen.vecpoly import _Em, _exp, _log, _log1p, _log_dd, _scale
 
 __all__ = ["FUNCTIONS", "BINARY", "emit_math", "get_math_fn", "math_kernel_ir"]
 

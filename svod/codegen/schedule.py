@@ -1,0 +1,700 @@
+"""Codegen's decisions for a kernel on a target, made once: the `Schedule`.
+
+`schedule(kernel, target)` computes everything the emitter decides before it writes IR,
+and the cost models count over the same object:
+
+* the loop plan (`LoopPlan`: merged axes, units, chunking, column reduce, split
+  reduction) and how every input and VALID mask reads the loop space (`Access`);
+* the masked-loop segments (`Schedule.segments`, the pieces a loop is cut into where a
+  mask starts or ends) and which loops are emitted cut (`row_pieces`, `elementwise_pieces`);
+* for reductions: per-row values (`per_row`), the nodes each pass evaluates per element
+  (`closures`), the stash (`stash`: expensive values the first pass keeps in a row buffer);
+* GEMM tiling (`gemm_config`, `plan_gemm`) and the attention kernel's units.
+
+Pure: no llvmlite import (`tests/test_schedule.py` checks), nothing compiled; the
+constants below are the emitter's (svod/codegen/lower.py, columns.py, split.py, gemm.py,
+attention.py read them from here). Schedules are cached by (kernel content key,
+target); `clear_cache()` forgets them (a test that changes a constant calls it).
+
+>>> from svod.kernel_examples import softmax_kernel
+>>> s = schedule(softmax_kernel(4, 8))
+>>> s.loops.kind, s.loops.units, sorted(s.stash.values())
+('rowwise', 4, [1])
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from dataclasses import dataclass, field
+
+from svod.codegen.target import Target, host_target
+from svod.ir import Ops
+from svod.kernel import LOAD, VALID, Kernel, view_axes_stride0
+from svod.view import View, ViewChain
+
+LOWER_VERSION = "8"  # bump when generated code changes meaning (part of the object-cache key)
+CHUNK = 4096  # elements per unit of a one-axis elementwise kernel
+SUM_BLOCK = 256  # elements per float-sum block (vector accumulators inside, cascade across)
+CASCADE_LEVELS = 64  # levels of a float sum's block cascade (2**64 blocks)
+MAX_SEGMENTS = 8  # most pieces a loop is cut into at mask boundaries, or blocks unrolled
+ILP_INTERLEAVE = 4  # vectors in flight in an elementwise loop with a long chain
+STASH_ELEMS = 16384  # longest row whose expensive values are kept between passes (64 KB f32)
+COL_BLOCK = 256  # fewest columns per unit of a column reduce (when the tiles budget allows more, more)
+COL_TILE_BYTES = 64 << 10  # accumulator tiles of a column-reduce unit (L1/L2): as many columns as fit
+COL_GROUPS = 8  # least units of a multi-pass column reduce (its rows cannot be cut)
+ROW_UNROLL = 4  # rows of a column reduce combined before they meet the tile (power of two)
+CHAN_BYTES = 0  # input a variance's column sub-chunk reads twice from cache (columns.py); 0: half the L2
+TILE_SKEW = 576  # bytes between column-reduce tiles past a 4 KiB boundary (columns.py)
+SPLIT_MIN_BYTES = 1 << 20  # least input a chunk of a split reduction reads (svod/codegen/split.py)
+SPLIT_MAX_CHUNKS = 32  # most chunks a split reduction's axis is cut into
+SPLIT_MAX_ROWS = 16  # a reduce kernel with fewer rows than this cuts its rows into chunks
+SPLIT_SCRATCH_MAX = 8 << 20  # most bytes of partial results one kernel keeps (globals)
+MM_ROWS = 16  # integer/bool matmul rows per unit (float matmuls: the GEMM tiling below)
+MM_COLS = 256  # integer/bool matmul columns per accumulator tile
+SMALL_FLOPS = 2e6  # a BLAS step below this many flops runs as one call on the calling thread (~25 µs)
+# ops whose element is a long dependency chain (a polynomial, a divide, a square root):
+# their values are stashed between passes, and elementwise loops computing them interleave
+COSTLY_OPS = frozenset({Ops.EXP, Ops.EXPM1, Ops.LOG, Ops.LOG1P,
+                        Ops.SQRT, Ops.SIN, Ops.COS, Ops.TANH, Ops.ERF, Ops.ERFC, Ops.DIV, Ops.POW,
+                        Ops.ASIN, Ops.ACOS, Ops.ATAN, Ops.SINH, Ops.COSH, Ops.ASINH, Ops.ACOSH, Ops.ATANH,
+                        Ops.ATAN2, Ops.HYPOT, Ops.LOGADDEXP})
+_REDUCTIONS = (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN)
+
+
+# ----------------------------------------------------------------------------- loop plan
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A merged loop axis: original kernel axes `dims` (outer first), `size` in total."""
+
+    dims: tuple[int, ...]
+    size: int
+    reduce: bool
+
+
+@dataclass(frozen=True)
+class LoopPlan:
+    kind: str  # elementwise | reduce | rowwise | matmul | blas | library | attention
+    axes: tuple[Axis, ...]  # merged non-size-1 axes in kernel order
+    unit_axes: tuple[Axis, ...]  # enumerated by units (row-major)
+    inner_axes: tuple[Axis, ...]  # looped inside a unit
+    units: int
+    chunk: int = 0  # > 0: one-axis elementwise kernel, a unit is `chunk` elements
+    cols: int = 0  # > 0: column reduce, a unit is (outer kept index, block of `cols` columns)
+    split: int = 0  # > 1: the outermost reduce axis is cut into `split` chunks of `chunk_len`
+    chunk_len: int = 0  # (a unit is (group, chunk), partials combined: svod/codegen/split.py)
+
+
+def _outer_views(kernel: Kernel) -> list[View]:
+    """The views that index the kernel space directly (they decide which axes merge)."""
+    out = []
+    for inp in kernel.inputs:
+        if not any(v.fully_masked for v in inp.view.views):
+            out.append(inp.view.views[-1])
+    for n in kernel.nodes:
+        if n.op == VALID and not any(v.fully_masked for v in n.arg.views):
+            out.append(n.arg.views[-1])
+    return out
+
+
+def merge_axes(shape: tuple[int, ...], views: list[View], reduce_axes: tuple[int, ...] = ()) -> list[Axis]:
+    """Drop size-1 axes; merge adjacent axes of one class (kept/reduced) when every view
+    reads them as one strided axis (outer stride = inner stride * inner size, inner unmasked)."""
+    red = set(reduce_axes)
+    dims = [d for d, n in enumerate(shape) if n != 1]
+    groups: list[list[int]] = []
+    for d in dims:
+        if groups:
+            prev = groups[-1][-1]
+            ok = (prev in red) == (d in red)
+            for v in views:
+                lo, hi = v.valid_box()[d]
+                if v.strides[prev] != v.strides[d] * shape[d] or (lo, hi) != (0, shape[d]):
+                    ok = False
+                    break
+            if ok:
+                groups[-1].append(d)
+                continue
+        groups.append([d])
+    return [Axis(tuple(g), math.prod(shape[d] for d in g), g[0] in red) for g in groups]
+
+
+def plan_loops(kernel: Kernel, target: Target | None = None) -> LoopPlan:
+    """The loop nest and unit count of a kernel (cheap: no IR)."""
+    target = target or host_target()
+    kind = kernel.kind
+    if kind == "library":  # numpy's code, no loops of ours (svod/library.py)
+        return LoopPlan(kind, (), (), (), 1)
+    if kind == "attention":
+        return LoopPlan(kind, (), (), (), attention_units(kernel, target))
+    if kind in ("matmul", "blas"):
+        mm = kernel.matmul
+        batch = math.prod(kernel.shape[:-2])
+        units = 1 if kind == "blas" else batch * -(-mm.m // MM_ROWS)
+        if supports_gemm(kernel):
+            units = plan_gemm(kernel, target).units
+        if kernel.size == 0:
+            units = 0
+        return LoopPlan(kind, (), (), (), units)
+    if kernel.size == 0:
+        kept = math.prod(n for d, n in enumerate(kernel.shape) if d not in kernel.reduce_axes)
+        if kind == "elementwise" or kept == 0:
+            return LoopPlan(kind, (), (), (), 0)
+    axes = merge_axes(kernel.shape, _outer_views(kernel), kernel.reduce_axes)
+    if kind == "elementwise":
+        if not axes:
+            return LoopPlan(kind, (), (), (), 1 if kernel.size else 0)
+        if len(axes) == 1:
+            return LoopPlan(kind, tuple(axes), (), tuple(axes), -(-axes[0].size // CHUNK), CHUNK)
+        return LoopPlan(kind, tuple(axes), tuple(axes[:-1]), (axes[-1],), math.prod(a.size for a in axes[:-1]))
+    unit_axes = tuple(a for a in axes if not a.reduce)
+    inner = tuple(a for a in axes if a.reduce)
+    if column_reduce(kernel, axes):
+        last = axes[-1]
+        cols = _column_width(kernel, last.size, math.prod(a.size for a in unit_axes[:-1]))
+        groups = math.prod(a.size for a in unit_axes[:-1]) * -(-last.size // cols)
+        inner_rest = math.prod(a.size for a in inner[1:])
+        clen, chunks = _split_chunks(kernel, inner[0].size, cols * inner_rest, column=True)
+        one_read = kernel.passes == 1 or (len(inner) == 1 and chan_variance(kernel) is not None)
+        if not one_read or chunks * groups * cols * _partial_bytes(kernel) > SPLIT_SCRATCH_MAX:
+            clen, chunks = inner[0].size, 1
+        return LoopPlan(kind, tuple(axes), unit_axes, inner, groups * chunks, cols=cols,
+                        split=chunks if chunks > 1 else 0, chunk_len=clen if chunks > 1 else 0)
+    rows = math.prod(a.size for a in unit_axes)
+    if _row_split(kernel, axes) and rows < SPLIT_MAX_ROWS:
+        clen, chunks = _split_chunks(kernel, inner[0].size, math.prod(a.size for a in inner[1:]))
+        if chunks > 1:
+            return LoopPlan(kind, tuple(axes), unit_axes, inner, rows * chunks, split=chunks, chunk_len=clen)
+    # a reduce axis of size 0 is dropped by nothing above: keep it so the loop runs 0 times
+    return LoopPlan(kind, tuple(axes), unit_axes, inner, rows)
+
+
+def _tile_bytes(kernel: Kernel) -> int:
+    """Bytes of accumulator per column of a column reduce (a float sum keeps a block tile
+    and a total)."""
+    n = 0
+    for node in kernel.nodes:
+        if node.op is Ops.REDUCE:
+            n += node.dtype.itemsize * (2 if node.arg == "sum" and node.dtype.is_float else 1)
+    return max(n, 1)
+
+
+def _column_width(kernel: Kernel, ncols: int, outer: int) -> int:
+    """Columns per column-reduce unit: whole rows when their tiles fit `COL_TILE_BYTES`
+    (a unit then streams memory sequentially), else as many as fit, a multiple of 64. A
+    multi-pass kernel cannot cut its rows (a pass needs the whole column's earlier
+    results), so there the columns are cut into at least `COL_GROUPS` blocks (`outer`
+    kept indices count) of at least `COL_BLOCK` columns, for the threads."""
+    fit = COL_TILE_BYTES // _tile_bytes(kernel)
+    width = ncols if ncols <= fit else max(COL_BLOCK, fit // 64 * 64)
+    if kernel.passes > 1 and outer * -(-ncols // width) < COL_GROUPS and chan_variance(kernel) is None:
+        want = -(-ncols // max(1, COL_GROUPS // max(outer, 1)))
+        width = min(width, max(COL_BLOCK, -(-want // 64) * 64))
+    return width
+
+
+def _partial_bytes(kernel: Kernel) -> int:
+    return sum(n.dtype.itemsize for n in kernel.nodes if n.op is Ops.REDUCE)
+
+
+def chunking(length: int, row_elems: int, align: int, min_elems: int, max_chunks: int) -> tuple[int, int]:
+    """(chunk length, chunks) for cutting an axis of `length` whose index carries
+    `row_elems` elements of work: chunks of at least `min_elems` elements, a multiple of
+    `align` long, at most `max_chunks` of them. (length, 1) when it should not be cut."""
+    if length <= 0 or row_elems <= 0:
+        return length, 1
+    per = max(1, -(-min_elems // row_elems))
+    per = -(-per // align) * align
+    per = max(per, -(-length // max_chunks))
+    per = -(-per // align) * align
+    chunks = -(-length // per)
+    if chunks < 2:
+        return length, 1
+    return per, chunks
+
+
+def _split_chunks(kernel: Kernel, length: int, row_elems: int, column: bool = False) -> tuple[int, int]:
+    """Chunks of the outermost reduce axis (its length `length`, `row_elems` elements per
+    index): at least `SPLIT_MIN_BYTES` of input each, whole `SUM_BLOCK`s, at most
+    `SPLIT_MAX_CHUNKS`. Depends on the shapes only, never on the thread count."""
+    if any(n.op is Ops.REDUCE and n.dtype.kind == "c" for n in kernel.nodes):
+        return length, 1  # a complex product's partials would need a complex combine: one chunk
+    isz = max([i.dtype.itemsize for i in kernel.inputs] + [1])
+    # whole SUM_BLOCKs: a row's float sum is blocked along its only axis, a column reduce's
+    # along the outer reduce axis; then a chunk's blocks are the unsplit kernel's blocks
+    has_float_sum = any(n.op is Ops.REDUCE and n.arg == "sum" and n.dtype.is_float for n in kernel.nodes)
+    align = SUM_BLOCK if (row_elems == 1 or column) and has_float_sum else 1
+    return chunking(length, row_elems, align, max(1, SPLIT_MIN_BYTES // isz), SPLIT_MAX_CHUNKS)
+
+
+def _plain_reductions(kernel: Kernel) -> bool:
+    """Every output reduced, every reduction a plain REDUCE (an ARGMAX's partial would
+    need its index)."""
+    if any(not o.reduced for o in kernel.outputs):
+        return False
+    return all(n.op is Ops.REDUCE for n in kernel.nodes if n.op in _REDUCTIONS)
+
+
+def _row_split(kernel: Kernel, axes: list[Axis]) -> bool:
+    """A single-pass reduce of plain reductions may cut its rows into chunks."""
+    if kernel.kind != "reduce" or kernel.passes != 1 or not any(a.reduce for a in axes):
+        return False
+    return _plain_reductions(kernel)
+
+
+def column_reduce(kernel: Kernel, axes: list[Axis] | tuple[Axis, ...]) -> bool:
+    """Reductions over outer axes with a kept innermost axis (sum(x, axis=0), var(x,
+    axis=0)): walking each output's column would stride through memory; instead a unit
+    keeps a block of columns' accumulators and streams the rows, once per pass."""
+    if kernel.kind not in ("reduce", "rowwise") or not axes or axes[-1].reduce:
+        return False
+    if not any(a.reduce and a.size > 0 for a in axes) or axes[-1].size < 2:
+        return False
+    return _plain_reductions(kernel)
+
+
+def chan_variance(kernel: Kernel) -> tuple[int, int, int] | None:
+    """(sum node, sum-of-squares node, element node) when `kernel` is a variance over its
+    reduce axes in the two-pass form the frontend builds: pass 0 ``s1 = sum(x)``, pass 1
+    ``s2 = sum((x - s1 / N) * (x - s1 / N))`` with N the reduce size, float. Such a column
+    reduce may read its input once: per sub-chunk of rows in cache, the sub-chunk's mean
+    and squared deviations, merged with Chan's formula (`ColumnLowering._chan_unit`)."""
+    if kernel.passes != 2 or any(not o.reduced for o in kernel.outputs):
+        return None
+    nodes = kernel.nodes
+    reds = [i for i, n in enumerate(nodes) if n.op in _REDUCTIONS]
+    if len(reds) != 2 or any(nodes[i].op is not Ops.REDUCE or nodes[i].arg != "sum" or not nodes[i].dtype.is_float
+                             for i in reds):
+        return None
+    r1, r2 = sorted(reds, key=lambda i: nodes[i].pass_)
+    if nodes[r1].pass_ != 0 or nodes[r2].pass_ != 1 or nodes[r1].dtype != nodes[r2].dtype:
+        return None
+    q = nodes[nodes[r2].src[0]]
+    if q.op is not Ops.MUL or q.src[0] != q.src[1]:
+        return None
+    d = nodes[q.src[0]]
+    if d.op is not Ops.SUB or d.src[0] != nodes[r1].src[0]:
+        return None
+    m = nodes[d.src[1]]
+    n_red = math.prod(kernel.shape[a] for a in kernel.reduce_axes)
+    if m.op is not Ops.DIV or m.src[0] != r1 or nodes[m.src[1]].op is not Ops.CONST:
+        return None
+    if float(nodes[m.src[1]].arg) != float(n_red) or n_red < 2:
+        return None
+    if nodes[d.src[0]].dtype != nodes[r1].dtype:
+        return None
+    return r1, r2, d.src[0]
+
+
+def chan_rows(target: Target, cols: int, itemsize: int) -> int:
+    """Rows of a variance's column sub-chunk: its `cols` columns of input within
+    `CHAN_BYTES` (default half the L2, within [128 KiB, 1 MiB]), at least `ROW_UNROLL`,
+    at most `SUM_BLOCK`."""
+    budget = CHAN_BYTES or min(1 << 20, max(128 << 10, target.l2 // 2))
+    return min(SUM_BLOCK, max(ROW_UNROLL, budget // max(1, cols * itemsize)))
+
+
+# ----------------------------------------------------------------------------- accesses
+
+
+@dataclass
+class Access:
+    """How one ViewChain reads the kernel space: affine terms over loop groups + masks,
+    then further chain steps (unravel the linear index into the next view)."""
+
+    dead: bool = False  # fully masked: every element is the pad value
+    offset: int = 0
+    terms: list[tuple[tuple[int, ...], int]] = field(default_factory=list)  # (group, stride)
+    masks: list[tuple[tuple[int, ...], int, int]] = field(default_factory=list)  # (group, lo, hi)
+    steps: list[View] = field(default_factory=list)  # inner views, outermost first
+
+    @property
+    def masked(self) -> bool:
+        return bool(self.masks) or any(v.mask is not None for v in self.steps)
+
+
+def make_access(chain: ViewChain, groups: list[tuple[int, ...]]) -> Access:
+    """Describe `chain` over loop groups (each a tuple of the chain's axes, merged)."""
+    if any(v.fully_masked for v in chain.views):
+        return Access(dead=True)
+    v = chain.views[-1]
+    acc = Access(offset=v.offset, steps=list(reversed(chain.views[:-1])))
+    covered = set()
+    for g in groups:
+        covered.update(g)
+        inner = math.prod(v.shape[d] for d in g[1:])
+        stride = v.strides[g[-1]]
+        for a, b in zip(g, g[1:]):  # the planner merged these: re-check, a wrong merge is a wrong read
+            if v.strides[a] != v.strides[b] * v.shape[b] or v.valid_box()[b] != (0, v.shape[b]):
+                raise AssertionError(f"axes {g} do not merge in view {v}")
+        if stride:
+            acc.terms.append((g, stride))
+        lo, hi = v.valid_box()[g[0]]
+        if (lo, hi) != (0, v.shape[g[0]]):
+            acc.masks.append((g, lo * inner, hi * inner))
+    for d, n in enumerate(v.shape):  # axes outside the groups have size 1 (index 0)
+        if d not in covered and n != 1:
+            raise AssertionError(f"axis {d} of {v.shape} is not covered by the loop groups {groups}")
+    return acc
+
+
+def _segments(accesses, dims: tuple[int, ...], size: int) -> tuple[tuple[int, int], ...]:
+    """The loop over axis group `dims` cut where an access's mask on it starts or ends
+    (a concat's inputs, a pad's borders): in each piece every such mask is statically
+    true or false, so the loads are plain or constant instead of two masked loads and a
+    select. One piece when no mask falls inside, or when there would be more than
+    MAX_SEGMENTS."""
+    cuts: set[int] = set()
+    for acc in accesses:
+        for g, lo, hi in acc.masks:
+            if g == dims:
+                cuts.update(c for c in (lo, hi) if 0 < c < size)
+    if not cuts or len(cuts) >= MAX_SEGMENTS:
+        return ((0, size),)
+    bounds = [0, *sorted(cuts), size]
+    return tuple(zip(bounds, bounds[1:]))
+
+
+# ----------------------------------------------------------------------------- row passes
+
+
+def per_row_nodes(kernel: Kernel) -> tuple[bool, ...]:
+    """Whether each node is constant along a row (computed once per row, outside the
+    inner loop): constants, reductions, loads broadcast along every reduce axis, and
+    what only they feed."""
+    red = set(kernel.reduce_axes)
+    per_row = [False] * len(kernel.nodes)
+    for i, n in enumerate(kernel.nodes):
+        if n.op == LOAD:
+            per_row[i] = all(view_axes_stride0(kernel.inputs[n.arg].view, a) for a in red)
+        elif n.op == VALID:
+            per_row[i] = False
+        elif n.op in (Ops.CONST, *_REDUCTIONS):
+            per_row[i] = True
+        else:
+            per_row[i] = all(per_row[s] for s in n.src)
+    return tuple(per_row)
+
+
+def pass_targets(kernel: Kernel, p: int) -> list[int]:
+    """What pass `p` computes per element: its reductions' sources, then its full outputs."""
+    reds = [i for i, n in enumerate(kernel.nodes) if n.op in _REDUCTIONS and n.pass_ == p]
+    return [kernel.nodes[i].src[0] for i in reds] + [o.node for o in kernel.outputs if not o.reduced and o.pass_ == p]
+
+
+def closure(kernel: Kernel, targets, per_row, stop=frozenset()) -> set[int]:
+    """Nodes evaluated per element for `targets`: their sources, not crossing per-row
+    values or `stop`."""
+    seen: set[int] = set()
+    stack = list(targets)
+    while stack:
+        i = stack.pop()
+        if i in seen or per_row[i] or i in stop:
+            continue
+        seen.add(i)
+        stack.extend(kernel.nodes[i].src)
+    return seen
+
+
+def _stash(kernel: Kernel, inner: tuple[Axis, ...], closures: tuple[frozenset, ...]) -> dict[int, int]:
+    """Expensive per-element values a later pass would compute again (softmax's
+    exp(x - max): summed in one pass, divided and stored in the next) -> the pass that
+    computes and stores them in a row-sized buffer; later passes load them. Values are
+    bit-identical to a recompute; only for one merged reduce axis of at most
+    STASH_ELEMS elements."""
+    if kernel.passes < 2 or len(inner) != 1 or not 0 < inner[0].size <= STASH_ELEMS:
+        return {}
+    costly: dict[int, bool] = {}
+    for i, n in enumerate(kernel.nodes):
+        costly[i] = n.op in COSTLY_OPS or any(costly[j] for j in n.src if j in costly)
+    stash: dict[int, int] = {}
+    for p in range(kernel.passes):
+        later = set().union(*closures[p + 1:]) if p + 1 < kernel.passes else set()
+        for i in sorted(closures[p] & later):
+            n = kernel.nodes[i]
+            if i in stash or not costly[i] or n.op in (LOAD, VALID, Ops.CONST) or n.dtype.is_bool:
+                continue
+            if any(i in closures[q] for q in range(p)):
+                continue  # an earlier pass computes it: stashed there
+            stash[i] = p
+    return stash
+
+
+# ----------------------------------------------------------------------------- GEMM tiling
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """Machine-dependent GEMM blocking for one dtype (svod/codegen/gemm.py)."""
+
+    itemsize: int
+    vw: int  # lanes per vector register
+    mr: int  # rows of the micro-tile (A values broadcast per k step)
+    nv: int  # vectors per micro-tile row
+    kc: int  # K block
+    mc: int  # rows of A packed at once (a multiple of mr)
+    nt: int  # widest column tile of a unit (a multiple of nr)
+    mt: int  # tallest row tile of a unit (a multiple of mr)
+
+    @property
+    def nr(self) -> int:
+        return self.vw * self.nv
+
+
+def _round(x: int, m: int) -> int:
+    return max(m, (x // m) * m)
+
+
+def _overrides() -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part in os.environ.get("SVOD_GEMM", "").split(","):
+        if "=" in part:
+            name, _, val = part.partition("=")
+            try:
+                out[name.strip()] = max(1, int(val))
+            except ValueError:
+                pass
+    return out
+
+
+@functools.cache
+def gemm_config(itemsize: int, target: Target | None = None) -> GemmConfig:
+    """Blocking for float32 (itemsize 4) or float64 (8) on `target` (default the host):
+    a micro-tile of MR x NV vectors within the vector registers (32: 12 x 2, 16: 6 x 2),
+    KC so a kc x NR panel of B fills half of L1, MC so Ap fills a quarter of L2, NT so
+    Bp (KC x NT) fills L2, MT ~ NT. `SVOD_GEMM` overrides (``"mr=6,nv=2,kc=256,..."``)."""
+    if target is None:
+        return gemm_config(itemsize, host_target())
+    vw = target.lanes(itemsize)
+    mr, nv = (12, 2) if target.vector_registers == 32 else (6, 2)
+    over = _overrides()
+    mr, nv = over.get("mr", mr), over.get("nv", nv)
+    nr = vw * nv
+    kc = over.get("kc", max(32, _round(target.l1 // 2 // (nr * itemsize), 16)))
+    mc = over.get("mc", _round(target.l2 // 4 // (kc * itemsize), mr))
+    mc = _round(mc, mr)
+    # NOTE: units are independent (no barrier), so each packs its own B and A: large
+    # tiles repack less (docs/codegen.md)
+    nt = _round(over.get("nt", target.l2 // (kc * itemsize)), nr)
+    mt = -(-over.get("mt", nt) // mr) * mr
+    return GemmConfig(itemsize, vw, mr, nv, kc, mc, nt, mt)
+
+
+def gemm_fingerprint(target: Target | None = None) -> str:
+    """What generated GEMM code depends on beyond the kernel (part of the object-cache key)."""
+    target = target or host_target()
+    c4, c8 = gemm_config(4, target), gemm_config(8, target)
+    return f"g{c4.mr}x{c4.nv}k{c4.kc}m{c4.mc}n{c4.nt}t{c4.mt}:g{c8.mr}x{c8.nv}k{c8.kc}m{c8.mc}n{c8.nt}t{c8.mt}" \
+           f":w{target.workers}"
+
+
+def supports_gemm(kernel: Kernel) -> bool:
+    """Float matmuls use the GEMM; integer and bool matmuls keep the simple tile loop."""
+    mm = kernel.matmul
+    return mm is not None and not mm.library and kernel.inputs[mm.a].dtype.is_float
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    cfg: GemmConfig
+    batch: int
+    m: int
+    n: int
+    k: int
+    mt: int  # rows per unit tile (a multiple of mr)
+    nt: int  # columns per unit tile (a multiple of nr)
+    mc: int  # rows of A packed at once inside a unit (a multiple of mr, <= mt)
+    kc: int  # K block actually used (balanced: nkb blocks of at most kc)
+    nkb: int  # K blocks (1 when k == 0: the epilogue still runs on zeros)
+    tiles_m: int
+    tiles_n: int
+
+    @property
+    def units(self) -> int:
+        return self.batch * self.tiles_m * self.tiles_n
+
+
+def _balanced(size: int, tiles: int, unit: int) -> int:
+    """Tile length (a multiple of `unit`) splitting `size` into `tiles` near-equal tiles."""
+    per = -(-size // tiles)
+    return -(-per // unit) * unit
+
+
+def split_tiles(batch: int, m: int, n: int, mr: int, nr: int, mt_max: int, nt_max: int, workers: int
+                ) -> tuple[int, int, int, int]:
+    """(mt, nt, tiles_m, tiles_n): unit tiles as large as `mt_max` x `nt_max` allow,
+    balanced, split (the longer side first) until there are at least 2 units per worker
+    thread when the shape allows; a side is not split below 8 micro-tiles."""
+    want = 2 * workers if workers > 1 else 1
+    tm = -(-max(m, 1) // mt_max)
+    tn = -(-max(n, 1) // nt_max)
+    while batch * tm * tn < want:
+        mt, nt = _balanced(m, tm, mr), _balanced(n, tn, nr)
+        can_m, can_n = mt >= 8 * mr, nt >= 8 * nr
+        if not (can_m or can_n):
+            break
+        if can_m and (mt >= nt or not can_n):
+            tm += 1
+        else:
+            tn += 1
+    mt, nt = _balanced(max(m, 1), tm, mr), _balanced(max(n, 1), tn, nr)
+    return (mt, nt) + ((-(-m // mt), -(-n // nt)) if m and n else (0, 0))
+
+
+def gemm_tiling(batch: int, m: int, n: int, k: int, itemsize: int, target: Target | None = None) -> GemmPlan:
+    """The unit tiles and K blocks of a (batch, m, k) x (k, n) float product on `target`."""
+    target = target or host_target()
+    cfg = gemm_config(itemsize, target)
+    mt, nt, tm, tn = split_tiles(batch, m, n, cfg.mr, cfg.nr, cfg.mt, cfg.nt, target.workers)
+    mc = _balanced(mt, -(-mt // cfg.mc), cfg.mr)
+    nkb = max(1, -(-k // cfg.kc))
+    kc = -(-k // nkb) if k else 0
+    return GemmPlan(cfg, batch, m, n, k, mt, nt, mc, kc, nkb, tm, tn)
+
+
+def plan_gemm(kernel: Kernel, target: Target | None = None) -> GemmPlan:
+    """The unit tiles and K blocks of a float matmul kernel on `target` (default the host)."""
+    mm = kernel.matmul
+    return gemm_tiling(math.prod(kernel.shape[:-2]), mm.m, mm.n, mm.k, kernel.inputs[mm.a].dtype.itemsize, target)
+
+
+def attention_units(kernel: Kernel, target: Target | None = None) -> int:
+    """Units of an attention kernel: (batch index, block of the GEMM micro-tile's MR query rows)."""
+    at = kernel.attention
+    batch = math.prod(kernel.shape[:-2])
+    return batch * -(-at.m // gemm_config(4, target).mr) if kernel.size else 0
+
+
+# ----------------------------------------------------------------------------- the schedule
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """Codegen's decisions for one kernel content on one target (module docstring).
+    Read-only: one object is shared by every reader of kernels of that content."""
+
+    target: Target
+    loops: LoopPlan
+    accesses: tuple[Access, ...] = ()  # per input, over the loop groups (elementwise/reduce/rowwise)
+    valid_access: dict = field(default_factory=dict)  # VALID node -> Access
+    segments: dict = field(default_factory=dict)  # loop group dims -> its pieces (`_segments`)
+    per_row: tuple[bool, ...] = ()  # reduce/rowwise: node constant along a row
+    closures: tuple[frozenset, ...] = ()  # per pass: nodes evaluated per element
+    stash: dict = field(default_factory=dict)  # node -> the pass that stashes it (insertion order)
+    blocked: tuple[bool, ...] = ()  # per pass: float sums blocked by SUM_BLOCK (a cascade)
+    pass_inputs: tuple[frozenset, ...] = ()  # per pass: inputs it loads per element
+    gemm: GemmPlan | None = None
+    # the kernel axis of the innermost loop (the last dim of its merged axis; a matmul's
+    # epilogue: the column axis), None when there is no loop
+    inner_dim: int | None = None
+
+    @property
+    def column(self) -> bool:
+        """A column reduce (`LoopPlan.cols`, svod/codegen/columns.py)."""
+        return self.loops.cols > 0
+
+    def pieces(self, axis: Axis) -> tuple[tuple[int, int], ...]:
+        """The loop over `axis` cut at the masks on it (`_segments`; one piece: uncut)."""
+        return self.segments.get(axis.dims, ((0, axis.size),))
+
+    def elementwise_pieces(self) -> tuple[tuple[int, int], ...] | None:
+        """The pieces the inner loop of a multi-axis elementwise kernel is emitted as, or
+        None when it is one loop (a one-axis kernel's chunks are never cut)."""
+        lp = self.loops
+        if lp.kind != "elementwise" or lp.chunk or not lp.inner_axes:
+            return None
+        segs = self.pieces(lp.inner_axes[0])
+        return segs if len(segs) > 1 else None
+
+    def row_pieces(self, p: int) -> tuple[tuple[int, int], ...] | None:
+        """The pieces the innermost reduce loop of pass `p` is emitted as (static
+        `SUM_BLOCK` blocks, each cut at the masks), or None when it is not cut: one
+        piece, a split chunk, or more blocks than MAX_SEGMENTS."""
+        lp = self.loops
+        if lp.kind == "elementwise" or lp.cols or not lp.inner_axes:
+            return None
+        ax = lp.inner_axes[-1]
+        if lp.split and len(lp.inner_axes) == 1:
+            return None
+        segs = self.pieces(ax)
+        nblocks = -(-ax.size // SUM_BLOCK) if self.blocked[p] else 1
+        return segs if len(segs) > 1 and nblocks <= MAX_SEGMENTS else None
+
+    def static_masks(self, index: int) -> bool:
+        """Whether every mask of input `index` is resolved statically in every loop that
+        reads it (all on the innermost loop, which is emitted cut at them)."""
+        acc = self.accesses[index] if index < len(self.accesses) else None
+        if acc is None or acc.steps or not acc.masks:
+            return False
+        lp = self.loops
+        inner = lp.inner_axes[-1].dims if lp.inner_axes else None
+        if any(g != inner for g, _, _ in acc.masks):
+            return False
+        if lp.kind == "elementwise":
+            return self.elementwise_pieces() is not None
+        passes = [p for p, ins in enumerate(self.pass_inputs) if index in ins]
+        return bool(passes) and all(self.row_pieces(p) is not None for p in passes)
+
+
+def _inner_dim(kernel: Kernel, loops: LoopPlan) -> int | None:
+    """`Schedule.inner_dim`: a row pass's last reduce axis, else the last loop axis, else
+    (matmul, attention, library) the last non-size-1 kernel axis."""
+    if loops.kind in ("reduce", "rowwise") and not loops.cols and loops.inner_axes:
+        return loops.inner_axes[-1].dims[-1]
+    if loops.axes:
+        return loops.axes[-1].dims[-1]
+    live = [d for d, n in enumerate(kernel.shape) if n != 1]
+    return live[-1] if live else None
+
+
+def _build(kernel: Kernel, target: Target) -> Schedule:
+    loops = plan_loops(kernel, target)
+    inner_dim = _inner_dim(kernel, loops)
+    if kernel.matmul is not None or kernel.attention is not None or kernel.library is not None:
+        gemm = plan_gemm(kernel, target) if supports_gemm(kernel) else None
+        return Schedule(target, loops, gemm=gemm, inner_dim=inner_dim)
+    groups = [a.dims for a in loops.axes]
+    accesses = tuple(make_access(inp.view, groups) for inp in kernel.inputs) if loops.units else ()
+    valid = {i: make_access(n.arg, groups) for i, n in enumerate(kernel.nodes) if n.op == VALID} \
+        if loops.units else {}
+    every = (*accesses, *valid.values())
+    segments = {a.dims: _segments(every, a.dims, a.size) for a in loops.axes}
+    per_row = per_row_nodes(kernel)
+    closures = tuple(frozenset(closure(kernel, pass_targets(kernel, p), per_row)) for p in range(kernel.passes))
+    stash = {} if kernel.kind == "elementwise" or loops.cols else _stash(kernel, loops.inner_axes, closures)
+    blocked = tuple(any(n.op is Ops.REDUCE and n.arg == "sum" and n.dtype.is_float and n.pass_ == p
+                        for n in kernel.nodes) for p in range(kernel.passes))
+    loads = tuple(frozenset(kernel.nodes[i].arg for i in c if kernel.nodes[i].op == LOAD) for c in closures)
+    return Schedule(target, loops, accesses, valid, segments, per_row, closures, stash, blocked, loads,
+                    inner_dim=inner_dim)
+
+
+_CACHE: dict[tuple, Schedule] = {}
+_CACHE_MAX = 4096
+
+
+def schedule(kernel: Kernel, target: Target | None = None) -> Schedule:
+    """The schedule of `kernel` on `target` (default the host), cached by content key."""
+    target = target or host_target()
+    key = (kernel.key(), target)
+    s = _CACHE.get(key)
+    if s is None:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.clear()
+        s = _CACHE[key] = _build(kernel, target)
+    return s
+
+
+def clear_cache() -> None:
+    """Forget every schedule and GEMM configuration (after changing a constant)."""
+    _CACHE.clear()
+    gemm_config.cache_clear()
+
+
+__all__ = ["CHUNK", "COSTLY_OPS", "LOWER_VERSION", "MAX_SEGMENTS", "STASH_ELEMS", "SUM_BLOCK", "Access", "Axis",
+           "GemmConfig", "GemmPlan", "LoopPlan", "Schedule", "chan_variance", "chunking", "clear_cache",
+           "column_reduce", "gemm_config", "gemm_fingerprint", "gemm_tiling", "make_access", "merge_axes",
+           "plan_gemm", "plan_loops", "schedule", "split_tiles", "supports_gemm"]
