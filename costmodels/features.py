@@ -25,23 +25,11 @@ from svod.codegen.schedule import Schedule, closure, pass_targets, schedule
 from svod.costing import complex_units, input_bytes, input_bytes_each
 from svod.ir import Ops
 from svod.kernel import ACC, LOAD, VALID, Kernel, view_axes_stride0
+from svod.ops import feature_classes, feature_units
 
-# op -> cost class; everything else is "ALU" (one cheap vector instruction or two)
-OP_CLASS: dict = {
-    Ops.EXP: "EXP", Ops.LOG: "LOG", Ops.SQRT: "SQRT", Ops.SIN: "SIN", Ops.COS: "COS", Ops.TANH: "TANH",
-    Ops.ERF: "ERF", Ops.POW: "POW", Ops.DIV: "DIV", Ops.IDIV: "IDIV", Ops.MOD: "MOD",
-    Ops.FLOOR: "ROUND", Ops.CEIL: "ROUND", Ops.ROUND: "ROUND", Ops.CAST: "CAST",
-    Ops.EXPM1: "EXP", Ops.LOG1P: "LOG",  # exp/log plus a few selects
-    Ops.ERFC: "ERF",  # float64 polynomial + exp, as erf (svod/codegen/vecmath.py)
-    # the inverse functions (svod/codegen/vecmath_inv.py) priced as the calibrated function of
-    # like work, inlined polynomials all: a polynomial and a division (tanh), log + exp (pow)
-    Ops.ASIN: "TANH", Ops.ACOS: "TANH", Ops.ATAN: "TANH", Ops.ATAN2: "TANH", Ops.SINH: "TANH", Ops.COSH: "TANH",
-    Ops.ASINH: "POW", Ops.ACOSH: "POW", Ops.ATANH: "POW", Ops.LOGADDEXP: "POW", Ops.HYPOT: "DIV",
-}
-# ops that cost several of their class: logaddexp computes its double-double form (where the
-# sum can cancel) beside the plain one, ~3 pows (svod/codegen/vecmath_inv.py)
-OP_UNITS: dict = {Ops.LOGADDEXP: 3.0}
-TRANSCENDENTAL = ("EXP", "LOG", "SIN", "COS", "TANH", "ERF", "POW")
+# op -> cost class (everything else "ALU") and evaluations of it per element: svod/ops.py
+OP_CLASS: dict = feature_classes()
+OP_UNITS: dict = feature_units()
 ACCESS = ("contig", "bcast", "strided", "reverse", "masked", "chain")
 
 

@@ -167,13 +167,8 @@ def _module_tables(path: pathlib.Path) -> list[str]:
     return out
 
 
-# copies the lead replaces at the merge (files other helpers restructure in this round:
-# docs/ops.md, "Replacements"); emission tables of a lowering (LLVM predicates) are its own
-PENDING = {("svod/codegen/lower.py", n) for n in ("_LATENCY_OPS", "_COSTLY", "_MATH", "_MATH2")} | {
-    ("costmodels/features.py", "OP_CLASS"), ("costmodels/features.py", "OP_UNITS"),
-    ("costmodels/features.py", "COSTLY"), ("svod/boundaries.py", "_REDUCTIONS"),
-    ("svod/fuse_attention.py", "_ELEMENTWISE")}
-LOWERING = {("svod/codegen/lower.py", "_FCMP")}
+# emission tables of a lowering (LLVM predicates) are its own
+LOWERING = {("svod/codegen/scalar.py", "_FCMP")}
 
 
 def test_no_other_module_keeps_an_op_table():
@@ -183,4 +178,4 @@ def test_no_other_module_keeps_an_op_table():
             rel = p.relative_to(ROOT).as_posix()
             if rel != "svod/ops.py":
                 found |= {(rel, n) for n in _module_tables(p)}
-    assert found - PENDING - LOWERING == set(), "op facts belong in svod/ops.py's table"
+    assert found - LOWERING == set(), "op facts belong in svod/ops.py's table"

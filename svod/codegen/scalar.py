@@ -16,13 +16,10 @@ from svod.codegen.cplx import emit_complex
 from svod.codegen.irbuild import F32, F64, I1, I32, I64, Fn, LoweringError, reg_type, tsuf
 from svod.dtype import DType, float64
 from svod.ir import COMPARE, Ops
+from svod.ops import vector_math
 
-MATH = {Ops.EXP: "exp", Ops.LOG: "log", Ops.SQRT: "sqrt", Ops.SIN: "sin", Ops.COS: "cos",
-         Ops.TANH: "tanh", Ops.ERF: "erf", Ops.ERFC: "erfc", Ops.EXPM1: "expm1", Ops.LOG1P: "log1p"}
-# svod/codegen/vecmath_inv.py
-MATH.update({Ops.ASIN: "asin", Ops.ACOS: "acos", Ops.ATAN: "atan", Ops.SINH: "sinh", Ops.COSH: "cosh",
-              Ops.ASINH: "asinh", Ops.ACOSH: "acosh", Ops.ATANH: "atanh"})
-MATH2 = {Ops.ATAN2: "atan2", Ops.HYPOT: "hypot", Ops.LOGADDEXP: "logaddexp"}
+MATH = vector_math(1)  # op -> vector-math function (svod/codegen/vecmath.py, vecmath_inv.py)
+MATH2 = vector_math(2)
 
 
 def const(dt: DType, value) -> ir.Constant:

@@ -30,8 +30,9 @@ import os
 from dataclasses import dataclass, field
 
 from svod.codegen.target import Target, host_target
-from svod.ir import Ops
+from svod.ir import REDUCTIONS, Ops
 from svod.kernel import LOAD, VALID, Kernel, view_axes_stride0
+from svod.ops import long_latency
 from svod.view import View, ViewChain
 
 LOWER_VERSION = "8"  # bump when generated code changes meaning (part of the object-cache key)
@@ -56,11 +57,8 @@ MM_COLS = 256  # integer/bool matmul columns per accumulator tile
 SMALL_FLOPS = 2e6  # a BLAS step below this many flops runs as one call on the calling thread (~25 µs)
 # ops whose element is a long dependency chain (a polynomial, a divide, a square root):
 # their values are stashed between passes, and elementwise loops computing them interleave
-COSTLY_OPS = frozenset({Ops.EXP, Ops.EXPM1, Ops.LOG, Ops.LOG1P,
-                        Ops.SQRT, Ops.SIN, Ops.COS, Ops.TANH, Ops.ERF, Ops.ERFC, Ops.DIV, Ops.POW,
-                        Ops.ASIN, Ops.ACOS, Ops.ATAN, Ops.SINH, Ops.COSH, Ops.ASINH, Ops.ACOSH, Ops.ATANH,
-                        Ops.ATAN2, Ops.HYPOT, Ops.LOGADDEXP})
-_REDUCTIONS = (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN)
+COSTLY_OPS = long_latency()  # svod/ops.py's `latency` column
+
 
 
 # ----------------------------------------------------------------------------- loop plan
@@ -235,7 +233,7 @@ def _plain_reductions(kernel: Kernel) -> bool:
     need its index)."""
     if any(not o.reduced for o in kernel.outputs):
         return False
-    return all(n.op is Ops.REDUCE for n in kernel.nodes if n.op in _REDUCTIONS)
+    return all(n.op is Ops.REDUCE for n in kernel.nodes if n.op in REDUCTIONS)
 
 
 def _row_split(kernel: Kernel, axes: list[Axis]) -> bool:
@@ -265,7 +263,7 @@ def chan_variance(kernel: Kernel) -> tuple[int, int, int] | None:
     if kernel.passes != 2 or any(not o.reduced for o in kernel.outputs):
         return None
     nodes = kernel.nodes
-    reds = [i for i, n in enumerate(nodes) if n.op in _REDUCTIONS]
+    reds = [i for i, n in enumerate(nodes) if n.op in REDUCTIONS]
     if len(reds) != 2 or any(nodes[i].op is not Ops.REDUCE or nodes[i].arg != "sum" or not nodes[i].dtype.is_float
                              for i in reds):
         return None
@@ -372,7 +370,7 @@ def per_row_nodes(kernel: Kernel) -> tuple[bool, ...]:
             per_row[i] = all(view_axes_stride0(kernel.inputs[n.arg].view, a) for a in red)
         elif n.op == VALID:
             per_row[i] = False
-        elif n.op in (Ops.CONST, *_REDUCTIONS):
+        elif n.op in (Ops.CONST, *REDUCTIONS):
             per_row[i] = True
         else:
             per_row[i] = all(per_row[s] for s in n.src)
@@ -381,7 +379,7 @@ def per_row_nodes(kernel: Kernel) -> tuple[bool, ...]:
 
 def pass_targets(kernel: Kernel, p: int) -> list[int]:
     """What pass `p` computes per element: its reductions' sources, then its full outputs."""
-    reds = [i for i, n in enumerate(kernel.nodes) if n.op in _REDUCTIONS and n.pass_ == p]
+    reds = [i for i, n in enumerate(kernel.nodes) if n.op in REDUCTIONS and n.pass_ == p]
     return [kernel.nodes[i].src[0] for i in reds] + [o.node for o in kernel.outputs if not o.reduced and o.pass_ == p]
 
 
