@@ -26,7 +26,7 @@ if "numpy" not in _sys.modules:
     # (svod's own library steps do not wake those threads at all: svod.codegen.blas.)
     _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
 
-from svod import config, fft, linalg, nn, random
+from svod import config, engine, fft, linalg, nn, random  # engine: registers the realizer of svod.tensor
 from svod import dtype as _dt
 from svod.capture import ConcretizationError, JitError, JitWarning, jit
 from svod.config import search_limits
@@ -82,7 +82,7 @@ from svod.gather import take
 from svod.grids import meshgrid
 from svod.interop import array_namespace_info as __array_namespace_info__
 from svod.interop import from_dlpack
-from svod.memory import cache_info
+from svod.memory import cache_info, reset
 from svod.profiler import profile
 from svod.searching import nonzero, searchsorted
 from svod.sets import unique_all, unique_counts, unique_inverse, unique_values

@@ -132,6 +132,51 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _viz_views(path: str, argv: list[str] | None = None, *, max_graphs: int = 8, k: int = 8,
+               progress: bool = True) -> tuple[list[dict], int]:
+    """Run the script at `path` with source lines recorded and build one view per
+    distinct graph it realized (first `max_graphs`); returns (views, graphs realized).
+    The script's exceptions propagate (the CLI turns them into one line)."""
+    import runpy
+    import sys
+
+    from svod import engine, sources
+    from svod.explain import explain_key
+    from svod.progress import bar
+    from svod.viewer import build
+
+    graphs: dict[str, tuple] = {}
+    compact = engine.PIPELINE.compact
+
+    def recording_compact(roots):
+        key, bindings = compact(roots)
+        if key.hash not in graphs:
+            graphs[key.hash] = (key, sources.key_sources(roots, text=True))
+        return key, bindings
+
+    old_argv = sys.argv
+    engine.PIPELINE.compact = recording_compact
+    sys.argv = [path, *(argv or [])]
+    try:
+        with sources.record():
+            try:
+                runpy.run_path(path, run_name="__main__")
+            except SystemExit:
+                pass
+    finally:
+        engine.PIPELINE.compact = compact
+        sys.argv = old_argv
+    views = []
+    todo = list(graphs.values())[:max_graphs]
+    with bar(len(todo), "viewer: explaining graphs", enabled=progress, unit="graph", delay=1.0) as pb:
+        for i, (key, src) in enumerate(todo):
+            e = explain_key(key, k=k)
+            views.append(build(e, sources=src, title=f"graph {i}: {len(key.nodes)} nodes, "
+                                                     f"{len(e.kernels)} kernel(s) (key {key.hash[:10]})"))
+            pb.update(1)
+    return views, len(graphs)
+
+
 def _cmd_viz(args: argparse.Namespace) -> int:
     import os
     import time
@@ -142,8 +187,8 @@ def _cmd_viz(args: argparse.Namespace) -> int:
         raise CliError(f"no such file: {args.file}")
     script_args = list(getattr(args, "script_args", None) or [])
     try:
-        views, total = viewer_serve.run(args.file, script_args, max_graphs=args.max_graphs, k=args.variants,
-                                        progress=not args.no_progress)
+        views, total = _viz_views(args.file, script_args, max_graphs=args.max_graphs, k=args.variants,
+                                  progress=not args.no_progress)
     except Exception as e:  # noqa: BLE001 - the user's script failed: say so, no traceback
         raise CliError(f"{args.file} raised {type(e).__name__}: {e}") from None
     if not views:
