@@ -415,6 +415,15 @@ def _farm(args: argparse.Namespace):
     return farm
 
 
+def _add_run_args(p: argparse.ArgumentParser, json_help: str, farm_what: str, fn) -> None:
+    """A measuring command's common tail: --json PATH, --no-progress, the farm options
+    (`_add_farm_args`) and the function that runs it."""
+    p.add_argument("--json", default=None, metavar="PATH", help=json_help)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_farm_args(p, farm_what)
+    p.set_defaults(fn=fn)
+
+
 def _add_farm_args(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help=f"{what} on a Ray cluster (pip install 'svod[distributed]'): 'local' starts one on this "
@@ -687,12 +696,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "boundaries (default 8; 0 disables)")
     t.add_argument("--repeats", type=_positive, default=7,
                    help="interleaved repeats confirming the fastest (default 7)")
-    t.add_argument("--json", default=None, metavar="PATH", help="write the table as JSON to PATH")
-    t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--no-calibrate", action="store_true",
                    help="never calibrate first (use the reference profile when this machine has none)")
-    _add_farm_args(t, "measure")
-    t.set_defaults(fn=_cmd_tune)
+    _add_run_args(t, "write the table as JSON to PATH", "measure", _cmd_tune)
 
     cal = sub.add_parser("calibrate", help="measure this machine's cost-model constants (about a minute)",
                          description="Time small generated kernels to measure bandwidth per working-set size, the "
@@ -704,11 +710,8 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--peak", action="store_true",
                      help="only the peak probe (< 2 s): FMA GFLOP/s a core and on all, read GB/s from L2, L3 "
                           "and DRAM; nothing stored (--json PATH writes it)")
-    cal.add_argument("--json", default=None, metavar="PATH", help="also write the profile to PATH")
     cal.add_argument("--no-store", action="store_true", help="do not store the profile (with --json: just measure)")
-    cal.add_argument("--no-progress", action="store_true", help="no progress bar")
-    _add_farm_args(cal, "calibrate every kind of machine")
-    cal.set_defaults(fn=_cmd_calibrate)
+    _add_run_args(cal, "also write the profile to PATH", "calibrate every kind of machine", _cmd_calibrate)
 
     cm = sub.add_parser("costmodel", help="evaluate the cost model against measurements (costmodel report)",
                         description="Cost-model tools.")
@@ -740,12 +743,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "below this; still below, its Spearman is n/a (unresolved); 0 never reruns "
                           "(default %(default)s)")
     rep.add_argument("--seed", type=_number(int, 0, what="0 or more"), default=0, help="seed of the variant sample")
-    rep.add_argument("--json", default=None, metavar="PATH", help="write every row (predicted/measured pairs) as JSON")
-    rep.add_argument("--no-progress", action="store_true", help="no progress bar")
     rep.add_argument("--fresh", action="store_true",
                      help="with --ray: time again the workloads an identical earlier run finished (default: resume)")
-    _add_farm_args(rep, "time the workloads")
-    rep.set_defaults(fn=_cmd_costmodel)
+    _add_run_args(rep, "write every row (predicted/measured pairs) as JSON", "time the workloads", _cmd_costmodel)
     res = cms.add_parser("rescore", help="price an earlier report's measured variants again with a model (no timing)",
                          description="Read a report written by `svod costmodel report --json`, price the same "
                                      "measured variants with the chosen model, and print the report's table against "

@@ -194,6 +194,44 @@ def test_cache_info_reports_every_cache(greedy):
     assert f"{pc['entries']} plans" in text and "SVOD_DISK_CACHE_MB" in text
 
 
+def test_reset_empties_every_cache_and_svod_works_after_it(monkeypatch):
+    """Fill every cache svod.memory.CACHES lists (realize, replay, a dynamic structure, a
+    searched plan, jit, a profile, BLAS, dropped pool blocks), then `svod.reset()`: each
+    reports empty, and realize and jit give the right values again."""
+    monkeypatch.setenv("SVOD_PROFILE", "0")
+    from costmodels import calibrate
+
+    calibrate._OVERLAP_KERNELS.setdefault("test", object())  # (filled by `svod calibrate` only)
+
+    @svod.jit
+    def f(x):
+        return x * 2.0
+
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = svod.asarray(a)
+    for _ in range(2):
+        np.testing.assert_array_equal(f(x).numpy(), a * 2)
+        np.testing.assert_array_equal((x + 1.0).numpy(), a + 1)  # the second: a replay by signature
+    for n in (5, 6):  # a second row count makes the structure dynamic
+        svod.asarray(np.ones((n, 4), np.float32)).sum(axis=1).numpy()
+    m = svod.asarray(np.ones((64, 64), np.float32))
+    (m @ m).numpy()  # a BLAS library step
+    svod.profile(svod.exp(x))
+    (svod.asarray(np.ones(1 << 16, np.float32)) * 3.0).numpy()  # a dropped result: its block back in the pool
+    sizes = svod.memory.cache_sizes()
+    assert set(sizes) == {name for name, *_ in svod.memory.CACHES}
+    filled = {k for k, v in sizes.items() if v}
+    assert filled >= {"plan cache", "replay table", "recent graphs", "dynamic shapes", "cost model and search reports",
+                      "jit traces", "compiled programs", "signatures", "constants", "kernel features",
+                      "machine profiles", "calibration kernels", "default store", "counters"}, sizes
+    svod.reset()
+    assert svod.memory.cache_sizes() == dict.fromkeys(sizes, 0)
+    assert svod.cache_info()["plan_cache"]["entries"] == 0 and svod.cache_info()["jit"]["traces"] == 0
+    np.testing.assert_array_equal(f(x).numpy(), a * 2)
+    np.testing.assert_array_equal((x + 1.0).numpy(), a + 1)
+    assert svod.stats()["jit_traces"] == 1 and svod.stats()["graph_cache_misses"] >= 1
+
+
 # ----------------------------------------------------------------------------- pool
 
 
