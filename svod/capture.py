@@ -56,8 +56,8 @@ default dtype for its kind. A jitted function called while another traces is inl
 Fast replay: from the second call of a signature whose arguments are all realized
 Tensors and whose plan is one native segment, a call is one straight-line function
 generated for that entry (`_quick_for`), looked up by the arguments' leaf signatures
-(W7: ~5 µs a call, of which ~2.3 µs are the kernel). Anything else takes the general
-path (binding keyword and scalar arguments, checking guards: a few µs more).
+(what it costs: docs/engine.md). Anything else takes the general path (binding keyword
+and scalar arguments, checking guards).
 
 >>> import svod
 >>> @svod.jit
@@ -648,10 +648,9 @@ def _rebuild(s, it):
     """The result structure `s` (from `_flatten_result`) with the Tensors drawn from `it`.
 
     NOTE: a module-level function on purpose: a nested `build` that calls itself is a
-    reference cycle (function -> its cell -> function) that also held `it`, hence every
-    result Tensor, until a garbage collection ran: a dropped 64 MB result of a jitted
-    W1 then went back to the buffer pool late, each call mapped a fresh block, and its
-    32 huge-page faults cost 150 ms of system time (10-12 ms a call without them).
+    reference cycle (function -> its cell -> function) that would hold `it`, hence every
+    result Tensor, until a garbage collection ran: a dropped result must go back to the
+    buffer pool at once (docs/engine.md: what the late return cost).
     """
     if s is None:
         return next(it)
