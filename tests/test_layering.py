@@ -15,8 +15,8 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # the plan decision (svod/planner.py, the engine's planning part); explain and its viewer,
 # why-not-fused and the profiler sit above the pipeline like the CLI
-MAY_IMPORT_SEARCH = {"svod/engine.py", "svod/planner.py", "svod/cli.py", "svod/explain.py", "svod/boundaries.py",
-                     "svod/viewer.py", "svod/viewer_serve.py", "svod/profiler.py"}
+MAY_IMPORT_SEARCH = {"svod/engine.py", "svod/planner.py", "svod/cli.py", "svod/cli_args.py", "svod/explain.py",
+                     "svod/boundaries.py", "svod/viewer.py", "svod/viewer_serve.py", "svod/profiler.py"}
 
 
 def _imports(path: pathlib.Path):
