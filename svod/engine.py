@@ -181,7 +181,8 @@ _MOVED = {"PlanCache": "svod.caches", "ReplayCache": "svod.caches", "RecentGraph
           "InterpretedKernel": "svod.executable", "ValidationError": "svod.validate",
           "validate_outputs": "svod.validate", "kernel_threads": "svod.planner", "plan_generation": "svod.planner",
           "_import_search": "svod.planner:import_search", "_plan_store_key": "svod.planner:plan_store_key",
-          "PLAN_FORMAT": "svod.planner"}
+          "PLAN_FORMAT": "svod.planner", "_flag": "svod.flags:flag", "_env_int": "svod.flags:env_int",
+          "_warn_once": "svod.flags:warn_once"}
 
 
 def __getattr__(name: str):
