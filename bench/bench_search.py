@@ -55,7 +55,7 @@ def main(argv=None) -> None:
     ap.add_argument("--sizes", default="10,20,200,1000,5000")
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
-    from svod.engine import _import_search
+    from svod.planner import import_search as _import_search
 
     _import_search()
     from search import plan_search

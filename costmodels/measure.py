@@ -75,9 +75,8 @@ def _batch(fn: Callable[[], object], target: float) -> int:
     """Calls per timed batch so a batch lasts about `target` seconds, sized from warm
     calls at their fastest: the first calls of a fresh program build its state (its
     second call compiles the replay closure), and one slow call taken for the typical
-    one sizes a 5 µs program's batch at 2 calls instead of 400 — whose time is then
-    mostly the switch from the previous runner (W7's variants measured 1.5-2x slower,
-    per runner, stable over rounds)."""
+    one would size a microsecond program's batch at a few calls, whose time is then
+    mostly the switch from the previous runner (docs/engine.md)."""
     for _ in range(WARM_CALLS):
         fn()
     n, per = 1, math.inf
@@ -234,11 +233,8 @@ def time_rounds(runners: Sequence[Callable[[], object]], repeats: int = 9, targe
     smaller differences. Returns times[runner][round] with each round's order.
 
     `warm`: one untimed call of the runner before each timed batch, so it is timed in its
-    steady state, not in the cache state the runner before it left (off by default: two
-    full reports with it ranked worse — concat_norm 0.61 and 0.69 against 0.94-0.98 in
-    seven without — and mean_var's pick, whose one-kernel plan costs 0.31 ms back to back
-    and 0.9 ms with its 16 MB input evicted, came out 1.24x the best in one of the two
-    all the same)."""
+    steady state, not in the cache state the runner before it left (off by default: the
+    reports ranked worse with it, docs/engine.md)."""
     import random
 
     calls = [_batch(r, target) for r in runners]  # also the warm-up
@@ -275,12 +271,10 @@ def steady(times: list[list[float]], width: int = NEIGHBOURS, passes: int = 3) -
     typical time), in seconds at the run's typical speed. The typical times start from
     the round-relative medians and are refined `passes` times.
 
-    Why: this VM's cores change speed by up to 25% within seconds (other guests), and a
-    round of a big workload lasts seconds: dividing by the whole round's median leaves
-    those swings in, dividing by the neighbours' takes them out. Over four runs of
-    swiglu's 24 variants, two runs' rankings agreed at 0.79 with this against 0.70 by
-    round medians; linear_relu 0.89 against 0.82; workloads that were steady anyway
-    (rmsnorm, diamond: 0.98) stay so. Without the order (`RoundTimes.order`), each time
+    Why: a shared machine's cores change speed within seconds, and a round of a big
+    workload lasts seconds: dividing by the whole round's median leaves those swings in,
+    dividing by the neighbours' takes them out (docs/engine.md: the rankings with and
+    without it). Without the order (`RoundTimes.order`), each time
     is divided by its round's median, scaled back by the median round.
 
     >>> t = RoundTimes([[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]], order=[[0, 1, 2], [2, 1, 0]])

@@ -28,6 +28,8 @@ import threading
 import types
 from dataclasses import dataclass, field
 
+from svod.flags import machine_profile_path
+
 PROFILE_FORMAT = 1
 STORE_KEY = f"machine-profile/v{PROFILE_FORMAT}"
 
@@ -164,8 +166,6 @@ def profile(store=None, refresh: bool = False) -> Profile:
         profile().source.startswith("file:")
     True
     """
-    from svod.profiler import machine_profile_path
-
     path = machine_profile_path()
     if path:
         key = "file:" + path

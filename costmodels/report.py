@@ -13,10 +13,8 @@ repeats (each timing divided by how slow the machine ran its neighbours in time,
 program, kernel code and scratch each time, built in a shuffled order) and counts at
 its fastest instance, a guard against anything particular to one build — as many
 builds as leave `MIN_ROUNDS` rounds within the budget: a GEMM-bound workload of 10-50 ms
-a variant gets one build and at least `MIN_ROUNDS` rounds instead (`_instances_for`).
-(The 15-30% gaps between builds that first motivated it came from batches sized on a
-slow early call, fixed in `measure._batch`; with one instance the report's mean came out
-the same, 0.890.)
+a variant gets one build and at least `MIN_ROUNDS` rounds instead (`_instances_for`;
+docs/engine.md: what motivated it).
 Per workload: the Spearman rank correlation of predicted against measured time (both
 resolved: a pair of measured variants the timing cannot tell apart ties — each variant
 counts those measurably faster and half of those it ties with, `measure.resolved_ranks`
@@ -268,10 +266,9 @@ def _instances_for(runners: Sequence[PlanRunner], instances: int, repeats: int, 
     `runners`: as many instances as leave `MIN_ROUNDS` rounds within `budget` (one call of
     each runner says what a round costs), and then at least `MIN_ROUNDS` rounds. Separate
     builds guard against what is particular to one build's code; they matter for programs
-    of microseconds, not for GEMM-bound ones of 10-50 ms, whose variants differ by 1-4%:
-    there a round spent on another build is a round less for the medians (linear_relu with
-    3 instances ran 9 rounds and agreed with itself at 0.53 split-half; with one, 99
-    rounds and 0.98). A budget of 0 asks for `repeats` rounds of every instance, as given."""
+    of microseconds, not for GEMM-bound ones of tens of milliseconds, whose variants differ
+    by a few percent: there a round spent on another build is a round less for the medians
+    (docs/engine.md). A budget of 0 asks for `repeats` rounds of every instance, as given."""
     if budget <= 0.0:
         return instances, repeats
     one = 0.0
@@ -291,10 +288,9 @@ PRICE_TIE = 1e-3  # predictions closer than this (relative) are one price
 
 def priced_ranks(pred: Sequence[float], rel: float = PRICE_TIE) -> list[float]:
     """Ranks of the predictions in which prices within `rel` of a group's cheapest share
-    the group's average rank: a model that prices covers differing by a 0.03 µs copy
-    kernel in a 365 µs program at 365.19 and 365.25 µs says they cost the same, and
-    ranking its dust against timings would be a coin toss (Spearman's rho is undefined
-    for a constant side).
+    the group's average rank: a model that prices two covers a tiny copy kernel apart
+    (0.03 µs in 365 µs) says they cost the same, and ranking its dust against timings
+    would be a coin toss (Spearman's rho is undefined for a constant side).
 
     >>> priced_ranks([1.0, 1.0005, 2.0, 1.0002])
     [2.0, 2.0, 4.0, 2.0]

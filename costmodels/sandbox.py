@@ -28,7 +28,7 @@ def temporary_cache(prefix: str = "svod-notebook-") -> str:
     path = os.path.join(folder, "machine_profile.json")
     current = None
     try:
-        from svod.profiler import machine_profile_path
+        from svod.flags import machine_profile_path
 
         if machine_profile_path():
             current = prof.profile()

@@ -18,15 +18,14 @@ import os as _os
 import sys as _sys
 
 if "numpy" not in _sys.modules:
-    # OpenBLAS's worker threads spin for 2^28 cycles (~0.1 s) after every BLAS call, so a
-    # svod kernel started soon after numpy's (or svod's own) matmul shares a core with a
-    # spinner: a fused attention kernel took 29 ms instead of 20 right after a matmul.
-    # 2^20 cycles (~0.4 ms) keeps back-to-back BLAS calls warm. Read when OpenBLAS loads
+    # OpenBLAS's worker threads spin for 2^28 cycles after every BLAS call, so a svod
+    # kernel started soon after a numpy matmul would share a core with a spinner; 2^20
+    # cycles keeps back-to-back BLAS calls warm (docs/engine.md). Read when OpenBLAS loads
     # (numpy's import): only set here when numpy is not imported yet, never overridden.
     # (svod's own library steps do not wake those threads at all: svod.codegen.blas.)
     _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "20")
 
-from svod import config, fft, linalg, nn, random
+from svod import config, engine, fft, linalg, nn, random  # engine: registers the realizer of svod.tensor
 from svod import dtype as _dt
 from svod.capture import ConcretizationError, JitError, JitWarning, jit
 from svod.config import search_limits
@@ -82,7 +81,7 @@ from svod.gather import take
 from svod.grids import meshgrid
 from svod.interop import array_namespace_info as __array_namespace_info__
 from svod.interop import from_dlpack
-from svod.memory import cache_info
+from svod.memory import cache_info, reset
 from svod.profiler import profile
 from svod.searching import nonzero, searchsorted
 from svod.sets import unique_all, unique_counts, unique_inverse, unique_values

@@ -56,8 +56,8 @@ default dtype for its kind. A jitted function called while another traces is inl
 Fast replay: from the second call of a signature whose arguments are all realized
 Tensors and whose plan is one native segment, a call is one straight-line function
 generated for that entry (`_quick_for`), looked up by the arguments' leaf signatures
-(W7: ~5 µs a call, of which ~2.3 µs are the kernel). Anything else takes the general
-path (binding keyword and scalar arguments, checking guards: a few µs more).
+(what it costs: docs/engine.md). Anything else takes the general path (binding keyword
+and scalar arguments, checking guards).
 
 >>> import svod
 >>> @svod.jit
@@ -73,7 +73,6 @@ from __future__ import annotations
 import dis
 import functools
 import inspect
-import os
 import threading
 import warnings
 import weakref
@@ -83,9 +82,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from svod import dtype as dt
+from svod import engine
 from svod import tracing as _tracing
 from svod.errors import SvodWarning, user_stacklevel
+from svod.flags import DEBUG_KEY as _DEBUG_KEY
+from svod.flags import ENV_DATA as _DEBUG_DATA  # SVOD_DEBUG tested inline on the replay path
+from svod.flags import debug as _debug
+from svod.flags import debug_log, env_int
 from svod.ir import Ops, UOp
+from svod.planner import decide
+from svod.shapes import DYNAMIC, BucketRun
+from svod.shapes import enabled as dynamic_enabled
 from svod.stats import bump
 from svod.tensor import Tensor, WeakScalar, _cast
 from svod.tracing import ConcretizationError, JitError, Trace, flatten, guard_key, show, unflatten
@@ -95,13 +102,6 @@ __all__ = ["ConcretizationError", "JitError", "JitFunction", "JitWarning", "jit"
 
 _WEAK_NP = {"b": np.bool_, "i": np.int64, "f": np.float64}
 _MISSING = object()
-
-
-def _env_int(name: str, default: int) -> int:
-    try:
-        return int(os.environ.get(name, "") or default)
-    except ValueError:
-        return default
 
 
 class _Const:
@@ -180,6 +180,12 @@ def live_traces() -> tuple[int, int]:
     return len(fns), sum(f.cached_traces for f in fns)
 
 
+def clear_traces() -> None:
+    """Forget every trace of every jitted function alive (`svod.reset`)."""
+    for f in list(_LIVE):
+        f.clear()
+
+
 class JitFunction:
     """A function traced once per signature and replayed (see the module docstring)."""
 
@@ -190,8 +196,8 @@ class JitFunction:
         self.fn = fn
         self.strict = strict
         self.name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
-        self.retrace_limit = retrace_limit if retrace_limit is not None else _env_int("SVOD_JIT_RETRACE_LIMIT", 8)
-        self.max_traces = max(1, max_traces if max_traces is not None else _env_int("SVOD_JIT_MAX_TRACES", 64))
+        self.retrace_limit = retrace_limit if retrace_limit is not None else env_int("SVOD_JIT_RETRACE_LIMIT", 8)
+        self.max_traces = max(1, max_traces if max_traces is not None else env_int("SVOD_JIT_MAX_TRACES", 64))
         self._sig, self._static = _static_params(fn, static_argnums, static_argnames, self.name)
         self._lru: OrderedDict[tuple, _Entry] = OrderedDict()
         self._by_spec: dict[tuple, list[_Entry]] = {}
@@ -346,8 +352,6 @@ class JitFunction:
         if self.traces > 1:
             bump("jit_retraces")
         if _debug():
-            from svod.engine import debug_log
-
             key = getattr(entry.exe, "key", None)
             debug_log(f"svod jit {self.name}: {'trace' if self.traces == 1 else 'retrace'} #{self.traces} ({why})"
                       + (f"; graph {key.hash[:12]}, plan from {getattr(entry.exe, 'origin', '?')}" if key else ""))
@@ -360,9 +364,6 @@ class JitFunction:
         return entry
 
     def _trace_once(self, spec, leaves, names, why: str, specialize: bool) -> _Entry:
-        from svod import engine
-        from svod.planner import decide
-
         codes = frozenset(_codes(self.fn.__code__)) if hasattr(self.fn, "__code__") else frozenset()
         env = self._snapshot_env()
         trace = Trace(self.name, codes, names, leaves)
@@ -412,10 +413,8 @@ class JitFunction:
         exe, bind = None, ()
         if pending:
             key, bindings = engine.PIPELINE.compact(pending)  # (svod viz records graphs there)
-            dyn = engine.DYNAMIC.lookup(key, bindings) if engine.dynamic_enabled() else None
+            dyn = DYNAMIC.lookup(key, bindings) if dynamic_enabled() else None
             if dyn is not None:  # a dynamic structure: its size bucket's plan (svod.shapes)
-                from svod.shapes import BucketRun
-
                 key = dyn.key
                 exe = BucketRun(decide(key).exe, dyn)
             else:
@@ -517,7 +516,6 @@ class JitFunction:
         except KeyError:  # evicted meanwhile
             pass
 
-
     def clear(self) -> None:
         """Forget every trace of this function."""
         with self._lock:
@@ -560,8 +558,6 @@ class JitFunction:
         if _DEBUG_DATA is not None and _DEBUG_DATA.get(_DEBUG_KEY) is None:
             return
         if _debug():
-            from svod.engine import debug_log
-
             debug_log(f"svod jit {self.name}: replay ({kind})")
 
     def __repr__(self) -> str:
@@ -652,10 +648,9 @@ def _rebuild(s, it):
     """The result structure `s` (from `_flatten_result`) with the Tensors drawn from `it`.
 
     NOTE: a module-level function on purpose: a nested `build` that calls itself is a
-    reference cycle (function -> its cell -> function) that also held `it`, hence every
-    result Tensor, until a garbage collection ran: a dropped 64 MB result of a jitted
-    W1 then went back to the buffer pool late, each call mapped a fresh block, and its
-    32 huge-page faults cost 150 ms of system time (10-12 ms a call without them).
+    reference cycle (function -> its cell -> function) that would hold `it`, hence every
+    result Tensor, until a garbage collection ran: a dropped result must go back to the
+    buffer pool at once (docs/engine.md: what the late return cost).
     """
     if s is None:
         return next(it)
@@ -718,17 +713,6 @@ def _static_params(fn, nums, names, fn_name: str):
 
 def _NO_QUICK(args):
     return None
-
-
-# SVOD_DEBUG without an os.environ lookup per replay (see engine._debug)
-_DEBUG_DATA = getattr(os.environ, "_data", None)
-_DEBUG_KEY = os.environ.encodekey("SVOD_DEBUG") if hasattr(os.environ, "encodekey") else None
-
-
-def _debug() -> int:
-    from svod.engine import _debug as engine_debug
-
-    return engine_debug()
 
 
 def _quick_for(entry: _Entry, arrays):

@@ -13,6 +13,17 @@ from __future__ import annotations
 import argparse
 import sys
 
+from svod.cli_args import Parser as _Parser
+from svod.cli_args import about as _about
+from svod.cli_args import count as _count
+from svod.cli_args import fraction as _fraction
+from svod.cli_args import number as _number
+from svod.cli_args import only_arg as _only_arg
+from svod.cli_args import positive as _positive
+from svod.cli_args import seconds as _seconds
+from svod.cli_args import shapes_arg as _shapes_arg
+from svod.cli_args import workloads_arg as _workloads_arg
+
 
 class CliError(Exception):
     """An expected failure: printed as one line, exit code 1."""
@@ -22,40 +33,9 @@ class UsageError(CliError):
     """A bad argument found after parsing (an unknown workload...): exit code 2."""
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with a one-line usage error: `svod tune: error: argument -k: must be a
-    positive integer, got 0 (see svod tune --help)`, exit code 2, never a traceback.
-    Subcommand parsers are of this class too (add_subparsers uses the parent's class)."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _number(kind, low=None, high=None, what: str = ""):
-    """An argparse `type` that parses `kind` (int or float) and checks low <= value <= high."""
-    def parse(text: str):
-        try:
-            v = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, "
-                                             f"got {text!r}") from None
-        if kind is float and v != v:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
-        if (low is not None and v < low) or (high is not None and v > high):
-            raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
-        return v
-
-    parse.__name__ = what or kind.__name__
-    return parse
-
-
-_positive = _number(int, 1, what="a positive integer")
-_count = _number(int, 0, what="0 or more")
-_seconds = _number(float, 1e-9, 1e6, what="a positive number of seconds")
-_fraction = _number(float, 0.0, 1.0, what="between 0 and 1")
-
-
 def _cmd_demo(args: argparse.Namespace) -> int:
+    """Build a small model block on built-in random data, show the plan svod chose, its
+    speed against numpy, and the plan cache at work."""
     from svod.demo import run_demo
 
     run_demo(rows=args.rows, cols=args.cols, repeats=args.repeats, out=sys.stdout)
@@ -63,6 +43,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_cache(args: argparse.Namespace) -> int:
+    """Show where svod's persistent cache lives and what it holds (and the bounds of the
+    in-memory caches), or empty it."""
     from svod import store
 
     st = store.default_store()
@@ -80,6 +62,10 @@ def _cmd_cache(args: argparse.Namespace) -> int:
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
+    """Run FILE.py (arguments after -- go to the script); list every distinct graph it
+    realized or traced with svod.jit, and for each print the plan realize() runs, where
+    it came from (memory cache, tuning database, disk cache, search, fallback), the cost
+    model, the saturation report and the search's variants with their predicted costs."""
     import os
     import runpy
 
@@ -132,7 +118,57 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _viz_views(path: str, argv: list[str] | None = None, *, max_graphs: int = 8, k: int = 8,
+               progress: bool = True) -> tuple[list[dict], int]:
+    """Run the script at `path` with source lines recorded and build one view per
+    distinct graph it realized (first `max_graphs`); returns (views, graphs realized).
+    The script's exceptions propagate (the CLI turns them into one line)."""
+    import runpy
+    import sys
+
+    from svod import engine, sources
+    from svod.explain import explain_key
+    from svod.progress import bar
+    from svod.viewer import build
+
+    graphs: dict[str, tuple] = {}
+    compact = engine.PIPELINE.compact
+
+    def recording_compact(roots):
+        key, bindings = compact(roots)
+        if key.hash not in graphs:
+            graphs[key.hash] = (key, sources.key_sources(roots, text=True))
+        return key, bindings
+
+    old_argv = sys.argv
+    engine.PIPELINE.compact = recording_compact
+    sys.argv = [path, *(argv or [])]
+    try:
+        with sources.record():
+            try:
+                runpy.run_path(path, run_name="__main__")
+            except SystemExit:
+                pass
+    finally:
+        engine.PIPELINE.compact = compact
+        sys.argv = old_argv
+    views = []
+    todo = list(graphs.values())[:max_graphs]
+    with bar(len(todo), "viewer: explaining graphs", enabled=progress, unit="graph", delay=1.0) as pb:
+        for i, (key, src) in enumerate(todo):
+            e = explain_key(key, k=k)
+            views.append(build(e, sources=src, title=f"graph {i}: {len(key.nodes)} nodes, "
+                                                     f"{len(e.kernels)} kernel(s) (key {key.hash[:10]})"))
+            pb.update(1)
+    return views, len(graphs)
+
+
 def _cmd_viz(args: argparse.Namespace) -> int:
+    """Run FILE.py (with source lines recorded), search each distinct graph it realizes
+    again keeping the e-graph after every saturation iteration, and serve an interactive
+    viewer on 127.0.0.1: step through saturation, click an e-class for its alternatives
+    with their kernels and prices, the chosen plan outlined, kernels with their ops and
+    source lines, why each boundary is not fused."""
     import os
     import time
 
@@ -142,8 +178,8 @@ def _cmd_viz(args: argparse.Namespace) -> int:
         raise CliError(f"no such file: {args.file}")
     script_args = list(getattr(args, "script_args", None) or [])
     try:
-        views, total = viewer_serve.run(args.file, script_args, max_graphs=args.max_graphs, k=args.variants,
-                                        progress=not args.no_progress)
+        views, total = _viz_views(args.file, script_args, max_graphs=args.max_graphs, k=args.variants,
+                                  progress=not args.no_progress)
     except Exception as e:  # noqa: BLE001 - the user's script failed: say so, no traceback
         raise CliError(f"{args.file} raised {type(e).__name__}: {e}") from None
     if not views:
@@ -172,16 +208,10 @@ def _cmd_viz(args: argparse.Namespace) -> int:
     return 0
 
 
-def _only_arg(value: str) -> list[str]:
-    from svod.bench.harness import parse_only
-
-    try:
-        return parse_only(value)
-    except ValueError as e:  # argparse turns this into a usage error, exit 2
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
 def _cmd_bench(args: argparse.Namespace) -> int:
+    """Time the named workloads W1-W7 (medians of interleaved repeats) against numpy,
+    numexpr, numba, jax.jit, PyTorch, tinygrad when installed, and for W1 a gcc C loop;
+    every svod result is checked against numpy."""
     import json
 
     from svod.bench import harness
@@ -202,21 +232,6 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if res["failures"]:
         raise CliError(f"{len(res['failures'])} result check(s) FAILED: {', '.join(res['failures'])}")
     return 0
-
-
-
-def _shapes_arg(value: str) -> dict:
-    from costmodels.targets import TargetError, parse_shapes
-
-    try:
-        shapes = parse_shapes(value)
-    except TargetError as e:  # argparse turns this into a usage error, exit 2
-        raise argparse.ArgumentTypeError(str(e)) from None
-    for name, shape in shapes.items():
-        if any(d < 1 for d in shape):  # a program over no elements has nothing to time or tune
-            raise argparse.ArgumentTypeError(f"shape of {name!r} has a zero dimension ({value.strip()}): "
-                                             "every dimension must be at least 1")
-    return shapes
 
 
 def _merge_shapes(items) -> dict:
@@ -314,6 +329,13 @@ def _tune_provisional(args: argparse.Namespace) -> int:
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
+    """Take the plan realize() runs for a program, the search's k best fusion variants
+    (and, for small graphs, the oracle's cheapest covers), each as realize() would run
+    it (after the plan passes: attention fusion), time every kernel and every variant,
+    store the results in the tuning database and the fastest variant as the program's
+    tuned plan. Resumable: an interrupted run keeps every finished measurement, a
+    repeated run measures nothing new. A provisional plan (a search cut short by its
+    budget) is searched again first; --provisional searches every stored one again."""
     if args.provisional:
         if args.target is not None:
             raise UsageError("give a target or --provisional, not both")
@@ -371,6 +393,15 @@ def _farm(args: argparse.Namespace):
     return farm
 
 
+def _add_run_args(p: argparse.ArgumentParser, json_help: str, farm_what: str, fn) -> None:
+    """A measuring command's common tail: --json PATH, --no-progress, the farm options
+    (`_add_farm_args`) and the function that runs it."""
+    p.add_argument("--json", default=None, metavar="PATH", help=json_help)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_farm_args(p, farm_what)
+    p.set_defaults(fn=fn)
+
+
 def _add_farm_args(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help=f"{what} on a Ray cluster (pip install 'svod[distributed]'): 'local' starts one on this "
@@ -397,6 +428,10 @@ def _write_json(path: str, data) -> None:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
+    """Time small generated kernels to measure bandwidth per working-set size, the cost
+    of every op (each transcendental), reductions, gathers, launch and dispatch
+    overheads and thread scaling; store the machine profile the calibrated cost model
+    plans with."""
     from costmodels.calibrate import calibrate
     from costmodels.digest import summary
 
@@ -451,18 +486,11 @@ def _calibrate_farm(args: argparse.Namespace) -> int:
     return 0
 
 
-def _workloads_arg(value: str) -> list[str]:
-    from svod import workloads
-
-    names = [v.strip() for v in value.split(",") if v.strip()]
-    unknown = [n for n in names if n not in workloads.names()]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown workload(s) {', '.join(unknown) or '(none given)'}; known: "
-                                         f"{', '.join(workloads.names())}")
-    return names
-
-
 def _cmd_costmodel(args: argparse.Namespace) -> int:
+    """For each workload with a small graph, enumerate its fusion variants (every cover
+    by legal kernels, the search's oracle), time them (medians of interleaved repeats)
+    and print the Spearman rank correlation of predicted against measured time and the
+    measured time of the model's pick over the best, then the means."""
     import search.oracle
     from costmodels.report import format_report, report, summary
 
@@ -507,6 +535,9 @@ def _report_farm(args: argparse.Namespace) -> int:
 
 
 def _cmd_rescore(args: argparse.Namespace) -> int:
+    """Read a report written by `svod costmodel report --json`, price the same measured
+    variants with the chosen model, and print the report's table against the stored
+    timings: a cost model compared with another on one set of measurements."""
     import json
 
     import search.oracle
@@ -555,19 +586,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     d = sub.add_parser("demo", help="fuse, compile and time a softmax + layernorm block on built-in data",
-                       description="Build a small model block on built-in random data, show the plan svod "
-                                   "chose, its speed against numpy, and the plan cache at work.")
+                       description=_about(_cmd_demo))
     d.add_argument("--rows", type=_positive, default=2048, help="rows of the input (default 2048)")
     d.add_argument("--cols", type=_positive, default=1024, help="columns of the input (default 1024)")
     d.add_argument("--repeats", type=_positive, default=7, help="timed repeats per side (median reported)")
     d.set_defaults(fn=_cmd_demo)
 
     e = sub.add_parser("explain", help="run a script and explain the plan of every graph it realizes or jits",
-                       description="Run FILE.py (arguments after -- go to the script); list every distinct graph it "
-                                   "realized or traced with svod.jit, and for each print the plan realize() runs, "
-                                   "where it came from (memory cache, tuning database, disk cache, search, "
-                                   "fallback), the cost model, the saturation report and the search's variants "
-                                   "with their predicted costs.",
+                       description=_about(_cmd_explain),
                        usage="svod explain [-h] [--variants N] [--max-graphs N] [--ir] FILE.py [-- SCRIPT ARGS ...]")
     e.add_argument("file", help="a Python script using svod; its own arguments go after -- "
                                 "(svod explain FILE.py -- --size 128)")
@@ -577,11 +603,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(fn=_cmd_explain)
 
     v = sub.add_parser("viz", help="run a script; explore the e-graph of each graph it realizes in the browser",
-                       description="Run FILE.py (with source lines recorded), search each distinct graph it "
-                                   "realizes again keeping the e-graph after every saturation iteration, and serve "
-                                   "an interactive viewer on 127.0.0.1: step through saturation, click an e-class "
-                                   "for its alternatives with their kernels and prices, the chosen plan outlined, "
-                                   "kernels with their ops and source lines, why each boundary is not fused.")
+                       description=_about(_cmd_viz))
     v.add_argument("file", help="a Python script using svod; its own arguments go after -- "
                                 "(svod viz FILE.py -- --size 128)")
     v.add_argument("--port", type=_number(int, 0, 65535, what="a port number (0: any free port)"), default=0,
@@ -595,17 +617,14 @@ def build_parser() -> argparse.ArgumentParser:
     v.set_defaults(fn=_cmd_viz)
 
     c = sub.add_parser("cache", help="inspect or empty svod's caches (plans, objects, tuning; memory bounds)",
-                       description="Show where svod's persistent cache lives and what it holds (and the bounds of "
-                                   "the in-memory caches), or empty it.")
+                       description=_about(_cmd_cache))
     c.add_argument("action", choices=("info", "clear"))
     c.add_argument("--kind", default=None, choices=KINDS, help="clear only this kind (plans, objects, tuning, "
                                                                      "profiles)")
     c.set_defaults(fn=_cmd_cache)
 
     b = sub.add_parser("bench", help="measure W1-W7 against numpy and the optional peers (svod[bench])",
-                       description="Time the named workloads W1-W7 (medians of interleaved repeats) against numpy, "
-                                   "numexpr, numba, jax.jit, PyTorch, tinygrad when installed, and for W1 a gcc C "
-                                   "loop; every svod result is checked against numpy.")
+                       description=_about(_cmd_bench))
     b.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats (about a minute)")
     b.add_argument("--only", type=_only_arg, default=None, metavar="W1,W2",
                    help="only these workloads, e.g. w1,w6 (dask: the dask.array program on a 2-worker cluster, run "
@@ -619,14 +638,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(fn=_cmd_bench)
 
     t = sub.add_parser("tune", help="measure a program's best fusion variants and make realize() use the fastest",
-                       description="Take the plan realize() runs for a program, the search's k best fusion "
-                                   "variants (and, for small graphs, the oracle's cheapest covers), each as realize() "
-                                   "would run it (after the plan passes: attention fusion), time every kernel and "
-                                   "every variant, store the results in the tuning database and the fastest variant "
-                                   "as the program's tuned plan. Resumable: an interrupted run keeps every finished "
-                                   "measurement, a repeated run measures nothing new. A provisional plan (a search "
-                                   "cut short by its budget) is searched again first; --provisional searches every "
-                                   "stored one again.")
+                       description=_about(_cmd_tune))
     t.add_argument("target", nargs="?", help="a workload name (see svod/workloads.py) or FILE.py[:FUNCTION] "
                                              "defining a function of Tensors")
     t.add_argument("--provisional", action="store_true",
@@ -644,39 +656,26 @@ def build_parser() -> argparse.ArgumentParser:
                         "boundaries (default 8; 0 disables)")
     t.add_argument("--repeats", type=_positive, default=7,
                    help="interleaved repeats confirming the fastest (default 7)")
-    t.add_argument("--json", default=None, metavar="PATH", help="write the table as JSON to PATH")
-    t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--no-calibrate", action="store_true",
                    help="never calibrate first (use the reference profile when this machine has none)")
-    _add_farm_args(t, "measure")
-    t.set_defaults(fn=_cmd_tune)
+    _add_run_args(t, "write the table as JSON to PATH", "measure", _cmd_tune)
 
     cal = sub.add_parser("calibrate", help="measure this machine's cost-model constants (about a minute)",
-                         description="Time small generated kernels to measure bandwidth per working-set size, the "
-                                     "cost of every op (each transcendental), reductions, gathers, launch and "
-                                     "dispatch overheads and thread scaling; store the machine profile the "
-                                     "calibrated cost model plans with.")
+                         description=_about(_cmd_calibrate))
     cal.add_argument("--budget", type=_seconds, default=60.0, help="seconds to aim for (default 60)")
     cal.add_argument("--quick", action="store_true", help="fewer probes (a rough profile in seconds)")
     cal.add_argument("--peak", action="store_true",
                      help="only the peak probe (< 2 s): FMA GFLOP/s a core and on all, read GB/s from L2, L3 "
                           "and DRAM; nothing stored (--json PATH writes it)")
-    cal.add_argument("--json", default=None, metavar="PATH", help="also write the profile to PATH")
     cal.add_argument("--no-store", action="store_true", help="do not store the profile (with --json: just measure)")
-    cal.add_argument("--no-progress", action="store_true", help="no progress bar")
-    _add_farm_args(cal, "calibrate every kind of machine")
-    cal.set_defaults(fn=_cmd_calibrate)
+    _add_run_args(cal, "also write the profile to PATH", "calibrate every kind of machine", _cmd_calibrate)
 
     cm = sub.add_parser("costmodel", help="evaluate the cost model against measurements (costmodel report)",
                         description="Cost-model tools.")
     cms = cm.add_subparsers(dest="action", metavar="ACTION")
     cms.required = True
     rep = cms.add_parser("report", help="rank correlation of predicted vs measured times over every small workload",
-                         description="For each workload with a small graph, enumerate its fusion variants (every "
-                                     "cover by legal kernels, the search's oracle), time them (medians of "
-                                     "interleaved repeats) and print the Spearman rank correlation of predicted "
-                                     "against measured time and the measured time of the model's pick over the "
-                                     "best, then the means.")
+                         description=_about(_cmd_costmodel))
     rep.add_argument("--model", choices=("calibrated", "measured", "roofline"), default="calibrated",
                      help="the model to evaluate (default calibrated)")
     rep.add_argument("--workloads", type=_workloads_arg, default=None, metavar="A,B",
@@ -697,17 +696,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "below this; still below, its Spearman is n/a (unresolved); 0 never reruns "
                           "(default %(default)s)")
     rep.add_argument("--seed", type=_number(int, 0, what="0 or more"), default=0, help="seed of the variant sample")
-    rep.add_argument("--json", default=None, metavar="PATH", help="write every row (predicted/measured pairs) as JSON")
-    rep.add_argument("--no-progress", action="store_true", help="no progress bar")
     rep.add_argument("--fresh", action="store_true",
                      help="with --ray: time again the workloads an identical earlier run finished (default: resume)")
-    _add_farm_args(rep, "time the workloads")
-    rep.set_defaults(fn=_cmd_costmodel)
+    _add_run_args(rep, "write every row (predicted/measured pairs) as JSON", "time the workloads", _cmd_costmodel)
     res = cms.add_parser("rescore", help="price an earlier report's measured variants again with a model (no timing)",
-                         description="Read a report written by `svod costmodel report --json`, price the same "
-                                     "measured variants with the chosen model, and print the report's table against "
-                                     "the stored timings: a cost model compared with another on one set of "
-                                     "measurements.")
+                         description=_about(_cmd_rescore))
     res.add_argument("report", help="the JSON file of an earlier svod costmodel report --json")
     res.add_argument("--model", choices=("calibrated", "measured", "roofline"), default="calibrated",
                      help="the model to price with (default calibrated, over this machine's profile)")

@@ -1,11 +1,12 @@
-"""What svod holds, in this process and on disk: `svod.cache_info()` and `svod cache info`.
+"""What svod holds, in this process and on disk: `svod.cache_info()` and `svod cache info`;
+`svod.reset()` empties every cache and pool of this process.
 
 Every cache is bounded and its bound is reported beside what it holds:
 
-- plan cache (`svod.engine.PLAN_CACHE`): plans with their graph programs, scratch and
+- plan cache (`svod.caches.PLAN_CACHE`): plans with their graph programs, scratch and
   compiled programs (shared ones once), measured; `SVOD_PLAN_CACHE_ENTRIES` (512) and
   `SVOD_PLAN_CACHE_MB` (512).
-- replay table (`svod.engine.REPLAY`): signature -> plan key, never a plan; 4,096.
+- replay table (`svod.caches.REPLAY`): signature -> plan key, never a plan; 4,096.
 - compiled programs: kernels alive because a plan or a jit trace holds them; bounded by
   their owners.
 - jit traces (`svod.jit`): one plan per traced signature, `SVOD_JIT_MAX_TRACES` (64)
@@ -25,26 +26,98 @@ True
 
 from __future__ import annotations
 
+import sys
 from typing import Any
+
+from svod import caches
+
+
+def _pool_free(pool) -> int:
+    return pool.stats()["blocks_free"]
+
+
+def _store_open(store_mod) -> int:
+    return int(store_mod._DEFAULT is not None)
+
+
+def _nonzero_counters(stats_mod) -> int:
+    return sum(1 for v in stats_mod.stats().values() if v)
+
+
+# Every cache and pool of the process, as (name, module, empty it, count its entries): the
+# plan path's caches, the compiled programs and their lookups, the memos keyed by data
+# (signatures, constants, view chains, BLAS layouts, kernel features), the cost model and
+# machine profiles, jit traces, the buffer pool, the default store's open handle, the
+# counters. Memos of fixed facts of the machine or the code (its target, fingerprints,
+# dtype promotion) are not caches in this sense and stay. A module not imported yet holds
+# nothing: `reset` and `cache_sizes` skip it, and never import it.
+CACHES = (
+    ("plan cache", "svod.caches", lambda m: m.PLAN_CACHE.clear(), lambda m: len(m.PLAN_CACHE)),
+    ("replay table", "svod.caches", lambda m: m.REPLAY.clear(), lambda m: len(m.REPLAY)),
+    ("recent graphs", "svod.caches", lambda m: m.RECENT.clear(), lambda m: len(m.RECENT)),
+    ("dynamic shapes", "svod.shapes", lambda m: m.DYNAMIC.clear(), lambda m: len(m.DYNAMIC) + len(m.DYNAMIC.log)),
+    ("cost model and search reports", "svod.planner", lambda m: m.forget(),
+     lambda m: (m._MODEL is not None) + len(m.LAST_SEARCH)),
+    ("jit traces", "svod.capture", lambda m: m.clear_traces(), lambda m: m.live_traces()[1]),
+    ("compiled programs", "svod.codegen.program", lambda m: m.clear_programs(), lambda m: len(m._programs)),
+    ("BLAS layouts", "svod.codegen.blas", lambda m: m._plan.cache_clear(), lambda m: m._plan.cache_info().currsize),
+    ("signatures", "svod.ir", lambda m: m._SIGS.clear(), lambda m: len(m._SIGS)),
+    ("constants", "svod.tensor", lambda m: m._CONST_CACHE.clear(), lambda m: len(m._CONST_CACHE)),
+    ("view chains", "svod.plan_greedy", lambda m: m._CHAINS.clear(), lambda m: len(m._CHAINS)),
+    ("kernel features", "costmodels.features", lambda m: m._BY_KEY.clear(), lambda m: len(m._BY_KEY)),
+    ("machine profiles", "costmodels.profile", lambda m: m.forget(), lambda m: len(m._cached)),
+    ("calibration kernels", "costmodels.calibrate", lambda m: m._OVERLAP_KERNELS.clear(),
+     lambda m: len(m._OVERLAP_KERNELS)),
+    ("profile session", "svod.profiler", lambda m: m.forget_session(), lambda m: len(m._SESSION["events"])),
+    ("buffer pool", "svod.pool", lambda m: m.POOL.clear(), lambda m: _pool_free(m.POOL)),
+    ("default store", "svod.store", lambda m: m.reset_default_store(), _store_open),
+    ("counters", "svod.stats", lambda m: m.reset_stats(), _nonzero_counters),
+)
+
+
+def reset() -> None:
+    """Empty every in-memory cache and pool of this process (`CACHES`): the plan cache,
+    replay table, recent graphs and dynamic-shape buckets, the cost model and search
+    reports, every jit trace, the compiled-program registry and the memos keyed by data,
+    the machine profiles read, the buffer pool's free blocks, the default store's handle
+    (the next use opens `SVOD_CACHE_DIR` again) and the counters of `svod.stats()`.
+
+    Nothing on disk is touched (`svod cache clear` empties the store). Arrays and tensors
+    stay valid: a program or buffer still in use lives on with its user; the next realize
+    plans (or loads from disk) and compiles again. Not thread-safe against realizes
+    running meanwhile: call it between them (tests, benchmarks, after changing
+    `SVOD_CACHE_DIR` or a machine profile)."""
+    for _, module, clear, _ in CACHES:
+        m = sys.modules.get(module)
+        if m is not None:
+            clear(m)
+
+
+def cache_sizes() -> dict[str, int]:
+    """Entries each cache of `CACHES` holds now (0 for a module not imported)."""
+    out = {}
+    for name, module, _, size in CACHES:
+        m = sys.modules.get(module)
+        out[name] = size(m) if m is not None else 0
+    return out
 
 
 def cache_info(store=None) -> dict[str, Any]:
     """This process's memory caches (entries, measured bytes, bounds) and the persistent
     store's `info()` (the default store unless `store` is given)."""
-    from svod import engine
     from svod.capture import live_traces
     from svod.codegen.program import live_programs
     from svod.pool import POOL
     from svod.stats import stats
     from svod.store import default_store
 
-    pc = engine.PLAN_CACHE
+    pc = caches.PLAN_CACHE
     count, nbytes = live_programs()
     functions, traces = live_traces()
     return {
         "plan_cache": {"entries": len(pc), "bytes": pc.nbytes(), "max_entries": pc.max_entries,
                        "max_bytes": pc.max_bytes, "evictions": int(stats()["plan_cache_evictions"])},
-        "replay": {"entries": len(engine.REPLAY), "max_entries": engine.REPLAY.max_entries},
+        "replay": {"entries": len(caches.REPLAY), "max_entries": caches.REPLAY.max_entries},
         "programs": {"count": count, "bytes": nbytes},
         "jit": {"functions": functions, "traces": traces},
         "pool": POOL.stats(),
@@ -105,4 +178,4 @@ def cache_info_text(store=None) -> str:
     return "\n".join(mem) + "\n" + store_info_text(store)
 
 
-__all__ = ["cache_info", "cache_info_text", "store_info_text"]
+__all__ = ["cache_info", "cache_info_text", "cache_sizes", "reset", "store_info_text"]

@@ -4,7 +4,7 @@ needs a plan calls it — `realize()` and `svod.jit` (through `engine.get_execut
 
     memory cache -> tuning database -> disk cache -> search (the active cost model)
 
-- **memory cache**: `engine.PLAN_CACHE`, the Executables of this process;
+- **memory cache**: `svod.caches.PLAN_CACHE`, the Executables of this process;
 - **tuning database**: the plan `svod tune` measured fastest for this graph (the plan
   realize runs, as tune timed it);
 - **disk cache**: plans this machine searched before (`svod/store.py`), keyed by graph,
@@ -37,7 +37,12 @@ import threading
 import time
 from dataclasses import dataclass
 
-from svod.engine import PLAN_CACHE, Executable, InterpretedGraph, KernelPlan, _debug, _flag, _warn_once, debug_log
+from svod.caches import PLAN_CACHE
+from svod.executable import Executable, InterpretedGraph, KernelPlan
+from svod.flags import debug as _debug
+from svod.flags import debug_log, env_int
+from svod.flags import flag as _flag
+from svod.flags import warn_once as _warn_once
 from svod.key import GraphKey
 from svod.stats import bump
 
@@ -107,6 +112,29 @@ def cost_model():
         model = RooflineModel()
     _MODEL = (gen, model)
     return model
+
+
+def kernel_threads(plan) -> dict[int, int]:
+    """Threads per kernel of `plan` (index -> count) as the cost model prices them in it
+    on this machine (`SVOD_THREADS=1` forces one). Small kernels get one: a split must pay
+    its dispatch. Every KernelPlan the planner makes builds its graph with these."""
+    from svod.costing import Machine, plan_prices
+
+    if env_int("SVOD_THREADS", 0) == 1:
+        return {}
+    try:
+        prices = plan_prices(plan, cost_model(), Machine.host())
+    except Exception:  # noqa: BLE001 - a pricing failure costs speed, never a result
+        return {}
+    return {i: p.threads for i, p in enumerate(prices) if p.threads > 1}
+
+
+def forget() -> None:
+    """Drop the cost model made for the current generation and the kept search reports
+    (`svod.reset`): the next plan builds the model again."""
+    global _MODEL
+    _MODEL = None
+    LAST_SEARCH.clear()
 
 
 def describe_model(model) -> str:
@@ -181,7 +209,7 @@ def _greedy(key: GraphKey, source: str, detail: str, provisional: bool) -> tuple
         exe = InterpretedGraph(key)
         exe.provisional = True
         return exe, "fallback", f"interpreter: the greedy planner failed ({type(e).__name__})"
-    return KernelPlan(key, plan, provisional=provisional), source, detail
+    return KernelPlan(key, plan, provisional=provisional, threads=kernel_threads), source, detail
 
 
 def search_plan(key: GraphKey, *, model=None, k: int = 1, keep_egraph: bool = False, limits=None):
@@ -232,7 +260,7 @@ def _search_plan(key: GraphKey, lim, model, k: int, keep_egraph: bool):
         source, detail = "fallback", f"greedy planner: {rep.reason}"
     else:
         source, detail = "search", "provisional: the search ran out of budget" if result.provisional else ""
-    return KernelPlan(key, plan, provisional=result.provisional), source, detail, result
+    return KernelPlan(key, plan, provisional=result.provisional, threads=kernel_threads), source, detail, result
 
 
 # ----------------------------------------------------------------------------- persistence
@@ -252,7 +280,7 @@ def _tuned(key: GraphKey) -> Executable | None:
         plan = TuningDB().tuned_plan(key.hash)
     except Exception:  # noqa: BLE001 - the tuning DB is an optimisation, never an error
         return None
-    return None if plan is None else KernelPlan(key, plan)
+    return None if plan is None else KernelPlan(key, plan, threads=kernel_threads)
 
 
 def _load(key: GraphKey) -> Executable | None:
@@ -269,7 +297,7 @@ def _load(key: GraphKey) -> Executable | None:
         plan.check()
     except Exception:  # noqa: BLE001 - a stale or foreign entry is a miss, never an error
         return None
-    return KernelPlan(key, plan, provisional=bool(obj.get("provisional")))
+    return KernelPlan(key, plan, provisional=bool(obj.get("provisional")), threads=kernel_threads)
 
 
 def _save(key: GraphKey, exe: Executable) -> None:

@@ -13,9 +13,8 @@ kernel on the pool thread that ran it (timed natively around the slice).
 
 `SVOD_PROFILE=1` profiles every realize of the process: one line per kernel on stderr
 (as tinygrad's DEBUG=2), and with `SVOD_TRACE=path.json` the timeline of all of them is
-written at exit. NOTE: `SVOD_PROFILE` once named the machine-profile file; that is now
-`SVOD_MACHINE_PROFILE`. A value of SVOD_PROFILE other than a switch (1/0, true/false,
-yes/no, on/off) is still read as that file's path, so old scripts keep working.
+written at exit (the switch and the machine-profile file: svod.flags). svod.profiler
+registers that realize as the engine's `PROFILE_REALIZE` hook at its import.
 
 >>> import svod, numpy as np
 >>> x = svod.asarray(np.ones((64, 64), np.float32))
@@ -38,24 +37,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-_ON = ("1", "true", "yes", "on")
-_OFF = ("", "0", "false", "no", "off")
-
-
-def env_switch() -> bool:
-    """Whether `SVOD_PROFILE` turns kernel profiling on (see the module docstring)."""
-    return os.environ.get("SVOD_PROFILE", "").strip().lower() in _ON
-
-
-def machine_profile_path() -> str | None:
-    """The machine-profile file: `SVOD_MACHINE_PROFILE`, else a `SVOD_PROFILE` that is
-    not a switch value (the old spelling)."""
-    path = os.environ.get("SVOD_MACHINE_PROFILE", "").strip()
-    if path:
-        return path
-    old = os.environ.get("SVOD_PROFILE", "").strip()
-    return old if old.lower() not in _ON + _OFF else None
-
+from svod import engine
+from svod.planner import cost_model
+from svod.stats import stats
+from svod.tensor import Tensor, _apply_becomes, _realized
 
 # ----------------------------------------------------------------------------- native slice timer
 
@@ -321,11 +306,10 @@ def _peak(kernel, threads: int, nbytes: int) -> float | None:
 
 def profile_key(key, exe, arrays, *, repeats: int = 5, label: str = "", rec: _Recorder | None = None,
                 search_span: tuple[int, int, str] | None = None, warmup: bool = True) -> tuple[Profile, list]:
-    """Profile one planned graph (`exe` from `svod.engine.get_executable`) over `repeats`
+    """Profile one planned graph (`exe` from `svod.planner.decide`) over `repeats`
     timed runs (after one untimed run with `warmup`); returns the Profile and the
     outputs of the last run."""
     from svod.costing import Machine, flop_count, input_bytes, output_bytes, plan_prices
-    from svod.engine import cost_model
 
     rec = rec or _Recorder()
     if search_span is not None:
@@ -379,9 +363,6 @@ def profile_key(key, exe, arrays, *, repeats: int = 5, label: str = "", rec: _Re
 
 
 def _plan_timed(key, rec: _Recorder):
-    from svod import engine
-    from svod.stats import stats
-
     before = stats()
     t0 = rec.now_ns()
     exe = engine.get_executable(key)
@@ -395,9 +376,6 @@ def _plan_timed(key, rec: _Recorder):
 def profile(*tensors, repeats: int = 5, trace: str | None = None):
     """Realize `tensors` and measure every kernel of their plan (see the module
     docstring); `trace`: also write the Chrome-trace JSON there. Returns a `Profile`."""
-    from svod.engine import PIPELINE, _wrap
-    from svod.tensor import Tensor
-
     for t in tensors:
         if not isinstance(t, Tensor):
             raise TypeError(f"svod.profile: expected Tensors, got {type(t).__name__}")
@@ -407,12 +385,10 @@ def profile(*tensors, repeats: int = 5, trace: str | None = None):
     if not pending:
         raise ValueError("svod.profile: every tensor is already realized; profile them before .numpy()/realize()")
     rec = _Recorder()
-    key, bindings = PIPELINE.compact(pending)
+    key, bindings = engine.PIPELINE.compact(pending)
     exe, span = _plan_timed(key, rec)
     prof, outs = profile_key(key, exe, bindings.arrays, repeats=repeats, rec=rec, search_span=span)
-    mapping = _wrap(pending, outs)
-    from svod.tensor import _apply_becomes, _realized
-
+    mapping = engine._wrap(pending, outs)
     for t in tensors:  # as svod.realize: the tensors passed in are rebound
         if t.uop in mapping:
             t.uop = mapping[t.uop]
@@ -449,6 +425,12 @@ def realize_profiled(pending, key, bindings) -> list:
     return outs
 
 
+def forget_session() -> None:
+    """Drop the SVOD_PROFILE=1 timeline gathered so far (`svod.reset`)."""
+    _SESSION["events"].clear()
+    _SESSION["threads"].clear()
+
+
 def _write_session_trace() -> None:
     path = os.environ.get("SVOD_TRACE")
     if not path or not _SESSION["events"]:
@@ -459,3 +441,6 @@ def _write_session_trace() -> None:
         print(f"svod profile: timeline of {len(_SESSION['events'])} events written to {path}", file=sys.stderr)
     except OSError as e:
         print(f"svod profile: cannot write {path}: {e}", file=sys.stderr)
+
+
+engine.PROFILE_REALIZE = realize_profiled  # the engine's SVOD_PROFILE=1 hook (svod.engine's docstring)

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from svod.flags import debug, debug_log
 from svod.ir import ELEMENTWISE, Ops
 from svod.key import Bindings, GraphKey, KeyNode
 
@@ -324,10 +325,12 @@ class Dynamic:
 
     def _note(self, struct: str, msg: str) -> None:
         self.log.append((struct, msg))
-        from svod.engine import _debug, debug_log
-
-        if _debug():
+        if debug():
             debug_log("svod recompile: " + msg)
+
+    def __len__(self) -> int:
+        """Structures seen (each with its first row count, or dynamic)."""
+        return len(self._seen)
 
     def clear(self) -> None:
         with self._lock:

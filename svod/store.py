@@ -1,8 +1,8 @@
 """One persistent store for every svod cache: plans, object code, tuning data, profiles.
 
-Everything svod keeps between processes lives in one SQLite database (WAL mode) under
-`SVOD_CACHE_DIR`, or the user cache dir (`$XDG_CACHE_HOME/svod`, `~/.cache/svod`),
-in a directory of mode 0700 because it holds native code that svod loads.
+Everything svod keeps between processes lives in one SQLite database (WAL mode) in the
+cache directory (`svod.cachedir`: `SVOD_CACHE_DIR` or the user cache dir, mode 0700
+because it holds native code that svod loads).
 
 - Values are bytes; callers serialise (JSON text via `put_json`/`get_json` for plans,
   profiles and tuning, raw object code for objects). No pickle anywhere.
@@ -45,8 +45,6 @@ import hashlib
 import json
 import os
 import sqlite3
-import stat
-import sys
 import threading
 import time
 import urllib.parse
@@ -98,20 +96,25 @@ class _Corrupt(Exception):
     """The database file is not a usable svod store (garbage, truncated, foreign schema)."""
 
 
-class _Unusable(Exception):
-    """The cache directory or file cannot be used at all."""
-
-
 if __package__:  # the usual case: part of svod
+    from svod.cachedir import UnusableDir as _Unusable
+    from svod.cachedir import alt_path as _alt_path
+    from svod.cachedir import cache_dir
+    from svod.cachedir import prepare_dir as _prepare_dir
     from svod.fingerprint import _SOURCE_PACKAGES, code_fingerprint, cpu_name, machine_fingerprint
-else:  # NOTE: loaded alone by path (tests run it without the package): its sibling module
+else:  # NOTE: loaded alone by path (tests run it without the package): its sibling modules
     import importlib.util as _ilu
 
-    _spec = _ilu.spec_from_file_location("svod_fingerprint", Path(__file__).with_name("fingerprint.py"))
-    _fp = _ilu.module_from_spec(_spec)
-    _spec.loader.exec_module(_fp)
+    def _sibling(name: str):
+        spec = _ilu.spec_from_file_location(f"svod_{name}", Path(__file__).with_name(f"{name}.py"))
+        mod = _ilu.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    _fp, _cd = _sibling("fingerprint"), _sibling("cachedir")
     _SOURCE_PACKAGES, code_fingerprint, cpu_name, machine_fingerprint = (
         _fp._SOURCE_PACKAGES, _fp.code_fingerprint, _fp.cpu_name, _fp.machine_fingerprint)
+    _Unusable, _alt_path, cache_dir, _prepare_dir = _cd.UnusableDir, _cd.alt_path, _cd.cache_dir, _cd.prepare_dir
 
 
 def full_key(kind: str, key: str) -> str:
@@ -125,19 +128,6 @@ def full_key(kind: str, key: str) -> str:
 
 
 # --------------------------------------------------------------------------- paths
-
-
-def cache_dir() -> Path:
-    """`SVOD_CACHE_DIR` if set, else the platform's user cache dir + `/svod`."""
-    env = os.environ.get("SVOD_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    if sys.platform == "win32":
-        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / "svod" / "Cache"
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches" / "svod"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache") / "svod"
 
 
 def default_path() -> Path:
@@ -160,32 +150,6 @@ def _user_stacklevel() -> int:
     from svod.errors import user_stacklevel
 
     return user_stacklevel(2)
-
-
-def _prepare_dir(d: Path) -> None:
-    """Create `d` with mode 0700, or tighten it; refuse a directory others control."""
-    try:
-        d.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = os.stat(d)
-    except OSError as e:
-        raise _Unusable(f"cannot create cache directory {d}: {e}") from e
-    if not stat.S_ISDIR(st.st_mode):
-        raise _Unusable(f"{d} is not a directory")
-    if os.name != "posix":
-        return
-    if st.st_uid != os.geteuid():
-        raise _Unusable(f"cache directory {d} belongs to uid {st.st_uid}, not to this user; "
-                        "svod will not load native code from it")
-    if st.st_mode & 0o077:
-        # NOTE: a shared sticky dir (/tmp) is never chmod-ed: point SVOD_CACHE_DIR below it.
-        if st.st_mode & stat.S_ISVTX:
-            raise _Unusable(f"cache directory {d} is a shared directory (mode {st.st_mode & 0o7777:o}); "
-                            "set SVOD_CACHE_DIR to a private subdirectory")
-        try:
-            os.chmod(d, stat.S_IMODE(st.st_mode) & 0o700)
-        except OSError as e:
-            raise _Unusable(f"cache directory {d} has mode {st.st_mode & 0o777:o} and cannot be "
-                            f"restricted to 0700: {e}") from e
 
 
 def _looks_truncated(conn: sqlite3.Connection, path: Path) -> bool:
@@ -778,11 +742,6 @@ def _live_bytes(conn: sqlite3.Connection) -> int:
     """Bytes of the database's pages in use (free pages are reused by later writes)."""
     pages = conn.execute("PRAGMA page_count").fetchone()[0] - conn.execute("PRAGMA freelist_count").fetchone()[0]
     return pages * conn.execute("PRAGMA page_size").fetchone()[0]
-
-
-def _alt_path(path: Path) -> Path:
-    """The sibling database used when `path` is squatted and cannot be moved aside."""
-    return path.with_name(f"{path.stem}-alt{path.suffix}")
 
 
 # --------------------------------------------------------------------------- process-wide store

@@ -7,8 +7,9 @@
   or served. `ViewerServer.close()` stops it.
 - `Widget`: an anywidget (installed with egglog) running the same page code in Jupyter.
 - `show(explanation)`: the widget inside IPython, else the page in the browser.
-- `run(path, argv)`: what `svod viz FILE.py` runs: the script with source lines recorded
-  (`svod.sources`), then one view per distinct graph it realized.
+- `write_static(views, folder)`: the page and its data as files.
+
+`svod viz FILE.py` (svod.cli) runs the script and serves one view per graph it realized.
 
 >>> import svod
 >>> e = svod.explain(svod.exp(svod.asarray([1.0, 2.0])))
@@ -157,51 +158,6 @@ def show(explanation, *, snapshots: bool = True, open_browser: bool = True, port
     if _in_notebook():
         return widget([view])
     return serve([view], port=port, open_browser=open_browser)
-
-
-def run(path: str, argv: list[str] | None = None, *, max_graphs: int = 8, k: int = 8,
-        progress: bool = True) -> tuple[list[dict], int]:
-    """Run the script at `path` with source lines recorded and build one view per
-    distinct graph it realized (first `max_graphs`); returns (views, graphs realized).
-    The script's exceptions propagate (the CLI turns them into one line)."""
-    import runpy
-    import sys
-
-    from svod import engine, sources
-    from svod.explain import explain_key
-    from svod.progress import bar
-    from svod.viewer import build
-
-    graphs: dict[str, tuple] = {}
-    compact = engine.PIPELINE.compact
-
-    def recording_compact(roots):
-        key, bindings = compact(roots)
-        if key.hash not in graphs:
-            graphs[key.hash] = (key, sources.key_sources(roots, text=True))
-        return key, bindings
-
-    old_argv = sys.argv
-    engine.PIPELINE.compact = recording_compact
-    sys.argv = [path, *(argv or [])]
-    try:
-        with sources.record():
-            try:
-                runpy.run_path(path, run_name="__main__")
-            except SystemExit:
-                pass
-    finally:
-        engine.PIPELINE.compact = compact
-        sys.argv = old_argv
-    views = []
-    todo = list(graphs.values())[:max_graphs]
-    with bar(len(todo), "viewer: explaining graphs", enabled=progress, unit="graph", delay=1.0) as pb:
-        for i, (key, src) in enumerate(todo):
-            e = explain_key(key, k=k)
-            views.append(build(e, sources=src, title=f"graph {i}: {len(key.nodes)} nodes, "
-                                                     f"{len(e.kernels)} kernel(s) (key {key.hash[:10]})"))
-            pb.update(1)
-    return views, len(graphs)
 
 
 def write_static(views: list[dict], folder: str, title: str = "svod e-graph viewer") -> str:

@@ -1,5 +1,6 @@
-"""Shared fixtures: every test starts with empty in-memory caches and fresh counters,
-and persistent caches live in a temporary directory (never the user's cache)."""
+"""Shared fixtures: every test starts with empty in-memory caches and pools and fresh
+counters (`svod.reset()`), and persistent caches live in a temporary directory (never the
+user's cache)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,10 @@ os.environ.setdefault("SVOD_VALIDATE", "1")
 @pytest.fixture(autouse=True)
 def _fresh_svod_state():
     import svod
-    from svod import engine
 
-    engine.reset_caches()
-    svod.reset_stats()
+    svod.reset()
     yield
-    engine.reset_caches()
+    svod.reset()
 
 
 @pytest.fixture
@@ -30,16 +29,10 @@ def isolated(tmp_path, monkeypatch):
     """A fresh store under tmp_path and the checked-in machine profile, for one test."""
     from pathlib import Path
 
-    from costmodels import profile
-    from svod import engine
-    from svod.store import reset_default_store
+    import svod
 
     monkeypatch.setenv("SVOD_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("SVOD_MACHINE_PROFILE", str(Path(__file__).resolve().parent / "machine_profile.json"))
-    reset_default_store()
-    profile.forget()
-    engine.reset_caches()
+    svod.reset()
     yield tmp_path
-    engine.reset_caches()
-    reset_default_store()
-    profile.forget()
+    svod.reset()

@@ -120,7 +120,7 @@ def test_interpreted_kernel_falls_back():
 
 
 def test_engine_falls_back_when_a_kernel_is_interpreted(monkeypatch):
-    from svod import engine
+    from svod import executable as engine
 
     real = engine._programs
 

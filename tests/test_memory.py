@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import svod
-from svod import engine
+from svod import caches, engine
 from svod.codegen import program as program_mod
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +82,7 @@ def test_an_evicted_plan_frees_its_programs_at_once(greedy):
 
 
 def test_lru_eviction_releases_programs_and_replay_keeps_no_plan(greedy, monkeypatch):
-    cache = engine.PLAN_CACHE  # NOTE: its bounds change, not the object: svod.planner holds it too
+    cache = caches.PLAN_CACHE  # NOTE: its bounds change, not the object: svod.planner holds it too
     monkeypatch.setattr(cache, "max_entries", 2)
     x = svod.asarray(np.arange(12, dtype=np.float32))
     refs = []
@@ -93,7 +93,7 @@ def test_lru_eviction_releases_programs_and_replay_keeps_no_plan(greedy, monkeyp
         exe = cache.use(next(reversed(cache._d)))
         refs += [weakref.ref(m) for m in _modules(exe)]
         del exe, t
-    assert len(engine.REPLAY) >= 6  # the replay table still names all six structures...
+    assert len(caches.REPLAY) >= 6  # the replay table still names all six structures...
     alive = [r for r in refs if r() is not None]
     assert len(alive) <= 2  # ...but only the two cached plans' kernels are alive
 
@@ -111,7 +111,7 @@ def test_a_program_shared_by_two_plans_lives_while_either_does(greedy):
     if shared:
         own1, progs1 = p1.footprint()
         own2, progs2 = p2.footprint()
-        both = engine.PlanCache._total([p1, p2])
+        both = caches.PlanCache._total([p1, p2])
         assert both == own1 + own2 + sum({**progs1, **progs2}.values()) < p1.nbytes() + p2.nbytes()
 
 
@@ -128,7 +128,7 @@ def test_program_sizes_are_measured_not_guessed(greedy):
     keep = [_plan(100 + i, 3 + i)[1] for i in range(20)]
     gc.collect()
     grown = _heap_in_use() - h0
-    counted = engine.PlanCache._total(keep)
+    counted = caches.PlanCache._total(keep)
     assert svod.stats()["kernels_compiled"] + svod.stats()["kernels_loaded"] >= 20
     assert 0.5 * grown <= counted <= 2.0 * grown, (counted, grown)
 
@@ -186,12 +186,50 @@ def test_cache_info_reports_every_cache(greedy):
     big = (svod.asarray(np.ones(40_000, np.float32)) + 1.0).numpy()
     info = svod.cache_info()
     pc = info["plan_cache"]
-    assert pc["entries"] == len(engine.PLAN_CACHE) >= 2 and pc["bytes"] == engine.PLAN_CACHE.nbytes() > 0
+    assert pc["entries"] == len(caches.PLAN_CACHE) >= 2 and pc["bytes"] == caches.PLAN_CACHE.nbytes() > 0
     assert info["programs"]["count"] >= 2 and info["programs"]["bytes"] > 0
     assert info["jit"]["functions"] >= 1 and info["jit"]["traces"] >= 1
     assert info["pool"]["bytes_in_use"] >= big.nbytes and info["disk"]["max_bytes"] > 0
     text = svod.memory.cache_info_text()
     assert f"{pc['entries']} plans" in text and "SVOD_DISK_CACHE_MB" in text
+
+
+def test_reset_empties_every_cache_and_svod_works_after_it(monkeypatch):
+    """Fill every cache svod.memory.CACHES lists (realize, replay, a dynamic structure, a
+    searched plan, jit, a profile, BLAS, dropped pool blocks), then `svod.reset()`: each
+    reports empty, and realize and jit give the right values again."""
+    monkeypatch.setenv("SVOD_PROFILE", "0")
+    from costmodels import calibrate
+
+    calibrate._OVERLAP_KERNELS.setdefault("test", object())  # (filled by `svod calibrate` only)
+
+    @svod.jit
+    def f(x):
+        return x * 2.0
+
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = svod.asarray(a)
+    for _ in range(2):
+        np.testing.assert_array_equal(f(x).numpy(), a * 2)
+        np.testing.assert_array_equal((x + 1.0).numpy(), a + 1)  # the second: a replay by signature
+    for n in (5, 6):  # a second row count makes the structure dynamic
+        svod.asarray(np.ones((n, 4), np.float32)).sum(axis=1).numpy()
+    m = svod.asarray(np.ones((64, 64), np.float32))
+    (m @ m).numpy()  # a BLAS library step
+    svod.profile(svod.exp(x))
+    (svod.asarray(np.ones(1 << 16, np.float32)) * 3.0).numpy()  # a dropped result: its block back in the pool
+    sizes = svod.memory.cache_sizes()
+    assert set(sizes) == {name for name, *_ in svod.memory.CACHES}
+    filled = {k for k, v in sizes.items() if v}
+    assert filled >= {"plan cache", "replay table", "recent graphs", "dynamic shapes", "cost model and search reports",
+                      "jit traces", "compiled programs", "signatures", "constants", "kernel features",
+                      "machine profiles", "calibration kernels", "default store", "counters"}, sizes
+    svod.reset()
+    assert svod.memory.cache_sizes() == dict.fromkeys(sizes, 0)
+    assert svod.cache_info()["plan_cache"]["entries"] == 0 and svod.cache_info()["jit"]["traces"] == 0
+    np.testing.assert_array_equal(f(x).numpy(), a * 2)
+    np.testing.assert_array_equal((x + 1.0).numpy(), a + 1)
+    assert svod.stats()["jit_traces"] == 1 and svod.stats()["graph_cache_misses"] >= 1
 
 
 # ----------------------------------------------------------------------------- pool
@@ -256,7 +294,7 @@ def test_threads_replay_and_insert_plans_under_a_tiny_switch_interval(greedy, mo
     plan new ones into a small LRU (evictions all the time), with big outputs from the
     pool, a jitted function, counters and cache reports read at once: no error, every
     result right."""
-    cache = engine.PLAN_CACHE  # NOTE: its bounds change, not the object: svod.planner holds it too
+    cache = caches.PLAN_CACHE  # NOTE: its bounds change, not the object: svod.planner holds it too
     monkeypatch.setattr(cache, "max_entries", 8)
 
     @svod.jit

@@ -1399,8 +1399,8 @@ def test_layer_norm_flat_rows_pass_validation(shape, value):
 
 
 def test_validation_still_catches_a_wrong_well_conditioned_result():
-    from svod.engine import ValidationError, validate_outputs
     from svod.key import compact
+    from svod.validate import ValidationError, validate_outputs
 
     x = np.linspace(-3, 3, 24, dtype=F32).reshape(4, 6)
     t = svod.nn.layer_norm(svod.asarray(x), (6,))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import svod
-from svod import engine, profiler
+from svod import engine, flags
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,17 +73,17 @@ def test_profile_bad_input():
         svod.profile(x)
 
 
-def test_env_switch_and_machine_profile_path(monkeypatch):
+def test_profile_switch_and_machine_profile_path(monkeypatch):
     for v, on in (("1", True), ("true", True), ("0", False), ("", False), ("p.json", False)):
         monkeypatch.setenv("SVOD_PROFILE", v)
-        assert profiler.env_switch() is on
+        assert flags.profile_switch() is on
     monkeypatch.delenv("SVOD_MACHINE_PROFILE", raising=False)
     monkeypatch.setenv("SVOD_PROFILE", "tests/machine_profile.json")
-    assert profiler.machine_profile_path() == "tests/machine_profile.json"  # the old spelling
+    assert flags.machine_profile_path() == "tests/machine_profile.json"  # the old spelling
     monkeypatch.setenv("SVOD_PROFILE", "1")
-    assert profiler.machine_profile_path() is None
+    assert flags.machine_profile_path() is None
     monkeypatch.setenv("SVOD_MACHINE_PROFILE", "m.json")
-    assert profiler.machine_profile_path() == "m.json"
+    assert flags.machine_profile_path() == "m.json"
 
 
 def test_svod_profile_env_prints_kernels_and_writes_the_timeline(tmp_path):

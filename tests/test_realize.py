@@ -136,13 +136,13 @@ def test_becomes_visits_only_tensors_sharing_a_leaf():
     refs = [weakref.ref(x.uop.arg) for x in xs]
     assert all(r() in T._by_leaf for r in refs[8:20])  # pending graphs on these leaves: indexed
     del xs, heads, tails, y, z
-    svod.engine.RECENT.clear()  # the realized expressions kept for rebuilding hold their leaves
+    svod.caches.RECENT.clear()  # the realized expressions kept for rebuilding hold their leaves
     gc.collect()
     assert not [r for r in refs if r() is not None]  # the index keeps no leaf (nor its array) alive
 
 
 def test_recent_graphs_make_a_rebuild_a_lookup():
-    """A realized expression over small inputs stays alive for a while (`engine.RECENT`):
+    """A realized expression over small inputs stays alive for a while (`svod.caches.RECENT`):
     building it again gives the same nodes; large inputs, more realizes or `clear` let it go."""
     import weakref
 
@@ -158,12 +158,12 @@ def test_recent_graphs_make_a_rebuild_a_lookup():
     t2 = f(x)
     assert t2.uop is root()  # the rebuild hit every node
     np.testing.assert_array_equal(t2.numpy(), first)
-    for i in range(svod.engine.RECENT.max_graphs):  # pushed out by later realizes
+    for i in range(svod.caches.RECENT.max_graphs):  # pushed out by later realizes
         (x + float(i)).realize()
     del t, t2
     gc.collect()
     assert root() is None
-    big = svod.asarray(np.ones(svod.engine.RECENT.max_bytes // 4 + 1, np.float32))
+    big = svod.asarray(np.ones(svod.caches.RECENT.max_bytes // 4 + 1, np.float32))
     tb = f(big)
     rb = weakref.ref(tb.uop)
     tb.realize()
@@ -172,7 +172,7 @@ def test_recent_graphs_make_a_rebuild_a_lookup():
     ts = f(x)
     rs = weakref.ref(ts.uop)
     ts.realize()
-    svod.engine.RECENT.clear()
+    svod.caches.RECENT.clear()
     gc.collect()
     assert rs() is None
-    assert not svod.engine.RecentGraphs(0).small(x.uop._leaves)  # SVOD_RETAIN_GRAPHS=0
+    assert not svod.caches.RecentGraphs(0).small(x.uop._leaves)  # SVOD_RETAIN_GRAPHS=0

@@ -131,7 +131,7 @@ def test_jit_rejects_non_tensor_outputs():
 
 
 def test_plan_cache_is_bounded_by_entries_and_bytes():
-    from svod import engine
+    from svod import caches, engine
 
     a = np.arange(64, dtype=np.float32).reshape(8, 8)
     keys = []
@@ -143,11 +143,11 @@ def test_plan_cache_is_bounded_by_entries_and_bytes():
         # measured: an engine holding loaded object code is tens of KB
         assert exe.nbytes() >= sum(p.nbytes for p in exe.programs()) >= 16 << 10
     one = keys[0][1].nbytes()
-    cache = engine.PlanCache(max_entries=4, max_bytes=1 << 40)
+    cache = caches.PlanCache(max_entries=4, max_bytes=1 << 40)
     for key, exe in keys:
         cache.put(key, exe)
     assert len(cache) == 4 and cache.get(keys[0][0]) is None and cache.get(keys[-1][0]) is keys[-1][1]
-    cache = engine.PlanCache(max_entries=100, max_bytes=int(2.5 * one))
+    cache = caches.PlanCache(max_entries=100, max_bytes=int(2.5 * one))
     before = svod.stats()["plan_cache_evictions"]
     for key, exe in keys:
         cache.put(key, exe)
@@ -222,12 +222,12 @@ def test_jit_fast_replay_leaves_match_buffer():
 def test_replayed_plan_stays_recent_in_the_lru(monkeypatch):
     """A structure replayed by signature (no `PlanCache.get`) still counts as used: new
     structures evict the others first."""
-    from svod import engine
+    from svod import caches
 
-    cache = engine.PLAN_CACHE  # NOTE: its bounds change, not the object: svod.planner holds it too
+    cache = caches.PLAN_CACHE  # NOTE: its bounds change, not the object: svod.planner holds it too
     monkeypatch.setattr(cache, "max_entries", 3)
     monkeypatch.setattr(cache, "max_bytes", 1 << 40)
-    engine.REPLAY.clear()
+    caches.REPLAY.clear()
     a = svod.asarray(np.arange(16, dtype=np.float32))
     hot = lambda: (svod.exp(a) * 3.0).realize()  # noqa: E731
     hot()
@@ -237,4 +237,4 @@ def test_replayed_plan_stays_recent_in_the_lru(monkeypatch):
         (svod.sin(a) + float(i)).realize()  # new structures fill the LRU
         hot()
     assert svod.stats()["graph_cache_misses"] == 6  # the new structures only: `hot` never aged out
-    engine.REPLAY.clear()
+    caches.REPLAY.clear()

@@ -308,7 +308,7 @@ def test_readonly_directory_degrades_to_memory(tmp_path):
     base = Path(tempfile.mkdtemp())
     try:
         os.chmod(base, 0o755)
-        for name in ("store.py", "fingerprint.py"):  # store.py loads its sibling when run alone
+        for name in ("store.py", "fingerprint.py", "cachedir.py"):  # store.py loads its siblings when run alone
             shutil.copy(STORE_PY.with_name(name), base / name)
             os.chmod(base / name, 0o644)
         d = base / "ro"

@@ -425,7 +425,7 @@ def run(sizes: str = "default", only=None, repeats: int | None = None, peers: bo
 
     # NOTE: before any peer loads its OpenMP runtime (torch's libgomp reads this once):
     # threads that spin after a call steal the cores from the contender timed next in an
-    # interleaved run (W1 at 1M: svod 0.69 ms alone, 1.01 ms after torch with spinning).
+    # interleaved run (docs/engine.md).
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     cs = cases(sizes, only)
     repeats = repeats or REPEATS[sizes]

@@ -51,19 +51,10 @@ def _module():
     ety = ir.FunctionType(ir.VoidType(), [i8p, i64, i64])
 
     # fma: args = {i64 steps, float* sink (one vector per unit)}
-    fn = ir.Function(m, ety, "svod_peak_fma")
-    b = ir.IRBuilder(fn.append_basic_block("e"))
-    args = b.bitcast(fn.args[0], ir.PointerType(i64))
+    fn, b, args = _open_unit_function(m, ety, "svod_peak_fma")
     steps = b.load(args)
     sink = b.inttoptr(b.load(b.gep(args, [ir.Constant(i64, 1)])), ir.PointerType(vt))
-    ulp = fn.append_basic_block("u")
-    loop = fn.append_basic_block("l")
-    uend = fn.append_basic_block("ue")
-    done = fn.append_basic_block("d")
-    b.branch(ulp)
-    b.position_at_end(ulp)
-    u = b.phi(i64)
-    u.add_incoming(fn.args[1], fn.blocks[0])
+    u, ulp, loop, uend, done = _enter_units(fn, b)
     # NOTE: the addend depends on the unit so nothing folds at compile time
     uf = b.sitofp(u, f32)
     x = b.insert_element(ir.Constant(vt, [1.0] * lanes), b.fadd(uf, ir.Constant(f32, 1.0)), ir.Constant(i64, 0))
@@ -89,20 +80,11 @@ def _module():
     _close_unit(b, new, sink, u, ulp, uend, done)
 
     # read: args = {float* data, i64 elems per unit, i64 units, float* sink}
-    fn = ir.Function(m, ety, "svod_peak_read")
-    b = ir.IRBuilder(fn.append_basic_block("e"))
-    args = b.bitcast(fn.args[0], ir.PointerType(i64))
+    fn, b, args = _open_unit_function(m, ety, "svod_peak_read")
     data = b.inttoptr(b.load(args), ir.PointerType(vt))
     per = b.load(b.gep(args, [ir.Constant(i64, 1)]))  # vectors per unit, a multiple of READ_ACCS
     sink = b.inttoptr(b.load(b.gep(args, [ir.Constant(i64, 3)])), ir.PointerType(vt))
-    ulp = fn.append_basic_block("u")
-    loop = fn.append_basic_block("l")
-    uend = fn.append_basic_block("ue")
-    done = fn.append_basic_block("d")
-    b.branch(ulp)
-    b.position_at_end(ulp)
-    u = b.phi(i64)
-    u.add_incoming(fn.args[1], fn.blocks[0])
+    u, ulp, loop, uend, done = _enter_units(fn, b)
     j0 = b.mul(u, per)
     jend = b.add(j0, per)
     b.cbranch(b.icmp_signed("<", u, fn.args[2]), loop, done)
@@ -230,6 +212,29 @@ __all__ = ["describe", "fma_peak", "probe", "read_bandwidth"]
 
 if __name__ == "__main__":  # pragma: no cover
     print(describe(probe(quick=False)))
+
+
+def _open_unit_function(m, ety, name: str):
+    """A probe function `name(i8* args, i64 ub, i64 ue)`: (function, builder in its entry
+    block, args as i64*), for the entry's loads of the probe's arguments."""
+    from llvmlite import ir
+
+    fn = ir.Function(m, ety, name)
+    b = ir.IRBuilder(fn.append_basic_block("e"))
+    return fn, b, b.bitcast(fn.args[0], ir.PointerType(ir.IntType(64)))
+
+
+def _enter_units(fn, b):
+    """The loop over units ub..ue after the entry block: (unit index phi `u`, and the
+    blocks: unit head, inner loop, unit end, exit); `b` is left in the unit head."""
+    from llvmlite import ir
+
+    ulp, loop, uend, done = (fn.append_basic_block(n) for n in ("u", "l", "ue", "d"))
+    b.branch(ulp)
+    b.position_at_end(ulp)
+    u = b.phi(ir.IntType(64))
+    u.add_incoming(fn.args[1], fn.blocks[0])
+    return u, ulp, loop, uend, done
 
 
 def _close_unit(b, accs, sink, u, ulp, uend, done) -> None:

@@ -1,0 +1,184 @@
+"""The engine's in-memory caches: plans by GraphKey, replays by signature, recent graphs.
+
+- `PLAN_CACHE` (`PlanCache`): GraphKey hash -> Executable, an LRU bounded by entries and
+  by the bytes its entries hold;
+- `REPLAY` (`ReplayCache`): structural signature of a pending graph -> the key hash of its
+  plan and its leaf order, so a structure seen before skips compaction; it never holds a
+  plan (an evicted plan is a miss here);
+- `RECENT` (`RecentGraphs`): the last few realized small expressions, kept alive so that
+  rebuilding them is a hash-consing lookup per op.
+
+`svod.reset()` (svod.memory) empties these with every other cache of the process.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict, deque
+from typing import TYPE_CHECKING
+
+from svod.flags import env_int
+from svod.stats import bump
+
+if TYPE_CHECKING:
+    from svod.executable import Executable
+    from svod.key import GraphKey
+
+
+class PlanCache:
+    """In-memory LRU of Executables keyed by GraphKey hash. Bounded by entries and by
+    bytes: what its entries hold (`Executable.footprint`: measured programs — a program
+    shared by several plans counted once — graph programs, scratch, the plan objects);
+    `SVOD_PLAN_CACHE_ENTRIES`, `SVOD_PLAN_CACHE_MB`. An evicted plan is dropped: its
+    programs are freed unless another plan or a jit trace still holds them.
+
+    Threads: `get`, `put`, `clear` take the lock; `use` and `holds` (the replay path) do
+    not — they are single C-level dict calls, atomic under the GIL, and `put` iterates
+    only over C-level snapshots (`list(d.values())`), so a concurrent `use` never makes
+    an iteration fail ("OrderedDict mutated during iteration")."""
+
+    def __init__(self, max_entries: int | None = None, max_bytes: int | None = None):
+        self.max_entries = max_entries if max_entries is not None else env_int("SVOD_PLAN_CACHE_ENTRIES", 512)
+        self.max_bytes = max_bytes if max_bytes is not None else env_int("SVOD_PLAN_CACHE_MB", 512) << 20
+        self._d: OrderedDict[str, Executable] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _total(entries) -> int:
+        own, progs = 0, {}
+        for e in entries:
+            o, p = e.footprint()
+            own += o
+            progs.update(p)
+        return own + sum(progs.values())
+
+    def nbytes(self) -> int:
+        """Bytes held by the entries (each shared program once)."""
+        with self._lock:
+            entries = list(self._d.values())
+        return self._total(entries)
+
+    def get(self, key: GraphKey) -> Executable | None:
+        with self._lock:
+            exe = self._d.get(key.hash)
+            if exe is not None:
+                self._d.move_to_end(key.hash)
+            return exe
+
+    def put(self, key: GraphKey, exe: Executable) -> None:
+        """Insert (most recent) and evict least-recent entries beyond either bound. Sizes
+        are re-read here (programs and scratch appear after an entry's first run); the
+        entry just put is never evicted."""
+        with self._lock:
+            d = self._d
+            d[key.hash] = exe
+            d.move_to_end(key.hash)
+            while len(d) > self.max_entries:
+                d.popitem(last=False)
+                bump("plan_cache_evictions")
+            if len(d) > 1 and self._total(list(d.values())) > self.max_bytes:
+                # NOTE: evict oldest first; the total is recounted (shared programs stay
+                # while a remaining entry holds them)
+                while len(d) > 1:
+                    d.popitem(last=False)
+                    bump("plan_cache_evictions")
+                    if self._total(list(d.values())) <= self.max_bytes:
+                        break
+
+    def use(self, key_hash: str) -> Executable | None:
+        """The entry for `key_hash`, marked most recently used (None: not held). For the
+        replay by signature, which skips `get`: a plan replayed all the time must not age
+        out of the LRU. Lock-free (see the class docstring); an entry evicted meanwhile
+        is simply gone."""
+        exe = self._d.get(key_hash)
+        if exe is not None:
+            try:
+                self._d.move_to_end(key_hash)
+            except KeyError:
+                pass
+        return exe
+
+    def holds(self, key_hash: str, exe: Executable) -> bool:
+        """Whether `exe` is still the entry for `key_hash` (lock-free read)."""
+        return self._d.get(key_hash) is exe
+
+    def clear(self) -> None:
+        with self._lock:
+            self._d.clear()
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
+class ReplayCache:
+    """Structural signature (svod.ir.signature_of) -> (key hash, leaf order, whether
+    `RECENT` keeps the graph: its leaves' sizes follow from the signature, the
+    `svod.shapes.SymbolicCall` of a size run in its bucket's plan or None).
+
+    A front for PLAN_CACHE that skips compaction: an entry names the plan by its key
+    hash only (`PlanCache.use` finds it), so this table never keeps a plan alive —
+    evicting or clearing there is a miss here — and a re-planned key replays its new
+    plan (one signature has one GraphKey, so one leaf order). Bounded; dropped
+    wholesale when full. Single C-level dict calls: safe from several threads.
+    """
+
+    def __init__(self, max_entries: int = 4096):
+        self.max_entries = max_entries
+        self._d: dict[int, tuple] = {}
+
+    def get(self, sig: int):
+        return self._d.get(sig)
+
+    def put(self, sig: int, key_hash: str, leaves: tuple, buffers: list, dyn=None) -> None:
+        """`dyn`: the `svod.shapes.SymbolicCall` binding this size to its bucket's plan
+        `key_hash` (one signature has one row count, so one call), None for an exact plan."""
+        pos = {id(leaf): i for i, leaf in enumerate(leaves)}
+        perm = tuple(pos.get(id(b), -1) for b in buffers)
+        if len(perm) != len(leaves) or -1 in perm:
+            return  # not the same leaves as the compacted graph's: never replay by signature
+        if len(self._d) >= self.max_entries:
+            self._d.clear()
+        self._d[sig] = (key_hash, perm, RECENT.small(leaves), dyn)
+
+    def clear(self) -> None:
+        self._d.clear()
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+
+class RecentGraphs:
+    """The last few realized expressions over small inputs, kept alive.
+
+    A realize replaces its expression by a buffer, so the expression's nodes die, and the
+    next `f(x)` over the same inputs would build them again (docs/engine.md: what that
+    costs). Holding the last `max_graphs` expressions keeps their nodes in the
+    hash-consing cache: rebuilding one is a lookup per op. Only expressions whose leaves
+    hold at most `max_bytes` together are kept (a kept node keeps its inputs' arrays alive),
+    so at most `max_graphs * max_bytes` of inputs outlive their tensors, until
+    `max_graphs` more realizes or `clear()`. `SVOD_RETAIN_GRAPHS=0` turns it off.
+    """
+
+    def __init__(self, max_graphs: int, max_bytes: int = 1 << 18):
+        self.max_graphs = max_graphs
+        self.max_bytes = max_bytes
+        self._q: deque = deque(maxlen=max(max_graphs, 1))
+
+    def small(self, leaves) -> bool:
+        """Whether a graph over these leaves (BufferRefs) is kept."""
+        return bool(self.max_graphs) and leaves is not None and \
+            sum(leaf.array.nbytes for leaf in leaves) <= self.max_bytes
+
+    def keep(self, roots: list) -> None:
+        self._q.append(roots)  # NOTE: deque.append is atomic under the GIL
+
+    def clear(self) -> None:
+        self._q.clear()
+
+    def __len__(self) -> int:
+        return len(self._q)
+
+
+PLAN_CACHE = PlanCache()
+REPLAY = ReplayCache()
+RECENT = RecentGraphs(env_int("SVOD_RETAIN_GRAPHS", 16))

@@ -1,0 +1,238 @@
+"""Executables: what a plan decision hands the engine, `exe.run(arrays) -> outputs`.
+
+- `KernelPlan`: a Plan of Kernels, built (svod.graph) and compiled (svod.codegen) on its
+  first run, validated then under SVOD_VALIDATE (svod.validate), replayed after;
+- `InterpretedGraph`: the whole GraphKey in the numpy reference interpreter (a planner
+  failure's fallback);
+- `InterpretedKernel`: one kernel in the kernel interpreter (SVOD_CODEGEN=0, or no
+  usable llvmlite).
+
+Invariants: an Executable's outputs are fresh arrays of the key's output shapes and
+dtypes; `run` may be called from several threads; `footprint` counts each compiled
+program by identity so that plans sharing it are not charged twice.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from svod.flags import flag
+from svod.interp import eval_key
+from svod.ir import Ops
+from svod.key import GraphKey
+from svod.stats import Tally, bump, bump_many
+from svod.validate import validate_outputs
+
+KEY_NODE_BYTES = 768  # the key and plan objects' memory per key node (docs/engine.md)
+
+
+class Executable:
+    """A runnable plan for one GraphKey: `run(arrays) -> outputs`."""
+
+    key: GraphKey
+    # a plan from a budget-limited search or a fallback: correct, persisted marked as such,
+    # searched again by `svod tune` (svod.planner)
+    provisional: bool = False
+    origin: str = ""  # where svod.planner.decide found or made it ("search", "disk cache", ...)
+
+    def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def describe(self) -> str:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def to_json(self) -> dict | None:
+        """A JSON form for the persistent plan cache (None: not persistable)."""
+        return None
+
+    def nbytes(self) -> int:
+        """Memory this entry holds, its programs included (`footprint` splits it)."""
+        own, progs = self.footprint()
+        return own + sum(progs.values())
+
+    def footprint(self) -> tuple[int, dict[int, int]]:
+        """(bytes of its own, {program identity: bytes}) — programs may be shared with
+        other plans, so a total over several plans counts each identity once. Its own:
+        the key and plan objects, estimated at `KEY_NODE_BYTES` a key node."""
+        return KEY_NODE_BYTES * len(self.key.nodes), {}
+
+
+class InterpretedGraph(Executable):
+    """Evaluate the whole GraphKey with the numpy reference interpreter."""
+
+    def __init__(self, key: GraphKey):
+        self.key = key
+        self.n_compute = sum(1 for n in key.nodes if n.op not in (Ops.BUFFER, Ops.CONST))
+
+    def describe(self) -> str:
+        lines = str(self.key).splitlines()
+        body = "\n".join("  " + ln for ln in lines[:40])
+        more = f"\n  ... {len(lines) - 40} more" if len(lines) > 40 else ""
+        return f"plan: the whole graph in the numpy interpreter ({self.n_compute} ops)\n{body}{more}"
+
+    def to_json(self) -> dict:
+        return {"kind": "interpreted"}
+
+    def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        bump("interpreter_fallbacks")
+        bump("nodes_evaluated", self.n_compute)
+        return eval_key(self.key, arrays)
+
+
+class InterpretedKernel:
+    """A kernel run by the numpy kernel interpreter (the codegen's fallback)."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def run(self, buffers: dict, threads: int = 1) -> None:
+        from svod.interp import run_kernel
+
+        bump("interpreter_fallbacks")
+        run_kernel(self.kernel, buffers)
+
+
+def _programs(plan) -> list:
+    """One program per kernel: compiled when the codegen is available, else interpreted."""
+    compile_kernel = _codegen()
+    out = []
+    for k in plan.kernels:
+        out.append(compile_kernel(k) if compile_kernel is not None else InterpretedKernel(k))
+    return out
+
+
+def _codegen():
+    """The codegen's compile_kernel, or None (SVOD_CODEGEN=0, or llvmlite unusable)."""
+    if os.environ.get("SVOD_CODEGEN", "1") in ("0", "false", "False"):
+        return None
+    try:
+        from svod.codegen.program import compile_kernel
+    except ImportError:
+        return None
+    return compile_kernel
+
+
+class KernelPlan(Executable):
+    """A Plan of Kernels, built into a CompiledGraph (Allocate/Copy/Launch/Free over slots
+    with a memory plan) and run with one program per kernel.
+
+    `threads(plan) -> {kernel index: thread count}` (the planner's `kernel_threads`: the
+    counts the cost model prices the kernels with) is asked once, when the graph is built;
+    without it every kernel runs on one thread. Under SVOD_VALIDATE the first run is
+    checked against the reference interpreter (`svod.validate`); from the second run on, a
+    program that has one replays through its straight-line runner (`quick_parts`)."""
+
+    def __init__(self, key: GraphKey, plan, provisional: bool = False, threads: Callable | None = None):
+        self.key = key
+        self.plan = plan
+        self.provisional = provisional
+        self._threads = threads  # plan -> {kernel index: threads}, asked once when the graph is built
+        self._validated = not flag("SVOD_VALIDATE")
+        self._graph = None
+        self._programs = None
+        self._gp = None  # GraphProgram, built on the first run
+        self._tally = None  # Tally of inlined replays (`quick_parts`)
+        self._fast = None  # QuickParts.runner once set up; False: the program has none
+        self._n_kernels = len(plan.kernels)
+        self._n_nodes = sum(len(k.nodes) for k in plan.kernels)
+        self._footprint = None  # (own bytes, {program identity: bytes}) once settled
+        self._lock = threading.Lock()
+
+    @property
+    def graph(self):
+        if self._graph is None:
+            from svod.graph import build_graph
+
+            self._graph = build_graph(self.plan, threads=self._threads(self.plan) if self._threads else {})
+        return self._graph
+
+    def programs(self) -> list:
+        with self._lock:
+            if self._programs is None:
+                t0 = time.perf_counter()
+                self._programs = _programs(self.plan)
+                bump("compile_seconds", time.perf_counter() - t0)
+            return self._programs
+
+    def graph_program(self):
+        """The GraphProgram replaying the whole graph (native segments between library
+        steps; kernel by kernel when a kernel is interpreted)."""
+        gp = self._gp
+        if gp is None:
+            from svod.codegen.graphprog import GraphProgram, compile_graph
+
+            programs = self.programs()
+            with self._lock:
+                if self._gp is None:
+                    t0 = time.perf_counter()
+                    if _codegen() is None:
+                        self._gp = GraphProgram(self.graph, programs, "fallback", "codegen disabled")
+                    else:
+                        self._gp = compile_graph(self.graph, programs)
+                    bump("compile_seconds", time.perf_counter() - t0)
+                gp = self._gp
+        return gp
+
+    def describe(self) -> str:
+        return str(self.plan)
+
+    def footprint(self) -> tuple[int, dict[int, int]]:
+        """Its own bytes include the graph program (its segment module, measured, and the
+        scratch temps it keeps between runs); its programs' measured sizes come apart.
+        Kept once it cannot change (the graph program built, its scratch made): the plan
+        cache re-reads every entry's footprint on each insert. Callers must not mutate."""
+        fp = self._footprint
+        if fp is not None:
+            return fp
+        own, progs = super().footprint()
+        gp = self._gp
+        if gp is not None:
+            own += gp.nbytes
+        for p in self._programs or ():
+            f = getattr(p, "footprint", None)
+            if f is not None:
+                i, n = f()
+                progs[i] = n
+        if gp is not None and (gp._state is not None or gp.kind != "native" or not gp._scratch_ok):
+            self._footprint = (own, progs)
+        return own, progs
+
+    def to_json(self) -> dict:
+        from svod.kernel import plan_to_json
+
+        return {"kind": "plan", "plan": plan_to_json(self.plan)}
+
+    def quick_parts(self):
+        """The graph program's replay pieces (`GraphProgram.quick_parts`) and this plan's
+        `Tally` (one count per replay); None until a validated run has built the
+        program's state, or when the program cannot take the fast path."""
+        gp = self._gp
+        if gp is None or not self._validated:
+            return None
+        parts = gp.quick_parts()
+        if parts is None:
+            return None
+        if self._tally is None:
+            self._tally = Tally((("kernels_launched", self._n_kernels), ("nodes_evaluated", self._n_nodes)))
+        return parts, self._tally
+
+    def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        fast = self._fast
+        if fast:
+            outs = fast(arrays)
+            if outs is not None:
+                return outs
+        bump_many((("kernels_launched", self._n_kernels), ("nodes_evaluated", self._n_nodes)))
+        outs = (self._gp or self.graph_program()).run(arrays)
+        if not self._validated:
+            validate_outputs(self.key, arrays, outs, self.describe)
+            self._validated = True
+        elif fast is None:  # from the second run: the straight-line runner, when the program has one
+            got = self.quick_parts()
+            self._fast = got[0].runner(got[1]) if got is not None else False
+        return outs
