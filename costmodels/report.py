@@ -6,7 +6,7 @@ every cover of its graph by legal kernels is enumerated by the search's oracle �
 the Kernel spec, independently of any model. Up to `max_variants` of them are timed
 (all of them when there are fewer; else the model's pick, the plan realize() runs, and a
 seeded random sample: the sample does not depend on the model's ranking), each as
-`realize()` would run it — the cover's plan after the plan passes (attention fusion), a
+`realize()` would run it — the cover's plan (the lowering's plan passes, attention fusion, included), a
 GraphProgram with the thread counts the model priced — medians of interleaved
 repeats (each timing divided by how slow the machine ran its neighbours in time,
 `costmodels.measure.steady`). Each variant is built `instances` times (its own graph
@@ -173,12 +173,12 @@ def _sig(plan) -> tuple:
 def variants(t: Target, model: CostModel, oracle, machine: Machine, max_variants: int, max_choices: int,
              seed: int) -> Variants:
     """The variants `measure_target` times (see `Variants`), without timing anything."""
-    from svod.planner import decide, plan_passes
+    from svod.planner import decide
 
     covers, plans, seen = [], [], set()
     for c in oracle.all_covers(t.key, model, machine, max_choices=max_choices):
-        p = plan_passes(c.plan)
-        if _sig(p) not in seen:  # two covers the passes make one plan: timed once
+        p = c.plan
+        if _sig(p) not in seen:  # two covers the lowering's passes make one plan: timed once
             seen.add(_sig(p))
             covers.append(c)
             plans.append(p)
@@ -372,7 +372,6 @@ def rescore(data: dict, model: CostModel, oracle, machine: Machine | None = None
     (True, True, True)
     """
     from svod.lower import initial_materialized, lower
-    from svod.planner import plan_passes
 
     machine = machine or Machine.host()
     out = []
@@ -384,14 +383,14 @@ def rescore(data: dict, model: CostModel, oracle, machine: Machine | None = None
                              "svod): time it again with svod costmodel report --json")
         t = workload_target(rj["workload"], small=bool(data.get("small", False)))
         base = initial_materialized(t.key)
-        plans = [plan_passes(lower(t.key, base | frozenset(m), planner="oracle")) for m in rj["materialized"]]
+        plans = [lower(t.key, base | frozenset(m), planner="oracle") for m in rj["materialized"]]
         if [len(p.kernels) for p in plans] != rj["kernels"]:
             raise ValueError(f"{rj['workload']}: its graph changed since the report (the stored covers lower to "
                              "other plans): time it again")
         pred = [sum(p.seconds for p in plan_prices(plan, model, machine)) for plan in plans]
         sigs = [_sig(plan) for plan in plans]
         cheapest = oracle.all_covers(t.key, model, machine, max_choices=max(len(oracle.choices(t.key)), 1))[0]
-        want = _sig(plan_passes(cheapest.plan))
+        want = _sig(cheapest.plan)
         note = ""
         if want in sigs:
             pick = sigs.index(want)

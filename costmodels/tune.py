@@ -2,7 +2,7 @@
 
 Given a target (`costmodels.targets`) and candidate plans — first the plan realize()
 runs now (`svod.planner.decide`), then the search's k best and, for small graphs, the
-oracle's cheapest covers, every one after the plan passes (attention fusion), so each is
+oracle's cheapest covers, every one lowered through the plan passes (attention fusion), so each is
 timed as realize() would run it; the CLI supplies them, `costmodels` does not import
 `search`:
 

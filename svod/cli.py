@@ -274,7 +274,7 @@ def _target(args: argparse.Namespace):
 
 
 def _candidates(target, model, k: int, oracle_choices: int) -> list:
-    """The plans `svod tune` times, each as realize() would run it (after the plan passes):
+    """The plans `svod tune` times, each as realize() would run it (the lowering's plan passes included):
     first the plan realize() runs now (`svod.planner.decide`: the tuned one when the graph
     was tuned before; a provisional plan is searched again first), then the search's k
     best with `model` (cheapest predicted first), then the oracle's cheapest covers when
@@ -289,10 +289,10 @@ def _candidates(target, model, k: int, oracle_choices: int) -> list:
         d = planner.research(target.key)
     out = [("realize", d.plan)] if d.plan is not None else []
     r = plan_search(target.key, cost_model=model, k=k)
-    out += [("search", planner.plan_passes(v.plan)) for v in r.variants] or [("search", planner.plan_passes(r.plan))]
+    out += [("search", v.plan) for v in r.variants] or [("search", r.plan)]
     if 0 < len(choices(target.key)) <= oracle_choices:
         covers = all_covers(target.key, model, Machine.host(), max_choices=oracle_choices)
-        out += [("oracle", planner.plan_passes(c.plan)) for c in covers[:k]]
+        out += [("oracle", c.plan) for c in covers[:k]]
     return out
 
 
@@ -331,7 +331,7 @@ def _tune_provisional(args: argparse.Namespace) -> int:
 def _cmd_tune(args: argparse.Namespace) -> int:
     """Take the plan realize() runs for a program, the search's k best fusion variants
     (and, for small graphs, the oracle's cheapest covers), each as realize() would run
-    it (after the plan passes: attention fusion), time every kernel and every variant,
+    it (the lowering's plan passes, attention fusion, included), time every kernel and every variant,
     store the results in the tuning database and the fastest variant as the program's
     tuned plan. Resumable: an interrupted run keeps every finished measurement, a
     repeated run measures nothing new. A provisional plan (a search cut short by its

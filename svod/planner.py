@@ -73,17 +73,6 @@ class Decision:
         return f"{self.source}{f' ({self.detail})' if self.detail else ''}; cost model {self.model}"
 
 
-# ----------------------------------------------------------------------------- plan passes
-
-
-def plan_passes(plan):
-    """`plan` itself. The plan passes (sibling merging, attention fusion) run inside the
-    lowering (`svod.lower.PLAN_PASSES`), so every plan a planner returns — and every
-    plan the search priced — is already through them. Kept only while svod/cli.py,
-    costmodels/report.py and `engine.fuse_plan` still call it (issue 27)."""
-    return plan
-
-
 # ----------------------------------------------------------------------------- cost model
 
 

@@ -243,7 +243,7 @@ def match_nodes(decoded: GraphKey, key: GraphKey) -> dict[int, int]:
 def chosen_nodes(explanation) -> set[int]:
     """GraphKey nodes the chosen plan of a `svod.Explanation` writes to memory (the
     outputs of its kernels): the e-classes where extraction picked `Kernel` (the search's
-    pick, `.searched`, before the plan passes)."""
+    pick, `.searched`; the lowering's plan passes ran inside it)."""
     plan = getattr(explanation, "searched", None) or explanation.plan
     ext = getattr(explanation.report, "extraction", None)
     decoded = getattr(ext, "key", None)

@@ -14,10 +14,10 @@ Adding a pass: append a `PlanPass` to `PLAN_PASSES` (its position is its order).
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from svod.flags import warn_once
 from svod.kernel import KernelError, Plan
 from svod.lower.attention import fuse_attention
 from svod.lower.merge import merge_siblings
@@ -42,7 +42,6 @@ ATTENTION_FUSION = PlanPass("attention fusion", fuse_attention, "SVOD_FUSE_ATTEN
 # merged with a sibling is not a lone row softmax, and stays unfused).
 PLAN_PASSES: tuple[PlanPass, ...] = (SIBLING_MERGE, ATTENTION_FUSION)
 
-_warned: set[str] = set()
 
 
 def validating() -> bool:
@@ -68,12 +67,7 @@ def run_passes(plan: Plan, passes: Sequence[PlanPass] = PLAN_PASSES, *, validate
         try:
             out = p.run(plan)
         except Exception as e:  # noqa: BLE001 - a pass bug costs speed, never a result
-            if p.name not in _warned:
-                _warned.add(p.name)
-                from svod.errors import SvodWarning, user_stacklevel
-
-                warnings.warn(f"svod: {p.name} failed ({type(e).__name__}: {e}); keeping the plan without it",
-                              SvodWarning, stacklevel=user_stacklevel())
+            warn_once(p.name, f"svod: {p.name} failed ({type(e).__name__}: {e}); keeping the plan without it")
             continue
         if out is not plan and validate:
             check(out, f"the plan pass {p.name!r}")
