@@ -222,7 +222,8 @@ def test_reset_empties_every_cache_and_svod_works_after_it(monkeypatch):
     assert set(sizes) == {name for name, *_ in svod.memory.CACHES}
     filled = {k for k, v in sizes.items() if v}
     assert filled >= {"plan cache", "replay table", "recent graphs", "dynamic shapes", "cost model and search reports",
-                      "jit traces", "compiled programs", "signatures", "constants", "kernel features",
+                      "jit traces", "compiled programs", "signatures", "constants", "kernel features", "view chains",
+                      "kernel schedules",
                       "machine profiles", "calibration kernels", "default store", "counters"}, sizes
     svod.reset()
     assert svod.memory.cache_sizes() == dict.fromkeys(sizes, 0)
