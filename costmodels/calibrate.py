@@ -11,8 +11,10 @@ constants are read off the timings:
   to cache-resident data minus the same kernel without it;
 - **access patterns**: transposed (strided) reads, masked (padded) reads, chains of
   views (reshape after permute), broadcasts;
-- **overheads**: per work unit (row), per kernel in a graph program (launch), waking
-  the thread pool (dispatch), and the efficiency of compute on all cores;
+- **overheads**: per work unit (row), per kernel in a graph program (launch), per
+  library (BLAS) step in a graph program besides its flops (the Python call between
+  native segments), waking the thread pool (dispatch), and the efficiency of compute on
+  all cores;
 - **matmul** throughput of the generated tiles (one thread, and at 1024^3 on every
   core) and of the BLAS step (which runs on the same pool: `svod.codegen.blas`); like
   every probe, at its fastest round. What the search decides between is measured side
@@ -360,6 +362,41 @@ def _launch_cost() -> float:
     return max((tn - t1) / max(len(many.kernels) - len(one.kernels), 1), 1e-8)
 
 
+LIBRARY_STEP_SHAPE = (8, 32, 16)  # (m, k, n) of the library-step probe's products: microseconds of flops
+
+
+def _library_step_cost() -> float:
+    """Seconds a graph program spends per library (BLAS) step besides its flops: two tiny
+    products with a bias each, ``(x @ w1 + 1) @ w2 + 1``, run as BLAS steps with the adds
+    in kernels of their own (library, native, library, native: three segments, no
+    single-segment replay) against the same products as generated GEMMs with the adds
+    in their epilogues (one native segment), timed side by side, per step. What the two
+    plans' kernels compute is the same few thousand flops either way; the difference is
+    what the model's `launch_seconds` does not cover (docs/costmodels.md)."""
+    import svod
+    from costmodels.measure import PlanRunner, time_rounds
+    from svod.key import compact
+    from svod.lower import lower
+
+    m, k, n = LIBRARY_STEP_SHAPE
+    rng = np.random.default_rng(0)
+    x, w1, w2 = (svod.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((m, k), (k, n), (n, n)))
+    out = (x @ w1 + 1.0) @ w2 + 1.0
+    key, b = compact([out.uop])
+    mms = {i for i, nd in enumerate(key.nodes) if nd.op.name == "MATMUL"}
+    adds = {i for i, nd in enumerate(key.nodes) if nd.op.name == "ADD"}
+    blas = lower(key, mms | adds, planner="calibrate")
+    gemm = lower(key, adds, planner="calibrate")
+    steps = sum(1 for kk in blas.kernels if kk.matmul is not None and kk.matmul.library)
+    if steps != 2 or any(kk.matmul is not None and kk.matmul.library for kk in gemm.kernels):
+        raise AssertionError(f"library-step probe: unexpected plans\n{blas}\n{gemm}")
+    # interleaved rounds, each plan at its fastest: the library step's Python side swings
+    # by 2-4x between rounds on a shared VM (33-150 us a round for the BLAS plan here)
+    t_blas, t_gemm = (min(t) for t in time_rounds([PlanRunner(blas, b.arrays), PlanRunner(gemm, b.arrays)],
+                                                   repeats=15, target=2e-3))
+    return max((t_blas - t_gemm) / steps, 0.0)
+
+
 def _side_by_side(runs: list[tuple[object, int]], repeats: int) -> list[float]:
     """Seconds of each (kernel, threads), the kernels timed interleaved against each other:
     a ratio of two programs timed side by side holds where two probes timed minutes apart
@@ -531,6 +568,7 @@ def run_probes(plist: list[Probe], progress: bool = True, budget: float | None =
         pb.set_postfix_str("launch")
         raw["launch"] = {"seconds": _launch_cost()}
         raw["alloc"] = {"seconds": _alloc_cost()}
+        raw["library_step"] = {"seconds": _library_step_cost()}
         raw["blas_trans"] = {"factor": _blas_transposed_cost()}
         full = any(p.name == "matmul:native2:1024" for p in plist)  # not --quick
         raw["cache_hold"] = _cache_hold(25 if full else 5)
@@ -580,6 +618,8 @@ def fit(raw: dict[str, dict], cores: int) -> dict:
     prof["dispatch_seconds"] = dispatch
     prof["launch_seconds"] = raw.get("launch", {}).get("seconds", 1e-7)
     prof["alloc_seconds"] = raw.get("alloc", {}).get("seconds", 1e-6)
+    if "library_step" in raw:  # else the profile's default (`costmodels.profile.LIBRARY_STEP_SECONDS`)
+        prof["library_step_seconds"] = raw["library_step"]["seconds"]
     # NOTE: on a shared VM the second vCPU is sometimes a busy core's sibling: the round
     # with the best split says what the machine can do
     prof["compute_scaling"] = float(cores)
