@@ -98,6 +98,23 @@ def test_fit_keeps_the_library_step_probe():
     assert Profile.from_json(dict(reference().data, library_step_seconds=3e-6)).library_step_seconds == 3e-6
 
 
+def test_blas_rate_fit_takes_the_library_step_out():
+    """The BLAS/GEMM pairs time the BLAS step with its Python side in it; the model prices
+    that side apart, so the fitted rate is the product's alone (else it is counted twice)."""
+    mm = {"native": 1e11, "native2:1024": 2e11}
+    raw = {"matmul:" + k: {"seconds": 1.0, "median": 1.0, "flops": v, "read_bytes": 4e6, "write_bytes": 4e6}
+           for k, v in mm.items()}
+    pair = {"ratio": 1.2, "flops": 2.0 * 256 ** 3, "bytes": 3 * 256 * 256 * 4, "seconds": 300e-6}
+    raw["blas_pairs"] = {"256": pair}
+    plain = list(calibrate.fit(raw, 2)["blas_flops"].values())
+    assert plain == [pytest.approx(2e11 / 1.2)]  # no probe: as measured
+    raw["library_step"] = {"seconds": 15e-6}
+    net = list(calibrate.fit(raw, 2)["blas_flops"].values())
+    assert net == [pytest.approx(2e11 / (1.2 * 285 / 300))]
+    del pair["seconds"]  # a pair stored before the BLAS seconds were kept: as measured
+    assert list(calibrate.fit(raw, 2)["blas_flops"].values()) == plain
+
+
 def test_library_step_probe_measures_a_plausible_overhead():
     """The probe's two plans (BLAS steps with their adds apart, generated GEMMs with the adds
     in their epilogues) compute the same thing; the per-step difference is the Python side
