@@ -3,6 +3,7 @@ machine profile's measured constants.
 
     seconds(t) = launch + dispatch[t > 1] + alloc[output above the pool's small size]
                  + units * unit / t + max(M, C) + overlap * min(M, C)
+    a BLAS step: launch + library_step + max(flops / BLAS rate, its bytes)
     M = memory(t) + gathers / speedup(t),   C = compute / speedup(t)
 
 - memory: bytes read and written on `t` threads, at the bandwidth measured for the
@@ -25,7 +26,10 @@ machine profile's measured constants.
   rate (a strided B operand: the same rate plus its packing, at the measured gather cost
   per packed element; on all cores at the GEMM's own measured 1024^3 scaling), the BLAS
   step at its rate for the product's arithmetic intensity (or its bytes, whichever is
-  slower; a transposed B at the measured slow-down of its packing);
+  slower; a transposed B at the measured slow-down of its packing) plus its fixed cost
+  in a graph program (`library_step`: the Python call between native segments,
+  measured per step against the same products as generated GEMMs; ~15 us here, which
+  decides small products: docs/costmodels.md);
 - threads: 1 or all cores, whichever is cheaper (the price carries the choice).
 
 >>> from svod.costing import Machine
@@ -78,7 +82,7 @@ OTHER_GATHERS = ("reverse", "masked")
 
 # Bumped whenever the formulas change: plan-cache keys include it (`tuning.generation`),
 # so plans chosen by an older model are re-planned, not replayed from the disk cache.
-MODEL_VERSION = "11"
+MODEL_VERSION = "12"
 
 
 class CalibratedModel:
@@ -122,7 +126,7 @@ class CalibratedModel:
         accesses = plan_accesses(plan)
         out = self._priced(plan, accesses)
         if self.profile.get("cache_hold"):  # what the caches still hold decays with time too
-            timed = ages(accesses, [p.seconds * self.aging(k) for p, k in zip(out, plan.kernels)])
+            timed = ages(accesses, [self._aged_seconds(p, k) for p, k in zip(out, plan.kernels)])
             accesses = [tuple(dataclasses.replace(a, age=float(f"{t:.2g}")) for a, t in zip(acc, ts))
                         for acc, ts in zip(accesses, timed)]
             out = self._priced(plan, accesses)
@@ -142,6 +146,13 @@ class CalibratedModel:
                 self._in_plan[key] = p
             out.append(p)
         return out
+
+    def _aged_seconds(self, price: Price, kernel: Kernel) -> float:
+        """The hold curve's idle seconds `kernel`'s run is worth: its work at `aging`, a
+        library step's fixed Python side (`Profile.library_step_seconds`) as idle time."""
+        fixed = self.profile.library_step_seconds if kernel.matmul is not None and kernel.matmul.library else 0.0
+        fixed = min(fixed, price.seconds)
+        return fixed + (price.seconds - fixed) * self.aging(kernel)
 
     def aging(self, kernel: Kernel) -> float:
         """How many seconds of the hold curve's idle waiting one second of `kernel` is
@@ -192,6 +203,7 @@ class CalibratedModel:
             # small-k products are bound by their bytes; a transposed B costs OpenBLAS's
             # packing from the other layout (calibrate's blas_trans pair)
             flops = f.flops * (p.get("blas_trans_factor", 1.0) if f.matmul_strided else 1.0)
+            over += p.library_step_seconds
             return over + max(flops / self._blas_rate(f), self.memory(f, 2, accesses))
         speed = 1.0 if te == 1 else self._speedup(te)
         latency = self.gathers(f, ws, LATENCY_BOUND) / speed

@@ -11,8 +11,10 @@ constants are read off the timings:
   to cache-resident data minus the same kernel without it;
 - **access patterns**: transposed (strided) reads, masked (padded) reads, chains of
   views (reshape after permute), broadcasts;
-- **overheads**: per work unit (row), per kernel in a graph program (launch), waking
-  the thread pool (dispatch), and the efficiency of compute on all cores;
+- **overheads**: per work unit (row), per kernel in a graph program (launch), per
+  library (BLAS) step in a graph program besides its flops (the Python call between
+  native segments), waking the thread pool (dispatch), and the efficiency of compute on
+  all cores;
 - **matmul** throughput of the generated tiles (one thread, and at 1024^3 on every
   core) and of the BLAS step (which runs on the same pool: `svod.codegen.blas`); like
   every probe, at its fastest round. What the search decides between is measured side
@@ -360,6 +362,41 @@ def _launch_cost() -> float:
     return max((tn - t1) / max(len(many.kernels) - len(one.kernels), 1), 1e-8)
 
 
+LIBRARY_STEP_SHAPE = (8, 32, 16)  # (m, k, n) of the library-step probe's products: microseconds of flops
+
+
+def _library_step_cost() -> float:
+    """Seconds a graph program spends per library (BLAS) step besides its flops: two tiny
+    products with a bias each, ``(x @ w1 + 1) @ w2 + 1``, run as BLAS steps with the adds
+    in kernels of their own (library, native, library, native: three segments, no
+    single-segment replay) against the same products as generated GEMMs with the adds
+    in their epilogues (one native segment), timed side by side, per step. What the two
+    plans' kernels compute is the same few thousand flops either way; the difference is
+    what the model's `launch_seconds` does not cover (docs/costmodels.md)."""
+    import svod
+    from costmodels.measure import PlanRunner, time_rounds
+    from svod.key import compact
+    from svod.lower import lower
+
+    m, k, n = LIBRARY_STEP_SHAPE
+    rng = np.random.default_rng(0)
+    x, w1, w2 = (svod.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((m, k), (k, n), (n, n)))
+    out = (x @ w1 + 1.0) @ w2 + 1.0
+    key, b = compact([out.uop])
+    mms = {i for i, nd in enumerate(key.nodes) if nd.op.name == "MATMUL"}
+    adds = {i for i, nd in enumerate(key.nodes) if nd.op.name == "ADD"}
+    blas = lower(key, mms | adds, planner="calibrate")
+    gemm = lower(key, adds, planner="calibrate")
+    steps = sum(1 for kk in blas.kernels if kk.matmul is not None and kk.matmul.library)
+    if steps != 2 or any(kk.matmul is not None and kk.matmul.library for kk in gemm.kernels):
+        raise AssertionError(f"library-step probe: unexpected plans\n{blas}\n{gemm}")
+    # interleaved rounds, each plan at its fastest: the library step's Python side swings
+    # by 2-4x between rounds on a shared VM (33-150 us a round for the BLAS plan here)
+    t_blas, t_gemm = (min(t) for t in time_rounds([PlanRunner(blas, b.arrays), PlanRunner(gemm, b.arrays)],
+                                                   repeats=15, target=2e-3))
+    return max((t_blas - t_gemm) / steps, 0.0)
+
+
 def _side_by_side(runs: list[tuple[object, int]], repeats: int) -> list[float]:
     """Seconds of each (kernel, threads), the kernels timed interleaved against each other:
     a ratio of two programs timed side by side holds where two probes timed minutes apart
@@ -409,7 +446,7 @@ def _blas_against_gemm(cores: int) -> dict[str, dict]:
         gen = dataclasses.replace(lib, name="cal_matmul_pair", matmul=dataclasses.replace(lib.matmul, library=False))
         t_lib, t_gen = _side_by_side([(lib, 1), (gen, cores)], repeats=PAIR_REPEATS)
         f = features(lib)
-        out[name] = {"ratio": t_lib / t_gen, "flops": f.flops, "bytes": f.read_bytes + f.write_bytes}
+        out[name] = {"ratio": t_lib / t_gen, "flops": f.flops, "bytes": f.read_bytes + f.write_bytes, "seconds": t_lib}
     return out
 
 
@@ -531,6 +568,7 @@ def run_probes(plist: list[Probe], progress: bool = True, budget: float | None =
         pb.set_postfix_str("launch")
         raw["launch"] = {"seconds": _launch_cost()}
         raw["alloc"] = {"seconds": _alloc_cost()}
+        raw["library_step"] = {"seconds": _library_step_cost()}
         raw["blas_trans"] = {"factor": _blas_transposed_cost()}
         full = any(p.name == "matmul:native2:1024" for p in plist)  # not --quick
         raw["cache_hold"] = _cache_hold(25 if full else 5)
@@ -564,6 +602,16 @@ def _decreasing(points: list) -> list:
     return out
 
 
+def _net_ratio(pair: dict, step: float) -> float:
+    """A BLAS/GEMM pair's time ratio with the library step's fixed cost `step` taken out
+    of the BLAS time (pairs stored without their BLAS seconds: as measured). At the
+    256^3 probe (~0.27 ms) the step is ~5% of it; at the bigger probes under 1%."""
+    sec = pair.get("seconds")
+    if not sec or not step:
+        return pair["ratio"]
+    return pair["ratio"] * max(sec - step, 0.5 * sec) / sec
+
+
 def _per(raw: dict, name: str, attr: str) -> float:
     r = raw[name]
     return r["seconds"] / max(r[attr], 1)
@@ -580,6 +628,8 @@ def fit(raw: dict[str, dict], cores: int) -> dict:
     prof["dispatch_seconds"] = dispatch
     prof["launch_seconds"] = raw.get("launch", {}).get("seconds", 1e-7)
     prof["alloc_seconds"] = raw.get("alloc", {}).get("seconds", 1e-6)
+    if "library_step" in raw:  # else the profile's default (`costmodels.profile.LIBRARY_STEP_SECONDS`)
+        prof["library_step_seconds"] = raw["library_step"]["seconds"]
     # NOTE: on a shared VM the second vCPU is sometimes a busy core's sibling: the round
     # with the best split says what the machine can do
     prof["compute_scaling"] = float(cores)
@@ -679,8 +729,12 @@ def fit(raw: dict[str, dict], cores: int) -> dict:
     gemm = mm.get("native2:1024")
     if raw.get("blas_pairs") and gemm:
         # the BLAS step at each probe's intensity: the GEMM's all-core rate over the two's
-        # measured time ratio (the model prices the GEMM's tiles at that rate)
-        blas = {str(r["flops"] / max(r["bytes"], 1)): gemm / max(r["ratio"], 1e-3) for r in raw["blas_pairs"].values()}
+        # measured time ratio (the model prices the GEMM's tiles at that rate), with the
+        # BLAS step's fixed Python side taken out: the model prices it apart
+        # (library_step_seconds)
+        step = raw.get("library_step", {}).get("seconds", 0.0)
+        blas = {str(r["flops"] / max(r["bytes"], 1)): gemm / max(_net_ratio(r, step), 1e-3)
+                for r in raw["blas_pairs"].values()}
     prof["blas_flops"] = blas
     if raw.get("cache_hold"):
         prof["cache_hold"] = dict(raw["cache_hold"])

@@ -33,6 +33,13 @@ from svod.flags import machine_profile_path
 PROFILE_FORMAT = 1
 STORE_KEY = f"machine-profile/v{PROFILE_FORMAT}"
 
+# A library (BLAS) step's fixed cost in a graph program, besides its flops and bytes: the
+# Python call between native segments (operand views, the gemm call's set-up), and the
+# graph program's single-segment replay path it rules out. `svod calibrate` measures it
+# (`costmodels.calibrate._library_step_cost`); profiles from before that probe get this
+# figure, measured on the reference VM (docs/costmodels.md).
+LIBRARY_STEP_SECONDS = 15e-6
+
 
 @dataclass
 class Profile:
@@ -98,6 +105,12 @@ class Profile:
     @property
     def unit_seconds(self) -> float:
         return float(self.data["unit_seconds"])
+
+    @property
+    def library_step_seconds(self) -> float:
+        """Seconds a library (BLAS) step costs a graph program besides its work (see
+        `LIBRARY_STEP_SECONDS`; the default where a profile predates the probe)."""
+        return float(self.data.get("library_step_seconds", LIBRARY_STEP_SECONDS))
 
     @property
     def compute_scaling(self) -> float:

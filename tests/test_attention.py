@@ -4,9 +4,11 @@ in either kernel, transposed and broadcast operands, the patterns left alone, th
 interpreter path, the JSON form and the spec checks.
 
 The pattern and kernel tests plan with the greedy planner (every matmul a BLAS step, so
-each chain reaches the pass): at these small shapes the search prices the fused kernel
-against the unfused variants and may keep a chain apart. W5's shapes go through the
-search (`test_w5_is_one_kernel_and_correct`, `test_explain_shows_the_plan_realize_runs`)."""
+each chain reaches the pass), which tests the pass whatever the search would price. The
+search prices the fused kernel against the unfused variants (their BLAS steps at their
+fixed cost in a graph program: tests/test_small_steps.py has the small shapes that it
+used to keep apart); W5's shapes go through it (`test_w5_is_one_kernel_and_correct`,
+`test_explain_shows_the_plan_realize_runs`, `test_search_fuses_small_chains`)."""
 
 from __future__ import annotations
 
@@ -171,6 +173,16 @@ def test_w5_is_one_kernel_and_correct():
     t = w.build(**{n: svod.asarray(a) for n, a in arrs.items()})
     assert _plan_kinds(t, search=True) == ["attention"]
     np.testing.assert_allclose(t.numpy(), w.reference(**arrs), rtol=w.rtol, atol=w.atol)
+
+
+@pytest.mark.parametrize("batch,m,n,d,dv", [((2,), 16, 2 * NR, 8, 2 * NR), ((3,), 37, 64, 5, 32)])
+def test_search_fuses_small_chains(batch, m, n, d, dv):
+    """At small shapes the two BLAS steps of the unfused chain cost more than the whole
+    fused kernel (~15 µs each in a graph program): the search picks the fused kernel."""
+    q, k, v = _arrays((*batch, m, d), n, dv, seed=3)
+    t = svod.nn.scaled_dot_product_attention(svod.asarray(q), svod.asarray(k), svod.asarray(v))
+    assert _plan_kinds(t, search=True) == ["attention"]
+    np.testing.assert_allclose(t.numpy(), _ref(q, k, v, 1 / np.sqrt(d)), rtol=2e-5, atol=2e-6)
 
 
 def _fused_plan():
