@@ -184,7 +184,8 @@ def getitem(x, key):
 
 def setitem(x, key, value):
     """Functional `x[key] = value`: returns the updated tensor (same shape and dtype)."""
-    from svod.tensor import Tensor, _from_numpy, asarray, broadcast_to, where
+    from svod.elementwise import broadcast_to, where
+    from svod.tensor import Tensor, _from_numpy, asarray
 
     key = _int_scalars(key)
     items = key if isinstance(key, tuple) else (key,)
