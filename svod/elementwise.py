@@ -180,29 +180,6 @@ def divide(a, b, /) -> Tensor:
     return _binop(OP.DIV, "divide", a, b, dtype_fn=_float_result)
 
 
-def floor_divide(a, b, /) -> Tensor:
-    (ua, ub), d = _operands("floor_divide", a, b)
-    _no_complex("floor_divide", d)
-    if d.is_bool:
-        raise DTypeError("floor_divide: not supported for bool operands")
-    return Tensor._from(UOp(OP.IDIV, d, (ua, ub)))
-
-
-def remainder(a, b, /) -> Tensor:
-    (ua, ub), d = _operands("remainder", a, b)
-    _no_complex("remainder", d)
-    if d.is_bool:
-        raise DTypeError("remainder: not supported for bool operands")
-    return Tensor._from(UOp(OP.MOD, d, (ua, ub)))
-
-
-def pow(a, b, /) -> Tensor:  # noqa: A001 - the Array API name
-    (ua, ub), d = _operands("pow", a, b)
-    if d.is_bool:
-        raise DTypeError("pow: not supported for bool operands")
-    return Tensor._from(UOp(OP.POW, d, (ua, ub)))
-
-
 def maximum(a, b, /) -> Tensor:
     """Elementwise maximum; NaN propagates (numpy semantics)."""
     (ua, ub), d = _operands("maximum", a, b)
@@ -429,6 +406,16 @@ def signbit(x, /) -> Tensor:
     return less(x, 0)
 
 
+def _arith(op: Ops, name: str, a, b, real_only: bool = False) -> Tensor:
+    """`a op b` for non-bool operands (pow; floor division and remainder: real ones only)."""
+    (ua, ub), d = _operands(name, a, b)
+    if real_only:
+        _no_complex(name, d)
+    if d.is_bool:
+        raise DTypeError(f"{name}: not supported for bool operands")
+    return Tensor._from(UOp(op, d, (ua, ub)))
+
+
 def _logical(op: Ops, name: str, a, b) -> Tensor:
     return _bitwise(op, name, _as_bool(a), _as_bool(b))
 
@@ -525,6 +512,9 @@ asinh = _unary("asinh", OP.ASINH, **_FLOAT)
 acosh = _unary("acosh", OP.ACOSH, "Inverse hyperbolic cosine; NaN below 1.", **_FLOAT)
 atanh = _unary("atanh", OP.ATANH, "Inverse hyperbolic tangent; ±inf at ±1, NaN outside [-1, 1].", **_FLOAT)
 
+pow = _binary("pow", OP.POW, _arith)  # noqa: A001 - the Array API name
+floor_divide = _binary("floor_divide", OP.IDIV, functools.partial(_arith, real_only=True))
+remainder = _binary("remainder", OP.MOD, functools.partial(_arith, real_only=True))
 less = _binary("less", OP.CMPLT, _cmp)
 less_equal = _binary("less_equal", OP.CMPLE, _cmp)
 greater = _binary("greater", OP.CMPLT, functools.partial(_cmp, swap=True))

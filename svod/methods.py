@@ -23,44 +23,10 @@ import builtins
 import numpy as np
 
 from svod import dtype as dt
+from svod import elementwise as E
+from svod import reductions as R
 from svod.creation import full
 from svod.dtype import DTypeError
-from svod.elementwise import (
-    abs,
-    add,
-    bitwise_and,
-    bitwise_invert,
-    bitwise_left_shift,
-    bitwise_or,
-    bitwise_right_shift,
-    bitwise_xor,
-    broadcast_to,
-    clip,
-    conj,
-    divide,
-    equal,
-    exp,
-    floor_divide,
-    greater,
-    greater_equal,
-    imag,
-    less,
-    less_equal,
-    log,
-    multiply,
-    negative,
-    not_equal,
-    positive,
-    pow,
-    real,
-    reciprocal,
-    remainder,
-    round,
-    sqrt,
-    square,
-    subtract,
-    tanh,
-)
 from svod.errors import ShapeError, SvodOverflowError, named
 from svod.gather import take
 from svod.indexing import getitem, setitem
@@ -68,7 +34,6 @@ from svod.interop import to_dlpack
 from svod.ir import OP, Ops, UOp, shape_str
 from svod.movement import expand_dims, flip, permute_dims, reshape, squeeze
 from svod.nn import relu, sigmoid, softmax
-from svod.reductions import all, any, argmax, argmin, matmul, max, mean, min, prod, std, sum, var
 from svod.searching import nonzero, searchsorted
 from svod.sorting import sort
 from svod.tensor import Tensor, WeakScalar, _cast, _const, _normalize_axis, _register, _weak_kind
@@ -158,7 +123,7 @@ class _TensorMethods:
         return reshape(self, (-1,))
 
     def broadcast_to(self, shape) -> Tensor:
-        return broadcast_to(self, shape)
+        return E.broadcast_to(self, shape)
 
     def expand_dims(self, axis) -> Tensor:
         return expand_dims(self, axis)
@@ -170,20 +135,20 @@ class _TensorMethods:
         return flip(self, axis=axis)
 
     def clip(self, min=None, max=None):
-        return clip(self, min, max)
+        return E.clip(self, min, max)
 
     def round(self, decimals: int = 0):
         if decimals:
             from svod.numpy._functions import around
 
             return around(self, decimals)
-        return round(self)
+        return E.round(self)
 
     def softmax(self, axis=-1):
         return softmax(self, axis=axis)
 
     def matmul(self, o):
-        return matmul(self, o)
+        return R.matmul(self, o)
 
     def dot(self, o):
         from svod.numpy._functions import dot
@@ -201,14 +166,14 @@ class _TensorMethods:
 
     @property
     def real(self) -> Tensor:
-        return real(self) if self.dtype.kind == "c" else self
+        return E.real(self) if self.dtype.kind == "c" else self
 
     @property
     def imag(self) -> Tensor:
-        return imag(self)
+        return E.imag(self)
 
     def conj(self) -> Tensor:
-        return conj(self) if self.dtype.kind == "c" else self
+        return E.conj(self) if self.dtype.kind == "c" else self
 
     conjugate = conj
 
@@ -359,26 +324,27 @@ def _bind(name: str, fn) -> None:
 
 # (name, function, op of the inline float path of `_fast_binary` or None); each gives the
 # operator, its reflected form and its in-place form
-_BINARY = (("add", add, OP.ADD), ("sub", subtract, OP.SUB), ("mul", multiply, OP.MUL), ("truediv", divide, OP.DIV),
-           ("floordiv", floor_divide, None), ("mod", remainder, None), ("pow", pow, None), ("matmul", matmul, None),
-           ("and", bitwise_and, None), ("or", bitwise_or, None), ("xor", bitwise_xor, None),
-           ("lshift", bitwise_left_shift, None), ("rshift", bitwise_right_shift, None))
+_BINARY = (("add", E.add, OP.ADD), ("sub", E.subtract, OP.SUB), ("mul", E.multiply, OP.MUL),
+           ("truediv", E.divide, OP.DIV), ("floordiv", E.floor_divide, None), ("mod", E.remainder, None),
+           ("pow", E.pow, None), ("matmul", R.matmul, None),
+           ("and", E.bitwise_and, None), ("or", E.bitwise_or, None), ("xor", E.bitwise_xor, None),
+           ("lshift", E.bitwise_left_shift, None), ("rshift", E.bitwise_right_shift, None))
 for _name, _fn, _op in _BINARY:
     _bind(f"__{_name}__", _operator(_fn, _name) if _op is None else _fast_binary(_op, _fn, False))
     _bind(f"__r{_name}__", _operator(_fn, _name, True) if _op is None else _fast_binary(_op, _fn, True))
     _bind(f"__i{_name}__", _inplace_operator(_fn, _name))
-for _name, _fn in (("lt", less), ("le", less_equal), ("gt", greater), ("ge", greater_equal), ("eq", equal),
-                   ("ne", not_equal)):
+for _name, _fn in (("lt", E.less), ("le", E.less_equal), ("gt", E.greater), ("ge", E.greater_equal), ("eq", E.equal),
+                   ("ne", E.not_equal)):
     _bind(f"__{_name}__", _operator(_fn, _name))
-for _name, _fn in (("neg", negative), ("pos", positive), ("abs", abs), ("invert", bitwise_invert)):
+for _name, _fn in (("neg", E.negative), ("pos", E.positive), ("abs", E.abs), ("invert", E.bitwise_invert)):
     _bind(f"__{_name}__", _unary_method(_fn, f"__{_name}__"))
-for _fn in (max, min, mean, argmax, argmin, any, all):
+for _fn in (R.max, R.min, R.mean, R.argmax, R.argmin, R.any, R.all):
     _bind(_fn.__name__, _reduction_method(_fn))
-for _fn in (sum, prod):
+for _fn in (R.sum, R.prod):
     _bind(_fn.__name__, _reduction_method(_fn, with_dtype=True))
-for _fn in (var, std):
+for _fn in (R.var, R.std):
     _bind(_fn.__name__, _moment_method(_fn))
-for _fn in (exp, log, sqrt, abs, tanh, sigmoid, relu, square, reciprocal):
+for _fn in (E.exp, E.log, E.sqrt, E.abs, E.tanh, sigmoid, relu, E.square, E.reciprocal):
     _bind(_fn.__name__, _unary_method(_fn, _fn.__name__))
 del _name, _fn, _op
 
@@ -423,15 +389,15 @@ def _weak_unary(fn):
     return method
 
 
-for _name, _fn, _rule in (("add", add, "arith"), ("sub", subtract, "arith"), ("mul", multiply, "arith"),
-                          ("truediv", divide, "div"), ("floordiv", floor_divide, "arith"),
-                          ("mod", remainder, "arith"), ("pow", pow, "arith"), ("and", bitwise_and, "bits"),
-                          ("or", bitwise_or, "bits"), ("xor", bitwise_xor, "bits")):
+for _name, _fn, _rule in (("add", E.add, "arith"), ("sub", E.subtract, "arith"), ("mul", E.multiply, "arith"),
+                          ("truediv", E.divide, "div"), ("floordiv", E.floor_divide, "arith"),
+                          ("mod", E.remainder, "arith"), ("pow", E.pow, "arith"), ("and", E.bitwise_and, "bits"),
+                          ("or", E.bitwise_or, "bits"), ("xor", E.bitwise_xor, "bits")):
     setattr(WeakScalar, f"__{_name}__", _weak_method(_fn, False, _rule))
     setattr(WeakScalar, f"__r{_name}__", _weak_method(_fn, True, _rule))
-for _name, _fn in (("lt", less), ("le", less_equal), ("gt", greater), ("ge", greater_equal),
-                   ("eq", equal), ("ne", not_equal)):
+for _name, _fn in (("lt", E.less), ("le", E.less_equal), ("gt", E.greater), ("ge", E.greater_equal),
+                   ("eq", E.equal), ("ne", E.not_equal)):
     setattr(WeakScalar, f"__{_name}__", _weak_method(_fn, False))
-for _name, _fn in (("neg", negative), ("pos", positive), ("abs", abs), ("invert", bitwise_invert)):
+for _name, _fn in (("neg", E.negative), ("pos", E.positive), ("abs", E.abs), ("invert", E.bitwise_invert)):
     setattr(WeakScalar, f"__{_name}__", _weak_unary(_fn))
 del _name, _fn, _rule

@@ -273,20 +273,22 @@ def repeat(x, repeats: int, /, *, axis=None) -> Tensor:
     out[a] *= int(repeats)
     return reshape(y, tuple(out))
 
-def tril(x: Tensor, /, *, k: int = 0) -> Tensor:
+
+def _triangle(x, k, name: str, mask_fn) -> Tensor:
+    """`x` with the elements outside the triangle `mask_fn` (np.tril / np.triu) zeroed."""
     x = asarray(x)
-    k = _check_int(k, "k", "tril")
+    k = _check_int(k, "k", name)
     if x.ndim < 2:
-        raise ShapeError(f"tril: needs at least 2 dimensions, got shape {shape_str(x.shape)}")
-    mask = asarray(np.tril(np.ones(x.shape[-2:], dtype=bool), k=k))
+        raise ShapeError(f"{name}: needs at least 2 dimensions, got shape {shape_str(x.shape)}")
+    mask = asarray(mask_fn(np.ones(x.shape[-2:], dtype=bool), k=k))
     return where(mask, x, zeros_like(x))
+
+
+def tril(x: Tensor, /, *, k: int = 0) -> Tensor:
+    """The lower triangle of the last two axes (diagonal `k` and below); zeros above."""
+    return _triangle(x, k, "tril", np.tril)
 
 
 def triu(x: Tensor, /, *, k: int = 0) -> Tensor:
-    x = asarray(x)
-    k = _check_int(k, "k", "triu")
-    if x.ndim < 2:
-        raise ShapeError(f"triu: needs at least 2 dimensions, got shape {shape_str(x.shape)}")
-    mask = asarray(np.triu(np.ones(x.shape[-2:], dtype=bool), k=k))
-    return where(mask, x, zeros_like(x))
-
+    """The upper triangle of the last two axes (diagonal `k` and above); zeros below."""
+    return _triangle(x, k, "triu", np.triu)

@@ -142,16 +142,7 @@ def _cut(t: Tensor) -> None:
     try:
         if _pending:
             _flush()
-        leaves = t.uop._leaves
-        if leaves is None:
-            refs = list(_live.values())
-        else:
-            cands: dict = {}
-            for leaf in leaves:
-                g = _by_leaf.get(leaf)
-                if g:
-                    cands.update(g)
-            refs = list(cands.values())
+        refs = _sharing(t.uop._leaves)
         half = PENDING_DEPTH // 2
         others = []
         for ref in refs:
@@ -161,6 +152,19 @@ def _cut(t: Tensor) -> None:
         realize(t, *others)
     finally:
         _cutting = False
+
+
+def _sharing(leaves, unindexed: bool = False) -> list:
+    """The live refs whose graphs contain one of `leaves` (every live ref when `leaves` is
+    None); with `unindexed`, also those of graphs without a leaf list."""
+    if leaves is None:
+        return list(_live.values())
+    cands: dict = {}
+    for leaf in (*leaves, None) if unindexed else leaves:
+        g = _by_leaf.get(leaf)
+        if g:
+            cands.update(g)
+    return list(cands.values())
 
 
 def _flush() -> None:
@@ -205,18 +209,7 @@ def _apply_becomes(mapping: dict[UOp, UOp]) -> None:
             root_leaves = None
             break
         root_leaves.update(r._leaves)
-    if root_leaves is None:
-        refs = list(_live.values())
-    else:
-        cands: dict = {}
-        for leaf in root_leaves:
-            g = _by_leaf.get(leaf)
-            if g:
-                cands.update(g)
-        g = _by_leaf.get(None)
-        if g:
-            cands.update(g)
-        refs = list(cands.values())
+    refs = _sharing(root_leaves, unindexed=True)
     for ref in refs:
         t = ref()
         if t is None:
