@@ -119,7 +119,7 @@ def _reduction(name: str, a, axis=None, dtype=None, out=None, keepdims=False, in
     t = _tensor(a)
     if name in ("sum", "prod", "mean", "var", "std") and t.dtype.np != want:
         t = T.astype(t, want)  # accumulate in numpy's dtype (int32 sums in int64, means of ints in float64)
-    fn = getattr(T, name)
+    fn = getattr(R, name)
     if name in ("var", "std"):
         out_t = fn(t, axis=axis, correction=ddof, keepdims=keepdims)
     else:

@@ -45,7 +45,7 @@ def _fast_binary(op: Ops, f, reflected: bool):
     """A binary operator method with the float-tensor cases inline — a float tensor with a
     Python float or int (weak: the tensor's dtype), or two float tensors of one dtype and
     shape — and the rest through the function `f` (promotion, broadcasting,
-    errors). Same nodes either way; the inline path skips three calls per op."""
+    errors). Same nodes either way; the inline path calls no other function."""
 
     def method(self, o):
         u = self.uop
@@ -139,7 +139,7 @@ class _TensorMethods:
 
     def round(self, decimals: int = 0):
         if decimals:
-            from svod.numpy._functions import around
+            from svod.numpy._mathfuncs import around
 
             return around(self, decimals)
         return E.round(self)
@@ -151,7 +151,7 @@ class _TensorMethods:
         return R.matmul(self, o)
 
     def dot(self, o):
-        from svod.numpy._functions import dot
+        from svod.numpy._mathfuncs import dot
 
         return dot(self, o)
 
@@ -184,9 +184,9 @@ class _TensorMethods:
         return permute_dims(self, tuple(order))
 
     def _np(self, name: str, *args, **kwargs):
-        from svod.numpy import _functions
+        from svod.numpy import _FUNCTIONS  # svod.numpy's functions, svod's dtype defaults
 
-        return getattr(_functions, name)(self, *args, **kwargs)
+        return _FUNCTIONS[name](self, *args, **kwargs)
 
     def cumsum(self, axis=None, dtype=None):
         return self._np("cumsum", axis, dtype)

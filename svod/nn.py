@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 import math
 
-from svod import dtype
+from svod import _ddgraph, dtype
 from svod import elementwise as E
 from svod import reductions as R
 from svod import tensor as T
@@ -46,8 +46,6 @@ def silu(x):
     x = T.asarray(x)
     if not x.dtype.is_float:
         x = x.astype("float32")
-    from svod import _ddgraph
-
     if x.dtype == dtype.float64:
         return _ddgraph.silu(x, exact=True)
     return _ddgraph.silu(x.astype(dtype.float64), exact=False).astype(x.dtype)
@@ -71,8 +69,6 @@ def gelu(x, approximate: str = "none"):
         x = x.astype("float32")
     if not isinstance(approximate, str) or approximate not in ("tanh", "none"):
         raise SvodValueError(f"gelu: approximate must be 'none' or 'tanh', got {T._show(approximate)}")
-    from svod import _ddgraph
-
     f = _ddgraph.gelu_tanh if approximate == "tanh" else _ddgraph.gelu_erf
     if x.dtype == dtype.float64:
         return f(x, exact=True)

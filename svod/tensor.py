@@ -1,8 +1,9 @@
 """The lazy `Tensor`: the class, its registry of live tensors, realization, construction.
 
 Nothing is computed until a value is needed (`.numpy()`, `float(t)`, `print`, ...);
-then `svod.realize` hands the pending graph to the engine through one call
-(`_realize_uops` -> `svod.engine.realize_uops`). A registry of live tensors (weak refs)
+then `svod.realize` hands the pending graph to the engine through one call site
+(`_realize_uops` -> `svod.engine.realize_uops`, imported on the first realize so that
+`import svod` does not load the engine; re-point it there). A registry of live tensors (weak refs)
 lets each realize rebind every tensor that referenced a realized node, so a value is
 never computed twice (seed 000).
 
@@ -104,8 +105,8 @@ def _unregister(ref: _LiveRef) -> None:
 
 # Tensors made since the last realize, as plain weak references: most die before any
 # realize (the intermediates of `y = f(y)` chains), so they are registered (indexed, with a
-# death callback) only when a realize finds them alive (`_flush`) — 0.15 µs a tensor
-# instead of ~1 µs for registering and unregistering each one.
+# death callback) only when a realize finds them alive (`_flush`): an op pays one list
+# append, not a registration and an unregistration (docs/semantics.md, "The tensor layer").
 _pending: list = []
 _PENDING_MAX = 4096  # flush early past this many (bounds the list between realizes)
 _weak, _new, _BUFFER = weakref.ref, object.__new__, OP.BUFFER

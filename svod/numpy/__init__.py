@@ -31,7 +31,7 @@ import numpy as _np
 from svod import dtype as _dt
 from svod import interop as _interop
 from svod import tensor as _tensor
-from svod.numpy import _einsum, _functions, _index_tricks, _stats, _ufuncs, fft, linalg, random  # noqa: F401
+from svod.numpy import _einsum, _functions, _index_tricks, _mathfuncs, _stats, _ufuncs, fft, linalg, random  # noqa: F401
 from svod.numpy._ndarray import ndarray, numpy_function, retag  # noqa: F401
 
 # dtypes (svod's, callable as numpy's scalar types) and numpy's abstract scalar classes
@@ -125,6 +125,7 @@ acos, asin, atan, atan2 = arccos, arcsin, arctan, arctan2  # noqa: F821
 acosh, asinh, atanh, pow = arccosh, arcsinh, arctanh, power  # noqa: A001, F821
 
 _FUNCTIONS = {n: getattr(_functions, n) for n in _functions.__all__}
+_FUNCTIONS.update({n: getattr(_mathfuncs, n) for n in _mathfuncs.__all__})
 _FUNCTIONS.update({n: getattr(_stats, n) for n in _stats.__all__})
 _FUNCTIONS["einsum"] = _einsum.einsum
 for _name, _fn in _FUNCTIONS.items():
@@ -148,7 +149,7 @@ def _dispatch_table() -> dict:
     """numpy's function names (``linalg.inv``, ``fft.fftshift``) -> svod's implementation,
     for numpy's dispatch to svod tensors (`svod.interop.array_function`)."""
     table = dict(_FUNCTIONS)
-    table.update({"round_": _functions.around, "amax": _functions.max, "amin": _functions.min,
+    table.update({"round_": _mathfuncs.around, "amax": _functions.max, "amin": _functions.min,
                   "result_type": _tensor.result_type})
     table.update({f"linalg.{n}": f for n, f in linalg.IMPL.items()})
     table.update({f"fft.{n}": f for n, f in fft.IMPL.items()})

@@ -15,6 +15,7 @@ from svod import linalg as LA
 from svod import movement as M
 from svod import reductions as R
 from svod.errors import ShapeError, SvodTypeError, SvodValueError
+from svod.numpy._functions import store_out
 from svod.tensor import Tensor, asarray
 
 __all__ = ["einsum"]
@@ -110,6 +111,4 @@ def einsum(subscripts: str, *operands, out=None, optimize=False, dtype=None, cas
     if sorted(labels) != sorted(out_labels):
         raise SvodValueError(f"einsum: output subscripts {out_labels!r} name labels the operands do not have")
     res = M.permute_dims(cur, tuple(labels.index(c) for c in out_labels)) if labels else cur
-    from svod.numpy._functions import store_out
-
     return store_out(res, out)

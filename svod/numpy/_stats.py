@@ -18,6 +18,7 @@ from svod import reductions as R
 from svod.creation import library_call
 from svod.errors import ShapeError, SvodValueError
 from svod.ir import shape_str
+from svod.searching import searchsorted
 from svod.tensor import Tensor, asarray
 
 __all__ = ["corrcoef", "cov", "histogram", "histogram_bin_edges"]
@@ -82,8 +83,6 @@ def histogram(a, bins=10, range=None, density=None, weights=None):  # noqa: A002
     edges = histogram_bin_edges(a, bins, range)
     nb = edges.shape[0] - 1
     av = T.astype(a, edges.dtype, copy=False) if a.dtype != edges.dtype else a
-    from svod.searching import searchsorted
-
     idx = E.subtract(searchsorted(edges, av, side="right"), 1)
     idx = E.where(E.equal(av, edges[-1]), nb - 1, idx)  # the last bin is closed
     ins = [idx]

@@ -27,6 +27,7 @@ from svod import reductions as R
 from svod.errors import SvodError, SvodTypeError, strip_label
 from svod.interop import NotImplementedByNumpyDispatch
 from svod.numpy import _functions as F
+from svod.numpy import _mathfuncs as MF
 from svod.tensor import Tensor
 
 __all__ = ["UFUNCS", "ufunc"]
@@ -132,8 +133,8 @@ _TABLE = {
     "remainder": (E.remainder, 2, None), "mod": (E.remainder, 2, None), "power": (E.pow, 2, None),
     "float_power": (lambda a, b: E.pow(T.astype(T.asarray(a), dt.float64), T.astype(T.asarray(b), dt.float64)), 2,
                     None),
-    "maximum": (E.maximum, 2, None), "minimum": (E.minimum, 2, None), "fmax": (F.fmax, 2, None),
-    "fmin": (F.fmin, 2, None),
+    "maximum": (E.maximum, 2, None), "minimum": (E.minimum, 2, None), "fmax": (MF.fmax, 2, None),
+    "fmin": (MF.fmin, 2, None),
     "greater": (E.greater, 2, None), "greater_equal": (E.greater_equal, 2, None), "less": (E.less, 2, None),
     "less_equal": (E.less_equal, 2, None), "equal": (E.equal, 2, None), "not_equal": (E.not_equal, 2, None),
     "logical_and": (E.logical_and, 2, True), "logical_or": (E.logical_or, 2, False),
@@ -141,17 +142,17 @@ _TABLE = {
     "bitwise_or": (E.bitwise_or, 2, 0), "bitwise_xor": (E.bitwise_xor, 2, 0),
     "left_shift": (E.bitwise_left_shift, 2, None), "right_shift": (E.bitwise_right_shift, 2, None),
     "arctan2": (E.atan2, 2, None), "hypot": (E.hypot, 2, 0), "logaddexp": (E.logaddexp, 2, None),
-    "logaddexp2": (F.logaddexp2, 2, None), "copysign": (E.copysign, 2, None),
+    "logaddexp2": (MF.logaddexp2, 2, None), "copysign": (E.copysign, 2, None),
     "negative": (E.negative, 1, None), "positive": (E.positive, 1, None), "absolute": (E.abs, 1, None),
     "fabs": (lambda x: E.abs(_float(x)), 1, None), "sign": (E.sign, 1, None), "exp": (E.exp, 1, None),
-    "exp2": (F.exp2, 1, None),
+    "exp2": (MF.exp2, 1, None),
     "expm1": (E.expm1, 1, None), "log": (E.log, 1, None), "log2": (E.log2, 1, None), "log10": (E.log10, 1, None),
-    "log1p": (E.log1p, 1, None), "sqrt": (E.sqrt, 1, None), "cbrt": (F.cbrt, 1, None), "square": (E.square, 1, None),
+    "log1p": (E.log1p, 1, None), "sqrt": (E.sqrt, 1, None), "cbrt": (MF.cbrt, 1, None), "square": (E.square, 1, None),
     "reciprocal": (E.reciprocal, 1, None), "sin": (E.sin, 1, None), "cos": (E.cos, 1, None),
     "tan": (E.tan, 1, None), "arcsin": (E.asin, 1, None), "arccos": (E.acos, 1, None), "arctan": (E.atan, 1, None),
     "sinh": (E.sinh, 1, None), "cosh": (E.cosh, 1, None), "tanh": (E.tanh, 1, None), "arcsinh": (E.asinh, 1, None),
-    "arccosh": (E.acosh, 1, None), "arctanh": (E.atanh, 1, None), "deg2rad": (F.deg2rad, 1, None),
-    "radians": (F.deg2rad, 1, None), "rad2deg": (F.rad2deg, 1, None), "degrees": (F.rad2deg, 1, None),
+    "arccosh": (E.acosh, 1, None), "arctanh": (E.atanh, 1, None), "deg2rad": (MF.deg2rad, 1, None),
+    "radians": (MF.deg2rad, 1, None), "rad2deg": (MF.rad2deg, 1, None), "degrees": (MF.rad2deg, 1, None),
     "floor": (E.floor, 1, None), "ceil": (E.ceil, 1, None), "trunc": (E.trunc, 1, None),
     "rint": (lambda x: E.round(_float(x)), 1, None),
     "isnan": (E.isnan, 1, None), "isinf": (E.isinf, 1, None), "isfinite": (E.isfinite, 1, None),

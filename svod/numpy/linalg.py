@@ -14,6 +14,7 @@ from svod import linalg as LA
 from svod import movement as M
 from svod import reductions as R
 from svod.errors import SvodValueError
+from svod.numpy._functions import store_out
 from svod.numpy._ndarray import numpy_function
 from svod.tensor import asarray
 
@@ -91,8 +92,6 @@ def _multi_dot(arrays, *, out=None):
     res = arrays[0]
     for a in arrays[1:]:
         res = R.matmul(res, a)
-    from svod.numpy._functions import store_out
-
     return store_out(res, out)
 
 
