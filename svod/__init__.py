@@ -27,8 +27,10 @@ if "numpy" not in _sys.modules:
 
 from svod import config, engine, fft, linalg, nn, random  # engine: registers the realizer of svod.tensor
 from svod import dtype as _dt
+from svod import methods as _methods  # noqa: F401 - binds Tensor's operators and delegating methods
 from svod.capture import ConcretizationError, JitError, JitWarning, jit
 from svod.config import search_limits
+from svod.creation import arange, empty, empty_like, eye, full, full_like, linspace, ones, ones_like, zeros, zeros_like
 from svod.dtype import (
     DType,
     complex64,
@@ -46,24 +48,78 @@ from svod.dtype import (
 )
 from svod.dtype import bool_ as bool
 from svod.elementwise import (
+    abs,
     acos,
     acosh,
+    add,
     asin,
     asinh,
     atan,
     atan2,
     atanh,
+    bitwise_and,
+    bitwise_invert,
     bitwise_left_shift,
+    bitwise_or,
     bitwise_right_shift,
+    bitwise_xor,
+    broadcast_arrays,
+    broadcast_to,
+    ceil,
+    clip,
     conj,
     copysign,
+    cos,
     cosh,
+    divide,
+    equal,
+    erf,
+    erfc,
+    exp,
+    expm1,
+    floor,
+    floor_divide,
+    greater,
+    greater_equal,
     hypot,
     imag,
+    isfinite,
+    isinf,
+    isnan,
+    less,
+    less_equal,
+    log,
+    log1p,
+    log2,
+    log10,
     logaddexp,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
+    maximum,
+    minimum,
+    multiply,
+    negative,
+    not_equal,
+    positive,
+    pow,
     real,
+    reciprocal,
+    remainder,
+    round,
+    rsqrt,
+    sign,
     signbit,
+    sin,
     sinh,
+    sqrt,
+    square,
+    subtract,
+    tan,
+    tanh,
+    trunc,
+    where,
 )
 from svod.errors import (
     AxisError,
@@ -80,117 +136,49 @@ from svod.explain import Explanation, explain
 from svod.gather import take
 from svod.grids import meshgrid
 from svod.interop import array_namespace_info as __array_namespace_info__
-from svod.interop import from_dlpack
+from svod.interop import from_dlpack, isdtype
 from svod.memory import cache_info, reset
+from svod.movement import (
+    concat,
+    expand_dims,
+    flip,
+    matrix_transpose,
+    moveaxis,
+    pad,
+    permute_dims,
+    repeat,
+    reshape,
+    roll,
+    squeeze,
+    stack,
+    tile,
+    tril,
+    triu,
+    unstack,
+)
 from svod.profiler import profile
+from svod.reductions import (
+    all,
+    any,
+    argmax,
+    argmin,
+    cumulative_sum,
+    matmul,
+    max,
+    mean,
+    min,
+    prod,
+    std,
+    sum,
+    tensordot,
+    var,
+    vecdot,
+)
 from svod.searching import nonzero, searchsorted
 from svod.sets import unique_all, unique_counts, unique_inverse, unique_values
 from svod.sorting import argsort, sort
 from svod.stats import reset_stats, stats
-from svod.tensor import (
-    Tensor,
-    abs,
-    add,
-    all,
-    any,
-    arange,
-    argmax,
-    argmin,
-    asarray,
-    astype,
-    bitwise_and,
-    bitwise_invert,
-    bitwise_or,
-    bitwise_xor,
-    broadcast_arrays,
-    broadcast_shapes,
-    broadcast_to,
-    ceil,
-    clip,
-    concat,
-    cos,
-    cumulative_sum,
-    divide,
-    empty,
-    empty_like,
-    equal,
-    erf,
-    erfc,
-    exp,
-    expand_dims,
-    expm1,
-    eye,
-    flip,
-    floor,
-    floor_divide,
-    full,
-    full_like,
-    greater,
-    greater_equal,
-    isfinite,
-    isinf,
-    isnan,
-    less,
-    less_equal,
-    linspace,
-    log,
-    log1p,
-    log2,
-    log10,
-    logical_and,
-    logical_not,
-    logical_or,
-    logical_xor,
-    matmul,
-    matrix_transpose,
-    max,
-    maximum,
-    mean,
-    min,
-    minimum,
-    moveaxis,
-    multiply,
-    negative,
-    not_equal,
-    ones,
-    ones_like,
-    pad,
-    permute_dims,
-    positive,
-    pow,
-    prod,
-    realize,
-    reciprocal,
-    remainder,
-    repeat,
-    reshape,
-    result_type,
-    roll,
-    round,
-    rsqrt,
-    sign,
-    sin,
-    sqrt,
-    square,
-    squeeze,
-    stack,
-    std,
-    subtract,
-    sum,
-    tan,
-    tanh,
-    tensordot,
-    tile,
-    tril,
-    triu,
-    trunc,
-    unstack,
-    var,
-    vecdot,
-    where,
-    zeros,
-    zeros_like,
-)
+from svod.tensor import Tensor, asarray, astype, broadcast_shapes, realize, result_type
 
 __version__ = "0.1.0"
 __array_api_version__ = "2023.12"
@@ -223,21 +211,6 @@ def power(x1, x2, /):
 def absolute(x, /):
     """numpy's name for `abs`."""
     return abs(x)
-
-
-def isdtype(dtype, kind) -> builtins_bool:  # noqa: F821 - annotation only
-    """Array API `isdtype`: kind is a dtype, a kind name, or a tuple of those."""
-    d = _dt.dtype(dtype)
-    if isinstance(kind, tuple):
-        return builtins.any(isdtype(d, k) for k in kind)
-    if isinstance(kind, str):
-        kinds = {"bool": d.is_bool, "signed integer": d.is_signed, "unsigned integer": d.is_unsigned,
-                 "integral": d.is_int, "real floating": d.is_float, "complex floating": d.is_complex,
-                 "numeric": not d.is_bool}
-        if kind not in kinds:
-            raise ValueError(f"isdtype: unknown kind {kind!r}; the kinds are {', '.join(map(repr, kinds))}")
-        return kinds[kind]
-    return d == _dt.dtype(kind)
 
 
 def can_cast(from_, to, /) -> builtins_bool:  # noqa: F821

@@ -11,6 +11,9 @@ import functools
 import numpy as np
 
 import svod
+from svod import elementwise as E
+from svod import movement as M
+from svod import reductions as R
 from svod import tensor as T
 
 
@@ -63,17 +66,17 @@ def _as_numpy_would(fn, want: np.dtype, *operands):
 
 
 _UFUNCS = {
-    "add": T.add, "subtract": T.subtract, "multiply": T.multiply, "divide": T.divide, "true_divide": T.divide,
-    "floor_divide": T.floor_divide, "remainder": T.remainder, "power": T.pow, "negative": T.negative,
-    "positive": T.positive, "absolute": T.abs, "exp": T.exp, "expm1": T.expm1, "log": T.log, "log1p": T.log1p,
-    "log2": T.log2, "log10": T.log10, "sqrt": T.sqrt, "square": T.square, "sin": T.sin, "cos": T.cos,
-    "tan": T.tan, "tanh": T.tanh, "sign": T.sign, "floor": T.floor, "ceil": T.ceil, "trunc": T.trunc,
-    "rint": T.round, "maximum": T.maximum, "minimum": T.minimum, "greater": T.greater,
-    "greater_equal": T.greater_equal, "less": T.less, "less_equal": T.less_equal, "equal": T.equal,
-    "not_equal": T.not_equal, "logical_and": T.logical_and, "logical_or": T.logical_or,
-    "logical_xor": T.logical_xor, "logical_not": T.logical_not, "isnan": T.isnan, "isinf": T.isinf,
-    "isfinite": T.isfinite, "bitwise_and": T.bitwise_and, "bitwise_or": T.bitwise_or,
-    "bitwise_xor": T.bitwise_xor, "invert": T.bitwise_invert, "reciprocal": T.reciprocal, "matmul": T.matmul,
+    "add": E.add, "subtract": E.subtract, "multiply": E.multiply, "divide": E.divide, "true_divide": E.divide,
+    "floor_divide": E.floor_divide, "remainder": E.remainder, "power": E.pow, "negative": E.negative,
+    "positive": E.positive, "absolute": E.abs, "exp": E.exp, "expm1": E.expm1, "log": E.log, "log1p": E.log1p,
+    "log2": E.log2, "log10": E.log10, "sqrt": E.sqrt, "square": E.square, "sin": E.sin, "cos": E.cos,
+    "tan": E.tan, "tanh": E.tanh, "sign": E.sign, "floor": E.floor, "ceil": E.ceil, "trunc": E.trunc,
+    "rint": E.round, "maximum": E.maximum, "minimum": E.minimum, "greater": E.greater,
+    "greater_equal": E.greater_equal, "less": E.less, "less_equal": E.less_equal, "equal": E.equal,
+    "not_equal": E.not_equal, "logical_and": E.logical_and, "logical_or": E.logical_or,
+    "logical_xor": E.logical_xor, "logical_not": E.logical_not, "isnan": E.isnan, "isinf": E.isinf,
+    "isfinite": E.isfinite, "bitwise_and": E.bitwise_and, "bitwise_or": E.bitwise_or,
+    "bitwise_xor": E.bitwise_xor, "invert": E.bitwise_invert, "reciprocal": E.reciprocal, "matmul": R.matmul,
 }
 _FLOAT_ONLY = {"reciprocal"}  # numpy's integer reciprocal truncates; svod's is a float's
 _REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min", "logical_and": "all",
@@ -116,7 +119,7 @@ def _reduction(name: str, a, axis=None, dtype=None, out=None, keepdims=False, in
     t = _tensor(a)
     if name in ("sum", "prod", "mean", "var", "std") and t.dtype.np != want:
         t = T.astype(t, want)  # accumulate in numpy's dtype (int32 sums in int64, means of ints in float64)
-    fn = getattr(T, name)
+    fn = getattr(R, name)
     if name in ("var", "std"):
         out_t = fn(t, axis=axis, correction=ddof, keepdims=keepdims)
     else:
@@ -128,7 +131,7 @@ def _where(condition, x=None, y=None):
     if x is None or y is None:
         raise Unsupported("numpy.where with one argument (data-dependent shape)")
     want = np.result_type(_probe(x), _probe(y))
-    return LazyChunk(_cast(T.where(_tensor(condition), _cast(_tensor(x), want), _cast(_tensor(y), want)), want))
+    return LazyChunk(_cast(E.where(_tensor(condition), _cast(_tensor(x), want), _cast(_tensor(y), want)), want))
 
 
 def _clip(a, a_min=None, a_max=None, out=None, **kw):
@@ -138,7 +141,7 @@ def _clip(a, a_min=None, a_max=None, out=None, **kw):
         not isinstance(a_max, LazyChunk | np.ndarray) else None
     if want is None or want != np.dtype(a.dtype):
         raise Unsupported("numpy.clip with array bounds or a dtype change")
-    return LazyChunk(T.clip(_tensor(a), a_min, a_max))
+    return LazyChunk(E.clip(_tensor(a), a_min, a_max))
 
 
 def _matmul_like(fn):
@@ -150,21 +153,21 @@ def _matmul_like(fn):
 
 
 def _tensordot(a, b, axes=2):
-    return _matmul_like(lambda x, y: T.tensordot(x, y, axes=axes))(a, b)
+    return _matmul_like(lambda x, y: R.tensordot(x, y, axes=axes))(a, b)
 
 
 def _concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     if out is not None or dtype is not None or casting != "same_kind":
         raise Unsupported("numpy.concatenate with out/dtype/casting")
     want = np.result_type(*map(_probe, arrays))
-    return LazyChunk(T.concat([_cast(_tensor(a), want) for a in arrays], axis=axis))
+    return LazyChunk(M.concat([_cast(_tensor(a), want) for a in arrays], axis=axis))
 
 
 def _stack(arrays, axis=0, out=None, **kw):
     if out is not None or kw:
         raise Unsupported("numpy.stack with out or dtype")
     want = np.result_type(*map(_probe, arrays))
-    return LazyChunk(T.stack([_cast(_tensor(a), want) for a in arrays], axis=axis))
+    return LazyChunk(M.stack([_cast(_tensor(a), want) for a in arrays], axis=axis))
 
 
 def _axes_arg(axes):
@@ -180,14 +183,14 @@ def _functions() -> dict:
     red[np.amin] = functools.partial(_reduction, "min")
     return {
         **red,
-        np.where: _where, np.clip: _clip, np.dot: _matmul_like(T.matmul), np.tensordot: _tensordot,
+        np.where: _where, np.clip: _clip, np.dot: _matmul_like(R.matmul), np.tensordot: _tensordot,
         np.concatenate: _concatenate, np.stack: _stack,
-        np.transpose: lambda a, axes=None: LazyChunk(T.permute_dims(_tensor(a), tuple(axes) if axes is not None
+        np.transpose: lambda a, axes=None: LazyChunk(M.permute_dims(_tensor(a), tuple(axes) if axes is not None
                                                                     else tuple(reversed(range(a.ndim))))),
         np.reshape: lambda a, shape=None, order="C", **kw: a.reshape(shape, order=order, **kw),
-        np.squeeze: lambda a, axis=None: LazyChunk(T.squeeze(_tensor(a), axis)),
-        np.expand_dims: lambda a, axis: LazyChunk(T.expand_dims(_tensor(a), axis)),
-        np.broadcast_to: lambda a, shape, subok=False: LazyChunk(T.broadcast_to(_tensor(a), tuple(shape))),
+        np.squeeze: lambda a, axis=None: LazyChunk(M.squeeze(_tensor(a), axis)),
+        np.expand_dims: lambda a, axis: LazyChunk(M.expand_dims(_tensor(a), axis)),
+        np.broadcast_to: lambda a, shape, subok=False: LazyChunk(E.broadcast_to(_tensor(a), tuple(shape))),
         np.ndim: lambda a: a.ndim, np.shape: lambda a: a.shape, np.size: lambda a, axis=None: (
             a.size if axis is None else a.shape[axis]),
         np.result_type: lambda *xs: np.result_type(*map(_probe, xs)),
@@ -227,7 +230,7 @@ class LazyChunk:
     ndim = property(lambda self: len(self.t.shape))
     size = property(lambda self: int(np.prod(self.t.shape, dtype=np.int64)))
     dtype = property(lambda self: self.t.dtype.np)
-    T = property(lambda self: LazyChunk(T.permute_dims(self.t, tuple(reversed(range(self.ndim))))))
+    T = property(lambda self: LazyChunk(M.permute_dims(self.t, tuple(reversed(range(self.ndim))))))
 
     def __repr__(self) -> str:
         return f"LazyChunk(shape={self.shape}, dtype={self.dtype})"
@@ -273,13 +276,13 @@ class LazyChunk:
     def reshape(self, *shape, order="C", copy=None):
         if order != "C":
             raise Unsupported("reshape in Fortran order")
-        return LazyChunk(T.reshape(self.t, _axes_arg(shape)))
+        return LazyChunk(M.reshape(self.t, _axes_arg(shape)))
 
     def transpose(self, *axes):
         return np.transpose(self, _axes_arg(axes))
 
     def squeeze(self, axis=None):
-        return LazyChunk(T.squeeze(self.t, axis))
+        return LazyChunk(M.squeeze(self.t, axis))
 
     def copy(self, order="C"):
         return self

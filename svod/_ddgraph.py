@@ -26,7 +26,7 @@ intermediate times a factor > 1 would carry its rounding error up).
 
 from __future__ import annotations
 
-from svod import tensor as T
+from svod import elementwise as E
 
 _SPLITTER = 134217729.0  # 2**27 + 1
 _CLAMP = 64.0  # |x| beyond it: both GELU forms are x or -0.0 (splits stay < 2**995)
@@ -46,9 +46,9 @@ _TWO_M64 = 2.0 ** -64
 def split(a):
     """(hi, lo) with a = hi + lo exactly, each of at most 26 significant bits (float64
     tensors with |a| < 2**995)."""
-    t = T.multiply(a, _SPLITTER)
-    hi = T.subtract(t, T.subtract(t, a))
-    return hi, T.subtract(a, hi)
+    t = E.multiply(a, _SPLITTER)
+    hi = E.subtract(t, E.subtract(t, a))
+    return hi, E.subtract(a, hi)
 
 
 def _split_const(c: float) -> tuple[float, float]:
@@ -59,28 +59,28 @@ def _split_const(c: float) -> tuple[float, float]:
 
 def two_sum(a, b):
     """(s, e): s = fl(a + b), s + e = a + b exactly (Knuth; any magnitudes, finite)."""
-    s = T.add(a, b)
-    bb = T.subtract(s, a)
-    return s, T.add(T.subtract(a, T.subtract(s, bb)), T.subtract(b, bb))
+    s = E.add(a, b)
+    bb = E.subtract(s, a)
+    return s, E.add(E.subtract(a, E.subtract(s, bb)), E.subtract(b, bb))
 
 
 def two_prod(a, b, a_parts=None):
     """(p, e): p = fl(a * b), p + e = a * b exactly (Dekker), barring underflow. ``a`` a
     float64 tensor (``a_parts``: its `split`, if already built), ``b`` a tensor or a float."""
-    p = T.multiply(a, b)
+    p = E.multiply(a, b)
     ah, al = a_parts if a_parts is not None else split(a)
     bh, bl = _split_const(b) if isinstance(b, float) else split(b)
-    e = T.add(T.subtract(T.multiply(ah, bh), p), T.multiply(ah, bl))
-    e = T.add(T.add(e, T.multiply(al, bh)), T.multiply(al, bl))
+    e = E.add(E.subtract(E.multiply(ah, bh), p), E.multiply(ah, bl))
+    e = E.add(E.add(e, E.multiply(al, bh)), E.multiply(al, bl))
     return p, e
 
 
 def x_sigmoid_plain(x, v):
     """x * sigmoid(v) as x / (1 + e) or x e / (1 + e), e = exp(-|v|) (float64, for float32
     results; one division); -0.0 where x = -inf (the limit: v has x's sign)."""
-    e = T.exp(T.negative(T.abs(v)))
-    res = T.divide(T.where(T.greater_equal(v, 0.0), x, T.multiply(x, e)), T.add(e, 1.0))
-    return T.where(T.equal(x, float("-inf")), -0.0, res)
+    e = E.exp(E.negative(E.abs(v)))
+    res = E.divide(E.where(E.greater_equal(v, 0.0), x, E.multiply(x, e)), E.add(e, 1.0))
+    return E.where(E.equal(x, float("-inf")), -0.0, res)
 
 
 def x_sigmoid(x, xs, vh, vl=None):
@@ -93,28 +93,28 @@ def x_sigmoid(x, xs, vh, vl=None):
     subnormal exp(vh) would carry its rounding error up |x| times: 371 ulp in silu). The
     sigmoid's 1 / (1 + e) is corrected by its measured rounding (rho), the TwoSum error of
     vh + H goes back in as a factor 1 + she."""
-    pos = T.greater_equal(vh, 0.0)
+    pos = E.greater_equal(vh, 0.0)
     sh, she = two_sum(vh, _H64)  # sh + she = vh + H exactly
-    big = T.exp(T.where(pos, T.negative(vh), sh))
+    big = E.exp(E.where(pos, E.negative(vh), sh))
     # exp(vh) = big 2**-64 (1 + she + C64) (to 2**-80): she is 16 ulp at 44
-    lo = T.add(she, _C64)
-    down = T.multiply(big, _TWO_M64)
-    e = T.where(pos, big, T.add(down, T.multiply(down, lo)))  # exp(-|vh|)
+    lo = E.add(she, _C64)
+    down = E.multiply(big, _TWO_M64)
+    e = E.where(pos, big, E.add(down, E.multiply(down, lo)))  # exp(-|vh|)
     # r = 1 / (1 + e) with its rounding measured: 1/(d + de) = r (1 + rho), d + de = 1 + e
     # exactly (Fast2Sum, e <= 1), rho = (1 - r d) - r de, r d exact as rd + rde (Dekker)
-    d = T.add(e, 1.0)
-    de = T.subtract(e, T.subtract(d, 1.0))
-    r = T.reciprocal(d)
+    d = E.add(e, 1.0)
+    de = E.subtract(e, E.subtract(d, 1.0))
+    r = E.reciprocal(d)
     rd, rde = two_prod(r, d)
-    rho = T.subtract(T.subtract(T.subtract(1.0, rd), rde), T.multiply(r, de))
+    rho = E.subtract(E.subtract(E.subtract(1.0, rd), rde), E.multiply(r, de))
     # sigmoid(vh + vl) = sigmoid(vh) (1 + (1 - sigmoid(vh)) vl): 1 - sigmoid is e r (vh >= 0), r
-    cpos, cneg = rho, T.add(lo, rho)
+    cpos, cneg = rho, E.add(lo, rho)
     if vl is not None:
-        cpos = T.add(cpos, T.multiply(T.multiply(e, r), vl))
-        cneg = T.add(cneg, T.multiply(r, vl))
-    res_pos = T.multiply(x, T.add(r, T.multiply(r, cpos)))
-    res_neg = T.multiply(T.multiply(T.multiply(xs, big), T.add(r, T.multiply(r, cneg))), _TWO_M64)
-    return T.where(pos, res_pos, res_neg)
+        cpos = E.add(cpos, E.multiply(E.multiply(e, r), vl))
+        cneg = E.add(cneg, E.multiply(r, vl))
+    res_pos = E.multiply(x, E.add(r, E.multiply(r, cpos)))
+    res_neg = E.multiply(E.multiply(E.multiply(xs, big), E.add(r, E.multiply(r, cneg))), _TWO_M64)
+    return E.where(pos, res_pos, res_neg)
 
 
 def silu(x, exact: bool):
@@ -122,7 +122,7 @@ def silu(x, exact: bool):
     float32's, computed plainly in float64)."""
     if not exact:
         return x_sigmoid_plain(x, x)
-    xs = T.clip(x, -1000.0, 1000.0)
+    xs = E.clip(x, -1000.0, 1000.0)
     return x_sigmoid(x, xs, xs)
 
 
@@ -130,16 +130,16 @@ def gelu_tanh(x, exact: bool):
     """x * sigmoid(v), v = 2 sqrt(2/pi) (x + 0.044715 x^3), for a float64 tensor ``x``;
     ``exact``: v as a double-double, to float64's 4 ulp (else to float32's)."""
     if not exact:
-        return x_sigmoid_plain(x, T.multiply(x, T.add(T.multiply(T.multiply(x, x), _K2[0]), _K1[0])))
-    xs = T.clip(x, -_CLAMP, _CLAMP)
+        return x_sigmoid_plain(x, E.multiply(x, E.add(E.multiply(E.multiply(x, x), _K2[0]), _K1[0])))
+    xs = E.clip(x, -_CLAMP, _CLAMP)
     xp = split(xs)
     p, pe = two_prod(xs, xs, xp)  # x^2
     q, qe = two_prod(p, _K2[0])
-    qe = T.add(qe, T.add(T.multiply(pe, _K2[0]), T.multiply(p, _K2[1])))
+    qe = E.add(qe, E.add(E.multiply(pe, _K2[0]), E.multiply(p, _K2[1])))
     s, se = two_sum(q, _K1[0])  # k1 + k2 x^2 = s + zl
-    zl = T.add(se, T.add(qe, _K1[1]))
+    zl = E.add(se, E.add(qe, _K1[1]))
     vh, ve = two_prod(xs, s, xp)
-    return x_sigmoid(x, xs, vh, T.add(ve, T.multiply(xs, zl)))  # v = vh + vl, |vl| <~ ulp(vh)
+    return x_sigmoid(x, xs, vh, E.add(ve, E.multiply(xs, zl)))  # v = vh + vl, |vl| <~ ulp(vh)
 
 
 # Phi(x) x for x -> -inf: -phi(x) * sum_k (-1)^k (2k-1)!! / x^(2k); 10 terms: < 2**-64
@@ -162,44 +162,44 @@ def _erfc_coarse(x):
     """erfc(-x / sqrt(2)) to ~1e-9 relative, for float32 results (float64 ``x``): a third
     of the ERFC op's work (one polynomial, no pieces), enough where float64's 4 ulp is not
     needed; x >= 0 gives 2 - erfc(|x| / sqrt(2)) (no cancellation: >= 1)."""
-    a = T.minimum(T.multiply(T.abs(x), _RSQRT2[0]), 12.0)  # beyond: erfc underflows float32
-    t = T.divide(2.0, T.add(a, 2.0))
-    y = T.subtract(t, _ERFC32_M)
-    poly = T.add(T.multiply(y, _ERFC32[-1]), _ERFC32[-2])
+    a = E.minimum(E.multiply(E.abs(x), _RSQRT2[0]), 12.0)  # beyond: erfc underflows float32
+    t = E.divide(2.0, E.add(a, 2.0))
+    y = E.subtract(t, _ERFC32_M)
+    poly = E.add(E.multiply(y, _ERFC32[-1]), _ERFC32[-2])
     for c in reversed(_ERFC32[:-2]):
-        poly = T.add(T.multiply(poly, y), c)
-    e = T.multiply(t, T.exp(T.subtract(poly, T.multiply(a, a))))
-    e = T.where(T.equal(a, 12.0), 0.0, e)  # a >= 12: erfc < 1.4e-64, the results are 0 in float32
-    return T.where(T.less(x, 0.0), e, T.subtract(2.0, e))
+        poly = E.add(E.multiply(poly, y), c)
+    e = E.multiply(t, E.exp(E.subtract(poly, E.multiply(a, a))))
+    e = E.where(E.equal(a, 12.0), 0.0, e)  # a >= 12: erfc < 1.4e-64, the results are 0 in float32
+    return E.where(E.less(x, 0.0), e, E.subtract(2.0, e))
 
 
 def gelu_erf(x, exact: bool):
     """0.5 x erfc(-x / sqrt(2)) for a float64 tensor ``x``; ``exact``: the ERFC op on the
     argument as a double-double, to float64's 4 ulp (else `_erfc_coarse`, to float32's)."""
-    half = T.multiply(x, 0.5)
+    half = E.multiply(x, 0.5)
     if not exact:
-        return T.where(T.equal(x, float("-inf")), -0.0, T.multiply(half, _erfc_coarse(x)))
-    a = T.multiply(x, -_RSQRT2[0])
-    xs = T.clip(x, -_CLAMP, _CLAMP)
+        return E.where(E.equal(x, float("-inf")), -0.0, E.multiply(half, _erfc_coarse(x)))
+    a = E.multiply(x, -_RSQRT2[0])
+    xs = E.clip(x, -_CLAMP, _CLAMP)
     xp = split(xs)
     p, pe = two_prod(xs, _RSQRT2[0], xp)
-    al = T.negative(T.add(pe, T.multiply(xs, _RSQRT2[1])))  # -x/sqrt(2) = a + al (|x| <= 64)
+    al = E.negative(E.add(pe, E.multiply(xs, _RSQRT2[1])))  # -x/sqrt(2) = a + al (|x| <= 64)
     # erfc(a + al) = erfc(a) (1 - g(a) al), g = -d log erfc / da = 2 exp(-a^2) / (sqrt(pi)
     # erfc(a)); a + sqrt(a^2 + 4/pi) is within 25% of g for a > 0 (the bounds on erfcx), and
     # |g al| <= 2 a^2 2**-53, so the correction's own error stays < 0.4 ulp; for a < 0,
     # g |al| < 0.3 2**-53: no correction
-    ac = T.negative(p)
-    g = T.where(T.greater(ac, 0.0), T.add(ac, T.sqrt(T.add(T.multiply(ac, ac), _FOUR_OVER_PI))), 0.0)
-    he = T.multiply(half, T.erfc(a))
-    res = T.subtract(he, T.multiply(he, T.multiply(g, al)))
+    ac = E.negative(p)
+    g = E.where(E.greater(ac, 0.0), E.add(ac, E.sqrt(E.add(E.multiply(ac, ac), _FOUR_OVER_PI))), 0.0)
+    he = E.multiply(half, E.erfc(a))
+    res = E.subtract(he, E.multiply(he, E.multiply(g, al)))
     # x < -36: erfc(a) would be subnormal below x ~ -37.5 and the result 19x larger
     p2, pe2 = two_prod(xs, xs, xp)
-    hi, e1 = two_sum(T.multiply(p2, -0.5), -_LOG_SQRT_2PI[0])  # -x^2/2 - log sqrt(2 pi)
-    lo = T.subtract(T.subtract(e1, T.multiply(pe2, 0.5)), _LOG_SQRT_2PI[1])
-    w = T.reciprocal(p2)
-    series = T.add(T.multiply(w, _TAIL[-1]), _TAIL[-2])
+    hi, e1 = two_sum(E.multiply(p2, -0.5), -_LOG_SQRT_2PI[0])  # -x^2/2 - log sqrt(2 pi)
+    lo = E.subtract(E.subtract(e1, E.multiply(pe2, 0.5)), _LOG_SQRT_2PI[1])
+    w = E.reciprocal(p2)
+    series = E.add(E.multiply(w, _TAIL[-1]), _TAIL[-2])
     for c in reversed(_TAIL[:-2]):
-        series = T.add(T.multiply(series, w), c)
-    tail = T.negative(T.multiply(T.exp(hi), T.add(series, T.multiply(series, lo))))
-    near = T.less_equal(T.abs(x), _CLAMP)
-    return T.where(T.less(x, _TAIL_AT), tail, T.where(near, res, he))
+        series = E.add(E.multiply(series, w), c)
+    tail = E.negative(E.multiply(E.exp(hi), E.add(series, E.multiply(series, lo))))
+    near = E.less_equal(E.abs(x), _CLAMP)
+    return E.where(E.less(x, _TAIL_AT), tail, E.where(near, res, he))

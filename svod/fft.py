@@ -18,11 +18,12 @@ from __future__ import annotations
 import numpy as np
 
 from svod import dtype as dt
+from svod.creation import library_call
 from svod.dtype import DTypeError
 from svod.errors import ShapeError, SvodValueError, numpy_errors
 from svod.ir import check_size
-from svod.library import library_call
-from svod.tensor import Tensor, _check_int, _from_numpy, _normalize_axes, asarray, roll
+from svod.movement import roll
+from svod.tensor import Tensor, _check_int, _from_numpy, _normalize_axes, asarray
 
 __all__ = ["fft", "fftfreq", "fftn", "fftshift", "hfft", "ifft", "ifftn", "ifftshift", "ihfft", "irfft", "irfftn",
            "rfft", "rfftfreq", "rfftn"]

@@ -13,11 +13,12 @@ plan like any library step.
 
 from __future__ import annotations
 
+from svod.creation import library_call
 from svod.dtype import DTypeError
 from svod.errors import SvodIndexError, SvodValueError
 from svod.ir import shape_str
-from svod.library import library_call
-from svod.tensor import Tensor, _normalize_axis, asarray, reshape
+from svod.movement import reshape
+from svod.tensor import Tensor, _normalize_axis, asarray
 
 __all__ = ["take"]
 

@@ -8,9 +8,11 @@
 
 from __future__ import annotations
 
+from svod.elementwise import broadcast_to
 from svod.errors import ShapeError, SvodValueError
 from svod.ir import shape_str
-from svod.tensor import Tensor, asarray, broadcast_to, reshape
+from svod.movement import reshape
+from svod.tensor import Tensor, asarray
 
 __all__ = ["meshgrid"]
 

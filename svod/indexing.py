@@ -19,8 +19,10 @@ import operator
 import numpy as np
 
 from svod import dtype as dt
+from svod.elementwise import broadcast_to, where
 from svod.errors import ShapeError, SvodIndexError
 from svod.ir import Ops, UOp, shape_str
+from svod.tensor import Tensor, _from_numpy, asarray
 
 
 def _is_int(k) -> bool:
@@ -28,11 +30,22 @@ def _is_int(k) -> bool:
 
 
 def _is_advanced(k) -> bool:
-    from svod.tensor import Tensor
-
     if isinstance(k, (Tensor, np.ndarray, list)):
         return True
     return isinstance(k, (bool, np.bool_))
+
+
+def _slice_span(k: slice, n: int) -> tuple[int, int, int, int]:
+    """Slice `k` of an axis of size `n` as (begin, end, length, step): the elements taken
+    are begin, begin + |step|, ... below end, read backwards when step < 0."""
+    start, stop, step = k.indices(n)
+    if step > 0:
+        length = max(0, -(-(stop - start) // step))
+        b = start
+    else:
+        length = max(0, -(-(start - stop) // -step))
+        b = start + (length - 1) * step if length else 0
+    return b, b + (length - 1) * abs(step) + 1 if length else b, length, step
 
 
 def _expand_key(key, ndim: int, shape) -> list:
@@ -95,14 +108,7 @@ def basic_index(u: UOp, key) -> UOp:
             shrink.append((i, i + 1))
             out_shape.append(("drop",))
         elif isinstance(k, slice):
-            start, stop, step = k.indices(n)
-            if step > 0:
-                length = max(0, -(-(stop - start) // step))
-                b = start
-            else:
-                length = max(0, -(-(start - stop) // -step))
-                b = start + (length - 1) * step if length else 0
-            e = b + (length - 1) * abs(step) + 1 if length else b
+            b, e, length, step = _slice_span(k, n)
             shrink.append((b, e) if length else (0, 0))
             if step < 0 and length > 1:
                 flips.append(axis)
@@ -139,8 +145,6 @@ def _int_scalars(key):
     """`key` with 0-d integer Tensors replaced by Python ints (numpy treats a 0-d integer
     array index as an integer): basic indexing stays lazy, and inside `svod.jit` the value
     of a traced Python int becomes a guard instead of a read of the indexed array."""
-    from svod.tensor import Tensor
-
     items = key if isinstance(key, tuple) else (key,)
     if not any(isinstance(k, Tensor) and k.ndim == 0 and k.dtype.is_int for k in items):
         return key
@@ -150,8 +154,6 @@ def _int_scalars(key):
 
 def _numpy_key(key):
     """Convert Tensors inside an advanced key into numpy arrays (realizing them)."""
-    from svod.tensor import Tensor
-
     items = key if isinstance(key, tuple) else (key,)
     out = []
     for k in items:
@@ -168,8 +170,6 @@ def _numpy_key(key):
 
 
 def getitem(x, key):
-    from svod.tensor import Tensor, _from_numpy
-
     key = _int_scalars(key)
     items = key if isinstance(key, tuple) else (key,)
     if any(_is_advanced(k) for k in items):
@@ -184,8 +184,6 @@ def getitem(x, key):
 
 def setitem(x, key, value):
     """Functional `x[key] = value`: returns the updated tensor (same shape and dtype)."""
-    from svod.tensor import Tensor, _from_numpy, asarray, broadcast_to, where
-
     key = _int_scalars(key)
     items = key if isinstance(key, tuple) else (key,)
     v = value if isinstance(value, Tensor) else asarray(value) if not dt.scalar_kind(value) else None
@@ -232,14 +230,7 @@ def _place(v: UOp, key, shape) -> UOp:
             i = operator.index(k) % n
             per_axis.append((i, i + 1, 1, 1, False))
             continue
-        start, stop, step = k.indices(n)
-        if step > 0:
-            length = max(0, -(-(stop - start) // step))
-            b = start
-        else:
-            length = max(0, -(-(start - stop) // -step))
-            b = start + (length - 1) * step if length else 0
-        e = b + (length - 1) * abs(step) + 1 if length else b
+        b, e, length, step = _slice_span(k, n)
         per_axis.append((b, e, length, abs(step), step < 0 and length > 1))
     axis_shape = tuple(p[2] for p in per_axis)
     if v.shape != axis_shape:

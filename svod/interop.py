@@ -1,6 +1,7 @@
 """Exchange with other array libraries: DLPack both ways, numpy's dispatch protocols
-(NEP 13 `__array_ufunc__`, NEP 18 `__array_function__`), the Array API inspection
-namespace.
+(NEP 13 `__array_ufunc__`, NEP 18 `__array_function__`: their handlers are in
+`svod/numpy/_protocols.py`, above `svod.numpy`), the Array API inspection namespace and
+`isdtype`.
 
 **numpy calls on svod tensors stay svod.** ``np.exp(t)``, ``np.sum(t, 0)``,
 ``np.concatenate([t, u])``, ``a_numpy_array * t`` return lazy svod tensors: numpy hands
@@ -34,9 +35,10 @@ import numpy as np
 
 from svod import dtype as dt
 from svod.errors import SvodValueError
+from svod.ir import UOp
+from svod.tensor import Tensor
 
-__all__ = ["NotImplementedByNumpyDispatch", "array_function", "array_namespace_info", "array_ufunc",
-           "from_dlpack", "to_dlpack"]
+__all__ = ["NotImplementedByNumpyDispatch", "array_namespace_info", "from_dlpack", "isdtype", "to_dlpack"]
 
 
 class NotImplementedByNumpyDispatch(TypeError):
@@ -66,9 +68,6 @@ def to_dlpack(t, *, stream=None, max_version=None, dl_device=None, copy=None):
 def from_dlpack(x, /, *, device=None, copy=None):
     """A svod tensor viewing the DLPack producer `x`'s CPU data (a copy when `copy=True`
     or the data is not contiguous)."""
-    from svod.ir import UOp
-    from svod.tensor import Tensor
-
     if device not in (None, "cpu"):
         raise SvodValueError(f"from_dlpack: svod runs on 'cpu', not {device!r}")
     try:
@@ -79,60 +78,6 @@ def from_dlpack(x, /, *, device=None, copy=None):
     if not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)
     return Tensor._from(UOp.buffer(arr, d))
-
-
-# ----------------------------------------------------------------------------- numpy protocols
-
-
-def _numpy_mode(objs) -> bool:
-    """Whether a svod.numpy.ndarray is among the operands (numpy's dtype defaults then)."""
-    from svod.numpy._ndarray import ndarray
-
-    stack = list(objs)
-    while stack:
-        o = stack.pop()
-        if type(o) is ndarray:
-            return True
-        if isinstance(o, (list, tuple)):
-            stack.extend(o)
-    return False
-
-
-def _call(fn, args, kwargs, name: str):
-    from svod.numpy._ndarray import call_numpy, call_svod
-
-    if _numpy_mode(args) or _numpy_mode(kwargs.values()):
-        return call_numpy(fn, args, kwargs)
-    return call_svod(fn, args, kwargs)
-
-
-def array_ufunc(ufunc, method: str, inputs, kwargs):
-    """NEP 13: ``np.<ufunc>.<method>(...)`` with a svod tensor among the operands."""
-    from svod.numpy import _ufuncs
-
-    u = _ufuncs.UFUNCS.get(ufunc.__name__)
-    if u is None:
-        raise NotImplementedByNumpyDispatch(f"numpy.{ufunc.__name__} is not implemented by svod; compute it in "
-                                            f"numpy on t.numpy() (or np.asarray(t))")
-    fn = u if method == "__call__" else getattr(u, method, None)
-    if fn is None:
-        raise NotImplementedByNumpyDispatch(f"numpy.{ufunc.__name__}.{method} is not implemented by svod")
-    return _call(fn, inputs, kwargs, f"{ufunc.__name__}.{method}")
-
-
-def array_function(func, types, args, kwargs):
-    """NEP 18: a numpy function called with a svod tensor among its arguments."""
-    from svod.numpy import _dispatch_table
-
-    mod = getattr(func, "__module__", "") or ""
-    sub = next((s for s in ("linalg", "fft", "random") if mod.startswith(f"numpy.{s}")), "")
-    name = f"{sub}.{func.__name__}" if sub else func.__name__
-    impl = _dispatch_table().get(name)
-    if impl is None:
-        raise NotImplementedByNumpyDispatch(f"numpy.{name} is not implemented by svod; compute it in numpy on "
-                                            f"t.numpy() (or np.asarray(t)), or see docs/semantics.md for what "
-                                            f"svod.numpy covers")
-    return _call(impl, args, kwargs, name)
 
 
 # ----------------------------------------------------------------------------- Array API inspection
@@ -155,8 +100,6 @@ class _Info:
                 "integral": dt.int64, "indexing": dt.int64}
 
     def dtypes(self, *, device=None, kind=None) -> dict:
-        from svod import isdtype
-
         out = {d.name: d for d in dt.ALL}
         if kind is None:
             return out
@@ -165,3 +108,18 @@ class _Info:
 
 def array_namespace_info() -> _Info:
     return _Info()
+
+
+def isdtype(dtype, kind) -> bool:
+    """Array API `isdtype`: kind is a dtype, a kind name, or a tuple of those."""
+    d = dt.dtype(dtype)
+    if isinstance(kind, tuple):
+        return any(isdtype(d, k) for k in kind)
+    if isinstance(kind, str):
+        kinds = {"bool": d.is_bool, "signed integer": d.is_signed, "unsigned integer": d.is_unsigned,
+                 "integral": d.is_int, "real floating": d.is_float, "complex floating": d.is_complex,
+                 "numeric": not d.is_bool}
+        if kind not in kinds:
+            raise ValueError(f"isdtype: unknown kind {kind!r}; the kinds are {', '.join(map(repr, kinds))}")
+        return kinds[kind]
+    return d == dt.dtype(kind)

@@ -9,9 +9,10 @@ feed fused kernels like any buffer. Nothing is re-implemented: each entry calls 
 (LAPACK through `numpy.linalg`, stable sorts through `numpy.sort`), so the results are
 numpy's bit for bit.
 
-`library_call` builds the nodes (the frontends in sorting.py, searching.py, gather.py and
-linalg.py); `execute` runs a call on numpy arrays (the compiled graph's library segment
-and the reference interpreter both use it); `work` estimates its flops for the cost models.
+`svod.creation.library_call` builds the nodes (the frontends in sorting.py, searching.py,
+gather.py and linalg.py; it is in the tensor layer, this module below it); `execute` runs a call on numpy arrays
+(the compiled graph's library segment and the reference interpreter both use it); `work`
+estimates its flops for the cost models.
 
 Contract of an entry: a pure function of its operands and parameters; results in the
 dtypes and shapes the frontend declared (they are cast and checked when stored). A
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ENTRIES", "execute", "library_call", "store", "work"]
+__all__ = ["ENTRIES", "execute", "store", "work"]
 
 
 @dataclass(frozen=True)
@@ -187,16 +188,3 @@ def store(kernel, results: Sequence[np.ndarray], buffers) -> None:
                                  f"of shape {o.shape}")
         dst = buffers[o.slot]
         np.copyto(dst[:size], r.reshape(-1), casting="unsafe")
-
-
-def library_call(fn: str, params: tuple, inputs: Sequence, outs: Sequence[tuple[tuple[int, ...], object]]) -> list:
-    """Lazy results of a library call: one Tensor per (shape, dtype) in `outs`, each an
-    `Ops.LIBRARY` node over the `inputs` (Tensors, in call order)."""
-    from svod.ir import OP, UOp
-    from svod.tensor import Tensor
-
-    if fn not in ENTRIES:
-        raise KeyError(f"svod.library: no library function {fn!r}")
-    srcs = tuple(t.uop for t in inputs)
-    return [Tensor._from(UOp(OP.LIBRARY, d, srcs, (fn, params, j, tuple(int(n) for n in shape))))
-            for j, (shape, d) in enumerate(outs)]

@@ -26,37 +26,13 @@ from typing import NamedTuple
 import numpy as np
 
 from svod import dtype as dt
+from svod.creation import eye, library_call, zeros
+from svod.elementwise import abs, broadcast_to, multiply, not_equal, pow, sqrt, square, subtract
 from svod.errors import ShapeError, SvodTypeError, SvodValueError
 from svod.ir import shape_str
-from svod.library import library_call
-from svod.tensor import (
-    Tensor,
-    _normalize_axes,
-    _normalize_axis,
-    abs,
-    asarray,
-    astype,
-    broadcast_shapes,
-    broadcast_to,
-    expand_dims,
-    eye,
-    matmul,
-    matrix_transpose,
-    max,
-    min,
-    multiply,
-    not_equal,
-    pow,
-    reshape,
-    sqrt,
-    square,
-    stack,
-    subtract,
-    sum,
-    tensordot,
-    vecdot,
-    zeros,
-)
+from svod.movement import expand_dims, matrix_transpose, reshape, stack
+from svod.reductions import matmul, max, min, sum, tensordot, vecdot
+from svod.tensor import Tensor, _normalize_axes, _normalize_axis, asarray, astype, broadcast_shapes, realize
 
 __all__ = ["cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "lstsq", "matmul", "matrix_norm",
            "matrix_power", "matrix_rank", "matrix_transpose", "outer", "pinv", "qr", "slogdet", "solve", "svd",
@@ -215,8 +191,6 @@ def lstsq(x1, x2, /, *, rcond=None) -> LstsqResult:
     k = builtins.min(m, n)
     x, rank, s = library_call("lstsq", (None if rcond is None else float(rcond),), [a, b],
                               [((n,) + b.shape[1:], d), ((), dt.int32), ((k,), d)])
-    from svod.tensor import realize
-
     realize(x, rank, s)
     if int(rank.item()) == n and m > n:
         res = sum(square(subtract(matmul(a, x), b)), axis=0)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import builtins
 import math
 
-from svod import dtype
+from svod import _ddgraph, dtype
+from svod import elementwise as E
+from svod import reductions as R
 from svod import tensor as T
 from svod.errors import ShapeError, SvodValueError
 from svod.ir import shape_str
@@ -18,7 +20,7 @@ from svod.ir import shape_str
 
 def relu(x):
     """max(x, 0); NaN propagates."""
-    return T.maximum(x, 0)
+    return E.maximum(x, 0)
 
 
 def _float(x):
@@ -31,9 +33,9 @@ def sigmoid(x):
     x < 0 gives e / (1 + e), so results down to the subnormals (x < -88 in float32) keep
     their digits instead of flushing to 0. Integers compute in the default float dtype."""
     x = _float(x)
-    e = T.exp(T.negative(T.abs(x)))
-    r = T.reciprocal(T.add(e, 1))
-    return T.where(T.greater_equal(x, 0), r, T.multiply(e, r))
+    e = E.exp(E.negative(E.abs(x)))
+    r = E.reciprocal(E.add(e, 1))
+    return E.where(E.greater_equal(x, 0), r, E.multiply(e, r))
 
 
 def silu(x):
@@ -44,8 +46,6 @@ def silu(x):
     x = T.asarray(x)
     if not x.dtype.is_float:
         x = x.astype("float32")
-    from svod import _ddgraph
-
     if x.dtype == dtype.float64:
         return _ddgraph.silu(x, exact=True)
     return _ddgraph.silu(x.astype(dtype.float64), exact=False).astype(x.dtype)
@@ -69,8 +69,6 @@ def gelu(x, approximate: str = "none"):
         x = x.astype("float32")
     if not isinstance(approximate, str) or approximate not in ("tanh", "none"):
         raise SvodValueError(f"gelu: approximate must be 'none' or 'tanh', got {T._show(approximate)}")
-    from svod import _ddgraph
-
     f = _ddgraph.gelu_tanh if approximate == "tanh" else _ddgraph.gelu_erf
     if x.dtype == dtype.float64:
         return f(x, exact=True)
@@ -82,9 +80,9 @@ def softmax(x, axis: int = -1):
     x = T.asarray(x)
     if not x.dtype.is_float:
         x = x.astype("float32")
-    m = T.max(x, axis=axis, keepdims=True)
-    e = T.exp(T.subtract(x, m))
-    return T.divide(e, T.sum(e, axis=axis, keepdims=True))
+    m = R.max(x, axis=axis, keepdims=True)
+    e = E.exp(E.subtract(x, m))
+    return E.divide(e, R.sum(e, axis=axis, keepdims=True))
 
 
 def log_softmax(x, axis: int = -1):
@@ -97,16 +95,16 @@ def log_softmax(x, axis: int = -1):
     x = T.asarray(x)
     if not x.dtype.is_float:
         x = x.astype("float32")
-    m = T.max(x, axis=axis, keepdims=True)
-    s = T.subtract(x, m)
-    bb = T.subtract(s, x)
-    lo = T.subtract(T.subtract(x, T.subtract(s, bb)), T.add(m, bb))  # x - m - s exactly
-    lo = T.where(T.isnan(lo), 0, lo)  # -inf entries: exp(s) = 0 whatever lo is
-    e = T.exp(s)
-    top = T.equal(s, 0)  # the max entries (NaN rows: none; the sums are NaN then)
-    rest = T.sum(T.where(top, 0, T.add(e, T.multiply(e, lo))), axis=axis, keepdims=True)
-    ties = T.sum(top.astype(x.dtype), axis=axis, keepdims=True)
-    return T.subtract(s, T.log1p(T.add(rest, T.subtract(ties, 1))))
+    m = R.max(x, axis=axis, keepdims=True)
+    s = E.subtract(x, m)
+    bb = E.subtract(s, x)
+    lo = E.subtract(E.subtract(x, E.subtract(s, bb)), E.add(m, bb))  # x - m - s exactly
+    lo = E.where(E.isnan(lo), 0, lo)  # -inf entries: exp(s) = 0 whatever lo is
+    e = E.exp(s)
+    top = E.equal(s, 0)  # the max entries (NaN rows: none; the sums are NaN then)
+    rest = R.sum(E.where(top, 0, E.add(e, E.multiply(e, lo))), axis=axis, keepdims=True)
+    ties = R.sum(top.astype(x.dtype), axis=axis, keepdims=True)
+    return E.subtract(s, E.log1p(E.add(rest, E.subtract(ties, 1))))
 
 
 def _norm_axes(x, normalized_shape, op):
@@ -122,24 +120,24 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     """(x - mean) / sqrt(var + eps) * weight + bias over the trailing `normalized_shape`."""
     x = T.asarray(x)
     axes = _norm_axes(x, normalized_shape, "layer_norm")
-    m = T.mean(x, axis=axes, keepdims=True)
-    d = T.subtract(x, m)
-    v = T.mean(T.multiply(d, d), axis=axes, keepdims=True)
-    y = T.multiply(d, T.reciprocal(T.sqrt(T.add(v, eps))))
+    m = R.mean(x, axis=axes, keepdims=True)
+    d = E.subtract(x, m)
+    v = R.mean(E.multiply(d, d), axis=axes, keepdims=True)
+    y = E.multiply(d, E.reciprocal(E.sqrt(E.add(v, eps))))
     if weight is not None:
-        y = T.multiply(y, weight)
+        y = E.multiply(y, weight)
     if bias is not None:
-        y = T.add(y, bias)
+        y = E.add(y, bias)
     return y
 
 
 def rms_norm(x, normalized_shape, weight=None, eps: float = 1e-6):
     x = T.asarray(x)
     axes = _norm_axes(x, normalized_shape, "rms_norm")
-    ms = T.mean(T.multiply(x, x), axis=axes, keepdims=True)
-    y = T.multiply(x, T.reciprocal(T.sqrt(T.add(ms, eps))))
+    ms = R.mean(E.multiply(x, x), axis=axes, keepdims=True)
+    y = E.multiply(x, E.reciprocal(E.sqrt(E.add(ms, eps))))
     if weight is not None:
-        y = T.multiply(y, weight)
+        y = E.multiply(y, weight)
     return y
 
 
@@ -149,8 +147,8 @@ def linear(x, weight, bias=None):
     if x.ndim == 0 or weight.ndim == 0 or x.shape[-1] != weight.shape[-1]:
         raise ShapeError(f"linear: input of shape {shape_str(x.shape)} needs weight of shape (out_features, "
                          f"{x.shape[-1] if x.ndim else 'in_features'}), got {shape_str(weight.shape)}")
-    y = T.matmul(x, weight.mT if weight.ndim >= 2 else weight)
-    return y if bias is None else T.add(y, bias)
+    y = R.matmul(x, weight.mT if weight.ndim >= 2 else weight)
+    return y if bias is None else E.add(y, bias)
 
 
 def scaled_dot_product_attention(q, k, v, attn_mask=None, is_causal: bool = False, scale: float | None = None):
@@ -166,14 +164,14 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, is_causal: bool = Fals
         raise ShapeError(f"scaled_dot_product_attention: k {shape_str(k.shape)} and v {shape_str(v.shape)} "
                          f"differ in the sequence dimension (second to last)")
     s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    scores = T.multiply(T.matmul(q, k.mT), s)
+    scores = E.multiply(R.matmul(q, k.mT), s)
     L, S = q.shape[-2], k.shape[-2]
     if is_causal:
         import numpy as np
 
         keep = T.asarray(np.tril(np.ones((L, S), dtype=bool)))
-        scores = T.where(keep, scores, float("-inf"))
+        scores = E.where(keep, scores, float("-inf"))
     if attn_mask is not None:
         attn_mask = T.asarray(attn_mask)
-        scores = T.where(attn_mask, scores, float("-inf")) if attn_mask.dtype.is_bool else T.add(scores, attn_mask)
-    return T.matmul(softmax(scores, axis=-1), v)
+        scores = E.where(attn_mask, scores, float("-inf")) if attn_mask.dtype.is_bool else E.add(scores, attn_mask)
+    return R.matmul(softmax(scores, axis=-1), v)

@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 
 from svod import dtype as dt
+from svod.creation import library_call
 from svod.dtype import DTypeError
 from svod.errors import ShapeError, SvodValueError
 from svod.ir import shape_str
-from svod.library import library_call
 from svod.tensor import Tensor, _from_numpy, asarray, astype
 
 __all__ = ["nonzero", "searchsorted"]

@@ -14,8 +14,8 @@ equal (kept in input order).
 from __future__ import annotations
 
 from svod import dtype as dt
+from svod.creation import library_call
 from svod.errors import SvodValueError
-from svod.library import library_call
 from svod.tensor import Tensor, _normalize_axis, asarray
 
 __all__ = ["argsort", "sort"]

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import svod as T  # the Array API functions (T.exp, T.sum, ...)
 from svod import nn
-from svod import tensor as T
 from svod.tensor import Tensor
 
 Shapes = dict[str, tuple[int, ...]]

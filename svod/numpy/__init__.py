@@ -28,24 +28,25 @@ from __future__ import annotations
 
 import numpy as _np
 
-import svod as _svod
 from svod import dtype as _dt
-from svod.numpy import _einsum, _functions, _index_tricks, _stats, _ufuncs, fft, linalg, random  # noqa: F401
+from svod import interop as _interop
+from svod import tensor as _tensor
+from svod.numpy import _einsum, _functions, _index_tricks, _mathfuncs, _stats, _ufuncs, fft, linalg, random  # noqa: F401
 from svod.numpy._ndarray import ndarray, numpy_function, retag  # noqa: F401
 
 # dtypes (svod's, callable as numpy's scalar types) and numpy's abstract scalar classes
-bool_ = bool = _svod.bool  # noqa: A001
-int32, int64, float32, float64 = _svod.int32, _svod.int64, _svod.float32, _svod.float64
-complex64, complex128 = _svod.complex64, _svod.complex128
-cdouble = complex_ = _svod.complex128
-csingle = _svod.complex64
-int8, int16, uint8, uint16, uint32, uint64 = (_svod.int8, _svod.int16, _svod.uint8, _svod.uint16, _svod.uint32,
-                                              _svod.uint64)
-int_ = intp = longlong = _svod.int64
+bool_ = bool = _dt.bool_  # noqa: A001
+int32, int64, float32, float64 = _dt.int32, _dt.int64, _dt.float32, _dt.float64
+complex64, complex128 = _dt.complex64, _dt.complex128
+cdouble = complex_ = _dt.complex128
+csingle = _dt.complex64
+int8, int16, uint8, uint16, uint32, uint64 = (_dt.int8, _dt.int16, _dt.uint8, _dt.uint16, _dt.uint32,
+                                              _dt.uint64)
+int_ = intp = longlong = _dt.int64
 byte, short, intc = int8, int16, int32
 ubyte, ushort, uintc, uint, uintp, ulonglong = uint8, uint16, uint32, uint64, uint64, uint64
-double = float_ = _svod.float64
-single = _svod.float32
+double = float_ = _dt.float64
+single = _dt.float32
 generic, number, integer, signedinteger, floating, inexact = (_np.generic, _np.number, _np.integer,
                                                              _np.signedinteger, _np.floating, _np.inexact)
 unsignedinteger, complexfloating = _np.unsignedinteger, _np.complexfloating
@@ -71,7 +72,7 @@ def issubdtype(arg1, arg2) -> bool:
 
 def result_type(*arrays_and_dtypes):
     with _dt.numpy_defaults():
-        return _svod.result_type(*arrays_and_dtypes)
+        return _tensor.result_type(*arrays_and_dtypes)
 
 
 def promote_types(type1, type2):
@@ -92,7 +93,7 @@ def iinfo(dtype):
     return _np.iinfo(_np_dtype(dtype.dtype if hasattr(dtype, "uop") else _dt.dtype(dtype)))
 
 
-from_dlpack = _svod.from_dlpack
+from_dlpack = _interop.from_dlpack
 
 
 class _NumpyUfunc:
@@ -124,6 +125,7 @@ acos, asin, atan, atan2 = arccos, arcsin, arctan, arctan2  # noqa: F821
 acosh, asinh, atanh, pow = arccosh, arcsinh, arctanh, power  # noqa: A001, F821
 
 _FUNCTIONS = {n: getattr(_functions, n) for n in _functions.__all__}
+_FUNCTIONS.update({n: getattr(_mathfuncs, n) for n in _mathfuncs.__all__})
 _FUNCTIONS.update({n: getattr(_stats, n) for n in _stats.__all__})
 _FUNCTIONS["einsum"] = _einsum.einsum
 for _name, _fn in _FUNCTIONS.items():
@@ -147,8 +149,8 @@ def _dispatch_table() -> dict:
     """numpy's function names (``linalg.inv``, ``fft.fftshift``) -> svod's implementation,
     for numpy's dispatch to svod tensors (`svod.interop.array_function`)."""
     table = dict(_FUNCTIONS)
-    table.update({"round_": _functions.around, "amax": _functions.max, "amin": _functions.min,
-                  "result_type": _svod.result_type})
+    table.update({"round_": _mathfuncs.around, "amax": _functions.max, "amin": _functions.min,
+                  "result_type": _tensor.result_type})
     table.update({f"linalg.{n}": f for n, f in linalg.IMPL.items()})
     table.update({f"fft.{n}": f for n, f in fft.IMPL.items()})
     return table

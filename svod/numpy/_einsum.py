@@ -10,8 +10,12 @@ import math
 import string
 
 import svod.tensor as T
+from svod import elementwise as E
 from svod import linalg as LA
+from svod import movement as M
+from svod import reductions as R
 from svod.errors import ShapeError, SvodTypeError, SvodValueError
+from svod.numpy._functions import store_out
 from svod.tensor import Tensor, asarray
 
 __all__ = ["einsum"]
@@ -53,7 +57,7 @@ def _diagonals(t: Tensor, labels: str) -> tuple[Tensor, str]:
             return t, labels
         i = labels.index(dup)
         j = labels.index(dup, i + 1)
-        t = LA.diagonal(T.moveaxis(t, (i, j), (-2, -1)))
+        t = LA.diagonal(M.moveaxis(t, (i, j), (-2, -1)))
         labels = "".join(c for k, c in enumerate(labels) if k not in (i, j)) + dup
 
 
@@ -61,7 +65,7 @@ def _sum_out(t: Tensor, labels: str, keep: set[str]) -> tuple[Tensor, str]:
     axes = tuple(i for i, c in enumerate(labels) if c not in keep)
     if not axes:
         return t, labels
-    return T.sum(t, axis=axes), "".join(c for c in labels if c in keep)
+    return R.sum(t, axis=axes), "".join(c for c in labels if c in keep)
 
 
 def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: set[str]) -> tuple[Tensor, str]:
@@ -75,14 +79,14 @@ def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: set[str]) -> tuple[T
     con = [c for c in la if c in lb and c not in keep]
     fa = [c for c in la if c not in lb]
     fb = [c for c in lb if c not in la]
-    a = T.broadcast_to(a, tuple(sizes[c] for c in la))
-    b = T.broadcast_to(b, tuple(sizes[c] for c in lb))
-    pa = T.permute_dims(a, tuple(la.index(c) for c in batch + fa + con))
-    pb = T.permute_dims(b, tuple(lb.index(c) for c in batch + con + fb))
+    a = E.broadcast_to(a, tuple(sizes[c] for c in la))
+    b = E.broadcast_to(b, tuple(sizes[c] for c in lb))
+    pa = M.permute_dims(a, tuple(la.index(c) for c in batch + fa + con))
+    pb = M.permute_dims(b, tuple(lb.index(c) for c in batch + con + fb))
     nb, nfa, nfb, nk = (math.prod(sizes[c] for c in g) for g in (batch, fa, fb, con))
-    out = T.matmul(T.reshape(pa, (nb, nfa, nk)), T.reshape(pb, (nb, nk, nfb)))
+    out = R.matmul(M.reshape(pa, (nb, nfa, nk)), M.reshape(pb, (nb, nk, nfb)))
     labels = "".join(batch + fa + fb)
-    return T.reshape(out, tuple(sizes[c] for c in labels)), labels
+    return M.reshape(out, tuple(sizes[c] for c in labels)), labels
 
 
 def einsum(subscripts: str, *operands, out=None, optimize=False, dtype=None, casting="safe", order="K"):
@@ -106,7 +110,5 @@ def einsum(subscripts: str, *operands, out=None, optimize=False, dtype=None, cas
     cur, labels = _sum_out(cur, labels, set(out_labels))
     if sorted(labels) != sorted(out_labels):
         raise SvodValueError(f"einsum: output subscripts {out_labels!r} name labels the operands do not have")
-    res = T.permute_dims(cur, tuple(labels.index(c) for c in out_labels)) if labels else cur
-    from svod.numpy._functions import store_out
-
+    res = M.permute_dims(cur, tuple(labels.index(c) for c in out_labels)) if labels else cur
     return store_out(res, out)

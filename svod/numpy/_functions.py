@@ -18,11 +18,16 @@ import math
 import numpy as np
 
 import svod.tensor as T
+from svod import creation as C
 from svod import dtype as dt
 from svod import elementwise as E
 from svod import linalg as LA
+from svod import movement as M
+from svod import reductions as R
 from svod.errors import ShapeError, SvodTypeError, SvodValueError
+from svod.grids import meshgrid as mg
 from svod.ir import shape_str
+from svod.sorting import sort as _sort
 from svod.tensor import Tensor, asarray
 
 _np = np
@@ -73,7 +78,7 @@ def _axis(axis):
 def array(object, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, ndmax=0, like=None):
     a = T.asarray(object, dtype=_dtype(dtype), copy=None if copy is None else bool(copy) or None)
     if ndmin > a.ndim:
-        a = T.reshape(a, (1,) * (ndmin - a.ndim) + a.shape)
+        a = M.reshape(a, (1,) * (ndmin - a.ndim) + a.shape)
     return a
 
 
@@ -90,29 +95,29 @@ def copy(a, order="K", subok=False):
 
 
 def zeros(shape, dtype=None, order="C", *, device=None, like=None):
-    return T.zeros(shape, dtype=_dtype(dtype))
+    return C.zeros(shape, dtype=_dtype(dtype))
 
 
 def ones(shape, dtype=None, order="C", *, device=None, like=None):
-    return T.ones(shape, dtype=_dtype(dtype))
+    return C.ones(shape, dtype=_dtype(dtype))
 
 
 def empty(shape, dtype=None, order="C", *, device=None, like=None):
-    return T.zeros(shape, dtype=_dtype(dtype))
+    return C.zeros(shape, dtype=_dtype(dtype))
 
 
 def full(shape, fill_value, dtype=None, order="C", *, device=None, like=None):
-    return T.full(shape, _scalar(fill_value), dtype=_dtype(dtype))
+    return C.full(shape, _scalar(fill_value), dtype=_dtype(dtype))
 
 
 def zeros_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
     a = _arr(a)
-    return T.zeros(a.shape if shape is None else shape, dtype=_dtype(dtype) or a.dtype)
+    return C.zeros(a.shape if shape is None else shape, dtype=_dtype(dtype) or a.dtype)
 
 
 def ones_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
     a = _arr(a)
-    return T.ones(a.shape if shape is None else shape, dtype=_dtype(dtype) or a.dtype)
+    return C.ones(a.shape if shape is None else shape, dtype=_dtype(dtype) or a.dtype)
 
 
 empty_like = zeros_like
@@ -120,31 +125,31 @@ empty_like = zeros_like
 
 def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
     a = _arr(a)
-    return T.full(a.shape if shape is None else shape, fill_value, dtype=_dtype(dtype) or a.dtype)
+    return C.full(a.shape if shape is None else shape, fill_value, dtype=_dtype(dtype) or a.dtype)
 
 
 def arange(start, stop=None, step=None, dtype=None, *, device=None, like=None):
-    return T.arange(_scalar(start), _scalar(stop), 1 if step is None else _scalar(step), dtype=_dtype(dtype))
+    return C.arange(_scalar(start), _scalar(stop), 1 if step is None else _scalar(step), dtype=_dtype(dtype))
 
 
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None):
     start, stop = _scalar(start), _scalar(stop)
-    out = T.linspace(start, stop, num, endpoint=endpoint, dtype=_dtype(dtype))
+    out = C.linspace(start, stop, num, endpoint=endpoint, dtype=_dtype(dtype))
     if retstep:
         return out, (stop - start) / builtins.max(num - (1 if endpoint else 0), 1)
     return out
 
 
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
-    return T.pow(base, T.linspace(_scalar(start), _scalar(stop), num, endpoint=endpoint, dtype=_dtype(dtype)))
+    return E.pow(base, C.linspace(_scalar(start), _scalar(stop), num, endpoint=endpoint, dtype=_dtype(dtype)))
 
 
 def eye(N, M=None, k=0, dtype=float, order="C", *, device=None, like=None):
-    return T.eye(N, M, k=k, dtype=_dtype(dtype))
+    return C.eye(N, M, k=k, dtype=_dtype(dtype))
 
 
 def identity(n, dtype=None, *, like=None):
-    return T.eye(n, dtype=_dtype(dtype))
+    return C.eye(n, dtype=_dtype(dtype))
 
 
 def tri(N, M=None, k=0, dtype=float, *, like=None):
@@ -152,11 +157,11 @@ def tri(N, M=None, k=0, dtype=float, *, like=None):
 
 
 def tril(m, k=0):
-    return T.tril(_arr(m), k=k)
+    return M.tril(_arr(m), k=k)
 
 
 def triu(m, k=0):
-    return T.triu(_arr(m), k=k)
+    return M.triu(_arr(m), k=k)
 
 
 def diag(v, k=0):
@@ -166,21 +171,19 @@ def diag(v, k=0):
     if v.ndim != 1:
         raise ShapeError(f"diag: input must be 1-D or 2-D, got shape {shape_str(v.shape)}")
     n = v.shape[0] + builtins.abs(k)
-    padded = T.pad(v, (0, builtins.abs(k)))
-    vals = T.reshape(padded, (n, 1) if k >= 0 else (1, n))
-    return T.where(T.asarray(np.eye(n, k=k, dtype=bool)), vals, T.zeros((), dtype=v.dtype))
+    padded = M.pad(v, (0, builtins.abs(k)))
+    vals = M.reshape(padded, (n, 1) if k >= 0 else (1, n))
+    return E.where(T.asarray(np.eye(n, k=k, dtype=bool)), vals, C.zeros((), dtype=v.dtype))
 
 
 def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
-    from svod.grids import meshgrid as mg
-
-    xs = [T.reshape(_arr(x), (-1,)) for x in xi]
+    xs = [M.reshape(_arr(x), (-1,)) for x in xi]
     if not sparse:
         return mg(*xs, indexing=indexing)
     n, out = len(xs), []
     for i, x in enumerate(xs):
         ax = {0: 1, 1: 0}.get(i, i) if indexing == "xy" and n >= 2 else i
-        out.append(T.reshape(x, tuple(x.shape[0] if d == ax else 1 for d in range(n))))
+        out.append(M.reshape(x, tuple(x.shape[0] if d == ax else 1 for d in range(n))))
     return out
 
 
@@ -196,86 +199,86 @@ def _reduce(fn, a, axis, cast, out, keepdims, **kw):
 
 
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):  # noqa: A001
-    res = _reduce(T.sum, a, axis, None, None, keepdims, dtype=_dtype(dtype))
-    return store_out(res if initial is None else T.add(res, initial), out)
+    res = _reduce(R.sum, a, axis, None, None, keepdims, dtype=_dtype(dtype))
+    return store_out(res if initial is None else E.add(res, initial), out)
 
 
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
-    res = _reduce(T.prod, a, axis, None, None, keepdims, dtype=_dtype(dtype))
-    return store_out(res if initial is None else T.multiply(res, initial), out)
+    res = _reduce(R.prod, a, axis, None, None, keepdims, dtype=_dtype(dtype))
+    return store_out(res if initial is None else E.multiply(res, initial), out)
 
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
-    return _reduce(T.mean, a, axis, dtype, out, keepdims)
+    return _reduce(R.mean, a, axis, dtype, out, keepdims)
 
 
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None, correction=None):
     c = ddof if correction is None else correction
-    return _reduce(T.var, a, axis, dtype, out, keepdims, correction=c)
+    return _reduce(R.var, a, axis, dtype, out, keepdims, correction=c)
 
 
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None, correction=None):
     c = ddof if correction is None else correction
-    return _reduce(T.std, a, axis, dtype, out, keepdims, correction=c)
+    return _reduce(R.std, a, axis, dtype, out, keepdims, correction=c)
 
 
 def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # noqa: A001
-    res = _reduce(T.max, a, axis, None, None, keepdims)
-    return store_out(res if initial is None else T.maximum(res, initial), out)
+    res = _reduce(R.max, a, axis, None, None, keepdims)
+    return store_out(res if initial is None else E.maximum(res, initial), out)
 
 
 def min(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # noqa: A001
-    res = _reduce(T.min, a, axis, None, None, keepdims)
-    return store_out(res if initial is None else T.minimum(res, initial), out)
+    res = _reduce(R.min, a, axis, None, None, keepdims)
+    return store_out(res if initial is None else E.minimum(res, initial), out)
 
 
 amax, amin = max, min
 
 
 def all(a, axis=None, out=None, keepdims=False, *, where=None):  # noqa: A001
-    return _reduce(T.all, a, axis, None, out, keepdims)
+    return _reduce(R.all, a, axis, None, out, keepdims)
 
 
 def any(a, axis=None, out=None, keepdims=False, *, where=None):  # noqa: A001
-    return _reduce(T.any, a, axis, None, out, keepdims)
+    return _reduce(R.any, a, axis, None, out, keepdims)
 
 
 def argmax(a, axis=None, out=None, *, keepdims=False):
-    return store_out(T.argmax(_arr(a), axis=axis, keepdims=keepdims), out)
+    return store_out(R.argmax(_arr(a), axis=axis, keepdims=keepdims), out)
 
 
 def argmin(a, axis=None, out=None, *, keepdims=False):
-    return store_out(T.argmin(_arr(a), axis=axis, keepdims=keepdims), out)
+    return store_out(R.argmin(_arr(a), axis=axis, keepdims=keepdims), out)
 
 
 def ptp(a, axis=None, out=None, keepdims=False):
     a = _arr(a)
-    return store_out(T.subtract(T.max(a, axis=_axis(axis), keepdims=keepdims),
-                                T.min(a, axis=_axis(axis), keepdims=keepdims)), out)
+    return store_out(E.subtract(R.max(a, axis=_axis(axis), keepdims=keepdims),
+                                R.min(a, axis=_axis(axis), keepdims=keepdims)), out)
 
 
 def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     a = _arr(a)
     if weights is None:
-        avg = T.mean(a, axis=_axis(axis), keepdims=keepdims)
-        wsum = T.full(avg.shape, T._count(a, _axis(axis)), dtype=avg.dtype)
+        avg = R.mean(a, axis=_axis(axis), keepdims=keepdims)
+        wsum = C.full(avg.shape, R._count(a, _axis(axis)), dtype=avg.dtype)
     else:
         w = _arr(weights)
         if w.shape != a.shape:
-            w = T.broadcast_to(T.reshape(w, tuple(w.shape[0] if i == (axis % a.ndim) else 1
+            w = E.broadcast_to(M.reshape(w, tuple(w.shape[0] if i == (axis % a.ndim) else 1
                                                   for i in range(a.ndim))), a.shape)
-        wsum = T.sum(w, axis=_axis(axis), keepdims=keepdims)
-        avg = T.divide(T.sum(T.multiply(a, w), axis=_axis(axis), keepdims=keepdims), wsum)
+        wsum = R.sum(w, axis=_axis(axis), keepdims=keepdims)
+        avg = E.divide(R.sum(E.multiply(a, w), axis=_axis(axis), keepdims=keepdims), wsum)
     return (avg, T.astype(wsum, avg.dtype, copy=False)) if returned else avg
 
 
 def count_nonzero(a, axis=None, *, keepdims=False):
-    return T.sum(T.astype(T.not_equal(_arr(a), 0), dt.int64), axis=_axis(axis), keepdims=keepdims)
+    return R.sum(T.astype(E.not_equal(_arr(a), 0), dt.int64), axis=_axis(axis), keepdims=keepdims)
 
 
 def _nan_to(a, value):
     a = _arr(a)
-    return T.where(T.isnan(a), value, a) if a.dtype.is_float else a
+    return E.where(E.isnan(a), value, a) if a.dtype.is_float else a
 
 
 def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
@@ -284,8 +287,8 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
 
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
     a = _arr(a)
-    n = count_nonzero(T.logical_not(T.isnan(a)), axis, keepdims=keepdims)
-    return store_out(T.divide(sum(_nan_to(a, 0), axis, dtype, None, keepdims), n), out)
+    n = count_nonzero(E.logical_not(E.isnan(a)), axis, keepdims=keepdims)
+    return store_out(E.divide(sum(_nan_to(a, 0), axis, dtype, None, keepdims), n), out)
 
 
 def nanmax(a, axis=None, out=None, keepdims=False):
@@ -328,12 +331,10 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", 
     if not a.dtype.is_float:
         a = T.astype(a, dt.default_float)
     if axis is None:
-        a, ax = T.reshape(a, (-1,)), 0
+        a, ax = M.reshape(a, (-1,)), 0
     else:
         ax = T._normalize_axis(axis, a.ndim, "quantile")
-    from svod.sorting import sort as _sort
-
-    s = T.moveaxis(_sort(a, axis=ax), ax, -1)
+    s = M.moveaxis(_sort(a, axis=ax), ax, -1)
     n = s.shape[-1]
     qs = np.asarray(q, dtype=np.float64)
     outs = []
@@ -342,15 +343,15 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", 
         lo, hi = int(math.floor(pos)), int(math.ceil(pos))
         t = pos - lo
         va, vb = s[..., lo], s[..., hi]
-        diff = T.subtract(vb, va)
-        v = T.where(t >= 0.5, T.subtract(vb, T.multiply(diff, 1 - t)), T.add(va, T.multiply(diff, t)))
-        outs.append(T.where(T.any(T.isnan(s), axis=-1), math.nan, v))
-    res = outs[0] if qs.ndim == 0 else T.reshape(T.stack(outs), qs.shape + outs[0].shape)
+        diff = E.subtract(vb, va)
+        v = E.where(t >= 0.5, E.subtract(vb, E.multiply(diff, 1 - t)), E.add(va, E.multiply(diff, t)))
+        outs.append(E.where(R.any(E.isnan(s), axis=-1), math.nan, v))
+    res = outs[0] if qs.ndim == 0 else M.reshape(M.stack(outs), qs.shape + outs[0].shape)
     if keepdims:
         shape = list(_arr(a).shape) if axis is not None else [1] * _arr(a).ndim
         if axis is not None:
             shape[ax] = 1
-        res = T.reshape(res, qs.shape + tuple(shape))
+        res = M.reshape(res, qs.shape + tuple(shape))
     return store_out(res, out)
 
 
@@ -364,16 +365,16 @@ def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear"
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     if order not in ("C", "A"):
         raise NotImplementedError(f"reshape: only order='C' is implemented, got {order!r}")
-    return T.reshape(_arr(a), shape if shape is not None else newshape)
+    return M.reshape(_arr(a), shape if shape is not None else newshape)
 
 
 def ravel(a, order="C"):
-    return T.reshape(_arr(a), (-1,))
+    return M.reshape(_arr(a), (-1,))
 
 
 def transpose(a, axes=None):
     a = _arr(a)
-    return a.T if axes is None else T.permute_dims(a, axes)
+    return a.T if axes is None else M.permute_dims(a, axes)
 
 
 def swapaxes(a, axis1, axis2):
@@ -381,19 +382,19 @@ def swapaxes(a, axis1, axis2):
 
 
 def moveaxis(a, source, destination):
-    return T.moveaxis(_arr(a), source, destination)
+    return M.moveaxis(_arr(a), source, destination)
 
 
 def expand_dims(a, axis):
-    return T.expand_dims(_arr(a), axis=_axis(axis))
+    return M.expand_dims(_arr(a), axis=_axis(axis))
 
 
 def squeeze(a, axis=None):
-    return T.squeeze(_arr(a), axis=_axis(axis))
+    return M.squeeze(_arr(a), axis=_axis(axis))
 
 
 def atleast_1d(*arys):
-    out = [T.reshape(_arr(a), (1,)) if _arr(a).ndim == 0 else _arr(a) for a in arys]
+    out = [M.reshape(_arr(a), (1,)) if _arr(a).ndim == 0 else _arr(a) for a in arys]
     return out[0] if len(out) == 1 else out
 
 
@@ -401,7 +402,7 @@ def atleast_2d(*arys):
     out = []
     for a in arys:
         a = _arr(a)
-        out.append(T.reshape(a, (1,) * (2 - a.ndim) + a.shape) if a.ndim < 2 else a)
+        out.append(M.reshape(a, (1,) * (2 - a.ndim) + a.shape) if a.ndim < 2 else a)
     return out[0] if len(out) == 1 else out
 
 
@@ -410,17 +411,17 @@ def atleast_3d(*arys):
     for a in arys:
         a = _arr(a)
         shape = {0: (1, 1, 1), 1: (1, a.size, 1), 2: a.shape + (1,)}.get(a.ndim, a.shape)
-        out.append(T.reshape(a, shape))
+        out.append(M.reshape(a, shape))
     return out[0] if len(out) == 1 else out
 
 
 def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind"):
-    res = T.concat([_arr(a) for a in arrays], axis=axis)
+    res = M.concat([_arr(a) for a in arrays], axis=axis)
     return store_out(res if dtype is None else T.astype(res, dt.dtype(dtype)), out)
 
 
 def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    res = T.stack([_arr(a) for a in arrays], axis=axis)
+    res = M.stack([_arr(a) for a in arrays], axis=axis)
     return store_out(res if dtype is None else T.astype(res, dt.dtype(dtype)), out)
 
 
@@ -444,7 +445,7 @@ def column_stack(tup):
     cols = []
     for a in tup:
         a = _arr(a)
-        cols.append(T.reshape(a, (-1, 1)) if a.ndim < 2 else a)
+        cols.append(M.reshape(a, (-1, 1)) if a.ndim < 2 else a)
     return concatenate(cols, axis=1)
 
 
@@ -471,7 +472,7 @@ def array_split(ary, indices_or_sections, axis=0):
 
 
 def tile(A, reps):
-    return T.tile(_arr(A), (reps,) if isinstance(reps, (int, np.integer)) else tuple(reps))
+    return M.tile(_arr(A), (reps,) if isinstance(reps, (int, np.integer)) else tuple(reps))
 
 
 def repeat(a, repeats, axis=None):
@@ -481,35 +482,35 @@ def repeat(a, repeats, axis=None):
             repeats = int(r.reshape(()))
         else:  # per-element counts: the output shape depends on them (eager)
             return T.asarray(np.repeat(_arr(a).numpy(), r, axis=axis))
-    return T.repeat(_arr(a), int(repeats), axis=axis)
+    return M.repeat(_arr(a), int(repeats), axis=axis)
 
 
 def roll(a, shift, axis=None):
-    return T.roll(_arr(a), shift, axis=_axis(axis))
+    return M.roll(_arr(a), shift, axis=_axis(axis))
 
 
 def flip(m, axis=None):
-    return T.flip(_arr(m), axis=_axis(axis))
+    return M.flip(_arr(m), axis=_axis(axis))
 
 
 def fliplr(m):
-    return T.flip(_arr(m), axis=1)
+    return M.flip(_arr(m), axis=1)
 
 
 def flipud(m):
-    return T.flip(_arr(m), axis=0)
+    return M.flip(_arr(m), axis=0)
 
 
 def broadcast_to(array, shape, subok=False):
-    return T.broadcast_to(_arr(array), shape)
+    return E.broadcast_to(_arr(array), shape)
 
 
 def broadcast_arrays(*args, subok=False):
-    return T.broadcast_arrays(*[_arr(a) for a in args])
+    return E.broadcast_arrays(*[_arr(a) for a in args])
 
 
 def pad(array, pad_width, mode="constant", **kwargs):
-    return T.pad(_arr(array), pad_width, mode=mode, constant_values=kwargs.get("constant_values", 0))
+    return M.pad(_arr(array), pad_width, mode=mode, constant_values=kwargs.get("constant_values", 0))
 
 
 def diff(a, n=1, axis=-1, prepend=None, append=None):
@@ -518,371 +519,18 @@ def diff(a, n=1, axis=-1, prepend=None, append=None):
     parts = [a]
     if prepend is not None:
         p = _arr(prepend)
-        parts.insert(0, T.broadcast_to(p, a.shape[:ax] + (1,) + a.shape[ax + 1:]) if p.ndim == 0 else p)
+        parts.insert(0, E.broadcast_to(p, a.shape[:ax] + (1,) + a.shape[ax + 1:]) if p.ndim == 0 else p)
     if append is not None:
         p = _arr(append)
-        parts.append(T.broadcast_to(p, a.shape[:ax] + (1,) + a.shape[ax + 1:]) if p.ndim == 0 else p)
+        parts.append(E.broadcast_to(p, a.shape[:ax] + (1,) + a.shape[ax + 1:]) if p.ndim == 0 else p)
     if len(parts) > 1:
-        a = T.concat(parts, axis=ax)
+        a = M.concat(parts, axis=ax)
     for _ in range(n):
         hi = a[(slice(None),) * ax + (slice(1, None),)]
         lo = a[(slice(None),) * ax + (slice(None, -1),)]
-        a = T.not_equal(hi, lo) if a.dtype.is_bool else T.subtract(hi, lo)
+        a = E.not_equal(hi, lo) if a.dtype.is_bool else E.subtract(hi, lo)
     return a
 
-
-# ----------------------------------------------------------------------------- elementwise extras
-
-
-def where(condition, x=None, y=None):
-    if x is None and y is None:
-        return nonzero(condition)
-    if x is None or y is None:
-        raise SvodValueError("where: either both or neither of x and y should be given")
-    return T.where(condition, x, y)
-
-
-def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):  # noqa: A002
-    lo = a_min if min is None else min
-    hi = a_max if max is None else max
-    a = _arr(a)
-    if a.dtype.is_int or a.dtype.is_bool:  # numpy's clip promotes (a float bound makes an int array float)
-        bounds = [b for b in (lo, hi) if b is not None and not (type(b) is int and a.dtype.is_int)]
-        d = T.result_type(a, *bounds) if bounds else a.dtype
-        a = T.astype(a, d, copy=False)
-    return store_out(T.clip(a, lo, hi), out)
-
-
-def around(a, decimals=0, out=None):
-    a = _arr(a)
-    if not a.dtype.is_float and decimals >= 0:
-        return store_out(a, out)
-    if decimals >= 0:
-        f = 10.0 ** decimals
-        res = T.divide(T.round(T.multiply(a, f)), f)
-    else:
-        f = 10.0 ** -decimals
-        res = T.multiply(T.round(T.divide(a, f)), f)
-    return store_out(T.astype(res, a.dtype, copy=False) if a.dtype.is_int else res, out)
-
-
-round = around  # noqa: A001
-
-
-def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    a, b = _arr(a), _arr(b)
-    d = T.result_type(a, b)
-    if not d.is_float:
-        a, b = T.astype(a, dt.default_float), T.astype(b, dt.default_float)
-    close = T.less_equal(T.abs(T.subtract(a, b)), T.add(atol, T.multiply(rtol, T.abs(b))))
-    close = T.logical_and(close, T.logical_and(T.isfinite(a), T.isfinite(b)))
-    close = T.logical_or(close, T.logical_and(T.equal(a, b), T.logical_or(T.isinf(a), T.isinf(b))))
-    if equal_nan:
-        close = T.logical_or(close, T.logical_and(T.isnan(a), T.isnan(b)))
-    return close
-
-
-def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
-    """A Python bool (computes its inputs)."""
-    return bool(T.all(isclose(a, b, rtol, atol, equal_nan)))
-
-
-def array_equal(a1, a2, equal_nan=False) -> bool:
-    a1, a2 = _arr(a1), _arr(a2)
-    if a1.shape != a2.shape:
-        return False
-    eq = T.equal(a1, a2)
-    if equal_nan:
-        eq = T.logical_or(eq, T.logical_and(T.isnan(a1), T.isnan(a2)))
-    return bool(T.all(eq))
-
-
-def array_equiv(a1, a2) -> bool:
-    try:
-        x, y = T.broadcast_arrays(_arr(a1), _arr(a2))
-    except ShapeError:
-        return False
-    return bool(T.all(T.equal(x, y)))
-
-
-def deg2rad(x):
-    return T.multiply(T.astype(_arr(x), T._math_result(_arr(x).dtype), copy=False), math.pi / 180)
-
-
-def rad2deg(x):
-    return T.multiply(T.astype(_arr(x), T._math_result(_arr(x).dtype), copy=False), 180 / math.pi)
-
-
-def exp2(x):
-    x = _arr(x)
-    return T.pow(T._math_result(x.dtype).type(2.0), T.astype(x, T._math_result(x.dtype), copy=False))
-
-
-def cbrt(x):
-    """Cube root, <= 1 ulp: pow(|x|, 1/3) alone is off by (1/3's rounding) * |ln x|
-    relative (122 ulp in float64 at subnormal x, 17 in float32). float32 computes that in
-    float64; float64 adds one Newton step whose residual |x| - y^3 is exact (Dekker,
-    svod/_ddgraph.py), |x| < 2**-600 and > 2**900 scaled by 2**600 / 2**-300 first."""
-    x = _arr(x)
-    xf = T.astype(x, T._math_result(x.dtype), copy=False)
-    if xf.dtype != dt.float64:
-        y = T.pow(T.abs(T.astype(xf, dt.float64)), 1.0 / 3.0)
-        return E.copysign(T.astype(y, xf.dtype), xf)
-    from svod import _ddgraph as D
-
-    a = T.abs(xf)
-    tiny, huge = T.less(a, 2.0 ** -600), T.greater(a, 2.0 ** 900)  # Dekker's partial products stay normal
-    a = T.where(tiny, T.multiply(a, 2.0 ** 600), T.where(huge, T.multiply(a, 2.0 ** -300), a))
-    y = T.pow(a, 1.0 / 3.0)
-    p, pe = D.two_prod(y, y)
-    q, qe = D.two_prod(p, y)
-    res = T.subtract(T.subtract(T.subtract(a, q), qe), T.multiply(y, pe))  # a - y^3 (a - q: Sterbenz)
-    yn = T.add(y, T.divide(res, T.multiply(p, 3.0)))
-    yn = T.where(T.logical_or(T.equal(y, 0.0), T.isinf(y)), y, yn)  # 0, inf; NaN stays NaN
-    return E.copysign(T.where(tiny, T.multiply(yn, 2.0 ** -200), T.where(huge, T.multiply(yn, 2.0 ** 100), yn)), xf)
-
-
-def logaddexp2(x1, x2):
-    """log2(2**x1 + 2**x2) as logaddexp(x1 ln2, x2 ln2) / ln2, with the products' rounding
-    put back: logaddexp(a + la, b + lb) = L + w la + (1 - w) lb, w = sigmoid(a - b), so
-    where the sum cancels to near 0 the result keeps logaddexp's ~2**-67 absolute error
-    (the plain form: |x| 2**-53, 4e9 ulp f32 / 6e10 f64 on results near 0). Computed in
-    float64, rounded to the plain form's dtype; non-finite and huge (|x| > 2**990) inputs
-    take the plain form."""
-    ln2 = math.log(2)
-    a, b = T.asarray(x1) if not T._is_scalar(x1) else x1, T.asarray(x2) if not T._is_scalar(x2) else x2
-    f = T._math_result(T.result_type(a, b))
-    a, b = (T.astype(v, f, copy=False) if isinstance(v, Tensor) else v for v in (a, b))
-    plain = T.divide(E.logaddexp(T.multiply(a, ln2), T.multiply(b, ln2)), ln2)
-    if not plain.dtype.is_float:
-        return plain
-    from svod import _ddgraph as D
-
-    a, b = (T.astype(_arr(v), dt.float64) for v in (a, b))
-    ha, la = D.two_prod(a, _LN2[0])
-    hb, lb = D.two_prod(b, _LN2[0])
-    la, lb = T.add(la, T.multiply(a, _LN2[1])), T.add(lb, T.multiply(b, _LN2[1]))
-    from svod import nn
-
-    w = nn.sigmoid(T.subtract(ha, hb))
-    big = E.logaddexp(ha, hb)
-    lo = T.add(T.multiply(w, la), T.multiply(T.subtract(1.0, w), lb))
-    res = T.add(T.multiply(big, _INV_LN2[0]), T.add(T.multiply(big, _INV_LN2[1]), T.multiply(lo, _INV_LN2[0])))
-    ok = T.logical_and(T.less(T.abs(a), 2.0 ** 990), T.less(T.abs(b), 2.0 ** 990))  # False for NaN, inf
-    return T.where(ok, T.astype(res, plain.dtype), plain)
-
-
-_LN2 = (0.6931471805599453, 2.3190468138462996e-17)
-_INV_LN2 = (1.4426950408889634, 2.0355273740931033e-17)
-
-
-def fmax(x1, x2):
-    a, b = _arr(x1), _arr(x2)
-    return T.where(T.isnan(b), a, T.where(T.isnan(a), b, T.maximum(a, b)))
-
-
-def fmin(x1, x2):
-    a, b = _arr(x1), _arr(x2)
-    return T.where(T.isnan(b), a, T.where(T.isnan(a), b, T.minimum(a, b)))
-
-
-def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
-    x = _arr(x)
-    if not x.dtype.is_float:
-        return x
-    info = np.finfo(x.dtype.np)
-    x = T.where(T.isnan(x), nan, x)
-    x = T.where(T.equal(x, math.inf), info.max if posinf is None else posinf, x)
-    return T.where(T.equal(x, -math.inf), info.min if neginf is None else neginf, x)
-
-
-# ----------------------------------------------------------------------------- sorting, searching, sets
-
-
-def sort(a, axis=-1, kind=None, order=None, *, stable=None):
-    from svod.sorting import sort as _sort
-
-    a = _arr(a)
-    if axis is None:
-        a, axis = T.reshape(a, (-1,)), 0
-    return _sort(a, axis=axis)
-
-
-def argsort(a, axis=-1, kind=None, order=None, *, stable=None):
-    from svod.sorting import argsort as _argsort
-
-    a = _arr(a)
-    if axis is None:
-        a, axis = T.reshape(a, (-1,)), 0
-    return _argsort(a, axis=axis)
-
-
-def searchsorted(a, v, side="left", sorter=None):
-    from svod.searching import searchsorted as _ss
-
-    res = _ss(_arr(a), _arr(v), side=side, sorter=None if sorter is None else _arr(sorter))
-    return res
-
-
-def nonzero(a):
-    from svod.searching import nonzero as _nz
-
-    a = _arr(a)
-    return _nz(T.reshape(a, (1,)) if a.ndim == 0 else a)
-
-
-def flatnonzero(a):
-    return nonzero(T.reshape(_arr(a), (-1,)))[0]
-
-
-def argwhere(a):
-    a = _arr(a)
-    return T.asarray(np.argwhere(a.numpy()).astype(np.int64))
-
-
-def take(a, indices, axis=None, out=None, mode="raise"):
-    from svod.gather import take as _take
-
-    if mode != "raise":
-        raise NotImplementedError(f"take: only mode='raise' is implemented, got {mode!r}")
-    idx = _arr(indices)
-    return store_out(_take(_arr(a), idx, axis=axis), out)
-
-
-def take_along_axis(arr, indices, axis):
-    a, idx = _arr(arr), _arr(indices)
-    return T.asarray(np.take_along_axis(a.numpy(), idx.numpy(), axis))
-
-
-def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *, equal_nan=True):
-    res = np.unique(_arr(ar).numpy(), return_index, return_inverse, return_counts, axis, equal_nan=equal_nan)
-    if isinstance(res, tuple):
-        return tuple(T.asarray(r.astype(np.int64) if i else r) for i, r in enumerate(res))
-    return T.asarray(res)
-
-
-def bincount(x, weights=None, minlength=0):
-    w = None if weights is None else _arr(weights).numpy()
-    res = np.bincount(_arr(x).numpy(), w, minlength)
-    return T.asarray(res.astype(np.int64) if res.dtype.kind == "i" else res)
-
-
-# ----------------------------------------------------------------------------- products
-
-
-def dot(a, b, out=None):
-    """numpy.dot: scalars multiply, 1-D inner products, 2-D matmul, N-D a sum over a's
-    last axis and b's second-to-last."""
-    a, b = _arr(a), _arr(b)
-    if a.ndim == 0 or b.ndim == 0:
-        res = T.multiply(a, b)
-    elif b.ndim <= 2 or a.ndim == 1:
-        res = T.matmul(a, b)
-    else:
-        res = T.tensordot(a, b, axes=((a.ndim - 1,), (b.ndim - 2,)))
-    return store_out(res, out)
-
-
-def vdot(a, b):
-    return T.matmul(T.reshape(_arr(a), (-1,)), T.reshape(_arr(b), (-1,)))
-
-
-def inner(a, b):
-    a, b = _arr(a), _arr(b)
-    if a.ndim == 0 or b.ndim == 0:
-        return T.multiply(a, b)
-    return T.tensordot(a, b, axes=((a.ndim - 1,), (b.ndim - 1,)))
-
-
-def outer(a, b, out=None):
-    return store_out(LA.outer(T.reshape(_arr(a), (-1,)), T.reshape(_arr(b), (-1,))), out)
-
-
-def matmul(x1, x2, out=None, **kw):
-    return store_out(T.matmul(x1, x2), out)
-
-
-def tensordot(a, b, axes=2):
-    return T.tensordot(_arr(a), _arr(b), axes=axes)
-
-
-def kron(a, b):
-    a, b = _arr(a), _arr(b)
-    nd = builtins.max(a.ndim, b.ndim)
-    a = T.reshape(a, (1,) * (nd - a.ndim) + a.shape)
-    b = T.reshape(b, (1,) * (nd - b.ndim) + b.shape)
-    inter_a = tuple(x for s in a.shape for x in (s, 1))
-    inter_b = tuple(x for s in b.shape for x in (1, s))
-    return T.reshape(T.multiply(T.reshape(a, inter_a), T.reshape(b, inter_b)),
-                     tuple(p * q for p, q in zip(a.shape, b.shape)))
-
-
-def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
-    return store_out(T.sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=_dtype(dtype)), out)
-
-
-def diagonal(a, offset=0, axis1=0, axis2=1):
-    a = _arr(a)
-    return LA.diagonal(T.moveaxis(a, (axis1, axis2), (-2, -1)), offset=offset)
-
-
-def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
-    if axis is not None:
-        axisa = axisb = axisc = axis
-    a, b = T.moveaxis(_arr(a), axisa, -1), T.moveaxis(_arr(b), axisb, -1)
-    if a.shape[-1] != 3 or b.shape[-1] != 3:
-        raise NotImplementedError("cross: only 3-element vectors are implemented")
-    return T.moveaxis(LA.cross(a, b, axis=-1), -1, axisc)
-
-
-def shape(a) -> tuple:
-    return _arr(a).shape if not isinstance(a, np.ndarray) else a.shape
-
-
-def ndim(a) -> int:
-    return len(shape(a))
-
-
-def size(a, axis=None) -> int:
-    s = shape(a)
-    return math.prod(s) if axis is None else s[axis]
-
-
-def real(val):
-    """The real part (the value itself for a real array)."""
-    return E.real(val)
-
-
-def imag(val):
-    """The imaginary part (zeros of the dtype for a real array)."""
-    return E.imag(val)
-
-
-def angle(z, deg=False):
-    """The argument of a complex value, atan2(imag, real) (radians, or degrees)."""
-    z = T.asarray(z)
-    a = E.atan2(E.imag(z), E.real(z)) if z.dtype.is_complex else E.atan2(T.zeros_like(T.astype(z, dt.math_float(
-        z.dtype))), T.astype(z, dt.math_float(z.dtype)))
-    return T.multiply(a, 180.0 / math.pi) if deg else a
-
-
-def iscomplexobj(x):
-    return T.asarray(x).dtype.is_complex
-
-
-def isrealobj(x):
-    return not T.asarray(x).dtype.is_complex
-
-
-def iscomplex(x):
-    """Elementwise: a nonzero imaginary part."""
-    return T.not_equal(E.imag(T.asarray(x)), 0)
-
-
-def isreal(x):
-    return T.equal(E.imag(T.asarray(x)), 0)
-
-
-__all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "builtins", "math", "np", "T", "E",
-                                                                   "LA", "dt", "Tensor", "ShapeError", "shape_str",
-                                                                   "store_out")]
+# numpy's names defined here (svod.numpy wraps each with numpy's defaults)
+__all__ = sorted(n for n, v in list(globals().items())
+                 if not n.startswith("_") and callable(v) and getattr(v, "__module__", None) == __name__)

@@ -4,7 +4,9 @@ broadcasts of aranges (a complex step ``5j`` means 5 points, ends included, as n
 from __future__ import annotations
 
 import svod.tensor as T
+from svod import creation as C
 from svod import dtype as dt
+from svod import movement as M
 from svod.errors import SvodTypeError
 from svod.grids import meshgrid
 
@@ -17,10 +19,10 @@ def _axis_values(s) -> T.Tensor:
     start = 0 if s.start is None else s.start
     step = 1 if s.step is None else s.step
     if isinstance(step, complex):
-        return T.linspace(start, s.stop, int(abs(step)))
+        return C.linspace(start, s.stop, int(abs(step)))
     if any(isinstance(v, float) for v in (start, s.stop, step)):
-        return T.arange(float(start), float(s.stop), float(step), dtype=dt.default_float)
-    return T.arange(start, s.stop, step)
+        return C.arange(float(start), float(s.stop), float(step), dtype=dt.default_float)
+    return C.arange(start, s.stop, step)
 
 
 class _Grid:
@@ -35,8 +37,8 @@ class _Grid:
         vals = [T.astype(v, d, copy=False) for v in vals]
         if self.sparse:
             n = len(vals)
-            return [T.reshape(v, tuple(v.shape[0] if i == j else 1 for j in range(n))) for i, v in enumerate(vals)]
-        return T.stack(meshgrid(*vals, indexing="ij"))
+            return [M.reshape(v, tuple(v.shape[0] if i == j else 1 for j in range(n))) for i, v in enumerate(vals)]
+        return M.stack(meshgrid(*vals, indexing="ij"))
 
 
 mgrid = _Grid(sparse=False)

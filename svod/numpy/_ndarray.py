@@ -13,8 +13,9 @@ The defaults are per thread (`svod.dtype.numpy_defaults`), switched around each 
 from __future__ import annotations
 
 from svod import dtype as dt
+from svod.creation import zeros
 from svod.errors import SvodTypeError, named
-from svod.tensor import Tensor, zeros
+from svod.tensor import Tensor
 
 __all__ = ["call_numpy", "call_svod", "ndarray", "numpy_function", "retag"]
 

@@ -12,9 +12,13 @@ import numpy as np
 
 import svod.tensor as T
 from svod import dtype as dt
+from svod import elementwise as E
+from svod import movement as M
+from svod import reductions as R
+from svod.creation import library_call
 from svod.errors import ShapeError, SvodValueError
 from svod.ir import shape_str
-from svod.library import library_call
+from svod.searching import searchsorted
 from svod.tensor import Tensor, asarray
 
 __all__ = ["corrcoef", "cov", "histogram", "histogram_bin_edges"]
@@ -28,28 +32,28 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     if x.ndim > 2:
         raise ShapeError(f"cov: m has more than 2 dimensions (shape {shape_str(x.shape)})")
     d = dt.dtype(dtype) if dtype is not None else dt.result_type(x.dtype, dt.default_float)
-    x = T.astype(T.reshape(x, (1, -1)) if x.ndim < 2 else x, d, copy=False)
+    x = T.astype(M.reshape(x, (1, -1)) if x.ndim < 2 else x, d, copy=False)
     if not rowvar and x.shape[0] != 1:
         x = x.T
     if y is not None:
-        yy = T.astype(T.reshape(asarray(y), (1, -1)) if asarray(y).ndim < 2 else asarray(y), d, copy=False)
+        yy = T.astype(M.reshape(asarray(y), (1, -1)) if asarray(y).ndim < 2 else asarray(y), d, copy=False)
         if not rowvar and yy.shape[0] != 1:
             yy = yy.T
-        x = T.concat([x, yy], axis=0)
+        x = M.concat([x, yy], axis=0)
     ddof = (0 if bias else 1) if ddof is None else ddof
     n = x.shape[1]
-    xc = T.subtract(x, T.mean(x, axis=1, keepdims=True))
-    c = T.divide(T.matmul(xc, xc.T), max(n - ddof, 0))
-    return T.squeeze(c) if c.shape == (1, 1) else c
+    xc = E.subtract(x, R.mean(x, axis=1, keepdims=True))
+    c = E.divide(R.matmul(xc, xc.T), max(n - ddof, 0))
+    return M.squeeze(c) if c.shape == (1, 1) else c
 
 
 def corrcoef(x, y=None, rowvar=True, *, dtype=None):
     c = cov(x, y, rowvar, dtype=dtype)
     if c.ndim == 0:
-        return T.divide(c, c)
-    dg = T.sqrt(T.reshape(T.sum(T.multiply(c, T.asarray(np.eye(c.shape[0], dtype=bool))), axis=1), (-1,)))
-    r = T.divide(T.divide(c, T.reshape(dg, (-1, 1))), T.reshape(dg, (1, -1)))
-    return T.clip(r, -1, 1)
+        return E.divide(c, c)
+    dg = E.sqrt(M.reshape(R.sum(E.multiply(c, T.asarray(np.eye(c.shape[0], dtype=bool))), axis=1), (-1,)))
+    r = E.divide(E.divide(c, M.reshape(dg, (-1, 1))), M.reshape(dg, (1, -1)))
+    return E.clip(r, -1, 1)
 
 
 def histogram_bin_edges(a, bins=10, range=None, weights=None) -> Tensor:  # noqa: A002
@@ -62,7 +66,7 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None) -> Tensor:  # noqa
         if a.size == 0:
             lo_hi = np.array([0, 1], a.dtype.np)
         else:
-            lo, hi = T.realize(T.min(a), T.max(a))
+            lo, hi = T.realize(R.min(a), R.max(a))
             lo_hi = np.array([lo.item(), hi.item()], a.dtype.np)
     else:
         lo_hi = np.array(range, dtype=np.result_type(a.dtype.np, np.float64))
@@ -75,24 +79,22 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None) -> Tensor:  # noqa
 def histogram(a, bins=10, range=None, density=None, weights=None):  # noqa: A002
     """(counts, edges) as numpy.histogram; values outside the edges are not counted, the
     last bin includes its right edge."""
-    a = T.reshape(asarray(a), (-1,))
+    a = M.reshape(asarray(a), (-1,))
     edges = histogram_bin_edges(a, bins, range)
     nb = edges.shape[0] - 1
     av = T.astype(a, edges.dtype, copy=False) if a.dtype != edges.dtype else a
-    from svod.searching import searchsorted
-
-    idx = T.subtract(searchsorted(edges, av, side="right"), 1)
-    idx = T.where(T.equal(av, edges[-1]), nb - 1, idx)  # the last bin is closed
+    idx = E.subtract(searchsorted(edges, av, side="right"), 1)
+    idx = E.where(E.equal(av, edges[-1]), nb - 1, idx)  # the last bin is closed
     ins = [idx]
     wd = dt.int64
     if weights is not None:
-        w = T.reshape(asarray(weights), (-1,))
+        w = M.reshape(asarray(weights), (-1,))
         ins.append(w)
         wd = w.dtype
     counts = library_call("bincount", (nb,), ins, [((nb,), wd)])[0]
     if density:
-        widths = T.subtract(edges[1:], edges[:-1])
-        total = T.sum(counts)
-        counts = T.divide(T.divide(T.astype(counts, edges.dtype if edges.dtype.is_float else dt.default_float),
+        widths = E.subtract(edges[1:], edges[:-1])
+        total = R.sum(counts)
+        counts = E.divide(E.divide(T.astype(counts, edges.dtype if edges.dtype.is_float else dt.default_float),
                                    total), widths)
     return counts, edges

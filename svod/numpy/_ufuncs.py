@@ -22,9 +22,12 @@ import numpy as np
 import svod.tensor as T
 from svod import dtype as dt
 from svod import elementwise as E
+from svod import movement as M
+from svod import reductions as R
 from svod.errors import SvodError, SvodTypeError, strip_label
 from svod.interop import NotImplementedByNumpyDispatch
 from svod.numpy import _functions as F
+from svod.numpy import _mathfuncs as MF
 from svod.tensor import Tensor
 
 __all__ = ["UFUNCS", "ufunc"]
@@ -68,12 +71,12 @@ class ufunc:
                 raise NotImplementedByNumpyDispatch(f"{self.__name__}: where= without out= leaves elements "
                                                     f"undefined in numpy; svod needs out=")
             base = out[0] if isinstance(out, tuple) else out
-            res = T.where(where, res, base)
+            res = E.where(where, res, base)
         return F.store_out(res, out)
 
     def outer(self, a, b, **kwargs):
         a, b = T.asarray(a), T.asarray(b)
-        a = T.reshape(a, a.shape + (1,) * b.ndim)
+        a = M.reshape(a, a.shape + (1,) * b.ndim)
         return self(a, b, **kwargs)
 
     def reduce(self, a, axis=0, dtype=None, out=None, keepdims=False, initial=None, where=True):
@@ -125,38 +128,38 @@ def _float(x) -> Tensor:
 
 
 _TABLE = {
-    "add": (T.add, 2, 0), "subtract": (T.subtract, 2, None), "multiply": (T.multiply, 2, 1),
-    "divide": (T.divide, 2, None), "true_divide": (T.divide, 2, None), "floor_divide": (T.floor_divide, 2, None),
-    "remainder": (T.remainder, 2, None), "mod": (T.remainder, 2, None), "power": (T.pow, 2, None),
-    "float_power": (lambda a, b: T.pow(T.astype(T.asarray(a), dt.float64), T.astype(T.asarray(b), dt.float64)), 2,
+    "add": (E.add, 2, 0), "subtract": (E.subtract, 2, None), "multiply": (E.multiply, 2, 1),
+    "divide": (E.divide, 2, None), "true_divide": (E.divide, 2, None), "floor_divide": (E.floor_divide, 2, None),
+    "remainder": (E.remainder, 2, None), "mod": (E.remainder, 2, None), "power": (E.pow, 2, None),
+    "float_power": (lambda a, b: E.pow(T.astype(T.asarray(a), dt.float64), T.astype(T.asarray(b), dt.float64)), 2,
                     None),
-    "maximum": (T.maximum, 2, None), "minimum": (T.minimum, 2, None), "fmax": (F.fmax, 2, None),
-    "fmin": (F.fmin, 2, None),
-    "greater": (T.greater, 2, None), "greater_equal": (T.greater_equal, 2, None), "less": (T.less, 2, None),
-    "less_equal": (T.less_equal, 2, None), "equal": (T.equal, 2, None), "not_equal": (T.not_equal, 2, None),
-    "logical_and": (T.logical_and, 2, True), "logical_or": (T.logical_or, 2, False),
-    "logical_xor": (T.logical_xor, 2, False), "bitwise_and": (T.bitwise_and, 2, -1),
-    "bitwise_or": (T.bitwise_or, 2, 0), "bitwise_xor": (T.bitwise_xor, 2, 0),
+    "maximum": (E.maximum, 2, None), "minimum": (E.minimum, 2, None), "fmax": (MF.fmax, 2, None),
+    "fmin": (MF.fmin, 2, None),
+    "greater": (E.greater, 2, None), "greater_equal": (E.greater_equal, 2, None), "less": (E.less, 2, None),
+    "less_equal": (E.less_equal, 2, None), "equal": (E.equal, 2, None), "not_equal": (E.not_equal, 2, None),
+    "logical_and": (E.logical_and, 2, True), "logical_or": (E.logical_or, 2, False),
+    "logical_xor": (E.logical_xor, 2, False), "bitwise_and": (E.bitwise_and, 2, -1),
+    "bitwise_or": (E.bitwise_or, 2, 0), "bitwise_xor": (E.bitwise_xor, 2, 0),
     "left_shift": (E.bitwise_left_shift, 2, None), "right_shift": (E.bitwise_right_shift, 2, None),
     "arctan2": (E.atan2, 2, None), "hypot": (E.hypot, 2, 0), "logaddexp": (E.logaddexp, 2, None),
-    "logaddexp2": (F.logaddexp2, 2, None), "copysign": (E.copysign, 2, None),
-    "negative": (T.negative, 1, None), "positive": (T.positive, 1, None), "absolute": (T.abs, 1, None),
-    "fabs": (lambda x: T.abs(_float(x)), 1, None), "sign": (T.sign, 1, None), "exp": (T.exp, 1, None),
-    "exp2": (F.exp2, 1, None),
-    "expm1": (T.expm1, 1, None), "log": (T.log, 1, None), "log2": (T.log2, 1, None), "log10": (T.log10, 1, None),
-    "log1p": (T.log1p, 1, None), "sqrt": (T.sqrt, 1, None), "cbrt": (F.cbrt, 1, None), "square": (T.square, 1, None),
-    "reciprocal": (T.reciprocal, 1, None), "sin": (T.sin, 1, None), "cos": (T.cos, 1, None),
-    "tan": (T.tan, 1, None), "arcsin": (E.asin, 1, None), "arccos": (E.acos, 1, None), "arctan": (E.atan, 1, None),
-    "sinh": (E.sinh, 1, None), "cosh": (E.cosh, 1, None), "tanh": (T.tanh, 1, None), "arcsinh": (E.asinh, 1, None),
-    "arccosh": (E.acosh, 1, None), "arctanh": (E.atanh, 1, None), "deg2rad": (F.deg2rad, 1, None),
-    "radians": (F.deg2rad, 1, None), "rad2deg": (F.rad2deg, 1, None), "degrees": (F.rad2deg, 1, None),
-    "floor": (T.floor, 1, None), "ceil": (T.ceil, 1, None), "trunc": (T.trunc, 1, None),
-    "rint": (lambda x: T.round(_float(x)), 1, None),
-    "isnan": (T.isnan, 1, None), "isinf": (T.isinf, 1, None), "isfinite": (T.isfinite, 1, None),
-    "signbit": (E.signbit, 1, None), "logical_not": (T.logical_not, 1, None), "invert": (T.bitwise_invert, 1, None),
+    "logaddexp2": (MF.logaddexp2, 2, None), "copysign": (E.copysign, 2, None),
+    "negative": (E.negative, 1, None), "positive": (E.positive, 1, None), "absolute": (E.abs, 1, None),
+    "fabs": (lambda x: E.abs(_float(x)), 1, None), "sign": (E.sign, 1, None), "exp": (E.exp, 1, None),
+    "exp2": (MF.exp2, 1, None),
+    "expm1": (E.expm1, 1, None), "log": (E.log, 1, None), "log2": (E.log2, 1, None), "log10": (E.log10, 1, None),
+    "log1p": (E.log1p, 1, None), "sqrt": (E.sqrt, 1, None), "cbrt": (MF.cbrt, 1, None), "square": (E.square, 1, None),
+    "reciprocal": (E.reciprocal, 1, None), "sin": (E.sin, 1, None), "cos": (E.cos, 1, None),
+    "tan": (E.tan, 1, None), "arcsin": (E.asin, 1, None), "arccos": (E.acos, 1, None), "arctan": (E.atan, 1, None),
+    "sinh": (E.sinh, 1, None), "cosh": (E.cosh, 1, None), "tanh": (E.tanh, 1, None), "arcsinh": (E.asinh, 1, None),
+    "arccosh": (E.acosh, 1, None), "arctanh": (E.atanh, 1, None), "deg2rad": (MF.deg2rad, 1, None),
+    "radians": (MF.deg2rad, 1, None), "rad2deg": (MF.rad2deg, 1, None), "degrees": (MF.rad2deg, 1, None),
+    "floor": (E.floor, 1, None), "ceil": (E.ceil, 1, None), "trunc": (E.trunc, 1, None),
+    "rint": (lambda x: E.round(_float(x)), 1, None),
+    "isnan": (E.isnan, 1, None), "isinf": (E.isinf, 1, None), "isfinite": (E.isfinite, 1, None),
+    "signbit": (E.signbit, 1, None), "logical_not": (E.logical_not, 1, None), "invert": (E.bitwise_invert, 1, None),
     "conjugate": (E.conj, 1, None),
     # generalised ufuncs (core dimensions): called, not .outer / .reduce
-    "matmul": (T.matmul, 2, None), "vecdot": (lambda a, b: T.vecdot(a, b), 2, None),
+    "matmul": (R.matmul, 2, None), "vecdot": (lambda a, b: R.vecdot(a, b), 2, None),
 }
 
 UFUNCS: dict[str, ufunc] = {name: ufunc(name, fn, nin, ident) for name, (fn, nin, ident) in _TABLE.items()}

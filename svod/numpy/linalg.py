@@ -9,8 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 import svod.tensor as T
+from svod import elementwise as E
 from svod import linalg as LA
+from svod import movement as M
+from svod import reductions as R
 from svod.errors import SvodValueError
+from svod.numpy._functions import store_out
 from svod.numpy._ndarray import numpy_function
 from svod.tensor import asarray
 
@@ -48,28 +52,28 @@ def _pinv(a, rcond=None, hermitian=False, *, rtol=np._NoValue):
 def _matrix_rank(A, tol=None, hermitian=False, *, rtol=None):  # noqa: N803
     A = asarray(A)
     if A.ndim < 2:
-        return T.astype(T.any(T.not_equal(A, 0)), "int64")
+        return T.astype(R.any(E.not_equal(A, 0)), "int64")
     if tol is None:
         return LA.matrix_rank(A, rtol=rtol)
     s = LA.svdvals(A)
-    return T.sum(T.astype(T.greater(s, tol), "int64"), axis=-1)
+    return R.sum(T.astype(E.greater(s, tol), "int64"), axis=-1)
 
 
 def _norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002
     x = asarray(x)
     if axis is None and ord is None:
-        r = T.sqrt(T.sum(T.square(T.astype(x, T._float_result(x.dtype), copy=False))))
-        return T.reshape(r, (1,) * x.ndim) if keepdims else r
+        r = E.sqrt(R.sum(E.square(T.astype(x, E._float_result(x.dtype), copy=False))))
+        return M.reshape(r, (1,) * x.ndim) if keepdims else r
     if axis is None:
         axis = tuple(range(x.ndim))
     if isinstance(axis, (int, np.integer)) or len(axis) == 1:
         return LA.vector_norm(x, axis=axis, keepdims=keepdims, ord=2 if ord is None else ord)
     if len(axis) == 2:
-        moved = T.moveaxis(x, tuple(axis), (-2, -1))
+        moved = M.moveaxis(x, tuple(axis), (-2, -1))
         r = LA.matrix_norm(moved, keepdims=False, ord="fro" if ord is None else ord)
         if keepdims:
             a0, a1 = sorted(a % x.ndim for a in axis)
-            r = T.expand_dims(T.expand_dims(r, a0), a1)
+            r = M.expand_dims(M.expand_dims(r, a0), a1)
         return r
     raise SvodValueError(f"norm: improper number of dimensions to norm ({axis})")
 
@@ -78,18 +82,16 @@ def _cond(x, p=None):
     x = asarray(x)
     if p is None or p in (2, -2):
         s = LA.svdvals(x)
-        hi, lo = T.max(s, axis=-1), T.min(s, axis=-1)
-        return T.divide(lo, hi) if p == -2 else T.divide(hi, lo)
-    return T.multiply(_norm(x, p, axis=(-2, -1)), _norm(LA.inv(x), p, axis=(-2, -1)))
+        hi, lo = R.max(s, axis=-1), R.min(s, axis=-1)
+        return E.divide(lo, hi) if p == -2 else E.divide(hi, lo)
+    return E.multiply(_norm(x, p, axis=(-2, -1)), _norm(LA.inv(x), p, axis=(-2, -1)))
 
 
 def _multi_dot(arrays, *, out=None):
     arrays = [asarray(a) for a in arrays]
     res = arrays[0]
     for a in arrays[1:]:
-        res = T.matmul(res, a)
-    from svod.numpy._functions import store_out
-
+        res = R.matmul(res, a)
     return store_out(res, out)
 
 
