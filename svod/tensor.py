@@ -2,8 +2,8 @@
 
 Nothing is computed until a value is needed (`.numpy()`, `float(t)`, `print`, ...);
 then `svod.realize` hands the pending graph to the engine through one call site
-(`_realize_uops` -> `svod.engine.realize_uops`, imported on the first realize so that
-`import svod` does not load the engine; re-point it there). A registry of live tensors (weak refs)
+(`_realize_uops` -> `_engine_realize`, the hook `svod.engine` sets when it is imported:
+`import svod` imports it, so the tensor layer never imports the engine). A registry of live tensors (weak refs)
 lets each realize rebind every tensor that referenced a realized node, so a value is
 never computed twice (seed 000).
 
@@ -238,11 +238,10 @@ def _apply_becomes(mapping: dict[UOp, UOp]) -> None:
 # `realize()` asks for that depend on traced inputs (they stay lazy inside the trace).
 _READ_HOOK = None
 _TRACED_REPR = None  # set with _READ_HOOK: repr of a value that depends on traced inputs, else None
-_engine_realize = None  # svod.engine.realize_uops, bound on first use (the engine is imported lazily)
+_engine_realize = None  # svod.engine.realize_uops: the engine sets it when imported (`import svod` does)
 
 
 def _realize_uops(roots):
-    global _engine_realize
     hook = _READ_HOOK
     if hook is not None:
         roots = hook(roots)
@@ -250,9 +249,8 @@ def _realize_uops(roots):
             return {}
     f = _engine_realize
     if f is None:
-        from svod.engine import realize_uops as f
-
-        _engine_realize = f
+        raise RuntimeError("svod.tensor: no realizer is registered (import svod, whose engine registers it, "
+                           "before computing a value)")
     return f(roots)
 
 
