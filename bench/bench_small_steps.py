@@ -14,7 +14,7 @@ made when none is set).
   alternating in one process. Names are workloads (small shapes) or ``attn:b/m/n/d/dv``;
   default: the three small attention shapes and the four workloads whose small plans
   the term changed.
-- ``probe``: `costmodels.calibrate._library_step_cost` a few times.
+- ``probe``: `costmodels.stepprobes._library_step_cost` a few times.
 
 Times are the best of 7 batches of 200-300 calls after warm-up calls, in µs.
 """
@@ -160,7 +160,7 @@ def realize(names: list[str]) -> None:
 
 
 def probe(n: int = 4) -> None:
-    from costmodels.calibrate import _library_step_cost
+    from costmodels.stepprobes import _library_step_cost
 
     print("library step (µs):", [round(_library_step_cost() * 1e6, 2) for _ in range(n)])
 

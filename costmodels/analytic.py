@@ -158,7 +158,7 @@ class CalibratedModel:
         """How many seconds of the hold curve's idle waiting one second of `kernel` is
         worth: calibrate's matmul_age_factor for a product (its packing streams evict the
         caches faster than idle time; docs/ops.md has the figures), at most
-        `calibrate.AGING_MAX`, else 1."""
+        `stepprobes.AGING_MAX`, else 1."""
         mm = kernel.matmul
         if mm is None:
             return 1.0

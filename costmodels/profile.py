@@ -36,7 +36,7 @@ STORE_KEY = f"machine-profile/v{PROFILE_FORMAT}"
 # A library (BLAS) step's fixed cost in a graph program, besides its flops and bytes: the
 # Python call between native segments (operand views, the gemm call's set-up), and the
 # graph program's single-segment replay path it rules out. `svod calibrate` measures it
-# (`costmodels.calibrate._library_step_cost`); profiles from before that probe get this
+# (`costmodels.stepprobes._library_step_cost`); profiles from before that probe get this
 # figure, measured on the reference VM (docs/costmodels.md).
 LIBRARY_STEP_SECONDS = 15e-6
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import svod
-from costmodels import analytic, calibrate, digest, features, learned, measure, profile, tuning
+from costmodels import analytic, calibrate, digest, features, learned, measure, profile, stepprobes, tuning
 from costmodels.analytic import CalibratedModel
 from costmodels.features import features as kfeatures
 from costmodels.profile import Profile
@@ -48,7 +48,7 @@ def mem_store(tmp_path):
 
 
 def _kernel(fn, *shapes, dtype=np.float32):
-    return calibrate.one_kernel(fn, *shapes, dtype=dtype)
+    return stepprobes.one_kernel(fn, *shapes, dtype=dtype)
 
 
 # ----------------------------------------------------------------------------- profile
@@ -154,7 +154,7 @@ def test_features_follow_the_codegen():
     assert rows.access["masked"] == 2 * 8 * 8  # a mask on an outer axis: still a masked read
     mm = kfeatures(matmul_bias_gelu_kernel(16, 32, 64))
     assert mm.flops == 2 * 16 * 32 * 64 and not mm.matmul_strided and mm.ops["TANH"] == 16 * 64
-    assert kfeatures(calibrate._matmul_kernel(8, 8, 8, library=False, b_t=True)).matmul_strided
+    assert kfeatures(stepprobes._matmul_kernel(8, 8, 8, library=False, b_t=True)).matmul_strided
     assert kfeatures(layernorm_kernel(4, 8)).vector()["passes"] == 3.0
 
 
@@ -245,14 +245,14 @@ def test_transposed_weight_is_priced_by_its_packing(model):
     tile, not a slower rate for every multiply-add — a big x @ w.T is priced near x @ w
     (measured 6.4 ms against 6.1 here), a small one relatively dearer."""
     def pair(m, k, n):
-        return (kfeatures(calibrate._matmul_kernel(m, k, n, library=False, b_t=True)),
-                kfeatures(calibrate._matmul_kernel(m, k, n, library=False)))
+        return (kfeatures(stepprobes._matmul_kernel(m, k, n, library=False, b_t=True)),
+                kfeatures(stepprobes._matmul_kernel(m, k, n, library=False)))
 
     from svod.codegen.schedule import plan_gemm
 
     big_t, big_c = pair(1024, 512, 768)
     assert big_t.matmul_strided and not big_c.matmul_strided and not big_t.library
-    g = plan_gemm(calibrate._matmul_kernel(1024, 512, 768, library=False, b_t=True))
+    g = plan_gemm(stepprobes._matmul_kernel(1024, 512, 768, library=False, b_t=True))
     assert big_t.b_packed == g.batch * g.tiles_m * 512 * 768 and big_c.b_packed == 0
     ratio_big = model.compute(big_t) / model.compute(big_c)
     small_t, small_c = pair(64, 64, 128)
@@ -264,8 +264,8 @@ def test_blas_step_with_a_transposed_operand_is_priced_at_the_measured_slowdown(
     both ways side by side and the model charges the ratio to library steps whose B is
     transposed (x @ w.T, read in place). A profile without the pair prices both alike; the
     fit keeps the ratio within [1, 1.5]."""
-    plain = calibrate._matmul_kernel(1024, 512, 768, library=True)
-    trans = calibrate._matmul_kernel(1024, 512, 768, library=True, b_t=True)
+    plain = stepprobes._matmul_kernel(1024, 512, 768, library=True)
+    trans = stepprobes._matmul_kernel(1024, 512, 768, library=True, b_t=True)
     assert kfeatures(trans).matmul_strided and not kfeatures(plain).matmul_strided
     before = CalibratedModel(prof)
     assert before.price(trans).seconds == pytest.approx(before.price(plain).seconds)
@@ -312,12 +312,12 @@ def test_gemm_epilogue_matrix_is_priced_at_its_measured_cost(prof):
     pays calibrate's measured seconds per epilogue byte on top of the product, split over
     its threads; a row bias is bytes too (few); the BLAS step has no epilogue; profiles
     without the probe price as before."""
-    m, k, n = calibrate.EPILOGUE_SHAPE
-    epi = calibrate._epilogue_kernel(m, k, n)
-    plain = calibrate._matmul_kernel(m, k, n, library=False)
+    m, k, n = stepprobes.EPILOGUE_SHAPE
+    epi = stepprobes._epilogue_kernel(m, k, n)
+    plain = stepprobes._matmul_kernel(m, k, n, library=False)
     assert kfeatures(epi).epilogue_read_bytes == 4 * m * n
     assert kfeatures(plain).epilogue_read_bytes == 0
-    assert kfeatures(calibrate._matmul_kernel(m, k, n, library=True)).epilogue_read_bytes == 0
+    assert kfeatures(stepprobes._matmul_kernel(m, k, n, library=True)).epilogue_read_bytes == 0
     bias = kfeatures(matmul_bias_gelu_kernel(64, 32, 48))
     assert bias.epilogue_read_bytes == 4 * 48
     assert calibrate.fit({"epilogue": {"seconds_per_byte": 7e-11}}, 2)["epilogue_seconds"] == 7e-11
@@ -533,10 +533,10 @@ def test_learned_correction_is_used_only_where_it_helps():
 
 def test_calibrate_smoke_with_a_few_probes(monkeypatch, mem_store):
     """A tiny calibration (three probes, short budgets): the pipeline, not the numbers."""
-    few = [calibrate.Probe("copy:1048576:1", lambda: [calibrate.one_kernel(calibrate._add1, (1 << 17,))], 1, 0.01),
-           calibrate.Probe("op:NONE:f32", lambda: [calibrate.one_kernel(calibrate._repeat("NONE", 4), (4096,))],
+    few = [calibrate.Probe("copy:1048576:1", lambda: [stepprobes.one_kernel(calibrate._add1, (1 << 17,))], 1, 0.01),
+           calibrate.Probe("op:NONE:f32", lambda: [stepprobes.one_kernel(calibrate._repeat("NONE", 4), (4096,))],
                            1, 0.01),
-           calibrate.Probe("op:EXP:f32", lambda: [calibrate.one_kernel(calibrate._repeat("EXP", 4), (4096,))],
+           calibrate.Probe("op:EXP:f32", lambda: [stepprobes.one_kernel(calibrate._repeat("EXP", 4), (4096,))],
                            1, 0.01)]
     monkeypatch.setattr(calibrate, "probes", lambda quick=False: few)
     monkeypatch.setattr(calibrate, "_launch_cost", lambda: 5e-8)
@@ -747,7 +747,7 @@ def test_time_rounds_adds_rounds_within_the_budget():
 
 def test_sibling_column_reductions_share_their_read(model):
     import svod
-    from costmodels.calibrate import one_kernel
+    from costmodels.stepprobes import one_kernel
 
     both = one_kernel(lambda a: (svod.sum(a, axis=0), svod.max(a, axis=0)), (4096, 4096))
     one_sum = one_kernel(lambda a: svod.sum(a, axis=0), (4096, 4096))

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from costmodels import calibrate
 from costmodels import features as feat
+from costmodels import stepprobes
 from svod.codegen import lower, schedule
 from svod.codegen.lower import lower_kernel
 from svod.kernel_examples import matmul_bias_gelu_kernel, softmax_kernel
@@ -113,7 +113,7 @@ def test_a_stash_constant_moves_ir_and_features(monkeypatch):
 
 
 def test_a_chunk_constant_moves_ir_and_features(monkeypatch):
-    k = calibrate.one_kernel(lambda x: x * 2.0 + 1.0, (1 << 14,), dtype=np.float32)
+    k = stepprobes.one_kernel(lambda x: x * 2.0 + 1.0, (1 << 14,), dtype=np.float32)
     ir0, f0 = _both(k)
     assert f0.units == (1 << 14) // schedule.CHUNK
     monkeypatch.setattr(schedule, "CHUNK", 1024)
@@ -127,7 +127,7 @@ def test_a_gemm_block_moves_ir_and_features(monkeypatch):
     features' units and the B packing they count, and the roofline's GEMM price follow it."""
     from svod.costing import Machine, RooflineModel
 
-    k = calibrate._matmul_kernel(256, 512, 256, library=False, b_t=True)
+    k = stepprobes._matmul_kernel(256, 512, 256, library=False, b_t=True)
     ir0, f0 = _both(k)
     g0 = schedule.plan_gemm(k)
     monkeypatch.setenv("SVOD_GEMM", f"kc={g0.cfg.kc // 2},nt={g0.cfg.nr * 8},mt={g0.cfg.mr * 8}")
@@ -159,13 +159,13 @@ def test_features_follow_the_emitters_loops_where_the_old_copy_did_not():
     one-axis elementwise concat runs in chunks that are never cut at the masks."""
     import svod
 
-    var0 = calibrate.one_kernel(lambda x: svod.var(x, axis=0), (256, 64), dtype=np.float32)
+    var0 = stepprobes.one_kernel(lambda x: svod.var(x, axis=0), (256, 64), dtype=np.float32)
     s, f = schedule.schedule(var0), feat._count(var0)
     assert s.column and f.column and f.access == {"contig": 256.0 * 64}
-    cat = calibrate.one_kernel(lambda x, y: svod.concat([x, y], axis=0) * 2.0, (100,), (60,), dtype=np.float32)
+    cat = stepprobes.one_kernel(lambda x, y: svod.concat([x, y], axis=0) * 2.0, (100,), (60,), dtype=np.float32)
     s, f = schedule.schedule(cat), feat._count(cat)
     assert s.loops.chunk and s.elementwise_pieces() is None and f.access == {"masked": 320.0}
-    cut = calibrate.one_kernel(lambda x, y: svod.concat([x, y], axis=1) * 2.0, (8, 4), (8, 4), dtype=np.float32)
+    cut = stepprobes.one_kernel(lambda x, y: svod.concat([x, y], axis=1) * 2.0, (8, 4), (8, 4), dtype=np.float32)
     s, f = schedule.schedule(cut), feat._count(cut)
     assert s.elementwise_pieces() == ((0, 4), (4, 8)) and f.access == {"contig": 128.0}
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import svod
-from costmodels import calibrate
+from costmodels import calibrate, stepprobes
 from costmodels.analytic import CalibratedModel
 from costmodels.profile import LIBRARY_STEP_SECONDS, Profile, reference
 from svod import engine
@@ -119,5 +119,5 @@ def test_library_step_probe_measures_a_plausible_overhead():
     """The probe's two plans (BLAS steps with their adds apart, generated GEMMs with the adds
     in their epilogues) compute the same thing; the per-step difference is the Python side
     of a library step: microseconds, not nothing and not milliseconds."""
-    sec = calibrate._library_step_cost()
+    sec = stepprobes._library_step_cost()
     assert 5e-7 < sec < 1e-3, sec
