@@ -35,6 +35,7 @@ import numpy as np  # noqa: E402
 
 import svod  # noqa: E402
 from svod import engine, workloads  # noqa: E402
+from svod.executable import KernelPlan  # noqa: E402
 
 ATTENTION = [(2, 16, 32, 8, 32), (1, 7, 32, 24, 64), (2, 12, 32, 8, 32)]
 CHANGED = ["matmul_transposed", "residual", "swiglu", "w4_mlp"]
@@ -96,7 +97,7 @@ def steps() -> None:
         mats = {i for i, nd in enumerate(key.nodes)  # the cover the search picked before: blas, reduce, rowwise, blas
                 if nd.op.name in ("MATMUL", "DIV") or (nd.op.name == "REDUCE" and nd.arg[0] == "max")}
         for name, plan in (("search", exe.plan), ("greedy", plan_greedy(key)), ("unfused", lower(key, mats))):
-            kp = engine.KernelPlan(key, plan)
+            kp = KernelPlan(key, plan)
             prices = plan_prices(plan, cost_model())
             print(f"  {name}: {[k.kind for k in plan.kernels]} model {[us(p.seconds) for p in prices]} "
                   f"sum {us(sum(p.seconds for p in prices))}")

@@ -175,24 +175,4 @@ def reset_caches() -> None:
     DYNAMIC.clear()
 
 
-# names other modules read here, now in the module that owns them
-_MOVED = {"PlanCache": "svod.caches", "ReplayCache": "svod.caches", "RecentGraphs": "svod.caches",
-          "KernelPlan": "svod.executable", "InterpretedGraph": "svod.executable",
-          "InterpretedKernel": "svod.executable", "ValidationError": "svod.validate",
-          "validate_outputs": "svod.validate", "kernel_threads": "svod.planner", "plan_generation": "svod.planner",
-          "_import_search": "svod.planner:import_search", "_plan_store_key": "svod.planner:plan_store_key",
-          "PLAN_FORMAT": "svod.planner", "_flag": "svod.flags:flag", "_env_int": "svod.flags:env_int",
-          "_warn_once": "svod.flags:warn_once"}
-
-
-def __getattr__(name: str):
-    where = _MOVED.get(name)
-    if where is None:
-        raise AttributeError(f"module 'svod.engine' has no attribute {name!r}")
-    import importlib
-
-    module, _, attr = where.partition(":")
-    return getattr(importlib.import_module(module), attr or name)
-
-
 _tensor._engine_realize = realize_uops  # the hook: svod.tensor's realize calls the engine (module docstring)

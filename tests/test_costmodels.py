@@ -450,7 +450,7 @@ def test_default_model_and_generation_follow_the_environment(monkeypatch):
 
 
 def test_engine_plans_with_the_measured_model_and_rekeys_on_tuning(tmp_path, monkeypatch):
-    from svod import engine
+    from svod import engine, planner
     from svod.store import reset_default_store
 
     monkeypatch.setenv("SVOD_CACHE_DIR", str(tmp_path / "cache"))
@@ -460,11 +460,11 @@ def test_engine_plans_with_the_measured_model_and_rekeys_on_tuning(tmp_path, mon
         assert isinstance(engine.cost_model(), MeasuredModel)
         x = svod.random.randn(64, 64)
         key, exe = engine.plan_for([svod.nn.softmax(x)])
-        k1 = engine._plan_store_key(key)
+        k1 = planner.plan_store_key(key)
         assert engine.cost_model() is engine.cost_model()  # one model per generation
         old = engine.cost_model()
         TuningDB().bump()
-        assert engine._plan_store_key(key) != k1 and engine.cost_model() is not old
+        assert planner.plan_store_key(key) != k1 and engine.cost_model() is not old
     finally:
         reset_default_store()
         profile.forget()

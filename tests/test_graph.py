@@ -128,7 +128,7 @@ def test_repeated_realize_stops_allocating():
 
 def test_launch_threads_come_from_the_cost_model():
     """The thread count the cost model prices a kernel with is the one its Launch uses."""
-    from svod import engine
+    from svod import engine, planner
     from svod.costing import Machine
     from svod.graph import Launch
 
@@ -137,7 +137,7 @@ def test_launch_threads_come_from_the_cost_model():
     _, exe = engine.plan_for([svod.exp(x) / (1.0 + x * x)])
     _, exe_small = engine.plan_for([svod.exp(small) + 1.0])
     launches = [s for s in exe.graph.steps if isinstance(s, Launch)]
-    want = engine.kernel_threads(exe.plan)
+    want = planner.kernel_threads(exe.plan)
     assert [s.threads for s in launches] == [want.get(s.kernel, 1) for s in launches]
     if Machine.host().cores > 1:
         assert max(s.threads for s in launches) > 1  # 1M elements of exp: worth both cores

@@ -156,7 +156,7 @@ def test_hypothesis_fused_matmul_matches_float64_reference(case):
     y = _epilogue_svod(epi, A @ B, Bias, Res)
     (got,), plan = run_fused([y])
     kinds = [kk.kind for kk in plan.kernels]
-    # NOTE: a matmul with no epilogue is materialised, hence the BLAS step (plan_greedy.lower)
+    # NOTE: a matmul with no epilogue is materialised, hence the BLAS step (svod.lower)
     assert kinds.count("matmul" if epi != "none" else "blas") == 1 or got.size == 0, kinds
     a = np.swapaxes(a_store, -1, -2) if ta else a_store
     b = np.swapaxes(b_store, -1, -2) if tb else b_store

@@ -20,7 +20,7 @@ caller — a missing output slot is allocated and put into the dict. Kinds:
   naming the kernel and the file holding its IR); results stay correct.
 
 Ownership: a Program lives as long as something that runs it does — the plans
-(`svod.engine.KernelPlan`), graph programs and jit traces that hold it. The registry
+(`svod.executable.KernelPlan`), graph programs and jit traces that hold it. The registry
 here only *finds* live programs by `Kernel.key()` (weak references: two plans with the
 same kernel share one program, and nothing is compiled twice while one is alive); it
 never keeps one alive, so evicting the last plan that uses a kernel frees its engine
