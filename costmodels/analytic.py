@@ -28,7 +28,7 @@ machine profile's measured constants.
   step at its rate for the product's arithmetic intensity (or its bytes, whichever is
   slower; a transposed B at the measured slow-down of its packing) plus its fixed cost
   in a graph program (`library_step`: the Python call between native segments,
-  measured per step against the same products as generated GEMMs; ~15 us here, which
+  measured per step against the same products as generated GEMMs; tens of µs, which
   decides small products: docs/costmodels.md);
 - threads: 1 or all cores, whichever is cheaper (the price carries the choice).
 

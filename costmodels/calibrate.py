@@ -358,8 +358,8 @@ def _decreasing(points: list) -> list:
 
 def _net_ratio(pair: dict, step: float) -> float:
     """A BLAS/GEMM pair's time ratio with the library step's fixed cost `step` taken out
-    of the BLAS time (pairs stored without their BLAS seconds: as measured). At the
-    256^3 probe (~0.27 ms) the step is ~5% of it; at the bigger probes under 1%."""
+    of the BLAS time (pairs stored without their BLAS seconds: as measured); it matters
+    at the smallest BLAS probe only (docs/costmodels.md)."""
     sec = pair.get("seconds")
     if not sec or not step:
         return pair["ratio"]

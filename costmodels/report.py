@@ -289,7 +289,7 @@ PRICE_TIE = 1e-3  # predictions closer than this (relative) are one price
 def priced_ranks(pred: Sequence[float], rel: float = PRICE_TIE) -> list[float]:
     """Ranks of the predictions in which prices within `rel` of a group's cheapest share
     the group's average rank: a model that prices two covers a tiny copy kernel apart
-    (0.03 µs in 365 µs) says they cost the same, and ranking its dust against timings
+    (a part in 10,000) says they cost the same, and ranking its dust against timings
     would be a coin toss (Spearman's rho is undefined for a constant side).
 
     >>> priced_ranks([1.0, 1.0005, 2.0, 1.0002])

@@ -215,7 +215,7 @@ def _library_step_cost() -> float:
     if steps != 2 or any(kk.matmul is not None and kk.matmul.library for kk in gemm.kernels):
         raise AssertionError(f"library-step probe: unexpected plans\n{blas}\n{gemm}")
     # interleaved rounds, each plan at its fastest: the library step's Python side swings
-    # by 2-4x between rounds on a shared VM (33-150 us a round for the BLAS plan here)
+    # between rounds on a loaded machine (docs/costmodels.md)
     t_blas, t_gemm = (min(t) for t in time_rounds([PlanRunner(blas, b.arrays), PlanRunner(gemm, b.arrays)],
                                                    repeats=15, target=2e-3))
     return max((t_blas - t_gemm) / steps, 0.0)

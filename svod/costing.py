@@ -193,10 +193,9 @@ class RooflineModel:
             if split < one:
                 threads, best = machine.cores, split
             elif one > 50 * machine.thread_dispatch_seconds:
-                # NOTE: big kernels this model calls memory-bound still split: measured on
-                # the 2-core VM, a DRAM-bound sum over axis 0 loses nothing on two cores
-                # (4.26 vs 4.19 ms) while compute the model underestimates gains (max over
-                # axis 0: 11.7 -> 7.1 ms; the exp chain W1: 25 -> 12.5 ms)
+                # NOTE: big kernels this model calls memory-bound still split: a DRAM-bound
+                # kernel loses nothing on more cores, while compute the roofline
+                # underestimates gains (docs/costmodels.md, "Threads in the roofline")
                 threads = machine.cores
         return Price(best + machine.launch_seconds, threads)
 
