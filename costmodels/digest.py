@@ -37,7 +37,8 @@ def summary(p: Profile) -> str:
     ops = p.op_seconds
     lines.append("  op cost (ns/element, 1 thread): " + ", ".join(f"{k} {v * 1e9:.2f}" for k, v in sorted(ops.items())))
     lines.append(f"  launch {p.launch_seconds * 1e6:.2f} us/kernel, dispatch {p.dispatch_seconds * 1e6:.1f} us, "
-                 f"per unit {p.unit_seconds * 1e9:.1f} ns, compute on {p.cores} cores x{p.compute_scaling:.2f}")
+                 f"library step {p.library_step_seconds * 1e6:.1f} us, per unit {p.unit_seconds * 1e9:.1f} ns, "
+                 f"compute on {p.cores} cores x{p.compute_scaling:.2f}")
     hold = p.data.get("cache_hold")
     if hold:
         lines.append(f"  cache hold ({_fmt_bytes(HOLD_BYTES)} left alone): " + "  ".join(
