@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from svod.flags import warn_once
+from svod.flags import flag, warn_once
 from svod.kernel import KernelError, Plan
 from svod.lower.attention import fuse_attention
 from svod.lower.merge import merge_siblings
@@ -43,10 +43,9 @@ ATTENTION_FUSION = PlanPass("attention fusion", fuse_attention, "SVOD_FUSE_ATTEN
 PLAN_PASSES: tuple[PlanPass, ...] = (SIBLING_MERGE, ATTENTION_FUSION)
 
 
-
 def validating() -> bool:
-    """SVOD_VALIDATE is on (the same reading as the engine's)."""
-    return os.environ.get("SVOD_VALIDATE", "0") not in ("", "0", "false", "False")
+    """SVOD_VALIDATE is on (`svod.flags.flag`, the engine's reading)."""
+    return flag("SVOD_VALIDATE")
 
 
 def check(plan: Plan, after: str) -> None:
