@@ -20,7 +20,7 @@ NAMES = ["asin", "acos", "atan", "asinh", "acosh", "atanh"]
 ULPS = 4  # the largest difference from numpy measured over these inputs (docs/semantics.md)
 _PARTS = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, -2.0, 0.99, 1 + 2 ** -52, 1 - 2 ** -53, 2 ** -27, 1e-8,
           1e-30, -1e-38, 1e-45, 1e-300, -1e-300, 1e17, 4.5e15, 3.4e38, -3.4e38, 1e300, -1e300,
-          math.inf, -math.inf, math.nan]
+          math.inf, -math.inf, math.nan, -math.nan]  # a NaN's sign must not sign a result
 
 
 def inputs(d: np.dtype) -> np.ndarray:

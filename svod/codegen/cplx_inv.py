@@ -173,8 +173,8 @@ def _large_or_tiny(f, ax, ay):
 
 def _asinh_d(f, x, y):
     """asinh(x + iy), C99's casinh: odd, conjugate-symmetric; asinh(±inf + iy) = ±inf + i
-    (±0, or ±pi/4 for an infinite y); asinh(NaN ± i inf) = +inf + i NaN (the real part's
-    sign unspecified: glibc's +); asinh(NaN ± i0) = NaN ± i0; other NaNs NaN."""
+    (±0, or ±pi/4 for an infinite y); asinh(NaN ± i inf) = ±inf + i NaN (the real part's
+    sign unspecified: glibc's is the NaN's sign bit); asinh(NaN ± i0) = NaN ± i0; other NaNs NaN."""
     b = f.b
     nan = _c(math.nan)
     ax, ay = fabs(f, x), fabs(f, y)
@@ -187,7 +187,7 @@ def _asinh_d(f, x, y):
     xn, yn = isnan(f, x), isnan(f, y)
     xi, yi = isinf(f, x), isinf(f, y)
     y0 = b.fcmp_ordered("==", y, _c(0.0))
-    nan_re = b.select(xi, x, b.select(yi, fabs(f, y), nan))
+    nan_re = b.select(xi, x, b.select(yi, copysign(f, _c(math.inf), x), nan))
     nan_im = b.select(xi, nan, b.select(yi, nan, b.select(y0, y, nan)))
     any_nan = b.or_(xn, yn)
     return b.select(any_nan, nan_re, re), b.select(any_nan, nan_im, im)
@@ -196,7 +196,8 @@ def _asinh_d(f, x, y):
 def _acos_d(f, x, y):
     """acos(x + iy), C99's cacos: real part in [0, pi], imaginary part of the sign
     opposite to y's (acos(conj z) = conj acos(z)); acos(±0 + i NaN) = pi/2 + i NaN;
-    acos(±inf + i NaN) = NaN ± i inf, acos(NaN ± i inf) = NaN ∓ i inf; other NaNs NaN."""
+    acos(±inf + i NaN) = NaN ∓ i inf (the sign unspecified: glibc's is the
+    NaN's sign bit flipped), acos(NaN ± i inf) = NaN ∓ i inf; other NaNs NaN."""
     b = f.b
     nan, zero = _c(math.nan), _c(0.0)
     ax, ay = fabs(f, x), fabs(f, y)
@@ -214,7 +215,7 @@ def _acos_d(f, x, y):
     xi, yi = isinf(f, x), isinf(f, y)
     x0 = b.fcmp_ordered("==", x, zero)
     nan_re = b.select(b.and_(x0, b.not_(yi)), _c(_PIO2_HI), nan)
-    nan_im = b.select(xi, _c(-math.inf), b.select(yi, b.fneg(y), nan))
+    nan_im = b.select(xi, copysign(f, _c(math.inf), b.fneg(y)), b.select(yi, b.fneg(y), nan))
     any_nan = b.or_(xn, yn)
     return b.select(any_nan, nan_re, re), b.select(any_nan, nan_im, im)
 
@@ -222,9 +223,10 @@ def _acos_d(f, x, y):
 def _acosh_d(f, x, y):
     """acosh(x + iy) from acos (C99's cacosh): (|Im acos|, Re acos signed as y); acosh(±inf
     + i NaN) = inf + i NaN, acosh(NaN ± i inf) = inf + i NaN, acosh(±0 + i NaN) = NaN +
-    i NaN (C99's NaN + i pi/2 asks a sign-free pi/2: glibc gives NaN + i NaN)."""
+    i pi/2 (whatever the NaN's sign, as glibc)."""
     re, im = _acos_d(f, x, y)
-    return fabs(f, im), copysign(f, re, y)  # NaN parts stay NaN (fabs, copysign keep them)
+    # NaN parts stay NaN (fabs, copysign keep them); a NaN y's sign does not sign pi/2
+    return fabs(f, im), f.b.select(isnan(f, y), re, copysign(f, re, y))
 
 
 def _recip_re(f, x, y):
