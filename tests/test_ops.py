@@ -2070,6 +2070,22 @@ def test_complex_reductions_and_matmul(d):
         np.testing.assert_allclose(g.numpy(), want, rtol=tol, atol=tol, err_msg=f"{name} on {d}")
 
 
+@pytest.mark.parametrize("d", COMPLEX, ids=str)
+def test_complex_prod_down_columns(d):
+    """prod over axis 0 compiles (a column reduce with (re, im) tiles): numpy's in-order
+    product, bit for bit, special parts included."""
+    v = complex_specials(d, 140)
+    x = v[81:].reshape(10, 14).copy()
+    x[3] = v[:81:6][:14]  # one row of special pairs: each column meets one
+    x[6, :3] = np.array([complex(-0.0, -1.0), complex(-0.0, 0.0), complex(0.0, -0.0)], d)
+    t = svod.asarray(x)
+    outs = [svod.prod(t, axis=0), svod.prod(t * 0.5 + 1, axis=0, keepdims=True)]
+    svod.realize(*outs)
+    with np.errstate(all="ignore"):
+        check_c(outs[0], np.prod(x, axis=0))
+        check_c(outs[1], np.prod(x * d.type(0.5) + d.type(1), axis=0, keepdims=True))
+
+
 @pytest.mark.parametrize("call", [
     ("less", lambda a: a < a), ("greater_equal", lambda a: svod.greater_equal(a, 1j)),
     ("maximum", lambda a: svod.maximum(a, a)), ("minimum", lambda a: svod.minimum(a, 0)),
@@ -2136,6 +2152,28 @@ def test_complex_transcendental_functions(d):
         want = np.log(np.exp(x * d.type(0.5)) + 1)
         got = outs["chain"].numpy()
         np.testing.assert_allclose(got[fin], want[fin], rtol=1e-4 if d == C64 else 1e-12, atol=1e-6)
+
+
+@pytest.mark.parametrize("d", COMPLEX, ids=str)
+def test_complex_inverse_functions(d):
+    """asin, acos, atan, asinh, acosh, atanh compiled (svod/codegen/cplx_inv.py): C99's
+    special values and the branch cuts' signed zeros exactly (glibc's, numpy's), finite
+    values within 4 ulps (tests/test_complex_inverse.py has the thorough grid)."""
+    x = complex_specials(d, 256)
+    t = svod.asarray(x)
+    names = ["asin", "acos", "atan", "asinh", "acosh", "atanh"]
+    outs = {name: getattr(svod, name)(t) for name in names}
+    outs["chain"] = svod.asin(t * 2 + 1) * t
+    svod.realize(*outs.values())
+    with np.errstate(all="ignore"):
+        for name in names:
+            try:
+                check_c_close(outs[name], getattr(np, "arc" + name[1:])(x), 4)
+            except AssertionError as e:
+                raise AssertionError(f"{name} on {d}: {e}") from None
+        fin = np.isfinite(x) & (np.abs(x) < 50)
+        want = np.arcsin(x * d.type(2) + d.type(1)) * x
+        np.testing.assert_allclose(outs["chain"].numpy()[fin], want[fin], rtol=1e-5 if d == C64 else 1e-13)
 
 
 @pytest.mark.parametrize("d", COMPLEX, ids=str)

@@ -14,6 +14,7 @@ import math
 
 import llvmlite.ir as ir
 
+from svod.codegen.cplx import mul as complex_mul
 from svod.codegen.irbuild import F32, I8, I32, I64, LoweringError, i64
 from svod.codegen.reduction import Reduction, combine
 from svod.codegen.scalar import emit_op
@@ -43,9 +44,9 @@ class ColumnLowering:
         nch = plan.split or 1
         consts = {i: emit_op(f, n.op, n.dtype, n.arg, [], []) for i, n in enumerate(k.nodes) if n.op is Ops.CONST}
         reds = [Reduction(self, i) for i, n in enumerate(k.nodes) if n.op is Ops.REDUCE]
-        if any(r.complex for r in reds):
-            raise LoweringError("a complex product over columns (row reductions only)")
         chan = chan_variance(k) if len(red_axes) == 1 else None
+        if any(r.complex for r in reds) and (nch > 1 or chan):  # schedule.py never splits these
+            raise LoweringError("a complex product over columns in split chunks or beside a variance")
         n_red = ax0.size
         blocked = chan is not None or (any(r.cascade for r in reds) and ax0.size > SUM_BLOCK)
         tiles, totals = self._column_tiles(reds, blocked)
@@ -81,7 +82,7 @@ class ColumnLowering:
                 env = dict(consts)
                 cctx = {**ctx, last.dims: b.add(c0, c)}
                 for r, src in zip(reds, src_of):
-                    env[r.node] = b.load(src(c))
+                    env[r.node] = _load(b, src(c))
                 if chan:  # the first reduction is the sum: mean x N
                     env[chan[0]] = b.fmul(env[chan[0]], ir.Constant(reds[0].ty, float(n_red)))
                 self._eval([o.node for o in k.outputs], env, cctx)
@@ -89,7 +90,7 @@ class ColumnLowering:
                     self._store(self.out_ptrs[j], o.dtype, self.out_access[j], cctx, env[o.node])
 
             if scratch is None:
-                f.loop(i64(0), w, lambda c: store(c, [lambda c, t=t: b.gep(t, [c]) for t in result]), "cs")
+                f.loop(i64(0), w, lambda c: store(c, [lambda c, t=t: _gep(b, t, c) for t in result]), "cs")
                 return
 
             def put(c):
@@ -124,13 +125,17 @@ class ColumnLowering:
         def fill(arrs):
             def col(c):
                 for i in mine:
-                    b.store(reds[i]._identity(), b.gep(arrs[i], [c]))
+                    r = reds[i]
+                    if r.complex and not isinstance(arrs[i], tuple):  # a complex product has no totals
+                        continue
+                    one = (ir.Constant(r.ty, 1.0), ir.Constant(r.ty, 0.0)) if r.complex else r._identity()
+                    _store(b, one, _gep(b, arrs[i], c))
             f.loop(i64(0), w, col, "ci")
 
         def values(c, rctx):
             env = dict(consts)
             for i in prev:  # per-column results of earlier passes (a mean for a variance)
-                env[reds[i].node] = b.load(b.gep(result[i], [c]))
+                env[reds[i].node] = _load(b, _gep(b, result[i], c))
             cctx = {**rctx, last.dims: b.add(c0, c)}
             self._eval([reds[i].n.src[0] for i in mine], env, cctx)
             return [env[reds[i].n.src[0]] for i in mine]
@@ -139,8 +144,8 @@ class ColumnLowering:
             if level == len(red_axes):
                 def col(c):
                     for i, v in zip(mine, values(c, rctx)):
-                        ptr = b.gep(tiles[i], [c])
-                        b.store(combine(f, reds[i], b.load(ptr), v), ptr)
+                        ptr = _gep(b, tiles[i], c)
+                        _store(b, self._fold(reds[i], _load(b, ptr), v), ptr)
                 f.loop(i64(0), w, col, "c")
                 return
             ax = red_axes[level]
@@ -165,6 +170,13 @@ class ColumnLowering:
                     vals = [values(c, {**rctx, ax.dims: b.add(j0, i64(d))}) for d in range(u)]
                     for m, i in enumerate(mine):
                         level_vals = [v[m] for v in vals]
+                        if reds[i].complex:  # a complex product in row order (numpy's, bit for bit)
+                            ptr = _gep(b, tiles[i], c)
+                            acc = _load(b, ptr)
+                            for v in level_vals:
+                                acc = complex_mul(f, acc, v)
+                            _store(b, acc, ptr)
+                            continue
                         while len(level_vals) > 1:
                             level_vals = [combine(f, reds[i], level_vals[a], level_vals[a + 1])
                                           for a in range(0, len(level_vals), 2)]
@@ -210,7 +222,8 @@ class ColumnLowering:
         one tile's column stalls (4K aliasing) behind the store to the other tile's same
         column, every vector (docs/codegen.md)."""
         f, b, cols = self.f, self.f.b, self.plan.cols
-        want = [(r.ty, r._identity()) for r in reds] + [(r.ty, None) for r in reds if blocked]
+        want = [(r.ty, None) for r in reds for _ in range(2 if r.complex else 1)]
+        want += [(r.ty, None) for r in reds if blocked]
         offs, pos = [], 0
         for i, (ty, _) in enumerate(want):
             isz = 8 if isinstance(ty, ir.DoubleType) or ty == I64 else 4 if ty in (F32, I32) else 1
@@ -220,9 +233,16 @@ class ColumnLowering:
         block = f.alloca(I8, pos + 64, "ctiles")
         block.align = 64
         ptrs = [b.bitcast(b.gep(block, [i64(o)]), ir.PointerType(ty)) for o, (ty, _) in zip(offs, want)]
-        tiles = ptrs[:len(reds)]
-        totals = ptrs[len(reds):] if blocked else [None] * len(reds)
+        tiles, at = [], 0
+        for r in reds:  # a complex product's tile: (re tile, im tile)
+            tiles.append((ptrs[at], ptrs[at + 1]) if r.complex else ptrs[at])
+            at += 2 if r.complex else 1
+        totals = ptrs[at:] if blocked else [None] * len(reds)
         return tiles, totals
+
+    def _fold(self, red: Reduction, cur, x):
+        """`cur` combined with the next row's value `x` (a complex product: numpy's)."""
+        return complex_mul(self.f, cur, x) if red.complex else combine(self.f, red, cur, x)
 
     def _merge_fn(self, red: Reduction):
         """How two partial results of `red` combine (a float sum: a plain fadd)."""
@@ -341,3 +361,20 @@ class ColumnLowering:
                                    b.fmul(b.fmul(delta, delta), wab)), pq)
                 f.loop(i64(0), w, lane, "cmb")
             step *= 2
+
+
+def _gep(b, tile, c):
+    """Column `c` of a tile: a pointer, or a (re, im) pair of pointers for a complex one."""
+    return tuple(b.gep(t, [c]) for t in tile) if isinstance(tile, tuple) else b.gep(tile, [c])
+
+
+def _load(b, ptr):
+    return tuple(b.load(p) for p in ptr) if isinstance(ptr, tuple) else b.load(ptr)
+
+
+def _store(b, value, ptr) -> None:
+    if isinstance(ptr, tuple):
+        for v, p in zip(value, ptr):
+            b.store(v, p)
+    else:
+        b.store(value, ptr)

@@ -7,12 +7,12 @@ float array: the loop vectoriser makes them an interleaved access group).
 numpy's arithmetic (not C99 Annex G's recovery of infinities): multiplication is
 ``(ar*br - ai*bi, ar*bi + ai*br)`` each part rounded as numpy's SIMD loop does it (a
 fused multiply-add: ``fma(ar, br, -(ai*bi))``, ``fma(ar, bi, ai*br)``), division is
-Smith's algorithm with numpy's branch for a zero divisor. The functions numpy defines
-with long special-case tables (sqrt, pow, the trigonometric and hyperbolic ones) are not
-lowered here: `LoweringError` (the kernel runs in the numpy interpreter). `exp` and `log`
-are: their real formulas on svod's vector math, with C99 Annex G's special values (what
-glibc's cexp/clog, which numpy calls, return); finite values agree with numpy to a few
-ulps, not bit for bit.
+Smith's algorithm with numpy's branch for a zero divisor. The elementary functions
+(exp, log, sqrt, pow, sign, the trigonometric and hyperbolic ones, expm1, log1p, and the
+inverse functions of `svod/codegen/cplx_inv.py`) are their real formulas on svod's vector
+math with C99 Annex G's special values (what glibc's cexp, clog, ..., which numpy calls,
+return); finite values agree with numpy to a few ulps, not bit for bit. An op with no
+lowering here raises `LoweringError` (the kernel runs in the numpy interpreter).
 """
 
 from __future__ import annotations
@@ -21,6 +21,13 @@ import math
 
 import llvmlite.ir as ir
 
+from svod.codegen import cplx_inv
+from svod.codegen.cplx_inv import copysign as _copysign
+from svod.codegen.cplx_inv import fabs as _fabs
+from svod.codegen.cplx_inv import fma as _fma
+from svod.codegen.cplx_inv import isinf as _isinf
+from svod.codegen.cplx_inv import log_abs as _log_abs
+from svod.codegen.cplx_inv import m as _m
 from svod.codegen.irbuild import LoweringError
 from svod.dtype import DType
 from svod.ir import Ops
@@ -39,20 +46,6 @@ def const(dt: DType, value) -> tuple[ir.Constant, ir.Constant]:
     v = np.array(value).astype(dt.np)[()]
     ty = _ftype(dt)
     return ir.Constant(ty, float(v.real)), ir.Constant(ty, float(v.imag))
-
-
-def _fabs(f, x: ir.Value) -> ir.Value:
-    name = "f64" if x.type == ir.DoubleType() else "f32"
-    return f.call_intr(f"llvm.fabs.{name}", x.type, [x])
-
-
-def _fma(f, a, b_, c) -> ir.Value:
-    name = "f64" if a.type == ir.DoubleType() else "f32"
-    return f.call_intr(f"llvm.fma.{name}", a.type, [a, b_, c])
-
-
-def _isinf(f, x: ir.Value) -> ir.Value:
-    return f.b.fcmp_ordered("==", _fabs(f, x), ir.Constant(x.type, math.inf))
 
 
 def mul(f, x, y):
@@ -113,12 +106,6 @@ def cabs(f, x):
     return b.fmul(root, larger)
 
 
-def _m(f, name: str, *xs) -> ir.Value:
-    from svod.codegen.vecmath_inv import emit_math  # svod's vector math (C99 special values)
-
-    return emit_math(f.b, name, *xs)
-
-
 def cexp(f, x):
     """exp(re) * (cos(im), sin(im)) with C99 Annex G's special cases (glibc's `cexp`,
     numpy's): im == 0 gives (exp(re), im); re = +inf: (inf * cos, inf * sin) signs, or
@@ -168,29 +155,6 @@ def cexp(f, x):
     return out_re, out_im
 
 
-def _log_abs(f, re, im):
-    """log|z| without overflow (log(m) + log1p(r*r)/2, m the larger magnitude, r =
-    smaller/larger) and without cancellation near |z| = 1 (log1p(m*m - 1 + s*s)/2 for
-    0.5 <= m < 2, s the smaller, the products exact as fma pairs); the special values are
-    those of log and hypot."""
-    b = f.b
-    ty = re.type
-    one, half, zero = ir.Constant(ty, 1.0), ir.Constant(ty, 0.5), ir.Constant(ty, 0.0)
-    ar, ai = _fabs(f, re), _fabs(f, im)
-    gt = b.fcmp_ordered(">", ar, ai)
-    m, sm = b.select(gt, ar, ai), b.select(gt, ai, ar)
-    ok = b.not_(b.or_(b.fcmp_ordered("==", m, zero), _isinf(f, m)))
-    r = b.select(ok, b.fdiv(sm, b.select(ok, m, one)), zero)
-    far = b.fadd(_m(f, "log", m), b.fmul(half, _m(f, "log1p", b.fmul(r, r))))
-    # m*m - 1 + s*s with the products' rounding errors kept (fma): mh - 1 is exact here
-    mh, sh = b.fmul(m, m), b.fmul(sm, sm)
-    ml, sl = _fma(f, m, m, b.fneg(mh)), _fma(f, sm, sm, b.fneg(sh))
-    near = b.fmul(half, _m(f, "log1p", b.fadd(b.fadd(b.fsub(mh, one), sh), b.fadd(ml, sl))))
-    is_near = b.and_(b.fcmp_ordered(">=", m, half), b.fcmp_ordered("<", m, ir.Constant(ty, 2.0)))
-    special = b.or_(b.not_(ok), b.fcmp_unordered("uno", m, sm))  # 0, inf or NaN parts: log(hypot)
-    return b.select(special, _m(f, "log", _m(f, "hypot", re, im)), b.select(is_near, near, far))
-
-
 def clog(f, x):
     """(log|z|, atan2(im, re)): C99's special values follow from those of log, hypot and
     atan2 (log(±0 + 0j) = -inf + (0 or pi)j, an infinite part gives +inf, ...); complex64's
@@ -203,10 +167,6 @@ def clog(f, x):
     else:
         mag = _log_abs(f, re, im)
     return mag, _m(f, "atan2", im, re)
-
-
-def _copysign(f, x, y):
-    return f.call_intr("llvm.copysign." + ("f64" if x.type == ir.DoubleType() else "f32"), x.type, [x, y])
 
 
 def _csqrt(f, re, im):
@@ -450,6 +410,10 @@ def cpow(f, x, y):
     return b.select(b0, one, out[0]), b.select(b0, zero, out[1])
 
 
+_INVERSE = {Ops.ASIN: cplx_inv.casin, Ops.ACOS: cplx_inv.cacos, Ops.ATAN: cplx_inv.catan,
+            Ops.ASINH: cplx_inv.casinh, Ops.ACOSH: cplx_inv.cacosh, Ops.ATANH: cplx_inv.catanh}
+
+
 def emit_complex(f, op, dt: DType, arg, xs: list, src_dts: list[DType], cast_real):
     """One node with a complex result or operand. `cast_real(x, src, dst)` is the real
     cast of svod/codegen/lower.py (for real -> complex casts). Raises `LoweringError`
@@ -521,6 +485,8 @@ def emit_complex(f, op, dt: DType, arg, xs: list, src_dts: list[DType], cast_rea
         return tuple(f.call_intr(name, p.type, [p]) for p in xs[0])
     if op is Ops.COS:  # cosh(i z)
         return _hyper(f, (b.fneg(xs[0][1]), xs[0][0]), True)
+    if op in _INVERSE:
+        return _INVERSE[op](f, xs[0])
     if op is Ops.NEG:
         return b.fneg(xs[0][0]), b.fneg(xs[0][1])
     if op is Ops.ADD:
