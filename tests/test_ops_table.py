@@ -167,10 +167,10 @@ def _module_tables(path: pathlib.Path) -> list[str]:
     return out
 
 
-# tables that map something else onto ops are their owners': a lowering's emission table
-# (LLVM predicates) and the frontend's Python-operator table (dunder -> function, with the
+# tables that map something else onto ops are their owners': a lowering's emission tables
+# (LLVM predicates, the complex inverse functions' emitters) and the frontend's Python-operator table (dunder -> function, with the
 # op its fast path builds)
-LOWERING = {("svod/codegen/scalar.py", "_FCMP"), ("svod/methods.py", "_BINARY")}
+LOWERING = {("svod/codegen/scalar.py", "_FCMP"), ("svod/codegen/cplx.py", "_INVERSE"), ("svod/methods.py", "_BINARY")}
 
 
 def test_no_other_module_keeps_an_op_table():
