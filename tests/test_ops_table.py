@@ -168,8 +168,8 @@ def _module_tables(path: pathlib.Path) -> list[str]:
 
 
 # tables that map something else onto ops are their owners': a lowering's emission tables
-# (LLVM predicates, the complex inverse functions' emitters) and the frontend's Python-operator table (dunder -> function, with the
-# op its fast path builds)
+# (LLVM predicates, the complex inverse functions' emitters) and the frontend's
+# Python-operator table (dunder -> function, with the op its fast path builds)
 LOWERING = {("svod/codegen/scalar.py", "_FCMP"), ("svod/codegen/cplx.py", "_INVERSE"), ("svod/methods.py", "_BINARY")}
 
 
