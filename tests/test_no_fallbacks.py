@@ -82,6 +82,7 @@ def test_elementwise_runs_compiled_on_every_dtype(name):
         _check(fn, args, want)
 
 
+@pytest.mark.slow  # ~35 s of compiles (12 reductions x 13 dtypes x 3 axes): .ci/run's bounded step
 @pytest.mark.parametrize("name", REDUCTIONS)
 def test_reductions_run_compiled_on_every_dtype_and_axis(name):
     rng = np.random.default_rng(1)
