@@ -30,6 +30,7 @@ from svod import dtype as _dt
 from svod import methods as _methods  # noqa: F401 - binds Tensor's operators and delegating methods
 from svod.capture import ConcretizationError, JitError, JitWarning, jit
 from svod.config import search_limits
+from svod.contraction import einsum, einsum_path
 from svod.creation import arange, empty, empty_like, eye, full, full_like, linspace, ones, ones_like, zeros, zeros_like
 from svod.dtype import (
     DType,

@@ -1,0 +1,381 @@
+"""`einsum` and `einsum_path`: numpy's Einstein summation lowered to svod's ops.
+
+Semantics are numpy's (`numpy.einsum`): explicit (``'ij,jk->ik'``) and implicit
+(``'ij,jk'``: the labels used once, in ASCII order) subscripts, ellipses (``'...ij'``,
+broadcast right-aligned), repeated labels inside one operand (diagonals: ``'ii->i'``),
+size-1 dimensions broadcast against the label's size, the interleaved form
+``einsum(a, [0, 1], b, [1, 2], [0, 2])``, ``dtype=``/``casting=`` and ``out=``. The
+result's dtype is numpy's promotion of the operands' dtypes (an integer einsum wraps,
+a bool einsum is the OR of ANDs, as numpy's).
+
+Lowering (what runs): operands are contracted pairwise along a path, each pair as the
+cheapest of three forms, all of which svod fuses and compiles:
+
+* no label summed between the two (``'ij,ij->ij'``, outer products): a broadcast
+  multiply;
+* every label of both operands is kept or summed, none free on one side (row dots
+  ``'bi,bi->b'``, ``'i,i->'``): a multiply and a sum (one reduction kernel);
+* otherwise a (batched) matmul after transposes and reshapes: batch labels, then the
+  labels free in the left operand, the summed labels, the labels free in the right one
+  — svod's matmul, i.e. a BLAS/GEMM/GEMV step with fused epilogues (docs/codegen.md).
+  ``'ij,jk'``, ``'bij,bjk'``, ``'ij,j'``, ``'bhqd,bhkd->bhqk'`` and tensordot-like
+  multi-label contractions all run this way, never as a broadcast (i, j, k) product.
+
+Labels found in one operand only and not kept are summed out before its first
+contraction; repeated labels inside one operand become diagonals first.
+
+The path: two operands contract directly. With three or more, ``optimize`` picks the
+order: ``'greedy'`` (svod's default, and numpy's choice under ``optimize=True``) and
+``'optimal'`` are numpy's `einsum_path` algorithms, computed on the shapes only (nothing
+is realized); an explicit ``['einsum_path', (0, 1), ...]`` list is followed as given;
+``optimize=False`` contracts left to right. numpy's own default (``False``) evaluates the
+whole product in one C loop, whose summation order no pairwise evaluation reproduces
+bit for bit anyway, so svod defaults to the cheaper order; results agree with numpy to
+float rounding (docs/einsum.md).
+"""
+
+from __future__ import annotations
+
+import math
+import string
+
+import numpy as np
+
+import svod.tensor as T
+from svod import dtype as dt
+from svod import elementwise as E
+from svod import linalg as LA
+from svod import movement as M
+from svod import reductions as R
+from svod.errors import ShapeError, SvodTypeError, SvodValueError
+from svod.tensor import Tensor, asarray, shape_str
+
+__all__ = ["einsum", "einsum_path"]
+
+_LETTERS = set(string.ascii_letters)
+_SUBLIST = string.ascii_uppercase + string.ascii_lowercase  # numpy's C order: 0-25 'A'-'Z', 26-51 'a'-'z'
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def _sublist_str(sub) -> str:
+    out = []
+    for s in sub:
+        if s is Ellipsis:
+            out.append("...")
+        elif isinstance(s, (int, np.integer)) and not isinstance(s, bool) and 0 <= int(s) < 52:
+            out.append(_SUBLIST[int(s)])
+        else:
+            raise SvodValueError(f"einsum: subscript {s!r} in a sublist is neither an int in [0, 52) nor Ellipsis")
+    return "".join(out)
+
+
+def _split_args(args) -> tuple[str, list]:
+    """(subscripts, operands) from either calling form."""
+    if not args:
+        raise SvodTypeError("einsum: no subscripts given")
+    if isinstance(args[0], str):
+        return args[0], list(args[1:])
+    # interleaved: op0, sub0, op1, sub1, ..., [sub_out]
+    ops, subs = list(args[0::2]), list(args[1::2])
+    out = None
+    if len(args) % 2 == 1:  # a trailing output sublist
+        out = ops.pop()
+        if len(subs) != len(ops):
+            raise SvodValueError("einsum: the interleaved form takes (operand, sublist) pairs and an optional "
+                                 "output sublist")
+    for s in subs + ([out] if out is not None else []):
+        if isinstance(s, (str, bytes)) or not hasattr(s, "__iter__"):
+            raise SvodTypeError(f"einsum: the first argument is not a subscripts string, so each operand must be "
+                                f"followed by a list of int labels; got {type(s).__name__}")
+    text = ",".join(_sublist_str(s) for s in subs)
+    if out is not None:
+        text += "->" + _sublist_str(out)
+    return text, ops
+
+
+def _term(t: str, k: int, shape: tuple, spare_ell: str) -> str:
+    """One operand's subscripts with its ellipsis replaced by its share of `spare_ell`."""
+    if "." in t:
+        if t.count(".") != 3 or "..." not in t:
+            raise SvodValueError(f"einsum: subscripts {t!r} of operand {k} contain a '.' that is not part of one "
+                                 f"ellipsis ('...')")
+    for c in t.replace("...", ""):
+        if c not in _LETTERS:
+            raise SvodValueError(f"einsum: invalid subscript {c!r} in {t!r}: subscripts must be letters")
+    named = len(t) - (3 if "..." in t else 0)
+    if named > len(shape) or (named < len(shape) and "..." not in t):
+        raise SvodValueError(f"einsum: subscripts {t!r} of operand {k} name {named} dimensions, but the operand "
+                             f"has shape {shape_str(shape)}")
+    if "..." in t:
+        n = len(shape) - named
+        t = t.replace("...", spare_ell[len(spare_ell) - n:] if n else "")
+    return t
+
+
+def parse(subscripts: str, shapes: list[tuple]) -> tuple[list[str], str, dict[str, int]]:
+    """(per-operand labels, output labels, label -> size) of `subscripts` for operands of
+    `shapes`. Ellipsis dimensions get labels outside the letters (they sort first in the
+    implicit output, as numpy's). Raises numpy's errors (ValueError subclasses) naming
+    einsum with the subscripts and shapes."""
+    s = subscripts.replace(" ", "")
+    lhs, arrow, rhs = s.partition("->")
+    if "->" in rhs or "-" in lhs or ">" in lhs or (arrow and ("-" in rhs or ">" in rhs)):
+        raise SvodValueError(f"einsum: subscripts {subscripts!r} contain a '-' or '>' that is not one '->'")
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        raise SvodValueError(f"einsum: subscripts {subscripts!r} name {len(terms)} operands, but "
+                             f"{len(shapes)} were given")
+    ell_nd = 0
+    for t, shp in zip(terms, shapes):
+        if "..." in t:
+            ell_nd = max(ell_nd, len(shp) - (len(t) - 3))
+    # labels of the ellipsis dimensions: control characters, never a user's label
+    spare = "".join(chr(1 + i) for i in range(ell_nd))
+    labels = [_term(t, k, tuple(shp), spare) for k, (t, shp) in enumerate(zip(terms, shapes))]
+    sizes: dict[str, int] = {}
+    where: dict[str, int] = {}
+    for k, (ls, shp) in enumerate(zip(labels, shapes)):
+        for c, n in zip(ls, shp):
+            if c not in sizes or sizes[c] == 1:
+                if c in sizes and n != 1:
+                    where[c] = k
+                sizes[c] = n if c not in sizes or n != 1 else sizes[c]
+                where.setdefault(c, k)
+            elif n not in (1, sizes[c]):
+                j = where[c]
+                what = f"label {c!r}" if c in _LETTERS else "the ellipsis (broadcast dimensions)"
+                raise ShapeError(f"einsum: {what} has size {sizes[c]} in operand {j} (shape "
+                                 f"{shape_str(tuple(shapes[j]))}) and {n} in operand {k} (shape "
+                                 f"{shape_str(tuple(shp))}) in {subscripts!r}; sizes must match or be 1")
+    if arrow:
+        for c in rhs.replace("...", ""):
+            if c not in _LETTERS:
+                raise SvodValueError(f"einsum: invalid output subscript {c!r} in {subscripts!r}: subscripts must "
+                                     f"be letters")
+        if "." in rhs and (rhs.count(".") != 3 or "..." not in rhs):
+            raise SvodValueError(f"einsum: output subscripts {rhs!r} contain a '.' that is not one ellipsis")
+        out = rhs.replace("...", spare)
+        if "..." not in rhs and ell_nd:
+            raise SvodValueError(f"einsum: the ellipsis of {subscripts!r} stands for {ell_nd} dimension(s) that "
+                                 f"the output does not name: add '...' to the output subscripts")
+        for c in out:
+            if out.count(c) > 1:
+                raise SvodValueError(f"einsum: output subscript {c!r} appears more than once in {subscripts!r}")
+            if c not in sizes:
+                raise SvodValueError(f"einsum: output subscript {c!r} of {subscripts!r} appears in no operand")
+    else:
+        counts: dict[str, int] = {}
+        for ls in labels:
+            for c in ls:
+                counts[c] = counts.get(c, 0) + 1
+        out = spare + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in spare))
+    return labels, out, sizes
+
+
+# ----------------------------------------------------------------------------- the path
+
+
+def _standins(shapes, dtype) -> list[np.ndarray]:
+    """Zero-stride numpy arrays of `shapes` (no memory): numpy's path code reads shapes only."""
+    z = np.zeros((), dtype=dtype)
+    return [np.broadcast_to(z, tuple(s)) for s in shapes]
+
+
+def einsum_path(*args, optimize="greedy", einsum_call=False):
+    """numpy.einsum_path: ``(path, report)`` for the contraction order `einsum` follows
+    with the same `optimize`, computed on the operands' shapes only (svod tensors are not
+    realized). `optimize`: ``'greedy'`` (default), ``'optimal'``, ``True`` (greedy),
+    ``False`` (left to right) or an explicit ``['einsum_path', (i, j), ...]`` list."""
+    if einsum_call:
+        raise SvodValueError("einsum_path: einsum_call=True (numpy's internal form) is not supported")
+    subscripts, ops = _split_args(args)
+    shapes = [_shape_of(o) for o in ops]
+    parse(subscripts, shapes)  # svod's errors, naming einsum_path with the shapes
+    if optimize is False or optimize is None:
+        path = ["einsum_path"] + [(0, 1)] * (len(shapes) - 1) if len(shapes) > 1 else ["einsum_path", (0,)]
+        return path, f"  Left-to-right contraction of {len(shapes)} operands (optimize=False)"
+    try:
+        return np.einsum_path(subscripts, *_standins(shapes, np.float64), optimize=optimize)
+    except (ValueError, TypeError, KeyError) as e:
+        raise SvodValueError(f"einsum_path: {e} (subscripts {subscripts!r}, shapes "
+                             f"{', '.join(shape_str(tuple(s)) for s in shapes)}, optimize={optimize!r})") from None
+
+
+def _shape_of(o) -> tuple:
+    if isinstance(o, Tensor):
+        return o.shape
+    return np.shape(o)
+
+
+def _path(subscripts: str, shapes: list[tuple], optimize) -> list[tuple]:
+    """The list of contraction steps (tuples of positions in the current operand list;
+    the result goes to the end), as numpy's `einsum_path` defines them."""
+    n = len(shapes)
+    if optimize is False or optimize is None or n <= 2:
+        if isinstance(optimize, (list, tuple)) and optimize and optimize[0] == "einsum_path":
+            return _check_path(list(optimize[1:]), n)
+        return [tuple(range(n))] if n > 1 else []
+    if isinstance(optimize, (list, tuple)) and optimize and optimize[0] == "einsum_path":
+        return _check_path(list(optimize[1:]), n)
+    if optimize is True:
+        optimize = "greedy"
+    if optimize not in ("greedy", "optimal", "auto", "auto-hq", "dp") and not isinstance(optimize, tuple):
+        raise SvodValueError(f"einsum: optimize={optimize!r} is none of False, True, 'greedy', 'optimal' or an "
+                             f"['einsum_path', ...] list")
+    try:
+        path, _ = np.einsum_path(subscripts, *_standins(shapes, np.float64), optimize=optimize)
+    except (ValueError, TypeError, KeyError) as e:
+        raise SvodValueError(f"einsum: optimize={optimize!r}: {e}") from None
+    return [tuple(p) for p in path[1:]]
+
+
+def _check_path(path: list, n: int) -> list[tuple]:
+    left = n
+    out = []
+    for step in path:
+        step = tuple(int(i) for i in step)
+        if not step or len(set(step)) != len(step) or any(i < 0 or i >= left for i in step):
+            raise SvodValueError(f"einsum: the explicit path step {step} does not name distinct operands among "
+                                 f"the {left} left")
+        left -= len(step) - 1
+        out.append(step)
+    if left != 1:
+        raise SvodValueError(f"einsum: the explicit path leaves {left} operands uncontracted")
+    return out
+
+
+# ----------------------------------------------------------------------------- lowering
+
+
+def _sum(t: Tensor, axes: tuple[int, ...]) -> Tensor:
+    """numpy einsum's sum: the operand's own dtype (an integer sum wraps; a bool sum is any)."""
+    if not axes:
+        return t
+    if t.dtype == dt.bool_:
+        return R.any(t, axis=axes)
+    return R.sum(t, axis=axes, dtype=t.dtype)
+
+
+def _diagonals(t: Tensor, labels: str) -> tuple[Tensor, str]:
+    while True:
+        dup = next((c for c in labels if labels.count(c) > 1), None)
+        if dup is None:
+            return t, labels
+        i = labels.index(dup)
+        j = labels.index(dup, i + 1)
+        if t.shape[i] != t.shape[j]:  # a size-1 side broadcasts against the other, as numpy's
+            n = max(t.shape[i], t.shape[j])
+            t = E.broadcast_to(t, tuple(n if k in (i, j) else s for k, s in enumerate(t.shape)))
+        t = LA.diagonal(M.moveaxis(t, (i, j), (-2, -1)))
+        labels = "".join(c for k, c in enumerate(labels) if k not in (i, j)) + dup
+
+
+def _keep_only(t: Tensor, labels: str, keep: set[str]) -> tuple[Tensor, str]:
+    axes = tuple(i for i, c in enumerate(labels) if c not in keep)
+    return _sum(t, axes), "".join(c for c in labels if c in keep)
+
+
+def _align(t: Tensor, labels: str, order: str, sizes: dict[str, int]) -> Tensor:
+    """`t` permuted to `order`'s labels it has, with size-1 axes for those it lacks."""
+    own = [c for c in order if c in labels]
+    t = M.permute_dims(t, tuple(labels.index(c) for c in own))
+    return M.reshape(t, tuple(t.shape[own.index(c)] if c in labels else 1 for c in order))
+
+
+def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: set[str]) -> tuple[Tensor, str]:
+    """The pair's product, summed over the labels they share that `keep` lacks (labels of
+    one operand only are kept: `_keep_only` ran first). Returns (tensor, its labels)."""
+    sizes = {c: n for c, n in zip(la, a.shape)}
+    for c, n in zip(lb, b.shape):
+        sizes[c] = n if sizes.get(c, 1) == 1 else sizes[c]
+    batch = [c for c in la if c in lb and c in keep]
+    con = [c for c in la if c in lb and c not in keep]
+    fa = [c for c in la if c not in lb]
+    fb = [c for c in lb if c not in la]
+    if not con:  # nothing summed: an elementwise / outer product
+        order = "".join(batch + fa + fb)
+        return E.multiply(_align(a, la, order, sizes), _align(b, lb, order, sizes)), order
+    if not fa and not fb:  # row dots: multiply and sum, one reduction kernel
+        order = "".join(batch + con)
+        prod = E.multiply(_align(a, la, order, sizes), _align(b, lb, order, sizes))
+        return _sum(prod, tuple(range(len(batch), len(order)))), "".join(batch)
+    shared = {c: sizes[c] for c in batch + con}
+    a = E.broadcast_to(a, tuple(shared.get(c, n) for c, n in zip(la, a.shape)))
+    b = E.broadcast_to(b, tuple(shared.get(c, n) for c, n in zip(lb, b.shape)))
+    pa = M.permute_dims(a, tuple(la.index(c) for c in batch + fa + con))
+    pb = M.permute_dims(b, tuple(lb.index(c) for c in batch + con + fb))
+    nb, nfa, nfb, nk = (math.prod(sizes[c] for c in g) for g in (batch, fa, fb, con))
+    lead = (nb,) if batch else ()
+    out = R.matmul(M.reshape(pa, lead + (nfa, nk)), M.reshape(pb, lead + (nk, nfb)))
+    labels = "".join(batch + fa + fb)
+    return M.reshape(out, tuple(sizes[c] for c in labels)), labels
+
+
+def _operand(o) -> Tensor:
+    """A svod tensor as is; anything else as numpy reads it (a Python float is float64)."""
+    return o if isinstance(o, Tensor) else asarray(np.asarray(o))
+
+
+def _store_out(res: Tensor, out):
+    if out is None:
+        return res
+    from svod.numpy._functions import store_out  # out= as every svod.numpy function takes it
+
+    return store_out(res, out)
+
+
+def einsum(*args, out=None, optimize="greedy", dtype=None, casting="safe", order="K"):
+    """numpy.einsum on svod tensors (lazy): ``einsum('ij,jk->ik', a, b)``, implicit
+    subscripts, ellipses, repeated labels, the interleaved ``einsum(a, [0, 1], b, [1, 2])``
+    form. Contractions run as matmuls (BLAS/GEMM steps), multiplies or fused reductions;
+    three or more operands contract pairwise in `optimize`'s order (default numpy's
+    greedy path; see the module docstring). `dtype` casts the operands first (allowed by
+    `casting`, numpy's rule); `order` is accepted and ignored (svod arrays have no layout).
+
+    >>> import svod
+    >>> a, b = svod.ones((2, 3)), svod.ones((3, 4))
+    >>> svod.einsum('ij,jk->ik', a, b).shape
+    (2, 4)
+    >>> svod.einsum('ii', svod.eye(3)).item()
+    3.0
+    """
+    if order not in ("K", "C", "F", "A"):
+        raise SvodValueError(f"einsum: order must be one of 'K', 'C', 'F', 'A', got {order!r}")
+    subscripts, raw = _split_args(args)
+    ops = [_operand(o) for o in raw]
+    shapes = [o.shape for o in ops]
+    labels, out_labels, sizes = parse(subscripts, shapes)
+    d = dt.result_type(*[o.dtype for o in ops]) if ops else dt.float64
+    if dtype is not None:
+        target = dt.dtype(dtype)
+        for k, o in enumerate(ops):
+            if not np.can_cast(o.dtype.np, target.np, casting=casting):
+                raise SvodTypeError(f"einsum: cannot cast operand {k} from {o.dtype} to {target} under "
+                                    f"casting={casting!r}")
+        d = target
+    ops = [T.astype(o, d, copy=False) for o in ops]
+    path = _path(subscripts, shapes, optimize)
+    cur = []
+    for k, (o, ls) in enumerate(zip(ops, labels)):
+        o, ls = _diagonals(o, ls)
+        need = set(out_labels).union(*(labels[:k] + labels[k + 1:]))
+        cur.append(_keep_only(o, ls, need))
+    for step in path:
+        picked = [cur[i] for i in step]
+        for i in sorted(step, reverse=True):
+            del cur[i]
+        t, ls = picked[0]
+        for k, (u, lu) in enumerate(picked[1:], start=1):
+            keep = set(out_labels).union(*(lv for _, lv in cur), *(lv for _, lv in picked[k + 1:]))
+            t, ls = _contract(t, ls, u, lu, keep)
+        keep = set(out_labels).union(*(lv for _, lv in cur))
+        cur.append(_keep_only(t, ls, keep))
+    (res, ls), = cur
+    res, ls = _keep_only(res, ls, set(out_labels))
+    res = M.permute_dims(res, tuple(ls.index(c) for c in out_labels)) if ls else res
+    full = tuple(sizes[c] for c in out_labels)
+    if res.shape != full:  # a label of size 1 in the operands that kept it, broadcast elsewhere
+        res = E.broadcast_to(res, full)
+    return _store_out(res, out)
