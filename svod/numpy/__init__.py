@@ -128,10 +128,10 @@ _FUNCTIONS = {n: getattr(_functions, n) for n in _functions.__all__}
 _FUNCTIONS.update({n: getattr(_mathfuncs, n) for n in _mathfuncs.__all__})
 _FUNCTIONS.update({n: getattr(_stats, n) for n in _stats.__all__})
 _FUNCTIONS["einsum"] = _einsum.einsum
-_FUNCTIONS["einsum_path"] = _einsum.einsum_path
 for _name, _fn in _FUNCTIONS.items():
     globals()[_name] = numpy_function(_fn, _name)
 concat = concatenate  # noqa: F821
+einsum_path = numpy_function(_einsum.einsum_path, "einsum_path")  # no tensors out: not in the dispatch table
 
 
 class _NumpyGrid:

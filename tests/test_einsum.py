@@ -1,0 +1,281 @@
+"""svod.einsum / svod.einsum_path against numpy: hypothesis-drawn subscripts and shapes
+(explicit and implicit, ellipses, repeated labels, size-1 broadcasting, 1-4 operands), every
+dtype, the lowering's kinds (a contraction that is a matrix product runs as svod's matmul,
+never as a broadcast product), the path, and the errors (numpy's cases, naming einsum and
+the shapes)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import svod
+import svod.numpy as snp
+from svod.ir import OP, toposort
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _ops(t) -> list:
+    return [u.op for u in toposort([t.uop])]
+
+
+def _close(got, want, dtype):
+    got = np.asarray(got)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    if np.dtype(dtype).kind in "fc":
+        tol = 1e-4 if np.dtype(dtype).itemsize <= 8 and np.dtype(dtype) != np.float64 else 1e-10
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * (1 + np.abs(want).max(initial=0)))
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+@st.composite
+def einsums(draw, max_operands: int = 4):
+    """(subscripts, shapes): labels a-f with drawn sizes (0-4), operands of 0-4 labels
+    (repeats: diagonals), some dimensions 1 (broadcast), an optional ellipsis, explicit or
+    implicit output."""
+    pool = "abcdef"
+    size = {c: draw(st.sampled_from([1, 2, 3, 4, 0]) if draw(st.booleans()) else st.integers(1, 4)) for c in pool}
+    n = draw(st.integers(1, max_operands))
+    use_ell = draw(st.integers(0, 3)) == 0
+    ell = tuple(draw(st.lists(st.integers(1, 3), max_size=2))) if use_ell else ()
+    terms, shapes = [], []
+    for _ in range(n):
+        ls = draw(st.lists(st.sampled_from(pool), max_size=4 if n < 4 else 3))
+        shp = [size[c] for c in ls]
+        for i in range(len(shp)):  # a dimension of size 1 broadcasts against the label's size
+            if draw(st.integers(0, 5)) == 0 and ls.count(ls[i]) == 1:
+                shp[i] = 1
+        t = "".join(ls)
+        if use_ell and draw(st.booleans()):
+            k = draw(st.integers(0, len(ell)))
+            tail = [1 if draw(st.integers(0, 3)) == 0 else e for e in ell[len(ell) - k:]]
+            pos = draw(st.integers(0, len(ls)))
+            t = "".join(ls[:pos]) + "..." + "".join(ls[pos:])
+            shp = shp[:pos] + tail + shp[pos:]
+        terms.append(t)
+        shapes.append(tuple(shp))
+    used = sorted(set("".join(terms).replace(".", "")))
+    if draw(st.booleans()):
+        sub = ",".join(terms)
+    else:
+        out = draw(st.permutations(used))[: draw(st.integers(0, len(used)))]
+        has_ell = any("..." in t for t in terms)
+        out = "".join(out)
+        if has_ell:
+            pos = draw(st.integers(0, len(out)))
+            out = out[:pos] + "..." + out[pos:]
+        sub = ",".join(terms) + "->" + out
+    return sub, shapes
+
+
+def _numpy_or_error(sub, arrs, **kw):
+    try:
+        return np.einsum(sub, *arrs, **kw), None
+    except ValueError as e:
+        return None, e
+
+
+@SETTINGS
+@given(einsums(), st.integers(0, 2**16))
+def test_einsum_matches_numpy_on_drawn_subscripts(case, seed):
+    sub, shapes = case
+    rng = np.random.default_rng(seed)
+    arrs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    want, err = _numpy_or_error(sub, arrs)
+    if err is not None:  # numpy refuses (e.g. an ellipsis of mismatched sizes): svod refuses too, naming einsum
+        with pytest.raises(ValueError, match="^einsum: "):
+            svod.einsum(sub, *[svod.asarray(a) for a in arrs])
+        return
+    got = svod.einsum(sub, *[svod.asarray(a) for a in arrs])
+    _close(got.numpy(), want, np.float32)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(einsums(max_operands=4), st.sampled_from([False, True, "greedy", "optimal"]), st.integers(0, 2**16))
+def test_every_optimize_gives_numpys_values_in_float64(case, optimize, seed):
+    sub, shapes = case
+    rng = np.random.default_rng(seed)
+    arrs = [rng.standard_normal(s) for s in shapes]
+    want, err = _numpy_or_error(sub, arrs)
+    if err is not None:
+        return
+    got = svod.einsum(sub, *[svod.asarray(a) for a in arrs], optimize=optimize)
+    _close(got.numpy(), want, np.float64)
+
+
+DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.int32, np.int64, np.uint32, np.float32, np.float64,
+          np.complex64, np.complex128]
+CASES = [("ij,jk->ik", [(3, 4), (4, 5)]), ("bi,bi->b", [(3, 5), (3, 5)]), ("ij,ij->ij", [(3, 4), (3, 4)]),
+         ("ii->i", [(4, 4)]), ("ij->i", [(3, 4)]), ("i,j->ij", [(3,), (4,)]),
+         ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]),
+         ("bij,bjk->bik", [(2, 3, 4), (2, 4, 3)])]
+
+
+def _values(rng, shape, dtype):
+    d = np.dtype(dtype)
+    if d.kind == "b":
+        return rng.random(shape) < 0.5
+    if d.kind in "iu":  # large enough that int8 / uint8 products and sums wrap, as numpy's do
+        return rng.integers(0 if d.kind == "u" else -60, 60, size=shape).astype(d)
+    if d.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(d)
+    return rng.standard_normal(shape).astype(d)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_einsum_every_dtype_matches_numpy(dtype):
+    rng = np.random.default_rng(1)
+    for sub, shapes in CASES:
+        arrs = [_values(rng, s, dtype) for s in shapes]
+        with np.errstate(over="ignore"):
+            want = np.einsum(sub, *arrs)
+        got = svod.einsum(sub, *[svod.asarray(a) for a in arrs])
+        _close(got.numpy(), want, dtype)
+
+
+def test_mixed_dtypes_python_scalars_and_dtype_casting_follow_numpy():
+    rng = np.random.default_rng(2)
+    a32, i32 = rng.standard_normal((3, 4)).astype(np.float32), rng.integers(-5, 5, (4,)).astype(np.int32)
+    for sub, arrs in [("ij,j->i", (a32, i32)), ("ij,->ij", (a32, 2.0)), ("ij,->ij", (a32, np.float32(2)))]:
+        got = svod.einsum(sub, *[svod.asarray(x) if isinstance(x, np.ndarray) else x for x in arrs])
+        _close(got.numpy(), np.einsum(sub, *arrs), np.float64)
+    got = svod.einsum("ij,j->i", svod.asarray(a32), svod.asarray(i32), dtype=np.float32, casting="same_kind")
+    _close(got.numpy(), np.einsum("ij,j->i", a32, i32, dtype=np.float32, casting="same_kind"), np.float32)
+    with pytest.raises(TypeError, match="^einsum: cannot cast operand 0 from float32 to int32"):
+        svod.einsum("ij,j->i", svod.asarray(a32), svod.asarray(i32), dtype="int32")
+
+
+def test_interleaved_form_and_implicit_ascii_order_match_numpy():
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((2, 3)), rng.standard_normal((3, 4))
+    got = svod.einsum(svod.asarray(a), [0, 1], svod.asarray(b), [1, 30])
+    _close(got.numpy(), np.einsum(a, [0, 1], b, [1, 30]), np.float64)
+    got = svod.einsum(svod.asarray(a), [Ellipsis, 1], svod.asarray(b), [1, 2], [2, Ellipsis])
+    _close(got.numpy(), np.einsum(a, [Ellipsis, 1], b, [1, 2], [2, Ellipsis]), np.float64)
+    x = rng.standard_normal((2, 3, 4))
+    for sub in ("aBc", "cBa", "Ba...", "...zA"):  # uppercase sorts before lowercase, the ellipsis first
+        _close(svod.einsum(sub, svod.asarray(x)).numpy(), np.einsum(sub, x), np.float64)
+
+
+def test_out_and_numpy_namespace():
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4)
+    out = np.empty((2, 4))
+    r = svod.einsum("ij,jk", svod.asarray(a), svod.asarray(b), out=out)
+    assert r is out
+    np.testing.assert_allclose(out, a @ b)
+    r = snp.einsum("ij,jk", snp.asarray(a), snp.asarray(b))
+    assert type(r).__name__ == "ndarray"
+    np.testing.assert_allclose(r.numpy(), a @ b)
+    assert snp.einsum.__wrapped__ is svod.einsum
+    path, report = snp.einsum_path("ij,jk,kl", a, b, np.ones((4, 1)))
+    assert path == np.einsum_path("ij,jk,kl", a, b, np.ones((4, 1)))[0]
+
+
+# ----------------------------------------------------------------------------- the lowering
+
+
+@pytest.mark.parametrize("sub,shapes", [
+    ("ij,jk->ik", [(8, 9), (9, 7)]), ("ij,jk", [(8, 9), (9, 7)]), ("bij,bjk->bik", [(2, 8, 9), (2, 9, 7)]),
+    ("ij,j->i", [(8, 9), (9,)]), ("i,ij->j", [(8,), (8, 9)]), ("bhqd,bhkd->bhqk", [(2, 3, 8, 5), (2, 3, 7, 5)]),
+    ("ijk,jkl->il", [(4, 5, 6), (5, 6, 7)]), ("abcd,cdbe->ae", [(2, 3, 4, 5), (4, 5, 3, 6)]),
+    ("ij,kj->ik", [(8, 9), (7, 9)]), ("ji,jk->ik", [(9, 8), (9, 7)]),
+])
+def test_matrix_products_lower_to_svods_matmul(sub, shapes):
+    """A contraction that is a matrix product after transposes/reshapes is one MATMUL node,
+    and no elementwise product is as large as the (i, j, k) broadcast would be."""
+    rng = np.random.default_rng(4)
+    arrs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    t = svod.einsum(sub, *[svod.asarray(a) for a in arrs])
+    nodes = toposort([t.uop])
+    assert sum(u.op is OP.MATMUL for u in nodes) == 1, sub
+    biggest_input = max(int(np.prod(s)) for s in shapes)
+    assert all(int(np.prod(u.shape)) <= max(biggest_input, int(np.prod(t.shape)))
+               for u in nodes if u.op is OP.MUL), sub
+    _close(t.numpy(), np.einsum(sub, *arrs), np.float32)
+
+
+@pytest.mark.parametrize("sub,shapes,kind", [
+    ("ij,ij->ij", [(8, 9), (8, 9)], "multiply"), ("i,j->ij", [(8,), (9,)], "multiply"),
+    ("bi,bi->b", [(8, 9), (8, 9)], "reduce"), ("i,i", [(9,), (9,)], "reduce"), ("ij,ij->", [(8, 9), (8, 9)], "reduce"),
+])
+def test_elementwise_and_row_dot_contractions_are_not_matmuls(sub, shapes, kind):
+    """No label summed: a broadcast multiply; nothing free on either side: multiply + sum
+    (one reduction), not a batched 1x1 matmul."""
+    rng = np.random.default_rng(5)
+    arrs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    t = svod.einsum(sub, *[svod.asarray(a) for a in arrs])
+    ops = _ops(t)
+    assert OP.MATMUL not in ops
+    assert (OP.REDUCE in ops) == (kind == "reduce")
+    _close(t.numpy(), np.einsum(sub, *arrs), np.float32)
+
+
+def test_three_operands_follow_numpys_greedy_path():
+    """(A @ B) @ v contracted as A @ (B @ v): two matrix-vector products, never A @ B."""
+    rng = np.random.default_rng(6)
+    a, b, v = (rng.standard_normal(s).astype(np.float32) for s in ((64, 64), (64, 64), (64,)))
+    t = svod.einsum("ij,jk,k->i", *(svod.asarray(x) for x in (a, b, v)))
+    mms = [u for u in toposort([t.uop]) if u.op is OP.MATMUL]
+    assert len(mms) == 2 and all(1 in u.shape[-2:] for u in mms), [u.shape for u in mms]
+    _close(t.numpy(), np.einsum("ij,jk,k->i", a, b, v), np.float32)
+    left = svod.einsum("ij,jk,k->i", *(svod.asarray(x) for x in (a, b, v)), optimize=False)
+    assert any(u.op is OP.MATMUL and u.shape[-2:] == (64, 64) for u in toposort([left.uop]))
+    _close(left.numpy(), np.einsum("ij,jk,k->i", a, b, v), np.float32)
+    path = ["einsum_path", (0, 1), (0, 1)]
+    _close(svod.einsum("ij,jk,k->i", *(svod.asarray(x) for x in (a, b, v)), optimize=path).numpy(),
+           np.einsum("ij,jk,k->i", a, b, v), np.float32)
+
+
+def test_einsum_path_is_numpys_and_realizes_nothing():
+    shapes = [(10, 20), (20, 30), (30, 5), (5,)]
+    ts = [svod.ones(s) * 2.0 for s in shapes]
+    before = svod.stats().get("realizes", 0)
+    path, report = svod.einsum_path("ij,jk,kl,l->i", *ts)
+    want, want_report = np.einsum_path("ij,jk,kl,l->i", *[np.ones(s) for s in shapes])
+    assert path == want and report == want_report
+    assert svod.stats().get("realizes", 0) == before
+    assert svod.einsum_path("ij,jk", *ts[:2], optimize="optimal")[0] == ["einsum_path", (0, 1)]
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("sub,shapes,match", [
+    ("ij,jk", [(2, 3), (4, 5)], r"^einsum: label 'j' has size 3 in operand 0 \(shape \(2, 3\)\) and 4 in operand 1 "
+                                r"\(shape \(4, 5\)\)"),
+    ("ijk", [(2, 3)], r"^einsum: subscripts 'ijk' of operand 0 name 3 dimensions, but the operand has shape \(2, 3\)"),
+    ("ij,jk", [(2, 3)], r"^einsum: subscripts 'ij,jk' name 2 operands, but 1 were given"),
+    ("ij->ii", [(2, 3)], r"^einsum: output subscript 'i' appears more than once"),
+    ("ij->k", [(2, 3)], r"^einsum: output subscript 'k' of 'ij->k' appears in no operand"),
+    ("i.j", [(2, 3)], r"^einsum: subscripts 'i.j' of operand 0 contain a '.'"),
+    ("i1", [(2, 3)], r"^einsum: invalid subscript '1'"),
+    ("ij->i->j", [(2, 3)], r"^einsum: subscripts 'ij->i->j' contain a '-' or '>'"),
+    ("...i->i", [(2, 3)], r"^einsum: the ellipsis of '...i->i' stands for 1 dimension"),
+    ("...i,...i", [(2, 3), (4, 3)], r"^einsum: the ellipsis \(broadcast dimensions\) has size 2 in operand 0 "
+                                    r"\(shape \(2, 3\)\) and 4 in operand 1 \(shape \(4, 3\)\)"),
+])
+def test_errors_name_einsum_with_the_shapes_where_numpy_refuses(sub, shapes, match):
+    arrs = [np.ones(s) for s in shapes]
+    with pytest.raises(ValueError):
+        np.einsum(sub, *arrs)
+    with pytest.raises(ValueError, match=match):
+        svod.einsum(sub, *[svod.asarray(a) for a in arrs])
+
+
+def test_bad_optimize_and_paths_are_refused():
+    a = [svod.ones((2, 3)), svod.ones((3, 4)), svod.ones((4,))]
+    with pytest.raises(ValueError, match="^einsum: optimize='fastest'"):
+        svod.einsum("ij,jk,k", *a, optimize="fastest")
+    with pytest.raises(ValueError, match="^einsum: the explicit path leaves 2 operands"):
+        svod.einsum("ij,jk,k", *a, optimize=["einsum_path", (0, 1)])
+    with pytest.raises(ValueError, match=r"^einsum: the explicit path step \(0, 3\)"):
+        svod.einsum("ij,jk,k", *a, optimize=["einsum_path", (0, 3), (0, 1)])
+    with pytest.raises(TypeError, match="^einsum: the first argument is not a subscripts string"):
+        svod.einsum(a[0], "ij")
+    with pytest.raises(ValueError, match="^einsum_path: subscripts 'ij,jk' name 2 operands"):
+        svod.einsum_path("ij,jk", a[0])
