@@ -629,7 +629,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--only", type=_only_arg, default=None, metavar="W1,W2",
                    help="only these workloads, e.g. w1,w6 (dask: the dask.array program on a 2-worker cluster, run "
                         "when dask is installed; loops: loop-heavy numpy programs run unchanged with svod.numpy, "
-                        "only when named)")
+                        "only when named; algebra: programs where algebraic rewrites matter, against numpy and the "
+                        "peers, only when named)")
     b.add_argument("--repeats", type=_positive, default=None, help="interleaved repeats (default 11, --quick 5)")
     b.add_argument("--json", default=None, metavar="PATH", help="write all results as JSON to PATH")
     b.add_argument("--chart", default=None, metavar="PATH", help="write a bar chart (needs matplotlib)")

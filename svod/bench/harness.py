@@ -118,7 +118,8 @@ def cases(sizes: str = "default", only: list[str] | None = None) -> list[Case]:
     return out
 
 
-EXTRAS = ("dask", "loops")  # sections beside W1-W7: dask runs by default when installed, loops on request
+# sections beside W1-W7: dask runs by default when installed, loops and algebra on request
+EXTRAS = ("dask", "loops", "algebra")
 
 
 def parse_only(only) -> list[str]:
@@ -457,6 +458,9 @@ def run(sizes: str = "default", only=None, repeats: int | None = None, peers: bo
     if only is not None and "loops" in parse_only(only):
         result["loops"] = _loops_case(sizes, out)
         result["failures"] += [f"loops:{r['program']}" for r in result["loops"] if not r["ok"]]
+    if only is not None and "algebra" in parse_only(only):
+        result["algebra"] = _algebra_case(sizes, out, peers, repeats)
+        result["failures"] += [f"algebra:{r['program']}" for r in result["algebra"] if not r["ok"]]
     result["seconds"] = time.perf_counter() - t_start
     result["svod_stats"] = svod.stats()
     if out is not None:
@@ -488,6 +492,15 @@ def _loops_case(sizes: str, out) -> list[dict]:
     if out is not None:
         print("... loop programs", file=sys.stderr, flush=True)
     return loops.run(n=LOOP_SIZES[sizes], repeats=3 if sizes == "tiny" else 5)
+
+
+def _algebra_case(sizes: str, out, peers: bool, repeats: int) -> list[dict]:
+    """Programs where algebra matters, svod against numpy and the peers (svod/bench/algebra.py)."""
+    from svod.bench import algebra
+
+    if out is not None:
+        print("... algebra programs", file=sys.stderr, flush=True)
+    return algebra.run(sizes=sizes, repeats=repeats, peers=None if peers else ())
 
 
 def format_table(result: dict) -> str:
@@ -529,6 +542,10 @@ def format_table(result: dict) -> str:
 
         lines += ["", "loop programs (numpy code run unchanged with svod.numpy; ratio: svod steady / numpy)",
                   format_rows(result["loops"])]
+    if "algebra" in result:
+        from svod.bench.algebra import format_rows as algebra_rows
+
+        lines += ["", "algebra programs (issue 30; x/svod > 1: svod is faster)", algebra_rows(result["algebra"])]
     if result["failures"]:
         lines.append(f"*** {len(result['failures'])} CHECK(S) FAILED: {', '.join(result['failures'])} ***")
     lines.append(f"total {result['seconds']:.1f} s")
