@@ -210,6 +210,27 @@ def _shape_of(o) -> tuple:
 
 
 def _path(subscripts: str, shapes: list[tuple], optimize) -> list[tuple]:
+    """The path, memoised per (subscripts, shapes, optimize) when `optimize` is hashable
+    (numpy's greedy search costs ~0.2 ms a call; a loop calls einsum with the same ones)."""
+    try:
+        key = (subscripts, tuple(tuple(s) for s in shapes), optimize if not isinstance(optimize, list)
+               else tuple(tuple(x) if isinstance(x, (list, tuple)) else x for x in optimize))
+        hash(key)
+    except TypeError:
+        return _compute_path(subscripts, shapes, optimize)
+    hit = _PATHS.get(key)
+    if hit is None:
+        hit = _compute_path(subscripts, shapes, optimize)
+        if len(_PATHS) >= 1024:
+            _PATHS.clear()
+        _PATHS[key] = hit
+    return hit
+
+
+_PATHS: dict = {}
+
+
+def _compute_path(subscripts: str, shapes: list[tuple], optimize) -> list[tuple]:
     """The list of contraction steps (tuples of positions in the current operand list;
     the result goes to the end), as numpy's `einsum_path` defines them."""
     n = len(shapes)
@@ -272,6 +293,18 @@ def _diagonals(t: Tensor, labels: str) -> tuple[Tensor, str]:
         labels = "".join(c for k, c in enumerate(labels) if k not in (i, j)) + dup
 
 
+def _perm(t: Tensor, perm: tuple[int, ...]) -> Tensor:
+    return t if perm == tuple(range(t.ndim)) else M.permute_dims(t, perm)
+
+
+def _reshape(t: Tensor, shape: tuple[int, ...]) -> Tensor:
+    return t if t.shape == shape else M.reshape(t, shape)
+
+
+def _bcast(t: Tensor, shape: tuple[int, ...]) -> Tensor:
+    return t if t.shape == shape else E.broadcast_to(t, shape)
+
+
 def _keep_only(t: Tensor, labels: str, keep: set[str]) -> tuple[Tensor, str]:
     axes = tuple(i for i, c in enumerate(labels) if c not in keep)
     return _sum(t, axes), "".join(c for c in labels if c in keep)
@@ -280,8 +313,8 @@ def _keep_only(t: Tensor, labels: str, keep: set[str]) -> tuple[Tensor, str]:
 def _align(t: Tensor, labels: str, order: str, sizes: dict[str, int]) -> Tensor:
     """`t` permuted to `order`'s labels it has, with size-1 axes for those it lacks."""
     own = [c for c in order if c in labels]
-    t = M.permute_dims(t, tuple(labels.index(c) for c in own))
-    return M.reshape(t, tuple(t.shape[own.index(c)] if c in labels else 1 for c in order))
+    t = _perm(t, tuple(labels.index(c) for c in own))
+    return _reshape(t, tuple(t.shape[own.index(c)] if c in labels else 1 for c in order))
 
 
 def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: set[str]) -> tuple[Tensor, str]:
@@ -302,15 +335,17 @@ def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: set[str]) -> tuple[T
         prod = E.multiply(_align(a, la, order, sizes), _align(b, lb, order, sizes))
         return _sum(prod, tuple(range(len(batch), len(order)))), "".join(batch)
     shared = {c: sizes[c] for c in batch + con}
-    a = E.broadcast_to(a, tuple(shared.get(c, n) for c, n in zip(la, a.shape)))
-    b = E.broadcast_to(b, tuple(shared.get(c, n) for c, n in zip(lb, b.shape)))
-    pa = M.permute_dims(a, tuple(la.index(c) for c in batch + fa + con))
-    pb = M.permute_dims(b, tuple(lb.index(c) for c in batch + con + fb))
-    nb, nfa, nfb, nk = (math.prod(sizes[c] for c in g) for g in (batch, fa, fb, con))
-    lead = (nb,) if batch else ()
-    out = R.matmul(M.reshape(pa, lead + (nfa, nk)), M.reshape(pb, lead + (nk, nfb)))
+    a = _bcast(a, tuple(shared.get(c, n) for c, n in zip(la, a.shape)))
+    b = _bcast(b, tuple(shared.get(c, n) for c, n in zip(lb, b.shape)))
+    pa = _perm(a, tuple(la.index(c) for c in batch + fa + con))
+    pb = _perm(b, tuple(lb.index(c) for c in batch + con + fb))
+    nfa, nfb, nk = (math.prod(sizes[c] for c in g) for g in (fa, fb, con))
+    lead = tuple(sizes[c] for c in batch)  # batch axes stay apart: merging them could force a copy of a view
+    pa = _reshape(pa, lead + (nfa, nk))
+    pb = _reshape(pb, lead + (nk, nfb))
+    out = R.matmul(pa, pb)
     labels = "".join(batch + fa + fb)
-    return M.reshape(out, tuple(sizes[c] for c in labels)), labels
+    return _reshape(out, tuple(sizes[c] for c in labels)), labels
 
 
 def _operand(o) -> Tensor:
@@ -374,8 +409,8 @@ def einsum(*args, out=None, optimize="greedy", dtype=None, casting="safe", order
         cur.append(_keep_only(t, ls, keep))
     (res, ls), = cur
     res, ls = _keep_only(res, ls, set(out_labels))
-    res = M.permute_dims(res, tuple(ls.index(c) for c in out_labels)) if ls else res
+    res = _perm(res, tuple(ls.index(c) for c in out_labels))
     full = tuple(sizes[c] for c in out_labels)
     if res.shape != full:  # a label of size 1 in the operands that kept it, broadcast elsewhere
-        res = E.broadcast_to(res, full)
+        res = _bcast(res, full)
     return _store_out(res, out)
