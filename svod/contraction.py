@@ -137,6 +137,12 @@ def parse(subscripts: str, shapes: list[tuple]) -> tuple[list[str], str, dict[st
     sizes: dict[str, int] = {}
     where: dict[str, int] = {}
     for k, (ls, shp) in enumerate(zip(labels, shapes)):
+        for c in set(ls):
+            own = {n for lc, n in zip(ls, shp) if lc == c}
+            if len(own) > 1:  # a diagonal: numpy broadcasts no size-1 side here
+                raise ShapeError(f"einsum: label {c!r} repeats in operand {k} (shape {shape_str(tuple(shp))}) with "
+                                 f"sizes {' and '.join(map(str, sorted(own)))} in {subscripts!r}; a diagonal needs "
+                                 f"equal sizes")
         for c, n in zip(ls, shp):
             if c not in sizes or sizes[c] == 1:
                 if c in sizes and n != 1:
@@ -288,9 +294,6 @@ def _diagonals(t: Tensor, labels: str) -> tuple[Tensor, str]:
             return t, labels
         i = labels.index(dup)
         j = labels.index(dup, i + 1)
-        if t.shape[i] != t.shape[j]:  # a size-1 side broadcasts against the other, as numpy's
-            n = max(t.shape[i], t.shape[j])
-            t = E.broadcast_to(t, tuple(n if k in (i, j) else s for k, s in enumerate(t.shape)))
         t = LA.diagonal(M.moveaxis(t, (i, j), (-2, -1)))
         labels = "".join(c for k, c in enumerate(labels) if k not in (i, j)) + dup
 
