@@ -117,9 +117,9 @@ def programs(draw, max_ops: int = 8):
 
 MOTIFS = ["contract_rows", "contract_mid", "contract_batched", "row_dots", "chain_vec", "chain_mat",
           "siblings", "distribute", "matmul_T", "scaled_sum", "bcast_sum", "shifted_max", "sum_of_sums",
-          "mean", "transposed_chain", "reshape_chain", "attention"]
+          "mean", "transposed_chain", "reshape_chain", "attention", "einsum"]
 CHAINS = {"chain_vec", "chain_mat", "attention", "siblings", "matmul_T", "contract_rows", "contract_mid",
-          "contract_batched", "row_dots", "distribute"}  # products of sums: no inf in their inputs
+          "contract_batched", "row_dots", "distribute", "einsum"}  # products of sums: no inf in their inputs
 
 
 def _softmax(xp, s):
@@ -193,6 +193,10 @@ def _motif(xp, name, ins, r):
         if r % 2:
             s = s + 0.5 * xp.tanh(s)  # an elementwise prologue before the softmax
         return [_softmax(xp, s) @ v]
+    if name == "einsum":  # xp.einsum: a three-operand chain (explicit, implicit), a transposed contraction
+        a, b, v = ins
+        sub = ["ij,jk,k->i", "ij,jk->ki", "ij,jk,k"][r % 3]
+        return [xp.einsum(sub, a, b, v) if sub.count(",") == 2 else xp.einsum(sub, a, b)]
     raise ValueError(name)
 
 
@@ -205,7 +209,8 @@ def _motif_shapes(name, d):
             "siblings": [(m, k), (k, n), (k, p), (k, n)], "distribute": [(m, k), (k, n), (k, n)],
             "matmul_T": [(m, k), (k, n)], "scaled_sum": [(m, k)], "bcast_sum": [(k,)], "shifted_max": [(m, k)],
             "sum_of_sums": [(m, k), (m, k)], "mean": [(m, k)], "transposed_chain": [(m, k), (m, k)],
-            "reshape_chain": [(m, k)], "attention": [(b, m, k), (b, n, k), (b, n, p)]}[name]
+            "reshape_chain": [(m, k)], "attention": [(b, m, k), (b, n, k), (b, n, p)],
+            "einsum": [(m, k), (k, n), (n,)]}[name]
 
 
 @st.composite
