@@ -280,3 +280,19 @@ def test_bad_optimize_and_paths_are_refused():
         svod.einsum(a[0], "ij")
     with pytest.raises(ValueError, match="^einsum_path: subscripts 'ij,jk' name 2 operands"):
         svod.einsum_path("ij,jk", a[0])
+
+
+def test_einsum_under_jit_and_into_a_svod_out():
+    rng = np.random.default_rng(7)
+    a, b, v = (rng.standard_normal(s).astype(np.float32) for s in ((32, 16), (16, 8), (8,)))
+
+    @svod.jit
+    def f(x, y, z):
+        return svod.einsum("ij,jk,k->i", x, y, z) + 1.0
+
+    for _ in range(3):  # trace, then replays
+        got = f(svod.asarray(a), svod.asarray(b), svod.asarray(v))
+    _close(got.numpy(), (np.einsum("ij,jk,k->i", a, b, v) + 1).astype(np.float32), np.float32)
+    out = svod.zeros((16,))
+    assert svod.einsum("ij->j", svod.asarray(a), out=out) is out
+    _close(out.numpy(), a.sum(0), np.float32)
