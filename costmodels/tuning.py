@@ -278,8 +278,8 @@ def generation() -> str:
     choice = os.environ.get("SVOD_COST_MODEL", "measured").strip().lower()
     if choice == "roofline":
         return "roofline"
-    from costmodels.analytic import MODEL_VERSION
     from costmodels.profile import profile
+    from costmodels.version import MODEL_VERSION
 
     pid = f"{profile().id}v{MODEL_VERSION}"
     if choice == "calibrated":

@@ -152,17 +152,18 @@ def _realize_new(pending: list[UOp], sig, leaves) -> dict[UOp, UOp]:
     if dyn is not None:  # a dynamic structure (svod.shapes): its size bucket's plan, this size bound to it
         key = dyn.key
     exe = get_executable(key, _DYNAMIC.notes_since(noted) if _DYNAMIC.noted != noted else ())
-    if not _PREFETCH[0] and exe.origin == "greedy planner":
-        # a new graph planned without the search: import it in the background for the next
-        # (svod.firstcall; not during `import svod`, not on a warm process's disk-cache hits)
-        _PREFETCH[0] = True
-        prefetch_search(import_search)
     if sig is not None and PLAN_CACHE.holds(key.hash, exe):
         REPLAY.put(sig, key.hash, leaves, bindings.buffers, dyn)
     outs = exe.run(bindings.arrays) if dyn is None else dyn.results(exe.run(dyn.bind(bindings.arrays)))
     if RECENT.small(leaves):
         RECENT.keep(pending)
     mapping = _wrap(pending, outs)
+    if not _PREFETCH[0] and exe.origin == "greedy planner":
+        # a new graph planned and compiled without the search: import the search in the
+        # background for the next one (svod.firstcall; after this result is ready, never
+        # during `import svod`, not on a warm process's disk-cache hits)
+        _PREFETCH[0] = True
+        prefetch_search(import_search)
     if _debug():
         debug_log(_debug_line(key, bindings, pending, exe, snapshot()["graph_cache_hits"] > hits, t0))
     return mapping
