@@ -198,6 +198,8 @@ def explain(*tensors, k: int = 8, cost_model=None, machine=None) -> Explanation:
 
     replanned = RECOMPILES.describe(key)  # before explain_key plans it (svod.recompiles)
     e = explain_key(key, k=k, cost_model=cost_model, machine=machine)
+    if cost_model is None and e.source != "memory cache":  # planned here: the realize that follows will not
+        RECOMPILES.note(key, e.source)
     e.shapes = f"{shapes}\n{replanned}"
     from svod.sources import key_sources
 

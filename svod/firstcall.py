@@ -23,10 +23,13 @@ more) and computes nothing less, so it costs at least as much under any cost mod
 charges memory traffic. The greedy planner fuses such a tree into one kernel; that is
 checked (`no_choice_plan`), never assumed.
 
-Prefetching is safe with forks (Ray/Dask workers, multiprocessing): a fork waits for the
-import under way (`os.register_at_fork`), so a child never inherits a held import lock.
-It starts no thread during `import svod`, and none when the search is off
-(`SVOD_SEARCH=0`) or `SVOD_PREFETCH=0`.
+Forks (Ray/Dask workers, multiprocessing): a fork waits for a prefetch under way
+(`os.register_at_fork`), so a child never inherits a held import lock. egglog itself does
+not survive a fork — its extension starts a native thread at import, and a forked
+child's first search hangs — so a child of a process that had imported egglog (prefetched
+or searched) plans with the greedy planner (`search_unusable`, `skip_search`). Prefetch
+starts no thread during `import svod`, and none when the search is off (`SVOD_SEARCH=0`)
+or `SVOD_PREFETCH=0`.
 """
 
 from __future__ import annotations
@@ -86,6 +89,43 @@ def no_choice_plan(key: GraphKey):
     if len(plan.kernels) != 1:
         return None
     return plan, why
+
+
+def skip_search(key: GraphKey):
+    """Why `key` is planned without the search, or None (search it):
+    (plan, "search skipped: ...") for a no-choice graph; (None, "search unavailable:
+    ...") in a process forked after egglog was imported (`search_unusable`), where the
+    caller plans greedily (a provisional plan: `svod tune` searches it again)."""
+    got = no_choice_plan(key)
+    if got is not None:
+        return got[0], f"search skipped: {got[1]}"
+    why = search_unusable()
+    return None if why is None else (None, f"search unavailable: {why}")
+
+
+# ----------------------------------------------------------------------------- fork
+
+_forked_with_egglog = False
+
+
+def _after_fork_in_child() -> None:
+    global _forked_with_egglog
+    if "egglog.bindings" in sys.modules:
+        _forked_with_egglog = True
+
+
+def search_unusable() -> str | None:
+    """Why the search cannot run in this process, or None. egglog's native extension
+    starts a thread when it is imported; a forked child has no such thread, and its first
+    e-graph operation hangs (measured: a child of a process that imported egglog hangs in
+    its first search, whether or not the parent searched). Such a child plans greedily."""
+    if _forked_with_egglog:
+        return "egglog was imported before this process was forked (its native thread does not survive a fork)"
+    return None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # ----------------------------------------------------------------------------- prefetch
