@@ -54,7 +54,7 @@ if mode == "sizes":
     out["known_bucket"] = run(1001)
 import sys as _s
 out["egglog_imported"] = "egglog" in _s.modules
-out["stats"] = {k: svod.stats()[k] for k in ("searches", "searches_skipped", "kernels_compiled", "kernels_loaded")}
+out["stats"] = {k: svod.stats().get(k) for k in ("searches", "searches_skipped", "kernels_compiled", "kernels_loaded")}
 print(json.dumps(out))
 """
 

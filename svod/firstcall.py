@@ -39,6 +39,7 @@ import sys
 import threading
 from collections.abc import Callable
 
+from svod.flags import flag
 from svod.ir import ELEMENTWISE, Ops
 from svod.key import GraphKey
 
@@ -88,6 +89,8 @@ def no_choice_plan(key: GraphKey):
     plan = plan_greedy(key)
     if len(plan.kernels) != 1:
         return None
+    if flag("SVOD_VALIDATE"):  # as the planners check theirs
+        plan.check()
     return plan, why
 
 
