@@ -206,6 +206,24 @@ def test_a_persisted_plan_carries_the_thread_counts_the_planner_gave_it():
     assert loaded.thread_map() == want
 
 
+def test_a_kernel_loaded_from_the_object_cache_needs_no_lowering(tmp_path):
+    from svod.codegen.lower import symbol_for
+    from svod.codegen.program import cached_symbol
+    from svod.plan_greedy import plan_greedy
+
+    for t in (svod.exp(svod.asarray(_x(8, 8))) * 2, svod.nn.softmax(svod.asarray(_x(8, 8)))):
+        for k in plan_greedy(_key(t)).kernels:
+            assert cached_symbol(k) == symbol_for(k)
+    code = """
+        import json, sys, numpy as np, svod
+        y = (svod.exp(svod.asarray(np.ones((8, 8), np.float32))) * 2).numpy()
+        print(json.dumps({"lower": "svod.codegen.lower" in sys.modules, "loaded": svod.stats()["kernels_loaded"]}))
+    """
+    _child(code, str(tmp_path), SVOD_PREFETCH="0")
+    warm = _child(code, str(tmp_path), SVOD_PREFETCH="0")
+    assert warm == {"lower": False, "loaded": 1}
+
+
 def test_stored_threads_falls_back_on_anything_malformed(monkeypatch):
     fb = object()
     for bad in ({}, {"threads": [1, 2]}, {"threads": {"x": 2}}, {"threads": {"0": 0}}, None):
