@@ -14,7 +14,9 @@ For `exp(x) * 2 + 1` and `softmax(layer_norm(x) * a + b)` on x (1024, 256) float
   only): jax.jit's first call of the same function in a fresh process, `import jax` apart.
 
 Prints the median and the spread (min-max) of `--runs` processes per figure; each child
-prints one JSON line. The machine and its load are the reader's to note.
+prints one JSON line. Beside the wall time, the CPU seconds of the process over the same
+call (`time.process_time`: every thread, the pool's spinning workers included): on a
+loaded machine the steadier of the two. The machine and its load are the reader's to note.
 """
 
 from __future__ import annotations
@@ -41,17 +43,21 @@ rng = np.random.default_rng(0)
 a = svod.asarray(rng.standard_normal(256, dtype=np.float32))
 b = svod.asarray(rng.standard_normal(256, dtype=np.float32))
 
-def run(n):
+cpu = {}
+
+def run(n, name):
     x = svod.asarray(rng.standard_normal((n, 256), dtype=np.float32))
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     y = svod.exp(x) * 2 + 1 if prog == "exp" else nn.softmax(nn.layer_norm(x, (256,)) * a + b)
     y.numpy()
+    cpu[name] = time.process_time() - c
     return time.perf_counter() - t
 
-out = {"import_svod": t_import, "first": run(1024)}
+out = {"import_svod": t_import, "first": run(1024, "first")}
 if mode == "sizes":
-    out["second_size"] = run(1000)
-    out["known_bucket"] = run(1001)
+    out["second_size"] = run(1000, "second_size")
+    out["known_bucket"] = run(1001, "known_bucket")
+out["cpu"] = cpu
 import sys as _s
 out["egglog_imported"] = "egglog" in _s.modules
 out["stats"] = {k: svod.stats().get(k) for k in ("searches", "searches_skipped", "kernels_compiled", "kernels_loaded")}
@@ -111,7 +117,9 @@ def main(argv=None) -> None:
                 sizes = _child(CHILD, [prog, "sizes"], e)
             rows.setdefault("import svod", []).append(cold["import_svod"])
             rows.setdefault("cold first call", []).append(cold["first"])
+            rows.setdefault("  cold, CPU seconds of the process", []).append(cold["cpu"]["first"])
             rows.setdefault("warm first call", []).append(warm["first"])
+            rows.setdefault("  warm, CPU seconds of the process", []).append(warm["cpu"]["first"])
             rows.setdefault("second size (turns dynamic)", []).append(sizes["second_size"])
             rows.setdefault("size in a known bucket", []).append(sizes["known_bucket"])
             notes.add(f"cold: egglog imported={cold['egglog_imported']} stats={cold['stats']}")
