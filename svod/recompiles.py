@@ -17,11 +17,14 @@ comparing the graph with those this process planned before:
   dropped it (its LRU bounds: `svod.cache_info()`).
 
 The record also says where the plan came from (``disk cache``: planned by an earlier
-process; ``search``/``greedy planner``: planned now, the disk cache had no entry for this
-graph under this cost-model generation). `recompiles()` lists them (oldest first, at most
-`MAX_LOG`); `SVOD_LOGS=recompiles` (or ``SVOD_DEBUG=1``) prints one line per record to
-stderr (or the "svod" logger when logging is configured); `why(key)` says what a realize
-of `key` would record now (svod.explain). `svod.reset()` forgets all of it.
+process; ``search``/``greedy planner``: planned now; with the log on, also why the disk
+cache had no plan: no entry for this graph, or only one under another cost-model
+generation — `disk_miss`, one scan of the store's plan keys, done only then).
+`RECOMPILES.log` keeps the records (oldest first, at most `MAX_LOG`;
+`svod.shapes.recompiles()` lists the plans made again); `SVOD_LOGS=recompiles` (or
+``SVOD_DEBUG=1``) prints one line per record to stderr (or the "svod" logger when logging
+is configured); `RECOMPILES.describe(key)` says why `key` was planned in this process, or
+why a realize would plan it now (svod.explain). `svod.reset()` forgets all of it.
 
 >>> r = Recompile("0123456789ab", 3, "new structure", "first graph of structure 4567", "search")
 >>> str(r)
@@ -94,6 +97,23 @@ def difference(old: GraphKey, new: GraphKey) -> tuple[str, str]:
     return "new arguments", "an argument outside the nodes differs"
 
 
+def disk_miss(key: GraphKey) -> str:
+    """Why the disk cache had no plan for `key` (one scan of the store's plan keys): an
+    entry under another cost-model generation or plan format (a calibration or a tuning
+    result since), or none for this graph with this svod code on this machine."""
+    try:
+        from svod.planner import plan_store_key
+        from svod.store import default_store
+
+        want = plan_store_key(key)
+        others = [k for k in default_store().keys("plans") if k.startswith(key.hash + ":") and k != want]
+    except Exception as e:  # noqa: BLE001 - a note, never an error
+        return f"disk cache not read ({type(e).__name__})"
+    if others:
+        return "disk cache: only under another cost-model generation or plan format (planned again since)"
+    return "disk cache: no entry for this graph (this machine, this svod code)"
+
+
 class RecompileLog:
     """The structures planned so far (LRU) and the records; thread-safe (one lock)."""
 
@@ -120,6 +140,9 @@ class RecompileLog:
     def note(self, key: GraphKey, source: str, bucket_notes: tuple[str, ...] = ()) -> Recompile:
         """Record a plan of `key` not found in the memory cache (and print it under SVOD_LOGS)."""
         reason, detail = self.why(key, bucket_notes)
+        show = logs_enabled()
+        if show and source in ("search", "greedy planner", "fallback"):  # why not from the disk (a store scan)
+            source = f"{source}; {disk_miss(key)}"
         rec = Recompile(key.hash[:12], len(key.nodes), reason, detail, source)
         s = structure(key)
         with self._lock:
@@ -132,7 +155,7 @@ class RecompileLog:
             while len(self._planned) > 4 * self.max_structures:
                 self._planned.popitem(last=False)
             self.log.append(rec)
-        if logs_enabled():
+        if show:
             debug_log(str(rec))
         return rec
 

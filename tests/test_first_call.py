@@ -259,9 +259,24 @@ def test_every_reason_a_plan_is_made_again_is_recorded(capsys, monkeypatch):
     assert "sizes 40 and 41 seen" in recs[3].detail and "new bucket 44" in recs[3].detail
     assert "input 0 shape (40, 9), was (44, 8)" in recs[4].detail  # against the latest: the bucket 44
     assert recs[5].source == "disk cache"  # planned by this process before: stored on disk
+    assert recs[0].source == "search; disk cache: no entry for this graph (this machine, this svod code)"
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("svod recompile:")]
     assert len(lines) == 6 and lines[4] == str(recs[4])
     assert svod.shapes.recompiles()[0].startswith("new arguments: CONST")  # a first plan is not a recompile
+
+
+def test_the_log_says_when_the_disk_cache_holds_the_graph_only_under_another_generation(monkeypatch):
+    from costmodels.tuning import TuningDB
+
+    monkeypatch.setenv("SVOD_LOGS", "recompiles")
+    a = _x(30, 8)
+    svod.nn.softmax(svod.asarray(a)).numpy()
+    assert RECOMPILES.log[-1].source.startswith("search; disk cache: no entry")
+    TuningDB().bump()  # a tuning result: a new cost-model generation, plans made before are planned again
+    svod.reset()
+    svod.nn.softmax(svod.asarray(a)).numpy()
+    assert RECOMPILES.log[-1].source == ("search; disk cache: only under another cost-model generation or plan "
+                                         "format (planned again since)")
 
 
 def test_no_recompile_line_without_the_switch(capsys, monkeypatch):
