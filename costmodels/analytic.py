@@ -80,9 +80,9 @@ GATHERS = ("strided", "chain", "reverse", "masked")
 LATENCY_BOUND = ("strided", "chain")
 OTHER_GATHERS = ("reverse", "masked")
 
-# Bumped whenever the formulas change: plan-cache keys include it (`tuning.generation`),
-# so plans chosen by an older model are re-planned, not replayed from the disk cache.
-MODEL_VERSION = "12"
+# Bumped whenever the formulas change (it lives in costmodels/version.py: the plan-cache
+# key needs it without this module)
+from costmodels.version import MODEL_VERSION  # noqa: E402, F401
 
 
 class CalibratedModel:

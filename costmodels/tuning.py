@@ -30,11 +30,26 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from costmodels.analytic import CalibratedModel
-from costmodels.features import features
-from svod.costing import Machine, Price, plan_prices
-from svod.kernel import Kernel, Plan
+# NOTE: the models (analytic, features, svod.costing, svod.kernel) are imported where
+# they are used: a warm process reads the tuning database's generation and its tuned
+# plans without them (docs/engine.md, first-call latency)
+if TYPE_CHECKING:
+    from svod.costing import Machine
+    from svod.kernel import Kernel, Plan
+
+CalibratedModel = features = Price = plan_prices = None  # bound by `_models()` on first use
+
+
+def _models() -> None:
+    """Bind the model imports (the calibrated model, kernel features, prices) as module
+    globals, once: what pricing needs, and a tuning-database lookup does not."""
+    global CalibratedModel, features, Price, plan_prices
+    if plan_prices is None:
+        from costmodels.analytic import CalibratedModel
+        from costmodels.features import features
+        from svod.costing import Price, plan_prices
 
 KIND = "tuning"
 
@@ -82,6 +97,7 @@ class TuningDB:
         return row if isinstance(row, dict) and "seconds" in row else None
 
     def put_kernel(self, kernel: Kernel, threads: int, timing, predicted: float | None = None) -> dict:
+        _models()
         f = features(kernel)
         row = {"seconds": timing.seconds, "median": timing.median, "runs": timing.runs, "threads": threads,
                "predicted": predicted, "kind": kernel.kind, "name": kernel.name, "features": f.vector(),
@@ -160,8 +176,9 @@ class MeasuredModel:
 
     name = "measured"
 
-    def __init__(self, estimate: CalibratedModel | None = None, db: TuningDB | None = None, *,
+    def __init__(self, estimate=None, db: TuningDB | None = None, *,
                  measure: bool = False, correction: bool = True, budget: float = 0.25, cores: int | None = None):
+        _models()
         self.estimate = estimate or CalibratedModel()
         self.cores = cores  # threads a kernel may use (a farm worker's CPUs); None: the profile's cores
         self.db = db or TuningDB()
@@ -205,7 +222,7 @@ class MeasuredModel:
         self.measured_now += 1
         return row
 
-    def _price(self, kernel: Kernel, estimate: Callable[[], Price]) -> Price:
+    def _price(self, kernel: Kernel, estimate: Callable):
         """The fastest measurement of `kernel` (timing it first when `measure`), else
         `estimate()` times the learned correction."""
         key = kernel.key()
@@ -222,13 +239,13 @@ class MeasuredModel:
             p = Price(p.seconds * self.correction.factor(kernel, p, self.estimate), p.threads)
         return p
 
-    def price(self, kernel: Kernel, machine: Machine | None = None) -> Price:
+    def price(self, kernel: Kernel, machine: Machine | None = None):
         return self._price(kernel, lambda: self.estimate.price(kernel, machine))
 
-    def price_batch(self, kernels: Sequence[Kernel], machine: Machine | None = None) -> list[Price]:
+    def price_batch(self, kernels: Sequence[Kernel], machine: Machine | None = None) -> list:
         return [self.price(k, machine) for k in kernels]
 
-    def price_plan(self, plan: Plan, machine: Machine | None = None) -> list[Price]:
+    def price_plan(self, plan: Plan, machine: Machine | None = None) -> list:
         """Measured kernels at their measured time, the rest at the estimate's price in
         the plan's context (with the correction)."""
         estimates = plan_prices(plan, self.estimate, machine)
@@ -249,6 +266,7 @@ def default_model():
         from svod.costing import RooflineModel
 
         return RooflineModel()
+    _models()
     if choice == "calibrated":
         return CalibratedModel()
     return MeasuredModel(CalibratedModel())
@@ -260,8 +278,8 @@ def generation() -> str:
     choice = os.environ.get("SVOD_COST_MODEL", "measured").strip().lower()
     if choice == "roofline":
         return "roofline"
-    from costmodels.analytic import MODEL_VERSION
     from costmodels.profile import profile
+    from costmodels.version import MODEL_VERSION
 
     pid = f"{profile().id}v{MODEL_VERSION}"
     if choice == "calibrated":

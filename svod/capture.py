@@ -90,7 +90,6 @@ from svod.flags import ENV_DATA as _DEBUG_DATA  # SVOD_DEBUG tested inline on th
 from svod.flags import debug as _debug
 from svod.flags import debug_log, env_int
 from svod.ir import Ops, UOp
-from svod.planner import decide
 from svod.shapes import DYNAMIC, BucketRun
 from svod.shapes import enabled as dynamic_enabled
 from svod.stats import bump
@@ -413,12 +412,14 @@ class JitFunction:
         exe, bind = None, ()
         if pending:
             key, bindings = engine.PIPELINE.compact(pending)  # (svod viz records graphs there)
+            noted = DYNAMIC.noted
             dyn = DYNAMIC.lookup(key, bindings) if dynamic_enabled() else None
+            notes = DYNAMIC.notes_since(noted)  # why a plan is made again: svod.recompiles
             if dyn is not None:  # a dynamic structure: its size bucket's plan (svod.shapes)
                 key = dyn.key
-                exe = BucketRun(decide(key).exe, dyn)
+                exe = BucketRun(engine.get_executable(key, notes), dyn)
             else:
-                exe = decide(key).exe
+                exe = engine.get_executable(key, notes)
             if engine.RECORDER is not None:
                 engine.RECORDER.append((key, f"jit {self.name}"))
             bind = tuple(leaf_of[ref] if ref in leaf_of else _Const(arr)

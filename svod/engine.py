@@ -35,11 +35,13 @@ from dataclasses import dataclass
 from svod import tensor as _tensor
 from svod.caches import PLAN_CACHE, RECENT, REPLAY
 from svod.executable import Executable
+from svod.firstcall import prefetch_search
 from svod.flags import debug as _debug
 from svod.flags import debug_log, profile_switch
 from svod.ir import Ops, UOp, signature_of
 from svod.key import Bindings, GraphKey, compact
-from svod.planner import LAST_SEARCH, cost_model, decide
+from svod.planner import LAST_SEARCH, cost_model, decide, import_search
+from svod.recompiles import RECOMPILES
 from svod.shapes import DYNAMIC
 from svod.shapes import enabled as dynamic_enabled
 from svod.stats import Tally, bump
@@ -64,10 +66,15 @@ PROFILING = profile_switch()
 PROFILE_REALIZE: Callable | None = None
 
 
-def get_executable(key: GraphKey) -> Executable:
+def get_executable(key: GraphKey, notes: tuple[str, ...] = ()) -> Executable:
     """The executable for `key`: `svod.planner.decide` (memory cache, tuning database,
-    disk cache, search)."""
-    return decide(key).exe
+    disk cache, search). A plan not from the memory cache is recorded with why it was
+    needed (`svod.recompiles`; `notes`: the size-bucket notes of the lookup that led to
+    `key`, svod.shapes)."""
+    d = decide(key)
+    if d.source != "memory cache":
+        RECOMPILES.note(key, d.source, notes)
+    return d.exe
 
 
 def plan_for(tensors) -> tuple[GraphKey, Executable]:
@@ -88,6 +95,7 @@ def _wrap(pending: list[UOp], outs) -> dict[UOp, UOp]:
     return mapping
 
 
+_PREFETCH = [False]  # whether `prefetch_search` was asked for (once per process)
 _REPLAY_TALLY = Tally((("realizes", 1), ("graph_cache_hits", 1)))  # one count per replay by signature
 _REPLAY_TICK = _REPLAY_TALLY.tick
 _DYNAMIC = DYNAMIC
@@ -139,16 +147,23 @@ def _realize_new(pending: list[UOp], sig, leaves) -> dict[UOp, UOp]:
             raise RuntimeError("SVOD_PROFILE=1: svod.profiler is not imported (import svod imports it)")
         return _wrap(pending, PROFILE_REALIZE(pending, key, bindings))
     hits = snapshot()["graph_cache_hits"]
+    noted = _DYNAMIC.noted
     dyn = _DYNAMIC.lookup(key, bindings) if _dynamic_on() else None
     if dyn is not None:  # a dynamic structure (svod.shapes): its size bucket's plan, this size bound to it
         key = dyn.key
-    exe = get_executable(key)
+    exe = get_executable(key, _DYNAMIC.notes_since(noted) if _DYNAMIC.noted != noted else ())
     if sig is not None and PLAN_CACHE.holds(key.hash, exe):
         REPLAY.put(sig, key.hash, leaves, bindings.buffers, dyn)
     outs = exe.run(bindings.arrays) if dyn is None else dyn.results(exe.run(dyn.bind(bindings.arrays)))
     if RECENT.small(leaves):
         RECENT.keep(pending)
     mapping = _wrap(pending, outs)
+    if not _PREFETCH[0] and exe.origin == "greedy planner":
+        # a new graph planned and compiled without the search: import the search in the
+        # background for the next one (svod.firstcall; after this result is ready, never
+        # during `import svod`, not on a warm process's disk-cache hits)
+        _PREFETCH[0] = True
+        prefetch_search(import_search)
     if _debug():
         debug_log(_debug_line(key, bindings, pending, exe, snapshot()["graph_cache_hits"] > hits, t0))
     return mapping

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from svod.flags import flag
+from svod.flags import env_int, flag
 from svod.interp import eval_key
 from svod.ir import Ops
 from svod.key import GraphKey
@@ -97,6 +97,23 @@ class InterpretedKernel:
         run_kernel(self.kernel, buffers)
 
 
+def stored_threads(obj: dict, fallback: Callable | None) -> Callable | dict | None:
+    """The thread counts persisted with a plan (`KernelPlan.to_json`'s "threads": kernel
+    index -> count) when present and well formed, else `fallback` (the planner's
+    `kernel_threads`, which prices the plan). The persisted counts are those the cost
+    model of the plan's generation gave: the store key includes that generation."""
+    raw = obj.get("threads") if isinstance(obj, dict) else None
+    if not isinstance(raw, dict):
+        return fallback
+    try:
+        out = {int(i): int(n) for i, n in raw.items()}
+    except (TypeError, ValueError):
+        return fallback
+    if any(n < 1 for n in out.values()):
+        return fallback
+    return {i: n for i, n in out.items() if n > 1}
+
+
 def _programs(plan) -> list:
     """One program per kernel: compiled when the codegen is available, else interpreted."""
     compile_kernel = _codegen()
@@ -127,11 +144,16 @@ class KernelPlan(Executable):
     checked against the reference interpreter (`svod.validate`); from the second run on, a
     program that has one replays through its straight-line runner (`quick_parts`)."""
 
-    def __init__(self, key: GraphKey, plan, provisional: bool = False, threads: Callable | None = None):
+    def __init__(self, key: GraphKey, plan, provisional: bool = False, threads: Callable | dict | None = None):
         self.key = key
         self.plan = plan
         self.provisional = provisional
-        self._threads = threads  # plan -> {kernel index: threads}, asked once when the graph is built
+        # plan -> {kernel index: threads}, asked once (when the graph is built or the plan
+        # persisted); a dict: the counts stored with a persisted plan (`stored_threads`)
+        self._threads = threads
+        self._thread_map: dict[int, int] | None = None
+        if isinstance(threads, dict):  # stored counts: only indices of this plan's kernels
+            self._thread_map = {i: n for i, n in threads.items() if 0 <= i < len(plan.kernels)}
         self._validated = not flag("SVOD_VALIDATE")
         self._graph = None
         self._programs = None
@@ -148,8 +170,20 @@ class KernelPlan(Executable):
         if self._graph is None:
             from svod.graph import build_graph
 
-            self._graph = build_graph(self.plan, threads=self._threads(self.plan) if self._threads else {})
+            self._graph = build_graph(self.plan, threads=self.thread_map())
         return self._graph
+
+    def thread_map(self) -> dict[int, int]:
+        """{kernel index: threads} of this plan (kernels absent run on one thread): asked
+        of the planner's `threads` once, or the counts stored with the persisted plan —
+        so a plan loaded from the disk cache needs no cost model. `SVOD_THREADS=1` forces
+        one thread whatever was stored."""
+        if env_int("SVOD_THREADS", 0) == 1:
+            return {}
+        m = self._thread_map
+        if m is None:
+            m = self._thread_map = dict(self._threads(self.plan)) if callable(self._threads) else {}
+        return m
 
     def programs(self) -> list:
         with self._lock:
@@ -205,7 +239,11 @@ class KernelPlan(Executable):
     def to_json(self) -> dict:
         from svod.kernel import plan_to_json
 
-        return {"kind": "plan", "plan": plan_to_json(self.plan)}
+        # the thread counts travel with the plan (`stored_threads`): a warm process then
+        # builds the graph without pricing it (docs/engine.md, first-call latency)
+        threads = {} if env_int("SVOD_THREADS", 0) == 1 and self._thread_map is None else self.thread_map()
+        return {"kind": "plan", "plan": plan_to_json(self.plan),
+                "threads": {str(i): int(n) for i, n in sorted(threads.items())}}
 
     def quick_parts(self):
         """The graph program's replay pieces (`GraphProgram.quick_parts`) and this plan's

@@ -194,8 +194,13 @@ def explain(*tensors, k: int = 8, cost_model=None, machine=None) -> Explanation:
     dyn, shapes = DYNAMIC.peek(key)
     if dyn is not None:  # realize runs this size in its bucket's plan (svod.shapes)
         key = dyn.key
+    from svod.recompiles import RECOMPILES
+
+    replanned = RECOMPILES.describe(key)  # before explain_key plans it (svod.recompiles)
     e = explain_key(key, k=k, cost_model=cost_model, machine=machine)
-    e.shapes = shapes
+    if cost_model is None and e.source != "memory cache":  # planned here: the realize that follows will not
+        RECOMPILES.note(key, e.source)
+    e.shapes = f"{shapes}\n{replanned}"
     from svod.sources import key_sources
 
     e.sources = key_sources(pending, text=True)  # empty unless svod.sources.record() was on

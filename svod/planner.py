@@ -38,7 +38,8 @@ import time
 from dataclasses import dataclass
 
 from svod.caches import PLAN_CACHE
-from svod.executable import Executable, InterpretedGraph, KernelPlan
+from svod.executable import Executable, InterpretedGraph, KernelPlan, stored_threads
+from svod.firstcall import skip_search
 from svod.flags import debug as _debug
 from svod.flags import debug_log, env_int
 from svod.flags import flag as _flag
@@ -207,6 +208,11 @@ def search_plan(key: GraphKey, *, model=None, k: int = 1, keep_egraph: bool = Fa
     from svod.config import limits as current_limits
 
     lim = limits or current_limits()
+    if lim.enabled and (skip := skip_search(key)) is not None:  # svod.firstcall: no egglog import / a fork
+        bump("searches_skipped")
+        if skip[0] is None:
+            return (*_greedy(key, "greedy planner", skip[1], True), None)
+        return KernelPlan(key, skip[0], threads=kernel_threads), "greedy planner", skip[1], None
     bump("searches")
     t0 = time.perf_counter()
     try:
@@ -286,7 +292,7 @@ def _load(key: GraphKey) -> Executable | None:
         plan.check()
     except Exception:  # noqa: BLE001 - a stale or foreign entry is a miss, never an error
         return None
-    return KernelPlan(key, plan, provisional=bool(obj.get("provisional")), threads=kernel_threads)
+    return KernelPlan(key, plan, provisional=bool(obj.get("provisional")), threads=stored_threads(obj, kernel_threads))
 
 
 def _save(key: GraphKey, exe: Executable) -> None:

@@ -36,8 +36,9 @@ of every size in it within that factor. Inner axes stay exact: the vector-width
 divisibility and the unrolling the codegen specialises on do not change.
 
 `SVOD_DYNAMIC=0` turns automatic dynamic off (every size exact, as before); why a plan
-was planned again (a new structure, the structure became dynamic, a new bucket) is kept
-in `recompiles()` and printed with ``SVOD_DEBUG=1``.
+was planned again (new shapes, the structure became dynamic, a new bucket, an eviction:
+`svod.recompiles`) is kept in `recompiles()` and printed with ``SVOD_LOGS=recompiles``
+(or ``SVOD_DEBUG=1``).
 
 >>> bucket(1000), bucket(1003), bucket(1025), bucket(3)
 (1024, 1024, 1152, 4)
@@ -52,9 +53,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from svod.flags import debug, debug_log
 from svod.ir import ELEMENTWISE, Ops
 from svod.key import Bindings, GraphKey, KeyNode
+from svod.recompiles import RECOMPILES
 
 _FREE, _ROW = 0, 1
 _ROW_OPS = frozenset(ELEMENTWISE | {Ops.CONTIGUOUS})
@@ -257,6 +258,7 @@ class Dynamic:
         self._dynamic: set[str] = set()
         self.active = False  # whether a structure ever turned dynamic (`with_room` from then on)
         self.log: deque = deque(maxlen=max_log)
+        self.noted = 0  # notes made so far (the log keeps the latest `max_log`)
         self._lock = threading.Lock()
 
     def lookup(self, key: GraphKey, bindings: Bindings) -> SymbolicCall | None:
@@ -325,8 +327,14 @@ class Dynamic:
 
     def _note(self, struct: str, msg: str) -> None:
         self.log.append((struct, msg))
-        if debug():
-            debug_log("svod recompile: " + msg)
+        self.noted += 1
+
+    def notes_since(self, count: int) -> tuple[str, ...]:
+        """The notes made after `noted` was `count` (a lookup's notes: the engine passes
+        them to the recompile record of the plan they cause, svod.recompiles)."""
+        with self._lock:
+            k = min(self.noted - count, len(self.log))
+            return tuple(m for _, m in list(self.log)[len(self.log) - k:]) if k > 0 else ()
 
     def __len__(self) -> int:
         """Structures seen (each with its first row count, or dynamic)."""
@@ -338,12 +346,16 @@ class Dynamic:
             self._dynamic.clear()
             self.active = False
             self.log.clear()
+        RECOMPILES.clear()
 
 
 DYNAMIC = Dynamic()
 
 
 def recompiles() -> list[str]:
-    """Why plans were made again for known structures (oldest first): a structure turned
-    dynamic (its second row count), or a new bucket of a dynamic structure."""
-    return [msg for _, msg in DYNAMIC.log]
+    """Why plans were made again for structures planned before in this process, one line
+    per plan, oldest first (`svod.recompiles`): new shapes (naming the first difference),
+    new arguments, a structure turned dynamic and its new buckets, a plan evicted from the
+    memory cache. A first plan of a structure is not a recompile (it is in
+    `svod.recompiles.RECOMPILES.log` as "new structure")."""
+    return [f"{r.reason}: {r.detail}; graph {r.key}" for r in RECOMPILES.log if r.reason != "new structure"]

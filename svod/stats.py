@@ -17,6 +17,7 @@ COUNTERS = (
     "graph_cache_misses",  # plan not in memory (disk or a new plan follows)
     "disk_cache_hits",  # plan found in the persistent store
     "searches",  # every planner call, greedy included
+    "searches_skipped",  # graphs planned without a search: the greedy plan is the only one (svod.firstcall)
     "kernels_planned",  # kernels in the plans those calls made (a plan cache hit adds none)
     "kernels_compiled",  # native kernels compiled (not loaded from the object cache)
     "kernels_loaded",  # native kernels loaded from the object cache

@@ -357,13 +357,17 @@ def _recompile(kernel: Kernel, lean: bool = False):
     return compile_ir(low.ir, name=kernel.name, lean=lean)
 
 
+def cached_symbol(kernel: Kernel) -> str:
+    """The kernel's function name, as `svod.codegen.lower.symbol_for` names it — without
+    importing the lowering, which a kernel loaded from the object cache does not need
+    (first-call latency, docs/engine.md; tests/test_first_call.py checks they agree)."""
+    return f"svod_k_{kernel.key()[:20]}"
+
+
 def _build(kernel: Kernel) -> Program:
     if (kernel.matmul is not None and kernel.matmul.library) or kernel.library is not None:
         return LibraryProgram(kernel)
-    from svod.codegen.jit import compile_ir
-    from svod.codegen.lower import lower_kernel, symbol_for
-
-    symbol = symbol_for(kernel)
+    symbol = cached_symbol(kernel)
     okey = object_key(kernel)
     t0 = time.perf_counter()
     mod = load_cached(okey, [symbol], kernel.name)
@@ -372,6 +376,10 @@ def _build(kernel: Kernel) -> Program:
         bump("kernels_loaded")
         bump("compile_seconds", time.perf_counter() - t0)
         return prog
+    from svod.codegen.jit import compile_ir
+    from svod.codegen.lower import lower_kernel, symbol_for
+
+    symbol = symbol_for(kernel)
     ir_text = ""
     try:
         low = lower_kernel(kernel, symbol)

@@ -1,0 +1,311 @@
+"""First-call latency (issue 28, point 5) and why plans are made again (point 6).
+
+Structure, not timing (the timings: bench/bench_first_call.py): a graph in which the
+search has nothing to choose is planned without importing egglog, with the plan the
+search would pick; the search is imported in the background after that first realize
+(and a fork waits for it); a warm process loads its plan with the stored thread counts,
+without building a cost model; every plan made again is recorded with its reason and
+printed under SVOD_LOGS=recompiles.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import svod
+from svod import firstcall
+from svod.caches import PLAN_CACHE
+from svod.executable import KernelPlan, stored_threads
+from svod.key import compact
+from svod.recompiles import RECOMPILES, structure
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+_RNG = np.random.default_rng(7)
+
+
+def _key(t):
+    return compact([t.uop])[0]
+
+
+def _x(*shape):
+    return _RNG.standard_normal(shape).astype(np.float32)
+
+
+def _child(code: str, cache: str, **env) -> dict:
+    """Run `code` in a fresh interpreter (svod from this tree, its own cache); its last
+    stdout line is JSON."""
+    e = dict(os.environ, PYTHONPATH=str(ROOT), SVOD_CACHE_DIR=cache, **env)
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=e,
+                       cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+# ----------------------------------------------------------------------------- the no-choice rule
+
+
+def test_no_choice_accepts_elementwise_trees_over_leaves_and_their_views():
+    x, v = svod.asarray(_x(16, 8)), svod.asarray(_x(8))
+    assert firstcall.no_choice(_key(svod.exp(x) * 2 + 1)) is not None
+    assert firstcall.no_choice(_key(x * x + svod.sin(x))) is not None  # a leaf read twice is no choice
+    assert firstcall.no_choice(_key(svod.tanh(x * v[None, :] + x.T.T))) is not None  # broadcast/view of leaves
+    assert firstcall.no_choice(_key(svod.where(x > 0, x, x * 0.5))) is not None
+
+
+def test_no_choice_refuses_graphs_with_a_real_choice():
+    x, v = svod.asarray(_x(16, 8)), svod.asarray(_x(8))
+    e = svod.exp(x)
+    refused = {
+        "a computed value used twice": e * e + 1,
+        "a reduction": svod.sum(svod.exp(x), axis=1),
+        "a computed value broadcast": svod.exp(v)[None, :] + x,
+        "a view of a computed value": svod.exp(x).T + 1,
+        "a matmul": svod.exp(x) @ svod.asarray(_x(8, 4)),
+        "a complex dtype": svod.exp(svod.asarray(_x(4, 4) + 1j * _x(4, 4))) * 2,
+    }
+    for why, t in refused.items():
+        assert firstcall.no_choice(_key(t)) is None, why
+    k2 = compact([(svod.exp(x) * 2).uop, (svod.exp(x) + 1).uop])[0]  # two outputs
+    assert firstcall.no_choice(k2) is None
+    assert firstcall.no_choice(_key(x + 0)) is not None  # one op still fuses to one kernel
+
+
+@pytest.mark.parametrize("build", [
+    lambda x, v: svod.exp(x) * 2 + 1,
+    lambda x, v: svod.tanh(x * v[None, :] - 3.0) / (svod.abs(x) + 1),
+    lambda x, v: svod.where(x > v[None, :], svod.sqrt(svod.abs(x)), -x),
+    lambda x, v: (x.astype(svod.float64) * 0.5).astype(svod.float32) + svod.log1p(svod.abs(x)),
+])
+def test_a_no_choice_plan_is_the_plan_the_search_picks(build):
+    """The rule's promise, checked against the search itself with the active model."""
+    from search import plan_search
+    from svod.planner import cost_model
+
+    x, v = svod.asarray(_x(64, 32)), svod.asarray(_x(32))
+    key = _key(build(x, v))
+    got = firstcall.no_choice_plan(key)
+    assert got is not None
+    searched = plan_search(key, cost_model=cost_model()).plan
+    assert [k.key() for k in got[0].kernels] == [k.key() for k in searched.kernels]
+
+
+def test_a_skipped_search_is_recorded_and_explained_and_the_result_is_numpys():
+    xs = _x(32, 16)
+    before = svod.stats()
+    y = svod.exp(svod.asarray(xs)) * 2 + 1
+    e = svod.explain(y)
+    assert e.source == "greedy planner" and e.detail.startswith("search skipped: an elementwise tree of 3 op(s)")
+    assert "search skipped" in str(e)
+    np.testing.assert_allclose(y.numpy(), np.exp(xs) * 2 + 1, rtol=1e-6)
+    after = svod.stats()
+    assert after["searches_skipped"] - before["searches_skipped"] == 1
+    assert after["searches"] == before["searches"]
+
+
+def test_search_off_still_plans_greedily_and_counts_it_as_a_search(monkeypatch):
+    monkeypatch.setenv("SVOD_SEARCH", "0")
+    (svod.exp(svod.asarray(_x(8, 8))) * 2).numpy()
+    s = svod.stats()
+    assert s["searches"] == 1 and s["searches_skipped"] == 0
+
+
+# ----------------------------------------------------------------------------- fresh processes
+
+_COLD = """
+    import json, sys, numpy as np, svod
+    from svod import firstcall
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
+    y = (svod.exp(svod.asarray(x)) * 2 + 1).numpy()
+    ok = bool(np.allclose(y, np.exp(x) * 2 + 1, rtol=1e-6))
+    egglog_at_result = "egglog" in sys.modules
+    firstcall.wait_prefetch()
+    s = svod.stats()
+    print(json.dumps({"ok": ok, "egglog_at_result": egglog_at_result, "search_after": "search.saturate" in sys.modules,
+                      "prefetch": firstcall.prefetch_state(), "skipped": s["searches_skipped"],
+                      "searches": s["searches"]}))
+"""
+
+
+def test_a_fresh_process_plans_a_no_choice_graph_without_egglog_then_prefetches_it(tmp_path):
+    out = _child(_COLD, str(tmp_path))
+    assert out["ok"] and out["skipped"] == 1 and out["searches"] == 0
+    assert out["egglog_at_result"] is False  # the result was ready before the search was imported
+    assert out["prefetch"] == "done" and out["search_after"] is True
+
+
+def test_prefetch_off_leaves_egglog_unimported(tmp_path):
+    out = _child(_COLD, str(tmp_path), SVOD_PREFETCH="0")
+    assert out["ok"] and out["prefetch"] == "not started" and out["search_after"] is False
+
+
+def test_a_fork_during_the_prefetch_waits_for_it_and_the_child_plans_without_egglog(tmp_path):
+    code = """
+        import json, os, sys, numpy as np, svod
+        from svod import firstcall
+        (svod.exp(svod.asarray(np.ones((4, 4), np.float32))) + 1).numpy()
+        state = firstcall.prefetch_state()
+        pid = os.fork()
+        if pid == 0:  # the child: the import lock is free; egglog is not usable: greedy, no hang
+            t = svod.nn.softmax(svod.asarray(np.ones((4, 4), np.float32)))
+            from svod.planner import decide
+            from svod.key import compact
+            d = decide(compact([t.uop])[0])
+            y = t.numpy()
+            ok = np.allclose(y, 0.25) and d.detail.startswith("search unavailable: egglog was imported")
+            os._exit(0 if ok and d.exe.provisional else 3)
+        _, status = os.waitpid(pid, 0)
+        y = svod.nn.softmax(svod.asarray(np.ones((2, 4), np.float32))).numpy()  # the parent still searches
+        print(json.dumps({"state_before_fork": state, "child": os.waitstatus_to_exitcode(status),
+                          "parent": bool(np.allclose(y, 0.25)), "searches": svod.stats()["searches"]}))
+    """
+    out = _child(code, str(tmp_path))
+    assert out["state_before_fork"] in ("running", "done") and out["child"] == 0
+    assert out["parent"] and out["searches"] == 1
+
+
+def test_a_warm_process_loads_the_plan_with_its_threads_and_builds_no_cost_model(tmp_path):
+    code = """
+        import json, sys, numpy as np, svod, svod.nn as nn
+        x = svod.asarray(np.linspace(-3, 3, 64 * 32, dtype=np.float32).reshape(64, 32))
+        y = nn.softmax(nn.layer_norm(x, (32,)) * 2 + 1).numpy()
+        s = svod.stats()
+        print(json.dumps({"model": "costmodels.analytic" in sys.modules, "egglog": "egglog" in sys.modules,
+                          "disk": s["disk_cache_hits"], "compiled": s["kernels_compiled"],
+                          "loaded": s["kernels_loaded"], "sum": float(y.sum())}))
+    """
+    cold = _child(code, str(tmp_path), SVOD_PREFETCH="0")
+    warm = _child(code, str(tmp_path), SVOD_PREFETCH="0")
+    assert cold["model"] and cold["egglog"] and cold["compiled"] >= 1
+    assert warm["disk"] == 1 and warm["compiled"] == 0 and warm["loaded"] >= 1
+    assert warm["model"] is False and warm["egglog"] is False
+    assert abs(warm["sum"] - 64.0) < 1e-3 and abs(cold["sum"] - 64.0) < 1e-3
+
+
+# ----------------------------------------------------------------------------- stored thread counts
+
+
+def test_a_persisted_plan_carries_the_thread_counts_the_planner_gave_it():
+    from svod.plan_greedy import plan_greedy
+    from svod.planner import kernel_threads
+
+    key = _key(svod.exp(svod.asarray(_x(512, 512))) * 2)
+    plan = plan_greedy(key)
+    exe = KernelPlan(key, plan, threads=kernel_threads)
+    data = exe.to_json()
+    want = kernel_threads(plan)
+    assert {int(i): n for i, n in data["threads"].items()} == want
+    loaded = KernelPlan(key, plan, threads=stored_threads(data, None))
+    assert loaded.thread_map() == want
+
+
+def test_a_kernel_loaded_from_the_object_cache_needs_no_lowering(tmp_path):
+    from svod.codegen.lower import symbol_for
+    from svod.codegen.program import cached_symbol
+    from svod.plan_greedy import plan_greedy
+
+    for t in (svod.exp(svod.asarray(_x(8, 8))) * 2, svod.nn.softmax(svod.asarray(_x(8, 8)))):
+        for k in plan_greedy(_key(t)).kernels:
+            assert cached_symbol(k) == symbol_for(k)
+    code = """
+        import json, sys, numpy as np, svod
+        y = (svod.exp(svod.asarray(np.ones((8, 8), np.float32))) * 2).numpy()
+        print(json.dumps({"lower": "svod.codegen.lower" in sys.modules, "loaded": svod.stats()["kernels_loaded"]}))
+    """
+    _child(code, str(tmp_path), SVOD_PREFETCH="0")
+    warm = _child(code, str(tmp_path), SVOD_PREFETCH="0")
+    assert warm == {"lower": False, "loaded": 1}
+
+
+def test_stored_threads_falls_back_on_anything_malformed(monkeypatch):
+    fb = object()
+    for bad in ({}, {"threads": [1, 2]}, {"threads": {"x": 2}}, {"threads": {"0": 0}}, None):
+        assert stored_threads(bad, fb) is fb
+    assert stored_threads({"threads": {"0": 1, "1": 4}}, fb) == {1: 4}
+    key = _key(svod.exp(svod.asarray(_x(8, 8))))
+    from svod.plan_greedy import plan_greedy
+
+    exe = KernelPlan(key, plan_greedy(key), threads={0: 2, 5: 3})  # index 5: no such kernel
+    assert exe.thread_map() == {0: 2}
+    monkeypatch.setenv("SVOD_THREADS", "1")
+    assert exe.thread_map() == {}
+
+
+# ----------------------------------------------------------------------------- recompile reasons
+
+
+def test_every_reason_a_plan_is_made_again_is_recorded(capsys, monkeypatch):
+    monkeypatch.setenv("SVOD_LOGS", "recompiles")
+    a = _x(40, 8)
+    svod.nn.softmax(svod.asarray(a)).numpy()  # new structure
+    svod.nn.softmax(svod.asarray(a)).numpy()  # replayed: nothing recorded
+    (svod.exp(svod.asarray(a)) * 2).numpy()  # another new structure
+    (svod.exp(svod.asarray(a)) * 3).numpy()  # new arguments (a constant)
+    svod.nn.softmax(svod.asarray(_x(41, 8))).numpy()  # second row count: dynamic, new bucket
+    svod.nn.softmax(svod.asarray(_x(40, 9))).numpy()  # new shapes (an inner axis: exact)
+    PLAN_CACHE.clear()  # as the LRU would drop it
+    svod.nn.softmax(svod.asarray(_x(40, 9))).numpy()  # evicted
+    reasons = [r.reason for r in RECOMPILES.log]
+    assert reasons == ["new structure", "new structure", "new arguments", "new bucket", "new shapes", "evicted"]
+    recs = list(RECOMPILES.log)
+    assert "CONST" in recs[2].detail and "2.0 -> 3.0" in recs[2].detail
+    assert "sizes 40 and 41 seen" in recs[3].detail and "new bucket 44" in recs[3].detail
+    assert "input 0 shape (40, 9), was (44, 8)" in recs[4].detail  # against the latest: the bucket 44
+    assert recs[5].source == "disk cache"  # planned by this process before: stored on disk
+    assert recs[0].source == "search; disk cache: no entry for this graph (this machine, this svod code)"
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("svod recompile:")]
+    assert len(lines) == 6 and lines[4] == str(recs[4])
+    assert svod.shapes.recompiles()[0].startswith("new arguments: CONST")  # a first plan is not a recompile
+
+
+def test_the_log_says_when_the_disk_cache_holds_the_graph_only_under_another_generation(monkeypatch):
+    from costmodels.tuning import TuningDB
+
+    monkeypatch.setenv("SVOD_LOGS", "recompiles")
+    a = _x(30, 8)
+    svod.nn.softmax(svod.asarray(a)).numpy()
+    assert RECOMPILES.log[-1].source.startswith("search; disk cache: no entry")
+    TuningDB().bump()  # a tuning result: a new cost-model generation, plans made before are planned again
+    svod.reset()
+    svod.nn.softmax(svod.asarray(a)).numpy()
+    assert RECOMPILES.log[-1].source == ("search; disk cache: only under another cost-model generation or plan "
+                                         "format (planned again since)")
+
+
+def test_no_recompile_line_without_the_switch(capsys, monkeypatch):
+    monkeypatch.delenv("SVOD_LOGS", raising=False)
+    monkeypatch.delenv("SVOD_DEBUG", raising=False)
+    for n in (10, 11):
+        svod.nn.softmax(svod.asarray(_x(n, 8))).numpy()
+    assert "svod recompile" not in capsys.readouterr().err
+    assert len(RECOMPILES.log) == 2
+
+
+def test_explain_says_why_a_plan_was_or_would_be_made():
+    a = _x(20, 8)
+    e = svod.explain(svod.exp(svod.asarray(a)) * 2)
+    assert "not planned by a realize yet: new structure" in e.shapes
+    (svod.exp(svod.asarray(a)) * 2).numpy()
+    (svod.exp(svod.asarray(a)) * 3).numpy()
+    e = svod.explain(svod.exp(svod.asarray(a)) * 3)
+    assert "planned in this process: new arguments" in e.shapes and "planned in this process" in str(e)
+
+
+def test_reset_forgets_the_recompile_log():
+    (svod.exp(svod.asarray(_x(4, 4))) + 1).numpy()
+    assert len(RECOMPILES) > 0
+    svod.reset()
+    assert len(RECOMPILES) == 0 and svod.shapes.recompiles() == []
+
+
+def test_structure_ignores_shapes_and_arguments_only():
+    x, y = svod.asarray(_x(4, 4)), svod.asarray(_x(5, 4))
+    assert structure(_key(svod.exp(x) * 2)) == structure(_key(svod.exp(y) * 3))
+    assert structure(_key(svod.exp(x) * 2)) != structure(_key(svod.log(x) * 2))
