@@ -370,6 +370,35 @@ def test_code_fingerprint_tracks_sources(tmp_path):
     assert st.code_fingerprint(root) != fp2
 
 
+def test_code_fingerprint_memo_is_reused_only_while_no_source_changed(tmp_path):
+    import os
+
+    from svod import fingerprint as fpm
+
+    root, memo = tmp_path / "tree", tmp_path / "cache" / "code-fingerprint.json"
+    for rel, text in {"svod/a.py": "A = 1\n", "search/b.py": "B = 2\n"}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    want = fpm._hash_sources(root)
+    assert fpm._memo_fingerprint(root, memo) == want and memo.exists()
+    hashed = []
+    real = fpm._hash_files
+    fpm_hash = lambda files: hashed.append(1) or real(files)  # noqa: E731
+    try:
+        fpm._hash_files = fpm_hash
+        assert fpm._memo_fingerprint(root, memo) == want and not hashed  # a memo hit: nothing read
+        a = root / "svod/a.py"
+        st0 = os.stat(a)
+        a.write_text("A = 9\n")  # same size, mtime put back: the ctime still moves
+        os.utime(a, ns=(st0.st_atime_ns, st0.st_mtime_ns))
+        assert fpm._memo_fingerprint(root, memo) == fpm._hash_sources(root) != want and hashed
+        memo.write_text("{not json")  # a corrupt memo: hashed again, rewritten
+        assert fpm._memo_fingerprint(root, memo) == fpm._hash_sources(root)
+        assert fpm._memo_fingerprint(root, None) == fpm._hash_sources(root)  # no memo location
+    finally:
+        fpm._hash_files = real
+
+
 def test_machine_fingerprint_is_stable():
     fp = st.machine_fingerprint()
     assert fp == st.machine_fingerprint() and fp.count("-") >= 1 and st.cpu_name()
