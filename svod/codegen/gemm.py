@@ -9,8 +9,8 @@ nest, written into the kernel's body function by `emit_gemm` (called from
         pack B[pc:pc+kc, tile cols] → Bp      # NR-column panels, kc × NR each, zero-padded
         for ic in tile rows step MC:
           pack A[ic:ic+mc, pc:pc+kc] → Ap     # rows (A's k contiguous) or MR-row panels, zero-padded
-          for jr in panels of Bp:             # a kc × NR panel of Bp stays in L1
-            for ir in panels of Ap:           # Ap (MC × KC) stays in L2
+          for ir in panels of Ap:             # an MR × kc panel of Ap stays in L1
+            for jr in panels of Bp:           # Bp (KC × NT) stays in L2, streamed past it
               micro-kernel: MR × NR accumulators in vector registers,
               kc rank-1 updates (NV vector loads of B, MR broadcasts of A, MR·NV fmuladds)
 
@@ -316,10 +316,12 @@ class _Gemm:
             npj = ceil_div(b, b.sub(self.j1, self.j0), cfg.nr)
             npi = ceil_div(b, b.sub(ic1, ic), cfg.mr)
 
-            def jpanel(qj):
-                self._loop(i64(0), npi, lambda qi: self._tile(ic, ic1, qi, qj), "ir")
+            # an Ap micro-panel (MR x kc) stays in L1 while the Bp panels stream from L2
+            # past it; each C row segment is then written left to right (docs/codegen.md)
+            def ipanel(qi):
+                self._loop(i64(0), npj, lambda qj: self._tile(ic, ic1, qi, qj), "jr")
 
-            self._loop(i64(0), npj, jpanel, "jr")
+            self._loop(i64(0), npi, ipanel, "ir")
 
         self._loop(i64(0), nic, iblock, "ic")
 

@@ -458,12 +458,26 @@ def _overrides() -> dict[str, int]:
     return out
 
 
+KC_MAX = 384  # the deepest K block (measured: deeper blocks were not faster, docs/codegen.md)
+
+
 @functools.cache
 def gemm_config(itemsize: int, target: Target | None = None) -> GemmConfig:
-    """Blocking for float32 (itemsize 4) or float64 (8) on `target` (default the host):
-    a micro-tile of MR x NV vectors within the vector registers (32: 12 x 2, 16: 6 x 2),
-    KC so a kc x NR panel of B fills half of L1, MC so Ap fills a quarter of L2, NT so
-    Bp (KC x NT) fills L2, MT ~ NT. `SVOD_GEMM` overrides (``"mr=6,nv=2,kc=256,..."``)."""
+    """Blocking for float32 (itemsize 4) or float64 (8) on `target` (default the host).
+
+    * micro-tile: MR x NV vectors of accumulators within the vector registers, leaving
+      room for the NV vectors of B and one broadcast of A: 32 registers (AVX-512) 12 x 2,
+      16 (AVX2) 6 x 2;
+    * KC: the Ap micro-panel (MR x KC), reused by every micro-kernel call of a row of
+      panels, fills half of L1 (the Bp panels stream past it); at most `KC_MAX`. A deep
+      K block means few passes over C (each K block reads and writes the C tile once);
+    * MC: Ap (MC x KC) a quarter of L2 (how much of A is packed at once);
+    * NT: Bp (KC x NT) twice L2: the widest column tile a unit packs and sweeps (the
+      micro-kernel streams Bp past the L1-resident Ap panel, so Bp need not fit L2;
+      wider tiles mean fewer units, each repacking its A rows); MT ~ NT.
+
+    `SVOD_GEMM` overrides (``"mr=6,nv=2,kc=256,..."``). Measured choices:
+    docs/codegen.md, "Generated matmul"."""
     if target is None:
         return gemm_config(itemsize, host_target())
     vw = target.lanes(itemsize)
@@ -471,12 +485,12 @@ def gemm_config(itemsize: int, target: Target | None = None) -> GemmConfig:
     over = _overrides()
     mr, nv = over.get("mr", mr), over.get("nv", nv)
     nr = vw * nv
-    kc = over.get("kc", max(32, _round(target.l1 // 2 // (nr * itemsize), 16)))
+    kc = over.get("kc", min(KC_MAX, max(32, _round(target.l1 // 2 // (mr * itemsize), 16))))
     mc = over.get("mc", _round(target.l2 // 4 // (kc * itemsize), mr))
     mc = _round(mc, mr)
     # NOTE: units are independent (no barrier), so each packs its own B and A: large
     # tiles repack less (docs/codegen.md)
-    nt = _round(over.get("nt", target.l2 // (kc * itemsize)), nr)
+    nt = _round(over.get("nt", 2 * target.l2 // (kc * itemsize)), nr)
     mt = -(-over.get("mt", nt) // mr) * mr
     return GemmConfig(itemsize, vw, mr, nv, kc, mc, nt, mt)
 
