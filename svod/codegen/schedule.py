@@ -539,19 +539,30 @@ def split_tiles(batch: int, m: int, n: int, mr: int, nr: int, mt_max: int, nt_ma
                 ) -> tuple[int, int, int, int]:
     """(mt, nt, tiles_m, tiles_n): unit tiles as large as `mt_max` x `nt_max` allow,
     balanced, split (the longer side first) until there are at least 2 units per worker
-    thread when the shape allows; a side is not split below 8 micro-tiles."""
+    thread when the shape allows, then until the units divide evenly among the workers
+    (7 equal units on 2 threads take 4 units' time: 8 take 4 too, on smaller tiles); a
+    side is not split below 8 micro-tiles."""
     want = 2 * workers if workers > 1 else 1
     tm = -(-max(m, 1) // mt_max)
     tn = -(-max(n, 1) // nt_max)
-    while batch * tm * tn < want:
+
+    def split() -> bool:
+        nonlocal tm, tn
         mt, nt = _balanced(m, tm, mr), _balanced(n, tn, nr)
         can_m, can_n = mt >= 8 * mr, nt >= 8 * nr
         if not (can_m or can_n):
-            break
+            return False
         if can_m and (mt >= nt or not can_n):
             tm += 1
         else:
             tn += 1
+        return True
+
+    while batch * tm * tn < want and split():
+        pass
+    for _ in range(workers):
+        if workers <= 1 or (batch * tm * tn) % workers == 0 or not split():
+            break
     mt, nt = _balanced(max(m, 1), tm, mr), _balanced(max(n, 1), tn, nr)
     return (mt, nt) + ((-(-m // mt), -(-n // nt)) if m and n else (0, 0))
 
