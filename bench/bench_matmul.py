@@ -10,6 +10,11 @@ bests. Reports:
   vs `np.matmul(out=...)`, vs `jax.jit(jnp.matmul)`; GFLOP/s = 2·m·n·k / time;
 * the FMA peak of `svod.bench.peak` on `--threads` threads, measured before each square
   row, and each contender's share of it; the probe's L2/L3/DRAM read bandwidths;
+  svod / numpy as the ratio of the medians and, in brackets, the range of the per-repeat
+  ratios (each repeat times both, back to back);
+* svod's GEMM on one thread timed in the thread's CPU time, interleaved with the FMA
+  probe timed alike (`fma_peak(1, cpu_time=True)`): its share of one core's peak while
+  it holds the core — the figure that stays put when other processes load the machine;
 * matrix-vector products (A 4000x5000 float32/float64, A transposed): svod's library
   step against numpy, as shares of the DRAM read-bandwidth probe of the same run;
 * the MLP block ``gelu(x@W1+b1)@W2+b2`` (x 512x1024, W1 1024x4096, W2 4096x1024, the
@@ -55,8 +60,9 @@ def matmul_kernel(m: int, k: int, n: int, dt=float32) -> Kernel:
 GAP = 0.2  # seconds of rest before each timed call (--gap)
 
 
-def interleaved(fns: dict, repeats: int) -> dict:
-    """name -> sorted list of seconds; every repeat runs each contender once.
+def interleaved(fns: dict, repeats: int, raw: dict | None = None) -> dict:
+    """name -> sorted list of seconds; every repeat runs each contender once (`raw`, when
+    given, receives the lists in repeat order, for per-repeat ratios).
 
     NOTE: OpenBLAS's worker threads busy-wait for a while after each call; without a
     pause the contender timed next shares the cores with them (measured: the first
@@ -70,6 +76,8 @@ def interleaved(fns: dict, repeats: int) -> dict:
             t0 = time.perf_counter()
             f()
             times[name].append(time.perf_counter() - t0)
+    if raw is not None:
+        raw.update(times)
     return {k: sorted(v) for k, v in times.items()}
 
 
@@ -123,9 +131,9 @@ class CpuLoad:
 def bench_square(sizes, dtypes, threads, repeats, jax_mm):
     print(f"\n## square matmuls (threads={threads}, {repeats} interleaved repeats; GFLOP/s median / best; "
           "peak: svod.bench.peak's FMA loop on as many threads, measured before each row, float64 half of it)\n")
-    print("| case | svod generated | numpy (BLAS) | jax.jit | svod / numpy | FMA peak | svod / peak | "
-          "numpy / peak | max abs diff | other load |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| case | svod generated | numpy (BLAS) | jax.jit | svod / numpy (range over repeats) | FMA peak | "
+          "svod / peak | numpy / peak | svod 1 thread, CPU time / core peak | max abs diff | other load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for dt in dtypes:
         for n in sizes:
             print(square_row(n, dt, threads, repeats, jax_mm))
@@ -179,8 +187,9 @@ def square_row(n: int, dt, threads: int, repeats: int, jax_mm) -> str:
     from svod.bench.peak import fma_peak
 
     peak = fma_peak(threads, seconds=0.1)["gflops"] / (2 if dt.np == np.float64 else 1)
+    raw: dict = {}
     with CpuLoad() as load:
-        t = interleaved(fns, repeats)
+        t = interleaved(fns, repeats, raw)
     err = float(np.max(np.abs(out.reshape(n, n) - out_np)))
     gf = {k: 2 * n ** 3 / median(v) / 1e9 for k, v in t.items()}
     best = {k: 2 * n ** 3 / v[0] / 1e9 for k, v in t.items()}
@@ -188,8 +197,20 @@ def square_row(n: int, dt, threads: int, repeats: int, jax_mm) -> str:
     def cell(k):
         return f"{gf[k]:.1f} / {best[k]:.1f}" if k in gf else "—"
 
+    # one thread in thread CPU time, interleaved with the probe timed alike: the share of
+    # a core's peak the GEMM reaches while it holds the core, whatever other processes do
+    one, core = [], []
+    for _ in range(repeats):
+        t0 = time.thread_time()
+        prog.run(bufs, 1)
+        one.append(2 * n ** 3 / max(time.thread_time() - t0, 1e-9) / 1e9)
+        core.append(fma_peak(1, seconds=0.05, cpu_time=True)["gflops"] / (2 if dt.np == np.float64 else 1))
+    one1, core1 = median(sorted(one)), median(sorted(core))
+    ratios = sorted(tn / ts for ts, tn in zip(raw["svod"], raw["numpy"]))  # svod / numpy speed, per repeat
+
     return (f"| {n}³ {dt.name} | {cell('svod')} | {cell('numpy')} | {cell('jax')} | "
-            f"{gf['svod'] / gf['numpy']:.2f}x | {peak:.0f} | {gf['svod'] / peak:.0%} | {gf['numpy'] / peak:.0%} | "
+            f"{gf['svod'] / gf['numpy']:.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f}) | {peak:.0f} | "
+            f"{gf['svod'] / peak:.0%} | {gf['numpy'] / peak:.0%} | {one1:.1f} / {core1:.0f} = {one1 / core1:.0%} | "
             f"{err:.1e} | {load.other:.0%} |")
 
 
