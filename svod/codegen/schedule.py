@@ -35,7 +35,7 @@ from svod.kernel import LOAD, VALID, Kernel, view_axes_stride0
 from svod.ops import long_latency
 from svod.view import View, ViewChain
 
-LOWER_VERSION = "8"  # bump when generated code changes meaning (part of the object-cache key)
+LOWER_VERSION = "9"  # bump when generated code changes meaning (part of the object-cache key)
 CHUNK = 4096  # elements per unit of a one-axis elementwise kernel
 SUM_BLOCK = 256  # elements per float-sum block (vector accumulators inside, cascade across)
 CASCADE_LEVELS = 64  # levels of a float sum's block cascade (2**64 blocks)
