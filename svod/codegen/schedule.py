@@ -436,6 +436,7 @@ class GemmConfig:
     mc: int  # rows of A packed at once (a multiple of mr)
     nt: int  # widest column tile of a unit (a multiple of nr)
     mt: int  # tallest row tile of a unit (a multiple of mr)
+    nc: int = 0  # columns of B packed at once (a multiple of nr; 0: the whole tile)
 
     @property
     def nr(self) -> int:
@@ -471,10 +472,14 @@ def gemm_config(itemsize: int, target: Target | None = None) -> GemmConfig:
     * KC: the Ap micro-panel (MR x KC), reused by every micro-kernel call of a row of
       panels, fills half of L1 (the Bp panels stream past it); at most `KC_MAX`. A deep
       K block means few passes over C (each K block reads and writes the C tile once);
-    * MC: Ap (MC x KC) a quarter of L2 (how much of A is packed at once);
-    * NT: Bp (KC x NT) twice L2: the widest column tile a unit packs and sweeps (the
-      micro-kernel streams Bp past the L1-resident Ap panel, so Bp need not fit L2;
-      wider tiles mean fewer units, each repacking its A rows); MT ~ NT.
+    * NC: Bp (KC x NC), the columns of B packed at once, three quarters of L2: the
+      micro-kernel streams it past the L1-resident Ap panel once per row panel, from L2
+      (a Bp of twice L2, streamed from L3, ran the micro-kernel at 90-92% of the FMA
+      peak instead of 97-98%);
+    * NT: twice L2 over KC: the widest column tile of a unit (wider tiles mean fewer
+      units, each repacking its A rows and B columns); MT ~ NT;
+    * MC: the rows of A packed at once: the whole row tile (MT), so A is packed once
+      per K block however many NC blocks the tile has.
 
     `SVOD_GEMM` overrides (``"mr=6,nv=2,kc=256,..."``). Measured choices:
     docs/codegen.md, "Generated matmul"."""
@@ -486,20 +491,21 @@ def gemm_config(itemsize: int, target: Target | None = None) -> GemmConfig:
     mr, nv = over.get("mr", mr), over.get("nv", nv)
     nr = vw * nv
     kc = over.get("kc", min(KC_MAX, max(32, _round(target.l1 // 2 // (mr * itemsize), 16))))
-    mc = over.get("mc", _round(target.l2 // 4 // (kc * itemsize), mr))
-    mc = _round(mc, mr)
+    nc = _round(over.get("nc", 3 * target.l2 // 4 // (kc * itemsize)), nr)
     # NOTE: units are independent (no barrier), so each packs its own B and A: large
     # tiles repack less (docs/codegen.md)
     nt = _round(over.get("nt", 2 * target.l2 // (kc * itemsize)), nr)
     mt = -(-over.get("mt", nt) // mr) * mr
-    return GemmConfig(itemsize, vw, mr, nv, kc, mc, nt, mt)
+    mc = _round(over.get("mc", mt), mr)
+    return GemmConfig(itemsize, vw, mr, nv, kc, mc, nt, mt, nc)
 
 
 def gemm_fingerprint(target: Target | None = None) -> str:
     """What generated GEMM code depends on beyond the kernel (part of the object-cache key)."""
     target = target or host_target()
     c4, c8 = gemm_config(4, target), gemm_config(8, target)
-    return f"g{c4.mr}x{c4.nv}k{c4.kc}m{c4.mc}n{c4.nt}t{c4.mt}:g{c8.mr}x{c8.nv}k{c8.kc}m{c8.mc}n{c8.nt}t{c8.mt}" \
+    return f"g{c4.mr}x{c4.nv}k{c4.kc}m{c4.mc}n{c4.nt}t{c4.mt}c{c4.nc}:g{c8.mr}x{c8.nv}k{c8.kc}m{c8.mc}n{c8.nt}" \
+           f"t{c8.mt}c{c8.nc}" \
            f":w{target.workers}"
 
 
