@@ -695,25 +695,33 @@ def test_hypothesis_every_target_blocking_matches_float64_reference(case):
 @pytest.mark.parametrize("dt", [float32, float64])
 def test_every_target_blocking_takes_every_path(name, target, dt):
     """Per target: the micro-kernel's registers are the target's (ymm for AVX2, zmm for
-    AVX-512), and a product with many K blocks, MC blocks, units and edge tiles in both
-    directions is right on 1 and 2 threads, bit for bit the same."""
+    AVX-512), and a product with many K blocks, units and edge tiles in both directions
+    (tiny caches: also several NC column blocks and, by `SVOD_GEMM`'s mc, several MC row
+    blocks a unit) is right on 1 and 2 threads, bit for bit the same."""
     if not _host_runs(target):
         pytest.skip(f"this host cannot run {target.vector_bits}-bit vectors")
     from svod.codegen.schedule import gemm_config as cfg_for
 
-    cfg = cfg_for(dt.itemsize, target)
-    m, n = 3 * cfg.mr + 5, 2 * cfg.nr + 3
-    k = 2 * cfg.kc + 7
+    with pytest.MonkeyPatch.context() as mp:
+        if "tiny" in name:
+            mp.setenv("SVOD_GEMM", f"mc={2 * (12 if target.vector_bits == 512 else 6)}")
+        cfg_for.cache_clear()
+        cfg = cfg_for(dt.itemsize, target)
+        m, n = 3 * cfg.mr + 5, 2 * cfg.nr + 3
+        k = 2 * cfg.kc + 7
+        if "tiny" in name:
+            m, n = max(m, 2 * cfg.mt + 7), max(n, 2 * cfg.nt + 5)
+        kern = _gemm_kernel(dt, (), m, k, n, False, False, "bias_relu")
+        rng = _rng(3)
+        a, b = rng.standard_normal((m, k)).astype(dt.np), rng.standard_normal((k, n)).astype(dt.np)
+        bias = rng.standard_normal(n).astype(dt.np)
+        got, plan, asm = _run_for_target(kern, target, [a, b, bias])
+        one, _, _ = _run_for_target(kern, target, [a, b, bias], threads=1)
+    cfg_for.cache_clear()
+    assert plan.nkb == 3
     if "tiny" in name:
-        m, n = max(m, 2 * cfg.mc + 7), max(n, 2 * cfg.nt + 5)
-    kern = _gemm_kernel(dt, (), m, k, n, False, False, "bias_relu")
-    rng = _rng(3)
-    a, b = rng.standard_normal((m, k)).astype(dt.np), rng.standard_normal((k, n)).astype(dt.np)
-    bias = rng.standard_normal(n).astype(dt.np)
-    got, plan, asm = _run_for_target(kern, target, [a, b, bias])
-    assert plan.nkb == 3 and (plan.units > 1 or "tiny" not in name)
+        assert plan.units > 1 and plan.mc < plan.mt and 0 < cfg.nc < plan.nt, plan
     assert_within_bound(got, a, b, dt.np, "relu", bias, what=name)
-    one, _, _ = _run_for_target(kern, target, [a, b, bias], threads=1)
     np.testing.assert_array_equal(one, got)
     uk = asm[asm.index(".uk:"):]
     uk = uk[:uk.index("ret")]
