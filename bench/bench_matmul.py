@@ -1,6 +1,7 @@
 """Benchmark svod's generated GEMM against numpy's BLAS (and jax.jit when installed).
 
     python3 bench/bench_matmul.py [--repeats 11] [--sizes 1024,2048] [--threads 2] [--f64] [--no-mlp] [--no-gemv]
+    python3 bench/bench_matmul.py --breakdown [--f64] [--sizes ...]   # micro-kernel alone vs whole, 1 thread
 
 Same run, interleaved repeats (each repeat runs every contender once), medians and
 bests. Reports:
@@ -10,6 +11,11 @@ bests. Reports:
   vs `np.matmul(out=...)`, vs `jax.jit(jnp.matmul)`; GFLOP/s = 2·m·n·k / time;
 * the FMA peak of `svod.bench.peak` on `--threads` threads, measured before each square
   row, and each contender's share of it; the probe's L2/L3/DRAM read bandwidths;
+  svod / numpy as the ratio of the medians and, in brackets, the range of the per-repeat
+  ratios (each repeat times both, back to back);
+* svod's GEMM on one thread timed in the thread's CPU time, interleaved with the FMA
+  probe timed alike (`fma_peak(1, cpu_time=True)`): its share of one core's peak while
+  it holds the core — the figure that stays put when other processes load the machine;
 * matrix-vector products (A 4000x5000 float32/float64, A transposed): svod's library
   step against numpy, as shares of the DRAM read-bandwidth probe of the same run;
 * the MLP block ``gelu(x@W1+b1)@W2+b2`` (x 512x1024, W1 1024x4096, W2 4096x1024, the
@@ -55,8 +61,9 @@ def matmul_kernel(m: int, k: int, n: int, dt=float32) -> Kernel:
 GAP = 0.2  # seconds of rest before each timed call (--gap)
 
 
-def interleaved(fns: dict, repeats: int) -> dict:
-    """name -> sorted list of seconds; every repeat runs each contender once.
+def interleaved(fns: dict, repeats: int, raw: dict | None = None) -> dict:
+    """name -> sorted list of seconds; every repeat runs each contender once (`raw`, when
+    given, receives the lists in repeat order, for per-repeat ratios).
 
     NOTE: OpenBLAS's worker threads busy-wait for a while after each call; without a
     pause the contender timed next shares the cores with them (measured: the first
@@ -70,6 +77,8 @@ def interleaved(fns: dict, repeats: int) -> dict:
             t0 = time.perf_counter()
             f()
             times[name].append(time.perf_counter() - t0)
+    if raw is not None:
+        raw.update(times)
     return {k: sorted(v) for k, v in times.items()}
 
 
@@ -123,9 +132,9 @@ class CpuLoad:
 def bench_square(sizes, dtypes, threads, repeats, jax_mm):
     print(f"\n## square matmuls (threads={threads}, {repeats} interleaved repeats; GFLOP/s median / best; "
           "peak: svod.bench.peak's FMA loop on as many threads, measured before each row, float64 half of it)\n")
-    print("| case | svod generated | numpy (BLAS) | jax.jit | svod / numpy | FMA peak | svod / peak | "
-          "numpy / peak | max abs diff | other load |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| case | svod generated | numpy (BLAS) | jax.jit | svod / numpy (range over repeats) | FMA peak | "
+          "svod / peak | numpy / peak | svod 1 thread, CPU time / core peak | max abs diff | other load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for dt in dtypes:
         for n in sizes:
             print(square_row(n, dt, threads, repeats, jax_mm))
@@ -179,8 +188,9 @@ def square_row(n: int, dt, threads: int, repeats: int, jax_mm) -> str:
     from svod.bench.peak import fma_peak
 
     peak = fma_peak(threads, seconds=0.1)["gflops"] / (2 if dt.np == np.float64 else 1)
+    raw: dict = {}
     with CpuLoad() as load:
-        t = interleaved(fns, repeats)
+        t = interleaved(fns, repeats, raw)
     err = float(np.max(np.abs(out.reshape(n, n) - out_np)))
     gf = {k: 2 * n ** 3 / median(v) / 1e9 for k, v in t.items()}
     best = {k: 2 * n ** 3 / v[0] / 1e9 for k, v in t.items()}
@@ -188,9 +198,112 @@ def square_row(n: int, dt, threads: int, repeats: int, jax_mm) -> str:
     def cell(k):
         return f"{gf[k]:.1f} / {best[k]:.1f}" if k in gf else "—"
 
+    # one thread in thread CPU time, interleaved with the probe timed alike: the share of
+    # a core's peak the GEMM reaches while it holds the core, whatever other processes do
+    one, core = [], []
+    for _ in range(repeats):
+        t0 = time.thread_time()
+        prog.run(bufs, 1)
+        one.append(2 * n ** 3 / max(time.thread_time() - t0, 1e-9) / 1e9)
+        core.append(fma_peak(1, seconds=0.05, cpu_time=True)["gflops"] / (2 if dt.np == np.float64 else 1))
+    one1, core1 = median(sorted(one)), median(sorted(core))
+    ratios = sorted(tn / ts for ts, tn in zip(raw["svod"], raw["numpy"]))  # svod / numpy speed, per repeat
+
     return (f"| {n}³ {dt.name} | {cell('svod')} | {cell('numpy')} | {cell('jax')} | "
-            f"{gf['svod'] / gf['numpy']:.2f}x | {peak:.0f} | {gf['svod'] / peak:.0%} | {gf['numpy'] / peak:.0%} | "
+            f"{gf['svod'] / gf['numpy']:.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f}) | {peak:.0f} | "
+            f"{gf['svod'] / peak:.0%} | {gf['numpy'] / peak:.0%} | {one1:.1f} / {core1:.0f} = {one1 / core1:.0%} | "
             f"{err:.1e} | {load.other:.0%} |")
+
+
+def microkernel_alone(dt, repeats: int) -> tuple[float, float]:
+    """(GFLOP/s, the core's FMA peak) of the GEMM's micro-kernel alone on one thread, in
+    CPU time: a driver calls it, for each of 16 Ap panels, over the NC/NR Bp panels of
+    one packed B block (in L2, as the GEMM does), adding into a C tile that stays in L1
+    — the speed the loop nest around it (packing, C traffic, edges) can at best keep."""
+    import ctypes
+
+    import llvmlite.ir as ir
+
+    from svod.bench.peak import fma_peak
+    from svod.codegen.gemm import emit_microkernel
+    from svod.codegen.jit import compile_ir
+
+    cfg = gemm_config(dt.itemsize)
+    ty = ir.FloatType() if dt.itemsize == 4 else ir.DoubleType()
+    i64 = ir.IntType(64)
+    m = ir.Module("svod_bench_uk")
+    uk = emit_microkernel(m, "uk", ty, cfg, cfg.kc, 1)  # A in rows (k contiguous), as the GEMM packs it
+    pt = ir.PointerType(ty)
+    fn = ir.Function(m, ir.FunctionType(ir.VoidType(), [pt, pt, pt, i64, i64, i64]), "drive")
+    ap, bp, c, calls, npa, npb = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("e"))
+    loop, done = fn.append_basic_block("l"), fn.append_basic_block("d")
+    b.branch(loop)
+    b.position_at_end(loop)
+    i = b.phi(i64)
+    i.add_incoming(ir.Constant(i64, 0), fn.blocks[0])
+    qa, qb = b.urem(b.udiv(i, npb), npa), b.urem(i, npb)  # per A panel, a sweep of B panels
+    kc = ir.Constant(i64, cfg.kc)
+    b.call(uk, [b.gep(ap, [b.mul(qa, ir.Constant(i64, cfg.mr * cfg.kc))]),
+                b.gep(bp, [b.mul(qb, ir.Constant(i64, cfg.nr * cfg.kc))]), kc, c, ir.Constant(i64, cfg.nr),
+                ir.Constant(ir.IntType(1), 1), c, ir.Constant(i64, cfg.nr)])
+    i1 = b.add(i, ir.Constant(i64, 1))
+    i.add_incoming(i1, loop)
+    b.cbranch(b.icmp_signed("<", i1, calls), loop, done)
+    b.position_at_end(done)
+    b.ret_void()
+    cm = compile_ir(str(m), name="svod_bench_uk")
+    drive = cm.ctypes_fn("drive", None, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3)
+
+    def aligned(n):  # Bp's vector loads are 64-byte aligned, as the GEMM's malloc'd panels
+        x = np.random.default_rng(n).standard_normal(n + 64).astype(dt.np)
+        o = (-x.ctypes.data % 64) // x.itemsize
+        return x[o:o + n]
+
+    npa, npb = 16, max(1, (cfg.nc or cfg.nt) // cfg.nr)
+    a_p, b_p, c_t = aligned(npa * cfg.mr * cfg.kc), aligned(npb * cfg.nr * cfg.kc), aligned(cfg.mr * cfg.nr)
+    calls = max(npa * npb, int(2e9 / (2 * cfg.mr * cfg.nr * cfg.kc)))
+    flops = 2.0 * cfg.mr * cfg.nr * cfg.kc * calls
+    drive(a_p.ctypes.data, b_p.ctypes.data, c_t.ctypes.data, calls, npa, npb)
+    got, peak = [], []
+    for _ in range(repeats):
+        t0 = time.thread_time()
+        drive(a_p.ctypes.data, b_p.ctypes.data, c_t.ctypes.data, calls, npa, npb)
+        got.append(flops / max(time.thread_time() - t0, 1e-9) / 1e9)
+        peak.append(fma_peak(1, seconds=0.05, cpu_time=True)["gflops"] / (dt.itemsize // 4))
+    return median(sorted(got)), median(sorted(peak))
+
+
+def bench_breakdown(sizes, dtypes, repeats):
+    """The micro-kernel alone and the whole GEMM on one thread, both in CPU time against
+    the probe timed alike: what the loop nest (packing, C traffic, edges) costs."""
+    from svod.bench.peak import fma_peak
+
+    print(f"\n## where the time goes: one thread, thread CPU time, {repeats} repeats (medians), "
+          "each beside the FMA probe timed alike\n")
+    print("| case | GFLOP/s | core peak | share of peak |")
+    print("|---|---|---|---|")
+    for dt in dtypes:
+        cfg = gemm_config(dt.itemsize)
+        g, p = microkernel_alone(dt, repeats)
+        print(f"| micro-kernel alone {cfg.mr}x{cfg.nr} kc {cfg.kc} {dt.name} | {g:.1f} | {p:.0f} | {g / p:.0%} |")
+        for n in sizes:
+            a = np.random.default_rng(n).standard_normal((n, n)).astype(dt.np)
+            bm = np.random.default_rng(n + 1).standard_normal((n, n)).astype(dt.np)
+            out = np.empty(n * n, dt.np)
+            prog = compile_kernel(matmul_kernel(n, n, n, dt))
+            bufs = {0: a.reshape(-1), 1: bm.reshape(-1), 2: out}
+            prog.run(bufs, 1)
+            np.testing.assert_allclose(out.reshape(n, n), a @ bm, rtol=1e-3, atol=1e-2 if dt.itemsize == 4 else 1e-9)
+            got, peak = [], []
+            for _ in range(repeats):
+                t0 = time.thread_time()
+                prog.run(bufs, 1)
+                got.append(2 * n ** 3 / max(time.thread_time() - t0, 1e-9) / 1e9)
+                peak.append(fma_peak(1, seconds=0.05, cpu_time=True)["gflops"] / (dt.itemsize // 4))
+            g, p = median(sorted(got)), median(sorted(peak))
+            print(f"| whole GEMM {n}³ {dt.name} (units {plan_gemm(matmul_kernel(n, n, n, dt)).units}) | {g:.1f} | "
+                  f"{p:.0f} | {g / p:.0%} |")
 
 
 def gelu_tanh_np(h):
@@ -262,6 +375,8 @@ def main() -> None:
     ap.add_argument("--no-mlp", action="store_true")
     ap.add_argument("--no-gemv", action="store_true")
     ap.add_argument("--gap", type=float, default=GAP, help="seconds of rest before each timed call")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="only: the micro-kernel alone vs the whole GEMM on one thread, in CPU time, vs the probe")
     opts = ap.parse_args()
     globals()["GAP"] = opts.gap
     info = host_target_info()
@@ -285,6 +400,9 @@ def main() -> None:
     except ImportError:
         print("- jax: not installed")
     sizes = [int(s) for s in opts.sizes.split(",") if s]
+    if opts.breakdown:
+        bench_breakdown(sizes, [float32] + ([float64] if opts.f64 else []), opts.repeats)
+        return
     from svod.bench.peak import describe, probe
 
     print(f"- {describe(probe(opts.threads))}")

@@ -178,12 +178,12 @@ def test_odd_and_empty_sizes(m, k, n, dt):
     assert_within_bound(got, a, b, dt, "relu", bias, what=f"{m}x{k}x{n}")
 
 
-@pytest.mark.parametrize("k", [1, 15, 16, 17, 47, 300])
+@pytest.mark.parametrize("k", [1, 15, 16, 17, 47, 300, 800])
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_transposed_b_pack_blocks_and_tails(k, dt):
     """x @ w.T: B's k axis contiguous, packed VW x VW blocks at a time through an
     in-register transpose; k tails, a partial last panel and a K split across blocks
-    (k = 300 > KC) must all land where the plain pack puts them."""
+    (k = 800 > KC) must all land where the plain pack puts them."""
     cfg = gemm_config(np.dtype(dt).itemsize)
     m, n = 2 * cfg.mr + 3, 3 * cfg.nr + 5
     rng = _rng(k)
@@ -583,3 +583,148 @@ def test_interpreter_gather_skips_broadcast_axes_of_masked_and_chained_views():
             continue
         buf = _rng(seed).random(int(np.prod(shape)))
         np.testing.assert_array_equal(interp._gather(buf, c), c.gather(buf, pad_value=0), err_msg=str(ops))
+
+
+# ----------------------------------------------------------------------------- every target's GEMM
+
+
+def _target_variants():
+    """(name, Target): the AVX2 blocking (16 registers: 6 x 2 ymm) and the AVX-512 one (32:
+    12 x 2 zmm), each with a real cache hierarchy and with tiny caches (4 KiB L1, 16-32
+    KiB L2) so small products take every path: many K blocks, MC blocks, unit tiles."""
+    from svod.codegen.target import Target
+
+    out = [("avx2", Target(256, 32 << 10, 512 << 10, 32 << 20, 2)),
+           ("avx2-tiny", Target(256, 4 << 10, 16 << 10, 1 << 20, 2))]
+    out += [("avx512", Target(512, 32 << 10, 1 << 20, 32 << 20, 2)),
+            ("avx512-tiny", Target(512, 4 << 10, 32 << 10, 1 << 20, 2))]
+    return out
+
+
+def _host_runs(target) -> bool:
+    from svod.codegen.jit import host_target_info
+
+    return host_target_info()["vector_bits"] >= target.vector_bits
+
+
+def _gemm_kernel(dt, batch, m, k, n, b_t, bcast_b, epilogue):
+    """A hand-built matmul kernel: B stored (k, n) or (n, k) (``b_t``: viewed transposed),
+    with B's batch dims broadcast (stride 0) when ``bcast_b``; epilogue "none" or
+    "bias_relu" (a row bias, then max(., 0))."""
+    from svod.view import apply_movement
+
+    bshape = (n, k) if b_t else (k, n)
+    bv = ViewChain.of(((1,) * len(batch) if bcast_b else batch) + bshape)
+    if b_t:
+        nb = len(batch)
+        bv = apply_movement(bv, "PERMUTE", tuple(range(nb)) + (nb + 1, nb))
+    if bcast_b and batch:
+        bv = apply_movement(bv, "EXPAND", batch + (k, n))
+    if epilogue == "none":
+        return _mm_kernel(dt, batch, m, k, n, b_view=bv)
+    shape = batch + (m, n)
+    bias = ViewChain((View.contiguous((1,) * (len(batch) + 1) + (n,)).expand(shape),))
+    nodes = (KNode(ACC, dt), KNode(LOAD, dt, (), 2), KNode(Ops.ADD, dt, (0, 1)), KNode(Ops.CONST, dt, (), 0.0),
+             KNode(Ops.MAX, dt, (2, 3)))
+    return _mm_kernel(dt, batch, m, k, n, b_view=bv, nodes=nodes, extra=(KInput(2, dt, bias),))
+
+
+def _run_for_target(kern, target, ins, threads=2):
+    """Lower `kern` with `target`'s GEMM blocking (the host's JIT compiles it), run it on
+    svod's pool, return the output and the micro-kernel's assembly."""
+    import ctypes
+
+    import svod.codegen.schedule as schedule
+    from svod import runtime
+    from svod.codegen.jit import compile_ir
+    from svod.codegen.lower import lower_kernel
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(schedule, "host_target", lambda: target)
+        mp.setattr(schedule, "_CACHE", {})
+        schedule.gemm_config.cache_clear()
+        try:
+            plan = schedule.plan_gemm(kern)
+            low = lower_kernel(kern, "svod_gemm_variant")
+        finally:
+            schedule.gemm_config.cache_clear()
+    cm = compile_ir(low.ir, name="gemm_variant")
+    arrays = [np.ascontiguousarray(x).reshape(-1) for x in ins]
+    out = np.full(int(np.prod(kern.outputs[0].shape)), 7, kern.outputs[0].dtype.np)  # garbage
+    slots = (ctypes.c_void_p * (len(arrays) + 1))(*[a.ctypes.data for a in arrays], out.ctypes.data)
+    runtime.run_parallel(cm.address("svod_gemm_variant"), ctypes.addressof(slots), low.units, threads)
+    return out.reshape(kern.outputs[0].shape), plan, cm.asm
+
+
+@st.composite
+def gemm_variant_cases(draw):
+    name, target = draw(st.sampled_from(_target_variants()))
+    dt = draw(st.sampled_from([float32, float64]))
+    m, n = draw(st.integers(1, 150)), draw(st.integers(1, 150))
+    k = draw(st.sampled_from([1, 7, 31, 64, 97, 200, 450]))
+    batch = draw(st.sampled_from([(), (2,), (3, 1)]))
+    return name, target, dt, batch, m, k, n, draw(st.booleans()), draw(st.booleans()), \
+        draw(st.sampled_from(["none", "bias_relu"]))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gemm_variant_cases())
+def test_hypothesis_every_target_blocking_matches_float64_reference(case):
+    """Every target's micro-kernel shape and cache blocking, compiled for this host and run
+    where it can (an AVX2 blocking runs on an AVX-512 host; the AVX-512 one only there),
+    against the float64 reference: odd sizes, K blocks, transposed and broadcast B,
+    batches, a fused epilogue."""
+    name, target, dt, batch, m, k, n, b_t, bcast_b, epi = case
+    if not _host_runs(target):
+        return  # NOTE: compiled-only coverage of the AVX-512 blocking: test_avx512_configuration...
+    kern = _gemm_kernel(dt, batch, m, k, n, b_t, bcast_b, epi)
+    rng = _rng(m * 7 + k * 3 + n)
+    a = rng.standard_normal(batch + (m, k)).astype(dt.np)
+    bstore = rng.standard_normal(((1,) * len(batch) if bcast_b else batch) + ((n, k) if b_t else (k, n))).astype(dt.np)
+    bias = rng.standard_normal(n).astype(dt.np)
+    ins = [a, bstore] + ([bias] if epi != "none" else [])
+    got, plan, _ = _run_for_target(kern, target, ins)
+    assert plan.cfg.vw == target.lanes(dt.itemsize)
+    b = np.swapaxes(bstore, -1, -2) if b_t else bstore
+    b = np.broadcast_to(b, batch + (k, n))
+    assert_within_bound(got, a, b, dt.np, "relu" if epi != "none" else "none", bias if epi != "none" else None,
+                        what=f"{name} {case[2:]}")
+
+
+@pytest.mark.parametrize("name,target", _target_variants(), ids=[v[0] for v in _target_variants()])
+@pytest.mark.parametrize("dt", [float32, float64])
+def test_every_target_blocking_takes_every_path(name, target, dt):
+    """Per target: the micro-kernel's registers are the target's (ymm for AVX2, zmm for
+    AVX-512), and a product with many K blocks, units and edge tiles in both directions
+    (tiny caches: also several NC column blocks and, by `SVOD_GEMM`'s mc, several MC row
+    blocks a unit) is right on 1 and 2 threads, bit for bit the same."""
+    if not _host_runs(target):
+        pytest.skip(f"this host cannot run {target.vector_bits}-bit vectors")
+    from svod.codegen.schedule import gemm_config as cfg_for
+
+    with pytest.MonkeyPatch.context() as mp:
+        if "tiny" in name:
+            mp.setenv("SVOD_GEMM", f"mc={2 * (12 if target.vector_bits == 512 else 6)}")
+        cfg_for.cache_clear()
+        cfg = cfg_for(dt.itemsize, target)
+        m, n = 3 * cfg.mr + 5, 2 * cfg.nr + 3
+        k = 2 * cfg.kc + 7
+        if "tiny" in name:
+            m, n = max(m, 2 * cfg.mt + 7), max(n, 2 * cfg.nt + 5)
+        kern = _gemm_kernel(dt, (), m, k, n, False, False, "bias_relu")
+        rng = _rng(3)
+        a, b = rng.standard_normal((m, k)).astype(dt.np), rng.standard_normal((k, n)).astype(dt.np)
+        bias = rng.standard_normal(n).astype(dt.np)
+        got, plan, asm = _run_for_target(kern, target, [a, b, bias])
+        one, _, _ = _run_for_target(kern, target, [a, b, bias], threads=1)
+    cfg_for.cache_clear()
+    assert plan.nkb == 3
+    if "tiny" in name:
+        assert plan.units > 1 and plan.mc < plan.mt and 0 < cfg.nc < plan.nt, plan
+    assert_within_bound(got, a, b, dt.np, "relu", bias, what=name)
+    np.testing.assert_array_equal(one, got)
+    uk = asm[asm.index(".uk:"):]
+    uk = uk[:uk.index("ret")]
+    reg = "zmm" if target.vector_bits == 512 else "ymm"
+    fma = "vfmadd231ps" if dt is float32 else "vfmadd231pd"
+    assert len([ln for ln in uk.splitlines() if fma in ln and reg in ln]) >= cfg.mr * cfg.nv, name

@@ -130,10 +130,11 @@ def test_a_gemm_block_moves_ir_and_features(monkeypatch):
     k = stepprobes._matmul_kernel(256, 512, 256, library=False, b_t=True)
     ir0, f0 = _both(k)
     g0 = schedule.plan_gemm(k)
-    monkeypatch.setenv("SVOD_GEMM", f"kc={g0.cfg.kc // 2},nt={g0.cfg.nr * 8},mt={g0.cfg.mr * 8}")
+    # (a third: the balanced K block is then an odd constant no other loop of the IR uses)
+    monkeypatch.setenv("SVOD_GEMM", f"kc={g0.kc // 3},nt={g0.cfg.nr * 8},mt={g0.cfg.mr * 8}")
     ir1, f1 = _both(k)
     g1 = schedule.plan_gemm(k)
-    assert g1.nkb == 2 * g0.nkb and g1.units > g0.units
+    assert g1.nkb >= 3 * g0.nkb and g1.units > g0.units
     assert re.search(rf"mul i64 %\S+, {g1.kc}\n", ir1) and not re.search(rf"mul i64 %\S+, {g1.kc}\n", ir0)
     assert f1.units == g1.units != f0.units and f1.b_packed == g1.batch * g1.tiles_m * 512 * 256 > f0.b_packed
     mach = Machine(cores=2, vector_bits=256)

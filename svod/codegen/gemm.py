@@ -6,11 +6,12 @@ nest, written into the kernel's body function by `emit_gemm` (called from
 
     unit u = (batch index, row tile of MT rows, column tile of NT columns)
       for pc in K step KC:                    # K blocks (sizes balanced, ≤ KC)
-        pack B[pc:pc+kc, tile cols] → Bp      # NR-column panels, kc × NR each, zero-padded
-        for ic in tile rows step MC:
+        for ic in tile rows step MC:          # MC = MT: A packed once per K block
           pack A[ic:ic+mc, pc:pc+kc] → Ap     # rows (A's k contiguous) or MR-row panels, zero-padded
-          for jr in panels of Bp:             # a kc × NR panel of Bp stays in L1
-            for ir in panels of Ap:           # Ap (MC × KC) stays in L2
+          for jc in tile cols step NC:
+            pack B[pc:pc+kc, jc:jc+nc] → Bp   # NR-column panels, kc × NR each, zero-padded
+            for ir in panels of Ap:           # an MR × kc panel of Ap stays in L1
+              for jr in panels of Bp:         # Bp (KC × NC, half of L2) streamed past it
               micro-kernel: MR × NR accumulators in vector registers,
               kc rank-1 updates (NV vector loads of B, MR broadcasts of A, MR·NV fmuladds)
 
@@ -30,7 +31,7 @@ scratch tile) are one `malloc`ed block per body call (per slice of units, per th
 The sum order of each output element depends on K and KC only — never on the tiling or
 the thread count — so results are deterministic.
 
-The blocking (`GemmConfig`: MR × NV vectors, KC, MC, NT, MT) and the unit tiles
+The blocking (`GemmConfig`: MR × NV vectors, KC, MC, NT, MT, NC) and the unit tiles
 (`GemmPlan`) are the schedule's (`svod.codegen.schedule.gemm_config`, `plan_gemm`): the
 cost models price the same tiling this code runs.
 
@@ -258,8 +259,9 @@ class _Gemm:
         self.uk = emit_microkernel(low.module, low.symbol + ".uk", ty, cfg, a_row, a_k)
 
         isz = cfg.itemsize
+        self.nc = min(cfg.nc, plan.nt) if cfg.nc else plan.nt
         ap_elems = plan.mc * kcs
-        bp_elems = plan.nt * kcs
+        bp_elems = self.nc * kcs
         cs_elems = plan.mt * plan.nt if need_scratch_c else 0
         ap_bytes = -(-ap_elems * isz // 64) * 64
         bp_bytes = -(-bp_elems * isz // 64) * 64
@@ -306,46 +308,56 @@ class _Gemm:
         self.kc = imin(b, i64(plan.kc), b.sub(i64(plan.k), self.pc))
         self.first = b.icmp_signed("==", kb, i64(0))
         self.last = b.icmp_signed("==", kb, i64(plan.nkb - 1))
-        self._pack_b()
         nic = ceil_div(b, b.sub(self.i1, self.i0), plan.mc)
+        nc = self.nc
 
         def iblock(q):
             ic = b.add(self.i0, b.mul(q, i64(plan.mc)))
             ic1 = imin(b, b.add(ic, i64(plan.mc)), self.i1)
             self._pack_a(ic, ic1)
-            npj = ceil_div(b, b.sub(self.j1, self.j0), cfg.nr)
             npi = ceil_div(b, b.sub(ic1, ic), cfg.mr)
 
-            def jpanel(qj):
-                self._loop(i64(0), npi, lambda qi: self._tile(ic, ic1, qi, qj), "ir")
+            def jblock(qc):  # NC columns of B packed (L2), swept by every Ap row panel
+                self.jb0 = b.add(self.j0, b.mul(qc, i64(nc)))
+                self.jb1 = imin(b, b.add(self.jb0, i64(nc)), self.j1)
+                self._pack_b()
+                npj = ceil_div(b, b.sub(self.jb1, self.jb0), cfg.nr)
 
-            self._loop(i64(0), npj, jpanel, "jr")
+                # an Ap micro-panel (MR x kc) stays in L1 while the Bp panels stream from
+                # L2 past it; each C row segment is written left to right (docs/codegen.md)
+                def ipanel(qi):
+                    self._loop(i64(0), npj, lambda qj: self._tile(ic, ic1, qi, qj), "jr")
+
+                self._loop(i64(0), npi, ipanel, "ir")
+
+            self._loop(i64(0), ceil_div(b, b.sub(self.j1, self.j0), nc), jblock, "jc")
 
         self._loop(i64(0), nic, iblock, "ic")
 
     # ---- packing
     def _pack_b(self) -> None:
-        """Bp panel q (columns j0 + q·NR ...) at Bp + q·kc·NR, element (p, c) at p·NR + c."""
+        """Bp panel q (columns jb0 + q·NR ... of the NC block [jb0, jb1)) at Bp + q·kc·NR,
+        element (p, c) at p·NR + c."""
         f, b, cfg = self.f, self.f.b, self.cfg
         nr, vw, isz = cfg.nr, cfg.vw, cfg.itemsize
         B = self.B
         kc = self.kc
         zero = const(self.dt, 0)
         vt = ir.VectorType(self.ty, vw)
-        width = b.sub(self.j1, self.j0)
+        width = b.sub(self.jb1, self.jb0)
         nfull = b.sdiv(width, i64(nr))
         npj = ceil_div(b, width, nr)
         panel_elems = b.mul(kc, i64(nr))
 
         def put(q, p, c):
-            jq = b.add(self.j0, b.mul(q, i64(nr)))
+            jq = b.add(self.jb0, b.mul(q, i64(nr)))
             dst = b.gep(self.Bp, [b.add(b.mul(q, panel_elems), b.add(b.mul(p, i64(nr)), c))])
             b.store(B.load(b.add(self.pc, p), b.add(jq, c)), dst)
 
         if B.strides is not None and B.strides[1] == 1:
             # rows of B are contiguous: per k, one sequential sweep over the tile's columns
             def row(p):
-                src = b.gep(B.ptr, [b.add(B.base_idx, b.add(b.mul(b.add(self.pc, p), i64(B.strides[0])), self.j0))])
+                src = b.gep(B.ptr, [b.add(B.base_idx, b.add(b.mul(b.add(self.pc, p), i64(B.strides[0])), self.jb0))])
 
                 def panel(q):
                     s = b.gep(src, [b.mul(q, i64(nr))])
@@ -386,7 +398,7 @@ class _Gemm:
         nblk = b.sdiv(self.kc, i64(vw))
 
         def panel(q):
-            jq = b.add(self.j0, b.mul(q, i64(nr)))
+            jq = b.add(self.jb0, b.mul(q, i64(nr)))
             dst = b.gep(self.Bp, [b.mul(q, panel_elems)])
 
             def block(pb):
@@ -511,9 +523,9 @@ class _Gemm:
         f, b, cfg, plan = self.f, self.f.b, self.cfg, self.plan
         mr, nr = cfg.mr, cfg.nr
         i = b.add(ic, b.mul(qi, i64(mr)))
-        j = b.add(self.j0, b.mul(qj, i64(nr)))
+        j = b.add(self.jb0, b.mul(qj, i64(nr)))
         rows = imin(b, i64(mr), b.sub(ic1, i))
-        cols = imin(b, i64(nr), b.sub(self.j1, j))
+        cols = imin(b, i64(nr), b.sub(self.jb1, j))
         a_step = mr * max(plan.kc, 1) if self.a_rows else None
         ap = b.gep(self.Ap, [b.mul(qi, i64(a_step) if a_step else b.mul(self.kc, i64(mr)))])
         bp = b.gep(self.Bp, [b.mul(qj, b.mul(self.kc, i64(nr)))])

@@ -35,7 +35,7 @@ from svod.kernel import LOAD, VALID, Kernel, view_axes_stride0
 from svod.ops import long_latency
 from svod.view import View, ViewChain
 
-LOWER_VERSION = "8"  # bump when generated code changes meaning (part of the object-cache key)
+LOWER_VERSION = "9"  # bump when generated code changes meaning (part of the object-cache key)
 CHUNK = 4096  # elements per unit of a one-axis elementwise kernel
 SUM_BLOCK = 256  # elements per float-sum block (vector accumulators inside, cascade across)
 CASCADE_LEVELS = 64  # levels of a float sum's block cascade (2**64 blocks)
@@ -436,6 +436,7 @@ class GemmConfig:
     mc: int  # rows of A packed at once (a multiple of mr)
     nt: int  # widest column tile of a unit (a multiple of nr)
     mt: int  # tallest row tile of a unit (a multiple of mr)
+    nc: int = 0  # columns of B packed at once (a multiple of nr; 0: the whole tile)
 
     @property
     def nr(self) -> int:
@@ -458,12 +459,30 @@ def _overrides() -> dict[str, int]:
     return out
 
 
+KC_MAX = 384  # the deepest K block (measured: deeper blocks were not faster, docs/codegen.md)
+
+
 @functools.cache
 def gemm_config(itemsize: int, target: Target | None = None) -> GemmConfig:
-    """Blocking for float32 (itemsize 4) or float64 (8) on `target` (default the host):
-    a micro-tile of MR x NV vectors within the vector registers (32: 12 x 2, 16: 6 x 2),
-    KC so a kc x NR panel of B fills half of L1, MC so Ap fills a quarter of L2, NT so
-    Bp (KC x NT) fills L2, MT ~ NT. `SVOD_GEMM` overrides (``"mr=6,nv=2,kc=256,..."``)."""
+    """Blocking for float32 (itemsize 4) or float64 (8) on `target` (default the host).
+
+    * micro-tile: MR x NV vectors of accumulators within the vector registers, leaving
+      room for the NV vectors of B and one broadcast of A: 32 registers (AVX-512) 12 x 2,
+      16 (AVX2) 6 x 2;
+    * KC: the Ap micro-panel (MR x KC), reused by every micro-kernel call of a row of
+      panels, fills half of L1 (the Bp panels stream past it); at most `KC_MAX`. A deep
+      K block means few passes over C (each K block reads and writes the C tile once);
+    * NC: Bp (KC x NC), the columns of B packed at once, three quarters of L2: the
+      micro-kernel streams it past the L1-resident Ap panel once per row panel, from L2
+      (a Bp of twice L2, streamed from L3, ran the micro-kernel at 90-92% of the FMA
+      peak instead of 97-98%);
+    * NT: twice L2 over KC: the widest column tile of a unit (wider tiles mean fewer
+      units, each repacking its A rows and B columns); MT ~ NT;
+    * MC: the rows of A packed at once: the whole row tile (MT), so A is packed once
+      per K block however many NC blocks the tile has.
+
+    `SVOD_GEMM` overrides (``"mr=6,nv=2,kc=256,..."``). Measured choices:
+    docs/codegen.md, "Generated matmul"."""
     if target is None:
         return gemm_config(itemsize, host_target())
     vw = target.lanes(itemsize)
@@ -471,21 +490,22 @@ def gemm_config(itemsize: int, target: Target | None = None) -> GemmConfig:
     over = _overrides()
     mr, nv = over.get("mr", mr), over.get("nv", nv)
     nr = vw * nv
-    kc = over.get("kc", max(32, _round(target.l1 // 2 // (nr * itemsize), 16)))
-    mc = over.get("mc", _round(target.l2 // 4 // (kc * itemsize), mr))
-    mc = _round(mc, mr)
+    kc = over.get("kc", min(KC_MAX, max(32, _round(target.l1 // 2 // (mr * itemsize), 16))))
+    nc = _round(over.get("nc", 3 * target.l2 // 4 // (kc * itemsize)), nr)
     # NOTE: units are independent (no barrier), so each packs its own B and A: large
     # tiles repack less (docs/codegen.md)
-    nt = _round(over.get("nt", target.l2 // (kc * itemsize)), nr)
+    nt = _round(over.get("nt", 2 * target.l2 // (kc * itemsize)), nr)
     mt = -(-over.get("mt", nt) // mr) * mr
-    return GemmConfig(itemsize, vw, mr, nv, kc, mc, nt, mt)
+    mc = _round(over.get("mc", mt), mr)
+    return GemmConfig(itemsize, vw, mr, nv, kc, mc, nt, mt, nc)
 
 
 def gemm_fingerprint(target: Target | None = None) -> str:
     """What generated GEMM code depends on beyond the kernel (part of the object-cache key)."""
     target = target or host_target()
     c4, c8 = gemm_config(4, target), gemm_config(8, target)
-    return f"g{c4.mr}x{c4.nv}k{c4.kc}m{c4.mc}n{c4.nt}t{c4.mt}:g{c8.mr}x{c8.nv}k{c8.kc}m{c8.mc}n{c8.nt}t{c8.mt}" \
+    return f"g{c4.mr}x{c4.nv}k{c4.kc}m{c4.mc}n{c4.nt}t{c4.mt}c{c4.nc}:g{c8.mr}x{c8.nv}k{c8.kc}m{c8.mc}n{c8.nt}" \
+           f"t{c8.mt}c{c8.nc}" \
            f":w{target.workers}"
 
 
@@ -525,19 +545,30 @@ def split_tiles(batch: int, m: int, n: int, mr: int, nr: int, mt_max: int, nt_ma
                 ) -> tuple[int, int, int, int]:
     """(mt, nt, tiles_m, tiles_n): unit tiles as large as `mt_max` x `nt_max` allow,
     balanced, split (the longer side first) until there are at least 2 units per worker
-    thread when the shape allows; a side is not split below 8 micro-tiles."""
+    thread when the shape allows, then until the units divide evenly among the workers
+    (7 equal units on 2 threads take 4 units' time: 8 take 4 too, on smaller tiles); a
+    side is not split below 8 micro-tiles."""
     want = 2 * workers if workers > 1 else 1
     tm = -(-max(m, 1) // mt_max)
     tn = -(-max(n, 1) // nt_max)
-    while batch * tm * tn < want:
+
+    def split() -> bool:
+        nonlocal tm, tn
         mt, nt = _balanced(m, tm, mr), _balanced(n, tn, nr)
         can_m, can_n = mt >= 8 * mr, nt >= 8 * nr
         if not (can_m or can_n):
-            break
+            return False
         if can_m and (mt >= nt or not can_n):
             tm += 1
         else:
             tn += 1
+        return True
+
+    while batch * tm * tn < want and split():
+        pass
+    for _ in range(workers):
+        if workers <= 1 or (batch * tm * tn) % workers == 0 or not split():
+            break
     mt, nt = _balanced(max(m, 1), tm, mr), _balanced(max(n, 1), tn, nr)
     return (mt, nt) + ((-(-m // mt), -(-n // nt)) if m and n else (0, 0))
 
