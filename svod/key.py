@@ -28,6 +28,8 @@ import numpy as np
 from svod.dtype import DType
 from svod.dtype import dtype as to_dtype
 from svod.ir import BufferRef, Ops, UOp, _hash_arg, substitute, toposort
+from svod.viewfold import CHAIN_OPS, OFFSETS, TOP_OPS, VIEW_MARK, ViewRef, apply_view
+from svod.viewfold import enabled as _fold_enabled
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,9 @@ class KeyNode:
     """One node of a GraphKey: sources are indices of earlier nodes.
 
     For `Ops.BUFFER` leaves, `arg` is `(input_index, strides)`: the position of the
-    input in the Bindings and its element strides.
+    input in the Bindings and its element strides; a folded view leaf (svod.viewfold) has
+    `(input_index, strides, "view")`: its binding is a view of a buffer, at an offset the
+    key does not hold.
     """
 
     op: Ops
@@ -182,13 +186,20 @@ def share_partial_reductions(order: list[UOp], roots: list[UOp]) -> tuple[list[U
 
 def compact(roots: list[UOp]) -> tuple[GraphKey, Bindings]:
     """Normalise the graph below `roots` into a GraphKey and the Bindings of its inputs
-    (reductions that can reuse a partial one do: `share_partial_reductions`)."""
+    (reductions that can reuse a partial one do: `share_partial_reductions`).
+
+    Slices of realized buffers whose structure turned dynamic in its offsets are folded
+    into view leaves (svod.viewfold: the key without the offsets, the views bound); the
+    first offsets of a structure, and every graph without such slices, compact exactly."""
     order, roots = share_partial_reductions(toposort(roots), list(roots))
     index: dict[int, int] = {}
     nodes: list[KeyNode] = []
     arrays: list[np.ndarray] = []
     bufs: list[BufferRef] = []
     h = hashlib.blake2b(digest_size=20)
+    # id(node) -> (numpy view, base BufferRef, movement steps, has a SHRINK): chains of
+    # movement ops on a realized buffer that numpy can take as views (svod.viewfold)
+    views: dict[int, tuple] | None = {} if _fold_enabled() else None
     for u in order:
         if u.op is Ops.BUFFER:
             arr = u.arg.array
@@ -206,10 +217,73 @@ def compact(roots: list[UOp]) -> tuple[GraphKey, Bindings]:
                 parts = u._kb = (u.op.value.encode() + b"|" + u.dtype.name.encode() + b"|",
                                  b"|" + _hash_arg(u.arg) + b"|" + b",".join(b"%d" % d for d in u.shape))
             h.update(parts[0] + b",".join(b"%d" % d for d in src) + parts[1])
+            if views is not None and u.op in CHAIN_OPS:
+                _chain_view(u, views)
         h.update(b";")
         index[id(u)] = len(nodes)
         nodes.append(node)
     outputs = tuple(index[id(r)] for r in roots)
     h.update(b"out:" + b",".join(b"%d" % o for o in outputs))
     key = GraphKey(tuple(nodes), outputs, h.hexdigest())
+    if views:
+        folded = fold_views(order, roots, views)
+        if folded is not None and OFFSETS.fold(folded[0].hash, key.hash, folded[2]):
+            return folded[0], folded[1]
     return key, Bindings(arrays, bufs)
+
+
+def _chain_view(u: UOp, views: dict[int, tuple]) -> None:
+    """Record u's numpy view in `views` when u is a movement op numpy can take as a view of
+    a realized buffer, directly or through earlier ones."""
+    s = u.src[0]
+    if s.op is Ops.BUFFER:
+        prev = (s.arg.array, s.arg, (), False)
+    else:
+        prev = views.get(id(s))
+        if prev is None:
+            return
+    v = apply_view(prev[0], u.op, u.arg)
+    if v is not None:
+        views[id(u)] = (v, prev[1], prev[2] + ((u.op, u.arg),), prev[3] or u.op is Ops.SHRINK)
+
+
+def fold_views(order: list[UOp], roots: list[UOp], views: dict[int, tuple]) -> tuple[GraphKey, Bindings, int] | None:
+    """(key, bindings, count) of the graph with every topmost foldable slice chain over a
+    realized buffer (svod.viewfold: a SHRINK or RESHAPE on top, a SHRINK in it, not
+    empty) as one view leaf, or None when there is none. `order` is the topological order
+    of `roots` and `views` the chains `compact` found."""
+    need = {id(r) for r in roots}
+    leaves: set[int] = set()
+    for u in reversed(order):
+        if id(u) not in need:
+            continue
+        f = views.get(id(u))
+        if f is not None and f[3] and u.op in TOP_OPS and f[0].size:
+            leaves.add(id(u))
+            continue
+        need.update(id(s) for s in u.src)
+    if not leaves:
+        return None
+    index: dict[int, int] = {}
+    nodes: list[KeyNode] = []
+    arrays: list[np.ndarray] = []
+    bufs: list[BufferRef] = []
+    for u in order:
+        if id(u) not in need:
+            continue
+        if id(u) in leaves:
+            v, base, steps, _ = views[id(u)]
+            node = KeyNode(Ops.BUFFER, u.dtype, (), (len(arrays), _strides(v), VIEW_MARK), u.shape)
+            arrays.append(v)
+            bufs.append(ViewRef(v, base, steps))
+        elif u.op is Ops.BUFFER:
+            arr = u.arg.array
+            node = KeyNode(Ops.BUFFER, u.dtype, (), (len(arrays), _strides(arr)), u.shape)
+            arrays.append(arr)
+            bufs.append(u.arg)
+        else:
+            node = KeyNode(u.op, u.dtype, tuple(index[id(s)] for s in u.src), u.arg, u.shape)
+        index[id(u)] = len(nodes)
+        nodes.append(node)
+    key = GraphKey(tuple(nodes), tuple(index[id(r)] for r in roots))
+    return key, Bindings(arrays, bufs), len(leaves)

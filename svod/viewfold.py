@@ -1,0 +1,170 @@
+"""View leaves: slices of a realized buffer bound at run time, so loops over slices share a plan.
+
+A graph reads a realized buffer through movement ops: ``a[i, 1:-1]`` is
+``SHRINK(((i, i + 1), (1, n - 1)))`` then ``RESHAPE`` over the BUFFER leaf of ``a``. Those
+offsets are key data, so a Python loop over ``i`` makes a new GraphKey, a new search and a
+new compile per iteration. Compaction (`svod.key.compact`) can instead *fold* such a
+chain into one leaf whose binding is the numpy view ``a[i, 1:-1]`` of the buffer (no
+copy): the key then holds only the view's shape and strides, and the offset travels in
+the binding (the data pointer passed at run time).
+
+Which chains fold (`fold_view`): a run of SHRINK, RESHAPE (when numpy can do it as a
+view), PERMUTE and FLIP ops directly on a BUFFER, with at least one SHRINK, topped by a
+SHRINK or a RESHAPE (a PERMUTE or FLIP on top stays a key op over the folded leaf: the
+kernel reads it through its view, no copy). EXPAND and PAD never fold (no offsets; an
+expanded leaf would be copied at full size), nor does an empty view.
+
+When (`ViewOffsets`, automatic dynamic as for row counts in `svod.shapes`): a structure
+(the folded key) is planned exactly the first time, with the offsets as key data, exactly
+as before this module existed. The second distinct exact key of the same structure (new
+offsets, same everything else) makes it dynamic: from then on every other offset runs
+the folded plan; the first exact key keeps its exact plan. `SVOD_DYNAMIC=0` turns it off
+(with row counts). Why a structure turned dynamic is in `recompiles()` and printed with
+``SVOD_DEBUG=1``.
+
+What a folded leaf costs at run time: nothing when the view is C-contiguous (a row, a
+row segment, a 1-D slice); a copy of the view (`np.ascontiguousarray`, in the graph
+program) when it is not (a column ``a[k + 1:, k]``, a 2-D interior block, a flipped
+slice), because the generated kernels read input slots as contiguous arrays. That copy
+is the price of not recompiling per offset; the first offsets keep the exact plan, which
+reads the strided view in place. `svod.jit` traces never fold (`exact_leaves`): a trace's
+leaves are re-bound to the next call's arguments by identity.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict, deque
+from contextlib import contextmanager
+
+import numpy as np
+
+from svod.flags import debug, debug_log
+from svod.ir import BufferRef, Ops
+
+CHAIN_OPS = frozenset((Ops.SHRINK, Ops.RESHAPE, Ops.PERMUTE, Ops.FLIP))
+TOP_OPS = frozenset((Ops.SHRINK, Ops.RESHAPE))
+VIEW_MARK = "view"  # third element of a folded BUFFER KeyNode's arg: (input_index, strides, "view")
+
+_local = threading.local()
+
+
+def enabled() -> bool:
+    """Whether compaction may fold views: `SVOD_DYNAMIC` on (as `svod.shapes.enabled`) and
+    not inside `exact_leaves()`."""
+    return os.environ.get("SVOD_DYNAMIC", "1") not in ("0", "false", "False", "") \
+        and not getattr(_local, "exact", 0)
+
+
+@contextmanager
+def exact_leaves():
+    """Compactions inside never fold views (this thread): for `svod.jit` traces, whose
+    bindings map each leaf's BufferRef back to an argument."""
+    _local.exact = getattr(_local, "exact", 0) + 1
+    try:
+        yield
+    finally:
+        _local.exact -= 1
+
+
+def apply_view(arr: np.ndarray, op: Ops, arg) -> np.ndarray | None:
+    """`op(arg)` applied to `arr` as a numpy view (no copy), or None when numpy would copy."""
+    if op is Ops.SHRINK:
+        return arr[tuple(slice(b, e) for b, e in arg)]
+    if op is Ops.RESHAPE:
+        try:
+            return np.reshape(arr, arg, copy=False)
+        except ValueError:
+            return None
+    if op is Ops.PERMUTE:
+        return arr.transpose(arg)
+    if op is Ops.FLIP:
+        return np.flip(arr, axis=arg)
+    return None
+
+
+class ViewRef(BufferRef):
+    """The BufferRef of a folded leaf: `array` is the view, `base` the buffer's BufferRef
+    and `steps` the (op, arg) movement ops that make the view from ``base.array``
+    (`rebuild`). Replay tables bind the base's array through `steps` (svod.caches)."""
+
+    __slots__ = ("base", "steps")
+
+    def __init__(self, array: np.ndarray, base: BufferRef, steps: tuple):
+        super().__init__(array)
+        self.base = base
+        self.steps = steps
+
+
+
+def rebuild(steps: tuple, base_array: np.ndarray) -> np.ndarray:
+    """The view `steps` ((op, arg) pairs of a `ViewRef`) make of `base_array`."""
+    a = base_array
+    for op, arg in steps:
+        a = apply_view(a, op, arg)
+    return a
+
+
+class ViewOffsets:
+    """Automatic dynamic for view offsets: per structure (folded key hash) the first exact
+    key hash seen, and which structures turned dynamic. Bounded LRU; one lock."""
+
+    def __init__(self, max_structures: int = 4096, max_log: int = 256):
+        self.max_structures = max_structures
+        self._first: OrderedDict[str, str] = OrderedDict()
+        self._dynamic: set[str] = set()
+        self.log: deque = deque(maxlen=max_log)
+        self._lock = threading.Lock()
+
+    def fold(self, struct: str, exact: str, leaves: int) -> bool:
+        """Whether the graph with exact key hash `exact` and folded key hash `struct`
+        (`leaves` folded leaves) runs the folded plan; records transitions."""
+        with self._lock:
+            first = self._first.get(struct)
+            if first is None:
+                self._first[struct] = exact
+                if len(self._first) > self.max_structures:
+                    old, _ = self._first.popitem(last=False)
+                    self._dynamic.discard(old)
+                return False
+            self._first.move_to_end(struct)
+            if exact == first:
+                return False  # the first offsets keep their exact plan
+            if struct not in self._dynamic:
+                self._dynamic.add(struct)
+                msg = (f"structure {struct[:12]} is dynamic in its view offsets: keys {first[:12]} and "
+                       f"{exact[:12]} differ only there; {leaves} slice(s) of realized buffers now bound "
+                       "at run time")
+                self.log.append((struct, msg))
+                if debug():
+                    debug_log("svod recompile: " + msg)
+            return True
+
+    def state(self, struct: str, exact: str) -> str:
+        """Why (in words) a graph of this structure is or is not folded, recording nothing."""
+        with self._lock:
+            first = self._first.get(struct)
+            dynamic = struct in self._dynamic
+        if first is None or first == exact:
+            return (f"exact view offsets: the first offsets of structure {struct[:12]}; "
+                    "other offsets make it dynamic")
+        return f"view offsets bound at run time: structure {struct[:12]} is " + \
+            ("dynamic" if dynamic else "made dynamic by these offsets")
+
+    def __len__(self) -> int:
+        return len(self._first)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._first.clear()
+            self._dynamic.clear()
+            self.log.clear()
+
+
+OFFSETS = ViewOffsets()
+
+
+def recompiles() -> list[str]:
+    """Why structures turned dynamic in their view offsets (oldest first)."""
+    return [msg for _, msg in OFFSETS.log]
