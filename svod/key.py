@@ -226,41 +226,83 @@ def compact(roots: list[UOp]) -> tuple[GraphKey, Bindings]:
     h.update(b"out:" + b",".join(b"%d" % o for o in outputs))
     key = GraphKey(tuple(nodes), outputs, h.hexdigest())
     if views:
-        folded = fold_views(order, roots, views)
-        if folded is not None and OFFSETS.fold(folded[0].hash, key.hash, folded[2]):
-            return folded[0], folded[1]
+        full = fold_views(order, roots, views, True)
+        if full is not None:
+            level = OFFSETS.level(full[0].hash, key.hash, lambda: _block_hash(order, roots, views, key), full[2])
+            if level == 2:
+                return full[0], full[1]
+            if level == 1:
+                block = fold_views(order, roots, views, False)
+                return block[0], block[1]
     return key, Bindings(arrays, bufs)
+
+
+def _block_hash(order, roots, views, key: GraphKey) -> str:
+    """The key hash with only whole contiguous blocks folded (`fold_views(..., False)`)."""
+    block = fold_views(order, roots, views, False)
+    return key.hash if block is None else block[0].hash
 
 
 def _chain_view(u: UOp, views: dict[int, tuple]) -> None:
     """Record u's numpy view in `views` when u is a movement op numpy can take as a view of
-    a realized buffer, directly or through earlier ones."""
+    a realized buffer, directly or through earlier ones: (view, base BufferRef, steps,
+    has a SHRINK, block). `block`, for a SHRINK directly on a C-contiguous buffer: (the
+    smallest contiguous block of the buffer that holds the view and starts at its first
+    element's leading offsets, that block's steps, the SHRINK left to apply to it), or
+    None when that block is the whole buffer."""
     s = u.src[0]
     if s.op is Ops.BUFFER:
-        prev = (s.arg.array, s.arg, (), False)
+        prev = (s.arg.array, s.arg, (), False, None)
     else:
         prev = views.get(id(s))
         if prev is None:
             return
     v = apply_view(prev[0], u.op, u.arg)
-    if v is not None:
-        views[id(u)] = (v, prev[1], prev[2] + ((u.op, u.arg),), prev[3] or u.op is Ops.SHRINK)
+    if v is None:
+        return
+    steps = prev[2] + ((u.op, u.arg),)
+    block = _block(prev[0], u.arg) if u.op is Ops.SHRINK and s.op is Ops.BUFFER else None
+    views[id(u)] = (v, prev[1], steps, prev[3] or u.op is Ops.SHRINK, block)
 
 
-def fold_views(order: list[UOp], roots: list[UOp], views: dict[int, tuple]) -> tuple[GraphKey, Bindings, int] | None:
-    """(key, bindings, count) of the graph with every topmost foldable slice chain over a
-    realized buffer (svod.viewfold: a SHRINK or RESHAPE on top, a SHRINK in it, not
-    empty) as one view leaf, or None when there is none. `order` is the topological order
-    of `roots` and `views` the chains `compact` found."""
+def _block(base: np.ndarray, arg: tuple) -> tuple | None:
+    """(block view, its steps, residual SHRINK arg) of SHRINK `arg` on C-contiguous `base`:
+    the block fixes the leading axes of extent 1 at their index, slices the first longer
+    axis and keeps every later one whole, so it is contiguous and only the later axes'
+    offsets stay in the residual shrink. None when the block would be the whole buffer."""
+    if not base.flags.c_contiguous or not base.ndim:
+        return None
+    j = next((a for a, (b, e) in enumerate(arg) if e - b != 1), len(arg) - 1)
+    barg = tuple(be if a <= j else (0, n) for a, (be, n) in enumerate(zip(arg, base.shape)))
+    if barg == tuple((0, n) for n in base.shape):
+        return None
+    rest = tuple((0, e - b) if a <= j else (b, e) for a, (b, e) in enumerate(arg))
+    steps = ((Ops.SHRINK, barg),)
+    return apply_view(base, Ops.SHRINK, barg), steps, rest
+
+
+def fold_views(order: list[UOp], roots: list[UOp], views: dict[int, tuple],
+               full: bool) -> tuple[GraphKey, Bindings, int] | None:
+    """(key, bindings, count) of the graph with slice chains over realized buffers as view
+    leaves, or None when there is none. `full`: every topmost foldable chain (svod.viewfold:
+    a SHRINK or RESHAPE on top, a SHRINK in it, not empty) is one leaf, bound to its view
+    (copied at run time when not contiguous); else only chains whose view is C-contiguous
+    are, and a SHRINK directly on a contiguous buffer becomes its contiguous leading block
+    (a leaf) under the residual SHRINK (`_block`). `order` is the topological order of
+    `roots` and `views` the chains `compact` found."""
     need = {id(r) for r in roots}
-    leaves: set[int] = set()
+    leaves: dict[int, tuple] = {}  # id -> (view, base, steps, residual SHRINK arg or None)
     for u in reversed(order):
         if id(u) not in need:
             continue
         f = views.get(id(u))
         if f is not None and f[3] and u.op in TOP_OPS and f[0].size:
-            leaves.add(id(u))
-            continue
+            if full or f[0].flags.c_contiguous:
+                leaves[id(u)] = (f[0], f[1], f[2], None)
+                continue
+            if f[4] is not None:
+                leaves[id(u)] = (f[4][0], f[1], f[4][1], f[4][2])
+                continue
         need.update(id(s) for s in u.src)
     if not leaves:
         return None
@@ -271,11 +313,15 @@ def fold_views(order: list[UOp], roots: list[UOp], views: dict[int, tuple]) -> t
     for u in order:
         if id(u) not in need:
             continue
-        if id(u) in leaves:
-            v, base, steps, _ = views[id(u)]
-            node = KeyNode(Ops.BUFFER, u.dtype, (), (len(arrays), _strides(v), VIEW_MARK), u.shape)
+        leaf = leaves.get(id(u))
+        if leaf is not None:
+            v, base, steps, rest = leaf
+            node = KeyNode(Ops.BUFFER, u.dtype, (), (len(arrays), _strides(v), VIEW_MARK), v.shape)
             arrays.append(v)
             bufs.append(ViewRef(v, base, steps))
+            if rest is not None:  # the block's leaf, then the residual shrink (node u itself)
+                nodes.append(node)
+                node = KeyNode(Ops.SHRINK, u.dtype, (len(nodes) - 1,), rest, u.shape)
         elif u.op is Ops.BUFFER:
             arr = u.arg.array
             node = KeyNode(Ops.BUFFER, u.dtype, (), (len(arrays), _strides(arr)), u.shape)

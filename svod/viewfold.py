@@ -107,58 +107,60 @@ def rebuild(steps: tuple, base_array: np.ndarray) -> np.ndarray:
 
 
 class ViewOffsets:
-    """Automatic dynamic for view offsets: per structure (folded key hash) the first exact
-    key hash seen, and which structures turned dynamic. Bounded LRU; one lock."""
+    """Automatic dynamic for view offsets, per structure (the fully folded key's hash):
+    the first exact key seen, the block-folded key its second one chose, and whether it
+    went fully dynamic. Bounded LRU; one lock."""
 
     def __init__(self, max_structures: int = 4096, max_log: int = 256):
         self.max_structures = max_structures
-        self._first: OrderedDict[str, str] = OrderedDict()
-        self._dynamic: set[str] = set()
+        self._seen: OrderedDict[str, list] = OrderedDict()  # struct -> [first exact, block key or None, full]
         self.log: deque = deque(maxlen=max_log)
         self._lock = threading.Lock()
 
-    def fold(self, struct: str, exact: str, leaves: int) -> bool:
-        """Whether the graph with exact key hash `exact` and folded key hash `struct`
-        (`leaves` folded leaves) runs the folded plan; records transitions."""
+    def level(self, struct: str, exact: str, block, leaves: int) -> int:
+        """How the graph with exact key hash `exact` and fully folded key hash `struct`
+        compacts: 0 exactly, 1 with contiguous blocks folded, 2 fully folded (module
+        docstring). `block()` gives the block-folded key's hash (called only past the
+        first exact key); `leaves`: the fully folded leaves, for the log."""
         with self._lock:
-            first = self._first.get(struct)
-            if first is None:
-                self._first[struct] = exact
-                if len(self._first) > self.max_structures:
-                    old, _ = self._first.popitem(last=False)
-                    self._dynamic.discard(old)
-                return False
-            self._first.move_to_end(struct)
-            if exact == first:
-                return False  # the first offsets keep their exact plan
-            if struct not in self._dynamic:
-                self._dynamic.add(struct)
-                msg = (f"structure {struct[:12]} is dynamic in its view offsets: keys {first[:12]} and "
-                       f"{exact[:12]} differ only there; {leaves} slice(s) of realized buffers now bound "
-                       "at run time")
-                self.log.append((struct, msg))
-                if debug():
-                    debug_log("svod recompile: " + msg)
-            return True
+            seen = self._seen.get(struct)
+            if seen is None:
+                self._seen[struct] = [exact, None, False]
+                if len(self._seen) > self.max_structures:
+                    self._seen.popitem(last=False)
+                return 0
+            self._seen.move_to_end(struct)
+            if exact == seen[0]:
+                return 0  # the first offsets keep their exact plan
+            if seen[2]:
+                return 2
+        bh = block()
+        with self._lock:
+            if seen[1] is None and bh != exact:
+                seen[1] = bh
+                self._note(struct, f"structure {struct[:12]} is dynamic in its view offsets: keys {seen[0][:12]} "
+                                   f"and {exact[:12]} differ there; contiguous blocks of realized buffers now "
+                                   "bound at run time")
+                return 1
+            if bh == seen[1]:
+                return 1
+            seen[2] = True
+            self._note(struct, f"structure {struct[:12]} is dynamic in inner view offsets: key {exact[:12]}; "
+                               f"{leaves} slice(s) of realized buffers now bound at run time as views "
+                               "(copied when not contiguous)")
+            return 2
 
-    def state(self, struct: str, exact: str) -> str:
-        """Why (in words) a graph of this structure is or is not folded, recording nothing."""
-        with self._lock:
-            first = self._first.get(struct)
-            dynamic = struct in self._dynamic
-        if first is None or first == exact:
-            return (f"exact view offsets: the first offsets of structure {struct[:12]}; "
-                    "other offsets make it dynamic")
-        return f"view offsets bound at run time: structure {struct[:12]} is " + \
-            ("dynamic" if dynamic else "made dynamic by these offsets")
+    def _note(self, struct: str, msg: str) -> None:
+        self.log.append((struct, msg))
+        if debug():
+            debug_log("svod recompile: " + msg)
 
     def __len__(self) -> int:
-        return len(self._first)
+        return len(self._seen)
 
     def clear(self) -> None:
         with self._lock:
-            self._first.clear()
-            self._dynamic.clear()
+            self._seen.clear()
             self.log.clear()
 
 

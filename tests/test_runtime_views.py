@@ -80,7 +80,34 @@ def test_columns_scalars_flips_and_steps_equal_numpy():
         np.testing.assert_array_equal((a[k, 1::3] * 2).numpy(), a0[k, 1::3] * 2)
         np.testing.assert_array_equal((a[k:k + 5, 2:6].T + 1).numpy(), a0[k:k + 5, 2:6].T + 1)
     searches, compiled = _delta(before)
-    assert searches <= 8, searches  # at most two per structure (exact first offsets, then folded)
+    # at most three per structure: the first offsets exact, then contiguous blocks folded,
+    # then (an inner offset moving: the column) fully folded
+    assert searches <= 12, searches
+
+
+def test_blocks_fold_without_copies_and_inner_offsets_fold_fully():
+    y0 = np.arange(600, dtype=np.float32).reshape(30, 20)
+    y = svod.asarray(y0)
+    base = y.uop.arg.array
+    keys = []
+    for i in range(4):  # leading-axis offsets only: a contiguous block leaf under a fixed shrink
+        key, b = PIPELINE.compact([(y[i:i + 5, 1:] * 2).uop])
+        keys.append(key)
+        if i:
+            (leaf,) = [n for n in key.nodes if n.op is Ops.BUFFER]
+            assert leaf.arg[2] == viewfold.VIEW_MARK and leaf.shape == (5, 20)
+            assert b.arrays[0].flags.c_contiguous and np.shares_memory(b.arrays[0], base)
+            assert [n.arg for n in key.nodes if n.op is Ops.SHRINK] == [((0, 5), (1, 20))]
+    assert keys[1] == keys[2] == keys[3] != keys[0]
+    for i in range(4):
+        np.testing.assert_array_equal((y[i:i + 5, 1:] * 2).numpy(), y0[i:i + 5, 1:] * 2)
+    kinds = []
+    for k in range(6):  # an inner offset moves: a block key per k, then fully folded
+        key, b = PIPELINE.compact([(y[2:9, k] + 1).uop])
+        kinds.append("full" if not any(n.op is Ops.SHRINK for n in key.nodes) else "shrink")
+        np.testing.assert_array_equal((y[2:9, k] + 1).numpy(), y0[2:9, k] + 1)
+    assert kinds[:2] == ["shrink", "shrink"] and kinds[3:] == ["full"] * 3, kinds
+    assert any("inner view offsets" in m for m in viewfold.recompiles())
 
 
 def test_sliding_window_1d():
