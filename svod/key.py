@@ -228,13 +228,17 @@ def compact(roots: list[UOp]) -> tuple[GraphKey, Bindings]:
     if views:
         full = fold_views(order, roots, views, True)
         if full is not None:
-            level = OFFSETS.level(full[0].hash, key.hash, lambda: _block_hash(order, roots, views, key), full[2])
+            level = OFFSETS.level(full[3], key.hash, lambda: _block_hash(order, roots, views, key), full[2])
             if level == 2:
                 return full[0], full[1]
             if level == 1:
                 block = fold_views(order, roots, views, False)
                 return block[0], block[1]
     return key, Bindings(arrays, bufs)
+
+
+# ops whose args are sizes or offsets: a structure (`fold_views`) keeps only their rank
+_SIZED = frozenset((Ops.BUFFER, Ops.SHRINK, Ops.RESHAPE, Ops.EXPAND, Ops.PAD, Ops.PERMUTE, Ops.FLIP))
 
 
 def _block_hash(order, roots, views, key: GraphKey) -> str:
@@ -282,9 +286,11 @@ def _block(base: np.ndarray, arg: tuple) -> tuple | None:
 
 
 def fold_views(order: list[UOp], roots: list[UOp], views: dict[int, tuple],
-               full: bool) -> tuple[GraphKey, Bindings, int] | None:
-    """(key, bindings, count) of the graph with slice chains over realized buffers as view
-    leaves, or None when there is none. `full`: every topmost foldable chain (svod.viewfold:
+               full: bool) -> tuple[GraphKey, Bindings, int, str] | None:
+    """(key, bindings, count, structure) of the graph with slice chains over realized
+    buffers as view leaves, or None when there is none. `structure` hashes the folded key
+    without its sizes and the args of its movement ops (svod.viewfold: what automatic
+    dynamic compares). `full`: every topmost foldable chain (svod.viewfold:
     a SHRINK or RESHAPE on top, a SHRINK in it, not empty) is one leaf, bound to its view
     (copied at run time when not contiguous); else only chains whose view is C-contiguous
     are, and a SHRINK directly on a contiguous buffer becomes its contiguous leading block
@@ -310,6 +316,7 @@ def fold_views(order: list[UOp], roots: list[UOp], views: dict[int, tuple],
     nodes: list[KeyNode] = []
     arrays: list[np.ndarray] = []
     bufs: list[BufferRef] = []
+    h = hashlib.blake2b(digest_size=20)
     for u in order:
         if id(u) not in need:
             continue
@@ -331,5 +338,9 @@ def fold_views(order: list[UOp], roots: list[UOp], views: dict[int, tuple],
             node = KeyNode(u.op, u.dtype, tuple(index[id(s)] for s in u.src), u.arg, u.shape)
         index[id(u)] = len(nodes)
         nodes.append(node)
-    key = GraphKey(tuple(nodes), tuple(index[id(r)] for r in roots))
-    return key, Bindings(arrays, bufs), len(leaves)
+        h.update(b"%s|%s|%s|%s;" % (node.op.value.encode(), node.dtype.name.encode(),
+                                     b",".join(b"%d" % i for i in node.src),
+                                     b"%d" % len(node.shape) if node.op in _SIZED else _hash_arg(node.arg)))
+    outputs = tuple(index[id(r)] for r in roots)
+    h.update(b"out:" + b",".join(b"%d" % o for o in outputs))
+    return GraphKey(tuple(nodes), outputs), Bindings(arrays, bufs), len(leaves), h.hexdigest()
