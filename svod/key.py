@@ -197,9 +197,11 @@ def compact(roots: list[UOp]) -> tuple[GraphKey, Bindings]:
     arrays: list[np.ndarray] = []
     bufs: list[BufferRef] = []
     h = hashlib.blake2b(digest_size=20)
-    # id(node) -> (numpy view, base BufferRef, movement steps, has a SHRINK): chains of
-    # movement ops on a realized buffer that numpy can take as views (svod.viewfold)
+    # id(node) -> (numpy view, base BufferRef, movement steps, has a SHRINK, block): chains
+    # of movement ops on a realized buffer that numpy can take as views (svod.viewfold),
+    # and `sh` the structure's hash (no sizes, no movement args) while folding is on
     views: dict[int, tuple] | None = {} if _fold_enabled() else None
+    sh = hashlib.blake2b(digest_size=20) if views is not None else None
     for u in order:
         if u.op is Ops.BUFFER:
             arr = u.arg.array
@@ -207,6 +209,8 @@ def compact(roots: list[UOp]) -> tuple[GraphKey, Bindings]:
             arrays.append(arr)
             bufs.append(u.arg)
             h.update(node.encode())
+            if sh is not None:
+                sh.update(b"B|%s|%d;" % (u.dtype.name.encode(), len(u.shape)))
         else:
             src = tuple(index[id(s)] for s in u.src)
             node = KeyNode(u.op, u.dtype, src, u.arg, u.shape)
@@ -214,37 +218,48 @@ def compact(roots: list[UOp]) -> tuple[GraphKey, Bindings]:
             # the UOp: a replayed structure re-hashes only its source indices
             parts = u._kb
             if parts is None:
-                parts = u._kb = (u.op.value.encode() + b"|" + u.dtype.name.encode() + b"|",
-                                 b"|" + _hash_arg(u.arg) + b"|" + b",".join(b"%d" % d for d in u.shape))
-            h.update(parts[0] + b",".join(b"%d" % d for d in src) + parts[1])
-            if views is not None and u.op in CHAIN_OPS:
-                _chain_view(u, views)
+                parts = u._kb = _key_parts(u)
+            srcb = b",".join(b"%d" % d for d in src)
+            h.update(parts[0] + srcb + parts[1])
+            if sh is not None:
+                sh.update(parts[0] + srcb + parts[2])
+                if u.op in CHAIN_OPS:
+                    _chain_view(u, views)
         h.update(b";")
         index[id(u)] = len(nodes)
         nodes.append(node)
     outputs = tuple(index[id(r)] for r in roots)
-    h.update(b"out:" + b",".join(b"%d" % o for o in outputs))
+    tail = b"out:" + b",".join(b"%d" % o for o in outputs)
+    h.update(tail)
     key = GraphKey(tuple(nodes), outputs, h.hexdigest())
-    if views:
-        full = fold_views(order, roots, views, True)
-        if full is not None:
-            level = OFFSETS.level(full[3], key.hash, lambda: _block_hash(order, roots, views, key), full[2])
-            if level == 2:
-                return full[0], full[1]
-            if level == 1:
-                block = fold_views(order, roots, views, False)
-                return block[0], block[1]
+    if views and any(f[3] for f in views.values()):
+        sh.update(tail)
+        memo: dict[bool, tuple | None] = {}
+
+        def folded(full: bool):
+            if full not in memo:
+                memo[full] = fold_views(order, roots, views, full)
+            return memo[full]
+
+        level = OFFSETS.level(sh.hexdigest(), key.hash, lambda: (folded(False) or (key,))[0].hash)
+        got = folded(level == 2) if level else None
+        if got is not None:
+            return got[0], got[1]
     return key, Bindings(arrays, bufs)
 
 
-# ops whose args are sizes or offsets: a structure (`fold_views`) keeps only their rank
+def _key_parts(u: UOp) -> tuple[bytes, bytes, bytes]:
+    """The position-free parts of u's key encoding (cached on the UOp as `_kb`): the head
+    (op, dtype), the tail (arg, shape) of `KeyNode.encode`, and the structure's tail (the
+    arg, or only the rank for ops whose args are sizes or offsets, `_SIZED`)."""
+    arg = _hash_arg(u.arg)
+    return (u.op.value.encode() + b"|" + u.dtype.name.encode() + b"|",
+            b"|" + arg + b"|" + b",".join(b"%d" % d for d in u.shape),
+            b"|%d;" % len(u.shape) if u.op in _SIZED else b"|" + arg + b";")
+
+
+# ops whose args are sizes or offsets: a structure (`compact`'s `sh`) keeps only their rank
 _SIZED = frozenset((Ops.BUFFER, Ops.SHRINK, Ops.RESHAPE, Ops.EXPAND, Ops.PAD, Ops.PERMUTE, Ops.FLIP))
-
-
-def _block_hash(order, roots, views, key: GraphKey) -> str:
-    """The key hash with only whole contiguous blocks folded (`fold_views(..., False)`)."""
-    block = fold_views(order, roots, views, False)
-    return key.hash if block is None else block[0].hash
 
 
 def _chain_view(u: UOp, views: dict[int, tuple]) -> None:
@@ -286,11 +301,9 @@ def _block(base: np.ndarray, arg: tuple) -> tuple | None:
 
 
 def fold_views(order: list[UOp], roots: list[UOp], views: dict[int, tuple],
-               full: bool) -> tuple[GraphKey, Bindings, int, str] | None:
-    """(key, bindings, count, structure) of the graph with slice chains over realized
-    buffers as view leaves, or None when there is none. `structure` hashes the folded key
-    without its sizes and the args of its movement ops (svod.viewfold: what automatic
-    dynamic compares). `full`: every topmost foldable chain (svod.viewfold:
+               full: bool) -> tuple[GraphKey, Bindings, int] | None:
+    """(key, bindings, count) of the graph with slice chains over realized buffers as view
+    leaves, or None when there is none. `full`: every topmost foldable chain (svod.viewfold:
     a SHRINK or RESHAPE on top, a SHRINK in it, not empty) is one leaf, bound to its view
     (copied at run time when not contiguous); else only chains whose view is C-contiguous
     are, and a SHRINK directly on a contiguous buffer becomes its contiguous leading block
@@ -316,31 +329,39 @@ def fold_views(order: list[UOp], roots: list[UOp], views: dict[int, tuple],
     nodes: list[KeyNode] = []
     arrays: list[np.ndarray] = []
     bufs: list[BufferRef] = []
-    h = hashlib.blake2b(digest_size=20)
+    kh = hashlib.blake2b(digest_size=20)  # the key's hash: the bytes of KeyNode.encode (as in compact)
+
+    def leaf_node(node: KeyNode) -> None:
+        kh.update(node.encode() + b";")
+        nodes.append(node)
+
     for u in order:
         if id(u) not in need:
             continue
         leaf = leaves.get(id(u))
         if leaf is not None:
             v, base, steps, rest = leaf
-            node = KeyNode(Ops.BUFFER, u.dtype, (), (len(arrays), _strides(v), VIEW_MARK), v.shape)
+            leaf_node(KeyNode(Ops.BUFFER, u.dtype, (), (len(arrays), _strides(v), VIEW_MARK), v.shape))
             arrays.append(v)
             bufs.append(ViewRef(v, base, steps))
             if rest is not None:  # the block's leaf, then the residual shrink (node u itself)
-                nodes.append(node)
                 node = KeyNode(Ops.SHRINK, u.dtype, (len(nodes) - 1,), rest, u.shape)
+                kh.update(node.encode() + b";")
+                nodes.append(node)
         elif u.op is Ops.BUFFER:
             arr = u.arg.array
-            node = KeyNode(Ops.BUFFER, u.dtype, (), (len(arrays), _strides(arr)), u.shape)
+            leaf_node(KeyNode(Ops.BUFFER, u.dtype, (), (len(arrays), _strides(arr)), u.shape))
             arrays.append(arr)
             bufs.append(u.arg)
         else:
-            node = KeyNode(u.op, u.dtype, tuple(index[id(s)] for s in u.src), u.arg, u.shape)
-        index[id(u)] = len(nodes)
-        nodes.append(node)
-        h.update(b"%s|%s|%s|%s;" % (node.op.value.encode(), node.dtype.name.encode(),
-                                     b",".join(b"%d" % i for i in node.src),
-                                     b"%d" % len(node.shape) if node.op in _SIZED else _hash_arg(node.arg)))
+            src = tuple(index[id(s)] for s in u.src)
+            node = KeyNode(u.op, u.dtype, src, u.arg, u.shape)
+            parts = u._kb  # set by compact's pass over the same nodes
+            srcb = b",".join(b"%d" % d for d in src)
+            kh.update(parts[0] + srcb + parts[1] + b";")
+            nodes.append(node)
+        index[id(u)] = len(nodes) - 1
     outputs = tuple(index[id(r)] for r in roots)
-    h.update(b"out:" + b",".join(b"%d" % o for o in outputs))
-    return GraphKey(tuple(nodes), outputs), Bindings(arrays, bufs), len(leaves), h.hexdigest()
+    tail = b"out:" + b",".join(b"%d" % o for o in outputs)
+    kh.update(tail)
+    return GraphKey(tuple(nodes), outputs, kh.hexdigest()), Bindings(arrays, bufs), len(leaves)

@@ -15,12 +15,15 @@ kernel reads it through its view, no copy). EXPAND and PAD never fold (no offset
 expanded leaf would be copied at full size), nor does an empty view.
 
 When (`ViewOffsets`, automatic dynamic as for row counts in `svod.shapes`): a structure
-(the folded key) is planned exactly the first time, with the offsets as key data, exactly
-as before this module existed. The second distinct exact key of the same structure (new
-offsets, same everything else) makes it dynamic: from then on every other offset runs
-the folded plan; the first exact key keeps its exact plan. `SVOD_DYNAMIC=0` turns it off
-(with row counts). Why a structure turned dynamic is in `recompiles()` and printed with
-``SVOD_DEBUG=1``.
+(the key without its sizes and without the args of its movement ops) is planned exactly
+the first time, with the offsets as key data, exactly as before this module existed. The
+second distinct exact key of the same structure (new offsets or sizes) makes it dynamic:
+from then on other keys run folded, in two levels: first only contiguous blocks fold (no
+copy at run time; a SHRINK on a contiguous buffer becomes its leading block under the
+residual shrink), and when a later key's block form differs from the first one (an
+inner offset or a size moves) every chain folds. The first exact key keeps its exact
+plan. `SVOD_DYNAMIC=0` turns it off (with row counts). Why a structure turned dynamic is
+in `recompiles()` and printed with ``SVOD_DEBUG=1``.
 
 What a folded leaf costs at run time: nothing when the view is C-contiguous (a row, a
 row segment, a 1-D slice); a copy of the view (`np.ascontiguousarray`, in the graph
@@ -117,11 +120,11 @@ class ViewOffsets:
         self.log: deque = deque(maxlen=max_log)
         self._lock = threading.Lock()
 
-    def level(self, struct: str, exact: str, block, leaves: int) -> int:
-        """How the graph with exact key hash `exact` and fully folded key hash `struct`
-        compacts: 0 exactly, 1 with contiguous blocks folded, 2 fully folded (module
-        docstring). `block()` gives the block-folded key's hash (called only past the
-        first exact key); `leaves`: the fully folded leaves, for the log."""
+    def level(self, struct: str, exact: str, block) -> int:
+        """How the graph with exact key hash `exact` of structure `struct` compacts: 0
+        exactly, 1 with contiguous blocks folded, 2 fully folded (module docstring).
+        `block()` gives the block-folded key's hash (called only past the first exact
+        key of the structure)."""
         with self._lock:
             seen = self._seen.get(struct)
             if seen is None:
@@ -145,8 +148,8 @@ class ViewOffsets:
             if bh == seen[1]:
                 return 1
             seen[2] = True
-            self._note(struct, f"structure {struct[:12]} is dynamic in inner view offsets: key {exact[:12]}; "
-                               f"{leaves} slice(s) of realized buffers now bound at run time as views "
+            self._note(struct, f"structure {struct[:12]} is dynamic in inner view offsets or sizes: key "
+                               f"{exact[:12]}; slices of realized buffers now bound at run time as views "
                                "(copied when not contiguous)")
             return 2
 
