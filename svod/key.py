@@ -191,6 +191,20 @@ def compact(roots: list[UOp]) -> tuple[GraphKey, Bindings]:
     Slices of realized buffers whose structure turned dynamic in its offsets are folded
     into view leaves (svod.viewfold: the key without the offsets, the views bound); the
     first offsets of a structure, and every graph without such slices, compact exactly."""
+    key, bindings, _, _ = _compact(roots, True)
+    return key, bindings
+
+
+def compact_origins(roots: list[UOp]) -> tuple[GraphKey, list[UOp], list[int]]:
+    """(key, order, origins): the key `compact(roots)` gives now (recording nothing in
+    svod.viewfold's automatic dynamic), the topological order of the graph's nodes, and
+    for each key node the position in `order` of the node it comes from (a folded view
+    leaf: its chain's top node) — for naming key nodes by their source lines."""
+    key, _, origins, order = _compact(roots, False)
+    return key, order, origins
+
+
+def _compact(roots: list[UOp], record: bool) -> tuple[GraphKey, Bindings, list[int], list[UOp]]:
     order, roots = share_partial_reductions(toposort(roots), list(roots))
     index: dict[int, int] = {}
     nodes: list[KeyNode] = []
@@ -241,11 +255,11 @@ def compact(roots: list[UOp]) -> tuple[GraphKey, Bindings]:
                 memo[full] = fold_views(order, roots, views, full)
             return memo[full]
 
-        level = OFFSETS.level(sh.hexdigest(), key.hash, lambda: (folded(False) or (key,))[0].hash)
+        level = OFFSETS.level(sh.hexdigest(), key.hash, lambda: (folded(False) or (key,))[0].hash, record)
         got = folded(level == 2) if level else None
         if got is not None:
-            return got[0], got[1]
-    return key, Bindings(arrays, bufs)
+            return got[0], got[1], got[3], order
+    return key, Bindings(arrays, bufs), list(range(len(order))), order
 
 
 def _key_parts(u: UOp) -> tuple[bytes, bytes, bytes]:
@@ -301,11 +315,12 @@ def _block(base: np.ndarray, arg: tuple) -> tuple | None:
 
 
 def fold_views(order: list[UOp], roots: list[UOp], views: dict[int, tuple],
-               full: bool) -> tuple[GraphKey, Bindings, int] | None:
-    """(key, bindings, count) of the graph with slice chains over realized buffers as view
-    leaves, or None when there is none. `full`: every topmost foldable chain (svod.viewfold:
-    a SHRINK or RESHAPE on top, a SHRINK in it, not empty) is one leaf, bound to its view
-    (copied at run time when not contiguous); else only chains whose view is C-contiguous
+               full: bool) -> tuple[GraphKey, Bindings, int, list[int]] | None:
+    """(key, bindings, count, origins) of the graph with slice chains over realized
+    buffers as view leaves, or None when there is none (origins: `compact_origins`).
+    `full`: every topmost foldable chain (svod.viewfold: a SHRINK or RESHAPE on top, a
+    SHRINK in it, not empty) is one leaf, bound to its view (copied at run time when not
+    contiguous); else only chains whose view is C-contiguous
     are, and a SHRINK directly on a contiguous buffer becomes its contiguous leading block
     (a leaf) under the residual SHRINK (`_block`). `order` is the topological order of
     `roots` and `views` the chains `compact` found."""
@@ -331,11 +346,14 @@ def fold_views(order: list[UOp], roots: list[UOp], views: dict[int, tuple],
     bufs: list[BufferRef] = []
     kh = hashlib.blake2b(digest_size=20)  # the key's hash: the bytes of KeyNode.encode (as in compact)
 
+    origins: list[int] = []
+
     def leaf_node(node: KeyNode) -> None:
         kh.update(node.encode() + b";")
         nodes.append(node)
+        origins.append(pos)
 
-    for u in order:
+    for pos, u in enumerate(order):
         if id(u) not in need:
             continue
         leaf = leaves.get(id(u))
@@ -348,6 +366,7 @@ def fold_views(order: list[UOp], roots: list[UOp], views: dict[int, tuple],
                 node = KeyNode(Ops.SHRINK, u.dtype, (len(nodes) - 1,), rest, u.shape)
                 kh.update(node.encode() + b";")
                 nodes.append(node)
+                origins.append(pos)
         elif u.op is Ops.BUFFER:
             arr = u.arg.array
             leaf_node(KeyNode(Ops.BUFFER, u.dtype, (), (len(arrays), _strides(arr)), u.shape))
@@ -360,8 +379,9 @@ def fold_views(order: list[UOp], roots: list[UOp], views: dict[int, tuple],
             srcb = b",".join(b"%d" % d for d in src)
             kh.update(parts[0] + srcb + parts[1] + b";")
             nodes.append(node)
+            origins.append(pos)
         index[id(u)] = len(nodes) - 1
     outputs = tuple(index[id(r)] for r in roots)
     tail = b"out:" + b",".join(b"%d" % o for o in outputs)
     kh.update(tail)
-    return GraphKey(tuple(nodes), outputs, kh.hexdigest()), Bindings(arrays, bufs), len(leaves)
+    return GraphKey(tuple(nodes), outputs, kh.hexdigest()), Bindings(arrays, bufs), len(leaves), origins

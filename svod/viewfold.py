@@ -120,11 +120,13 @@ class ViewOffsets:
         self.log: deque = deque(maxlen=max_log)
         self._lock = threading.Lock()
 
-    def level(self, struct: str, exact: str, block) -> int:
+    def level(self, struct: str, exact: str, block, record: bool = True) -> int:
         """How the graph with exact key hash `exact` of structure `struct` compacts: 0
         exactly, 1 with contiguous blocks folded, 2 fully folded (module docstring).
         `block()` gives the block-folded key's hash (called only past the first exact
-        key of the structure)."""
+        key of the structure). `record=False`: what it would be, changing nothing."""
+        if not record:
+            return self._peek(struct, exact, block)
         with self._lock:
             seen = self._seen.get(struct)
             if seen is None:
@@ -152,6 +154,19 @@ class ViewOffsets:
                                f"{exact[:12]}; slices of realized buffers now bound at run time as views "
                                "(copied when not contiguous)")
             return 2
+
+    def _peek(self, struct: str, exact: str, block) -> int:
+        with self._lock:
+            seen = self._seen.get(struct)
+            if seen is None or exact == seen[0]:
+                return 0
+            if seen[2]:
+                return 2
+            first_block = seen[1]
+        bh = block()
+        if first_block is None:
+            return 1 if bh != exact else 2
+        return 1 if bh == first_block else 2
 
     def _note(self, struct: str, msg: str) -> None:
         self.log.append((struct, msg))

@@ -197,3 +197,24 @@ def test_setitem_loop_reading_views_equals_numpy():
         a = svod.asarray(a.numpy())  # realized every row
         ref[i, 1:-1] = 0.25 * (ref[i - 1, 1:-1] + ref[i + 1, 1:-1] + ref[i, :-2] + ref[i, 2:])
     np.testing.assert_allclose(a.numpy(), ref, rtol=1e-12)
+
+
+def test_source_lines_follow_folded_nodes():
+    """`svod.sources.key_sources` numbers nodes as the key realize uses (view leaves fold
+    several nodes into one): every node named, the slice leaf by its slicing line."""
+    from svod import sources
+    from svod.key import compact, compact_origins
+
+    with sources.record():
+        y = svod.asarray(np.arange(600, dtype=np.float32).reshape(30, 20))
+        ts = [y[i:i + 5, 1:] * 2 + y[i + 1, 3] for i in range(3)]
+    for t in ts:
+        key, _ = compact([t.uop])
+        again, order, origins = compact_origins([t.uop])
+        assert again == key and len(origins) == len(key.nodes)
+        named = sources.key_sources([t.uop], text=True)
+        assert sorted(named) == list(range(len(key.nodes)))
+        for i in key.inputs:
+            want = "asarray" if len(key.nodes[i].arg) == 2 else "ts = ["
+            assert want in named[i], (i, named[i])
+    assert any(len(compact([t.uop])[0].nodes[i].arg) == 3 for t in ts[1:] for i in compact([t.uop])[0].inputs)
