@@ -218,3 +218,14 @@ def test_source_lines_follow_folded_nodes():
             want = "asarray" if len(key.nodes[i].arg) == 2 else "ts = ["
             assert want in named[i], (i, named[i])
     assert any(len(compact([t.uop])[0].nodes[i].arg) == 3 for t in ts[1:] for i in compact([t.uop])[0].inputs)
+
+
+def test_a_slice_realized_alone_is_a_copy_at_every_offset():
+    a0 = np.arange(60.0).reshape(6, 10)
+    a = svod.asarray(a0)
+    before = _counts()
+    for i in range(5):
+        r = a[i:i + 2].numpy()
+        np.testing.assert_array_equal(r, a0[i:i + 2])
+        assert not np.shares_memory(r, a.uop.arg.array)
+    assert _delta(before)[0] <= 2
