@@ -255,11 +255,7 @@ def _compact(roots: list[UOp], record: bool) -> tuple[GraphKey, Bindings, list[i
                 memo[full] = fold_views(order, roots, views, full)
             return memo[full]
 
-        struct = sh.hexdigest()
-        block = folded(False) if struct not in OFFSETS._seen else None
-        if block is not None and block[4] and OFFSETS.adopt(struct, block[0].hash, record):
-            return block[0], block[1], block[3], order
-        level = OFFSETS.level(struct, key.hash, lambda: (folded(False) or (key,))[0].hash, record)
+        level = OFFSETS.level(sh.hexdigest(), key.hash, lambda: (folded(False) or (key,))[0].hash, record)
         got = folded(level == 2) if level else None
         if got is not None:
             return got[0], got[1], got[3], order
@@ -388,5 +384,4 @@ def fold_views(order: list[UOp], roots: list[UOp], views: dict[int, tuple],
     outputs = tuple(index[id(r)] for r in roots)
     tail = b"out:" + b",".join(b"%d" % o for o in outputs)
     kh.update(tail)
-    whole = all(leaf[3] is None and leaf[0].flags.c_contiguous for leaf in leaves.values())
-    return GraphKey(tuple(nodes), outputs, kh.hexdigest()), Bindings(arrays, bufs), len(leaves), origins, whole
+    return GraphKey(tuple(nodes), outputs, kh.hexdigest()), Bindings(arrays, bufs), len(leaves), origins

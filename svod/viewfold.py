@@ -14,13 +14,10 @@ SHRINK or a RESHAPE (a PERMUTE or FLIP on top stays a key op over the folded lea
 kernel reads it through its view, no copy). EXPAND and PAD never fold (no offsets; an
 expanded leaf would be copied at full size), nor does an empty view.
 
-When (`ViewOffsets`): a graph whose slices all fold as whole C-contiguous views (rows,
-row segments, 1-D windows: no copy, no residual shrink, the same kernels reading other
-slots) folds from its first offsets on (`ViewOffsets.adopt`). Any other graph follows
-automatic dynamic as for row counts in `svod.shapes`: its structure (the key without its
-sizes and without the args of its movement ops) is planned exactly the first time, with
-the offsets as key data, exactly as before this module existed. The second distinct
-exact key of the same structure (new offsets or sizes) makes it dynamic:
+When (`ViewOffsets`, automatic dynamic as for row counts in `svod.shapes`): a structure
+(the key without its sizes and without the args of its movement ops) is planned exactly
+the first time, with the offsets as key data, exactly as before this module existed. The
+second distinct exact key of the same structure (new offsets or sizes) makes it dynamic:
 from then on other keys run folded, in two levels: first only contiguous blocks fold (no
 copy at run time; a SHRINK on a contiguous buffer becomes its leading block under the
 residual shrink), and when a later key's block form differs from the first one (an
@@ -122,19 +119,6 @@ class ViewOffsets:
         self._seen: OrderedDict[str, list] = OrderedDict()  # struct -> [first exact, block key or None, full]
         self.log: deque = deque(maxlen=max_log)
         self._lock = threading.Lock()
-
-    def adopt(self, struct: str, block_hash: str, record: bool = True) -> bool:
-        """Fold a structure seen for the first time at once (level 1 from its first key
-        on): for graphs whose slices are all whole contiguous views (no copy, no residual
-        shrink: the same kernels reading other slots). False when the structure is known."""
-        with self._lock:
-            if struct in self._seen:
-                return False
-            if record:
-                self._seen[struct] = [None, block_hash, False]
-                if len(self._seen) > self.max_structures:
-                    self._seen.popitem(last=False)
-            return True
 
     def level(self, struct: str, exact: str, block, record: bool = True) -> int:
         """How the graph with exact key hash `exact` of structure `struct` compacts: 0

@@ -40,41 +40,31 @@ def test_loop_over_row_slices_searches_and_compiles_once_per_mode():
         got = ((a[i, 1:-1] + a[i + 1, 1:-1]) * 0.5).numpy()
         np.testing.assert_array_equal(got, (a0[i, 1:-1] + a0[i + 1, 1:-1]) * 0.5)
     searches, compiled = _delta(before)
-    # whole contiguous views fold from the first offsets on: one plan for all 50
-    assert searches == 1, searches
-    assert compiled <= 2, compiled
-
-
-def test_contiguous_views_fold_at_once():
-    a0 = np.arange(200, dtype=np.float32).reshape(10, 20)
-    a = svod.asarray(a0)
-    keys = []
-    for i in (2, 5, 7, 2):
-        key, b = PIPELINE.compact([(a[i] * 3).uop])
-        keys.append(key)
-        leaves = [n for n in key.nodes if n.op is Ops.BUFFER]
-        assert len(leaves) == 1 and leaves[0].arg[2] == viewfold.VIEW_MARK and leaves[0].shape == (20,)
-        assert not any(n.op is Ops.SHRINK for n in key.nodes)
-        v = b.arrays[0]
-        assert np.shares_memory(v, a.uop.arg.array) and v.flags.c_contiguous  # a view, no copy
-        np.testing.assert_array_equal(v, a0[i])
-    assert len(set(keys)) == 1
-    assert "view" in op_name(keys[0], keys[0].inputs[0])
-
-
-def test_strided_views_exact_until_a_second_offset_and_first_offsets_keep_their_plan():
-    a0 = np.arange(200, dtype=np.float32).reshape(10, 20)
-    a = svod.asarray(a0)
-    k1, b1 = PIPELINE.compact([(a[2:5, 1:] * 3).uop])
-    assert all(len(n.arg) == 2 for n in k1.nodes if n.op is Ops.BUFFER)  # exact: the offsets are key data
-    assert len(b1.arrays) == 1 and b1.arrays[0] is a.uop.arg.array
-    k2, b2 = PIPELINE.compact([(a[4:7, 1:] * 3).uop])  # a second offset: dynamic
-    k3, _ = PIPELINE.compact([(a[6:9, 1:] * 3).uop])
-    assert k3 == k2 != k1  # one key for every other offset
-    k4, _ = PIPELINE.compact([(a[2:5, 1:] * 3).uop])
-    assert k4 == k1  # the first offsets keep their exact plan
+    # the first offsets planned exactly, every other one in the folded plan
+    assert searches == 2, searches
+    assert compiled <= 4, compiled
     notes = viewfold.recompiles()
     assert len(notes) == 1 and "dynamic in its view offsets" in notes[0]
+
+
+def test_exact_until_a_second_offset_and_first_offsets_keep_their_plan():
+    a0 = np.arange(200, dtype=np.float32).reshape(10, 20)
+    a = svod.asarray(a0)
+    k1, b1 = PIPELINE.compact([(a[2] * 3).uop])
+    assert all(len(n.arg) == 2 for n in k1.nodes if n.op is Ops.BUFFER)  # exact: the offset is key data
+    assert len(b1.arrays) == 1 and b1.arrays[0] is a.uop.arg.array
+    k2, b2 = PIPELINE.compact([(a[5] * 3).uop])  # a second offset: dynamic
+    leaves = [n for n in k2.nodes if n.op is Ops.BUFFER]
+    assert len(leaves) == 1 and leaves[0].arg[2] == viewfold.VIEW_MARK and leaves[0].shape == (20,)
+    assert not any(n.op is Ops.SHRINK for n in k2.nodes)
+    v = b2.arrays[0]
+    assert np.shares_memory(v, a0) or np.shares_memory(v, a.uop.arg.array)  # a view, no copy
+    np.testing.assert_array_equal(v, a0[5])
+    k3, _ = PIPELINE.compact([(a[7] * 3).uop])
+    assert k3 == k2  # one key for every other offset
+    k4, _ = PIPELINE.compact([(a[2] * 3).uop])
+    assert k4 == k1  # the first offsets keep their exact plan
+    assert "view" in op_name(k2, k2.inputs[0])
 
 
 def test_columns_scalars_flips_and_steps_equal_numpy():
@@ -128,7 +118,7 @@ def test_sliding_window_1d():
         got = (x[i:i + 900] + x[i + 1:i + 901] + x[i + 2:i + 902]).numpy()
         np.testing.assert_array_equal(got, x0[i:i + 900] + x0[i + 1:i + 901] + x0[i + 2:i + 902])
     searches, _ = _delta(before)
-    assert searches == 1
+    assert searches == 2
 
 
 def test_replay_rebinds_views_of_a_new_buffer():
@@ -181,7 +171,7 @@ def test_dynamic_off_never_folds(monkeypatch):
 def test_reset_forgets_offsets():
     a = svod.asarray(np.ones((5, 5), np.float32))
     for i in range(3):
-        (a[i:i + 2, 1:] + 1).numpy()
+        (a[i] + 1).numpy()
     assert len(viewfold.OFFSETS) == 1 and viewfold.recompiles()
     svod.reset()
     assert len(viewfold.OFFSETS) == 0 and viewfold.recompiles() == []
