@@ -83,7 +83,7 @@ def op_name(key: GraphKey, i: int) -> str:
     if n.op is Ops.CONTIGUOUS:
         return "contiguous()"
     if n.op is Ops.BUFFER:
-        return f"input {n.arg[0]}"
+        return f"input {n.arg[0]}" + (" (view: offset bound at run time)" if len(n.arg) > 2 else "")
     if n.op is Ops.CONST:
         return f"const {n.arg}"
     return n.op.value.lower()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from svod.flags import env_int
 from svod.stats import bump
+from svod.viewfold import rebuild
 
 if TYPE_CHECKING:
     from svod.executable import Executable
@@ -131,11 +132,21 @@ class ReplayCache:
 
     def put(self, sig: int, key_hash: str, leaves: tuple, buffers: list, dyn=None) -> None:
         """`dyn`: the `svod.shapes.SymbolicCall` binding this size to its bucket's plan
-        `key_hash` (one signature has one row count, so one call), None for an exact plan."""
+        `key_hash` (one signature has one row count, so one call), None for an exact plan.
+        A binding that is a folded view (`svod.viewfold.ViewRef`) is replayed as the same
+        view of its base leaf's array (one signature has one set of offsets): the entry's
+        binder (`ViewBind`) wraps `dyn`."""
         pos = {id(leaf): i for i, leaf in enumerate(leaves)}
-        perm = tuple(pos.get(id(b), -1) for b in buffers)
-        if len(perm) != len(leaves) or -1 in perm:
-            return  # not the same leaves as the compacted graph's: never replay by signature
+        steps = [getattr(b, "steps", None) for b in buffers]
+        if any(s is not None for s in steps):
+            perm = tuple(pos.get(id(b.base if s is not None else b), -1) for b, s in zip(buffers, steps))
+            if -1 in perm or len(set(perm)) != len(leaves):
+                return  # not the same leaves as the compacted graph's: never replay by signature
+            dyn = ViewBind(tuple(steps), dyn)
+        else:
+            perm = tuple(pos.get(id(b), -1) for b in buffers)
+            if len(perm) != len(leaves) or -1 in perm:
+                return  # not the same leaves as the compacted graph's: never replay by signature
         if len(self._d) >= self.max_entries:
             self._d.clear()
         self._d[sig] = (key_hash, perm, RECENT.small(leaves), dyn)
@@ -145,6 +156,26 @@ class ReplayCache:
 
     def __len__(self) -> int:
         return len(self._d)
+
+
+class ViewBind:
+    """The binder of a replay entry whose bindings include folded views: `bind(arrays)`
+    makes binding i from its base leaf's array through `steps[i]` (None: the array itself,
+    `svod.viewfold.rebuild`), then applies `inner` (a `svod.shapes.SymbolicCall` or None);
+    `results` is inner's. Holds movement steps only, never an array."""
+
+    __slots__ = ("steps", "inner")
+
+    def __init__(self, steps: tuple, inner=None):
+        self.steps = steps
+        self.inner = inner
+
+    def bind(self, arrays) -> list:
+        out = [a if s is None else rebuild(s, a) for a, s in zip(arrays, self.steps)]
+        return out if self.inner is None else self.inner.bind(out)
+
+    def results(self, outs) -> list:
+        return outs if self.inner is None else self.inner.results(outs)
 
 
 class RecentGraphs:

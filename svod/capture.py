@@ -96,6 +96,7 @@ from svod.stats import bump
 from svod.tensor import Tensor, WeakScalar, _cast
 from svod.tracing import ConcretizationError, JitError, Trace, flatten, guard_key, show, unflatten
 from svod.tracing import current as current_trace
+from svod.viewfold import exact_leaves
 
 __all__ = ["ConcretizationError", "JitError", "JitFunction", "JitWarning", "jit"]
 
@@ -411,8 +412,9 @@ class JitFunction:
             seen_slots.add(j)
         exe, bind = None, ()
         if pending:
-            key, bindings = engine.PIPELINE.compact(pending)  # (svod viz records graphs there)
             noted = DYNAMIC.noted
+            with exact_leaves():  # a trace re-binds leaves by identity: no folded views (svod.viewfold)
+                key, bindings = engine.PIPELINE.compact(pending)  # (svod viz records graphs there)
             dyn = DYNAMIC.lookup(key, bindings) if dynamic_enabled() else None
             notes = DYNAMIC.notes_since(noted)  # why a plan is made again: svod.recompiles
             if dyn is not None:  # a dynamic structure: its size bucket's plan (svod.shapes)

@@ -28,6 +28,8 @@ import numpy as np
 from svod.dtype import DType
 from svod.dtype import dtype as to_dtype
 from svod.ir import BufferRef, Ops, UOp, _hash_arg, substitute, toposort
+from svod.viewfold import CHAIN_OPS, OFFSETS, TOP_OPS, VIEW_MARK, ViewRef, apply_view
+from svod.viewfold import enabled as _fold_enabled
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,9 @@ class KeyNode:
     """One node of a GraphKey: sources are indices of earlier nodes.
 
     For `Ops.BUFFER` leaves, `arg` is `(input_index, strides)`: the position of the
-    input in the Bindings and its element strides.
+    input in the Bindings and its element strides; a folded view leaf (svod.viewfold) has
+    `(input_index, strides, "view")`: its binding is a view of a buffer, at an offset the
+    key does not hold.
     """
 
     op: Ops
@@ -182,13 +186,36 @@ def share_partial_reductions(order: list[UOp], roots: list[UOp]) -> tuple[list[U
 
 def compact(roots: list[UOp]) -> tuple[GraphKey, Bindings]:
     """Normalise the graph below `roots` into a GraphKey and the Bindings of its inputs
-    (reductions that can reuse a partial one do: `share_partial_reductions`)."""
+    (reductions that can reuse a partial one do: `share_partial_reductions`).
+
+    Slices of realized buffers whose structure turned dynamic in its offsets are folded
+    into view leaves (svod.viewfold: the key without the offsets, the views bound); the
+    first offsets of a structure, and every graph without such slices, compact exactly."""
+    key, bindings, _, _ = _compact(roots, True)
+    return key, bindings
+
+
+def compact_origins(roots: list[UOp]) -> tuple[GraphKey, list[UOp], list[int]]:
+    """(key, order, origins): the key `compact(roots)` gives now (recording nothing in
+    svod.viewfold's automatic dynamic), the topological order of the graph's nodes, and
+    for each key node the position in `order` of the node it comes from (a folded view
+    leaf: its chain's top node) — for naming key nodes by their source lines."""
+    key, _, origins, order = _compact(roots, False)
+    return key, order, origins
+
+
+def _compact(roots: list[UOp], record: bool) -> tuple[GraphKey, Bindings, list[int], list[UOp]]:
     order, roots = share_partial_reductions(toposort(roots), list(roots))
     index: dict[int, int] = {}
     nodes: list[KeyNode] = []
     arrays: list[np.ndarray] = []
     bufs: list[BufferRef] = []
     h = hashlib.blake2b(digest_size=20)
+    # id(node) -> (numpy view, base BufferRef, movement steps, has a SHRINK, block): chains
+    # of movement ops on a realized buffer that numpy can take as views (svod.viewfold),
+    # and `sh` the structure's hash (no sizes, no movement args) while folding is on
+    views: dict[int, tuple] | None = {} if _fold_enabled() else None
+    sh = hashlib.blake2b(digest_size=20) if views is not None else None
     for u in order:
         if u.op is Ops.BUFFER:
             arr = u.arg.array
@@ -196,6 +223,8 @@ def compact(roots: list[UOp]) -> tuple[GraphKey, Bindings]:
             arrays.append(arr)
             bufs.append(u.arg)
             h.update(node.encode())
+            if sh is not None:
+                sh.update(b"B|%s|%d;" % (u.dtype.name.encode(), len(u.shape)))
         else:
             src = tuple(index[id(s)] for s in u.src)
             node = KeyNode(u.op, u.dtype, src, u.arg, u.shape)
@@ -203,13 +232,156 @@ def compact(roots: list[UOp]) -> tuple[GraphKey, Bindings]:
             # the UOp: a replayed structure re-hashes only its source indices
             parts = u._kb
             if parts is None:
-                parts = u._kb = (u.op.value.encode() + b"|" + u.dtype.name.encode() + b"|",
-                                 b"|" + _hash_arg(u.arg) + b"|" + b",".join(b"%d" % d for d in u.shape))
-            h.update(parts[0] + b",".join(b"%d" % d for d in src) + parts[1])
+                parts = u._kb = _key_parts(u)
+            srcb = b",".join(b"%d" % d for d in src)
+            h.update(parts[0] + srcb + parts[1])
+            if sh is not None:
+                sh.update(parts[0] + srcb + parts[2])
+                if u.op in CHAIN_OPS:
+                    _chain_view(u, views)
         h.update(b";")
         index[id(u)] = len(nodes)
         nodes.append(node)
     outputs = tuple(index[id(r)] for r in roots)
-    h.update(b"out:" + b",".join(b"%d" % o for o in outputs))
+    tail = b"out:" + b",".join(b"%d" % o for o in outputs)
+    h.update(tail)
     key = GraphKey(tuple(nodes), outputs, h.hexdigest())
-    return key, Bindings(arrays, bufs)
+    if views and any(f[3] for f in views.values()):
+        sh.update(tail)
+        memo: dict[bool, tuple | None] = {}
+
+        def folded(full: bool):
+            if full not in memo:
+                memo[full] = fold_views(order, roots, views, full)
+            return memo[full]
+
+        level = OFFSETS.level(sh.hexdigest(), key.hash, lambda: (folded(False) or (key,))[0].hash, record)
+        got = folded(level == 2) if level else None
+        if got is not None:
+            return got[0], got[1], got[3], order
+    return key, Bindings(arrays, bufs), list(range(len(order))), order
+
+
+def _key_parts(u: UOp) -> tuple[bytes, bytes, bytes]:
+    """The position-free parts of u's key encoding (cached on the UOp as `_kb`): the head
+    (op, dtype), the tail (arg, shape) of `KeyNode.encode`, and the structure's tail (the
+    arg, or only the rank for ops whose args are sizes or offsets, `_SIZED`)."""
+    arg = _hash_arg(u.arg)
+    return (u.op.value.encode() + b"|" + u.dtype.name.encode() + b"|",
+            b"|" + arg + b"|" + b",".join(b"%d" % d for d in u.shape),
+            b"|%d;" % len(u.shape) if u.op in _SIZED else b"|" + arg + b";")
+
+
+# ops whose args are sizes or offsets: a structure (`compact`'s `sh`) keeps only their rank
+_SIZED = frozenset((Ops.BUFFER, Ops.SHRINK, Ops.RESHAPE, Ops.EXPAND, Ops.PAD, Ops.PERMUTE, Ops.FLIP))
+
+
+def _chain_view(u: UOp, views: dict[int, tuple]) -> None:
+    """Record u's numpy view in `views` when u is a movement op numpy can take as a view of
+    a realized buffer, directly or through earlier ones: (view, base BufferRef, steps,
+    has a SHRINK, block). `block`, for a SHRINK directly on a C-contiguous buffer: (the
+    smallest contiguous block of the buffer that holds the view and starts at its first
+    element's leading offsets, that block's steps, the SHRINK left to apply to it), or
+    None when that block is the whole buffer."""
+    s = u.src[0]
+    if s.op is Ops.BUFFER:
+        prev = (s.arg.array, s.arg, (), False, None)
+    else:
+        prev = views.get(id(s))
+        if prev is None:
+            return
+    v = apply_view(prev[0], u.op, u.arg)
+    if v is None:
+        return
+    steps = prev[2] + ((u.op, u.arg),)
+    block = _block(prev[0], u.arg) if u.op is Ops.SHRINK and s.op is Ops.BUFFER else None
+    views[id(u)] = (v, prev[1], steps, prev[3] or u.op is Ops.SHRINK, block)
+
+
+def _block(base: np.ndarray, arg: tuple) -> tuple | None:
+    """(block view, its steps, residual SHRINK arg) of SHRINK `arg` on C-contiguous `base`:
+    the block fixes the leading axes of extent 1 at their index, slices the first longer
+    axis and keeps every later one whole, so it is contiguous and only the later axes'
+    offsets stay in the residual shrink. None when the block would be the whole buffer."""
+    if not base.flags.c_contiguous or not base.ndim:
+        return None
+    j = next((a for a, (b, e) in enumerate(arg) if e - b != 1), len(arg) - 1)
+    barg = tuple(be if a <= j else (0, n) for a, (be, n) in enumerate(zip(arg, base.shape)))
+    if barg == tuple((0, n) for n in base.shape):
+        return None
+    rest = tuple((0, e - b) if a <= j else (b, e) for a, (b, e) in enumerate(arg))
+    steps = ((Ops.SHRINK, barg),)
+    return apply_view(base, Ops.SHRINK, barg), steps, rest
+
+
+def fold_views(order: list[UOp], roots: list[UOp], views: dict[int, tuple],
+               full: bool) -> tuple[GraphKey, Bindings, int, list[int]] | None:
+    """(key, bindings, count, origins) of the graph with slice chains over realized
+    buffers as view leaves, or None when there is none (origins: `compact_origins`).
+    `full`: every topmost foldable chain (svod.viewfold: a SHRINK or RESHAPE on top, a
+    SHRINK in it, not empty) is one leaf, bound to its view (copied at run time when not
+    contiguous); else only chains whose view is C-contiguous
+    are, and a SHRINK directly on a contiguous buffer becomes its contiguous leading block
+    (a leaf) under the residual SHRINK (`_block`). `order` is the topological order of
+    `roots` and `views` the chains `compact` found."""
+    need = {id(r) for r in roots}
+    leaves: dict[int, tuple] = {}  # id -> (view, base, steps, residual SHRINK arg or None)
+    for u in reversed(order):
+        if id(u) not in need:
+            continue
+        f = views.get(id(u))
+        if f is not None and f[3] and u.op in TOP_OPS and f[0].size:
+            if full or f[0].flags.c_contiguous:
+                leaves[id(u)] = (f[0], f[1], f[2], None)
+                continue
+            if f[4] is not None:
+                leaves[id(u)] = (f[4][0], f[1], f[4][1], f[4][2])
+                continue
+        need.update(id(s) for s in u.src)
+    if not leaves:
+        return None
+    index: dict[int, int] = {}
+    nodes: list[KeyNode] = []
+    arrays: list[np.ndarray] = []
+    bufs: list[BufferRef] = []
+    kh = hashlib.blake2b(digest_size=20)  # the key's hash: the bytes of KeyNode.encode (as in compact)
+
+    origins: list[int] = []
+
+    def leaf_node(node: KeyNode) -> None:
+        kh.update(node.encode() + b";")
+        nodes.append(node)
+        origins.append(pos)
+
+    for pos, u in enumerate(order):
+        if id(u) not in need:
+            continue
+        leaf = leaves.get(id(u))
+        if leaf is not None:
+            v, base, steps, rest = leaf
+            leaf_node(KeyNode(Ops.BUFFER, u.dtype, (), (len(arrays), _strides(v), VIEW_MARK), v.shape))
+            arrays.append(v)
+            bufs.append(ViewRef(v, base, steps))
+            if rest is not None:  # the block's leaf, then the residual shrink (node u itself)
+                node = KeyNode(Ops.SHRINK, u.dtype, (len(nodes) - 1,), rest, u.shape)
+                kh.update(node.encode() + b";")
+                nodes.append(node)
+                origins.append(pos)
+        elif u.op is Ops.BUFFER:
+            arr = u.arg.array
+            leaf_node(KeyNode(Ops.BUFFER, u.dtype, (), (len(arrays), _strides(arr)), u.shape))
+            arrays.append(arr)
+            bufs.append(u.arg)
+        else:
+            src = tuple(index[id(s)] for s in u.src)
+            node = KeyNode(u.op, u.dtype, src, u.arg, u.shape)
+            parts = u._kb  # set by compact's pass over the same nodes
+            srcb = b",".join(b"%d" % d for d in src)
+            kh.update(parts[0] + srcb + parts[1] + b";")
+            nodes.append(node)
+            origins.append(pos)
+        index[id(u)] = len(nodes) - 1
+    outputs = tuple(index[id(r)] for r in roots)
+    tail = b"out:" + b",".join(b"%d" % o for o in outputs)
+    kh.update(tail)
+    return GraphKey(tuple(nodes), outputs, kh.hexdigest()), Bindings(arrays, bufs), len(leaves), origins

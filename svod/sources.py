@@ -101,13 +101,12 @@ def describe(where: tuple[str, int] | None, text: bool = False) -> str | None:
 def key_sources(roots, text: bool = False) -> dict[int, str]:
     """Node index of `compact(roots)`'s GraphKey -> its source line (see the module
     docstring); the node order is the one `compact` uses."""
-    from svod.ir import toposort
-    from svod.key import share_partial_reductions
+    from svod.key import compact_origins
 
-    order, _ = share_partial_reductions(toposort(list(roots)), list(roots))
+    _, order, origins = compact_origins(list(roots))  # folded view leaves renumber the nodes
     out: dict[int, str] = {}
-    for i, u in enumerate(order):
-        d = describe(source_of(u), text)
+    for i, pos in enumerate(origins):
+        d = describe(source_of(order[pos]), text)
         if d is not None:
             out[i] = d
     return out
