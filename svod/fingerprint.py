@@ -158,8 +158,15 @@ def _memo_fingerprint(root: Path, memo: Path | None) -> str:
 @functools.cache
 def _default_code_fingerprint() -> str:
     try:
-        from svod.cachedir import cache_dir  # standard library only, like this module
+        if __package__:
+            from svod.cachedir import cache_dir  # standard library only, like this module
+        else:  # NOTE: loaded alone by path (svod.store run without the package): its sibling
+            import importlib.util
 
+            spec = importlib.util.spec_from_file_location("svod_cachedir", Path(__file__).with_name("cachedir.py"))
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            cache_dir = mod.cache_dir
         memo = cache_dir() / _MEMO_NAME
     except Exception:  # NOTE: an unusable cache location only costs the hashing
         memo = None
