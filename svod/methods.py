@@ -36,7 +36,7 @@ from svod.movement import expand_dims, flip, permute_dims, reshape, squeeze
 from svod.nn import relu, sigmoid, softmax
 from svod.searching import nonzero, searchsorted
 from svod.sorting import sort
-from svod.tensor import Tensor, WeakScalar, _cast, _const, _normalize_axis, _register, _weak_kind
+from svod.tensor import Tensor, WeakScalar, _cast, _const, _normalize_axis, _realized, _register, _weak_kind
 
 # ----------------------------------------------------------------------------- Tensor
 
@@ -88,8 +88,11 @@ class _TensorMethods:
         if res.shape != self.shape:
             raise ShapeError(f"{name}: result shape {shape_str(res.shape)} differs from the in-place "
                              f"operand's shape {shape_str(self.shape)}")
-        self.uop = res.uop
-        _register(self)  # now pending: later realizes must rebind it
+        self.uop = u = res.uop
+        if u.op is OP.BUFFER:  # computed eagerly (svod.eager): nothing to rebind later
+            _realized(self)
+        else:
+            _register(self)  # now pending: later realizes must rebind it
         return self
 
     # --- indexing
@@ -97,8 +100,11 @@ class _TensorMethods:
         return getitem(self, key)
 
     def __setitem__(self, key, value) -> None:
-        self.uop = setitem(self, key, value).uop
-        _register(self)
+        self.uop = u = setitem(self, key, value).uop
+        if u.op is OP.BUFFER:  # written eagerly (svod.eager)
+            _realized(self)
+        else:
+            _register(self)
 
     # --- method forms of the common functions
     def reshape(self, *shape, copy=None) -> Tensor:
