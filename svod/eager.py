@@ -218,13 +218,60 @@ def _is_leaf_array(arr, memo) -> bool:
     return False
 
 
+_ELEMENTWISE = {op: info.interp for op, info in TABLE.items()
+                if info.interp is not None and info.kind in ("unary", "binary", "ternary")}
+_EXPAND, _RESHAPE = Ops.EXPAND, Ops.RESHAPE
+
+
+def _direct(u: UOp):
+    """The common case fast: an elementwise node whose operands are buffers or broadcast
+    constants (`x * 2.0`, `a + b`); a constant enters as its 0-d value (numpy broadcasts it
+    as the EXPAND would). None when `u` is not that case."""
+    f = _ELEMENTWISE.get(u.op)
+    if f is None:
+        return None
+    vals = []
+    for s in u.src:
+        op = s.op
+        if op is _BUFFER:
+            vals.append(s.arg.array)
+            continue
+        while op is _EXPAND or op is _RESHAPE:
+            s = s.src[0]
+            op = s.op
+        if op is not _CONST:
+            return None
+        vals.append(np.array(s.arg, dtype=s.dtype.np))
+    with np.errstate(all="ignore"):
+        v = f(vals, u.dtype.np, u.arg)
+    arr = np.asarray(v)
+    if arr.shape != u.shape or arr.dtype != u.dtype.np:
+        return None  # (operands all constants, or an implementation that needs the full shapes)
+    if arr.base is not None or not arr.flags.owndata or not arr.flags.c_contiguous:
+        arr = np.array(arr, order="C", copy=True)
+    else:
+        for a in vals:
+            if a is arr:
+                arr = np.array(arr, order="C", copy=True)
+                break
+    arr.flags.writeable = False
+    return arr
+
+
 def try_eager(u: UOp) -> UOp | None:
     """`svod.tensor`'s hook for every new node: a realized BUFFER with `u`'s value when `u`
     runs eagerly, else None (the node stays lazy)."""
     lim = getattr(_local, "limit", _DEFAULT)
-    if not lim or T._READ_HOOK is not None or _size(u.shape) > lim:
+    if not lim or T._READ_HOOK is not None:
         return None
-    arr = evaluate(u, lim)
+    n = 1
+    for d in u.shape:
+        n *= d
+    if n > lim:
+        return None
+    arr = _direct(u)
+    if arr is None:
+        arr = evaluate(u, lim)
     if arr is None:
         _stats["lazy_big"] += 1
         return None
