@@ -49,6 +49,7 @@ import threading
 
 import numpy as np
 
+from svod import dtype as _dt
 from svod import tensor as T
 from svod.errors import SvodValueError
 from svod.ir import Ops, UOp
@@ -58,30 +59,44 @@ DEFAULT_MAX = 4096  # elements; the measurement behind it: docs/semantics.md, "E
 _NODES = 24  # at most this many nodes evaluated for one op (a frontend builds a handful)
 
 
-def _env_limit() -> int:
-    """The process default from `SVOD_EAGER` (0/off/false: off) and `SVOD_EAGER_MAX`."""
-    on = os.environ.get("SVOD_EAGER", "1").strip().lower()
-    if on in ("0", "off", "false", "no"):
-        return 0
-    raw = os.environ.get("SVOD_EAGER_MAX", "")
-    if not raw.strip():
-        return DEFAULT_MAX
+def _env() -> tuple[str, int]:
+    """The process policy from `SVOD_EAGER` (auto / 1 / 0) and the limit from `SVOD_EAGER_MAX`."""
+    on = os.environ.get("SVOD_EAGER", "auto").strip().lower() or "auto"
+    policy = {"auto": "auto", "1": "on", "on": "on", "true": "on", "yes": "on",
+              "0": "off", "off": "off", "false": "off", "no": "off"}.get(on)
+    if policy is None:
+        raise SvodValueError(f"SVOD_EAGER must be auto, 1 or 0, got {on!r}")
+    raw = os.environ.get("SVOD_EAGER_MAX", "").strip()
+    if not raw:
+        return policy, DEFAULT_MAX
     try:
         v = int(raw)
     except ValueError:
-        raise SvodValueError(f"SVOD_EAGER_MAX must be a non-negative integer, got {raw!r}") from None
+        v = -1
     if v < 0:
         raise SvodValueError(f"SVOD_EAGER_MAX must be a non-negative integer, got {raw!r}")
-    return v
+    return policy, v
 
 
-_DEFAULT = _env_limit()
+POLICY, _MAX = _env()
 _local = threading.local()
+_NUMPY_NS = _dt._DEFAULTS  # float64 as the default float: a svod.numpy function or method runs
 
 
 def limit() -> int:
-    """The largest result (elements) an op may compute eagerly in this thread; 0: eager off."""
-    return getattr(_local, "limit", _DEFAULT)
+    """The largest result (elements) an op may compute eagerly here and now; 0: eager off.
+
+    Inside `eager_mode` that block's setting; else the process policy (`SVOD_EAGER`):
+    "auto" (the default) runs small work eagerly inside `svod.numpy`'s functions and
+    methods (the numpy-compatible namespace, where numpy programs loop over small
+    pieces) and keeps svod's own namespace lazy (its graphs, plans and `svod.explain`
+    are what its users build from small examples); "on" everywhere, "off" nowhere."""
+    lim = getattr(_local, "limit", None)
+    if lim is not None:
+        return lim
+    if POLICY == "auto":
+        return _MAX if _NUMPY_NS.float_dtype is _dt.float64 else 0
+    return _MAX if POLICY == "on" else 0
 
 
 class eager_mode:
@@ -99,7 +114,7 @@ class eager_mode:
         if max_elements is not None and (isinstance(max_elements, bool) or not isinstance(max_elements, int)
                                          or max_elements < 0):
             raise SvodValueError(f"eager_mode: max_elements must be a non-negative int, got {max_elements!r}")
-        self.limit = 0 if not enabled else (max_elements if max_elements is not None else (_DEFAULT or DEFAULT_MAX))
+        self.limit = 0 if not enabled else (max_elements if max_elements is not None else (_MAX or DEFAULT_MAX))
         self._saved: list = []
 
     def __enter__(self) -> eager_mode:
@@ -108,11 +123,7 @@ class eager_mode:
         return self
 
     def __exit__(self, *exc) -> None:
-        prev = self._saved.pop()
-        if prev is None:
-            del _local.limit
-        else:
-            _local.limit = prev
+        _local.limit = self._saved.pop()
 
     def __call__(self, fn):
         import functools
@@ -261,7 +272,9 @@ def _direct(u: UOp):
 def try_eager(u: UOp) -> UOp | None:
     """`svod.tensor`'s hook for every new node: a realized BUFFER with `u`'s value when `u`
     runs eagerly, else None (the node stays lazy)."""
-    lim = getattr(_local, "limit", _DEFAULT)
+    lim = getattr(_local, "limit", None)
+    if lim is None:
+        lim = limit()
     if not lim or T._READ_HOOK is not None:
         return None
     n = 1
@@ -311,7 +324,7 @@ def sole_owner(t) -> bool:
 def _calibrate() -> tuple[int, int, int]:
     """The reference counts `sole_owner` sees for a tensor nobody else holds (measured once
     at import on this interpreter, so the check follows CPython's own counting)."""
-    t = T.Tensor._from(UOp.buffer(np.zeros(2), T.dt.float64))
+    t = T.Tensor._from(UOp.buffer(np.zeros(2), _dt.float64))
     u = t.uop
     ref = u.arg
     arr = ref.array

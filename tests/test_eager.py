@@ -23,6 +23,14 @@ import svod.numpy as snp
 from svod import eager as E
 
 
+@pytest.fixture(autouse=True)
+def _eager_on():
+    """These tests are of eager mode itself: on for svod's own namespace too (the process
+    default, "auto", turns it on inside svod.numpy only; test_default_policy)."""
+    with svod.eager_mode(True):
+        yield
+
+
 def _both(fn, *arrays):
     """fn over svod tensors of `arrays`, eagerly and lazily: (eager Tensor, lazy Tensor)."""
     xs = [svod.asarray(a) if isinstance(a, np.ndarray) else a for a in arrays]
@@ -331,18 +339,19 @@ def test_limit_and_context():
         with svod.eager_mode(False):
             assert E.limit() == 0 and not (x[:3] + 1).is_realized
         assert E.limit() == 50
-    assert E.limit() == E.DEFAULT_MAX or "SVOD_EAGER_MAX" in os.environ
+    assert E.limit() == E._MAX
 
     seen = []
 
     def other():
         seen.append(E.limit())
 
-    with svod.eager_mode(False):
+    with svod.eager_mode(max_elements=77):
         th = threading.Thread(target=other)
         th.start()
         th.join()
-    assert seen == [E.limit()], "the context is per thread"
+    want = {"auto": 0, "on": E._MAX, "off": 0}[E.POLICY]  # the other thread: the process policy
+    assert seen == [want], "the context is per thread"
 
     @svod.eager_mode(False)
     def lazy_fn():
@@ -353,14 +362,35 @@ def test_limit_and_context():
         svod.eager_mode(max_elements=-1)
 
 
-@pytest.mark.parametrize("env,lazy", [({"SVOD_EAGER": "0"}, True), ({"SVOD_EAGER_MAX": "2"}, True),
-                                      ({"SVOD_EAGER_MAX": "3"}, False)])
-def test_environment_switches(env, lazy):
-    code = "import svod; print((svod.asarray([1.0, 2.0, 3.0]) * 2).is_realized)"
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
+def test_default_policy_is_numpy_namespace():
+    """Without eager_mode, the process policy decides: "auto" runs small work eagerly in
+    svod.numpy and keeps svod's own namespace lazy."""
+    with svod.eager_mode(True):
+        pass
+    x = svod.asarray([1.0, 2.0, 3.0])
+    y = snp.asarray([1.0, 2.0, 3.0])
+    state = E._local.limit
+    E._local.limit = None  # the process default, as outside any eager_mode block
+    try:
+        if E.POLICY == "auto":
+            assert not (x * 2).is_realized and (y * 2).is_realized and y[1].is_realized
+            assert snp.sqrt(y).is_realized and not svod.sqrt(x).is_realized
+    finally:
+        E._local.limit = state
+
+
+@pytest.mark.parametrize("env,want", [({"SVOD_EAGER": "0"}, "False False"), ({"SVOD_EAGER": "auto"}, "False True"),
+                                      ({"SVOD_EAGER": "1"}, "True True"), ({"SVOD_EAGER": "1", "SVOD_EAGER_MAX": "2"},
+                                                                           "False False"),
+                                      ({"SVOD_EAGER": "1", "SVOD_EAGER_MAX": "3"}, "True True")])
+def test_environment_switches(env, want):
+    code = ("import svod, svod.numpy as snp; print((svod.asarray([1.0, 2.0, 3.0]) * 2).is_realized, "
+            "(snp.asarray([1.0, 2.0, 3.0]) * 2).is_realized)")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("SVOD_EAGER")}
+    out = subprocess.run([sys.executable, "-c", code], env={**environ, **env}, capture_output=True, text=True,
                          timeout=120, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == str(not lazy)
+    assert out.stdout.strip() == want
 
 
 _dtypes = st.sampled_from(["float32", "float64", "int16", "int64", "uint8", "bool"])
