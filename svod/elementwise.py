@@ -49,11 +49,17 @@ from svod.tensor import (
 # ----------------------------------------------------------------------------- operands and broadcasting
 
 
+def _plain(x) -> bool:
+    """A Tensor or a subclass of it other than a traced weak scalar (svod.numpy's ndarray)."""
+    t = type(x)
+    return t is Tensor or t is not WeakScalar and isinstance(x, Tensor)
+
+
 def _operands(op: str, *xs, dtype_fn=None) -> tuple[list[UOp], DType]:
     """Turn operands (Tensors, arrays, scalars) into UOps of one dtype and one shape."""
     if len(xs) == 2:  # fast paths: two tensors alike, or a float tensor and a Python float/int
         a, b = xs
-        ta, tb = type(a) is Tensor, type(b) is Tensor
+        ta, tb = _plain(a), _plain(b)
         if ta or tb:
             u = a.uop if ta else b.uop
             d = u.dtype
