@@ -417,3 +417,33 @@ def test_hypothesis_binary_broadcast(da, db, name, n, m, seed):
         return
     e, lz = _both(fn, a, b)
     _same(e, lz, rtol=1e-5)
+
+
+def test_explain_of_an_eager_value_says_so():
+    y = snp.asarray([[1.0, 2.0], [3.0, 4.0]])
+    z = y * 2
+    assert z.is_realized
+    with pytest.raises(ValueError, match=r"eager_mode\(False\)"):
+        svod.explain(z)
+    with svod.eager_mode(False):
+        e = svod.explain(y * 2)
+    assert len(e.kernels) == 1
+
+
+def test_loop_programs_run_eagerly_with_numpys_values():
+    """issue 28's loop programs (svod.numpy, unchanged numpy code): numpy's values, and no
+    search or compile per iteration (small work runs eagerly)."""
+    from svod.bench import loops
+
+    if E.POLICY != "auto":
+        pytest.skip("the process policy is not the default")
+    state, E._local.limit = E._local.limit, None  # the process default (auto), as outside eager_mode
+    try:
+        before = svod.stats()
+        rows = loops.run(n=6, repeats=1)
+        after = svod.stats()
+    finally:
+        E._local.limit = state
+    assert [r["program"] for r in rows if not r["ok"]] == []
+    assert after.get("searches", 0) - before.get("searches", 0) == 0
+    assert after.get("kernels_compiled", 0) - before.get("kernels_compiled", 0) == 0
