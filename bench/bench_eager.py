@@ -44,14 +44,14 @@ def measure(sizes, chains, repeats: int = 7) -> list[dict]:
         a = np.random.default_rng(0).random(n, dtype=np.float32)
         x = svod.asarray(a)
         for length in chains:
-            def run_numpy():
+            def run_numpy(a=a, length=length):
                 return _chain(np, a, length)
 
-            def run_eager():
+            def run_eager(x=x, n=n, length=length):
                 with svod.eager_mode(max_elements=max(n, 1)):
                     return _chain(svod, x, length).numpy()
 
-            def run_lazy():
+            def run_lazy(x=x, length=length):
                 with svod.eager_mode(False):
                     return _chain(svod, x, length).numpy()
 
