@@ -178,6 +178,9 @@ def _flush() -> None:
 
 
 def _register(t: Tensor) -> None:
+    if t.uop.op is OP.BUFFER:  # rebound to a realized value (an eager update): nothing to rebind later
+        _realized(t)
+        return
     key = id(t)
     ref = _live.get(key)
     if ref is None:
