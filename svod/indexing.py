@@ -187,27 +187,31 @@ def _basic_key(key) -> bool:
 def _eager_getitem(x, key):
     """`x[key]` of a realized `x` with numpy when the result is small (svod.eager), else None."""
     lim = _eager.limit()
-    if not lim or _T._READ_HOOK is not None or not _basic_key(key):
+    if not lim or _T._READ_HOOK is not None:
         return None
     u = x.uop
     try:
         v = u.arg.array[key]
     except (IndexError, TypeError, ValueError):
         return None  # the lazy path raises svod's error
-    v = np.asarray(v)
-    if v.size > lim or v.dtype != u.dtype.np:
+    if type(v) is np.ndarray:
+        if v.size > lim:
+            return None
+        arr = v.copy()  # C order: a slice is a value (svod's semantics), not a view
+    else:  # one element: a numpy scalar
+        arr = np.array(v)
+    if arr.dtype != u.dtype.np:
         return None
-    arr = np.array(v, order="C", copy=True)
     arr.flags.writeable = False
     return Tensor._from(UOp.buffer(arr, u.dtype))
 
 
 def getitem(x, key):
-    key = _int_scalars(key)
-    if x.uop.op is Ops.BUFFER:
+    if x.uop.op is Ops.BUFFER and _basic_key(key):  # (a basic key holds no 0-d Tensor: no _int_scalars)
         r = _eager_getitem(x, key)
         if r is not None:
             return r
+    key = _int_scalars(key)
     items = key if isinstance(key, tuple) else (key,)
     if any(_is_advanced(k) for k in items):
         arr = x.numpy()
@@ -232,7 +236,7 @@ def _eager_setitem(x, key, value):
     region is small, into a copy when `x` is small; else None (the lazy path). Values,
     casts and errors are the lazy path's."""
     lim = _eager.limit()
-    if not lim or _T._READ_HOOK is not None or not _basic_key(key):
+    if not lim or _T._READ_HOOK is not None:
         return None
     own = _eager.sole_owner(x)  # NOTE: first, before this function holds references of its own
     u = x.uop
@@ -277,11 +281,11 @@ def setitem(x, key, value):
     """Functional `x[key] = value`: returns the updated tensor (same shape and dtype). A
     realized `x` with a small region and a concrete value is written with numpy at once
     (svod.eager: in place when nothing else holds `x`'s buffer, else into a copy)."""
-    key = _int_scalars(key)
-    if x.uop.op is Ops.BUFFER:
+    if x.uop.op is Ops.BUFFER and _basic_key(key):
         r = _eager_setitem(x, key, value)
         if r is not None:
             return r
+    key = _int_scalars(key)
     items = key if isinstance(key, tuple) else (key,)
     v = value if isinstance(value, Tensor) else asarray(value) if not dt.scalar_kind(value) else None
     if any(_is_advanced(k) for k in items):
