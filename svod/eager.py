@@ -79,8 +79,18 @@ def _env() -> tuple[str, int]:
 
 
 POLICY, _MAX = _env()
-_local = threading.local()
+class _Local(threading.local):
+    """This thread's `eager_mode` limit; None: the process policy. NOTE: a class default,
+    not getattr(..., None): a missing attribute of a thread-local costs an exception (~4 µs)."""
+
+    limit: int | None = None
+
+
+_local = _Local()
 _NUMPY_NS = _dt._DEFAULTS  # float64 as the default float: a svod.numpy function or method runs
+_F64 = _dt.float64
+_AUTO = POLICY == "auto"
+_ON = _MAX if POLICY == "on" else 0
 
 
 def limit() -> int:
@@ -91,12 +101,12 @@ def limit() -> int:
     methods (the numpy-compatible namespace, where numpy programs loop over small
     pieces) and keeps svod's own namespace lazy (its graphs, plans and `svod.explain`
     are what its users build from small examples); "on" everywhere, "off" nowhere."""
-    lim = getattr(_local, "limit", None)
+    lim = _local.limit
     if lim is not None:
         return lim
-    if POLICY == "auto":
-        return _MAX if _NUMPY_NS.float_dtype is _dt.float64 else 0
-    return _MAX if POLICY == "on" else 0
+    if _AUTO:
+        return _MAX if _NUMPY_NS.float_dtype is _F64 else 0
+    return _ON
 
 
 class eager_mode:
@@ -118,7 +128,7 @@ class eager_mode:
         self._saved: list = []
 
     def __enter__(self) -> eager_mode:
-        self._saved.append(getattr(_local, "limit", None))
+        self._saved.append(_local.limit)
         _local.limit = self.limit
         return self
 
@@ -292,7 +302,7 @@ def _direct(u: UOp):
 def try_eager(u: UOp) -> UOp | None:
     """`svod.tensor`'s hook for every new node: a realized BUFFER with `u`'s value when `u`
     runs eagerly, else None (the node stays lazy)."""
-    lim = getattr(_local, "limit", None)
+    lim = _local.limit
     if lim is None:
         lim = limit()
     if not lim or T._READ_HOOK is not None:
