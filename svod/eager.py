@@ -281,9 +281,12 @@ def _direct(u: UOp):
         while op is _EXPAND or op is _RESHAPE:
             s = s.src[0]
             op = s.op
-        if op is not _CONST:
+        if op is _CONST:
+            vals.append(np.array(s.arg, dtype=s.dtype.np))
+        elif op is _BUFFER and s.arg.array.size == 1:  # a one-element value broadcast (`v / x[i, i]`)
+            vals.append(s.arg.array.reshape(()))
+        else:
             return None
-        vals.append(np.array(s.arg, dtype=s.dtype.np))
     v = run(f, vals, u.dtype.np, u.arg)
     arr = np.asarray(v)
     if arr.shape != u.shape or arr.dtype != u.dtype.np:

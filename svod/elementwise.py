@@ -118,7 +118,7 @@ def _unop(op: Ops, name: str, x, float_only=False, allow_bool=True, identity_for
     """One `op` node over `x`. `float_only`: integer and bool input computes in the default
     float dtype; `allow_bool`: bool input raises when False; `identity_for_int`: integer and
     bool input is returned as it is; `real_only`: complex input raises (`_no_complex`)."""
-    if type(x) is Tensor:  # the common case first: a float tensor takes none of the branches below
+    if _plain(x):  # the common case first: a float tensor takes none of the branches below
         u = x.uop
         if u.dtype.is_float:
             return Tensor._from(UOp(op, u.dtype, (u,)))

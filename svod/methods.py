@@ -66,12 +66,16 @@ def _fast_binary(op: Ops, f, reflected: bool):
                 return Tensor._from(UOp(op, d, (c, u) if reflected else (u, c)))
             if t is Tensor or t is not WeakScalar and isinstance(o, Tensor):
                 v = o.uop
-                if v.dtype is d and v.shape == u.shape:
-                    if u.op is _BUFFER and v.op is _BUFFER:
-                        r = _eager_direct(interp, d, u, v.arg.array, reflected)
+                if v.dtype is d:
+                    same = v.shape == u.shape
+                    if u.op is _BUFFER and v.op is _BUFFER and (same or not v.shape or not u.shape):
+                        # (a 0-d operand broadcasts alike in numpy and svod: `row / x[i, i]`)
+                        r = _eager_direct(interp, d, u, v.arg.array, reflected, u.shape if same or v.shape == ()
+                                          else v.shape)
                         if r is not None:
                             return r
-                    return Tensor._from(UOp(op, d, (v, u) if reflected else (u, v)))
+                    if same:
+                        return Tensor._from(UOp(op, d, (v, u) if reflected else (u, v)))
         return f(o, self) if reflected else f(self, o)
 
     return named(method, f"__{'r' if reflected else ''}{f.__name__}__")
@@ -80,22 +84,23 @@ def _fast_binary(op: Ops, f, reflected: bool):
 _BUFFER = OP.BUFFER
 
 
-def _eager_direct(interp, d, u: UOp, other, reflected: bool) -> Tensor | None:
+def _eager_direct(interp, d, u: UOp, other, reflected: bool, shape=None) -> Tensor | None:
     """`u OP other` of a realized float `u` (and a buffer's array or a 0-d constant of its
     dtype) computed at once when eager small work is on and the result is small: the op
     table's numpy implementation, as `svod.eager.try_eager` would run on the node."""
     lim = _eager.limit()
     if not lim or _T._READ_HOOK is not None:
         return None
+    shape = u.shape if shape is None else shape
     n = 1
-    for s in u.shape:
+    for s in shape:
         n *= s
     if n > lim:
         return None
     a = u.arg.array
     v = _eager.run(interp, [other, a] if reflected else [a, other], d.np, None)
     arr = np.asarray(v)
-    if arr.shape != u.shape or arr.dtype != d.np:
+    if arr.shape != shape or arr.dtype != d.np:
         return None
     if arr.base is not None or not arr.flags.owndata or arr is a or arr is other:
         arr = np.array(arr, order="C", copy=True)

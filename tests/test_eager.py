@@ -447,3 +447,29 @@ def test_loop_programs_run_eagerly_with_numpys_values():
     assert [r["program"] for r in rows if not r["ok"]] == []
     assert after.get("searches", 0) - before.get("searches", 0) == 0
     assert after.get("kernels_compiled", 0) - before.get("kernels_compiled", 0) == 0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_operators_with_a_0d_tensor_match_lazy(dtype):
+    """The operators' direct path (no node built): a vector and a 0-d tensor, both sides."""
+    v = FLOATS.astype(dtype)
+    s = np.array(-0.0 if dtype == "float32" else 2.5, dtype)
+    for fn in (lambda x, y: x / y, lambda x, y: y - x, lambda x, y: x * y, lambda x, y: y + x, lambda x, y: x - y):
+        e, lz = _both(fn, v, s)
+        _same(e, lz)
+
+
+@pytest.mark.parametrize("shapes", [((3, 4), (4,)), ((4,), (4, 2)), ((4,), (4,)), ((2, 3), (3, 5)),
+                                    ((2, 2, 3), (3, 2))])
+@pytest.mark.parametrize("dtypes", [("float64", "float64"), ("float32", "float64"), ("int32", "int64")])
+def test_matmul_matches_lazy(shapes, dtypes):
+    r = np.random.default_rng(9)
+    a = (r.standard_normal(shapes[0]) * 4).astype(dtypes[0])
+    b = (r.standard_normal(shapes[1]) * 4).astype(dtypes[1])
+    e, lz = _both(lambda x, y: x @ y, a, b)
+    _same(e, lz, rtol=1e-5)
+    with svod.eager_mode(False), pytest.raises(svod.ShapeError) as lazy:
+        svod.asarray(a) @ svod.asarray(np.ones((7, 2), dtypes[1]))
+    with pytest.raises(svod.ShapeError) as got:
+        svod.asarray(a) @ svod.asarray(np.ones((7, 2), dtypes[1]))
+    assert str(got.value) == str(lazy.value)
