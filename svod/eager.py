@@ -12,8 +12,9 @@ realize of a growing graph per value, where numpy costs a microsecond. So an op 
   input of a reduction or a matmul) — has at most `limit()` elements (default
   `DEFAULT_MAX`, `SVOD_EAGER_MAX`); a view of a big buffer (a row of a big matrix) is
   free and does not count, only what is computed from it;
-* eager mode is on (`SVOD_EAGER=0` turns it off for the process; `svod.eager_mode(False)`
-  for a block, per thread) and no `svod.jit` trace runs (a trace is one graph).
+* eager mode is on here (`limit()`: by default inside `svod.numpy`'s functions and
+  methods only — `SVOD_EAGER=auto`; `1` everywhere, `0` nowhere; `svod.eager_mode` for a
+  block, per thread) and no `svod.jit` trace runs (a trace is one graph).
 
 The op's node is built as always (its dtype, shape and errors are the lazy path's: one
 frontend), then evaluated by svod's reference semantics — the op table's numpy
@@ -29,16 +30,21 @@ small `x`, or in place when `x`'s buffer provably has no other owner (`sole_owne
 that a row write into a big concrete matrix costs the row. "Other references to the old
 value keep it" holds either way (docs/semantics.md, "Eager small work").
 
-Why 4096 elements: docs/semantics.md ("Eager small work") has the measurement (lazy
-realize vs numpy per op, by size).
+The operators of realized float tensors and `matmul` of realized operands call the same
+implementations without building the node (svod/methods.py, svod/reductions.py). Why
+4096 elements: docs/semantics.md ("Eager small work") has the measurement (lazy realize
+vs eager vs numpy, by size).
 
->>> import svod
->>> x = svod.asarray([1.0, 2.0, 3.0])
+>>> import svod, svod.numpy as snp
+>>> x = snp.asarray([1.0, 2.0, 3.0])
 >>> (x * 2).is_realized, float(x[1])
 (True, 2.0)
 >>> with svod.eager_mode(False):
 ...     (x * 2).is_realized
 False
+>>> with svod.eager_mode(True):  # svod's own namespace too
+...     (svod.asarray([1.0, 2.0]) + 1).is_realized
+True
 """
 
 from __future__ import annotations

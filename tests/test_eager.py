@@ -473,3 +473,14 @@ def test_matmul_matches_lazy(shapes, dtypes):
     with pytest.raises(svod.ShapeError) as got:
         svod.asarray(a) @ svod.asarray(np.ones((7, 2), dtypes[1]))
     assert str(got.value) == str(lazy.value)
+
+
+def test_module_doctest():
+    import doctest
+
+    state, E._local.limit = E._local.limit, None  # the examples run under the process policy
+    try:
+        if E.POLICY == "auto":
+            assert doctest.testmod(E).failed == 0
+    finally:
+        E._local.limit = state
