@@ -284,15 +284,27 @@ def _direct(u: UOp):
         if op is _BUFFER:
             vals.append(s.arg.array)
             continue
-        while op is _EXPAND or op is _RESHAPE:
+        if op is _EXPAND:  # a broadcast: numpy's broadcasting of the source does the same
             s = s.src[0]
             op = s.op
-        if op is _CONST:
-            vals.append(np.array(s.arg, dtype=s.dtype.np))
-        elif op is _BUFFER and s.arg.array.size == 1:  # a one-element value broadcast (`v / x[i, i]`)
-            vals.append(s.arg.array.reshape(()))
-        else:
+            shape = s.shape
+            while op is _RESHAPE:
+                s = s.src[0]
+                op = s.op
+            if op is _CONST:
+                vals.append(np.array(s.arg, dtype=s.dtype.np))
+            elif op is _BUFFER:
+                a = s.arg.array
+                vals.append(a.reshape(()) if a.size == 1 else a.reshape(shape))  # (`v / x[i, i]`, `a[:, None] * b`)
+            else:
+                return None
+            continue
+        while op is _RESHAPE:
+            s = s.src[0]
+            op = s.op
+        if op is not _CONST:
             return None
+        vals.append(np.array(s.arg, dtype=s.dtype.np))
     v = run(f, vals, u.dtype.np, u.arg)
     arr = np.asarray(v)
     if arr.shape != u.shape or arr.dtype != u.dtype.np:
