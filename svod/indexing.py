@@ -254,8 +254,7 @@ def _eager_setitem(x, key, value):
             return None
         v = value
     elif dt.scalar_kind(value):
-        with np.errstate(all="ignore"):
-            varr = np.array(value).astype(x.dtype.np)
+        varr = np.array(value).astype(x.dtype.np)  # the lazy path's cast (and its warnings), as it does
         v = None
     else:
         v = asarray(value)
