@@ -324,8 +324,8 @@ def try_eager(u: UOp) -> UOp | None:
     """`svod.tensor`'s hook for every new node: a realized BUFFER with `u`'s value when `u`
     runs eagerly, else None (the node stays lazy)."""
     lim = _local.limit
-    if lim is None:
-        lim = limit()
+    if lim is None:  # `limit()`, inlined: this runs for every node svod builds
+        lim = (_MAX if _NUMPY_NS.float_dtype is _F64 else 0) if _AUTO else _ON
     if not lim or T._READ_HOOK is not None:
         return None
     n = 1
