@@ -48,6 +48,7 @@ from svod.dtype import (
     uint64,
 )
 from svod.dtype import bool_ as bool
+from svod.eager import eager_mode
 from svod.elementwise import (
     abs,
     acos,

@@ -58,6 +58,7 @@ from dask._task_spec import (
 
 import svod
 from svod._dask_chunk import _FUNCS, _UFUNCS, LazyChunk, Unsupported, _functions
+from svod.eager import eager_mode
 from svod.errors import SvodWarning, user_stacklevel
 
 # ----------------------------------------------------------------------------- what svod runs
@@ -331,7 +332,8 @@ class Region:
         _prepare_process()
         _count("regions")
         try:
-            outs = self.run_svod(values)
+            with eager_mode(False):  # a region is one graph (svod.eager)
+                outs = self.run_svod(values)
         except Exception as e:  # noqa: BLE001 - any failure: this chunk on numpy, one warning per cause
             _count("fallbacks")
             cause = str(e).split(" (", 1)[0] if isinstance(e, Unsupported) else type(e).__name__

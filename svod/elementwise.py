@@ -49,11 +49,17 @@ from svod.tensor import (
 # ----------------------------------------------------------------------------- operands and broadcasting
 
 
+def _plain(x) -> bool:
+    """A Tensor or a subclass of it other than a traced weak scalar (svod.numpy's ndarray)."""
+    t = type(x)
+    return t is Tensor or t is not WeakScalar and isinstance(x, Tensor)
+
+
 def _operands(op: str, *xs, dtype_fn=None) -> tuple[list[UOp], DType]:
     """Turn operands (Tensors, arrays, scalars) into UOps of one dtype and one shape."""
     if len(xs) == 2:  # fast paths: two tensors alike, or a float tensor and a Python float/int
         a, b = xs
-        ta, tb = type(a) is Tensor, type(b) is Tensor
+        ta, tb = _plain(a), _plain(b)
         if ta or tb:
             u = a.uop if ta else b.uop
             d = u.dtype
@@ -112,7 +118,7 @@ def _unop(op: Ops, name: str, x, float_only=False, allow_bool=True, identity_for
     """One `op` node over `x`. `float_only`: integer and bool input computes in the default
     float dtype; `allow_bool`: bool input raises when False; `identity_for_int`: integer and
     bool input is returned as it is; `real_only`: complex input raises (`_no_complex`)."""
-    if type(x) is Tensor:  # the common case first: a float tensor takes none of the branches below
+    if _plain(x):  # the common case first: a float tensor takes none of the branches below
         u = x.uop
         if u.dtype.is_float:
             return Tensor._from(UOp(op, u.dtype, (u,)))

@@ -187,7 +187,9 @@ def explain(*tensors, k: int = 8, cost_model=None, machine=None) -> Explanation:
             raise TypeError(f"explain: expected Tensors, got {type(t).__name__}")
     pending = [t.uop for t in tensors if not t.is_realized]
     if not pending:
-        raise ValueError("explain: every tensor is already realized; explain them before .numpy()/realize()")
+        raise ValueError("explain: every tensor is already realized; explain them before .numpy()/realize() "
+                         "(small ops on realized values run eagerly in svod.numpy: build the graph under "
+                         "`with svod.eager_mode(False):` to see its plan; docs/semantics.md, 'Eager small work')")
     key, _ = compact(pending)
     from svod.shapes import DYNAMIC
 

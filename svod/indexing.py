@@ -19,10 +19,12 @@ import operator
 import numpy as np
 
 from svod import dtype as dt
+from svod import eager as _eager
+from svod import tensor as _T
 from svod.elementwise import broadcast_to, where
 from svod.errors import ShapeError, SvodIndexError
 from svod.ir import Ops, UOp, shape_str
-from svod.tensor import Tensor, _from_numpy, asarray
+from svod.tensor import Tensor, WeakScalar, _from_numpy, asarray
 
 
 def _is_int(k) -> bool:
@@ -169,7 +171,46 @@ def _numpy_key(key):
     return tuple(out) if isinstance(key, tuple) else out[0]
 
 
+def _basic_key(key) -> bool:
+    """`key` is made of Python/numpy ints, slices, None and Ellipsis only (what numpy and
+    svod index alike; anything else takes the lazy path, which raises svod's errors)."""
+    for k in key if type(key) is tuple else (key,):
+        t = type(k)
+        if t is int or t is slice or k is None or k is Ellipsis:
+            continue
+        if isinstance(k, np.integer):
+            continue
+        return False
+    return True
+
+
+def _eager_getitem(x, key):
+    """`x[key]` of a realized `x` with numpy when the result is small (svod.eager), else None."""
+    lim = _eager.limit()
+    if not lim or _T._READ_HOOK is not None:
+        return None
+    u = x.uop
+    try:
+        v = u.arg.array[key]
+    except (IndexError, TypeError, ValueError):
+        return None  # the lazy path raises svod's error
+    if type(v) is np.ndarray:
+        if v.size > lim:
+            return None
+        arr = v.copy()  # C order: a slice is a value (svod's semantics), not a view
+    else:  # one element: a numpy scalar
+        arr = np.array(v)
+    if arr.dtype != u.dtype.np:
+        return None
+    arr.flags.writeable = False
+    return Tensor._from(UOp.buffer(arr, u.dtype))
+
+
 def getitem(x, key):
+    if x.uop.op is Ops.BUFFER and _basic_key(key):  # (a basic key holds no 0-d Tensor: no _int_scalars)
+        r = _eager_getitem(x, key)
+        if r is not None:
+            return r
     key = _int_scalars(key)
     items = key if isinstance(key, tuple) else (key,)
     if any(_is_advanced(k) for k in items):
@@ -182,8 +223,67 @@ def getitem(x, key):
     return Tensor._from(basic_index(x.uop, key))
 
 
+def _fits(vshape, region) -> bool:
+    """svod's broadcast of a value of `vshape` to `region` (`broadcast_to`'s rule)."""
+    if len(vshape) > len(region):
+        return False
+    return all(a == b or a == 1 for a, b in zip(vshape, region[len(region) - len(vshape):]))
+
+
+def _eager_setitem(x, key, value):
+    """`x[key] = value` with numpy for a realized `x` and a concrete value (svod.eager):
+    written in place when `x`'s buffer has no other owner (`eager.sole_owner`) and the
+    region is small, into a copy when `x` is small; else None (the lazy path). Values,
+    casts and errors are the lazy path's."""
+    lim = _eager.limit()
+    if not lim or _T._READ_HOOK is not None:
+        return None
+    own = _eager.sole_owner(x)  # NOTE: first, before this function holds references of its own
+    u = x.uop
+    try:
+        region = np.shape(u.arg.array[key])
+    except (IndexError, TypeError, ValueError):
+        return None
+    rsize = 1
+    for n in region:
+        rsize *= n
+    if rsize > lim or not (own or x.size <= lim):
+        return None
+    if isinstance(value, Tensor):
+        if type(value) is WeakScalar:
+            return None
+        v = value
+    elif dt.scalar_kind(value):
+        varr = np.array(value).astype(x.dtype.np)  # the lazy path's cast (and its warnings), as it does
+        v = None
+    else:
+        v = asarray(value)
+    if v is not None:
+        if v.dtype != x.dtype:
+            v = v.astype(x.dtype)
+        vu = v.uop
+        if vu.op is not Ops.BUFFER or not _fits(vu.shape, region):
+            return None  # a pending value stays lazy; a shape mismatch raises there
+        varr = vu.arg.array
+    if rsize == 0:
+        return x
+    if own:
+        _eager.write_in_place(x, key, varr)
+        return x
+    new = np.array(u.arg.array, order="C", copy=True)
+    new[key] = varr
+    new.flags.writeable = False
+    return Tensor._from(UOp.buffer(new, u.dtype))
+
+
 def setitem(x, key, value):
-    """Functional `x[key] = value`: returns the updated tensor (same shape and dtype)."""
+    """Functional `x[key] = value`: returns the updated tensor (same shape and dtype). A
+    realized `x` with a small region and a concrete value is written with numpy at once
+    (svod.eager: in place when nothing else holds `x`'s buffer, else into a copy)."""
+    if x.uop.op is Ops.BUFFER and _basic_key(key):
+        r = _eager_setitem(x, key, value)
+        if r is not None:
+            return r
     key = _int_scalars(key)
     items = key if isinstance(key, tuple) else (key,)
     v = value if isinstance(value, Tensor) else asarray(value) if not dt.scalar_kind(value) else None

@@ -23,10 +23,13 @@ import builtins
 import numpy as np
 
 from svod import dtype as dt
+from svod import eager as _eager
 from svod import elementwise as E
 from svod import reductions as R
+from svod import tensor as _T
 from svod.creation import full
 from svod.dtype import DTypeError
+from svod.eager import _ELEMENTWISE
 from svod.errors import ShapeError, SvodOverflowError, named
 from svod.gather import take
 from svod.indexing import getitem, setitem
@@ -36,7 +39,7 @@ from svod.movement import expand_dims, flip, permute_dims, reshape, squeeze
 from svod.nn import relu, sigmoid, softmax
 from svod.searching import nonzero, searchsorted
 from svod.sorting import sort
-from svod.tensor import Tensor, WeakScalar, _cast, _const, _normalize_axis, _register, _weak_kind
+from svod.tensor import Tensor, WeakScalar, _cast, _const, _normalize_axis, _realized, _register, _weak_kind
 
 # ----------------------------------------------------------------------------- Tensor
 
@@ -47,21 +50,62 @@ def _fast_binary(op: Ops, f, reflected: bool):
     shape — and the rest through the function `f` (promotion, broadcasting,
     errors). Same nodes either way; the inline path calls no other function."""
 
+    interp = _ELEMENTWISE[op]
+
     def method(self, o):
         u = self.uop
         d = u.dtype
         if d.kind == "f":
             t = type(o)
             if t is float or t is int:
+                if u.op is _BUFFER and (t is float or -2**53 <= o <= 2**53):  # eager small work (svod.eager)
+                    r = _eager_direct(interp, d, u, np.array(o, d.np), reflected)
+                    if r is not None:
+                        return r
                 c = _const(o, d, u.shape)
                 return Tensor._from(UOp(op, d, (c, u) if reflected else (u, c)))
-            if t is Tensor:
+            if t is Tensor or t is not WeakScalar and isinstance(o, Tensor):
                 v = o.uop
-                if v.dtype is d and v.shape == u.shape:
-                    return Tensor._from(UOp(op, d, (v, u) if reflected else (u, v)))
+                if v.dtype is d:
+                    same = v.shape == u.shape
+                    if u.op is _BUFFER and v.op is _BUFFER and (same or not v.shape or not u.shape):
+                        # (a 0-d operand broadcasts alike in numpy and svod: `row / x[i, i]`)
+                        r = _eager_direct(interp, d, u, v.arg.array, reflected, u.shape if same or v.shape == ()
+                                          else v.shape)
+                        if r is not None:
+                            return r
+                    if same:
+                        return Tensor._from(UOp(op, d, (v, u) if reflected else (u, v)))
         return f(o, self) if reflected else f(self, o)
 
     return named(method, f"__{'r' if reflected else ''}{f.__name__}__")
+
+
+_BUFFER = OP.BUFFER
+
+
+def _eager_direct(interp, d, u: UOp, other, reflected: bool, shape=None) -> Tensor | None:
+    """`u OP other` of a realized float `u` (and a buffer's array or a 0-d constant of its
+    dtype) computed at once when eager small work is on and the result is small: the op
+    table's numpy implementation, as `svod.eager.try_eager` would run on the node."""
+    lim = _eager.limit()
+    if not lim or _T._READ_HOOK is not None:
+        return None
+    shape = u.shape if shape is None else shape
+    n = 1
+    for s in shape:
+        n *= s
+    if n > lim:
+        return None
+    a = u.arg.array
+    v = _eager.run(interp, [other, a] if reflected else [a, other], d.np, None)
+    arr = np.asarray(v)
+    if arr.shape != shape or arr.dtype != d.np:
+        return None
+    if arr.base is not None or not arr.flags.owndata or arr is a or arr is other:
+        arr = np.array(arr, order="C", copy=True)
+    arr.flags.writeable = False
+    return Tensor._from(UOp.buffer(arr, d))
 
 
 class _TensorMethods:
@@ -88,8 +132,11 @@ class _TensorMethods:
         if res.shape != self.shape:
             raise ShapeError(f"{name}: result shape {shape_str(res.shape)} differs from the in-place "
                              f"operand's shape {shape_str(self.shape)}")
-        self.uop = res.uop
-        _register(self)  # now pending: later realizes must rebind it
+        self.uop = u = res.uop
+        if u.op is OP.BUFFER:  # computed eagerly (svod.eager): nothing to rebind later
+            _realized(self)
+        else:
+            _register(self)  # now pending: later realizes must rebind it
         return self
 
     # --- indexing
@@ -97,8 +144,11 @@ class _TensorMethods:
         return getitem(self, key)
 
     def __setitem__(self, key, value) -> None:
-        self.uop = setitem(self, key, value).uop
-        _register(self)
+        self.uop = u = setitem(self, key, value).uop
+        if u.op is OP.BUFFER:  # written eagerly (svod.eager)
+            _realized(self)
+        else:
+            _register(self)
 
     # --- method forms of the common functions
     def reshape(self, *shape, copy=None) -> Tensor:

@@ -20,6 +20,8 @@ import builtins
 import numpy as np
 
 from svod import dtype as dt
+from svod import eager as _eager
+from svod import tensor as _T
 from svod.creation import full
 from svod.dtype import DType
 from svod.elementwise import (
@@ -208,6 +210,26 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False) -> Ten
 # ----------------------------------------------------------------------------- matmul
 
 
+_MATMUL = _eager._INTERP[OP.MATMUL]
+
+
+def _eager_matmul(a: Tensor, b: Tensor, d) -> Tensor | None:
+    """`a @ b` of two realized operands of dtype `d` (shapes checked) computed at once when
+    eager small work is on and operands and result are small (svod.eager): the op table's
+    MATMUL (`np.matmul` in `d`), whose 1-D promotion and batch broadcasting are svod's."""
+    lim = _eager.limit()
+    if not lim or _T._READ_HOOK is not None or a.size > lim or b.size > lim:
+        return None
+    x, y = a.uop.arg.array, b.uop.arg.array
+    out = np.asarray(_eager.run(_MATMUL, [x, y], d.np, None))
+    if out.size > lim or out.dtype != d.np:
+        return None
+    if out.base is not None or not out.flags.owndata or not out.flags.c_contiguous:
+        out = np.array(out, order="C", copy=True)
+    out.flags.writeable = False
+    return Tensor._from(UOp.buffer(out, d))
+
+
 def matmul(a, b, /) -> Tensor:
     """numpy.matmul: batch dims broadcast, 1-D operands promoted and squeezed.
 
@@ -220,6 +242,11 @@ def matmul(a, b, /) -> Tensor:
         raise ShapeError(f"matmul: operands must be at least 1-D, got shapes {shape_str(a.shape)} and "
                          f"{shape_str(b.shape)}; use * for scalars")
     d = dt.promote_types(a.dtype, b.dtype)
+    if (a.uop.op is OP.BUFFER and b.uop.op is OP.BUFFER and a.dtype is d and b.dtype is d and a.ndim <= 2
+            and b.ndim <= 2 and a.shape[-1] == b.shape[0]):  # (no batch axes: numpy's 1-D rules are svod's)
+        r = _eager_matmul(a, b, d)
+        if r is not None:
+            return r
     if d.is_complex:  # four real matmuls (the float GEMM), recombined
         a, b = astype(a, d, copy=False), astype(b, d, copy=False)
         ar, ai, br, bi = real(a), imag(a), real(b), imag(b)

@@ -178,6 +178,9 @@ def _flush() -> None:
 
 
 def _register(t: Tensor) -> None:
+    if t.uop.op is OP.BUFFER:  # rebound to a realized value (an eager update): nothing to rebind later
+        _realized(t)
+        return
     key = id(t)
     ref = _live.get(key)
     if ref is None:
@@ -239,6 +242,9 @@ def _apply_becomes(mapping: dict[UOp, UOp]) -> None:
 _READ_HOOK = None
 _TRACED_REPR = None  # set with _READ_HOOK: repr of a value that depends on traced inputs, else None
 _engine_realize = None  # svod.engine.realize_uops: the engine sets it when imported (`import svod` does)
+# svod.eager.try_eager (set when svod.eager is imported, which `import svod` does): a realized
+# node with the value of a new node that may run eagerly (small, over concrete values), else None.
+_EAGER = None
 
 
 def _realize_uops(roots):
@@ -354,6 +360,10 @@ class Tensor:
     @staticmethod
     def _from(u: UOp) -> Tensor:
         t = _new(Tensor)
+        if u.op is not _BUFFER and _EAGER is not None:  # small work on concrete values runs now (svod.eager)
+            e = _EAGER(u)
+            if e is not None:
+                u = e
         t.uop = u
         if u.op is not _BUFFER:
             _pending.append(_weak(t))  # `_note`, inlined: every op passes here
@@ -440,6 +450,9 @@ class Tensor:
         return self.numpy().tolist()
 
     def _scalar(self, what: str):
+        u = self.uop
+        if u.op is _BUFFER and _READ_HOOK is None and u.arg.array.size == 1:  # a realized value: read it
+            return u.arg.array.item()
         if self.size != 1:
             raise SvodTypeError(f"only size-1 arrays can be converted to Python {what}, got shape "
                             f"{shape_str(self.shape)}")

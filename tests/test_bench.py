@@ -109,7 +109,8 @@ def test_loop_programs_run_unchanged_and_match_numpy():
     assert [r["program"] for r in rows] == ["forward_solve", "row_normalise"]
     for r in rows:
         assert r["ok"] and r["calls"] == 2 and r["numpy_steady_s"] > 0 and r["svod_steady_s"] > 0
-        assert r["searches"] >= 1 and r["realizes"] >= 2  # the first call planned; every call realized
+        # small work runs eagerly in svod.numpy (svod.eager): searches and compiles stay bounded, not per iteration
+        assert 0 <= r["searches"] + r["kernels_compiled"] <= 4
     text = loops.format_rows(rows)
     assert "forward_solve" in text and "NO" not in text.split("\n", 1)[1]
     assert harness.parse_only("loops,w1") == ["loops", "w1"]

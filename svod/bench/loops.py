@@ -109,20 +109,27 @@ def _counters():
     return {k: s.get(k, 0) for k in ("searches", "kernels_compiled", "realizes")}
 
 
-def _call(xp, fn, arrays):
+def _call(xp, fn, arrays, eager: bool | None = None):
+    import contextlib
+
     import svod
 
     args = [xp.asarray(a.copy()) if xp is not np else a.copy() for a in arrays]
-    t0 = time.perf_counter()
-    out = fn(xp, *args)
-    if xp is not np:
-        out = svod.asarray(out).numpy()
-    return time.perf_counter() - t0, out
+    mode = svod.eager_mode(eager) if eager is not None and xp is not np else contextlib.nullcontext()
+    with mode:
+        t0 = time.perf_counter()
+        out = fn(xp, *args)
+        if xp is not np:
+            out = svod.asarray(out).numpy()
+        return time.perf_counter() - t0, out
 
 
-def run(n: int = 32, repeats: int = 5, only: list[str] | None = None, budget_s: float = 30.0) -> list[dict]:
+def run(n: int = 32, repeats: int = 5, only: list[str] | None = None, budget_s: float = 30.0,
+        eager: bool | None = None) -> list[dict]:
     """One row per program: numpy and svod first/steady seconds, svod's counters, and
-    whether svod's result equals numpy's (rtol 1e-9 in float64)."""
+    whether svod's result equals numpy's (rtol 1e-9 in float64). `eager`: run svod with
+    eager small work on or off (`svod.eager_mode`; None: the process policy, by default
+    on inside svod.numpy)."""
     import svod.numpy as snp
 
     rows = []
@@ -133,10 +140,10 @@ def run(n: int = 32, repeats: int = 5, only: list[str] | None = None, budget_s: 
         row: dict = {"program": name, "n": n}
         for label, xp in (("numpy", np), ("svod", snp)):
             before = _counters() if xp is snp else None
-            first, out = _call(xp, fn, arrays)
+            first, out = _call(xp, fn, arrays, eager)
             times = []
             if first <= budget_s:
-                times = [_call(xp, fn, arrays)[0] for _ in range(repeats)]
+                times = [_call(xp, fn, arrays, eager)[0] for _ in range(repeats)]
             row[f"{label}_first_s"] = first
             row[f"{label}_steady_s"] = statistics.median(times) if times else None
             row[f"{label}_out"] = out

@@ -1,0 +1,412 @@
+"""Eager small work: ops on concrete values with a small result run at once, with numpy.
+
+svod is lazy: an op builds a graph node and a realize plans, compiles and runs the
+graph. For the small work a Python loop does between big steps — reading an element,
+a row, a dot product of two short vectors, a row write — that costs a plan lookup and a
+realize of a growing graph per value, where numpy costs a microsecond. So an op runs
+*eagerly* when
+
+* every operand is concrete: realized buffers (and views of them), Python and numpy
+  scalars, constants (`svod.zeros(3)`), no pending lazy node bigger than the limit;
+* every node it computes — the result, and each operand a computing node reads (the
+  input of a reduction or a matmul) — has at most `limit()` elements (default
+  `DEFAULT_MAX`, `SVOD_EAGER_MAX`); a view of a big buffer (a row of a big matrix) is
+  free and does not count, only what is computed from it;
+* eager mode is on here (`limit()`: by default inside `svod.numpy`'s functions and
+  methods only — `SVOD_EAGER=auto`; `1` everywhere, `0` nowhere; `svod.eager_mode` for a
+  block, per thread) and no `svod.jit` trace runs (a trace is one graph).
+
+The op's node is built as always (its dtype, shape and errors are the lazy path's: one
+frontend), then evaluated by svod's reference semantics — the op table's numpy
+implementation (`svod.ops`, the interpreter every test compares compiled code with) —
+and the tensor is bound to a realized buffer holding the result. So an eager value is
+what the lazy path computes, up to the compiled code's documented tolerance (the
+interpreter *is* the oracle), with svod's dtype rules exactly (float32 default of
+`svod.asarray`, NEP 50 weak scalars), NaN, ±inf and -0.0 as numpy. Large results, and
+ops on large pending graphs, stay lazy: fusion of real work is unchanged.
+
+`x[key] = v` on a concrete `x` (svod/indexing.py) writes with numpy: into a copy of a
+small `x`, or in place when `x`'s buffer provably has no other owner (`sole_owner`), so
+that a row write into a big concrete matrix costs the row. "Other references to the old
+value keep it" holds either way (docs/semantics.md, "Eager small work").
+
+The operators of realized float tensors and `matmul` of realized operands call the same
+implementations without building the node (svod/methods.py, svod/reductions.py). Why
+4096 elements: docs/semantics.md ("Eager small work") has the measurement (lazy realize
+vs eager vs numpy, by size).
+
+>>> import svod, svod.numpy as snp
+>>> x = snp.asarray([1.0, 2.0, 3.0])
+>>> (x * 2).is_realized, float(x[1])
+(True, 2.0)
+>>> with svod.eager_mode(False):
+...     (x * 2).is_realized
+False
+>>> with svod.eager_mode(True):  # svod's own namespace too
+...     (svod.asarray([1.0, 2.0]) + 1).is_realized
+True
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import numpy as np
+
+from svod import dtype as _dt
+from svod import tensor as T
+from svod.errors import SvodValueError
+from svod.ir import Ops, UOp
+from svod.ops import TABLE
+
+DEFAULT_MAX = 4096  # elements; the measurement behind it: docs/semantics.md, "Eager small work"
+_NODES = 24  # at most this many nodes evaluated for one op (a frontend builds a handful)
+
+
+def _env() -> tuple[str, int]:
+    """The process policy from `SVOD_EAGER` (auto / 1 / 0) and the limit from `SVOD_EAGER_MAX`."""
+    on = os.environ.get("SVOD_EAGER", "auto").strip().lower() or "auto"
+    policy = {"auto": "auto", "1": "on", "on": "on", "true": "on", "yes": "on",
+              "0": "off", "off": "off", "false": "off", "no": "off"}.get(on)
+    if policy is None:
+        raise SvodValueError(f"SVOD_EAGER must be auto, 1 or 0, got {on!r}")
+    raw = os.environ.get("SVOD_EAGER_MAX", "").strip()
+    if not raw:
+        return policy, DEFAULT_MAX
+    try:
+        v = int(raw)
+    except ValueError:
+        v = -1
+    if v < 0:
+        raise SvodValueError(f"SVOD_EAGER_MAX must be a non-negative integer, got {raw!r}")
+    return policy, v
+
+
+POLICY, _MAX = _env()
+class _Local(threading.local):
+    """This thread's `eager_mode` limit; None: the process policy. NOTE: a class default,
+    not getattr(..., None): a missing attribute of a thread-local costs an exception (~4 µs)."""
+
+    limit: int | None = None
+
+
+_local = _Local()
+_NUMPY_NS = _dt._DEFAULTS  # float64 as the default float: a svod.numpy function or method runs
+_F64 = _dt.float64
+_AUTO = POLICY == "auto"
+_ON = _MAX if POLICY == "on" else 0
+
+
+def limit() -> int:
+    """The largest result (elements) an op may compute eagerly here and now; 0: eager off.
+
+    Inside `eager_mode` that block's setting; else the process policy (`SVOD_EAGER`):
+    "auto" (the default) runs small work eagerly inside `svod.numpy`'s functions and
+    methods (the numpy-compatible namespace, where numpy programs loop over small
+    pieces) and keeps svod's own namespace lazy (its graphs, plans and `svod.explain`
+    are what its users build from small examples); "on" everywhere, "off" nowhere."""
+    lim = _local.limit
+    if lim is not None:
+        return lim
+    if _AUTO:
+        return _MAX if _NUMPY_NS.float_dtype is _F64 else 0
+    return _ON
+
+
+class eager_mode:
+    """Turn eager small work on or off (and set its size limit) for a block, in this thread.
+
+    ``with svod.eager_mode(False): ...`` keeps every op lazy (to see the plan of a small
+    graph with `svod.explain`, or to build one graph of small pieces);
+    ``with svod.eager_mode(max_elements=65536): ...`` raises the limit. Also a decorator.
+    Nested blocks restore the enclosing setting on exit.
+    """
+
+    def __init__(self, enabled: bool = True, *, max_elements: int | None = None):
+        if not isinstance(enabled, (bool, np.bool_)):
+            raise SvodValueError(f"eager_mode: enabled must be True or False, got {enabled!r}")
+        if max_elements is not None and (isinstance(max_elements, bool) or not isinstance(max_elements, int)
+                                         or max_elements < 0):
+            raise SvodValueError(f"eager_mode: max_elements must be a non-negative int, got {max_elements!r}")
+        self.limit = 0 if not enabled else (max_elements if max_elements is not None else (_MAX or DEFAULT_MAX))
+        self._saved: list = []
+
+    def __enter__(self) -> eager_mode:
+        self._saved.append(_local.limit)
+        _local.limit = self.limit
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _local.limit = self._saved.pop()
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            with eager_mode(self.limit > 0, max_elements=self.limit or None):
+                return fn(*args, **kwargs)
+
+        return wrapped
+
+
+def disabled() -> eager_mode:
+    """`eager_mode(False)`: for code that needs a graph (svod.dask regions, captures)."""
+    return eager_mode(False)
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+_BUFFER, _CONST = Ops.BUFFER, Ops.CONST
+
+try:  # numpy's errors off for one call: numpy 2's errstate is this context variable (what it sets)
+    from numpy._core._multiarray_umath import _make_extobj
+    from numpy._core._ufunc_config import _extobj_contextvar as _EXTOBJ
+
+    _QUIET = _make_extobj(all="ignore")
+except (ImportError, AttributeError, TypeError):  # pragma: no cover - another numpy: the public context
+    _EXTOBJ = None
+
+
+def run(f, vals, npd, arg):
+    """`f(vals, npd, arg)` (an op table implementation) with numpy's floating-point errors
+    ignored, as the op table's contract says — `np.errstate(all="ignore")`, set directly
+    (a third of the cost of building the context object per op)."""
+    if _EXTOBJ is None:  # pragma: no cover
+        with np.errstate(all="ignore"):
+            return f(vals, npd, arg)
+    tok = _EXTOBJ.set(_QUIET)
+    try:
+        return f(vals, npd, arg)
+    finally:
+        _EXTOBJ.reset(tok)
+# numpy views of their source: no work, no size limit (a row of a big matrix is free)
+_VIEWS = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.FLIP})
+_INTERP = {op: info.interp for op, info in TABLE.items() if info.interp is not None}
+_stats = {"ops": 0, "lazy_big": 0}
+
+
+def _size(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def evaluate(u: UOp, lim: int) -> np.ndarray | None:
+    """The value of `u` when it can run eagerly under `lim` elements (module docstring),
+    as a fresh read-only C-contiguous array of `u`'s dtype and shape; else None."""
+    memo: dict = {}
+    budget = [_NODES]
+
+    def ev(n: UOp):
+        v = memo.get(n)
+        if v is not None:
+            return v
+        op = n.op
+        if op is _BUFFER:
+            v = n.arg.array
+        elif op is _CONST:
+            v = np.array(n.arg, dtype=n.dtype.np)
+        else:
+            budget[0] -= 1
+            if budget[0] < 0:
+                return None
+            f = _INTERP.get(op)
+            if f is None:
+                return None
+            if op not in _VIEWS:
+                if _size(n.shape) > lim:
+                    return None
+                for s in n.src:
+                    if s.op is not _CONST and _size(s.shape) > lim and not _broadcast(s):
+                        return None
+            srcs = []
+            for s in n.src:
+                sv = ev(s)
+                if sv is None:
+                    return None
+                srcs.append(sv)
+            v = run(f, srcs, n.dtype.np, n.arg)
+        memo[n] = v
+        return v
+
+    try:
+        v = ev(u)
+    except (NotImplementedError, MemoryError):
+        return None
+    if v is None:
+        return None
+    arr = np.asarray(v)
+    npd = u.dtype.np
+    if arr.shape != u.shape:  # never a silent wrong answer: the lazy path decides
+        return None
+    if arr.dtype != npd or arr.base is not None or not arr.flags.c_contiguous or not arr.flags.owndata \
+            or _is_leaf_array(arr, memo):
+        arr = np.array(arr, dtype=npd, order="C", copy=True)
+    arr.flags.writeable = False
+    return arr
+
+
+def _broadcast(s: UOp) -> bool:
+    """`s` is a broadcast of something within the limit (EXPAND of a small value: free)."""
+    while s.op is Ops.EXPAND or s.op is Ops.RESHAPE:
+        s = s.src[0]
+        if s.op is _CONST:
+            return True
+    return False
+
+
+def _is_leaf_array(arr, memo) -> bool:
+    for n in memo:
+        if n.op is _BUFFER and n.arg.array is arr:
+            return True
+    return False
+
+
+_ELEMENTWISE = {op: info.interp for op, info in TABLE.items()
+                if info.interp is not None and info.kind in ("unary", "binary", "ternary")}
+_EXPAND, _RESHAPE = Ops.EXPAND, Ops.RESHAPE
+
+
+def _direct(u: UOp):
+    """The common case fast: an elementwise node whose operands are buffers or broadcast
+    constants (`x * 2.0`, `a + b`); a constant enters as its 0-d value (numpy broadcasts it
+    as the EXPAND would). None when `u` is not that case."""
+    f = _ELEMENTWISE.get(u.op)
+    if f is None:
+        return None
+    vals = []
+    for s in u.src:
+        op = s.op
+        if op is _BUFFER:
+            vals.append(s.arg.array)
+            continue
+        if op is _EXPAND:  # a broadcast: numpy's broadcasting of the source does the same
+            s = s.src[0]
+            op = s.op
+            shape = s.shape
+            while op is _RESHAPE:
+                s = s.src[0]
+                op = s.op
+            if op is _CONST:
+                vals.append(np.array(s.arg, dtype=s.dtype.np))
+            elif op is _BUFFER:
+                a = s.arg.array
+                vals.append(a.reshape(()) if a.size == 1 else a.reshape(shape))  # (`v / x[i, i]`, `a[:, None] * b`)
+            else:
+                return None
+            continue
+        while op is _RESHAPE:
+            s = s.src[0]
+            op = s.op
+        if op is not _CONST:
+            return None
+        vals.append(np.array(s.arg, dtype=s.dtype.np))
+    v = run(f, vals, u.dtype.np, u.arg)
+    arr = np.asarray(v)
+    if arr.shape != u.shape or arr.dtype != u.dtype.np:
+        return None  # (operands all constants, or an implementation that needs the full shapes)
+    if arr.base is not None or not arr.flags.owndata or not arr.flags.c_contiguous:
+        arr = np.array(arr, order="C", copy=True)
+    else:
+        for a in vals:
+            if a is arr:
+                arr = np.array(arr, order="C", copy=True)
+                break
+    arr.flags.writeable = False
+    return arr
+
+
+def try_eager(u: UOp) -> UOp | None:
+    """`svod.tensor`'s hook for every new node: a realized BUFFER with `u`'s value when `u`
+    runs eagerly, else None (the node stays lazy)."""
+    lim = _local.limit
+    if lim is None:  # `limit()`, inlined: this runs for every node svod builds
+        lim = (_MAX if _NUMPY_NS.float_dtype is _F64 else 0) if _AUTO else _ON
+    if not lim or T._READ_HOOK is not None:
+        return None
+    n = 1
+    for d in u.shape:
+        n *= d
+    if n > lim:
+        return None
+    arr = _direct(u)
+    if arr is None:
+        arr = evaluate(u, lim)
+    if arr is None:
+        _stats["lazy_big"] += 1
+        return None
+    _stats["ops"] += 1
+    return UOp.buffer(arr, u.dtype)
+
+
+def concrete(t) -> np.ndarray | None:
+    """The array of a realized tensor (read-only), else None."""
+    u = t.uop
+    return u.arg.array if u.op is _BUFFER else None
+
+
+# ----------------------------------------------------------------------------- ownership
+
+def sole_owner(t) -> bool:
+    """Whether `t`'s buffer provably has no other holder, so writing it in place changes no
+    other value: `t` is realized, its buffer owns its memory (not the caller's numpy array
+    passed with `copy=False`, not a view), and nothing else refers to its node, its
+    BufferRef or its array — no other tensor, pending graph, replay binding, exported
+    `.numpy()` view or jit constant (each of those holds a reference: CPython's reference
+    counts say so, as numpy's temporary elision uses them)."""
+    u = t.uop
+    if u.op is not _BUFFER:
+        return False
+    ref = u.arg
+    arr = ref.array
+    if arr.base is not None or not arr.flags.owndata or not arr.flags.c_contiguous:
+        return False
+    # references expected when nothing else holds them (each count includes getrefcount's own
+    # argument): the node: t.uop and `u`; the BufferRef: node.arg, node._leaves, `ref`; the
+    # array: ref.array and `arr`.
+    rc = sys.getrefcount
+    return rc(u) <= _BASE_U and rc(ref) <= _BASE_REF and rc(arr) <= _BASE_ARR
+
+
+def _calibrate() -> tuple[int, int, int]:
+    """The reference counts `sole_owner` sees for a tensor nobody else holds (measured once
+    at import on this interpreter, so the check follows CPython's own counting)."""
+    t = T.Tensor._from(UOp.buffer(np.zeros(2), _dt.float64))
+    u = t.uop
+    ref = u.arg
+    arr = ref.array
+    out = sys.getrefcount(u), sys.getrefcount(ref), sys.getrefcount(arr)
+    del u, ref, arr
+    return out
+
+
+_BASE_U, _BASE_REF, _BASE_ARR = _calibrate()
+
+
+def write_in_place(t, key, value) -> None:
+    """Write `value` (a numpy array or scalar of `t`'s dtype) at `key` of `t`'s buffer,
+    which `sole_owner(t)` allows, and rebind `t` to a fresh node over it (a new BufferRef:
+    anything keyed by the old one sees it die, never a changed value)."""
+    u = t.uop
+    arr = u.arg.array
+    arr.flags.writeable = True
+    try:
+        arr[key] = value
+    finally:
+        arr.flags.writeable = False
+    t.uop = UOp.buffer(arr, u.dtype)
+
+
+def stats() -> dict:
+    """Counts of ops that ran eagerly and of small ops left lazy (a pending or big operand)."""
+    return dict(_stats)
+
+
+__all__ = ["DEFAULT_MAX", "concrete", "disabled", "eager_mode", "evaluate", "limit", "sole_owner", "stats",
+           "try_eager", "write_in_place"]
+
+T._EAGER = try_eager
