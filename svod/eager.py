@@ -59,7 +59,7 @@ from svod import dtype as _dt
 from svod import tensor as T
 from svod.errors import SvodValueError
 from svod.ir import Ops, UOp
-from svod.ops import TABLE
+from svod.ops import TABLE, ops_where
 
 DEFAULT_MAX = 4096  # elements; the measurement behind it: docs/semantics.md, "Eager small work"
 _NODES = 24  # at most this many nodes evaluated for one op (a frontend builds a handful)
@@ -183,7 +183,7 @@ def run(f, vals, npd, arg):
     finally:
         _EXTOBJ.reset(tok)
 # numpy views of their source: no work, no size limit (a row of a big matrix is free)
-_VIEWS = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.FLIP})
+_VIEWS = ops_where(view=True)
 _INTERP = {op: info.interp for op, info in TABLE.items() if info.interp is not None}
 _stats = {"ops": 0, "lazy_big": 0}
 

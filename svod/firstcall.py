@@ -42,9 +42,10 @@ from collections.abc import Callable
 from svod.flags import flag
 from svod.ir import ELEMENTWISE, Ops
 from svod.key import GraphKey
+from svod.ops import ops_where
 
 MAX_NODES = 64  # computed nodes of a no-choice tree (a bigger kernel may be worth a split)
-_LEAF_VIEWS = frozenset({Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP})
+_LEAF_VIEWS = ops_where(view=True)
 
 
 def no_choice(key: GraphKey) -> str | None:

@@ -28,6 +28,7 @@ import numpy as np
 from svod.dtype import DType
 from svod.dtype import dtype as to_dtype
 from svod.ir import BufferRef, Ops, UOp, _hash_arg, substitute, toposort
+from svod.ops import ops_where
 from svod.viewfold import CHAIN_OPS, OFFSETS, TOP_OPS, VIEW_MARK, ViewRef, apply_view
 from svod.viewfold import enabled as _fold_enabled
 
@@ -273,7 +274,7 @@ def _key_parts(u: UOp) -> tuple[bytes, bytes, bytes]:
 
 
 # ops whose args are sizes or offsets: a structure (`compact`'s `sh`) keeps only their rank
-_SIZED = frozenset((Ops.BUFFER, Ops.SHRINK, Ops.RESHAPE, Ops.EXPAND, Ops.PAD, Ops.PERMUTE, Ops.FLIP))
+_SIZED = ops_where(kind="movement") | {Ops.BUFFER}
 
 
 def _chain_view(u: UOp, views: dict[int, tuple]) -> None:

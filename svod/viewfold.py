@@ -45,9 +45,10 @@ import numpy as np
 
 from svod.flags import debug, debug_log
 from svod.ir import BufferRef, Ops
+from svod.ops import ops_where
 
-CHAIN_OPS = frozenset((Ops.SHRINK, Ops.RESHAPE, Ops.PERMUTE, Ops.FLIP))
-TOP_OPS = frozenset((Ops.SHRINK, Ops.RESHAPE))
+CHAIN_OPS = ops_where(view=True) - {Ops.EXPAND}  # views with real strides (a broadcast stays a node)
+TOP_OPS = frozenset((Ops.SHRINK, Ops.RESHAPE))  # the fold's own rule: the views a folded chain may end with
 VIEW_MARK = "view"  # third element of a folded BUFFER KeyNode's arg: (input_index, strides, "view")
 
 _local = threading.local()

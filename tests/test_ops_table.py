@@ -159,6 +159,9 @@ def _module_tables(path: pathlib.Path) -> list[str]:
     out = []
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            if (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple)
+                    and isinstance(node.value, ast.Tuple) and all(_names_op(e) for e in node.value.elts)):
+                continue  # `_BUFFER, _CONST = Ops.BUFFER, Ops.CONST`: local names for single ops, no table
             n = sum(1 for e in ast.walk(node.value) if _names_op(e))
             keyed = isinstance(node.value, ast.Dict) and any(_names_op(k) for k in node.value.keys if k is not None)
             if n >= 2 or keyed:
@@ -170,7 +173,8 @@ def _module_tables(path: pathlib.Path) -> list[str]:
 # tables that map something else onto ops are their owners': a lowering's emission tables
 # (LLVM predicates, the complex inverse functions' emitters) and the frontend's
 # Python-operator table (dunder -> function, with the op its fast path builds)
-LOWERING = {("svod/codegen/scalar.py", "_FCMP"), ("svod/codegen/cplx.py", "_INVERSE"), ("svod/methods.py", "_BINARY")}
+LOWERING = {("svod/codegen/scalar.py", "_FCMP"), ("svod/codegen/cplx.py", "_INVERSE"), ("svod/methods.py", "_BINARY"),
+            ("svod/viewfold.py", "TOP_OPS")}  # and the view fold's rule of which views end a folded chain
 
 
 def test_no_other_module_keeps_an_op_table():
