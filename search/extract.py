@@ -32,7 +32,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from svod.costing import CostModel, Machine, fewer_kernels_on_ties
-from svod.ir import Ops
+from svod.ir import Ops, _infer_shape
 from svod.kernel import Plan
 from svod.key import GraphKey, KeyNode
 from svod.lower import candidates, greedy_boundaries, initial_materialized, lower, subsets
@@ -98,10 +98,23 @@ class _EG:
         return self.nodes[nid]["op"]
 
 
-def _costs(eg: _EG):
-    """Fewest-ops cost per class and its representative node (worklist to a fixpoint)."""
+def _body_classes(eg: _EG) -> dict[int, str]:
+    """Per original node: the class of its `(Body i)` handle (its own expression)."""
+    return {int(eg.prim(n["children"][0])): n["eclass"] for n in eg.nodes.values() if n["op"] == "Body"}
+
+
+# the price of a rewritten e-node in the fewest-ops choice of representatives: on a tie,
+# the program as written wins (the extraction then prices the rewrites with the cost model)
+NEW_NODE = 1e-3
+
+
+def _costs(eg: _EG, body: dict[int, str] | None = None):
+    """Fewest-ops cost per class and its representative node (worklist to a fixpoint).
+    An E-node outside its template's own class (made by a rewrite) costs `NEW_NODE`
+    more, so ties keep the program as written."""
     cost: dict[str, float] = defaultdict(lambda: INF)
     rep: dict[str, str] = {}
+    body = body if body is not None else _body_classes(eg)
 
     def node_cost(nid: str) -> float:
         op = eg.op(nid)
@@ -115,7 +128,8 @@ def _costs(eg: _EG):
         if op == "Cons":
             return cost[eg.cls(kids[0])] + cost[eg.cls(kids[1])]
         if op == "E":
-            return 1.0 + cost[eg.cls(kids[2])]
+            own = body.get(int(eg.prim(kids[1]))) == eg.cls(nid)
+            return (1.0 if own else 1.0 + NEW_NODE) + cost[eg.cls(kids[2])]
         return 0.0  # primitives and relation facts
 
     work = list(eg.nodes)
@@ -148,14 +162,20 @@ def _list_items(eg: _EG, rep: dict, fl_class: str) -> list[str]:
         c = t
 
 
+class Cycle(Exception):
+    """A choice of representatives that makes a value depend on itself."""
+
+
 class _Decoder:
-    def __init__(self, eg: _EG, key: GraphKey, rep: dict):
+    def __init__(self, eg: _EG, key: GraphKey, rep: dict, body: dict[int, str] | None = None):
         self.eg, self.key, self.rep = eg, key, rep
+        self.body = body if body is not None else _body_classes(eg)
         self.nodes: list[KeyNode] = []
         self.index: dict[bytes, int] = {}  # by encoding: KeyNode equality has 0.0 == -0.0
         self.value: dict[str, int] = {}  # class -> decoded node index
         self.leaf_of = {n.arg[0]: i for i, n in enumerate(key.nodes) if n.op is Ops.BUFFER}
         self.orig_of: dict[int, int] = {}  # decoded node -> original node id
+        self.made: dict[int, str] = {}  # decoded node -> the class it decodes (E-classes)
 
     def add(self, n: KeyNode, orig: int | None = None) -> int:
         k = n.encode()
@@ -167,19 +187,25 @@ class _Decoder:
         return self.index[k]
 
     def decode(self, cls: str) -> int:
-        """The decoded node of an F- or T-class (iterative post-order)."""
+        """The decoded node of an F- or T-class (iterative post-order); raises `Cycle`
+        when the representatives make a value its own operand."""
         stack = [(cls, False)]
+        pending: set[str] = set()
         while stack:
             c, ready = stack.pop()
             if c in self.value:
                 continue
+            if not ready and c in pending:
+                raise Cycle(c)
             nid = self.rep[c]
             op = self.eg.op(nid)
             deps = self._deps(nid, op)
             if not ready:
+                pending.add(c)
                 stack.append((c, True))
                 stack.extend((d, False) for d in deps if d not in self.value)
                 continue
+            pending.discard(c)
             if op in ("Kernel", "Load"):
                 self.value[c] = self.value[deps[0]]
             elif op == "Input":
@@ -188,12 +214,37 @@ class _Decoder:
                 self.value[c] = self.add(self.key.nodes[i], i)
             elif op == "E":
                 i = int(self.eg.prim(self.eg.nodes[nid]["children"][1]))
-                o = self.key.nodes[i]
                 src = tuple(self.value[d] for d in deps)
-                self.value[c] = self.add(KeyNode(o.op, o.dtype, src, o.arg, o.shape), i)
+                node = self._node(i, src)
+                own = self.body.get(i) == c
+                self.value[c] = self.add(node, i if own else None)
+                self.made.setdefault(self.value[c], c)
             else:
                 raise AssertionError(f"decode: unexpected e-node {op}")
         return self.value[cls]
+
+    def _node(self, i: int, src: tuple[int, ...]) -> KeyNode:
+        """Template node i's operation on decoded sources `src`: the template's own node
+        when the sources have its operands' shapes and dtypes, else a new node whose shape
+        and dtype follow from the sources (a node made by a rewrite)."""
+        o = self.key.nodes[i]
+        ins = [self.nodes[s] for s in src]
+        if all(a.shape == self.key.nodes[b].shape and a.dtype == self.key.nodes[b].dtype
+               for a, b in zip(ins, o.src)) and len(ins) == len(o.src):
+            return KeyNode(o.op, o.dtype, src, o.arg, o.shape)
+        if o.op is Ops.MATMUL and (len(ins) != 2 or ins[0].dtype != ins[1].dtype):
+            raise Cycle(f"decode: a rewritten matmul of {[n.dtype for n in ins]}")
+        if o.op in (Ops.PERMUTE, Ops.RESHAPE, Ops.EXPAND):
+            dtype = ins[0].dtype
+        elif ins and any(n.dtype != self.key.nodes[b].dtype for n, b in zip(ins, o.src)):
+            raise Cycle(f"decode: a rewritten {o.op.value} of other dtypes")
+        else:
+            dtype = o.dtype
+        try:
+            shape = _infer_shape(o.op, tuple(ins), o.arg)
+        except AssertionError as e:  # a rule made an ill-shaped term: not a program
+            raise Cycle(f"decode: {e}") from None
+        return KeyNode(o.op, dtype, src, o.arg, shape)
 
     def _deps(self, nid: str, op: str) -> list[str]:
         kids = self.eg.child_classes(nid)
@@ -209,36 +260,121 @@ def _tensor_classes(eg: _EG) -> dict[int, str]:
     return {int(eg.prim(n["children"][0])): n["eclass"] for n in eg.nodes.values() if n["op"] == "Node"}
 
 
-def decode(js: dict, key: GraphKey):
-    """(decoded GraphKey, fusible edges, decoded->original node map) from serialised JSON."""
-    eg = _EG(js)
-    _, rep = _costs(eg)
-    dec = _Decoder(eg, key, rep)
-    t_of = _tensor_classes(eg)
-    outs: list[int] = []
-    for o in key.outputs:
-        v = dec.decode(t_of[o])
-        if dec.nodes[v].op is Ops.BUFFER or v in outs:
-            # an output that simplified to an input (or to another output): copy it
-            n = dec.nodes[v]
-            v = dec.add(KeyNode(Ops.CONTIGUOUS, n.dtype, (v,), None, n.shape))
-        outs.append(v)
-    decoded = GraphKey(tuple(dec.nodes), tuple(outs))
-    # a fusible edge: the consumer's class has a variant whose source there is the
-    # producer's body (an E-class), not a Load of it
-    fusible: set[tuple[int, int]] = set()
-    for c, nid in rep.items():
-        if eg.op(nid) != "E" or c not in dec.value:
-            continue
-        u = dec.value[c]
-        for alt in eg.classes[c]:
-            if eg.op(alt) != "E":
+@dataclass
+class Decoded:
+    """One program read back from the e-graph: its GraphKey, fusible edges, decoded node
+    -> original node, and the rewrites it uses (decoded node -> rule sets)."""
+
+    key: GraphKey
+    fusible: set
+    orig_of: dict
+    rewrites: dict = field(default_factory=dict)
+    choice: dict = field(default_factory=dict)  # class -> e-node overriding the fewest-ops representative
+    classes: tuple = ()  # the E-classes the program computes (where another choice may apply)
+
+
+class Program:
+    """The saturated e-graph of one search, ready to decode programs: the fewest-ops one
+    (`decode()`), or one with other representatives in some classes (`decode(choice)`)."""
+
+    def __init__(self, js: dict, key: GraphKey):
+        self.eg = eg = _EG(js)
+        self.key = key
+        self.body = _body_classes(eg)
+        self.cost, self.rep = _costs(eg, self.body)
+        self.t_of = _tensor_classes(eg)
+        self.marks: dict[str, set[str]] = defaultdict(set)  # class -> rule sets that rewrote it
+        for n in eg.nodes.values():
+            if n["op"] == "Rewritten":
+                c, name = n["children"]
+                self.marks[eg.cls(c)].add(eg.prim(name).strip('"'))
+
+    def alternatives(self, cls: str, rep: dict) -> list[str]:
+        """The E-nodes of `cls` that decode to a different program from `rep`'s choice
+        there (fusion variants of one node are one program), each with finite cost."""
+        eg = self.eg
+        seen: dict[tuple, str] = {}
+        for nid in eg.classes[cls]:
+            if eg.op(nid) != "E":
                 continue
-            for cls in _list_items(eg, rep, eg.child_classes(alt)[2]):
-                r = rep.get(cls)
-                if r is not None and eg.op(r) == "E" and cls in dec.value:
-                    fusible.add((u, dec.value[cls]))
-    return decoded, fusible, dec.orig_of
+            kids = eg.child_classes(nid)
+            if any(self.cost[c] == INF for c in _list_items(eg, rep, kids[2])):
+                continue
+            sig = (eg.prim(eg.nodes[nid]["children"][0]), eg.prim(eg.nodes[nid]["children"][1]),
+                   tuple(self._value_class(c, rep) for c in _list_items(eg, rep, kids[2])))
+            seen.setdefault(sig, nid)
+        cur = rep.get(cls)
+        if cur is None or eg.op(cur) != "E":
+            return []
+        kids = eg.child_classes(cur)
+        mine = (eg.prim(eg.nodes[cur]["children"][0]), eg.prim(eg.nodes[cur]["children"][1]),
+                tuple(self._value_class(c, rep) for c in _list_items(eg, rep, kids[2])))
+        return [nid for sig, nid in seen.items() if sig != mine]
+
+    def _value_class(self, c: str, rep: dict) -> str:
+        """The class whose expression an F- or T-class computes (through Load/Kernel)."""
+        for _ in range(64):
+            nid = rep.get(c)
+            if nid is None or self.eg.op(nid) not in ("Load", "Kernel"):
+                return c
+            c = self.eg.child_classes(nid)[0]
+        return c
+
+    def decode(self, choice: dict | None = None) -> Decoded:
+        """The program with `choice`'s representatives (class -> E-node) where given;
+        raises `Cycle` when they make a value its own operand."""
+        eg, key = self.eg, self.key
+        rep = self.rep if not choice else {**self.rep, **choice}
+        dec = _Decoder(eg, key, rep, self.body)
+        outs: list[int] = []
+        for o in key.outputs:
+            v = dec.decode(self.t_of[o])
+            if dec.nodes[v].op is Ops.BUFFER or v in outs:
+                # an output that simplified to an input (or to another output): copy it
+                n = dec.nodes[v]
+                v = dec.add(KeyNode(Ops.CONTIGUOUS, n.dtype, (v,), None, n.shape))
+            outs.append(v)
+        decoded = GraphKey(tuple(dec.nodes), tuple(outs))
+        # a fusible edge: the consumer's class has a variant whose source there is the
+        # producer's body (an E-class), not a Load of it
+        fusible: set[tuple[int, int]] = set()
+        for c, nid in rep.items():
+            if eg.op(nid) != "E" or c not in dec.value:
+                continue
+            u = dec.value[c]
+            for alt in eg.classes[c]:
+                if eg.op(alt) != "E":
+                    continue
+                for cls in _list_items(eg, rep, eg.child_classes(alt)[2]):
+                    r = rep.get(cls)
+                    if r is not None and eg.op(r) == "E" and cls in dec.value:
+                        fusible.add((u, dec.value[cls]))
+        rewrites: dict[int, tuple[str, ...]] = {}
+        for c, v in dec.value.items():
+            names = self.marks.get(c)
+            if names and (v not in dec.orig_of or dec.nodes[v].src != _orig_src(dec, key, v)):
+                rewrites[v] = tuple(sorted(names))
+            elif names and c in dec.value and rep.get(c) is not None and eg.op(rep[c]) != "E":
+                rewrites[v] = tuple(sorted(names))  # a value that collapsed onto another one
+        for v, c in dec.made.items():
+            if v not in dec.orig_of and v not in rewrites:
+                rewrites[v] = tuple(sorted(self.marks.get(c, ()))) or ("rewrite",)
+        classes = tuple(sorted(c for c in dec.value if rep.get(c) is not None and eg.op(rep[c]) == "E"))
+        return Decoded(decoded, fusible, dec.orig_of, rewrites, dict(choice or {}), classes)
+
+
+def _orig_src(dec: _Decoder, key: GraphKey, v: int) -> tuple:
+    """Decoded node v's sources if they were the original node's own (decoded) sources."""
+    o = key.nodes[dec.orig_of[v]]
+    back = {orig: d for d, orig in dec.orig_of.items()}
+    return tuple(back.get(s, -1) for s in o.src)
+
+
+def decode(js: dict, key: GraphKey):
+    """(decoded GraphKey, fusible edges, decoded->original node map) from serialised JSON:
+    the fewest-ops program (the program as written on ties)."""
+    d = Program(js, key).decode()
+    return d.key, d.fusible, d.orig_of
 
 
 # ----------------------------------------------------------------------------- choose
@@ -257,6 +393,85 @@ def boundaries(key: GraphKey, fusible: set[tuple[int, int]]) -> tuple[set[int], 
         else:
             fixed.add(i)
     return fixed, free
+
+
+def _pricer(model: CostModel, machine: Machine):
+    """plan -> predicted seconds, as `choose` prices (kernels priced once per content)."""
+    prices: dict[str, float] = {}  # kernel content key -> predicted seconds (models without price_plan)
+    in_plan = getattr(model, "price_plan", None)
+
+    def price(plan: Plan) -> float:
+        if in_plan is not None:  # kernels priced in their plan's context (svod.costing.plan_prices)
+            return sum(p.seconds for p in in_plan(plan, machine))
+        todo = [k for k in plan.kernels if k.key() not in prices]
+        for k, p in zip(todo, model.price_batch(todo, machine)):
+            prices[k.key()] = p.seconds
+        return sum(prices[k.key()] for k in plan.kernels)
+
+    return price
+
+
+@dataclass
+class Exploration:
+    """The algebraic choice: the programs the e-graph holds, tried by the cost model."""
+
+    base: Decoded  # the fewest-ops program (the program as written on ties)
+    best: Decoded  # the cheapest program found (priced with greedy boundaries)
+    tried: int = 0  # programs decoded and priced
+    alternatives: int = 0  # classes of the base program with another program
+    seconds: float = 0.0
+    stop_reason: str = "complete"
+
+
+def explore(prog, model: CostModel, machine: Machine, *, deadline: float = INF, max_tries: int = 256) -> Exploration:
+    """Choose among the programs of the e-graph `prog` (a `Program`): from the fewest-ops
+    one, switch one class at a time to another of its e-nodes while the price of the
+    program (its greedy kernel boundaries, priced by `model`) drops. Bounded by
+    `max_tries` programs and `deadline`; choices that make a cycle are skipped (the
+    programs are acyclic by construction)."""
+    t0 = time.perf_counter()
+    base = prog.decode()
+    ex = Exploration(base, base)
+    alts = {c: prog.alternatives(c, prog.rep) for c in base.classes}
+    ex.alternatives = sum(1 for a in alts.values() if a)
+    if not ex.alternatives:
+        ex.seconds = time.perf_counter() - t0
+        return ex
+    price = _pricer(model, machine)
+
+    def quick(d: Decoded) -> float:
+        fixed, free = boundaries(d.key, d.fusible)
+        try:
+            plan = lower(d.key, fixed | (greedy_boundaries(d.key) & set(free)), planner="search")
+        except Exception:  # noqa: BLE001 - a program that cannot be lowered is not a candidate
+            return INF
+        return price(plan)
+
+    best, best_cost = base, quick(base)
+    ex.tried = 1
+    improved = True
+    while improved and ex.stop_reason == "complete":
+        improved = False
+        rep = {**prog.rep, **best.choice}
+        for c in best.classes:
+            for alt in prog.alternatives(c, rep):
+                if ex.tried >= max_tries or time.perf_counter() > deadline:
+                    ex.stop_reason = "time limit" if ex.tried < max_tries else "try limit"
+                    break
+                try:
+                    d = prog.decode({**best.choice, c: alt})
+                except Cycle:
+                    continue
+                ex.tried += 1
+                cost = quick(d)
+                if cost < best_cost * (1 - 1e-9):
+                    best, best_cost, improved = d, cost, True
+                    break
+            if improved or ex.stop_reason != "complete":
+                break
+    ex.best = best
+    ex.seconds = time.perf_counter() - t0
+    return ex
 
 
 def choose(key: GraphKey, fusible: set[tuple[int, int]], model: CostModel, machine: Machine, *, k: int = 1,

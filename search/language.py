@@ -13,6 +13,13 @@ for encoding, relations and decoding, unioned with the terms they name.
 
 Relations classify ops for the fusion rules (`Elementwise`, `Movement`, `Reduction`,
 `Matmul`) and mark broadcast constants (`ConstIs`) for the exact algebraic rules.
+The algebra rule sets (docs/algebra.md) also read `Pointwise` (elementwise ops that are
+not movement), `PermIs`/`PermInvIs` (a PERMUTE node's order / its inverse, as text), and
+record what they did in `(Rewritten value rule-set)` (explain, the e-graph picture).
+
+A node made by a rewrite is an `E` term too: its `i64` names a *template* node whose
+operation and argument it uses (the decoder infers its dtype and shape from its sources,
+`search.extract`), so rewritten programs decode to GraphKeys with new nodes.
 
 The text form is used rather than egglog-python's expression objects because building
 the e-graph is then linear and fast on both egglog lines (13.2: one top-level command
@@ -38,6 +45,10 @@ DECLARATIONS = """
 (relation Reduction (String))
 (relation Matmul (String))
 (relation ConstIs (F String))
+(relation Pointwise (String))
+(relation PermIs (i64 String))
+(relation PermInvIs (i64 String))
+(relation Rewritten (F String))
 """
 
 # e-node operators that are names, not choices (decoding ignores them)

@@ -21,6 +21,16 @@ the e-graph linear in the graph (at most 2^arity variants per op).
   operands, read through a view instead of materialised.
 - `algebra`: rewrites exact in IEEE arithmetic: x*1, 1*x, x/1, x+(-0.0), (-0.0)+x,
   x-(+0.0), -(-x), max(x,x), min(x,x), where(c,x,x) -> x. (Not x+0.0: -0.0+0.0 = +0.0.)
+- `movement` (exact): a transpose of a transpose that undoes it cancels; a pointwise op
+  of transposed operands (same order) becomes the transpose of the op:
+  `f(T(a)) -> T(f(a))`, `T(a) op T(b) -> T(a op b)` — so transposes meet and cancel.
+- `matmul_assoc` (reassoc): `(A @ B) @ C <-> A @ (B @ C)`; the extraction picks the
+  association by cost (a chain ending in a vector becomes matrix-vector products).
+
+Every rule set has a numerical status (`STATUS`): `exact` sets give bit-identical
+results and are always on; `reassoc` sets reorder floating-point arithmetic (error
+bounds in docs/algebra.md) and are on unless the algebra mode is `exact`
+(`svod.search_limits(algebra="exact")`, `SVOD_ALGEBRA=exact`): `default_rulesets()`.
 
 Sibling multi-output fusion and recompute-versus-materialise are decided by extraction:
 a producer that is not materialised is recomputed in every kernel that reads it, and
@@ -46,6 +56,7 @@ def facts() -> str:
     out += [f'(Movement "{o}")' for o in MOVEMENT_OPS]
     out += [f'(Reduction "{o}")' for o in REDUCTION_OPS]
     out += [f'(Matmul "{o}")' for o in MATMUL_OPS]
+    out += [f'(Pointwise "{o}")' for o in POINTWISE_OPS]
     return "\n".join(out)
 
 
@@ -86,6 +97,48 @@ def _algebra() -> str:
     ])
 
 
+def _mark(name: str, var: str = "r") -> str:
+    return f'(Rewritten {var} "{name}")'
+
+
+def _movement() -> str:
+    """Transposes cancel, and move outwards through pointwise ops (exact)."""
+    def T(p: str, x: str) -> str:
+        return f'(Load (Kernel (E "PERMUTE" {p} (Cons {x} (Nil)))))'
+
+    return "\n".join([
+        "(ruleset movement)",
+        f'(rule ((= r (E "PERMUTE" q (Cons {T("p", "x")} (Nil)))) (PermIs p s) (PermInvIs q s))\n'
+        f'      ((union r x) {_mark("movement")}) :ruleset movement)',
+        f'(rule ((= r (E op n (Cons {T("p", "x")} (Nil)))) (Pointwise op))\n'
+        f'      ((union r (E "PERMUTE" p (Cons (Load (Kernel (E op n (Cons x (Nil)))))  (Nil)))) '
+        f'{_mark("movement")} {_mark("movement", "(E op n (Cons x (Nil)))")}) :ruleset movement)',
+        f'(rule ((= r (E op n (Cons {T("p", "x")} (Cons {T("q", "y")} (Nil))))) (Pointwise op) (PermIs p s) '
+        f'(PermIs q s))\n'
+        f'      ((union r (E "PERMUTE" p (Cons (Load (Kernel (E op n (Cons x (Cons y (Nil))))))  (Nil)))) '
+        f'{_mark("movement")} {_mark("movement", "(E op n (Cons x (Cons y (Nil))))")}) :ruleset movement)',
+    ])
+
+
+def _matmul_assoc() -> str:
+    """(A @ B) @ C <-> A @ (B @ C): the new product takes the inner matmul as template."""
+    def mm(n: str, a: str, b: str) -> str:
+        return f'(E "MATMUL" {n} (Cons {a} (Cons {b} (Nil))))'
+
+    def ld(x: str) -> str:
+        return f"(Load (Kernel {x}))"
+
+    return "\n".join([
+        "(ruleset matmul_assoc)",
+        f'(rule ((= r {mm("n", ld(mm("m", "a", "b")), "c")}))\n'
+        f'      ((union r {mm("n", "a", ld(mm("m", "b", "c")))}) {_mark("matmul_assoc")} '
+        f'{_mark("matmul_assoc", mm("m", "b", "c"))}) :ruleset matmul_assoc)',
+        f'(rule ((= r {mm("n", "a", ld(mm("m", "b", "c")))}))\n'
+        f'      ((union r {mm("n", ld(mm("m", "a", "b")), "c")}) {_mark("matmul_assoc")} '
+        f'{_mark("matmul_assoc", mm("m", "a", "b"))}) :ruleset matmul_assoc)',
+    ])
+
+
 # fusion rule set -> (producer class, consumer class): the relations of `facts()`
 FUSIONS: dict[str, tuple[str, str]] = {
     "fuse_elementwise": ("Elementwise", "Elementwise"),
@@ -99,6 +152,17 @@ CLASSES: dict[str, list[str]] = {"Elementwise": ELEMENTWISE_OPS, "Movement": MOV
                                  "Reduction": REDUCTION_OPS, "Matmul": MATMUL_OPS}
 RULESETS: dict[str, str] = {name: _fusion(name, p, c) for name, (p, c) in FUSIONS.items()}
 RULESETS["algebra"] = _algebra()
+RULESETS["movement"] = _movement()
+RULESETS["matmul_assoc"] = _matmul_assoc()
+
+# numerical status of each rule set (docs/algebra.md): "exact" = bit-identical results,
+# "reassoc" = floating-point reassociation within a documented error bound
+STATUS: dict[str, str] = {name: "exact" for name in RULESETS}
+STATUS["matmul_assoc"] = "reassoc"
+ALGEBRA_SETS = ("algebra", "movement", "matmul_assoc")  # the rule sets that rewrite the program
+MODES = ("reassoc", "exact")
+# Pointwise: elementwise ops with their own arithmetic (not movement, not sources or CAT)
+POINTWISE_OPS = sorted(set(ELEMENTWISE_OPS) - set(MOVEMENT_OPS) - {"CONST", "CAT", "CONTIGUOUS"})
 
 
 def fusing_ruleset(producer: str, consumer: str, names=None) -> str | None:
@@ -110,6 +174,15 @@ def fusing_ruleset(producer: str, consumer: str, names=None) -> str | None:
     return None
 FUSION = tuple(n for n in RULESETS if n.startswith("fuse_"))
 DEFAULT = tuple(RULESETS)
+EXACT = tuple(n for n in RULESETS if STATUS[n] == "exact")
+
+
+def default_rulesets(mode: str = "reassoc") -> tuple[str, ...]:
+    """The rule sets the search runs in algebra `mode`: every set in "reassoc" mode, the
+    `exact` ones in "exact" mode."""
+    if mode not in MODES:
+        raise ValueError(f"search_limits: algebra must be one of {MODES}, got {mode!r}")
+    return DEFAULT if mode == "reassoc" else EXACT
 
 
 def program(names=DEFAULT) -> str:

@@ -39,11 +39,18 @@ class SaturationReport:
     encode_seconds: float
     rulesets: tuple[str, ...] = ()
     sizes: list[int] = field(default_factory=list)  # e-nodes after each iteration
+    added: dict[str, int] = field(default_factory=dict)  # rule set -> e-nodes it added (all iterations)
+
+    @property
+    def fired(self) -> tuple[str, ...]:
+        """The rule sets that added e-nodes."""
+        return tuple(n for n in self.rulesets if self.added.get(n, 0) > 0)
 
     def __str__(self) -> str:
+        fired = ", ".join(f"{n} +{self.added[n]}" for n in self.fired) or "none"
         return (f"saturation: {self.stop_reason} after {self.iterations} iteration(s), {self.enodes} e-nodes, "
                 f"{self.seconds * 1e3:.1f} ms (+{self.encode_seconds * 1e3:.1f} ms encode); "
-                f"rule sets: {', '.join(self.rulesets)}")
+                f"rule sets: {', '.join(self.rulesets)}; fired (e-nodes added): {fired}")
 
 
 def _const_kind(key: GraphKey, i: int) -> str | None:
@@ -125,6 +132,12 @@ def encode(key: GraphKey, rulesets=rules.DEFAULT, egraph=None) -> Encoded:
         body = f'(E "{n.op.value}" {i} {flist([f"(Load (Node {s}))" for s in n.src])})'
         actions.append(f"(union (Body {i}) {body})")
         actions.append(f"(union (Node {i}) (Kernel (Body {i})))")
+        if n.op is Ops.PERMUTE:
+            inv = [0] * len(n.arg)
+            for j, a in enumerate(n.arg):
+                inv[a] = j
+            actions.append(f'(PermIs {i} "{",".join(map(str, n.arg))}")')
+            actions.append(f'(PermInvIs {i} "{",".join(map(str, inv))}")')
         kind = _const_kind(key, i)
         if kind is not None:
             actions.append(f'(ConstIs (Body {i}) "{kind}")')
@@ -142,16 +155,26 @@ def encode(key: GraphKey, rulesets=rules.DEFAULT, egraph=None) -> Encoded:
 def saturate(enc: Encoded, limits: SearchLimits, encode_seconds: float = 0.0, on_iteration=None) -> SaturationReport:
     """Run the rule sets one iteration at a time until nothing changes or a limit hits;
     `on_iteration(enc)` is called after each (the viewer serialises the e-graph there)."""
-    step = enc.egraph.parse_program(rules.schedule(enc.rulesets))
+    steps = [(n, enc.egraph.parse_program(rules.schedule((n,)))) for n in enc.rulesets]
     t0 = time.perf_counter()
     sizes: list[int] = []
+    added = {n: 0 for n in enc.rulesets}
     reason = "iteration limit"
     it = 0
+    size = enc.size()
     while it < limits.iterations:
-        out = enc.egraph.run_program(*step)
+        # one rule set at a time (the order of one `run-schedule` of them all), measuring
+        # the e-nodes each adds
+        updated = False
+        for name, step in steps:
+            out = enc.egraph.run_program(*step)
+            if any(getattr(o, "report", None) is not None and o.report.updated for o in out):
+                updated = True
+                new = enc.size()
+                added[name] += new - size
+                size = new
         it += 1
-        updated = any(getattr(o, "report", None) is not None and o.report.updated for o in out)
-        sizes.append(enc.size())
+        sizes.append(size)
         if on_iteration is not None:
             on_iteration(enc)
         if not updated:
@@ -164,4 +187,4 @@ def saturate(enc: Encoded, limits: SearchLimits, encode_seconds: float = 0.0, on
             reason = "time limit"
             break
     return SaturationReport(reason, it, sizes[-1] if sizes else enc.size(), time.perf_counter() - t0,
-                            encode_seconds, enc.rulesets, sizes)
+                            encode_seconds, enc.rulesets, sizes, added)
