@@ -163,10 +163,9 @@ def _search_whole(key: GraphKey, model, mach, lim: SearchLimits, rulesets, k: in
 
 def _rewrites(d, key: GraphKey) -> list[Rewrite]:
     """The rewrites the chosen program uses, as `Rewrite` records (explain)."""
-    out = []
-    for v, names in sorted(d.rewrites.items()):
-        o = d.orig_of.get(v)
-        out.append(Rewrite(names, o, v, describe(d.key, v), describe(key, o) if o is not None else None))
+    out = [Rewrite(names, i, v, describe(d.key, v), describe(key, i)) for i, (v, names) in sorted(d.replaced.items())]
+    shown = {v for v, _ in d.replaced.values()}
+    out += [Rewrite(names, None, v, describe(d.key, v)) for v, names in sorted(d.rewrites.items()) if v not in shown]
     return out
 
 

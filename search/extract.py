@@ -271,6 +271,7 @@ class Decoded:
     rewrites: dict = field(default_factory=dict)
     choice: dict = field(default_factory=dict)  # class -> e-node overriding the fewest-ops representative
     classes: tuple = ()  # the E-classes the program computes (where another choice may apply)
+    replaced: dict = field(default_factory=dict)  # original node -> (decoded node, rule sets) where rewritten
 
 
 class Program:
@@ -349,25 +350,25 @@ class Program:
                     r = rep.get(cls)
                     if r is not None and eg.op(r) == "E" and cls in dec.value:
                         fusible.add((u, dec.value[cls]))
+        # the rewrites the program uses: original nodes computed another way (or by another
+        # node), and values no original node computes, with the rule sets that made them
         rewrites: dict[int, tuple[str, ...]] = {}
-        for c, v in dec.value.items():
-            names = self.marks.get(c)
-            if names and (v not in dec.orig_of or dec.nodes[v].src != _orig_src(dec, key, v)):
-                rewrites[v] = tuple(sorted(names))
-            elif names and c in dec.value and rep.get(c) is not None and eg.op(rep[c]) != "E":
-                rewrites[v] = tuple(sorted(names))  # a value that collapsed onto another one
+        replaced: dict[int, tuple[int, tuple[str, ...]]] = {}
+        back = {o: v for v, o in dec.orig_of.items()}
+        for i, bc in self.body.items():
+            v = dec.value.get(bc)
+            if v is None:
+                continue
+            names = tuple(sorted(self.marks.get(bc, ()))) or ("rewrite",)
+            if dec.orig_of.get(v) != i:
+                replaced[i] = (v, names)
+            elif dec.nodes[v].src != tuple(back.get(s, -1) for s in key.nodes[i].src):
+                replaced[i] = (v, names)
         for v, c in dec.made.items():
-            if v not in dec.orig_of and v not in rewrites:
+            if v not in dec.orig_of:
                 rewrites[v] = tuple(sorted(self.marks.get(c, ()))) or ("rewrite",)
         classes = tuple(sorted(c for c in dec.value if rep.get(c) is not None and eg.op(rep[c]) == "E"))
-        return Decoded(decoded, fusible, dec.orig_of, rewrites, dict(choice or {}), classes)
-
-
-def _orig_src(dec: _Decoder, key: GraphKey, v: int) -> tuple:
-    """Decoded node v's sources if they were the original node's own (decoded) sources."""
-    o = key.nodes[dec.orig_of[v]]
-    back = {orig: d for d, orig in dec.orig_of.items()}
-    return tuple(back.get(s, -1) for s in o.src)
+        return Decoded(decoded, fusible, dec.orig_of, rewrites, dict(choice or {}), classes, replaced)
 
 
 def decode(js: dict, key: GraphKey):
