@@ -442,7 +442,8 @@ def draw_egraph(egraph: dict, *, chosen: Iterable[int] = (), ax=None, title: str
     ax.axis("off")
     n_enodes = sum(len(g.nodes[c]["members"]) for c in classes)
     ax.set_title(title or f"e-graph: {len(classes)} e-classes, {n_enodes} e-nodes\n"
-                          "blue: tensor (T), yellow: expression (F), green: rewritten by algebra, red: chosen boundary", fontsize=9)
+                          "blue: tensor (T), yellow: expression (F), green: rewritten by algebra, "
+                          "red: chosen boundary", fontsize=9)
     return fig
 
 
