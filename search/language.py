@@ -48,6 +48,7 @@ DECLARATIONS = """
 (relation Pointwise (String))
 (relation PermIs (i64 String))
 (relation PermInvIs (i64 String))
+(relation SumIs (i64 String))
 (relation Rewritten (F String))
 """
 

@@ -26,6 +26,8 @@ the e-graph linear in the graph (at most 2^arity variants per op).
   `f(T(a)) -> T(f(a))`, `T(a) op T(b) -> T(a op b)` — so transposes meet and cancel.
 - `matmul_assoc` (reassoc): `(A @ B) @ C <-> A @ (B @ C)`; the extraction picks the
   association by cost (a chain ending in a vector becomes matrix-vector products).
+- `sum_merge` (reassoc): `sum(x) + sum(y) -> sum(x + y)` and `sum(x) - sum(y) ->
+  sum(x - y)` over the same axes of floating operands of one shape and dtype.
 
 Every rule set has a numerical status (`STATUS`): `exact` sets give bit-identical
 results and are always on; `reassoc` sets reorder floating-point arithmetic (error
@@ -139,6 +141,30 @@ def _matmul_assoc() -> str:
     ])
 
 
+def _sum_merge() -> str:
+    """sum(x) +- sum(y) over the same axes of same-shaped, same-dtype operands ->
+    sum(x +- y): one reduction instead of two (`SumIs`: axes, shape and dtype as text)."""
+    def s(p: str, x: str) -> str:
+        return f'(Load (Kernel (E "REDUCE" {p} (Cons {x} (Nil)))))'
+
+    out = ["(ruleset sum_merge)"]
+    for op in ("ADD", "SUB"):
+        inner = f'(E "{op}" n (Cons x (Cons y (Nil))))'
+        merged = f'(E "REDUCE" p (Cons (Load (Kernel {inner})) (Nil)))'
+        marks = f'{_mark("sum_merge")} {_mark("sum_merge", inner)}'
+        out.append(f'(rule ((= r (E "{op}" n (Cons {s("p", "x")} (Cons {s("q", "y")} (Nil)))))\n'
+                   f'       (SumIs p k) (SumIs q k))\n'
+                   f'      ((union r {merged}) {marks}) :ruleset sum_merge)')
+        # sums without keepdims: the same reshape of each reduction
+        out.append(f'(rule ((= r (E "{op}" n (Cons (Load (Kernel (E "RESHAPE" a (Cons {s("p", "x")} (Nil)))))\n'
+                   f'                          (Cons (Load (Kernel (E "RESHAPE" b (Cons {s("q", "y")} (Nil)))))'
+                   f' (Nil)))))\n'
+                   f'       (SumIs p k) (SumIs q k))\n'
+                   f'      ((union r (E "RESHAPE" a (Cons (Load (Kernel {merged})) (Nil)))) {marks} '
+                   f'{_mark("sum_merge", merged)}) :ruleset sum_merge)')
+    return "\n".join(out)
+
+
 # fusion rule set -> (producer class, consumer class): the relations of `facts()`
 FUSIONS: dict[str, tuple[str, str]] = {
     "fuse_elementwise": ("Elementwise", "Elementwise"),
@@ -154,12 +180,14 @@ RULESETS: dict[str, str] = {name: _fusion(name, p, c) for name, (p, c) in FUSION
 RULESETS["algebra"] = _algebra()
 RULESETS["movement"] = _movement()
 RULESETS["matmul_assoc"] = _matmul_assoc()
+RULESETS["sum_merge"] = _sum_merge()
 
 # numerical status of each rule set (docs/algebra.md): "exact" = bit-identical results,
 # "reassoc" = floating-point reassociation within a documented error bound
 STATUS: dict[str, str] = {name: "exact" for name in RULESETS}
 STATUS["matmul_assoc"] = "reassoc"
-ALGEBRA_SETS = ("algebra", "movement", "matmul_assoc")  # the rule sets that rewrite the program
+STATUS["sum_merge"] = "reassoc"
+ALGEBRA_SETS = ("algebra", "movement", "matmul_assoc", "sum_merge")  # the rule sets that rewrite the program
 MODES = ("reassoc", "exact")
 # Pointwise: elementwise ops with their own arithmetic (not movement, not sources or CAT)
 POINTWISE_OPS = sorted(set(ELEMENTWISE_OPS) - set(MOVEMENT_OPS) - {"CONST", "CAT", "CONTIGUOUS"})

@@ -138,6 +138,10 @@ def encode(key: GraphKey, rulesets=rules.DEFAULT, egraph=None) -> Encoded:
                 inv[a] = j
             actions.append(f'(PermIs {i} "{",".join(map(str, n.arg))}")')
             actions.append(f'(PermInvIs {i} "{",".join(map(str, inv))}")')
+        if n.op is Ops.REDUCE and n.arg[0] == "sum" and n.dtype.is_float:
+            x = key.nodes[n.src[0]]
+            if x.dtype == n.dtype:
+                actions.append(f'(SumIs {i} "{n.arg[1]}|{x.shape}|{n.dtype}")')
         kind = _const_kind(key, i)
         if kind is not None:
             actions.append(f'(ConstIs (Body {i}) "{kind}")')
