@@ -141,7 +141,7 @@ def _search_whole(key: GraphKey, model, mach, lim: SearchLimits, rulesets, k: in
     prog = Program(js, key)
     # the algebraic choice (which program) within 30% of the budget, then the kernel
     # boundaries of the fewest-ops program and of the cheapest rewritten one
-    alg = explore(prog, model, mach, deadline=t0 + 0.7 * lim.seconds)
+    alg = explore(prog, model, mach, deadline=t0 + 0.7 * lim.seconds, exact_limit=lim.exact)
     # 10% headroom: the evaluation under way when the deadline passes still finishes
     deadline = t0 + 0.9 * lim.seconds
     ext = choose(alg.base.key, alg.base.fusible, model, mach, k=k, exact_limit=lim.exact, deadline=deadline)

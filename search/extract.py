@@ -424,53 +424,66 @@ class Exploration:
     stop_reason: str = "complete"
 
 
-def explore(prog, model: CostModel, machine: Machine, *, deadline: float = INF, max_tries: int = 256) -> Exploration:
-    """Choose among the programs of the e-graph `prog` (a `Program`): from the fewest-ops
-    one, switch one class at a time to another of its e-nodes while the price of the
-    program (its greedy kernel boundaries, priced by `model`) drops. Bounded by
-    `max_tries` programs and `deadline`; choices that make a cycle are skipped (the
-    programs are acyclic by construction)."""
+def explore(prog, model: CostModel, machine: Machine, *, deadline: float = INF, max_tries: int = 256,
+            exact_limit: int = 6) -> Exploration:
+    """Choose among the programs of the e-graph `prog` (a `Program`), best first: from
+    the fewest-ops program, the cheapest program found so far is expanded by switching
+    one of its e-classes to another of its e-nodes (each distinct program priced once).
+    A program with at most `exact_limit` free boundary choices is priced by its optimal
+    cover (`choose`, exact), a bigger one by its greedy kernel boundaries. Exhaustive
+    when the e-graph holds fewer than `max_tries` programs reachable that way and time
+    allows (small graphs); else bounded by `max_tries` and `deadline`. Choices that make
+    a cycle are skipped (the programs are acyclic by construction)."""
+    import heapq
+
     t0 = time.perf_counter()
     base = prog.decode()
     ex = Exploration(base, base)
-    alts = {c: prog.alternatives(c, prog.rep) for c in base.classes}
-    ex.alternatives = sum(1 for a in alts.values() if a)
+    ex.alternatives = sum(1 for c in base.classes if prog.alternatives(c, prog.rep))
     if not ex.alternatives:
         ex.seconds = time.perf_counter() - t0
         return ex
     price = _pricer(model, machine)
 
-    def quick(d: Decoded) -> float:
+    def cost(d: Decoded) -> float:
         fixed, free = boundaries(d.key, d.fusible)
+        if len(free) <= exact_limit:
+            e = choose(d.key, d.fusible, model, machine, exact_limit=exact_limit, deadline=deadline)
+            return e.best.seconds if e.variants else INF
         try:
             plan = lower(d.key, fixed | (greedy_boundaries(d.key) & set(free)), planner="search")
         except Exception:  # noqa: BLE001 - a program that cannot be lowered is not a candidate
             return INF
         return price(plan)
 
-    best, best_cost = base, quick(base)
+    best_cost = cost(base)
     ex.tried = 1
-    improved = True
-    while improved and ex.stop_reason == "complete":
-        improved = False
-        rep = {**prog.rep, **best.choice}
-        for c in best.classes:
+    seen = {base.key.hash}
+    heap = [(best_cost, 0, base)]
+    n = 0
+    while heap and ex.stop_reason == "complete":
+        _, _, d = heapq.heappop(heap)
+        rep = {**prog.rep, **d.choice}
+        for c in d.classes:
             for alt in prog.alternatives(c, rep):
                 if ex.tried >= max_tries or time.perf_counter() > deadline:
                     ex.stop_reason = "time limit" if ex.tried < max_tries else "try limit"
                     break
                 try:
-                    d = prog.decode({**best.choice, c: alt})
+                    new = prog.decode({**d.choice, c: alt})
                 except Cycle:
                     continue
+                if new.key.hash in seen:
+                    continue
+                seen.add(new.key.hash)
                 ex.tried += 1
-                cost = quick(d)
-                if cost < best_cost * (1 - 1e-9):
-                    best, best_cost, improved = d, cost, True
-                    break
-            if improved or ex.stop_reason != "complete":
+                v = cost(new)
+                if v < best_cost * (1 - 1e-9):
+                    ex.best, best_cost = new, v
+                n += 1
+                heapq.heappush(heap, (v, n, new))
+            if ex.stop_reason != "complete":
                 break
-    ex.best = best
     ex.seconds = time.perf_counter() - t0
     return ex
 
