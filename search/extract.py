@@ -167,8 +167,12 @@ class Cycle(Exception):
 
 
 class _Decoder:
-    def __init__(self, eg: _EG, key: GraphKey, rep: dict, body: dict[int, str] | None = None):
+    def __init__(self, eg: _EG, key: GraphKey, rep: dict, body: dict[int, str] | None = None,
+                 base: dict | None = None):
         self.eg, self.key, self.rep = eg, key, rep
+        # the fewest-ops representatives: an E-node chosen in a class it is itself an
+        # operand of (`x * 1` in the class of `x`) reads that operand as ("base", class)
+        self.base = base if base is not None else rep
         self.body = body if body is not None else _body_classes(eg)
         self.nodes: list[KeyNode] = []
         self.index: dict[bytes, int] = {}  # by encoding: KeyNode equality has 0.0 == -0.0
@@ -197,9 +201,9 @@ class _Decoder:
                 continue
             if not ready and c in pending:
                 raise Cycle(c)
-            nid = self.rep[c]
+            nid = self.base[c[1]] if isinstance(c, tuple) else self.rep[c]
             op = self.eg.op(nid)
-            deps = self._deps(nid, op)
+            deps = self._deps(nid, op, c)
             if not ready:
                 pending.add(c)
                 stack.append((c, True))
@@ -216,9 +220,10 @@ class _Decoder:
                 i = int(self.eg.prim(self.eg.nodes[nid]["children"][1]))
                 src = tuple(self.value[d] for d in deps)
                 node = self._node(i, src)
-                own = self.body.get(i) == c
+                cc = c[1] if isinstance(c, tuple) else c
+                own = self.body.get(i) == cc
                 self.value[c] = self.add(node, i if own else None)
-                self.made.setdefault(self.value[c], c)
+                self.made.setdefault(self.value[c], cc)
             else:
                 raise AssertionError(f"decode: unexpected e-node {op}")
         return self.value[cls]
@@ -246,12 +251,15 @@ class _Decoder:
             raise Cycle(f"decode: {e}") from None
         return KeyNode(o.op, dtype, src, o.arg, shape)
 
-    def _deps(self, nid: str, op: str) -> list[str]:
+    def _deps(self, nid: str, op: str, c=None) -> list:
         kids = self.eg.child_classes(nid)
         if op in ("Kernel", "Load"):
             return [kids[0]]
         if op == "E":
-            return _list_items(self.eg, self.rep, kids[2])
+            items = _list_items(self.eg, self.rep, kids[2])
+            if isinstance(c, str) and self.rep.get(c) != self.base.get(c):
+                items = [("base", d) if d == c else d for d in items]
+            return items
         return []
 
 
@@ -290,6 +298,25 @@ class Program:
                 c, name = n["children"]
                 self.marks[eg.cls(c)].add(eg.prim(name).strip('"'))
 
+    def reps(self, choice: dict | None) -> tuple[dict, dict]:
+        """(representatives, representatives of self-operands) under `choice`: class ->
+        e-node, or (e-node, e-node of its operand in its own class) for an e-node that
+        reads its own class (`x * 1` chosen in the class of `x`, over a rewritten `x`)."""
+        if not choice:
+            return self.rep, self.rep
+        rep, base = dict(self.rep), dict(self.rep)
+        for c, v in choice.items():
+            if isinstance(v, tuple):
+                rep[c], base[c] = v
+            else:
+                rep[c] = v
+        return rep, base
+
+    def self_operand(self, nid: str) -> bool:
+        """Whether E-node `nid` reads its own class (directly)."""
+        c = self.eg.cls(nid)
+        return c in _list_items(self.eg, self.rep, self.eg.child_classes(nid)[2])
+
     def alternatives(self, cls: str, rep: dict) -> list[str]:
         """The E-nodes of `cls` that decode to a different program from `rep`'s choice
         there (fusion variants of one node are one program), each with finite cost."""
@@ -299,14 +326,16 @@ class Program:
             if eg.op(nid) != "E":
                 continue
             kids = eg.child_classes(nid)
-            if any(self.cost[c] == INF for c in _list_items(eg, rep, kids[2])):
+            if any(self.cost[c] == INF for c in _list_items(eg, rep, kids[2]) if c != cls):
                 continue
             sig = (eg.prim(eg.nodes[nid]["children"][0]), eg.prim(eg.nodes[nid]["children"][1]),
                    tuple(self._value_class(c, rep) for c in _list_items(eg, rep, kids[2])))
             seen.setdefault(sig, nid)
         cur = rep.get(cls)
-        if cur is None or eg.op(cur) != "E":
+        if cur is None:
             return []
+        if eg.op(cur) != "E":  # a value a rewrite made equal to another one: each E-node is another program
+            return list(seen.values())
         kids = eg.child_classes(cur)
         mine = (eg.prim(eg.nodes[cur]["children"][0]), eg.prim(eg.nodes[cur]["children"][1]),
                 tuple(self._value_class(c, rep) for c in _list_items(eg, rep, kids[2])))
@@ -325,8 +354,8 @@ class Program:
         """The program with `choice`'s representatives (class -> E-node) where given;
         raises `Cycle` when they make a value its own operand."""
         eg, key = self.eg, self.key
-        rep = self.rep if not choice else {**self.rep, **choice}
-        dec = _Decoder(eg, key, rep, self.body)
+        rep, base = self.reps(choice)
+        dec = _Decoder(eg, key, rep, self.body, base)
         outs: list[int] = []
         for o in key.outputs:
             v = dec.decode(self.t_of[o])
@@ -339,17 +368,20 @@ class Program:
         # a fusible edge: the consumer's class has a variant whose source there is the
         # producer's body (an E-class), not a Load of it
         fusible: set[tuple[int, int]] = set()
-        for c, nid in rep.items():
-            if eg.op(nid) != "E" or c not in dec.value:
+        for kc, u in dec.value.items():
+            c = kc[1] if isinstance(kc, tuple) else kc
+            nid = base.get(c) if isinstance(kc, tuple) else rep.get(c)
+            if nid is None or eg.op(nid) != "E":
                 continue
-            u = dec.value[c]
             for alt in eg.classes[c]:
                 if eg.op(alt) != "E":
                     continue
                 for cls in _list_items(eg, rep, eg.child_classes(alt)[2]):
-                    r = rep.get(cls)
-                    if r is not None and eg.op(r) == "E" and cls in dec.value:
-                        fusible.add((u, dec.value[cls]))
+                    k, r = cls, rep.get(cls)
+                    if cls == c and ("base", c) in dec.value:  # the self-operand: read as the class's base
+                        k, r = ("base", c), base.get(c)
+                    if r is not None and eg.op(r) == "E" and k in dec.value and dec.value[k] != u:
+                        fusible.add((u, dec.value[k]))
         # the rewrites the program uses: original nodes computed another way (or by another
         # node), and values no original node computes, with the rule sets that made them
         rewrites: dict[int, tuple[str, ...]] = {}
@@ -360,14 +392,18 @@ class Program:
             if v is None:
                 continue
             names = tuple(sorted(self.marks.get(bc, ()))) or ("rewrite",)
-            if dec.orig_of.get(v) != i:
+            j = dec.orig_of.get(v)
+            if j is not None and j != i and self.body.get(j) == bc:
+                continue  # i's value is computed as written by node j (an exact identity made them one class)
+            if j != i:
                 replaced[i] = (v, names)
             elif dec.nodes[v].src != tuple(back.get(s, -1) for s in key.nodes[i].src):
                 replaced[i] = (v, names)
         for v, c in dec.made.items():
             if v not in dec.orig_of:
                 rewrites[v] = tuple(sorted(self.marks.get(c, ()))) or ("rewrite",)
-        classes = tuple(sorted(c for c in dec.value if rep.get(c) is not None and eg.op(rep[c]) == "E"))
+        classes = tuple(sorted(c for c in dec.value if isinstance(c, str) and c in rep and
+                               any(eg.op(m) == "E" for m in eg.classes[c])))
         return Decoded(decoded, fusible, dec.orig_of, rewrites, dict(choice or {}), classes, replaced)
 
 
@@ -463,9 +499,15 @@ def explore(prog, model: CostModel, machine: Machine, *, deadline: float = INF, 
     n = 0
     while heap and ex.stop_reason == "complete":
         _, _, d = heapq.heappop(heap)
-        rep = {**prog.rep, **d.choice}
+        rep, _ = prog.reps(d.choice)
         for c in d.classes:
-            for alt in prog.alternatives(c, rep):
+            alts: list = prog.alternatives(c, rep)
+            cur = d.choice.get(c)
+            outer = cur[0] if isinstance(cur, tuple) else cur
+            if outer is not None and prog.self_operand(outer):  # and what its self-operand reads
+                alts = alts + [(outer, a) for a in prog.eg.classes[c]
+                               if prog.eg.op(a) == "E" and not prog.self_operand(a)]
+            for alt in alts:
                 if ex.tried >= max_tries or time.perf_counter() > deadline:
                     ex.stop_reason = "time limit" if ex.tried < max_tries else "try limit"
                     break

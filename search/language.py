@@ -28,6 +28,8 @@ per node is quadratic, so the encoding is batched into rules of 50 actions).
 
 from __future__ import annotations
 
+from svod.ir import Ops
+
 DECLARATIONS = """
 (sort T)
 (sort F)
@@ -65,3 +67,18 @@ def flist(items: list[str]) -> str:
 
 def quote(s: str) -> str:
     return '"' + s.replace("\\\\", "\\\\\\\\").replace('"', '\\\\"') + '"'
+
+
+def const_kind(key, i: int) -> str | None:
+    """'one', '+zero' or '-zero' when GraphKey node i is a (broadcast) constant of that
+    value (the `ConstIs` facts of the exact algebra rules)."""
+    n = key.nodes[i]
+    while n.op in (Ops.RESHAPE, Ops.EXPAND):
+        n = key.nodes[n.src[0]]
+    if n.op is not Ops.CONST or isinstance(n.arg, bool):
+        return None
+    if n.arg == 1:
+        return "one"
+    if n.arg == 0:
+        return "-zero" if isinstance(n.arg, float) and str(n.arg) == "-0.0" else "+zero"
+    return None

@@ -23,6 +23,7 @@ from egglog import bindings
 
 from search import rules
 from search.language import DECLARATIONS, flist
+from search.language import const_kind as _const_kind
 from svod.config import SearchLimits
 from svod.ir import Ops
 from svod.key import GraphKey
@@ -51,20 +52,6 @@ class SaturationReport:
         return (f"saturation: {self.stop_reason} after {self.iterations} iteration(s), {self.enodes} e-nodes, "
                 f"{self.seconds * 1e3:.1f} ms (+{self.encode_seconds * 1e3:.1f} ms encode); "
                 f"rule sets: {', '.join(self.rulesets)}; fired (e-nodes added): {fired}")
-
-
-def _const_kind(key: GraphKey, i: int) -> str | None:
-    """'one', '+zero' or '-zero' when node i is a (broadcast) constant of that value."""
-    n = key.nodes[i]
-    while n.op in (Ops.RESHAPE, Ops.EXPAND):
-        n = key.nodes[n.src[0]]
-    if n.op is not Ops.CONST or isinstance(n.arg, bool):
-        return None
-    if n.arg == 1:
-        return "one"
-    if n.arg == 0:
-        return "-zero" if isinstance(n.arg, float) and str(n.arg) == "-0.0" else "+zero"
-    return None
 
 
 @dataclass
