@@ -51,6 +51,7 @@ DECLARATIONS = """
 (relation PermIs (i64 String))
 (relation PermInvIs (i64 String))
 (relation SumIs (i64 String))
+(relation SwapLast (i64))
 (relation Rewritten (F String))
 """
 
@@ -82,3 +83,9 @@ def const_kind(key, i: int) -> str | None:
     if n.arg == 0:
         return "-zero" if isinstance(n.arg, float) and str(n.arg) == "-0.0" else "+zero"
     return None
+
+
+def swaps_last(perm: tuple[int, ...]) -> bool:
+    """Whether a PERMUTE order swaps the last two axes only (a matrix transpose, batched)."""
+    n = len(perm)
+    return n >= 2 and tuple(perm) == tuple(range(n - 2)) + (n - 1, n - 2)

@@ -147,7 +147,7 @@ def _rebuild(nodes: list[KeyNode], outputs: tuple[int, ...]) -> GraphKey:
 
 def rewrites(key: GraphKey, rulesets) -> list[tuple[str, GraphKey]]:
     """Every program one rule application away from `key`: (rule set, program)."""
-    from search.language import const_kind
+    from search.language import const_kind, swaps_last
     from search.rules import POINTWISE_OPS
 
     names = set(rulesets)
@@ -206,6 +206,24 @@ def rewrites(key: GraphKey, rulesets) -> list[tuple[str, GraphKey]]:
                 ed = _Editor(key)
                 merged = ed.new(p, (ed.new(i, (nodes[p].src[0], nodes[q].src[0])),))
                 out.append(("sum_merge", ed.replace(i, ed.new(ra, (merged,)) if ra is not None else merged)))
+        if "matmul_distribute" in names and n.op in (Ops.ADD, Ops.SUB) and \
+                all(nodes[s].op is Ops.MATMUL for s in src):
+            (a1, b1), (a2, b2) = nodes[src[0]].src, nodes[src[1]].src
+            if a1 == a2:  # A @ B +- A @ C -> A @ (B +- C)
+                ed = _Editor(key)
+                out.append(("matmul_distribute", ed.replace(i, ed.new(src[0], (a1, ed.new(i, (b1, b2)))))))
+            if b1 == b2:  # B @ A +- C @ A -> (B +- C) @ A
+                ed = _Editor(key)
+                out.append(("matmul_distribute", ed.replace(i, ed.new(src[0], (ed.new(i, (a1, a2)), b1)))))
+        if "matmul_transpose" in names:
+            if n.op is Ops.PERMUTE and swaps_last(n.arg) and nodes[src[0]].op is Ops.MATMUL:
+                a, b = nodes[src[0]].src
+                ed = _Editor(key)
+                out.append(("matmul_transpose", ed.replace(i, ed.new(src[0], (ed.new(i, (b,)), ed.new(i, (a,)))))))
+            if n.op is Ops.MATMUL and all(nodes[s].op is Ops.PERMUTE and swaps_last(nodes[s].arg) for s in src):
+                x, y = (nodes[s].src[0] for s in src)
+                ed = _Editor(key)
+                out.append(("matmul_transpose", ed.replace(i, ed.new(src[0], (ed.new(i, (y, x)),)))))
     return out
 
 

@@ -26,6 +26,8 @@ the e-graph linear in the graph (at most 2^arity variants per op).
   `f(T(a)) -> T(f(a))`, `T(a) op T(b) -> T(a op b)` — so transposes meet and cancel.
 - `matmul_assoc` (reassoc): `(A @ B) @ C <-> A @ (B @ C)`; the extraction picks the
   association by cost (a chain ending in a vector becomes matrix-vector products).
+- `matmul_distribute` (reassoc): `A @ B +- A @ C -> A @ (B +- C)`, and on the right.
+- `matmul_transpose` (reassoc): `(A @ B).T <-> B.T @ A.T` (last two axes).
 - `sum_merge` (reassoc): `sum(x) + sum(y) -> sum(x + y)` and `sum(x) - sum(y) ->
   sum(x - y)` over the same axes of floating operands of one shape and dtype.
 
@@ -165,6 +167,47 @@ def _sum_merge() -> str:
     return "\n".join(out)
 
 
+def _matmul_distribute() -> str:
+    """A @ B +- A @ C -> A @ (B +- C) and B @ A +- C @ A -> (B +- C) @ A: one product
+    instead of two (reassoc)."""
+    def mm(n: str, a: str, b: str) -> str:
+        return f'(E "MATMUL" {n} (Cons {a} (Cons {b} (Nil))))'
+
+    def ld(x: str) -> str:
+        return f"(Load (Kernel {x}))"
+
+    out = ["(ruleset matmul_distribute)"]
+    for op in ("ADD", "SUB"):
+        for left in (True, False):
+            p1, p2 = (mm("m", "a", "b"), mm("k", "a", "c")) if left else (mm("m", "b", "a"), mm("k", "c", "a"))
+            inner = f'(E "{op}" n (Cons b (Cons c (Nil))))'
+            merged = mm("m", "a", ld(inner)) if left else mm("m", ld(inner), "a")
+            out.append(f'(rule ((= r (E "{op}" n (Cons {ld(p1)} (Cons {ld(p2)} (Nil))))))\n'
+                       f'      ((union r {merged}) {_mark("matmul_distribute")} {_mark("matmul_distribute", inner)})'
+                       f' :ruleset matmul_distribute)')
+    return "\n".join(out)
+
+
+def _matmul_transpose() -> str:
+    """(A @ B).T <-> B.T @ A.T for transposes of the last two axes (reassoc: the dot
+    products are the same, their summation order is the kernel's)."""
+    def T(p: str, x: str) -> str:
+        return f'(Load (Kernel (E "PERMUTE" {p} (Cons {x} (Nil)))))'
+
+    def mm(n: str, a: str, b: str) -> str:
+        return f'(E "MATMUL" {n} (Cons {a} (Cons {b} (Nil))))'
+
+    name = "matmul_transpose"
+    return "\n".join([
+        f"(ruleset {name})",
+        f'(rule ((= r (E "PERMUTE" p (Cons (Load (Kernel {mm("m", "a", "b")})) (Nil)))) (SwapLast p))\n'
+        f'      ((union r {mm("m", T("p", "b"), T("p", "a"))}) {_mark(name)}) :ruleset {name})',
+        f'(rule ((= r {mm("m", T("p", "x"), T("q", "y"))}) (SwapLast p) (SwapLast q))\n'
+        f'      ((union r (E "PERMUTE" p (Cons (Load (Kernel {mm("m", "y", "x")})) (Nil)))) {_mark(name)} '
+        f'{_mark(name, mm("m", "y", "x"))}) :ruleset {name})',
+    ])
+
+
 # fusion rule set -> (producer class, consumer class): the relations of `facts()`
 FUSIONS: dict[str, tuple[str, str]] = {
     "fuse_elementwise": ("Elementwise", "Elementwise"),
@@ -181,13 +224,18 @@ RULESETS["algebra"] = _algebra()
 RULESETS["movement"] = _movement()
 RULESETS["matmul_assoc"] = _matmul_assoc()
 RULESETS["sum_merge"] = _sum_merge()
+RULESETS["matmul_distribute"] = _matmul_distribute()
+RULESETS["matmul_transpose"] = _matmul_transpose()
 
 # numerical status of each rule set (docs/algebra.md): "exact" = bit-identical results,
 # "reassoc" = floating-point reassociation within a documented error bound
 STATUS: dict[str, str] = {name: "exact" for name in RULESETS}
 STATUS["matmul_assoc"] = "reassoc"
 STATUS["sum_merge"] = "reassoc"
-ALGEBRA_SETS = ("algebra", "movement", "matmul_assoc", "sum_merge")  # the rule sets that rewrite the program
+STATUS["matmul_distribute"] = "reassoc"
+STATUS["matmul_transpose"] = "reassoc"
+# the rule sets that rewrite the program
+ALGEBRA_SETS = ("algebra", "movement", "matmul_assoc", "sum_merge", "matmul_distribute", "matmul_transpose")
 MODES = ("reassoc", "exact")
 # Pointwise: elementwise ops with their own arithmetic (not movement, not sources or CAT)
 POINTWISE_OPS = sorted(set(ELEMENTWISE_OPS) - set(MOVEMENT_OPS) - {"CONST", "CAT", "CONTIGUOUS"})

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from egglog import bindings
 
 from search import rules
-from search.language import DECLARATIONS, flist
+from search.language import DECLARATIONS, flist, swaps_last
 from search.language import const_kind as _const_kind
 from svod.config import SearchLimits
 from svod.ir import Ops
@@ -125,6 +125,8 @@ def encode(key: GraphKey, rulesets=rules.DEFAULT, egraph=None) -> Encoded:
                 inv[a] = j
             actions.append(f'(PermIs {i} "{",".join(map(str, n.arg))}")')
             actions.append(f'(PermInvIs {i} "{",".join(map(str, inv))}")')
+            if swaps_last(n.arg):
+                actions.append(f"(SwapLast {i})")
         if n.op is Ops.REDUCE and n.arg[0] == "sum" and n.dtype.is_float:
             x = key.nodes[n.src[0]]
             if x.dtype == n.dtype:

@@ -305,6 +305,39 @@ def test_egraph_picture_marks_rewritten_classes():
     assert "rewritten: movement" in egraph_dot(r.egraph, fold_constants=False)
 
 
+# ----------------------------------------------------------------------------- matmul_distribute, matmul_transpose
+
+
+@pytest.mark.parametrize("right", [False, True])
+def test_products_sharing_an_operand_become_one_product(right):
+    n = 96
+    a, b, c = _arr(n, n, seed=1), _arr(n, n, seed=2), _arr(n, n, seed=3)
+    x, y, z = svod.asarray(a), svod.asarray(b), svod.asarray(c)
+    t = (y @ x - z @ x) if right else (x @ y + x @ z)
+    key, _, r, (got,) = _plan(t)
+    assert len(_matmuls(key)) == 2 and len(_matmuls(r.decoded)) == 1, r.report
+    assert "matmul_distribute" in r.report.saturation.fired
+    a64, b64, c64 = (m.astype(np.float64) for m in (a, b, c))
+    want = (b64 @ a64 - c64 @ a64) if right else (a64 @ b64 + a64 @ c64)
+    bound = ((np.abs(b64) + np.abs(c64)) @ np.abs(a64)) if right else (np.abs(a64) @ (np.abs(b64) + np.abs(c64)))
+    assert np.all(np.abs(got - want) <= 2 * (n + 1) * EPS32 * bound)
+    _, _, r, _ = _plan(t, limits=EXACT_LIM)
+    assert len(_matmuls(r.decoded)) == 2  # exact mode: as written
+
+
+def test_transpose_of_a_product_reads_transposed_operands():
+    n = 64
+    a, b, c = _arr(n, n, seed=1), _arr(n, n, seed=2), _arr(n, n, seed=3)
+    x, y, z = svod.asarray(a), svod.asarray(b), svod.asarray(c)
+    _, _, r0, _ = _plan((x @ y.T).T + z, limits=EXACT_LIM)
+    _, _, r, (got,) = _plan((x @ y.T).T + z)
+    assert "matmul_transpose" in r.report.saturation.fired
+    assert len(r.plan.kernels) < len(r0.plan.kernels), r.report  # the transposed copy is gone
+    want = (a.astype(np.float64) @ b.T).T + c
+    bound = (np.abs(a.astype(np.float64)) @ np.abs(b.T)).T + np.abs(c)
+    assert np.all(np.abs(got - want) <= 2 * (n + 1) * EPS32 * bound)
+
+
 # ----------------------------------------------------------------------------- sum_merge (reassoc)
 
 
@@ -361,7 +394,7 @@ def _small_graph(seed: int):
     def t(*shape):
         return svod.asarray(rng.standard_normal(shape).astype(np.float32))
 
-    kind = seed % 4
+    kind = seed % 6
     if kind == 0:  # a matmul chain
         dims = [int(rng.choice([1, n, 2 * n])) for _ in range(int(rng.integers(3, 5)))]
         out = t(dims[0], dims[1])
@@ -379,6 +412,12 @@ def _small_graph(seed: int):
         keep = bool(rng.integers(2))
         s1, s2 = svod.sum(x, axis=ax, keepdims=keep), svod.sum(y, axis=ax, keepdims=keep)
         out = [s1 + s2, s1 - s2, (s1 + s2) * 1.0][int(rng.integers(3))]
+    elif kind == 4:  # products sharing an operand
+        a, b, c = t(n, n), t(n, n), t(n, n)
+        out = [a @ b + a @ c, b @ a - c @ a, svod.exp(a @ b + a @ c), a @ b + c @ a][int(rng.integers(4))]
+    elif kind == 5:  # transposes around products
+        a, b, c = t(n, n), t(n, n), t(n, n)
+        out = [(a @ b).T, a.T @ b.T, (a @ b.T).T + c, svod.exp((a @ b).T)][int(rng.integers(4))]
     else:  # mixed
         a, b, v = t(n, n), t(n, n), t(n, 1)
         out = [((a.T @ b) @ v) * 1.0, svod.exp((a @ b.T) @ v), (a @ b) @ v + (a @ v),
