@@ -66,7 +66,7 @@ def main(argv=None) -> None:
                 f = svod.jit(fn)
                 _time(f, xs, 1)  # plan + compile
                 row.append(_time(f, xs, args.repeats))
-        row.append(_time(lambda *y: fn(*y), arrs, args.repeats) if name != "sum(A, 1) - sum(B, 1)" else
+        row.append(_time(fn, arrs, args.repeats) if name != "sum(A, 1) - sum(B, 1)" else
                    _time(lambda A, B: A.sum(1) - B.sum(1), arrs, args.repeats))
         print(f"{name:28} " + " ".join(f"{_fmt(r):>24}" for r in row), flush=True)
 

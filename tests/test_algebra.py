@@ -30,15 +30,16 @@ def _arr(*shape, seed=0):
 
 def _plan(*tensors, limits=LIM, rulesets=None, run=True):
     """(graph, bindings, the search's result, its plan's outputs run by the interpreter;
-    with run=False, realize()'s outputs in the algebra mode of `limits`)."""
+    with run=False, the plan compiled and run as realize() runs plans)."""
+    from svod.executable import KernelPlan
+
     key, b = compact([t.uop for t in tensors])
     r = plan_search(key, cost_model=MODEL, machine=MACHINE, limits=limits, rulesets=rulesets)
     r.plan.check()
     if not run:
         # NOTE: svod.interp.run_plan mis-runs a reduction kernel whose epilogue reads a
         # per-row value of another kernel (a broadcast error, on the unrewritten plan too)
-        with svod.search_limits(algebra=limits.algebra):
-            return key, b, r, [t.numpy() for t in tensors]
+        return key, b, r, KernelPlan(key, r.plan).run(b.arrays)
     return key, b, r, run_plan(r.plan, b.arrays)
 
 
@@ -346,7 +347,7 @@ def test_sums_over_the_same_axes_merge_into_one_reduction(sub):
     a, b = _arr(32, 300, seed=1), _arr(32, 300, seed=2)
     x, y = svod.asarray(a), svod.asarray(b)
     f = svod.subtract if sub else svod.add
-    key, _, r, (got,) = _plan(f(svod.sum(x, axis=1), svod.sum(y, axis=1)), run=False)
+    key, _, r, (got,) = _plan(f(svod.sum(x, axis=1), svod.sum(y, axis=1)), run=False, rulesets=rules.ALL)
     reduces = [n for n in r.decoded.nodes if n.op is Ops.REDUCE]
     assert len(reduces) == 1 and r.report.saturation.added["sum_merge"] > 0, r.report
     assert any("sum_merge" in w.rulesets for w in r.report.rewrites)
@@ -363,7 +364,7 @@ def test_sum_merge_keeps_nan_and_signed_zero():
     b = np.full((4, 3), -0.0, np.float32)
     a[1, 1], b[2, 0], a[3, 0], b[3, 2] = np.nan, np.inf, np.inf, -np.inf
     x, y = svod.asarray(a), svod.asarray(b)
-    _, _, r, (got,) = _plan(svod.sum(x, axis=1) + svod.sum(y, axis=1), run=False)
+    _, _, r, (got,) = _plan(svod.sum(x, axis=1) + svod.sum(y, axis=1), run=False, rulesets=rules.ALL)
     _, _, _, (asis,) = _plan(svod.sum(x, axis=1) + svod.sum(y, axis=1), limits=EXACT_LIM, run=False)
     assert sum(n.op is Ops.REDUCE for n in r.decoded.nodes) == 1
     assert np.array_equal(got, asis, equal_nan=True) and np.array_equal(np.signbit(got), np.signbit(asis))
@@ -373,10 +374,10 @@ def test_sum_merge_keeps_nan_and_signed_zero():
 def test_sums_over_other_axes_or_shapes_do_not_merge():
     a, b, c = _arr(16, 16, seed=1), _arr(16, 4, 4, seed=2), _arr(16, 8, seed=3)
     x, y, z = svod.asarray(a), svod.asarray(b), svod.asarray(c)
-    _, _, r, (got,) = _plan(svod.sum(x, axis=1) + svod.sum(y, axis=(1, 2)), run=False)
+    _, _, r, (got,) = _plan(svod.sum(x, axis=1) + svod.sum(y, axis=(1, 2)), run=False, rulesets=rules.ALL)
     assert sum(n.op is Ops.REDUCE for n in r.decoded.nodes) == 2
     np.testing.assert_allclose(got, a.sum(1) + b.sum((1, 2)), rtol=1e-5, atol=1e-5)
-    _, _, r, (got,) = _plan(svod.sum(x, axis=1) - svod.sum(z, axis=1), run=False)
+    _, _, r, (got,) = _plan(svod.sum(x, axis=1) - svod.sum(z, axis=1), run=False, rulesets=rules.ALL)
     assert sum(n.op is Ops.REDUCE for n in r.decoded.nodes) == 2
     np.testing.assert_allclose(got, a.sum(1) - c.sum(1), rtol=1e-5, atol=1e-5)
 
@@ -440,8 +441,8 @@ def test_search_is_never_more_expensive_than_the_rewrite_oracle():
         seed += 1
         if key is None:
             continue
-        r = plan_search(key, cost_model=MODEL, machine=MACHINE, limits=LIM)
-        prog, best = optimum_over_programs(key, rules.DEFAULT, MODEL, MACHINE, depth=3)
+        r = plan_search(key, cost_model=MODEL, machine=MACHINE, limits=LIM, rulesets=rules.ALL)
+        prog, best = optimum_over_programs(key, rules.ALL, MODEL, MACHINE, depth=3)
         found = r.variants[0].seconds
         assert found <= best.seconds * (1 + 1e-9), (
             f"seed {seed - 1}: search {found} > oracle {best.seconds}\nsearch plan:\n{r.plan}\n"
