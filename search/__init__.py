@@ -298,8 +298,10 @@ def _search_regions(key: GraphKey, model, mach, lim: SearchLimits, rulesets, t0:
             if slot < n_in:
                 continue
             d = slot - n_in
-            node = r.decoded_to_key.get(d, d) if r.decoded is not None else d
-            if node in back:
+            # a value the algebra made has no node in the region's graph: the region's
+            # boundaries are kept, its rewrites are not (the whole graph is lowered as written)
+            node = r.decoded_to_key.get(d) if r.decoded is not None else d
+            if node is not None and node in back:
                 m.add(back[node])
     pb.close()
     plan = lower(key, m, planner="search")

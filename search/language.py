@@ -16,6 +16,10 @@ Relations classify ops for the fusion rules (`Elementwise`, `Movement`, `Reducti
 The algebra rule sets (docs/algebra.md) also read `Pointwise` (elementwise ops that are
 not movement), `PermIs`/`PermInvIs` (a PERMUTE node's order / its inverse, as text), and
 record what they did in `(Rewritten value rule-set)` (explain, the e-graph picture).
+`PermPair`, `BinT`, `SumPair`, `SumPairR` hold candidate matches between the two stages
+of a rule whose condition joins facts on a value (egglog joins `(PermIs p s) (PermIs q s)`
+before the pattern when written in one rule: 0.4 s on a 230-node graph, against 0.5 ms
+in two stages).
 
 A node made by a rewrite is an `E` term too: its `i64` names a *template* node whose
 operation and argument it uses (the decoder infers its dtype and shape from its sources,
@@ -52,6 +56,10 @@ DECLARATIONS = """
 (relation PermInvIs (i64 String))
 (relation SumIs (i64 String))
 (relation SwapLast (i64))
+(relation PermPair (F i64 i64 F))
+(relation BinT (F String i64 i64 i64 F F))
+(relation SumPair (F String i64 i64 i64 F F))
+(relation SumPairR (F String i64 i64 i64 i64 F F))
 (relation Rewritten (F String))
 """
 

@@ -107,19 +107,22 @@ def _mark(name: str, var: str = "r") -> str:
 
 
 def _movement() -> str:
-    """Transposes cancel, and move outwards through pointwise ops (exact)."""
+    """Transposes cancel, and move outwards through pointwise ops (exact). Rules whose
+    condition compares two nodes' orders run in two stages (see search/language.py)."""
     def T(p: str, x: str) -> str:
         return f'(Load (Kernel (E "PERMUTE" {p} (Cons {x} (Nil)))))'
 
     return "\n".join([
         "(ruleset movement)",
-        f'(rule ((= r (E "PERMUTE" q (Cons {T("p", "x")} (Nil)))) (PermIs p s) (PermInvIs q s))\n'
+        f'(rule ((= r (E "PERMUTE" q (Cons {T("p", "x")} (Nil))))) ((PermPair r p q x)) :ruleset movement)',
+        f'(rule ((PermPair r p q x) (PermIs p s) (PermInvIs q s))\n'
         f'      ((union r x) {_mark("movement")}) :ruleset movement)',
         f'(rule ((= r (E op n (Cons {T("p", "x")} (Nil)))) (Pointwise op))\n'
         f'      ((union r (E "PERMUTE" p (Cons (Load (Kernel (E op n (Cons x (Nil)))))  (Nil)))) '
         f'{_mark("movement")} {_mark("movement", "(E op n (Cons x (Nil)))")}) :ruleset movement)',
-        f'(rule ((= r (E op n (Cons {T("p", "x")} (Cons {T("q", "y")} (Nil))))) (Pointwise op) (PermIs p s) '
-        f'(PermIs q s))\n'
+        f'(rule ((= r (E op n (Cons {T("p", "x")} (Cons {T("q", "y")} (Nil))))) (Pointwise op))\n'
+        f'      ((BinT r op n p q x y)) :ruleset movement)',
+        f'(rule ((BinT r op n p q x y) (PermIs p s) (PermIs q s))\n'
         f'      ((union r (E "PERMUTE" p (Cons (Load (Kernel (E op n (Cons x (Cons y (Nil))))))  (Nil)))) '
         f'{_mark("movement")} {_mark("movement", "(E op n (Cons x (Cons y (Nil))))")}) :ruleset movement)',
     ])
@@ -152,19 +155,21 @@ def _sum_merge() -> str:
 
     out = ["(ruleset sum_merge)"]
     for op in ("ADD", "SUB"):
-        inner = f'(E "{op}" n (Cons x (Cons y (Nil))))'
-        merged = f'(E "REDUCE" p (Cons (Load (Kernel {inner})) (Nil)))'
-        marks = f'{_mark("sum_merge")} {_mark("sum_merge", inner)}'
-        out.append(f'(rule ((= r (E "{op}" n (Cons {s("p", "x")} (Cons {s("q", "y")} (Nil)))))\n'
-                   f'       (SumIs p k) (SumIs q k))\n'
-                   f'      ((union r {merged}) {marks}) :ruleset sum_merge)')
+        out.append(f'(rule ((= r (E "{op}" n (Cons {s("p", "x")} (Cons {s("q", "y")} (Nil))))))\n'
+                   f'      ((SumPair r "{op}" n p q x y)) :ruleset sum_merge)')
         # sums without keepdims: the same reshape of each reduction
         out.append(f'(rule ((= r (E "{op}" n (Cons (Load (Kernel (E "RESHAPE" a (Cons {s("p", "x")} (Nil)))))\n'
                    f'                          (Cons (Load (Kernel (E "RESHAPE" b (Cons {s("q", "y")} (Nil)))))'
-                   f' (Nil)))))\n'
-                   f'       (SumIs p k) (SumIs q k))\n'
-                   f'      ((union r (E "RESHAPE" a (Cons (Load (Kernel {merged})) (Nil)))) {marks} '
-                   f'{_mark("sum_merge", merged)}) :ruleset sum_merge)')
+                   f' (Nil))))))\n'
+                   f'      ((SumPairR r "{op}" n a p q x y)) :ruleset sum_merge)')
+    out.append(f'(rule ((SumPair r op n p q x y) (SumIs p k) (SumIs q k))\n'
+               f'      ((union r (E "REDUCE" p (Cons (Load (Kernel (E op n (Cons x (Cons y (Nil)))))) (Nil)))) '
+               f'{_mark("sum_merge")} {_mark("sum_merge", "(E op n (Cons x (Cons y (Nil))))")}) :ruleset sum_merge)')
+    merged = '(E "REDUCE" p (Cons (Load (Kernel (E op n (Cons x (Cons y (Nil)))))) (Nil)))'
+    out.append(f'(rule ((SumPairR r op n a p q x y) (SumIs p k) (SumIs q k))\n'
+               f'      ((union r (E "RESHAPE" a (Cons (Load (Kernel {merged})) (Nil)))) {_mark("sum_merge")} '
+               f'{_mark("sum_merge", "(E op n (Cons x (Cons y (Nil))))")} {_mark("sum_merge", merged)})'
+               f' :ruleset sum_merge)')
     return "\n".join(out)
 
 
