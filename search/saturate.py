@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from egglog import bindings
 
 from search import rules
-from search.language import DECLARATIONS, flist, swaps_last
+from search.language import DECLARATIONS, HANDLES, flist, swaps_last
 from search.language import const_kind as _const_kind
 from svod.config import SearchLimits
 from svod.ir import Ops
@@ -148,7 +148,10 @@ def encode(key: GraphKey, rulesets=rules.DEFAULT, egraph=None) -> Encoded:
 def saturate(enc: Encoded, limits: SearchLimits, encode_seconds: float = 0.0, on_iteration=None) -> SaturationReport:
     """Run the rule sets one iteration at a time until nothing changes or a limit hits;
     `on_iteration(enc)` is called after each (the viewer serialises the e-graph there)."""
-    steps = [(n, enc.egraph.parse_program(rules.schedule((n,)))) for n in enc.rulesets]
+    # one iteration = each rule set once, in order (as one `run-schedule` of them all), with
+    # the e-graph's size after each: one call into egglog per iteration
+    text = "\n".join(f"{rules.schedule((n,))}\n(print-size)" for n in enc.rulesets)
+    step = enc.egraph.parse_program(text)
     t0 = time.perf_counter()
     sizes: list[int] = []
     added = {n: 0 for n in enc.rulesets}
@@ -156,16 +159,17 @@ def saturate(enc: Encoded, limits: SearchLimits, encode_seconds: float = 0.0, on
     it = 0
     size = enc.size()
     while it < limits.iterations:
-        # one rule set at a time (the order of one `run-schedule` of them all), measuring
-        # the e-nodes each adds
         updated = False
-        for name, step in steps:
-            out = enc.egraph.run_program(*step)
-            if any(getattr(o, "report", None) is not None and o.report.updated for o in out):
-                updated = True
-                new = enc.size()
-                added[name] += new - size
+        j = 0  # the rule set whose run and size the outputs give next
+        for o in enc.egraph.run_program(*step):
+            rep = getattr(o, "report", None)
+            if rep is not None:
+                updated |= bool(rep.updated)
+            elif getattr(o, "sizes", None) is not None and j < len(enc.rulesets):
+                new = sum(k for name, k in o.sizes if name not in HANDLES)
+                added[enc.rulesets[j]] += new - size
                 size = new
+                j += 1
         it += 1
         sizes.append(size)
         if on_iteration is not None:
