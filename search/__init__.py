@@ -34,6 +34,25 @@ from svod.lower.cover import const_like
 
 
 @dataclass
+class Rewrite:
+    """One rewritten value of the chosen program: the rule sets that made it, the
+    original node it replaces (None for a value the rewrites introduced) and the decoded
+    node, each in words."""
+
+    rulesets: tuple[str, ...]
+    original: int | None
+    decoded: int
+    now: str
+    was: str | None = None
+
+    def __str__(self) -> str:
+        head = f"[{', '.join(self.rulesets)}] "
+        if self.was is None:
+            return head + f"new value %{self.decoded} = {self.now}"
+        return head + f"node {self.original}: {self.was}  ->  {self.now}"
+
+
+@dataclass
 class SearchReport:
     planner: str  # "search" | "greedy"
     reason: str  # why this planner/plan: "searched", "size policy: ...", "fallback: ..."
@@ -41,6 +60,8 @@ class SearchReport:
     extraction: object = None  # Extraction (without the heavy plans)
     seconds: float = 0.0
     serialize_seconds: float = 0.0
+    algebra: object = None  # extract.Exploration: the programs tried
+    rewrites: list = field(default_factory=list)  # Rewrite records of the chosen program
 
     def __str__(self) -> str:
         lines = [f"planner: {self.planner} ({self.reason}), {self.seconds * 1e3:.1f} ms"]
@@ -52,6 +73,11 @@ class SearchReport:
             lines.append(f"extraction: {how} over {len(e.free)} free boundary choice(s), {e.evaluated} variant(s) "
                          f"priced, {e.fusible_edges} fusible edge(s), {e.seconds * 1e3:.1f} ms ({e.stop_reason}); "
                          f"serialise {self.serialize_seconds * 1e3:.1f} ms")
+        a = self.algebra
+        if a is not None and a.alternatives:
+            lines.append(f"algebra: {a.alternatives} value(s) with another program, {a.tried} program(s) priced, "
+                         f"{a.seconds * 1e3:.1f} ms ({a.stop_reason}); {len(self.rewrites)} rewrite(s) chosen")
+        lines.extend(f"  {r}" for r in self.rewrites)
         return "\n".join(lines)
 
 
@@ -64,6 +90,7 @@ class SearchResult:
     decoded: GraphKey | None = None
     egraph: dict | None = None  # the saturated e-graph, serialised (for explain / pictures), when kept
     decoded_to_key: dict = field(default_factory=dict)  # decoded node -> node of the searched key
+    program: object = None  # extract.Decoded: the chosen program (its rewrites)
 
 
 def _greedy(key: GraphKey, reason: str, t0: float) -> SearchResult:
@@ -97,10 +124,10 @@ def _search_whole(key: GraphKey, model, mach, lim: SearchLimits, rulesets, k: in
     """One e-graph search over all of `key`, whatever its size (the caller applies the
     size policy)."""
     from search import rules
-    from search.extract import choose, decode
+    from search.extract import Program, choose, explore
     from search.saturate import encode, saturate, session
 
-    names = tuple(rulesets or rules.DEFAULT)
+    names = tuple(rulesets or rules.default_rulesets(getattr(lim, "algebra", "reassoc")))
     with session(names) as eg:
         t0 = time.perf_counter()  # time waiting for the shared e-graph is not search time
         enc = encode(key, names, egraph=eg)
@@ -111,15 +138,50 @@ def _search_whole(key: GraphKey, model, mach, lim: SearchLimits, rulesets, k: in
         t1 = time.perf_counter()
         js = enc.serialize()
         t_ser = time.perf_counter() - t1
-    decoded, fusible, orig_of = decode(js, key)
+    prog = Program(js, key)
+    # the algebraic choice (which program) within 30% of the budget, then the kernel
+    # boundaries of the fewest-ops program and of the cheapest rewritten one
+    alg = explore(prog, model, mach, deadline=t0 + 0.7 * lim.seconds, exact_limit=lim.exact)
     # 10% headroom: the evaluation under way when the deadline passes still finishes
-    ext = choose(decoded, fusible, model, mach, k=k, exact_limit=lim.exact, deadline=t0 + 0.9 * lim.seconds)
+    deadline = t0 + 0.9 * lim.seconds
+    ext = choose(alg.base.key, alg.base.fusible, model, mach, k=k, exact_limit=lim.exact, deadline=deadline)
+    chosen = alg.base
+    if alg.best is not alg.base:
+        ext2 = choose(alg.best.key, alg.best.fusible, model, mach, k=k, exact_limit=lim.exact, deadline=deadline)
+        if ext2.variants and (not ext.variants or ext2.best.seconds < ext.best.seconds):
+            ext2.evaluated += ext.evaluated
+            ext, chosen = ext2, alg.best
     if not ext.variants:
         return _greedy(key, "fallback: no variant could be lowered", t0)
     best = ext.best
-    report = SearchReport("search", "searched", sat, ext, time.perf_counter() - t0, t_ser)
+    report = SearchReport("search", "searched", sat, ext, time.perf_counter() - t0, t_ser, alg,
+                          _rewrites(chosen, key))
     provisional = sat.stop_reason == "time limit" or ext.stop_reason == "time limit"
-    return SearchResult(best.plan, report, provisional, ext.variants, decoded, js if keep_egraph else None, orig_of)
+    return SearchResult(best.plan, report, provisional, ext.variants, chosen.key, js if keep_egraph else None,
+                        chosen.orig_of, chosen)
+
+
+def _rewrites(d, key: GraphKey) -> list[Rewrite]:
+    """The rewrites the chosen program uses, as `Rewrite` records (explain)."""
+    out = [Rewrite(names, i, v, describe(d.key, v), describe(key, i)) for i, (v, names) in sorted(d.replaced.items())]
+    shown = {v for v, _ in d.replaced.values()}
+    out += [Rewrite(names, None, v, describe(d.key, v)) for v, names in sorted(d.rewrites.items()) if v not in shown]
+    return out
+
+
+def describe(key: GraphKey, i: int, depth: int = 2) -> str:
+    """Node i of `key` as a short expression: `MATMUL(%0, MATMUL(%1, %4))`, sources
+    shown `depth` levels deep (deeper ones, inputs and constants by number)."""
+    n = key.nodes[i]
+    if n.op is Ops.BUFFER:
+        return f"in{n.arg[0]}{list(n.shape)}"
+    if n.op is Ops.CONST:
+        return repr(n.arg)
+    arg = "" if n.arg is None or n.op is Ops.MATMUL else f"[{n.arg}]"
+    if depth <= 0:
+        return f"%{i}"
+    srcs = ", ".join(describe(key, s, depth - 1) for s in n.src)
+    return f"{n.op.value.lower()}{arg}({srcs}){list(n.shape)}"
 
 
 # ----------------------------------------------------------------------------- regions
@@ -236,8 +298,10 @@ def _search_regions(key: GraphKey, model, mach, lim: SearchLimits, rulesets, t0:
             if slot < n_in:
                 continue
             d = slot - n_in
-            node = r.decoded_to_key.get(d, d) if r.decoded is not None else d
-            if node in back:
+            # a value the algebra made has no node in the region's graph: the region's
+            # boundaries are kept, its rewrites are not (the whole graph is lowered as written)
+            node = r.decoded_to_key.get(d) if r.decoded is not None else d
+            if node is not None and node in back:
                 m.add(back[node])
     pb.close()
     plan = lower(key, m, planner="search")

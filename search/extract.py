@@ -32,7 +32,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from svod.costing import CostModel, Machine, fewer_kernels_on_ties
-from svod.ir import Ops
+from svod.ir import Ops, _infer_shape
 from svod.kernel import Plan
 from svod.key import GraphKey, KeyNode
 from svod.lower import candidates, greedy_boundaries, initial_materialized, lower, subsets
@@ -98,10 +98,23 @@ class _EG:
         return self.nodes[nid]["op"]
 
 
-def _costs(eg: _EG):
-    """Fewest-ops cost per class and its representative node (worklist to a fixpoint)."""
+def _body_classes(eg: _EG) -> dict[int, str]:
+    """Per original node: the class of its `(Body i)` handle (its own expression)."""
+    return {int(eg.prim(n["children"][0])): n["eclass"] for n in eg.nodes.values() if n["op"] == "Body"}
+
+
+# the price of a rewritten e-node in the fewest-ops choice of representatives: on a tie,
+# the program as written wins (the extraction then prices the rewrites with the cost model)
+NEW_NODE = 1e-3
+
+
+def _costs(eg: _EG, body: dict[int, str] | None = None):
+    """Fewest-ops cost per class and its representative node (worklist to a fixpoint).
+    An E-node outside its template's own class (made by a rewrite) costs `NEW_NODE`
+    more, so ties keep the program as written."""
     cost: dict[str, float] = defaultdict(lambda: INF)
     rep: dict[str, str] = {}
+    body = body if body is not None else _body_classes(eg)
 
     def node_cost(nid: str) -> float:
         op = eg.op(nid)
@@ -115,7 +128,8 @@ def _costs(eg: _EG):
         if op == "Cons":
             return cost[eg.cls(kids[0])] + cost[eg.cls(kids[1])]
         if op == "E":
-            return 1.0 + cost[eg.cls(kids[2])]
+            own = body.get(int(eg.prim(kids[1]))) == eg.cls(nid)
+            return (1.0 if own else 1.0 + NEW_NODE) + cost[eg.cls(kids[2])]
         return 0.0  # primitives and relation facts
 
     work = list(eg.nodes)
@@ -148,14 +162,24 @@ def _list_items(eg: _EG, rep: dict, fl_class: str) -> list[str]:
         c = t
 
 
+class Cycle(Exception):
+    """A choice of representatives that makes a value depend on itself."""
+
+
 class _Decoder:
-    def __init__(self, eg: _EG, key: GraphKey, rep: dict):
+    def __init__(self, eg: _EG, key: GraphKey, rep: dict, body: dict[int, str] | None = None,
+                 base: dict | None = None):
         self.eg, self.key, self.rep = eg, key, rep
+        # the fewest-ops representatives: an E-node chosen in a class it is itself an
+        # operand of (`x * 1` in the class of `x`) reads that operand as ("base", class)
+        self.base = base if base is not None else rep
+        self.body = body if body is not None else _body_classes(eg)
         self.nodes: list[KeyNode] = []
         self.index: dict[bytes, int] = {}  # by encoding: KeyNode equality has 0.0 == -0.0
         self.value: dict[str, int] = {}  # class -> decoded node index
         self.leaf_of = {n.arg[0]: i for i, n in enumerate(key.nodes) if n.op is Ops.BUFFER}
         self.orig_of: dict[int, int] = {}  # decoded node -> original node id
+        self.made: dict[int, str] = {}  # decoded node -> the class it decodes (E-classes)
 
     def add(self, n: KeyNode, orig: int | None = None) -> int:
         k = n.encode()
@@ -167,19 +191,25 @@ class _Decoder:
         return self.index[k]
 
     def decode(self, cls: str) -> int:
-        """The decoded node of an F- or T-class (iterative post-order)."""
+        """The decoded node of an F- or T-class (iterative post-order); raises `Cycle`
+        when the representatives make a value its own operand."""
         stack = [(cls, False)]
+        pending: set[str] = set()
         while stack:
             c, ready = stack.pop()
             if c in self.value:
                 continue
-            nid = self.rep[c]
+            if not ready and c in pending:
+                raise Cycle(c)
+            nid = self.base[c[1]] if isinstance(c, tuple) else self.rep[c]
             op = self.eg.op(nid)
-            deps = self._deps(nid, op)
+            deps = self._deps(nid, op, c)
             if not ready:
+                pending.add(c)
                 stack.append((c, True))
                 stack.extend((d, False) for d in deps if d not in self.value)
                 continue
+            pending.discard(c)
             if op in ("Kernel", "Load"):
                 self.value[c] = self.value[deps[0]]
             elif op == "Input":
@@ -188,19 +218,48 @@ class _Decoder:
                 self.value[c] = self.add(self.key.nodes[i], i)
             elif op == "E":
                 i = int(self.eg.prim(self.eg.nodes[nid]["children"][1]))
-                o = self.key.nodes[i]
                 src = tuple(self.value[d] for d in deps)
-                self.value[c] = self.add(KeyNode(o.op, o.dtype, src, o.arg, o.shape), i)
+                node = self._node(i, src)
+                cc = c[1] if isinstance(c, tuple) else c
+                own = self.body.get(i) == cc
+                self.value[c] = self.add(node, i if own else None)
+                self.made.setdefault(self.value[c], cc)
             else:
                 raise AssertionError(f"decode: unexpected e-node {op}")
         return self.value[cls]
 
-    def _deps(self, nid: str, op: str) -> list[str]:
+    def _node(self, i: int, src: tuple[int, ...]) -> KeyNode:
+        """Template node i's operation on decoded sources `src`: the template's own node
+        when the sources have its operands' shapes and dtypes, else a new node whose shape
+        and dtype follow from the sources (a node made by a rewrite)."""
+        o = self.key.nodes[i]
+        ins = [self.nodes[s] for s in src]
+        if all(a.shape == self.key.nodes[b].shape and a.dtype == self.key.nodes[b].dtype
+               for a, b in zip(ins, o.src)) and len(ins) == len(o.src):
+            return KeyNode(o.op, o.dtype, src, o.arg, o.shape)
+        if o.op is Ops.MATMUL and (len(ins) != 2 or ins[0].dtype != ins[1].dtype):
+            raise Cycle(f"decode: a rewritten matmul of {[n.dtype for n in ins]}")
+        if o.op in (Ops.PERMUTE, Ops.RESHAPE, Ops.EXPAND):
+            dtype = ins[0].dtype
+        elif ins and any(n.dtype != self.key.nodes[b].dtype for n, b in zip(ins, o.src)):
+            raise Cycle(f"decode: a rewritten {o.op.value} of other dtypes")
+        else:
+            dtype = o.dtype
+        try:
+            shape = _infer_shape(o.op, tuple(ins), o.arg)
+        except AssertionError as e:  # a rule made an ill-shaped term: not a program
+            raise Cycle(f"decode: {e}") from None
+        return KeyNode(o.op, dtype, src, o.arg, shape)
+
+    def _deps(self, nid: str, op: str, c=None) -> list:
         kids = self.eg.child_classes(nid)
         if op in ("Kernel", "Load"):
             return [kids[0]]
         if op == "E":
-            return _list_items(self.eg, self.rep, kids[2])
+            items = _list_items(self.eg, self.rep, kids[2])
+            if isinstance(c, str) and self.rep.get(c) != self.base.get(c):
+                items = [("base", d) if d == c else d for d in items]
+            return items
         return []
 
 
@@ -209,36 +268,150 @@ def _tensor_classes(eg: _EG) -> dict[int, str]:
     return {int(eg.prim(n["children"][0])): n["eclass"] for n in eg.nodes.values() if n["op"] == "Node"}
 
 
-def decode(js: dict, key: GraphKey):
-    """(decoded GraphKey, fusible edges, decoded->original node map) from serialised JSON."""
-    eg = _EG(js)
-    _, rep = _costs(eg)
-    dec = _Decoder(eg, key, rep)
-    t_of = _tensor_classes(eg)
-    outs: list[int] = []
-    for o in key.outputs:
-        v = dec.decode(t_of[o])
-        if dec.nodes[v].op is Ops.BUFFER or v in outs:
-            # an output that simplified to an input (or to another output): copy it
-            n = dec.nodes[v]
-            v = dec.add(KeyNode(Ops.CONTIGUOUS, n.dtype, (v,), None, n.shape))
-        outs.append(v)
-    decoded = GraphKey(tuple(dec.nodes), tuple(outs))
-    # a fusible edge: the consumer's class has a variant whose source there is the
-    # producer's body (an E-class), not a Load of it
-    fusible: set[tuple[int, int]] = set()
-    for c, nid in rep.items():
-        if eg.op(nid) != "E" or c not in dec.value:
-            continue
-        u = dec.value[c]
-        for alt in eg.classes[c]:
-            if eg.op(alt) != "E":
+@dataclass
+class Decoded:
+    """One program read back from the e-graph: its GraphKey, fusible edges, decoded node
+    -> original node, and the rewrites it uses (decoded node -> rule sets)."""
+
+    key: GraphKey
+    fusible: set
+    orig_of: dict
+    rewrites: dict = field(default_factory=dict)
+    choice: dict = field(default_factory=dict)  # class -> e-node overriding the fewest-ops representative
+    classes: tuple = ()  # the E-classes the program computes (where another choice may apply)
+    replaced: dict = field(default_factory=dict)  # original node -> (decoded node, rule sets) where rewritten
+
+
+class Program:
+    """The saturated e-graph of one search, ready to decode programs: the fewest-ops one
+    (`decode()`), or one with other representatives in some classes (`decode(choice)`)."""
+
+    def __init__(self, js: dict, key: GraphKey):
+        self.eg = eg = _EG(js)
+        self.key = key
+        self.body = _body_classes(eg)
+        self.cost, self.rep = _costs(eg, self.body)
+        self.t_of = _tensor_classes(eg)
+        self.marks: dict[str, set[str]] = defaultdict(set)  # class -> rule sets that rewrote it
+        for n in eg.nodes.values():
+            if n["op"] == "Rewritten":
+                c, name = n["children"]
+                self.marks[eg.cls(c)].add(eg.prim(name).strip('"'))
+
+    def reps(self, choice: dict | None) -> tuple[dict, dict]:
+        """(representatives, representatives of self-operands) under `choice`: class ->
+        e-node, or (e-node, e-node of its operand in its own class) for an e-node that
+        reads its own class (`x * 1` chosen in the class of `x`, over a rewritten `x`)."""
+        if not choice:
+            return self.rep, self.rep
+        rep, base = dict(self.rep), dict(self.rep)
+        for c, v in choice.items():
+            if isinstance(v, tuple):
+                rep[c], base[c] = v
+            else:
+                rep[c] = v
+        return rep, base
+
+    def self_operand(self, nid: str) -> bool:
+        """Whether E-node `nid` reads its own class (directly)."""
+        c = self.eg.cls(nid)
+        return c in _list_items(self.eg, self.rep, self.eg.child_classes(nid)[2])
+
+    def alternatives(self, cls: str, rep: dict) -> list[str]:
+        """The E-nodes of `cls` that decode to a different program from `rep`'s choice
+        there (fusion variants of one node are one program), each with finite cost."""
+        eg = self.eg
+        seen: dict[tuple, str] = {}
+        for nid in eg.classes[cls]:
+            if eg.op(nid) != "E":
                 continue
-            for cls in _list_items(eg, rep, eg.child_classes(alt)[2]):
-                r = rep.get(cls)
-                if r is not None and eg.op(r) == "E" and cls in dec.value:
-                    fusible.add((u, dec.value[cls]))
-    return decoded, fusible, dec.orig_of
+            kids = eg.child_classes(nid)
+            if any(self.cost[c] == INF for c in _list_items(eg, rep, kids[2]) if c != cls):
+                continue
+            sig = (eg.prim(eg.nodes[nid]["children"][0]), eg.prim(eg.nodes[nid]["children"][1]),
+                   tuple(self._value_class(c, rep) for c in _list_items(eg, rep, kids[2])))
+            seen.setdefault(sig, nid)
+        cur = rep.get(cls)
+        if cur is None:
+            return []
+        if eg.op(cur) != "E":  # a value a rewrite made equal to another one: each E-node is another program
+            return list(seen.values())
+        kids = eg.child_classes(cur)
+        mine = (eg.prim(eg.nodes[cur]["children"][0]), eg.prim(eg.nodes[cur]["children"][1]),
+                tuple(self._value_class(c, rep) for c in _list_items(eg, rep, kids[2])))
+        return [nid for sig, nid in seen.items() if sig != mine]
+
+    def _value_class(self, c: str, rep: dict) -> str:
+        """The class whose expression an F- or T-class computes (through Load/Kernel)."""
+        for _ in range(64):
+            nid = rep.get(c)
+            if nid is None or self.eg.op(nid) not in ("Load", "Kernel"):
+                return c
+            c = self.eg.child_classes(nid)[0]
+        return c
+
+    def decode(self, choice: dict | None = None) -> Decoded:
+        """The program with `choice`'s representatives (class -> E-node) where given;
+        raises `Cycle` when they make a value its own operand."""
+        eg, key = self.eg, self.key
+        rep, base = self.reps(choice)
+        dec = _Decoder(eg, key, rep, self.body, base)
+        outs: list[int] = []
+        for o in key.outputs:
+            v = dec.decode(self.t_of[o])
+            if dec.nodes[v].op is Ops.BUFFER or v in outs:
+                # an output that simplified to an input (or to another output): copy it
+                n = dec.nodes[v]
+                v = dec.add(KeyNode(Ops.CONTIGUOUS, n.dtype, (v,), None, n.shape))
+            outs.append(v)
+        decoded = GraphKey(tuple(dec.nodes), tuple(outs))
+        # a fusible edge: the consumer's class has a variant whose source there is the
+        # producer's body (an E-class), not a Load of it
+        fusible: set[tuple[int, int]] = set()
+        for kc, u in dec.value.items():
+            c = kc[1] if isinstance(kc, tuple) else kc
+            nid = base.get(c) if isinstance(kc, tuple) else rep.get(c)
+            if nid is None or eg.op(nid) != "E":
+                continue
+            for alt in eg.classes[c]:
+                if eg.op(alt) != "E":
+                    continue
+                for cls in _list_items(eg, rep, eg.child_classes(alt)[2]):
+                    k, r = cls, rep.get(cls)
+                    if cls == c and ("base", c) in dec.value:  # the self-operand: read as the class's base
+                        k, r = ("base", c), base.get(c)
+                    if r is not None and eg.op(r) == "E" and k in dec.value and dec.value[k] != u:
+                        fusible.add((u, dec.value[k]))
+        # the rewrites the program uses: original nodes computed another way (or by another
+        # node), and values no original node computes, with the rule sets that made them
+        rewrites: dict[int, tuple[str, ...]] = {}
+        replaced: dict[int, tuple[int, tuple[str, ...]]] = {}
+        back = {o: v for v, o in dec.orig_of.items()}
+        for i, bc in self.body.items():
+            v = dec.value.get(bc)
+            if v is None:
+                continue
+            names = tuple(sorted(self.marks.get(bc, ()))) or ("rewrite",)
+            j = dec.orig_of.get(v)
+            if j is not None and j != i and self.body.get(j) == bc:
+                continue  # i's value is computed as written by node j (an exact identity made them one class)
+            if j != i:
+                replaced[i] = (v, names)
+            elif dec.nodes[v].src != tuple(back.get(s, -1) for s in key.nodes[i].src):
+                replaced[i] = (v, names)
+        for v, c in dec.made.items():
+            if v not in dec.orig_of:
+                rewrites[v] = tuple(sorted(self.marks.get(c, ()))) or ("rewrite",)
+        classes = tuple(sorted(c for c in dec.value if isinstance(c, str) and c in rep and
+                               any(eg.op(m) == "E" for m in eg.classes[c])))
+        return Decoded(decoded, fusible, dec.orig_of, rewrites, dict(choice or {}), classes, replaced)
+
+
+def decode(js: dict, key: GraphKey):
+    """(decoded GraphKey, fusible edges, decoded->original node map) from serialised JSON:
+    the fewest-ops program (the program as written on ties)."""
+    d = Program(js, key).decode()
+    return d.key, d.fusible, d.orig_of
 
 
 # ----------------------------------------------------------------------------- choose
@@ -257,6 +430,104 @@ def boundaries(key: GraphKey, fusible: set[tuple[int, int]]) -> tuple[set[int], 
         else:
             fixed.add(i)
     return fixed, free
+
+
+def _pricer(model: CostModel, machine: Machine):
+    """plan -> predicted seconds, as `choose` prices (kernels priced once per content)."""
+    prices: dict[str, float] = {}  # kernel content key -> predicted seconds (models without price_plan)
+    in_plan = getattr(model, "price_plan", None)
+
+    def price(plan: Plan) -> float:
+        if in_plan is not None:  # kernels priced in their plan's context (svod.costing.plan_prices)
+            return sum(p.seconds for p in in_plan(plan, machine))
+        todo = [k for k in plan.kernels if k.key() not in prices]
+        for k, p in zip(todo, model.price_batch(todo, machine)):
+            prices[k.key()] = p.seconds
+        return sum(prices[k.key()] for k in plan.kernels)
+
+    return price
+
+
+@dataclass
+class Exploration:
+    """The algebraic choice: the programs the e-graph holds, tried by the cost model."""
+
+    base: Decoded  # the fewest-ops program (the program as written on ties)
+    best: Decoded  # the cheapest program found (priced with greedy boundaries)
+    tried: int = 0  # programs decoded and priced
+    alternatives: int = 0  # classes of the base program with another program
+    seconds: float = 0.0
+    stop_reason: str = "complete"
+
+
+def explore(prog, model: CostModel, machine: Machine, *, deadline: float = INF, max_tries: int = 256,
+            exact_limit: int = 6) -> Exploration:
+    """Choose among the programs of the e-graph `prog` (a `Program`), best first: from
+    the fewest-ops program, the cheapest program found so far is expanded by switching
+    one of its e-classes to another of its e-nodes (each distinct program priced once).
+    A program with at most `exact_limit` free boundary choices is priced by its optimal
+    cover (`choose`, exact), a bigger one by its greedy kernel boundaries. Exhaustive
+    when the e-graph holds fewer than `max_tries` programs reachable that way and time
+    allows (small graphs); else bounded by `max_tries` and `deadline`. Choices that make
+    a cycle are skipped (the programs are acyclic by construction)."""
+    import heapq
+
+    t0 = time.perf_counter()
+    base = prog.decode()
+    ex = Exploration(base, base)
+    ex.alternatives = sum(1 for c in base.classes if prog.alternatives(c, prog.rep))
+    if not ex.alternatives:
+        ex.seconds = time.perf_counter() - t0
+        return ex
+    price = _pricer(model, machine)
+
+    def cost(d: Decoded) -> float:
+        fixed, free = boundaries(d.key, d.fusible)
+        if len(free) <= exact_limit:
+            e = choose(d.key, d.fusible, model, machine, exact_limit=exact_limit, deadline=deadline)
+            return e.best.seconds if e.variants else INF
+        try:
+            plan = lower(d.key, fixed | (greedy_boundaries(d.key) & set(free)), planner="search")
+        except Exception:  # noqa: BLE001 - a program that cannot be lowered is not a candidate
+            return INF
+        return price(plan)
+
+    best_cost = cost(base)
+    ex.tried = 1
+    seen = {base.key.hash}
+    heap = [(best_cost, 0, base)]
+    n = 0
+    while heap and ex.stop_reason == "complete":
+        _, _, d = heapq.heappop(heap)
+        rep, _ = prog.reps(d.choice)
+        for c in d.classes:
+            alts: list = prog.alternatives(c, rep)
+            cur = d.choice.get(c)
+            outer = cur[0] if isinstance(cur, tuple) else cur
+            if outer is not None and prog.self_operand(outer):  # and what its self-operand reads
+                alts = alts + [(outer, a) for a in prog.eg.classes[c]
+                               if prog.eg.op(a) == "E" and not prog.self_operand(a)]
+            for alt in alts:
+                if ex.tried >= max_tries or time.perf_counter() > deadline:
+                    ex.stop_reason = "time limit" if ex.tried < max_tries else "try limit"
+                    break
+                try:
+                    new = prog.decode({**d.choice, c: alt})
+                except Cycle:
+                    continue
+                if new.key.hash in seen:
+                    continue
+                seen.add(new.key.hash)
+                ex.tried += 1
+                v = cost(new)
+                if v < best_cost * (1 - 1e-9):
+                    ex.best, best_cost = new, v
+                n += 1
+                heapq.heappush(heap, (v, n, new))
+            if ex.stop_reason != "complete":
+                break
+    ex.seconds = time.perf_counter() - t0
+    return ex
 
 
 def choose(key: GraphKey, fusible: set[tuple[int, int]], model: CostModel, machine: Machine, *, k: int = 1,

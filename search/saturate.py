@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from egglog import bindings
 
 from search import rules
-from search.language import DECLARATIONS, flist
+from search.language import DECLARATIONS, HANDLES, flist, swaps_last
+from search.language import const_kind as _const_kind
 from svod.config import SearchLimits
 from svod.ir import Ops
 from svod.key import GraphKey
@@ -39,25 +40,18 @@ class SaturationReport:
     encode_seconds: float
     rulesets: tuple[str, ...] = ()
     sizes: list[int] = field(default_factory=list)  # e-nodes after each iteration
+    added: dict[str, int] = field(default_factory=dict)  # rule set -> e-nodes it added (all iterations)
+
+    @property
+    def fired(self) -> tuple[str, ...]:
+        """The rule sets that added e-nodes."""
+        return tuple(n for n in self.rulesets if self.added.get(n, 0) > 0)
 
     def __str__(self) -> str:
+        fired = ", ".join(f"{n} +{self.added[n]}" for n in self.fired) or "none"
         return (f"saturation: {self.stop_reason} after {self.iterations} iteration(s), {self.enodes} e-nodes, "
                 f"{self.seconds * 1e3:.1f} ms (+{self.encode_seconds * 1e3:.1f} ms encode); "
-                f"rule sets: {', '.join(self.rulesets)}")
-
-
-def _const_kind(key: GraphKey, i: int) -> str | None:
-    """'one', '+zero' or '-zero' when node i is a (broadcast) constant of that value."""
-    n = key.nodes[i]
-    while n.op in (Ops.RESHAPE, Ops.EXPAND):
-        n = key.nodes[n.src[0]]
-    if n.op is not Ops.CONST or isinstance(n.arg, bool):
-        return None
-    if n.arg == 1:
-        return "one"
-    if n.arg == 0:
-        return "-zero" if isinstance(n.arg, float) and str(n.arg) == "-0.0" else "+zero"
-    return None
+                f"rule sets: {', '.join(self.rulesets)}; fired (e-nodes added): {fired}")
 
 
 @dataclass
@@ -125,6 +119,18 @@ def encode(key: GraphKey, rulesets=rules.DEFAULT, egraph=None) -> Encoded:
         body = f'(E "{n.op.value}" {i} {flist([f"(Load (Node {s}))" for s in n.src])})'
         actions.append(f"(union (Body {i}) {body})")
         actions.append(f"(union (Node {i}) (Kernel (Body {i})))")
+        if n.op is Ops.PERMUTE:
+            inv = [0] * len(n.arg)
+            for j, a in enumerate(n.arg):
+                inv[a] = j
+            actions.append(f'(PermIs {i} "{",".join(map(str, n.arg))}")')
+            actions.append(f'(PermInvIs {i} "{",".join(map(str, inv))}")')
+            if swaps_last(n.arg):
+                actions.append(f"(SwapLast {i})")
+        if n.op is Ops.REDUCE and n.arg[0] == "sum" and n.dtype.is_float:
+            x = key.nodes[n.src[0]]
+            if x.dtype == n.dtype:
+                actions.append(f'(SumIs {i} "{n.arg[1]}|{x.shape}|{n.dtype}")')
         kind = _const_kind(key, i)
         if kind is not None:
             actions.append(f'(ConstIs (Body {i}) "{kind}")')
@@ -142,16 +148,30 @@ def encode(key: GraphKey, rulesets=rules.DEFAULT, egraph=None) -> Encoded:
 def saturate(enc: Encoded, limits: SearchLimits, encode_seconds: float = 0.0, on_iteration=None) -> SaturationReport:
     """Run the rule sets one iteration at a time until nothing changes or a limit hits;
     `on_iteration(enc)` is called after each (the viewer serialises the e-graph there)."""
-    step = enc.egraph.parse_program(rules.schedule(enc.rulesets))
+    # one iteration = each rule set once, in order (as one `run-schedule` of them all), with
+    # the e-graph's size after each: one call into egglog per iteration
+    text = "\n".join(f"{rules.schedule((n,))}\n(print-size)" for n in enc.rulesets)
+    step = enc.egraph.parse_program(text)
     t0 = time.perf_counter()
     sizes: list[int] = []
+    added = {n: 0 for n in enc.rulesets}
     reason = "iteration limit"
     it = 0
+    size = enc.size()
     while it < limits.iterations:
-        out = enc.egraph.run_program(*step)
+        updated = False
+        j = 0  # the rule set whose run and size the outputs give next
+        for o in enc.egraph.run_program(*step):
+            rep = getattr(o, "report", None)
+            if rep is not None:
+                updated |= bool(rep.updated)
+            elif getattr(o, "sizes", None) is not None and j < len(enc.rulesets):
+                new = sum(k for name, k in o.sizes if name not in HANDLES)
+                added[enc.rulesets[j]] += new - size
+                size = new
+                j += 1
         it += 1
-        updated = any(getattr(o, "report", None) is not None and o.report.updated for o in out)
-        sizes.append(enc.size())
+        sizes.append(size)
         if on_iteration is not None:
             on_iteration(enc)
         if not updated:
@@ -164,4 +184,4 @@ def saturate(enc: Encoded, limits: SearchLimits, encode_seconds: float = 0.0, on
             reason = "time limit"
             break
     return SaturationReport(reason, it, sizes[-1] if sizes else enc.size(), time.perf_counter() - t0,
-                            encode_seconds, enc.rulesets, sizes)
+                            encode_seconds, enc.rulesets, sizes, added)

@@ -9,6 +9,7 @@
 | `SVOD_SEARCH_MAX_NODES` | 20000 | graphs bigger than this use the greedy planner |
 | `SVOD_SEARCH_EXACT` | 6 | exact extraction up to this many free boundary choices |
 | `SVOD_SEARCH` | 1 | 0: always use the greedy planner |
+| `SVOD_ALGEBRA` | reassoc | `exact`: only bit-identical rewrites (docs/algebra.md) |
 
 `SVOD_PENDING_DEPTH` (default 256; `svod.tensor.PENDING_DEPTH`) bounds the lazy graph
 itself: a pending graph deeper than that is realized before it grows further (see
@@ -37,6 +38,7 @@ class SearchLimits:
     region_nodes: int = 400
     exact: int = 6
     enabled: bool = True
+    algebra: str = "reassoc"  # "reassoc" | "exact": which algebra rule sets run (docs/algebra.md)
 
 
 def _from_env() -> SearchLimits:
@@ -49,6 +51,7 @@ def _from_env() -> SearchLimits:
         region_nodes=int(e("SVOD_SEARCH_REGION_NODES", 400)),
         exact=int(e("SVOD_SEARCH_EXACT", 6)),
         enabled=e("SVOD_SEARCH", "1") not in ("0", "false", "False"),
+        algebra=e("SVOD_ALGEBRA", "reassoc"),
     )
 
 
@@ -74,6 +77,8 @@ class search_limits(contextlib.AbstractContextManager):
         if unknown:
             raise TypeError(f"search_limits: unknown limit(s) {sorted(unknown)}; "
                             f"known: {sorted(SearchLimits.__dataclass_fields__)}")
+        if changes.get("algebra", "reassoc") not in ("reassoc", "exact"):
+            raise ValueError(f"search_limits: algebra must be 'reassoc' or 'exact', got {changes['algebra']!r}")
         self._prev = _global
         self.value = replace(limits(), **changes)
         _global = self.value

@@ -122,6 +122,12 @@ class Explanation:
             lines.append(f"{k.name:<12} {p.seconds * 1e6:>10.2f}us {p.threads:>7}  {bufs or '-'}")
         return "\n".join(lines)
 
+    @property
+    def rewrites(self) -> list:
+        """The algebraic rewrites the chosen program uses (`search.Rewrite`: which rule
+        sets turned which node into what; docs/algebra.md)."""
+        return list(getattr(self.report, "rewrites", None) or [])
+
     def __str__(self) -> str:
         where = f"{self.source}{f' ({self.detail})' if self.detail else ''}"
         shapes = f"shapes: {self.shapes}\n" if self.shapes else ""

@@ -260,11 +260,21 @@ def _search_plan(key: GraphKey, lim, model, k: int, keep_egraph: bool):
 
 # ----------------------------------------------------------------------------- persistence
 
-PLAN_FORMAT = 1  # bump when the JSON form of plans changes (provisional plans add "provisional" and "key")
+# bump when the JSON form of plans changes (provisional plans add "provisional" and "key"),
+# or what a search may choose (2: algebraic rewrites, docs/algebra.md)
+PLAN_FORMAT = 2
+
+
+def algebra_mode() -> str:
+    """The algebra mode in force ("reassoc" or "exact": `svod.search_limits(algebra=)`,
+    `SVOD_ALGEBRA`); a plan is made for one mode and used only in it."""
+    from svod.config import limits
+
+    return getattr(limits(), "algebra", "reassoc")
 
 
 def plan_store_key(key: GraphKey) -> str:
-    return f"{key.hash}:{PLAN_FORMAT}:{plan_generation()}"
+    return f"{key.hash}:{PLAN_FORMAT}:{plan_generation()}:{algebra_mode()}"
 
 
 def _tuned(key: GraphKey) -> Executable | None:
@@ -317,7 +327,7 @@ def provisional_keys() -> list[GraphKey]:
     from svod.store import default_store
 
     st = default_store()
-    suffix = f":{PLAN_FORMAT}:{plan_generation()}"
+    suffix = f":{PLAN_FORMAT}:{plan_generation()}:{algebra_mode()}"
     out = []
     for name in st.keys("plans"):
         if not name.endswith(suffix):
@@ -341,6 +351,9 @@ def decide(key: GraphKey, *, k: int = 1, keep_egraph: bool = False) -> Decision:
     next call — realize's, explain's, tune's — gets the same Executable. `k` and
     `keep_egraph` go to the search when it runs (explain: variants and the e-graph)."""
     exe = PLAN_CACHE.get(key)
+    mode = algebra_mode()
+    if exe is not None and getattr(exe, "algebra", "reassoc") != mode:
+        exe = None  # planned in the other algebra mode: plan again (the cache keeps the newer)
     if exe is not None:
         bump("graph_cache_hits")
         origin = getattr(exe, "origin", "")
@@ -358,6 +371,7 @@ def decide(key: GraphKey, *, k: int = 1, keep_egraph: bool = False) -> Decision:
         exe, source, detail, result = search_plan(key, k=k, keep_egraph=keep_egraph)
         _save(key, exe)
     exe.origin = source
+    exe.algebra = mode
     PLAN_CACHE.put(key, exe)
     if _debug():
         debug_log(f"svod plan {key.hash[:12]}: {source}{f' ({detail})' if detail else ''}")
@@ -378,5 +392,6 @@ def research(key: GraphKey, *, seconds: float | None = None) -> Decision:
     exe, source, detail, result = search_plan(key, limits=lim)
     _save(key, exe)
     exe.origin = source
+    exe.algebra = algebra_mode()
     PLAN_CACHE.put(key, exe)
     return Decision(exe, source, detail, result)

@@ -87,9 +87,13 @@ def egraph_to_networkx(egraph: dict, key: GraphKey | None = None) -> nx.DiGraph:
 
     g = nx.DiGraph()
     key_nodes: dict[str, list[int]] = defaultdict(list)
+    rewritten: dict[str, set[str]] = defaultdict(set)  # class -> the algebra rule sets that rewrote it
     for n in nodes.values():
         if n["op"] == "Node":
             key_nodes[n["eclass"]].append(int(nodes[n["children"][0]]["op"]))
+        elif n["op"] == "Rewritten":
+            c, name = n["children"]
+            rewritten[nodes[c]["eclass"]].add(_strip(nodes[name]["op"]))
     for nid, n in nodes.items():
         op = n["op"]
         if op not in _DRAWN:
@@ -114,6 +118,9 @@ def egraph_to_networkx(egraph: dict, key: GraphKey | None = None) -> nx.DiGraph:
             g.add_edge(nid, c, rel="child")
     for c in [c for c, d in g.nodes(data=True) if "kind" not in d]:  # a child class with no drawn e-node
         g.nodes[c].update(kind="eclass", sort=c.split("-")[0], members=[], key_nodes=key_nodes.get(c, []))
+    for c, d in g.nodes(data=True):
+        if d.get("kind") == "eclass":
+            d["rewritten"] = tuple(sorted(rewritten.get(c, ())))
     _mark_constants(g)
     _titles(g, key)
     return g
@@ -193,7 +200,8 @@ def _titles(g: nx.DiGraph, key: GraphKey | None = None) -> None:
 
 def egraph_dot(egraph: dict, chosen: Iterable[int] = (), *, max_nodes: int = 400, fold_constants: bool = True,
                key: GraphKey | None = None) -> str:
-    """The e-graph as DOT text: a dashed cluster per e-class (red, solid: a `T`-class of
+    """The e-graph as DOT text: a dashed cluster per e-class (green, labelled with the rule
+    sets: an F-class an algebra rewrite added to; red, solid: a `T`-class of
     a node in `chosen`), its e-nodes inside labelled by their `title`, an edge from each
     e-node to the first e-node of each child class (inputs at the bottom)."""
     g = egraph_to_networkx(egraph, key)
@@ -209,8 +217,9 @@ def egraph_dot(egraph: dict, chosen: Iterable[int] = (), *, max_nodes: int = 400
             break
         hot = bool(set(d["key_nodes"]) & chosen)
         style = 'style=solid; color="#d62728"; penwidth=2' if hot else "style=dashed; color=gray"
-        fill = "#dbe9f6" if d["sort"] == "T" else "#fff5cc"
-        out.append(f'  subgraph cluster_{ci} {{ {style}; bgcolor="{fill}"; label="{c}";')
+        fill = "#dbe9f6" if d["sort"] == "T" else ("#d8f0d0" if d.get("rewritten") else "#fff5cc")
+        label = f"{c} rewritten: {', '.join(d['rewritten'])}" if d.get("rewritten") else c
+        out.append(f'  subgraph cluster_{ci} {{ {style}; bgcolor="{fill}"; label="{label}";')
         for m in members:
             ids[m] = f"n{len(ids)}"
             out.append(f'    {ids[m]} [label="{g.nodes[m]["title"]}"];')
@@ -405,7 +414,8 @@ def draw_egraph(egraph: dict, *, chosen: Iterable[int] = (), ax=None, title: str
         ax.add_patch(FancyBboxPatch((min(x0, x1), min(y0, y1)), abs(x1 - x0), abs(y1 - y0), boxstyle="round,pad=0.02",
                                     linestyle="-" if hot else "--", linewidth=2.2 if hot else 0.8,
                                     edgecolor="#d62728" if hot else "#777777",
-                                    facecolor="#dbe9f6" if g.nodes[c]["sort"] == "T" else "#fff5cc", zorder=1))
+                                    facecolor="#dbe9f6" if g.nodes[c]["sort"] == "T" else
+                                    ("#d8f0d0" if g.nodes[c].get("rewritten") else "#fff5cc"), zorder=1))
     for c in classes:
         for m in g.nodes[c]["members"]:
             d = g.nodes[m]
@@ -432,7 +442,8 @@ def draw_egraph(egraph: dict, *, chosen: Iterable[int] = (), ax=None, title: str
     ax.axis("off")
     n_enodes = sum(len(g.nodes[c]["members"]) for c in classes)
     ax.set_title(title or f"e-graph: {len(classes)} e-classes, {n_enodes} e-nodes\n"
-                          "blue: tensor (T), yellow: expression (F), red: chosen boundary", fontsize=9)
+                          "blue: tensor (T), yellow: expression (F), green: rewritten by algebra, "
+                          "red: chosen boundary", fontsize=9)
     return fig
 
 
