@@ -393,6 +393,14 @@ def boundaries(key: GraphKey, plan: Plan, *, model=None, machine=None, report=No
     return out
 
 
+def _chosen_program(e, key: GraphKey):
+    """The explanation's chosen program (`search.extract.Decoded`) when it is the graph
+    `key` the plan was made on: after a rewrite won, the program as written (the e-graph's
+    fewest-ops decoding) is another graph, whose edges and node map do not apply."""
+    program = getattr(e, "program", None)
+    return program if program is not None and getattr(program, "key", None) == key else None
+
+
 def why_not_fused(explanation) -> list[Boundary]:
     """`boundaries` of a `svod.Explanation`'s chosen plan, with node labels of the
     graph the user wrote (the search plans a decoded copy; sources map back)."""
@@ -405,15 +413,21 @@ def why_not_fused(explanation) -> list[Boundary]:
     ext = getattr(report, "extraction", None)
     key = ext.key if ext is not None and materialized(ext.key, chosen) is not None else e.key
     fusible = None
-    if e.egraph_json and key is not e.key:
+    program = _chosen_program(e, key)
+    if program is not None:
+        fusible = program.fusible
+    elif e.egraph_json and key is not e.key:
         from search.extract import decode
 
         _, fusible, _ = decode(e.egraph_json, e.key)
     sources = getattr(e, "sources", None) or {}
     if sources and key is not e.key:
-        from svod.viz import match_nodes
+        if program is not None:
+            back = dict(program.orig_of)
+        else:
+            from svod.viz import match_nodes
 
-        back = match_nodes(key, e.key)
+            back = match_nodes(key, e.key)
         sources = {d: sources[o] for d, o in back.items() if o in sources}
     rulesets = getattr(getattr(report, "saturation", None), "rulesets", None) or None
     return boundaries(key, chosen, model=e.cost_model, machine=e.machine, report=report, fusible=fusible,

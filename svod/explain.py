@@ -50,6 +50,8 @@ class Explanation:
     model_name: str = ""  # the cost model in words (svod.planner.describe_model)
     sources: dict = field(default_factory=dict)  # node of `key` -> "file.py:LINE: code" (svod.sources)
     shapes: str = ""  # why this key: exact shapes or a size bucket, and why re-planned (svod.shapes)
+    program: object = None  # search.extract.Decoded: the program the search chose (after its rewrites):
+    # its GraphKey, fusible edges and node map, which why-not-fused and the viewer read
     _programs: dict = field(default_factory=dict)
 
     @property
@@ -229,7 +231,8 @@ def explain_key(key: GraphKey, *, k: int = 8, cost_model=None, machine=None) -> 
         r = plan_search(key, cost_model=cost_model, machine=machine, k=k, keep_egraph=True)
         return Explanation(key, r.plan, r.report, r.variants or [], r.egraph, r.plan,
                            cost_model, machine, "search with a given model",
-                           "not the active model: realize() may run another plan", planner.describe_model(cost_model))
+                           "not the active model: realize() may run another plan", planner.describe_model(cost_model),
+                           program=r.program)
     d = planner.decide(key, k=k, keep_egraph=True)
     model = planner.cost_model()
     r = d.search
@@ -239,4 +242,4 @@ def explain_key(key: GraphKey, *, k: int = 8, cost_model=None, machine=None) -> 
     if plan is None:  # the whole-graph interpreter: show the search's plan it stands in for
         plan = r.plan
     return Explanation(key, plan, r.report, r.variants or [], r.egraph, r.plan, model, machine, d.source, d.detail,
-                       planner.describe_model(model))
+                       planner.describe_model(model), program=r.program)

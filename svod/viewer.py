@@ -134,6 +134,9 @@ def _decoded(e):
     ext = getattr(e.report, "extraction", None)
     dkey = ext.key if ext is not None else None
     if dkey is not None and materialized(dkey, _picked(e)) is not None:
+        program = getattr(e, "program", None)
+        if program is not None and program.key == dkey:  # the chosen program, rewrites and all
+            return dkey, dict(program.orig_of)
         if e.egraph_json:
             from search.extract import decode
 

@@ -450,3 +450,25 @@ def test_search_is_never_more_expensive_than_the_rewrite_oracle():
         checked += 1
         rewritten += prog.hash != key.hash
     assert rewritten >= 50  # the oracle's best is a rewritten program often: the test sees algebra
+
+
+def test_why_not_fused_and_the_viewer_read_the_chosen_program_after_a_rewrite():
+    """After a rewrite wins, the tools analyse the program that runs (A @ (B @ v)), not the
+    e-graph's program as written: every decoded node the viewer maps back to the user's
+    graph has that node's op and shape (B @ v, a new value, maps to nothing)."""
+    from svod.boundaries import why_not_fused
+    from svod.viewer import _decoded
+
+    n = 64
+    a, b, v = (svod.asarray(x) for x in (_arr(n, n, seed=1), _arr(n, n, seed=2), _arr(n, seed=3)))
+    e = svod.explain((a @ b) @ v)
+    assert e.rewrites and e.program is not None
+    dkey, back = _decoded(e)
+    assert dkey == e.program.key and _matmuls(dkey) == [(n, 1, n), (n, 1, n)]
+    assert back, back
+    for d, o in back.items():
+        assert (dkey.nodes[d].op, dkey.nodes[d].shape) == (e.key.nodes[o].op, e.key.nodes[o].shape), (d, o)
+    products = [d for d, node in enumerate(dkey.nodes) if node.op is Ops.MATMUL]
+    assert sum(d not in back for d in products) == 1  # B @ v: made by the rewrite, no node of the user's
+    for bnd in why_not_fused(e):  # boundaries of the chosen program's own edges
+        assert bnd.producer in dkey.nodes[bnd.consumer].src
