@@ -129,7 +129,13 @@ def run_kernel(kernel, buffers: dict[int, np.ndarray]) -> None:
             vals = {kernel.outputs[0].node: np.matmul(e / e.sum(axis=-1, keepdims=True), v)}
     for o in kernel.outputs:
         space = kernel.reduced_shape if o.reduced else kernel.shape
-        v = np.broadcast_to(vals[o.node], space)
+        val = vals[o.node]
+        if o.reduced and np.ndim(val) == len(space):
+            # a per-row output is evaluated once per row: an epilogue's load of a per-row value
+            # (stride 0 along the reduced axes) spans the whole space here, constant along them
+            val = val[tuple(slice(0, 1) if a in kernel.reduce_axes and np.shape(val)[a] > 1 else slice(None)
+                            for a in range(len(space)))]
+        v = np.broadcast_to(val, space)
         dst = buffers.get(o.slot)
         if dst is not None and dst.size == v.size and dst.dtype == o.dtype.np:
             np.copyto(dst.reshape(space), v, casting="unsafe")  # a pre-allocated slot buffer

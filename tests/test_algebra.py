@@ -37,8 +37,6 @@ def _plan(*tensors, limits=LIM, rulesets=None, run=True):
     r = plan_search(key, cost_model=MODEL, machine=MACHINE, limits=limits, rulesets=rulesets)
     r.plan.check()
     if not run:
-        # NOTE: svod.interp.run_plan mis-runs a reduction kernel whose epilogue reads a
-        # per-row value of another kernel (a broadcast error, on the unrewritten plan too)
         return key, b, r, KernelPlan(key, r.plan).run(b.arrays)
     return key, b, r, run_plan(r.plan, b.arrays)
 

@@ -339,3 +339,22 @@ def test_forked_child_resets_half_counted_split_counters():
     ctypes.c_int64.from_address(addr).value = 0  # the parent's own launch never ran: undo the simulation
     assert os.WEXITSTATUS(status) == 0
     assert _run(k, arrays, 2)[0].tobytes() == want.tobytes()
+
+
+def test_interpreter_runs_a_reduce_kernel_whose_epilogue_reads_a_per_row_value():
+    """svod.interp.run_plan (the fallback of a kernel that fails to compile, and
+    SVOD_VALIDATE's reference) on `sum(x, 1) + sum(y, (1, 2))`: the second kernel's
+    epilogue loads the first kernel's row sums with stride 0 along its reduced axes."""
+    from search import plan_search
+    from svod.executable import KernelPlan
+    from svod.interp import run_plan
+    from svod.key import compact
+
+    rng = np.random.default_rng(3)
+    x, y = rng.random((8, 5)).astype(np.float32), rng.random((8, 3, 4)).astype(np.float32)
+    out = svod.sum(svod.asarray(x), axis=1) + svod.sum(svod.asarray(y), axis=(1, 2))
+    key, b = compact([out.uop])
+    plan = plan_search(key).plan
+    got = run_plan(plan, b.arrays)[0]
+    np.testing.assert_allclose(got, x.sum(1) + y.sum((1, 2)), rtol=1e-6)
+    np.testing.assert_allclose(got, KernelPlan(key, plan).run(b.arrays)[0], rtol=1e-6)
