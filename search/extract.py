@@ -538,16 +538,7 @@ def choose(key: GraphKey, fusible: set[tuple[int, int]], model: CostModel, machi
     seen: dict[frozenset, Variant | None] = {}
     evaluated = 0
     kernels_cache: dict = {}  # root -> kernels built for earlier choices (see svod.lower.lower)
-    prices: dict[str, float] = {}  # kernel content key -> predicted seconds (models without price_plan)
-    in_plan = getattr(model, "price_plan", None)
-
-    def price(plan: Plan) -> float:
-        if in_plan is not None:  # kernels priced in their plan's context (svod.costing.plan_prices)
-            return sum(p.seconds for p in in_plan(plan, machine))
-        todo = [k for k in plan.kernels if k.key() not in prices]
-        for k, p in zip(todo, model.price_batch(todo, machine)):
-            prices[k.key()] = p.seconds
-        return sum(prices[k.key()] for k in plan.kernels)
+    price = _pricer(model, machine)
 
     def evaluate(chosen: frozenset) -> Variant | None:
         nonlocal evaluated
