@@ -182,6 +182,8 @@ def run(f, vals, npd, arg):
         return f(vals, npd, arg)
     finally:
         _EXTOBJ.reset(tok)
+
+
 # numpy views of their source: no work, no size limit (a row of a big matrix is free)
 _VIEWS = ops_where(view=True)
 _INTERP = {op: info.interp for op, info in TABLE.items() if info.interp is not None}
