@@ -146,7 +146,7 @@ ENTRIES: dict[str, Entry] = {
     "eigh": Entry(lambda p, a: tuple(np.linalg.eigh(a)), _cubic, "linalg.eigh"),
     "eigvalsh": Entry(lambda p, a: (np.linalg.eigvalsh(a),), _cubic, "linalg.eigvalsh"),
     "inv": Entry(lambda p, a: (np.linalg.inv(a),), _cubic, "linalg.inv"),
-    "pinv": Entry(lambda p, a: (np.linalg.pinv(a, rcond=p[0]),), _cubic, "linalg.pinv"),
+    "pinv": Entry(lambda p, a, *r: (np.linalg.pinv(a, rcond=r[0] if r else p[0]),), _cubic, "linalg.pinv"),
     "qr": Entry(lambda p, a: tuple(np.linalg.qr(a, mode=p[0])), _cubic, "linalg.qr"),
     "slogdet": Entry(lambda p, a: tuple(np.asarray(v) for v in np.linalg.slogdet(a)), _cubic, "linalg.slogdet"),
     "solve": Entry(_solve, _cubic, "linalg.solve"),

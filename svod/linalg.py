@@ -27,6 +27,7 @@ import numpy as np
 
 from svod import dtype as dt
 from svod.creation import eye, library_call, zeros
+from svod.dtype import DTypeError
 from svod.elementwise import abs, broadcast_to, multiply, not_equal, pow, sqrt, square, subtract
 from svod.errors import ShapeError, SvodTypeError, SvodValueError
 from svod.ir import shape_str
@@ -124,10 +125,23 @@ def inv(x, /) -> Tensor:
 
 def pinv(x, /, *, rtol=None) -> Tensor:
     """Moore-Penrose pseudo-inverse; singular values below `rtol` times the largest are
-    dropped (default max(M, N) * eps, the Array API's)."""
+    dropped (default max(M, N) * eps, the Array API's). `rtol` is a float, or an array
+    broadcast against the stack shape ``x.shape[:-2]`` (one cut-off per matrix), which is
+    an operand of the LAPACK step (lazy, like `x`)."""
     x = _matrices(x, "pinv")
-    r = builtins.max(x.shape[-2:]) * _eps(x.dtype) if rtol is None else float(rtol)
-    return library_call("pinv", (r,), [x], [(x.shape[:-2] + (x.shape[-1], x.shape[-2]), x.dtype)])[0]
+    out = [(x.shape[:-2] + (x.shape[-1], x.shape[-2]), x.dtype)]
+    if rtol is None or isinstance(rtol, (int, float)) and not isinstance(rtol, bool):
+        r = builtins.max(x.shape[-2:]) * _eps(x.dtype) if rtol is None else float(rtol)
+        return library_call("pinv", (r,), [x], out)[0]
+    t = rtol if isinstance(rtol, Tensor) else asarray(rtol)
+    if not (t.dtype.is_float or t.dtype.is_int) or t.dtype.is_complex:
+        raise DTypeError(f"linalg.pinv: rtol must be a real number or a real-valued array, got dtype {t.dtype}")
+    stack = x.shape[:-2]
+    if t.ndim > len(stack) or any(a != b and a != 1 for a, b in zip(reversed(t.shape), reversed(stack))):
+        raise ShapeError(f"linalg.pinv: rtol of shape {shape_str(t.shape)} does not broadcast against the "
+                         f"stack shape {shape_str(stack)} of x {shape_str(x.shape)}")
+    t = broadcast_to(t.astype(x.dtype.real if x.dtype.is_complex else x.dtype), stack)
+    return library_call("pinv", ("array",), [x, t], out)[0]
 
 
 def qr(x, /, *, mode: str = "reduced") -> QRResult:

@@ -552,3 +552,21 @@ def test_zz_suite_runs_with_zero_interpreter_fallbacks():
 
 
 __all__ = ["ALL", "BOOL", "F32", "F64", "I32", "I64", "math"]
+
+
+def test_pinv_takes_an_array_rtol_broadcast_against_the_stack():
+    """The Array API's `rtol: float | array`: one cut-off per matrix of the stack (numpy's
+    rcond broadcasting), lazy like x; a shape that does not broadcast is refused by name."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 4, 5)).astype(np.float64)
+    x[1, :, 0] = x[1, :, 1] * (1 + 1e-9)  # a nearly dependent column: the cut-off decides
+    rt = np.array([1e-15, 1e-3, 0.5])
+    got = svod.linalg.pinv(svod.asarray(x), rtol=svod.asarray(rt))
+    assert not got.is_realized
+    np.testing.assert_allclose(got.numpy(), np.linalg.pinv(x, rtol=rt), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(svod.linalg.pinv(svod.asarray(x), rtol=np.array(1e-3)).numpy(),
+                               np.linalg.pinv(x, rtol=1e-3), rtol=1e-9, atol=1e-12)
+    empty = svod.linalg.pinv(svod.asarray(np.zeros((0, 2, 3))), rtol=svod.asarray(np.zeros(0)))
+    assert empty.shape == (0, 3, 2)
+    with pytest.raises(svod.errors.ShapeError, match=r"linalg.pinv: rtol of shape \(2,\)"):
+        svod.linalg.pinv(svod.asarray(x), rtol=np.array([0.1, 0.2]))
