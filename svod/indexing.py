@@ -231,24 +231,23 @@ def _fits(vshape, region) -> bool:
 
 
 def _eager_setitem(x, key, value):
-    """`x[key] = value` with numpy for a realized `x` and a concrete value (svod.eager):
-    written in place when `x`'s buffer has no other owner (`eager.sole_owner`) and the
-    region is small, into a copy when `x` is small; else None (the lazy path). Values,
-    casts and errors are the lazy path's."""
+    """`x[key] = value` with numpy for a realized `x` (svod.eager): written in place when
+    `x`'s buffer has no other owner (`eager.sole_owner`), else into a copy, which is ours,
+    so that later writes of concrete values go in place (one memcpy: the lazy `where`
+    would read all of `x` and write a new array too, after planning it; a realize that
+    read `x` keeps it in its caches, so the write after it copies again). A pending value is realized first (its
+    own plan), a concrete one written as it is. None: the lazy path (a weak scalar, a
+    shape it must refuse). Values, casts and errors are the lazy path's."""
     lim = _eager.limit()
     if not lim or _T._READ_HOOK is not None:
         return None
-    own = _eager.sole_owner(x)  # NOTE: first, before this function holds references of its own
-    u = x.uop
     try:
-        region = np.shape(u.arg.array[key])
+        region = np.shape(x.uop.arg.array[key])  # NOTE: no lasting reference to x's node or array
     except (IndexError, TypeError, ValueError):
         return None
     rsize = 1
     for n in region:
         rsize *= n
-    if rsize > lim or not (own or x.size <= lim):
-        return None
     if isinstance(value, Tensor):
         if type(value) is WeakScalar:
             return None
@@ -262,28 +261,59 @@ def _eager_setitem(x, key, value):
         if v.dtype != x.dtype:
             v = v.astype(x.dtype)
         vu = v.uop
-        if vu.op is not Ops.BUFFER or not _fits(vu.shape, region):
-            return None  # a pending value stays lazy; a shape mismatch raises there
+        if not _fits(vu.shape, region):
+            return None  # a shape mismatch raises on the lazy path
+        if vu.op is not Ops.BUFFER:
+            # a pending value (a big one: small ones ran eagerly) is computed now by its own
+            # plan, whose reads of realized buffers fold into view leaves (svod.viewfold):
+            # a loop writing rows of a realized array plans once, not once per offset
+            v.realize()
+            vu = v.uop
+            if vu.op is not Ops.BUFFER:
+                return None
         varr = vu.arg.array
     if rsize == 0:
         return x
-    if own:
+    # NOTE: after the value is computed (a pending value's graph, which may read x, is gone)
+    # and while this function holds no reference to x's node, BufferRef or array
+    if _eager.sole_owner(x):
         _eager.write_in_place(x, key, varr)
         return x
+    u = x.uop
     new = np.array(u.arg.array, order="C", copy=True)
     new[key] = varr
     new.flags.writeable = False
     return Tensor._from(UOp.buffer(new, u.dtype))
 
 
+def _filled(x):
+    """`x` as a realized array when eager small work is on and `x` is a constant filled to
+    its shape (`zeros`, `empty`, `full` and their `_like`s: numpy programs allocate an
+    array to write into it), else `x` itself. The same value, so a write into it goes the
+    eager way (in place from the first write on) instead of a lazy `where` per write."""
+    if not _eager.limit() or _T._READ_HOOK is not None:
+        return x
+    u = x.uop
+    while u.op is Ops.EXPAND or u.op is Ops.RESHAPE:
+        u = u.src[0]
+    if u.op is not Ops.CONST:
+        return x
+    arr = np.full(x.shape, u.arg, x.dtype.np)
+    arr.flags.writeable = False
+    return Tensor._from(UOp.buffer(arr, x.dtype))
+
+
 def setitem(x, key, value):
     """Functional `x[key] = value`: returns the updated tensor (same shape and dtype). A
     realized `x` with a small region and a concrete value is written with numpy at once
     (svod.eager: in place when nothing else holds `x`'s buffer, else into a copy)."""
-    if x.uop.op is Ops.BUFFER and _basic_key(key):
-        r = _eager_setitem(x, key, value)
-        if r is not None:
-            return r
+    if _basic_key(key):
+        if x.uop.op is not Ops.BUFFER:
+            x = _filled(x)
+        if x.uop.op is Ops.BUFFER:
+            r = _eager_setitem(x, key, value)
+            if r is not None:
+                return r
     key = _int_scalars(key)
     items = key if isinstance(key, tuple) else (key,)
     v = value if isinstance(value, Tensor) else asarray(value) if not dt.scalar_kind(value) else None
