@@ -148,7 +148,7 @@ def _rebuild(nodes: list[KeyNode], outputs: tuple[int, ...]) -> GraphKey:
 def rewrites(key: GraphKey, rulesets) -> list[tuple[str, GraphKey]]:
     """Every program one rule application away from `key`: (rule set, program)."""
     from search.language import const_kind, swaps_last
-    from search.rules import POINTWISE_OPS
+    from search.rules import CONST_IDENTITIES, POINTWISE_OPS
 
     names = set(rulesets)
     out: list[tuple[str, GraphKey]] = []
@@ -157,24 +157,15 @@ def rewrites(key: GraphKey, rulesets) -> list[tuple[str, GraphKey]]:
         src = n.src
         if "algebra" in names:
             x = None
-            kinds = [const_kind(key, s) for s in src]
-            if n.op is Ops.MUL and kinds[1] == "one":
-                x = src[0]
-            elif n.op is Ops.MUL and kinds[0] == "one":
-                x = src[1]
-            elif n.op is Ops.DIV and kinds[1] == "one":
-                x = src[0]
-            elif n.op is Ops.ADD and kinds[1] == "-zero":
-                x = src[0]
-            elif n.op is Ops.ADD and kinds[0] == "-zero":
-                x = src[1]
-            elif n.op is Ops.SUB and kinds[1] == "+zero":
-                x = src[0]
-            elif n.op is Ops.NEG and nodes[src[0]].op is Ops.NEG:
+            if len(src) == 2:
+                kinds = [const_kind(key, s) for s in src]
+                x = next((src[1 - pos] for op, pos, kind in CONST_IDENTITIES
+                          if n.op.value == op and kinds[pos] == kind), None)
+            if x is None and n.op is Ops.NEG and nodes[src[0]].op is Ops.NEG:
                 x = nodes[src[0]].src[0]
-            elif n.op in (Ops.MAX, Ops.MIN) and src[0] == src[1]:
+            if x is None and n.op in (Ops.MAX, Ops.MIN) and src[0] == src[1]:
                 x = src[0]
-            elif n.op is Ops.WHERE and src[1] == src[2]:
+            if x is None and n.op is Ops.WHERE and src[1] == src[2]:
                 x = src[1]
             if x is not None:
                 out.append(("algebra", _Editor(key).replace(i, x)))

@@ -82,19 +82,25 @@ def _fusion(name: str, producer: str, consumer: str) -> str:
     return "\n".join(rules)
 
 
+# the exact identities with a constant operand: (op, the constant's position, its kind
+# (search.language.const_kind)) -> the other operand. x * 1, 1 * x, x / 1, x + -0.0,
+# -0.0 + x, x - +0.0 (x + 0.0 is not x for x = -0.0). The egglog rules (`_algebra`) and
+# the rewrite oracle (search/oracle.py) both read this table.
+CONST_IDENTITIES = (("MUL", 1, "one"), ("MUL", 0, "one"), ("DIV", 1, "one"),
+                    ("ADD", 1, "-zero"), ("ADD", 0, "-zero"), ("SUB", 1, "+zero"))
+
+
 def _algebra() -> str:
     def keep(lhs: str, cond: str = "") -> str:
         return f"(rule ((= a {lhs}){cond}) ((union a x)) :ruleset algebra)"
 
-    one, pzero, nzero = ' (ConstIs c "one")', ' (ConstIs c "+zero")', ' (ConstIs c "-zero")'
+    def with_const(op: str, pos: int, kind: str) -> str:
+        args = ("x", "c") if pos == 1 else ("c", "x")
+        return keep(f'(E "{op}" n (Cons {args[0]} (Cons {args[1]} (Nil))))', f' (ConstIs c "{kind}")')
+
     return "\n".join([
         "(ruleset algebra)",
-        keep('(E "MUL" n (Cons x (Cons c (Nil))))', one),
-        keep('(E "MUL" n (Cons c (Cons x (Nil))))', one),
-        keep('(E "DIV" n (Cons x (Cons c (Nil))))', one),
-        keep('(E "ADD" n (Cons x (Cons c (Nil))))', nzero),
-        keep('(E "ADD" n (Cons c (Cons x (Nil))))', nzero),
-        keep('(E "SUB" n (Cons x (Cons c (Nil))))', pzero),
+        *(with_const(*ident) for ident in CONST_IDENTITIES),
         keep('(E "NEG" n (Cons (E "NEG" m (Cons x (Nil))) (Nil)))'),
         keep('(E "MAX" n (Cons x (Cons x (Nil))))'),
         keep('(E "MIN" n (Cons x (Cons x (Nil))))'),
