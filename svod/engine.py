@@ -46,6 +46,7 @@ from svod.shapes import DYNAMIC
 from svod.shapes import enabled as dynamic_enabled
 from svod.stats import Tally, bump
 from svod.stats import stats as snapshot
+from svod.viewfold import OFFSETS
 
 
 @dataclass
@@ -69,8 +70,9 @@ PROFILE_REALIZE: Callable | None = None
 def get_executable(key: GraphKey, notes: tuple[str, ...] = ()) -> Executable:
     """The executable for `key`: `svod.planner.decide` (memory cache, tuning database,
     disk cache, search). A plan not from the memory cache is recorded with why it was
-    needed (`svod.recompiles`; `notes`: the size-bucket notes of the lookup that led to
-    `key`, svod.shapes)."""
+    needed (`svod.recompiles`; `notes`: the notes of the lookup that led to `key`, why its
+    structure turned dynamic in its sizes, svod.shapes, or in its view offsets,
+    svod.viewfold)."""
     d = decide(key)
     if d.source != "memory cache":
         RECOMPILES.note(key, d.source, notes)
@@ -139,6 +141,7 @@ def _realize_new(pending: list[UOp], sig, leaves) -> dict[UOp, UOp]:
     structure: its bucket's key), plan, and run (the first run builds and compiles)."""
     t0 = time.perf_counter()
     bump("realizes")
+    vnoted = OFFSETS.log.noted
     key, bindings = PIPELINE.compact(pending)
     if RECORDER is not None:
         RECORDER.append((key, "realize"))
@@ -151,7 +154,8 @@ def _realize_new(pending: list[UOp], sig, leaves) -> dict[UOp, UOp]:
     dyn = _DYNAMIC.lookup(key, bindings) if _dynamic_on() else None
     if dyn is not None:  # a dynamic structure (svod.shapes): its size bucket's plan, this size bound to it
         key = dyn.key
-    exe = get_executable(key, _DYNAMIC.notes_since(noted) if _DYNAMIC.noted != noted else ())
+    notes = OFFSETS.log.since(vnoted) + (_DYNAMIC.notes_since(noted) if _DYNAMIC.noted != noted else ())
+    exe = get_executable(key, notes)
     if sig is not None and PLAN_CACHE.holds(key.hash, exe):
         REPLAY.put(sig, key.hash, leaves, bindings.buffers, dyn)
     outs = exe.run(bindings.arrays) if dyn is None else dyn.results(exe.run(dyn.bind(bindings.arrays)))

@@ -22,6 +22,7 @@ import logging
 import os
 import sys
 import warnings
+from collections import deque
 
 from svod.errors import SvodWarning, user_stacklevel
 
@@ -97,3 +98,24 @@ def machine_profile_path() -> str | None:
         return path
     old = os.environ.get("SVOD_PROFILE", "").strip()
     return old if old.lower() not in _ON + _OFF else None
+
+
+class NoteLog(deque):
+    """A bounded log of ``(subject, message)`` notes — why a structure turned dynamic in
+    its sizes (svod.shapes) or view offsets (svod.viewfold) — with the running count
+    `noted`, so that the engine passes the notes of one lookup (`since(count)`) to the
+    recompile record of the plan they cause (svod.recompiles, which prints it under
+    ``SVOD_LOGS=recompiles``). Keeps the latest `maxlen` notes."""
+
+    def __init__(self, maxlen: int = 256):
+        super().__init__(maxlen=maxlen)
+        self.noted = 0  # notes made so far (the log keeps the latest `maxlen`)
+
+    def add(self, subject: str, msg: str) -> None:
+        self.append((subject, msg))
+        self.noted += 1
+
+    def since(self, count: int) -> tuple[str, ...]:
+        """The messages noted after `noted` was `count`."""
+        k = min(self.noted - count, len(self))
+        return tuple(m for _, m in list(self)[len(self) - k:]) if k > 0 else ()

@@ -12,7 +12,8 @@ comparing the graph with those this process planned before:
 - ``new arguments``: same shapes, another constant or view argument (a slice bound, a
   reduction axis: ``CONST %2 2.0 -> 3.0``) or input strides;
 - ``new bucket`` / ``became dynamic``: a size bucket of a dynamic structure, or its
-  second row count (`svod.shapes`; the bucket's key then plans as above);
+  second row count (`svod.shapes`; the bucket's key then plans as above), or its second
+  view offsets (`svod.viewfold`: slices of realized buffers bound at run time);
 - ``evicted``: this very graph was planned before in this process and the memory cache
   dropped it (its LRU bounds: `svod.cache_info()`).
 

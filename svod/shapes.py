@@ -48,11 +48,12 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
+from svod.flags import NoteLog
 from svod.ir import ELEMENTWISE, Ops
 from svod.key import Bindings, GraphKey, KeyNode
 from svod.recompiles import RECOMPILES
@@ -257,8 +258,7 @@ class Dynamic:
         self._seen: OrderedDict[str, tuple[int, set]] = OrderedDict()  # structure -> (first n, buckets planned)
         self._dynamic: set[str] = set()
         self.active = False  # whether a structure ever turned dynamic (`with_room` from then on)
-        self.log: deque = deque(maxlen=max_log)
-        self.noted = 0  # notes made so far (the log keeps the latest `max_log`)
+        self.log = NoteLog(max_log)
         self._lock = threading.Lock()
 
     def lookup(self, key: GraphKey, bindings: Bindings) -> SymbolicCall | None:
@@ -326,15 +326,17 @@ class Dynamic:
                             tuple(bool(cls[o]) for o in key.outputs)), why
 
     def _note(self, struct: str, msg: str) -> None:
-        self.log.append((struct, msg))
-        self.noted += 1
+        self.log.add(struct, msg)
+
+    @property
+    def noted(self) -> int:
+        return self.log.noted
 
     def notes_since(self, count: int) -> tuple[str, ...]:
         """The notes made after `noted` was `count` (a lookup's notes: the engine passes
         them to the recompile record of the plan they cause, svod.recompiles)."""
         with self._lock:
-            k = min(self.noted - count, len(self.log))
-            return tuple(m for _, m in list(self.log)[len(self.log) - k:]) if k > 0 else ()
+            return self.log.since(count)
 
     def __len__(self) -> int:
         """Structures seen (each with its first row count, or dynamic)."""

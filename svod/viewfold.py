@@ -38,12 +38,12 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from contextlib import contextmanager
 
 import numpy as np
 
-from svod.flags import debug, debug_log
+from svod.flags import NoteLog
 from svod.ir import BufferRef, Ops
 from svod.ops import ops_where
 
@@ -118,7 +118,7 @@ class ViewOffsets:
     def __init__(self, max_structures: int = 4096, max_log: int = 256):
         self.max_structures = max_structures
         self._seen: OrderedDict[str, list] = OrderedDict()  # struct -> [first exact, block key or None, full]
-        self.log: deque = deque(maxlen=max_log)
+        self.log = NoteLog(max_log)  # the engine passes new notes to the recompile record (svod.recompiles)
         self._lock = threading.Lock()
 
     def level(self, struct: str, exact: str, block, record: bool = True) -> int:
@@ -170,9 +170,7 @@ class ViewOffsets:
         return 1 if bh == first_block else 2
 
     def _note(self, struct: str, msg: str) -> None:
-        self.log.append((struct, msg))
-        if debug():
-            debug_log("svod recompile: " + msg)
+        self.log.add(struct, msg)
 
     def __len__(self) -> int:
         return len(self._seen)

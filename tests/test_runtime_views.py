@@ -231,3 +231,17 @@ def test_a_slice_realized_alone_is_a_copy_at_every_offset():
         np.testing.assert_array_equal(r, a0[i:i + 2])
         assert not np.shares_memory(r, a.uop.arg.array)
     assert _delta(before)[0] <= 2
+
+
+def test_the_recompile_record_says_the_structure_became_dynamic_in_its_view_offsets(monkeypatch, capsys):
+    """The view-offset note reaches svod.recompiles' record of the plan it causes, printed
+    under SVOD_LOGS=recompiles (one mechanism for every recompile line)."""
+    from svod.recompiles import RECOMPILES
+
+    monkeypatch.setenv("SVOD_LOGS", "recompiles")
+    a = svod.asarray(np.arange(400.0).reshape(20, 20))
+    for i in (1, 2):
+        (a[i] * 3).numpy()
+    recs = [r for r in RECOMPILES.log if "view offsets" in r.detail]
+    assert len(recs) == 1 and recs[0].reason == "became dynamic", list(RECOMPILES.log)
+    assert "view offsets" in capsys.readouterr().err
