@@ -349,7 +349,7 @@ def fold_views(order: list[UOp], roots: list[UOp], views: dict[int, tuple],
 
     origins: list[int] = []
 
-    def leaf_node(node: KeyNode) -> None:
+    def add(node: KeyNode) -> None:
         kh.update(node.encode() + b";")
         nodes.append(node)
         origins.append(pos)
@@ -360,17 +360,14 @@ def fold_views(order: list[UOp], roots: list[UOp], views: dict[int, tuple],
         leaf = leaves.get(id(u))
         if leaf is not None:
             v, base, steps, rest = leaf
-            leaf_node(KeyNode(Ops.BUFFER, u.dtype, (), (len(arrays), _strides(v), VIEW_MARK), v.shape))
+            add(KeyNode(Ops.BUFFER, u.dtype, (), (len(arrays), _strides(v), VIEW_MARK), v.shape))
             arrays.append(v)
             bufs.append(ViewRef(v, base, steps))
             if rest is not None:  # the block's leaf, then the residual shrink (node u itself)
-                node = KeyNode(Ops.SHRINK, u.dtype, (len(nodes) - 1,), rest, u.shape)
-                kh.update(node.encode() + b";")
-                nodes.append(node)
-                origins.append(pos)
+                add(KeyNode(Ops.SHRINK, u.dtype, (len(nodes) - 1,), rest, u.shape))
         elif u.op is Ops.BUFFER:
             arr = u.arg.array
-            leaf_node(KeyNode(Ops.BUFFER, u.dtype, (), (len(arrays), _strides(arr)), u.shape))
+            add(KeyNode(Ops.BUFFER, u.dtype, (), (len(arrays), _strides(arr)), u.shape))
             arrays.append(arr)
             bufs.append(u.arg)
         else:
