@@ -59,7 +59,7 @@ def no_choice(key: GraphKey) -> str | None:
     users = [0] * len(nodes)
     computed = 0
     for i, n in enumerate(nodes):
-        if n.dtype.name.startswith("complex"):
+        if n.dtype.is_complex:
             return None
         for s in n.src:
             users[s] += 1
