@@ -727,14 +727,16 @@ def test_time_rounds_can_time_each_runner_in_its_steady_state():
 
     def runner(j):
         def run():
-            _time.sleep(0.004 if last[0] != j else 0.0005)
+            _time.sleep(0.02 if last[0] != j else 0.0005)
             last[0] = j
         return run
 
     runners = [runner(0), runner(1)]
     warm = measure.robust_medians(measure.time_rounds(runners, repeats=3, target=2e-3, warm=True))
     cold = measure.robust_medians(measure.time_rounds(runners, repeats=3, target=2e-3, warm=False))
-    assert max(warm) < 0.0009 < 0.001 < min(cold)
+    # relative, not absolute: a loaded CI machine oversleeps 0.5 ms by as much again; a
+    # cold batch carries one 20 ms call, so its mean is several times the warm cost
+    assert max(warm) < 0.4 * min(cold)
 
 
 def test_time_rounds_adds_rounds_within_the_budget():
