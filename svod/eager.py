@@ -115,6 +115,15 @@ def limit() -> int:
     return _ON
 
 
+def numpy_limit() -> int:
+    """`limit()` inside `svod.numpy`'s functions and methods (numpy's defaults on): the
+    fast path of `svod.numpy._fast` asks it before it switches the defaults."""
+    lim = _local.limit
+    if lim is not None:
+        return lim
+    return _MAX if _AUTO else _ON
+
+
 class eager_mode:
     """Turn eager small work on or off (and set its size limit) for a block, in this thread.
 
@@ -408,7 +417,7 @@ def stats() -> dict:
     return dict(_stats)
 
 
-__all__ = ["DEFAULT_MAX", "concrete", "disabled", "eager_mode", "evaluate", "limit", "sole_owner", "stats",
-           "try_eager", "write_in_place"]
+__all__ = ["DEFAULT_MAX", "concrete", "disabled", "eager_mode", "evaluate", "limit", "numpy_limit", "sole_owner",
+           "stats", "try_eager", "write_in_place"]
 
 T._EAGER = try_eager
