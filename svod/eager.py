@@ -404,11 +404,11 @@ def write_in_place(t, key, value) -> None:
     anything keyed by the old one sees it die, never a changed value)."""
     u = t.uop
     arr = u.arg.array
-    arr.flags.writeable = True
+    arr.setflags(write=True)  # (setflags: `arr.flags.writeable = ...` builds a flags object per call)
     try:
         arr[key] = value
     finally:
-        arr.flags.writeable = False
+        arr.setflags(write=False)
     t.uop = UOp.buffer(arr, u.dtype)
 
 

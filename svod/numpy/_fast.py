@@ -55,6 +55,16 @@ _buffer = UOp.buffer
 _limit = _eager.numpy_limit
 _sole_owner = _eager.sole_owner
 _EXTOBJ, _QUIET = _eager._EXTOBJ, getattr(_eager, "_QUIET", None)
+if _EXTOBJ is None:  # pragma: no cover - another numpy: the public context, per call
+    def _set(_):
+        ctx = np.errstate(all="ignore")
+        ctx.__enter__()
+        return ctx
+
+    def _reset(ctx):
+        ctx.__exit__(None, None, None)
+else:
+    _set, _reset = _EXTOBJ.set, _EXTOBJ.reset
 _BIG = 2 ** 53
 _FC = frozenset("fc")
 
@@ -143,27 +153,46 @@ def _result(r, want):
 
 
 def _binary(name: str, npf, slow, reflected: bool):
-    """An `ndarray` binary operator: `npf(self, o)` (or `npf(o, self)`) on the fast path."""
+    """An `ndarray` binary operator: `npf(self, o)` (or `npf(o, self)`) on the fast path.
+    (`_operand`, `_size_ok`, `_quiet`, `_result` and `_wrap` inline: every op passes here.)"""
 
     def method(self, o):
         u = self.uop
         if u.op is _BUFFER and _T._READ_HOOK is None:
             d = u.dtype
-            b, kb = _operand(o, d.kind in _FC)
-            if kb is not None:
-                key = (name, d, kb)
-                want = _memo.get(key)
-                if want:
-                    lim = _limit()
-                    a = u.arg.array
-                    if lim and _size_ok(a, b, lim):
-                        r = _result(_quiet(npf, b, a) if reflected else _quiet(npf, a, b), want)
-                        if r is not None:
-                            _stats["fast"] += 1
-                            return _wrap(r, want[0])
-                        _memo[key] = False  # numpy's dtype is not svod's: the full path from now on
-                elif want is None:
-                    return _learn(key, slow(self, o))
+            t = type(o)
+            if t is _ndarray or t is _Tensor:
+                v = o.uop
+                if v.op is not _BUFFER:
+                    return slow(self, o)
+                b, kb = v.arg.array, v.dtype
+                small = b.shape == u.shape
+            elif t is float or t is complex or t is int and d.kind in _FC and -_BIG <= o <= _BIG:
+                b, kb, small = o, t, True  # (a weak Python scalar: the array's shape)
+            else:
+                return slow(self, o)
+            key = (name, d, kb)
+            want = _memo.get(key)
+            if want:
+                lim = _limit()
+                a = u.arg.array
+                if lim and (a.size <= lim if small else _size_ok(a, b, lim)):
+                    tok = _set(_QUIET)
+                    try:
+                        r = npf(b, a) if reflected else npf(a, b)
+                    finally:
+                        _reset(tok)
+                    if type(r) is not np.ndarray:
+                        r = np.asarray(r)  # a 0-d result comes back as a numpy scalar
+                    if r.dtype is want[1]:
+                        _stats["fast"] += 1
+                        r.setflags(write=False)
+                        res = _new(_ndarray)
+                        res.uop = _buffer(r, want[0])
+                        return res
+                    _memo[key] = False  # numpy's dtype is not svod's: the full path from now on
+            elif want is None:
+                return _learn(key, slow(self, o))
         return slow(self, o)
 
     method.__name__ = method.__qualname__ = slow.__name__
@@ -302,27 +331,27 @@ def _setitem(slow):
                 varr = value
             if varr is not None:
                 try:
-                    region = np.shape(u.arg.array[key])
+                    region = u.arg.array[key]
                 except (IndexError, TypeError, ValueError):
                     region = None
-                if region is not None and (type(varr) is not np.ndarray or _fits(varr.shape, region)):
-                    _stats["fast"] += 1
-                    n = 1
-                    for s in region:
-                        n *= s
-                    if n == 0:
+                if region is not None:
+                    region = region.shape if type(region) is np.ndarray else ()  # (drops the view of x's array)
+                    if type(varr) is not np.ndarray or _fits(varr.shape, region):
+                        _stats["fast"] += 1
+                        for s in region:
+                            if not s:
+                                return
+                        del u  # NOTE: no reference to x's node, BufferRef or array while ownership is checked
+                        if _sole_owner(self):
+                            _eager.write_in_place(self, key, varr)
+                        else:
+                            u = self.uop
+                            new = np.array(u.arg.array, order="C", copy=True)
+                            new[key] = varr
+                            new.setflags(write=False)
+                            self.uop = _buffer(new, d)
+                        _T._realized(self)
                         return
-                    del u  # NOTE: no reference to x's node, BufferRef or array while ownership is checked
-                    if _sole_owner(self):
-                        _eager.write_in_place(self, key, varr)
-                    else:
-                        u = self.uop
-                        new = np.array(u.arg.array, order="C", copy=True)
-                        new[key] = varr
-                        new.flags.writeable = False
-                        self.uop = _buffer(new, d)
-                    _T._realized(self)
-                    return
         slow(self, key, value)
 
     __setitem__.__doc__ = slow.__doc__
