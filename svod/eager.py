@@ -61,7 +61,7 @@ from svod.errors import SvodValueError
 from svod.ir import Ops, UOp
 from svod.ops import TABLE, ops_where
 
-DEFAULT_MAX = 4096  # elements; the measurement behind it: docs/semantics.md, "Eager small work"
+DEFAULT_MAX = 65536  # elements; the measurement behind it: docs/semantics.md, "Eager small work"
 _NODES = 24  # at most this many nodes evaluated for one op (a frontend builds a handful)
 
 
@@ -412,12 +412,101 @@ def write_in_place(t, key, value) -> None:
     t.uop = UOp.buffer(arr, u.dtype)
 
 
+# ----------------------------------------------------------------------------- plans per structure
+
+def _env_plans() -> int:
+    raw = os.environ.get("SVOD_EAGER_PLANS", "").strip()
+    try:
+        v = int(raw) if raw else 4
+    except ValueError:
+        v = -1
+    if v < 0:
+        raise SvodValueError(f"SVOD_EAGER_PLANS must be a non-negative integer, got {raw!r}")
+    return v
+
+
+# A small pending graph whose structure (the graph without its sizes and offsets) has made
+# this many new plans (a search, a greedy plan or a compile) is computed with numpy from then on, whatever
+# its size: torch.compile's recompile limit, past which new sizes run eagerly. 0: never.
+PLANS_PER_STRUCTURE = _env_plans()
+_SIZED = frozenset((Ops.RESHAPE, Ops.EXPAND, Ops.SHRINK, Ops.PAD))  # args that are sizes or offsets
+_planned: dict = {}  # structure -> realizes of it that made a plan (searched, planned greedily or compiled)
+_PLANNING = ("searches", "searches_skipped", "kernels_compiled")
+_stats["structure_fallbacks"] = 0
+
+
+def structure(u: UOp) -> tuple | None:
+    """The structure of `u`'s graph — ops, dtypes, wiring, the args that are not sizes or
+    offsets, leaves by dtype and rank — or None when it has more than `_NODES` nodes.
+    Two iterations of a loop over shrinking slices (`a[k + 1:, k + 1:] - outer(...)`)
+    have one structure and different shapes."""
+    index: dict = {}
+    parts: list = []
+
+    def walk(n: UOp) -> int | None:
+        i = index.get(n)
+        if i is not None:
+            return i
+        if len(index) >= _NODES:
+            return None
+        srcs = []
+        for s in n.src:
+            j = walk(s)
+            if j is None:
+                return None
+            srcs.append(j)
+        op = n.op
+        if op is _BUFFER:
+            arg = len(n.shape)
+        elif op in _SIZED:
+            arg = len(n.shape)
+        elif op is _CONST:
+            arg = repr(n.arg)
+        else:
+            arg = repr(n.arg)
+        i = index[n] = len(parts)
+        parts.append((op, n.dtype, arg, tuple(srcs)))
+        return i
+
+    return tuple(parts) if walk(u) is not None else None
+
+
+def realize_pending(t) -> None:
+    """Realize the pending tensor `t` (a value written by `x[key] = t` with eager work on):
+    by its plan, as always — unless its structure has already made `PLANS_PER_STRUCTURE`
+    new plans here: then with numpy (`evaluate`, no size limit), the way numpy runs it. So
+    a loop whose slices shrink on several axes (LU's trailing update, Cholesky's column)
+    plans a bounded number of times, not once per iteration; steady calls replay the
+    plans made and run the other sizes at numpy's speed. Counted in `stats()` as
+    "structure_fallbacks"."""
+    u = t.uop
+    if not PLANS_PER_STRUCTURE or T._READ_HOOK is not None:
+        t.realize()
+        return
+    key = structure(u)
+    if key is not None and _planned.get(key, 0) >= PLANS_PER_STRUCTURE:
+        arr = evaluate(u, sys.maxsize)
+        if arr is not None:
+            _stats["structure_fallbacks"] += 1
+            t.uop = UOp.buffer(arr, u.dtype)
+            T._realized(t)
+            return
+    from svod.stats import stats as _counters
+
+    before = _counters()
+    t.realize()
+    if key is not None:
+        after = _counters()
+        if any(after[k] > before[k] for k in _PLANNING):
+            _planned[key] = _planned.get(key, 0) + 1
+
+
 def stats() -> dict:
     """Counts of ops that ran eagerly and of small ops left lazy (a pending or big operand)."""
     return dict(_stats)
 
 
-__all__ = ["DEFAULT_MAX", "concrete", "disabled", "eager_mode", "evaluate", "limit", "numpy_limit", "sole_owner",
-           "stats", "try_eager", "write_in_place"]
+__all__ = ["DEFAULT_MAX", "concrete", "disabled", "eager_mode", "evaluate", "limit", "numpy_limit", "realize_pending",
+           "sole_owner", "stats", "structure", "try_eager", "write_in_place"]
 
 T._EAGER = try_eager
