@@ -31,9 +31,15 @@ that a row write into a big concrete matrix costs the row. "Other references to 
 value keep it" holds either way (docs/semantics.md, "Eager small work").
 
 The operators of realized float tensors and `matmul` of realized operands call the same
-implementations without building the node (svod/methods.py, svod/reductions.py). Why
-4096 elements: docs/semantics.md ("Eager small work") has the measurement (lazy realize
-vs eager vs numpy, by size).
+implementations without building the node (svod/methods.py, svod/reductions.py), and
+inside `svod.numpy` the common operators and functions call numpy directly
+(svod/numpy/_fast.py). Why 65,536 elements: docs/semantics.md ("Eager small work") has
+the measurements (lazy realize vs eager vs numpy, by size; the loop programs).
+
+A pending value written by `x[key] = v` is realized by its plan unless its structure
+(`structure`: the graph without sizes and offsets) has already made
+`PLANS_PER_STRUCTURE` plans: then it runs with numpy (`realize_pending`), so a loop
+whose slices shrink on several axes plans a bounded number of times.
 
 >>> import svod, svod.numpy as snp
 >>> x = snp.asarray([1.0, 2.0, 3.0])
