@@ -328,3 +328,30 @@ def test_hypothesis_fast_equals_full_and_numpy(da, db, name, n, m, seed):
     with np.errstate(all="ignore"):
         want = f(a, b)
     np.testing.assert_allclose(r.numpy(), want, rtol=1e-6, equal_nan=True)
+
+
+# ops per call of each loop program (svod/bench/loops.py, read off its source): every read,
+# operator, function call and write of the loop body, times the trip counts
+OPS_PER_CALL = {"gauss_seidel_2d": lambda n: 2 * (n - 2) * 9, "lu": lambda n: (n - 1) * 10,
+                "cholesky": lambda n: 15 * n - 8, "forward_solve": lambda n: 8 * n, "jacobi_1d": lambda n: 100 * 2 * 7,
+                "row_normalise": lambda n: 6 * n}
+
+
+@pytest.mark.parametrize("n", [16, 40])
+def test_loop_programs_take_the_fast_path_with_numpys_values(n):
+    """Issue 28's loop programs (numpy code run unchanged on svod.numpy): after a first call
+    has learned the dtypes, every op of the loop bodies takes the fast path, and the values
+    are numpy's."""
+    from svod import eager
+    from svod.bench import loops
+
+    if eager.numpy_limit() < 100 * n:
+        pytest.skip("the eager limit is set below these programs' sizes")
+    for name, (fn, make) in loops.programs(n).items():
+        arrays = make(np.random.default_rng(3))
+        fn(snp, *[snp.asarray(a.copy()) for a in arrays])
+        f0 = _fast.stats()["fast"]
+        got = fn(snp, *[snp.asarray(a.copy()) for a in arrays]).numpy()
+        want = fn(np, *[a.copy() for a in arrays])
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=name)
+        assert _fast.stats()["fast"] - f0 == OPS_PER_CALL[name](n), name
