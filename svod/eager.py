@@ -438,6 +438,7 @@ PLANS_PER_STRUCTURE = _env_plans()
 _SIZED = frozenset((Ops.RESHAPE, Ops.EXPAND, Ops.SHRINK, Ops.PAD))  # args that are sizes or offsets
 _planned: dict = {}  # structure -> realizes of it that made a plan (searched, planned greedily or compiled)
 _PLANNING = ("searches", "searches_skipped", "kernels_compiled")
+_PLANNED_MAX = 4096  # structures remembered (oldest dropped first)
 _stats["structure_fallbacks"] = 0
 
 
@@ -504,6 +505,8 @@ def realize_pending(t) -> None:
     if key is not None:
         after = _counters()
         if any(after[k] > before[k] for k in _PLANNING):
+            if key not in _planned and len(_planned) >= _PLANNED_MAX:
+                _planned.pop(next(iter(_planned)), None)  # the oldest structure: bounded memory
             _planned[key] = _planned.get(key, 0) + 1
 
 
