@@ -1,6 +1,7 @@
 """Where eager small work stops paying: svod's lazy realize of a chain of elementwise ops
 (plan cached: the steady cost) against the same chain run eagerly (svod.eager: numpy per
-op) and against numpy itself, by size (float32 vectors; svod.eager.DEFAULT_MAX comes
+op; and `svod.numpy`'s arrays, whose operators call numpy directly: svod/numpy/_fast.py)
+and against numpy itself, by size (float32 vectors; svod.eager.DEFAULT_MAX comes
 from this measurement, docs/semantics.md "Eager small work"):
 
     python3 bench/bench_eager.py [--sizes 256,4096,65536] [--chain 1,4] [--repeats 7]
@@ -22,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 import svod  # noqa: E402
+import svod.numpy as snp  # noqa: E402
 
 
 def _chain(xp, x, length: int):
@@ -43,6 +45,7 @@ def measure(sizes, chains, repeats: int = 7) -> list[dict]:
     for n in sizes:
         a = np.random.default_rng(0).random(n, dtype=np.float32)
         x = svod.asarray(a)
+        xn = snp.asarray(a)
         for length in chains:
             def run_numpy(a=a, length=length):
                 return _chain(np, a, length)
@@ -51,17 +54,23 @@ def measure(sizes, chains, repeats: int = 7) -> list[dict]:
                 with svod.eager_mode(max_elements=max(n, 1)):
                     return _chain(svod, x, length).numpy()
 
+            def run_fast(xn=xn, n=n, length=length):  # svod.numpy: its fast path
+                with svod.eager_mode(max_elements=max(n, 1)):
+                    return _chain(snp, xn, length).numpy()
+
             def run_lazy(x=x, length=length):
                 with svod.eager_mode(False):
                     return _chain(svod, x, length).numpy()
 
             np.testing.assert_allclose(run_eager(), run_numpy(), rtol=1e-6)
             np.testing.assert_allclose(run_lazy(), run_numpy(), rtol=1e-6)
+            np.testing.assert_allclose(run_fast(), run_numpy(), rtol=1e-6)
             inner = max(3, min(2000, 2_000_000 // max(n * length, 1)))
-            t = {"numpy": [], "eager": [], "lazy": []}
+            t = {"numpy": [], "eager": [], "svod.numpy": [], "lazy": []}
             for _ in range(repeats):  # interleaved
                 t["numpy"].append(_time(run_numpy, inner))
                 t["eager"].append(_time(run_eager, inner))
+                t["svod.numpy"].append(_time(run_fast, inner))
                 t["lazy"].append(_time(run_lazy, inner))
             rows.append({"size": n, "chain": length, **{k: statistics.median(v) for k, v in t.items()}})
     return rows
@@ -74,10 +83,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7)
     a = ap.parse_args()
     rows = measure([int(s) for s in a.sizes.split(",")], [int(c) for c in a.chain.split(",")], a.repeats)
-    print(f"{'size':>8} {'ops':>4} {'numpy us':>10} {'eager us':>10} {'lazy us':>10} {'lazy/eager':>11}")
+    print(f"{'size':>8} {'ops':>4} {'numpy us':>10} {'eager us':>10} {'svod.numpy':>11} {'lazy us':>10} "
+          f"{'lazy/eager':>11}")
     for r in rows:
-        print(f"{r['size']:8d} {2 * r['chain']:4d} {r['numpy']:10.1f} {r['eager']:10.1f} {r['lazy']:10.1f} "
-              f"{r['lazy'] / r['eager']:10.2f}x")
+        print(f"{r['size']:8d} {2 * r['chain']:4d} {r['numpy']:10.1f} {r['eager']:10.1f} {r['svod.numpy']:11.1f} "
+              f"{r['lazy']:10.1f} {r['lazy'] / r['eager']:10.2f}x")
 
 
 if __name__ == "__main__":

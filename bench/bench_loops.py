@@ -5,7 +5,9 @@
 
 Per program: numpy's median call, svod's first call and median later call, their ratio,
 and svod's searches / kernels compiled / realizes over all calls (issue 28's check: each
-within 2x numpy after the first call, searches + compiles bounded by a small constant).
+within 2x numpy after the first call, searches + compiles bounded by a small constant);
+then how many ops took svod.numpy's fast path, went through the frontend eagerly, or ran
+with numpy because their structure had made its bounded number of plans (svod.eager).
 Also `svod bench --only loops`.
 """
 
@@ -31,7 +33,14 @@ def main() -> None:
     a = ap.parse_args()
     only = a.only.split(",") if a.only else None
     eager = {"auto": None, "on": True, "off": False}[a.eager]
+    from svod import eager as _eager
+    from svod.numpy import _fast
+
     print(loops.format_rows(loops.run(n=a.n, repeats=a.repeats, only=only, budget_s=a.budget, eager=eager)))
+    e, f = _eager.stats(), _fast.stats()
+    print(f"svod.numpy fast path: {f['fast']} ops ({f['learned']} op/dtype combinations learned); eager ops through "
+          f"the frontend: {e['ops']}; written values of a structure past its {_eager.PLANS_PER_STRUCTURE} plans, "
+          f"run with numpy: {e['structure_fallbacks']}")
 
 
 if __name__ == "__main__":

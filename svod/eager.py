@@ -31,9 +31,15 @@ that a row write into a big concrete matrix costs the row. "Other references to 
 value keep it" holds either way (docs/semantics.md, "Eager small work").
 
 The operators of realized float tensors and `matmul` of realized operands call the same
-implementations without building the node (svod/methods.py, svod/reductions.py). Why
-4096 elements: docs/semantics.md ("Eager small work") has the measurement (lazy realize
-vs eager vs numpy, by size).
+implementations without building the node (svod/methods.py, svod/reductions.py), and
+inside `svod.numpy` the common operators and functions call numpy directly
+(svod/numpy/_fast.py). Why 65,536 elements: docs/semantics.md ("Eager small work") has
+the measurements (lazy realize vs eager vs numpy, by size; the loop programs).
+
+A pending value written by `x[key] = v` is realized by its plan unless its structure
+(`structure`: the graph without sizes and offsets) has already made
+`PLANS_PER_STRUCTURE` plans: then it runs with numpy (`realize_pending`), so a loop
+whose slices shrink on several axes plans a bounded number of times.
 
 >>> import svod, svod.numpy as snp
 >>> x = snp.asarray([1.0, 2.0, 3.0])
@@ -61,7 +67,7 @@ from svod.errors import SvodValueError
 from svod.ir import Ops, UOp
 from svod.ops import TABLE, ops_where
 
-DEFAULT_MAX = 4096  # elements; the measurement behind it: docs/semantics.md, "Eager small work"
+DEFAULT_MAX = 65536  # elements; the measurement behind it: docs/semantics.md, "Eager small work"
 _NODES = 24  # at most this many nodes evaluated for one op (a frontend builds a handful)
 
 
@@ -113,6 +119,15 @@ def limit() -> int:
     if _AUTO:
         return _MAX if _NUMPY_NS.float_dtype is _F64 else 0
     return _ON
+
+
+def numpy_limit() -> int:
+    """`limit()` inside `svod.numpy`'s functions and methods (numpy's defaults on): the
+    fast path of `svod.numpy._fast` asks it before it switches the defaults."""
+    lim = _local.limit
+    if lim is not None:
+        return lim
+    return _MAX if _AUTO else _ON
 
 
 class eager_mode:
@@ -395,12 +410,104 @@ def write_in_place(t, key, value) -> None:
     anything keyed by the old one sees it die, never a changed value)."""
     u = t.uop
     arr = u.arg.array
-    arr.flags.writeable = True
+    arr.setflags(write=True)  # (setflags: `arr.flags.writeable = ...` builds a flags object per call)
     try:
         arr[key] = value
     finally:
-        arr.flags.writeable = False
+        arr.setflags(write=False)
     t.uop = UOp.buffer(arr, u.dtype)
+
+
+# ----------------------------------------------------------------------------- plans per structure
+
+def _env_plans() -> int:
+    raw = os.environ.get("SVOD_EAGER_PLANS", "").strip()
+    try:
+        v = int(raw) if raw else 4
+    except ValueError:
+        v = -1
+    if v < 0:
+        raise SvodValueError(f"SVOD_EAGER_PLANS must be a non-negative integer, got {raw!r}")
+    return v
+
+
+# A small pending graph whose structure (the graph without its sizes and offsets) has made
+# this many new plans (a search, a greedy plan or a compile) is computed with numpy from then on, whatever
+# its size: torch.compile's recompile limit, past which new sizes run eagerly. 0: never.
+PLANS_PER_STRUCTURE = _env_plans()
+_SIZED = frozenset((Ops.RESHAPE, Ops.EXPAND, Ops.SHRINK, Ops.PAD))  # args that are sizes or offsets
+_planned: dict = {}  # structure -> realizes of it that made a plan (searched, planned greedily or compiled)
+_PLANNING = ("searches", "searches_skipped", "kernels_compiled")
+_PLANNED_MAX = 4096  # structures remembered (oldest dropped first)
+_stats["structure_fallbacks"] = 0
+
+
+def structure(u: UOp) -> tuple | None:
+    """The structure of `u`'s graph — ops, dtypes, wiring, the args that are not sizes or
+    offsets, leaves by dtype and rank — or None when it has more than `_NODES` nodes.
+    Two iterations of a loop over shrinking slices (`a[k + 1:, k + 1:] - outer(...)`)
+    have one structure and different shapes."""
+    index: dict = {}
+    parts: list = []
+
+    def walk(n: UOp) -> int | None:
+        i = index.get(n)
+        if i is not None:
+            return i
+        if len(index) >= _NODES:
+            return None
+        srcs = []
+        for s in n.src:
+            j = walk(s)
+            if j is None:
+                return None
+            srcs.append(j)
+        op = n.op
+        if op is _BUFFER:
+            arg = len(n.shape)
+        elif op in _SIZED:
+            arg = len(n.shape)
+        elif op is _CONST:
+            arg = repr(n.arg)
+        else:
+            arg = repr(n.arg)
+        i = index[n] = len(parts)
+        parts.append((op, n.dtype, arg, tuple(srcs)))
+        return i
+
+    return tuple(parts) if walk(u) is not None else None
+
+
+def realize_pending(t) -> None:
+    """Realize the pending tensor `t` (a value written by `x[key] = t` with eager work on):
+    by its plan, as always — unless its structure has already made `PLANS_PER_STRUCTURE`
+    new plans here: then with numpy (`evaluate`, no size limit), the way numpy runs it. So
+    a loop whose slices shrink on several axes (LU's trailing update, Cholesky's column)
+    plans a bounded number of times, not once per iteration; steady calls replay the
+    plans made and run the other sizes at numpy's speed. Counted in `stats()` as
+    "structure_fallbacks"."""
+    u = t.uop
+    if not PLANS_PER_STRUCTURE or T._READ_HOOK is not None:
+        t.realize()
+        return
+    key = structure(u)
+    if key is not None and _planned.get(key, 0) >= PLANS_PER_STRUCTURE:
+        arr = evaluate(u, sys.maxsize)
+        if arr is not None:
+            _stats["structure_fallbacks"] += 1
+            t.uop = UOp.buffer(arr, u.dtype)
+            T._realized(t)
+            return
+    from svod.stats import stats as _counters
+
+    before = _counters()
+    t.realize()
+    if key is not None:
+        after = _counters()
+        if any(after[k] > before[k] for k in _PLANNING):
+            if key not in _planned and len(_planned) >= _PLANNED_MAX:
+                _planned.pop(next(iter(_planned)), None)  # the oldest structure: bounded memory
+            _planned[key] = _planned.get(key, 0) + 1
 
 
 def stats() -> dict:
@@ -408,7 +515,7 @@ def stats() -> dict:
     return dict(_stats)
 
 
-__all__ = ["DEFAULT_MAX", "concrete", "disabled", "eager_mode", "evaluate", "limit", "sole_owner", "stats",
-           "try_eager", "write_in_place"]
+__all__ = ["DEFAULT_MAX", "concrete", "disabled", "eager_mode", "evaluate", "limit", "numpy_limit", "realize_pending",
+           "sole_owner", "stats", "structure", "try_eager", "write_in_place"]
 
 T._EAGER = try_eager

@@ -267,7 +267,7 @@ def _eager_setitem(x, key, value):
             # a pending value (a big one: small ones ran eagerly) is computed now by its own
             # plan, whose reads of realized buffers fold into view leaves (svod.viewfold):
             # a loop writing rows of a realized array plans once, not once per offset
-            v.realize()
+            _eager.realize_pending(v)  # (a structure that keeps making new plans runs with numpy)
             vu = v.uop
             if vu.op is not Ops.BUFFER:
                 return None

@@ -492,11 +492,11 @@ def test_a_big_pending_value_is_written_at_once_and_old_values_are_kept():
     is shared: here the caller's array, then the plan caches that read it); references
     to the old value keep it."""
     rng = np.random.default_rng(11)
-    a0 = rng.standard_normal(20000)
+    a0 = rng.standard_normal(200_000)
     a = snp.asarray(a0)
     before = a[:]  # another tensor over the old value
     old = a0.copy()
-    v = a[:-2] * 0.5 + a[2:]  # 19998 elements: lazy
+    v = a[:-2] * 0.5 + a[2:]  # 199,998 elements (above the limit): lazy
     assert not v.is_realized
     a[1:-1] = v
     assert a.is_realized and v.is_realized
@@ -514,30 +514,30 @@ def test_a_big_pending_value_is_written_at_once_and_old_values_are_kept():
 def test_writes_into_a_fresh_big_zeros_array_materialize_it_once():
     """`zeros`/`empty`/`full` (and `_like`) written into: the array is made once and then
     written in place; a reference to it taken before the write keeps its zeros."""
-    z = snp.zeros((100, 100))
+    z = snp.zeros((300, 300))  # above the eager limit
     z_before = z[:]  # another tensor over the zeros
-    z[3] = snp.arange(100.0)
+    z[3] = snp.arange(300.0)
     assert z.is_realized
     ptr = z.uop.arg.array.ctypes.data  # (no reference to the array: that would make it shared)
     z[4, :50] = 7.0
     assert z.uop.arg.array.ctypes.data == ptr
-    want = np.zeros((100, 100))
-    want[3] = np.arange(100.0)
+    want = np.zeros((300, 300))
+    want[3] = np.arange(300.0)
     want[4, :50] = 7.0
     np.testing.assert_array_equal(z.numpy(), want)
-    np.testing.assert_array_equal(z_before.numpy(), np.zeros((100, 100)))
+    np.testing.assert_array_equal(z_before.numpy(), np.zeros((300, 300)))
     f = snp.full_like(z, -0.0)
     f[0, 0] = 1.0
     assert np.signbit(f.numpy()[1, 1]) and f.numpy()[0, 0] == 1.0
 
 
 def test_a_loop_over_slices_of_a_big_array_plans_once():
-    """Jacobi 1-D over 9,600 points (above the eager limit), written the numpy way: each
+    """Jacobi 1-D over 96,000 points (above the eager limit), written the numpy way: each
     half step realizes its stencil and writes it in place; the number of plans and
     compiles does not grow with the steps, and every value equals numpy's."""
     from svod.bench.loops import jacobi_1d
 
-    a0 = np.random.default_rng(2).random(9600)
+    a0 = np.random.default_rng(2).random(96_000)
     s0 = svod.stats()
     got = jacobi_1d(snp, snp.asarray(a0.copy()), steps=30).numpy()
     s1 = svod.stats()
@@ -553,3 +553,44 @@ def test_writes_stay_lazy_without_eager_work():
         a[1:-1] = a[:-2] + a[2:]
         assert not a.is_realized
     np.testing.assert_array_equal(a.numpy()[1:4], [2.0, 4.0, 6.0])
+
+
+def test_plans_per_structure_are_bounded_and_later_sizes_run_with_numpy(monkeypatch):
+    """Issue 28.2: LU's trailing update `a[k + 1:, k + 1:] - outer(...)` shrinks on two axes,
+    so above the eager limit every iteration was a new plan (106 compiles at n = 200). A
+    structure that has made `PLANS_PER_STRUCTURE` plans runs its later sizes with numpy:
+    the plans do not grow with n (the loop count), and every value equals numpy's. (A
+    limit of 16 elements makes n = 24..40 behave as n = 200 does under the default.)"""
+    from svod.bench.loops import cholesky, lu
+
+    monkeypatch.setattr(E, "PLANS_PER_STRUCTURE", 2)
+    rng = np.random.default_rng(5)
+    for prog in (lu, cholesky):
+        plans = {}
+        for n in (24, 40):  # (both past the sizes where the slices cross the limit)
+            monkeypatch.setattr(E, "_planned", {})
+            m = rng.standard_normal((n, n))
+            spd = m @ m.T + n * np.eye(n)
+            s0, f0 = svod.stats(), E.stats()["structure_fallbacks"]
+            with svod.eager_mode(True, max_elements=16):
+                got = prog(snp, snp.asarray(spd.copy())).numpy()
+            s1 = svod.stats()
+            np.testing.assert_allclose(got, prog(np, spd.copy()), rtol=1e-10, atol=1e-12)
+            plans[n] = s1["searches"] + s1["searches_skipped"] - s0["searches"] - s0["searches_skipped"]
+            assert E.stats()["structure_fallbacks"] - f0 >= n // 2 - 4, prog.__name__  # most sizes: numpy
+        assert plans[40] <= plans[24] + 2 and plans[40] <= 12, (prog.__name__, plans)
+    # off: every size plans (the bound is what made the difference)
+    monkeypatch.setattr(E, "PLANS_PER_STRUCTURE", 0)
+    s0 = svod.stats()
+    with svod.eager_mode(True, max_elements=16):
+        lu(snp, snp.asarray(spd[:12, :12].copy()))
+    assert svod.stats()["searches"] + svod.stats()["searches_skipped"] - s0["searches"] - s0["searches_skipped"] >= 5
+
+
+def test_structure_ignores_sizes_and_offsets():
+    a = svod.asarray(np.ones((10, 10)))
+    with svod.eager_mode(False):
+        x = a[2:, 3:] - a[2:, 1:8] * 2.0
+        y = a[5:, 4:] - a[5:, 0:6] * 2.0
+        z = a[5:, 4:] + a[5:, 0:6] * 2.0
+    assert E.structure(x.uop) == E.structure(y.uop) != E.structure(z.uop)

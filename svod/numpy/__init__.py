@@ -31,7 +31,7 @@ import numpy as _np
 from svod import dtype as _dt
 from svod import interop as _interop
 from svod import tensor as _tensor
-from svod.numpy import _einsum, _functions, _index_tricks, _mathfuncs, _stats, _ufuncs, fft, linalg, random  # noqa: F401
+from svod.numpy import _einsum, _fast, _functions, _index_tricks, _mathfuncs, _stats, _ufuncs, fft, linalg, random  # noqa: F401
 from svod.numpy._ndarray import ndarray, numpy_function, retag  # noqa: F401
 
 # dtypes (svod's, callable as numpy's scalar types) and numpy's abstract scalar classes
@@ -132,6 +132,9 @@ for _name, _fn in _FUNCTIONS.items():
     globals()[_name] = numpy_function(_fn, _name)
 concat = concatenate  # noqa: F821
 einsum_path = numpy_function(_einsum.einsum_path, "einsum_path")  # no tensors out: not in the dispatch table
+
+
+_fast.install(ndarray, globals())  # numpy called directly for small realized operands (svod/numpy/_fast.py)
 
 
 class _NumpyGrid:
