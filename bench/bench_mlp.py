@@ -22,6 +22,14 @@ so this benchmark measures what each contender does with one core:
 
 Every contender's result is checked against the numpy reference (rtol/atol of the
 workload). `--small` runs the workload's small shapes (a smoke test).
+
+Where the time goes inside svod's kernels (micro-kernel, packing, epilogue): run the svod
+process alone under perf; `--perf-map` writes /tmp/perf-<pid>.map naming the JIT'd
+functions::
+
+    SVOD_THREADS=1 perf record -e cpu-clock:u -o w4.data \
+        python3 bench/bench_mlp.py --worker svod --breakdown --perf-map --repeats 20
+    perf report -i w4.data --sort symbol
 """
 
 from __future__ import annotations
@@ -97,7 +105,51 @@ def _contender(who: str, arrays: dict):
     raise ValueError(f"bench_mlp: unknown contender {who!r}; known: {', '.join(CONTENDERS)}")
 
 
-def _breakdown(arrays: dict, repeats: int) -> list[tuple[str, float, float]]:
+def _text_size(mod) -> int | None:
+    """Bytes of the .text section of a compiled module's object code (None if unknown)."""
+    try:
+        import llvmlite.binding as llvm
+
+        obj = llvm.ObjectFileRef.from_data(mod.object_code)
+        return sum(sec.size() for sec in obj.sections() if sec.is_text()) or None
+    except Exception:  # noqa: BLE001 - a diagnostic: fall back to the next symbol's distance
+        return None
+
+
+def write_perf_map(programs) -> str:
+    """Write ``/tmp/perf-<pid>.map`` naming the native functions of `programs` (each
+    kernel's body and, for a GEMM, its micro-kernel ``<body>.uk``), so that ``perf
+    record`` / ``perf report`` attribute samples in JIT'd code; returns the path. Within a
+    module a function ends where the next begins, the last one at the end of the module's
+    .text section (else 4 KiB on)."""
+    import re
+
+    lines = []
+    for prog in programs:
+        mod = getattr(prog, "module", None)
+        if mod is None:
+            continue
+        names = {prog.symbol, prog.symbol + ".uk"} | set(re.findall(r'define [^@]*@"?([^"(\s]+)"?\(', mod.ir or ""))
+        found = {}
+        for name in names:
+            try:
+                found[mod.address(name)] = name
+            except KeyError:
+                pass
+        addrs = sorted(found)
+        if not addrs:
+            continue
+        text = _text_size(mod)
+        end = addrs[0] + text if text and addrs[0] + text > addrs[-1] else addrs[-1] + 4096
+        for a, nxt in zip(addrs, addrs[1:] + [end]):
+            lines.append(f"{a:x} {nxt - a:x} {found[a]}")
+    path = f"/tmp/perf-{os.getpid()}.map"
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    return path
+
+
+def _breakdown(arrays: dict, repeats: int, perf_map: bool = False) -> list[tuple[str, float, float]]:
     """(what, median ms, min ms) in thread CPU time of each kernel of svod's plan for W4
     on one thread, and of the first product without its epilogue."""
     import svod
@@ -126,6 +178,8 @@ def _breakdown(arrays: dict, repeats: int) -> list[tuple[str, float, float]]:
                    (KNode(ACC, float32),), (KOutput(2, 0, float32, (m, n)),), (), MatmulSpec(0, 1, m, n, k))
     pbufs = {0: arrays["x"].reshape(-1), 1: arrays["w1"].reshape(-1), 2: np.empty(m * n, np.float32)}
     cases.append((f"x @ W1 alone (no epilogue) {(m, n)}", compile_kernel(plain), pbufs))
+    if perf_map:
+        print(f"perf map: {write_perf_map([c[1] for c in cases])}", file=sys.stderr)
     for _, prog, b in cases:
         prog.run(b, 1)
     times: list[list[float]] = [[] for _ in cases]
@@ -137,7 +191,7 @@ def _breakdown(arrays: dict, repeats: int) -> list[tuple[str, float, float]]:
     return [(what, float(np.median(t)) * 1e3, min(t) * 1e3) for (what, _, _), t in zip(cases, times)]
 
 
-def worker(who: str, repeats: int, small: bool, breakdown: bool) -> dict:
+def worker(who: str, repeats: int, small: bool, breakdown: bool, perf_map: bool = False) -> dict:
     """Run in a child process: time `repeats` calls of contender `who` on one thread."""
     from svod import workloads
 
@@ -165,7 +219,7 @@ def worker(who: str, repeats: int, small: bool, breakdown: bool) -> dict:
 
         out["peak"] = float(np.median([fma_peak(1, seconds=0.05, cpu_time=True)["gflops"] for _ in range(3)]))
         if breakdown:
-            out["breakdown"] = _breakdown(arrays, repeats)
+            out["breakdown"] = _breakdown(arrays, repeats, perf_map)
     return out
 
 
@@ -217,11 +271,12 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="write the raw results to this file")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--breakdown", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--perf-map", action="store_true", help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
     if opts.rounds < 1 or opts.repeats < 1:
         ap.error(f"--rounds and --repeats must be positive, got {opts.rounds} and {opts.repeats}")
     if opts.worker:
-        print(json.dumps(worker(opts.worker, opts.repeats, opts.small, opts.breakdown)))
+        print(json.dumps(worker(opts.worker, opts.repeats, opts.small, opts.breakdown, opts.perf_map)))
         return 0
     who = [w.strip() for w in opts.only.split(",") if w.strip()]
     bad = [w for w in who if w not in CONTENDERS]
