@@ -728,3 +728,48 @@ def test_every_target_blocking_takes_every_path(name, target, dt):
     reg = "zmm" if target.vector_bits == 512 else "ymm"
     fma = "vfmadd231ps" if dt is float32 else "vfmadd231pd"
     assert len([ln for ln in uk.splitlines() if fma in ln and reg in ln]) >= cfg.mr * cfg.nv, name
+
+
+# ----------------------------------------------------------------------------- epilogue = unfused, bit for bit
+
+
+def _bits_equal_mask(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise: bit-identical, except that any NaN matches any NaN (-0.0 and +0.0 differ)."""
+    ints = {4: np.uint32, 8: np.uint64}[a.dtype.itemsize]
+    return (np.isnan(a) & np.isnan(b)) | (a.view(ints) == b.view(ints))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("act", ["gelu_tanh", "gelu", "silu"])
+@pytest.mark.parametrize("m,k,n", [(37, 700, 45), (12, 5, 32), (1, 3, 1), (50, 64, 129)])
+def test_fused_epilogue_is_bit_identical_to_the_unfused_kernels(dt, act, m, k, n):
+    """A long epilogue (exp, divide) runs interleaved over the tile's columns (several
+    vectors in flight, `lower._ilp_hints`): the same operations per element, so the fused
+    product must equal, bit for bit, the generated product alone (ACC) followed by the
+    activation as an elementwise kernel — at odd sizes (edge tiles, column remainders),
+    several K blocks (k = 700), and with NaN, ±inf and -0.0 in the operands and the bias."""
+    rng = _rng(m * 7 + k * 3 + n)
+    a = rng.standard_normal((m, k)).astype(dt)
+    b = (rng.standard_normal((k, n)) / math.sqrt(k)).astype(dt)
+    bias = (4 * rng.standard_normal(n)).astype(dt)
+    specials = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 30.0, -30.0, -1e4], dt)
+    bias[: min(n, len(specials))] = specials[: min(n, len(specials))]
+    if m > 2:
+        a[1, :] = np.inf  # a row of ±inf/NaN sums
+        a[2, : k // 2] = -0.0
+    # the generated product alone (a Kernel whose output is ACC, never the BLAS step)
+    acc = run_kernel(_mm_kernel(float32 if dt == np.float32 else float64, (), m, k, n), [a, b])[2].reshape(m, n)
+
+    def activation(y):
+        if act == "silu":
+            return svod.nn.silu(y)
+        return svod.nn.gelu(y, approximate="tanh" if act == "gelu_tanh" else "none")
+
+    A, B, Bias = (svod.asarray(x) for x in (a, b, bias))
+    (fused,), plan = run_fused([activation(A @ B + Bias)])
+    assert [kk.kind for kk in plan.kernels] == ["matmul"], [kk.kind for kk in plan.kernels]
+    unfused = activation(svod.asarray(acc) + Bias).numpy()
+    assert fused.dtype == unfused.dtype == dt
+    assert fused.shape == unfused.shape == (m, n)
+    same = _bits_equal_mask(fused, unfused)
+    assert same.all(), (act, dt, np.argwhere(~same)[:5], fused[~same][:5], unfused[~same][:5])

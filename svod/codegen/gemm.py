@@ -237,6 +237,9 @@ class _Gemm:
             if i not in (mm.a, mm.b):
                 low.accesses[i] = make_access(inp.view, kg)
         self.epi_prefetch = self._epilogue_prefetches()
+        # a long epilogue (exp, divide: GELU, SiLU) is a dependency chain per vector: its
+        # column loop interleaves vectors as elementwise kernels do (docs/codegen.md)
+        self.epi_hints = low._ilp_hints()
         for i, n in enumerate(k.nodes):
             if n.op == VALID:
                 low.valid_access[i] = make_access(n.arg, kg)
@@ -468,11 +471,12 @@ class _Gemm:
 
         self._loop(i64(0), npi, panel, "aq")
 
-    def _loop(self, start: ir.Value, end: ir.Value, body, name: str, unroll: bool = False) -> None:
+    def _loop(self, start: ir.Value, end: ir.Value, body, name: str, unroll: bool = False,
+              hints: tuple = ()) -> None:
         """`_Fn.loop` whose latch carries ``llvm.loop.unroll.disable`` unless `unroll`:
         runtime unrolling of the many packing/tile/edge loops costs compile time and buys
-        no speed (docs/codegen.md)."""
-        self.f.loop(start, end, body, name, hints=() if unroll else (("llvm.loop.unroll.disable", None),))
+        no speed (docs/codegen.md); `hints`: more ``llvm.loop`` hints."""
+        self.f.loop(start, end, body, name, hints=hints if unroll else (("llvm.loop.unroll.disable", None),) + hints)
 
     # ---- one micro-tile
     def _epilogue_prefetches(self) -> list[tuple[int, Access, int]]:
@@ -596,4 +600,5 @@ class _Gemm:
             for jj, o in enumerate(k.outputs):
                 low._store(low.out_ptrs[jj], o.dtype, low.out_access[jj], ctx, env[o.node])
 
-        self._loop(i64(0), rows, lambda r: self._loop(i64(0), cols, lambda c: element(r, c), "ec"), "er")
+        self._loop(i64(0), rows, lambda r: self._loop(i64(0), cols, lambda c: element(r, c), "ec",
+                                                       hints=self.epi_hints), "er")
