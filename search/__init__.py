@@ -138,7 +138,7 @@ def _search_whole(key: GraphKey, model, mach, lim: SearchLimits, rulesets, k: in
         t1 = time.perf_counter()
         js = enc.serialize()
         t_ser = time.perf_counter() - t1
-    prog = Program(js, key)
+    prog = Program(js, enc.key)  # with the encoder's template nodes (search/contract.py)
     # the algebraic choice (which program) within 30% of the budget, then the kernel
     # boundaries of the fewest-ops program and of the cheapest rewritten one
     alg = explore(prog, model, mach, deadline=t0 + 0.7 * lim.seconds, exact_limit=lim.exact)

@@ -44,6 +44,7 @@ kernels over one iteration space that share inputs merge into one multi-output k
 
 from __future__ import annotations
 
+from search import contract as _contract
 from svod.ops import fusion_class
 
 # the op classes of the fusion rules: projections of the op table (svod.ops); movement ops
@@ -238,6 +239,7 @@ RULESETS["matmul_assoc"] = _matmul_assoc()
 RULESETS["sum_merge"] = _sum_merge()
 RULESETS["matmul_distribute"] = _matmul_distribute()
 RULESETS["matmul_transpose"] = _matmul_transpose()
+RULESETS[_contract.NAME] = _contract.RULESET  # contraction recognition (search/contract.py)
 
 # numerical status of each rule set (docs/algebra.md): "exact" = bit-identical results,
 # "reassoc" = floating-point reassociation within a documented error bound
@@ -246,8 +248,10 @@ STATUS["matmul_assoc"] = "reassoc"
 STATUS["sum_merge"] = "reassoc"
 STATUS["matmul_distribute"] = "reassoc"
 STATUS["matmul_transpose"] = "reassoc"
+STATUS[_contract.NAME] = "reassoc"
 # the rule sets that rewrite the program
-ALGEBRA_SETS = ("algebra", "movement", "matmul_assoc", "sum_merge", "matmul_distribute", "matmul_transpose")
+ALGEBRA_SETS = ("algebra", "movement", "matmul_assoc", "sum_merge", "matmul_distribute", "matmul_transpose",
+                _contract.NAME)
 MODES = ("reassoc", "exact")
 # Pointwise: elementwise ops with their own arithmetic (not movement, not sources or CAT)
 POINTWISE_OPS = sorted(set(ELEMENTWISE_OPS) - set(MOVEMENT_OPS) - {"CONST", "CAT", "CONTIGUOUS"})

@@ -1,0 +1,229 @@
+"""Contraction recognition (rule set `contract`, reassoc): a sum over axes of a product of
+two broadcast operands — `(x[:, None, :] * w[None]).sum(-1)`, the batched
+`(a[..., :, None, :] * b[..., None, :, :]).sum(-1)`, sums over a middle axis
+`(x[:, :, None] * w[None]).sum(1)`, `(A * v).sum(-1)` against a broadcast vector — gets a
+(batched) matmul variant in the e-graph: the operands' bases permuted and reshaped to
+`(batch..., M, K)` and `(batch..., K, N)`, one MATMUL, and the result reshaped and
+permuted back to the sum's (keepdims) shape. The extraction prices it against the fused
+multiply + reduce kernel and keeps the cheaper (docs/algebra.md, "Contraction
+recognition").
+
+How the variant gets into the e-graph (terms that need arguments no node of the written
+program has: a new permutation, a new shape, a MATMUL):
+
+1. `templates(key)` finds the pattern in the GraphKey (Python: the operands' movement
+   chains are read down to their bases) and appends the matmul form's nodes to the key as
+   *template* nodes (`KeyNode`s after the program's own; nothing reaches them from the
+   outputs). It returns the extended key, which the decoder reads templates from.
+2. The encoder writes the form as an F term over those templates — `(E op j srcs)` with
+   j a template, the bases loaded as `(Load (Node b))` — and the fact
+   `(ContractForm n form)` for the REDUCE node n. The terms have no `(Node j)`/`(Body j)`
+   handles, so the extraction counts them as nodes made by a rewrite (ties keep the
+   program as written) and explain lists them.
+3. The rule of the `contract` rule set unions the form into the REDUCE's class and marks
+   it `(Rewritten r "contract")`. Without the rule set (`algebra="exact"`) nothing is
+   encoded and nothing changes.
+
+What is recognised: REDUCE ('sum', axes) of a float MUL of the same dtype whose two
+operands are each a chain of EXPAND, PERMUTE and RESHAPEs that only add or drop size-1
+axes, over a base value. Every axis of the product of size > 1 is then read by the first
+operand, the second, or both (or neither: a broadcast of both — not recognised). Axes in
+both are batch axes (kept) or contracted (summed); axes in one only are free (kept). A
+summed axis read by one operand only, or an axis read by neither, is not recognised (the
+sum would first need a reduction or a count of its own). Row dots — every axis read by
+both operands, `(a * b).sum(-1)` of same-shaped a, b — have no cheaper matmul form (a
+batch of 1x1 products does the same work worse) and get no variant.
+"""
+
+from __future__ import annotations
+
+import math
+
+from svod.ir import Ops, _infer_shape
+from svod.key import GraphKey, KeyNode
+
+NAME = "contract"
+
+# the rule set: declared after the language (search/language.py), so its relation lives here
+RULESET = f"""(relation ContractForm (i64 F))
+(ruleset {NAME})
+(rule ((ContractForm n f) (= r (Body n)))
+      ((union r f) (Rewritten r "{NAME}")) :ruleset {NAME})"""
+
+_CHAIN = (Ops.EXPAND, Ops.PERMUTE, Ops.RESHAPE)
+
+
+def _axes(key: GraphKey, i: int) -> tuple[int, list[int | None]] | None:
+    """(base, axis map) of value i read through its movement chain: for each axis of
+    node i, the axis of the base it reads (None: a broadcast or size-1 axis). None when
+    the chain has a RESHAPE that does more than add or drop size-1 axes."""
+    chain = []
+    n = key.nodes[i]
+    while n.op in _CHAIN:
+        if n.op is Ops.RESHAPE:
+            src = key.nodes[n.src[0]].shape
+            if [d for d in src if d != 1] != [d for d in n.shape if d != 1]:
+                break
+        chain.append(n)
+        i = n.src[0]
+        n = key.nodes[i]
+    if not all(isinstance(d, int) for d in n.shape):
+        return None
+    m: list[int | None] = [a if d != 1 else None for a, d in enumerate(n.shape)]
+    for c in reversed(chain):
+        if c.op is Ops.PERMUTE:
+            m = [m[p] for p in c.arg]
+        elif c.op is Ops.RESHAPE:
+            data = iter([a for a in m if a is not None])
+            m = [next(data) if d != 1 else None for d in c.shape]
+        # EXPAND: only size-1 axes grow, and those map to None already
+    return i, m
+
+
+def _squeeze_order(key: GraphKey, base: int) -> dict[int, int]:
+    """base axis -> its position among the base's axes of size > 1."""
+    shape = key.nodes[base].shape
+    out, k = {}, 0
+    for a, d in enumerate(shape):
+        if d != 1:
+            out[a] = k
+            k += 1
+    return out
+
+
+class _Builder:
+    """Appends template nodes to a growing node list (deduplicated by content)."""
+
+    def __init__(self, key: GraphKey):
+        self.nodes = list(key.nodes)
+        self.first = len(key.nodes)
+        self.index = {n.encode(): j for j, n in enumerate(self.nodes)}
+
+    def add(self, op: Ops, src: tuple[int, ...], arg) -> int:
+        ins = tuple(self.nodes[s] for s in src)
+        dtype = ins[0].dtype
+        shape = _infer_shape(op, ins, arg)
+        n = KeyNode(op, dtype, src, arg, shape)
+        k = n.encode()
+        if k not in self.index:
+            self.index[k] = len(self.nodes)
+            self.nodes.append(n)
+        return self.index[k]
+
+    def reshape(self, i: int, shape: tuple[int, ...]) -> int:
+        return i if self.nodes[i].shape == tuple(shape) else self.add(Ops.RESHAPE, (i,), tuple(shape))
+
+    def permute(self, i: int, perm: tuple[int, ...]) -> int:
+        return i if tuple(perm) == tuple(range(len(perm))) else self.add(Ops.PERMUTE, (i,), tuple(perm))
+
+
+def _operand(b: _Builder, key: GraphKey, base: int, amap: list, groups: list[list[int]], shape: tuple) -> int:
+    """The base's data axes in the order of `groups` (lists of product axes), reshaped to
+    `shape` (one axis per group after the batch axes)."""
+    sq = _squeeze_order(key, base)
+    x = b.reshape(base, tuple(d for d in key.nodes[base].shape if d != 1))
+    order = [sq[amap[ax]] for g in groups for ax in g]
+    x = b.permute(x, tuple(order))
+    return b.reshape(x, shape)
+
+
+def recognise(key: GraphKey, r: int, b: _Builder) -> int | None:
+    """The template node computing REDUCE node r as a matmul (added to `b`), or None."""
+    n = key.nodes[r]
+    if n.op is not Ops.REDUCE or n.arg[0] != "sum" or not n.dtype.is_float:
+        return None
+    mul = key.nodes[n.src[0]]
+    if mul.op is not Ops.MUL or mul.dtype != n.dtype or len(mul.src) != 2:
+        return None
+    if not all(isinstance(d, int) for d in mul.shape):
+        return None
+    sides = [_axes(key, s) for s in mul.src]
+    if any(s is None for s in sides):
+        return None
+    (ba, ma), (bb, mb) = sides
+    if key.nodes[ba].dtype != n.dtype or key.nodes[bb].dtype != n.dtype:
+        return None
+    red = set(n.arg[1])
+    batch, con, fa, fb = [], [], [], []
+    for ax, d in enumerate(mul.shape):
+        if d == 1:
+            continue
+        ina, inb = ma[ax] is not None, mb[ax] is not None
+        if ina and inb:
+            (con if ax in red else batch).append(ax)
+        elif ina and ax not in red:
+            fa.append(ax)
+        elif inb and ax not in red:
+            fb.append(ax)
+        else:  # summed on one side only, or read by neither operand
+            return None
+    if not con or not (fa or fb):
+        return None
+    S = mul.shape
+    lead = tuple(S[ax] for ax in batch)
+    M, K, N = (math.prod(S[ax] for ax in g) for g in (fa, con, fb))
+    a = _operand(b, key, ba, ma, [batch, fa, con], lead + (M, K))
+    c = _operand(b, key, bb, mb, [batch, con, fb], lead + (K, N))
+    mm = b.add(Ops.MATMUL, (a, c), None)
+    kept = batch + fa + fb  # the matmul's axes, grouped; the sum keeps them in S's order
+    out = b.reshape(mm, tuple(S[ax] for ax in kept))
+    out = b.permute(out, tuple(kept.index(ax) for ax in sorted(kept)))
+    return b.reshape(out, n.shape)
+
+
+def templates(key: GraphKey) -> tuple[GraphKey, dict[int, int]]:
+    """(key with the template nodes appended, REDUCE node -> its matmul form's top node).
+    The key is `key` itself when nothing is recognised."""
+    b = _Builder(key)
+    forms: dict[int, int] = {}
+    for r, n in enumerate(key.nodes):
+        if n.op is Ops.REDUCE:
+            try:
+                top = recognise(key, r, b)
+            except AssertionError:  # a shape the matmul form cannot take: no variant
+                top = None
+            if top is not None and top >= b.first:
+                forms[r] = top
+    if not forms:
+        return key, {}
+    return GraphKey(tuple(b.nodes), key.outputs), forms
+
+
+def _term(ext: GraphKey, j: int, first: int) -> str:
+    """Template j as an F term: template sources as loaded kernels, program nodes as
+    loads of their `(Node i)` handles (iterative over the small template chain)."""
+    n = ext.nodes[j]
+    srcs = []
+    for s in n.src:
+        srcs.append(f"(Load (Kernel {_term(ext, s, first)}))" if s >= first else f"(Load (Node {s}))")
+    items = "(Nil)"
+    for x in reversed(srcs):
+        items = f"(Cons {x} {items})"
+    return f'(E "{n.op.value}" {j} {items})'
+
+
+def encode_actions(key: GraphKey, rulesets) -> tuple[GraphKey, list[str]]:
+    """The encoder's hook: (the key the decoder reads templates from, egglog actions:
+    one `ContractForm` fact per recognised REDUCE, and `Rewritten` marks on the form's
+    inner terms). Nothing (and `key` itself) when `contract` is not among `rulesets`."""
+    if NAME not in rulesets:
+        return key, []
+    ext, forms = templates(key)
+    first = len(key.nodes)
+    actions = []
+    for r, top in forms.items():
+        actions.append(f"(ContractForm {r} {_term(ext, top, first)})")
+        for j in _inner(ext, top, first):
+            actions.append(f'(Rewritten {_term(ext, j, first)} "{NAME}")')
+    return ext, actions
+
+
+def _inner(ext: GraphKey, top: int, first: int) -> list[int]:
+    out, stack = [], [top]
+    while stack:
+        j = stack.pop()
+        for s in ext.nodes[j].src:
+            if s >= first and s not in out:
+                out.append(s)
+                stack.append(s)
+    return out
