@@ -24,7 +24,7 @@ program has: a new permutation, a new shape, a MATMUL):
    it `(Rewritten r "contract")`. Without the rule set (`algebra="exact"`) nothing is
    encoded and nothing changes.
 
-What is recognised: REDUCE ('sum', axes) of a float MUL of the same dtype whose two
+What is recognised: REDUCE ('sum', axes) of a MUL of the same dtype (not bool) whose two
 operands are each a chain of EXPAND, PERMUTE and RESHAPEs that only add or drop size-1
 axes, over a base value. Every axis of the product of size > 1 is then read by the first
 operand, the second, or both (or neither: a broadcast of both — not recognised). Axes in
@@ -130,7 +130,7 @@ def _operand(b: _Builder, key: GraphKey, base: int, amap: list, groups: list[lis
 def recognise(key: GraphKey, r: int, b: _Builder) -> int | None:
     """The template node computing REDUCE node r as a matmul (added to `b`), or None."""
     n = key.nodes[r]
-    if n.op is not Ops.REDUCE or n.arg[0] != "sum" or not n.dtype.is_float:
+    if n.op is not Ops.REDUCE or n.arg[0] != "sum" or n.dtype.is_bool:
         return None
     mul = key.nodes[n.src[0]]
     if mul.op is not Ops.MUL or mul.dtype != n.dtype or len(mul.src) != 2:
