@@ -43,12 +43,21 @@ from svod.ir import Ops, _infer_shape
 from svod.key import GraphKey, KeyNode
 
 NAME = "contract"
+SIBLINGS = "matmul_siblings"
 
-# the rule set: declared after the language (search/language.py), so its relation lives here
-RULESET = f"""(relation ContractForm (i64 F))
-(ruleset {NAME})
-(rule ((ContractForm n f) (= r (Body n)))
-      ((union r f) (Rewritten r "{NAME}")) :ruleset {NAME})"""
+
+def _ruleset(name: str, relation: str) -> str:
+    """A rule set that unions the form the encoder wrote in `(relation n form)` into node
+    n's class (declared after the language, search/language.py: its relation lives here)."""
+    return (f"(relation {relation} (i64 F))\n(ruleset {name})\n"
+            f"(rule (({relation} n f) (= r (Body n)))\n"
+            f'      ((union r f) (Rewritten r "{name}")) :ruleset {name})')
+
+
+RULESET = _ruleset(NAME, "ContractForm")
+# rule set name -> (egglog text, numerical status, on by default): registered by search/rules.py
+RULESETS = {NAME: (RULESET, "reassoc", True),
+            SIBLINGS: (_ruleset(SIBLINGS, "SiblingForm"), "reassoc", False)}
 
 _CHAIN = (Ops.EXPAND, Ops.PERMUTE, Ops.RESHAPE)
 
@@ -171,10 +180,7 @@ def recognise(key: GraphKey, r: int, b: _Builder) -> int | None:
     return b.reshape(out, n.shape)
 
 
-def templates(key: GraphKey) -> tuple[GraphKey, dict[int, int]]:
-    """(key with the template nodes appended, REDUCE node -> its matmul form's top node).
-    The key is `key` itself when nothing is recognised."""
-    b = _Builder(key)
+def _contractions(key: GraphKey, b: _Builder) -> dict[int, int]:
     forms: dict[int, int] = {}
     for r, n in enumerate(key.nodes):
         if n.op is Ops.REDUCE:
@@ -184,9 +190,71 @@ def templates(key: GraphKey) -> tuple[GraphKey, dict[int, int]]:
                 top = None
             if top is not None and top >= b.first:
                 forms[r] = top
+    return forms
+
+
+def templates(key: GraphKey, siblings: bool = False) -> tuple[GraphKey, dict[int, int]]:
+    """(key with the template nodes appended, REDUCE node -> its matmul form's top node;
+    with `siblings`, MATMUL nodes -> their slice of the merged product too). The key is
+    `key` itself when nothing is recognised."""
+    b = _Builder(key)
+    forms = _contractions(key, b)
+    if siblings:
+        forms.update(_siblings(key, b))
     if not forms:
         return key, {}
     return GraphKey(tuple(b.nodes), key.outputs), forms
+
+
+# ----------------------------------------------------------------------------- sibling products
+
+
+def _reaches(key: GraphKey, i: int, targets: set[int], floor: int) -> bool:
+    """Whether value i depends on one of `targets` (nodes below `floor` cannot)."""
+    stack, seen = [i], set()
+    while stack:
+        j = stack.pop()
+        if j in targets:
+            return True
+        if j < floor or j in seen:
+            continue
+        seen.add(j)
+        stack.extend(key.nodes[j].src)
+    return False
+
+
+def _siblings(key: GraphKey, b: _Builder) -> dict[int, int]:
+    """Products of one left operand, `x @ W1`, `x @ W2`, ... (rule set `matmul_siblings`):
+    each gets the form `(x @ concat(W1, W2, ...))[..., off:off + n_i]` — one wider product,
+    sliced. Right operands must agree in every axis but the last, with one dtype, and none
+    may depend on a product of the group (the form would read itself). The concatenation
+    is a node of the form: it is priced with it (a copy of the weights every call)."""
+    groups: dict[int, list[int]] = {}
+    for i, n in enumerate(key.nodes):
+        if n.op is Ops.MATMUL and len(n.src) == 2 and all(isinstance(d, int) for d in n.shape):
+            groups.setdefault(n.src[0], []).append(i)
+    forms: dict[int, int] = {}
+    for x, mms in groups.items():
+        ws = [key.nodes[m].src[1] for m in mms]
+        if len(mms) < 2 or len(set(ws)) < len(ws):
+            continue
+        w0 = key.nodes[ws[0]]
+        if any(key.nodes[w].shape[:-1] != w0.shape[:-1] or key.nodes[w].dtype != w0.dtype for w in ws):
+            continue
+        if any(key.nodes[m].dtype != key.nodes[mms[0]].dtype for m in mms):
+            continue
+        if any(_reaches(key, w, set(mms), min(mms)) for w in ws):
+            continue
+        axis = len(w0.shape) - 1
+        cat = b.add(Ops.CAT, tuple(ws), axis)
+        mm = b.add(Ops.MATMUL, (x, cat), None)
+        off = 0
+        for m, w in zip(mms, ws):
+            width = key.nodes[w].shape[-1]
+            bounds = tuple((0, d) for d in b.nodes[mm].shape[:-1]) + ((off, off + width),)
+            forms[m] = b.add(Ops.SHRINK, (mm,), bounds)
+            off += width
+    return forms
 
 
 def _term(ext: GraphKey, j: int, first: int) -> str:
@@ -204,17 +272,26 @@ def _term(ext: GraphKey, j: int, first: int) -> str:
 
 def encode_actions(key: GraphKey, rulesets) -> tuple[GraphKey, list[str]]:
     """The encoder's hook: (the key the decoder reads templates from, egglog actions:
-    one `ContractForm` fact per recognised REDUCE, and `Rewritten` marks on the form's
-    inner terms). Nothing (and `key` itself) when `contract` is not among `rulesets`."""
-    if NAME not in rulesets:
+    one `ContractForm` / `SiblingForm` fact per recognised node, and `Rewritten` marks on
+    the forms' inner terms). Nothing (and `key` itself) when neither rule set is among
+    `rulesets`."""
+    todo = [(name, rel) for name, rel in ((NAME, "ContractForm"), (SIBLINGS, "SiblingForm")) if name in rulesets]
+    if not todo:
         return key, []
-    ext, forms = templates(key)
+    b = _Builder(key)
     first = len(key.nodes)
+    found = []
+    for name, rel in todo:
+        forms = _contractions(key, b) if name == NAME else _siblings(key, b)
+        found += [(name, rel, r, top) for r, top in forms.items()]
+    if not found:
+        return key, []
+    ext = GraphKey(tuple(b.nodes), key.outputs)
     actions = []
-    for r, top in forms.items():
-        actions.append(f"(ContractForm {r} {_term(ext, top, first)})")
+    for name, rel, r, top in found:
+        actions.append(f"({rel} {r} {_term(ext, top, first)})")
         for j in _inner(ext, top, first):
-            actions.append(f'(Rewritten {_term(ext, j, first)} "{NAME}")')
+            actions.append(f'(Rewritten {_term(ext, j, first)} "{name}")')
     return ext, actions
 
 

@@ -316,3 +316,49 @@ def test_integer_contraction_wraps_as_numpy():
     with np.errstate(all="ignore"):
         want = np.sum(x[:, None, :] * w[None], axis=-1, dtype=np.int32)
     assert np.array_equal(y.numpy(), want)
+
+
+# ----------------------------------------------------------------------------- sibling products (opt-in)
+
+
+def _sibling_outputs(m, k, n, seed=0):
+    x, a, b, c = _t(m, k, seed=seed), _t(k, n, seed=seed + 1), _t(k, n + 1, seed=seed + 2), _t(k, n, seed=seed + 3)
+    return [x @ a, svod.tanh(x @ b), x @ c + 0.5]
+
+
+def test_sibling_products_get_one_wider_product_sliced():
+    """x @ A, x @ B, x @ C: each gets `(x @ concat(A, B, C))[:, off:off + n]` (rule set
+    `matmul_siblings`, opt-in); the search's plan with it computes numpy's values, and is
+    never predicted dearer than the plan without it (the concatenation is priced in the form)."""
+    from search import plan_search, rules
+    from search.contract import SIBLINGS, templates
+    from svod.interp import run_plan
+    from svod.key import compact
+
+    assert SIBLINGS in rules.OPT_IN and SIBLINGS not in rules.DEFAULT
+    for m, k, n in ((4, 6, 3), (96, 64, 48)):
+        outs = _sibling_outputs(m, k, n)
+        key, b = compact([o.uop for o in outs])
+        ext, forms = templates(key, siblings=True)
+        assert len(forms) == 3
+        cats = [nd for nd in ext.nodes if nd.op.name == "CAT"]
+        assert len(cats) == 1 and cats[0].shape == (k, 3 * n + 1)
+        with_it = plan_search(key, rulesets=rules.DEFAULT + (SIBLINGS,))
+        without = plan_search(key, rulesets=rules.DEFAULT)
+        got = run_plan(with_it.plan, b.arrays)
+        for g, o in zip(got, outs):
+            np.testing.assert_allclose(g, o.numpy(), rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(o.numpy()).max())))
+        assert with_it.report.extraction.best.seconds <= without.report.extraction.best.seconds * (1 + 1e-9)
+        if m == 4:  # tiny: one BLAS call instead of three is what the model prefers
+            rewrites = with_it.report.rewrites
+            assert any(SIBLINGS in r.rulesets for r in rewrites), [str(r) for r in rewrites]
+
+
+def test_products_whose_right_operand_reads_a_sibling_are_not_merged():
+    """x @ W and x @ (x @ W): merging would make the product read itself."""
+    from search.contract import templates
+
+    x, w = _t(5, 5), _t(5, 3, seed=1)
+    y = x @ w
+    key = _key(y, x @ y)
+    assert templates(key, siblings=True)[1] == {}
