@@ -304,3 +304,48 @@ def _inner(ext: GraphKey, top: int, first: int) -> list[int]:
                 out.append(s)
                 stack.append(s)
     return out
+
+
+def rewritten_programs(key: GraphKey, rulesets) -> list[tuple[str, GraphKey]]:
+    """Every program one `contract` / `matmul_siblings` rewrite away from `key` (those of
+    `rulesets`): (rule set, the program with one recognised node computed by its form),
+    each a GraphKey in topological order holding only what the outputs reach (inputs keep
+    their slots). For the rewrite oracle (search/oracle.py), which enumerates programs
+    from the rule definitions; the e-graph holds the same forms."""
+    out: list[tuple[str, GraphKey]] = []
+    for name in (NAME, SIBLINGS):
+        if name not in rulesets:
+            continue
+        b = _Builder(key)
+        forms = _contractions(key, b) if name == NAME else _siblings(key, b)
+        ext = GraphKey(tuple(b.nodes), key.outputs)
+        for r, top in forms.items():
+            out.append((name, _substitute(ext, {r: top})))
+    return out
+
+
+def _substitute(ext: GraphKey, sub: dict[int, int]) -> GraphKey:
+    """`ext` with every read of node r (and output r) replaced by node sub[r], rebuilt from
+    the outputs in post-order (iterative)."""
+    nodes: list[KeyNode] = []
+    index: dict[bytes, int] = {}
+    new: dict[int, int] = {}
+    for o in ext.outputs:
+        stack = [(sub.get(o, o), False)]
+        while stack:
+            i, ready = stack.pop()
+            if i in new:
+                continue
+            srcs = [sub.get(s, s) for s in ext.nodes[i].src]
+            if not ready:
+                stack.append((i, True))
+                stack.extend((s, False) for s in srcs if s not in new)
+                continue
+            n = ext.nodes[i]
+            kn = KeyNode(n.op, n.dtype, tuple(new[s] for s in srcs), n.arg, n.shape)
+            k = kn.encode()
+            if k not in index:
+                index[k] = len(nodes)
+                nodes.append(kn)
+            new[i] = index[k]
+    return GraphKey(tuple(nodes), tuple(new[sub.get(o, o)] for o in ext.outputs))

@@ -165,7 +165,7 @@ RECOGNISED = {  # name -> (build, the matmul form's (batch, m, k, n))
 def test_contraction_patterns_get_a_matmul_form(name):
     """The encoder's templates hold one MATMUL of the pattern's (batch, m, k, n), and the
     form, decoded, computes numpy's values (the interpreter runs the decoded program)."""
-    from search.contract import templates
+    from search.contract import rewritten_programs, templates
     from svod.interp import eval_key
 
     build, want = RECOGNISED[name]
@@ -173,47 +173,14 @@ def test_contraction_patterns_get_a_matmul_form(name):
     key = _key(t)
     ext, forms = templates(key)
     assert len(forms) == 1, name
-    new = _with_form(ext, key, forms)
-    assert _products(new) == [want], (name, _products(new))
+    (rule, new), = rewritten_programs(key, ["contract"])
+    assert rule == "contract" and _products(new) == [want], (name, _products(new))
+    assert not any(n.op.name == "REDUCE" for n in new.nodes)
     b = _bindings(t)
     got = eval_key(new, b.arrays)[0]
     ref = eval_key(key, b.arrays)[0]
     assert got.shape == ref.shape and got.dtype == ref.dtype
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
-
-
-def _with_form(ext, key, forms):
-    """The program with each recognised REDUCE replaced by its matmul form (what the
-    `contract` union makes available), templates kept in topological order."""
-    from svod.key import GraphKey, KeyNode
-
-    (r, top), = forms.items()
-    nodes = list(ext.nodes)
-    # route the REDUCE's consumers (and the outputs) to the form's top node; the form's
-    # templates come after the program's nodes, so the consumers move to the end too
-    n0 = len(key.nodes)
-    order = [i for i in range(n0) if i <= r or not _reads(key, i, r)] + list(range(n0, len(nodes))) + \
-        [i for i in range(n0) if i > r and _reads(key, i, r)]
-    pos = {old: new for new, old in enumerate(order)}
-    out = []
-    for old in order:
-        n = nodes[old]
-        src = tuple(pos[top] if s == r else pos[s] for s in n.src)
-        out.append(KeyNode(n.op, n.dtype, src, n.arg, n.shape))
-    return GraphKey(tuple(out), tuple(pos[top] if o == r else pos[o] for o in key.outputs))
-
-
-def _reads(key, i, r):
-    stack, seen = [i], set()
-    while stack:
-        j = stack.pop()
-        if j == r:
-            return True
-        if j in seen or j < r:
-            continue
-        seen.add(j)
-        stack.extend(key.nodes[j].src)
-    return False
 
 
 def _bindings(t):
@@ -331,8 +298,8 @@ def test_sibling_products_get_one_wider_product_sliced():
     `matmul_siblings`, opt-in); the search's plan with it computes numpy's values, and is
     never predicted dearer than the plan without it (the concatenation is priced in the form)."""
     from search import plan_search, rules
-    from search.contract import SIBLINGS, templates
-    from svod.interp import run_plan
+    from search.contract import SIBLINGS, rewritten_programs, templates
+    from svod.interp import eval_key, run_plan
     from svod.key import compact
 
     assert SIBLINGS in rules.OPT_IN and SIBLINGS not in rules.DEFAULT
@@ -343,6 +310,13 @@ def test_sibling_products_get_one_wider_product_sliced():
         assert len(forms) == 3
         cats = [nd for nd in ext.nodes if nd.op.name == "CAT"]
         assert len(cats) == 1 and cats[0].shape == (k, 3 * n + 1)
+        progs = rewritten_programs(key, [SIBLINGS])
+        assert len(progs) == 3
+        for _, p in progs:  # each program (one sibling sliced from the wide product) computes the same
+            assert sum(nd.op.name == "CAT" for nd in p.nodes) == 1
+            for g, o in zip(eval_key(p, b.arrays), outs):
+                w = o.numpy()
+                np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(w).max())))
         with_it = plan_search(key, rulesets=rules.DEFAULT + (SIBLINGS,))
         without = plan_search(key, rulesets=rules.DEFAULT)
         got = run_plan(with_it.plan, b.arrays)
