@@ -106,7 +106,13 @@ class _Builder:
     def __init__(self, key: GraphKey):
         self.nodes = list(key.nodes)
         self.first = len(key.nodes)
-        self.index = {n.encode(): j for j, n in enumerate(self.nodes)}
+        self._index: dict[bytes, int] | None = None  # built on the first add (most graphs have no form)
+
+    @property
+    def index(self) -> dict[bytes, int]:
+        if self._index is None:
+            self._index = {n.encode(): j for j, n in enumerate(self.nodes)}
+        return self._index
 
     def add(self, op: Ops, src: tuple[int, ...], arg) -> int:
         ins = tuple(self.nodes[s] for s in src)
@@ -257,17 +263,22 @@ def _siblings(key: GraphKey, b: _Builder) -> dict[int, int]:
     return forms
 
 
-def _term(ext: GraphKey, j: int, first: int) -> str:
+def _term(ext: GraphKey, j: int, first: int, memo: dict[int, str] | None = None) -> str:
     """Template j as an F term: template sources as loaded kernels, program nodes as
-    loads of their `(Node i)` handles (iterative over the small template chain)."""
+    loads of their `(Node i)` handles (recursive over the form's few templates; `memo`
+    shares the text of templates several forms use)."""
+    memo = {} if memo is None else memo
+    if j in memo:
+        return memo[j]
     n = ext.nodes[j]
     srcs = []
     for s in n.src:
-        srcs.append(f"(Load (Kernel {_term(ext, s, first)}))" if s >= first else f"(Load (Node {s}))")
+        srcs.append(f"(Load (Kernel {_term(ext, s, first, memo)}))" if s >= first else f"(Load (Node {s}))")
     items = "(Nil)"
     for x in reversed(srcs):
         items = f"(Cons {x} {items})"
-    return f'(E "{n.op.value}" {j} {items})'
+    memo[j] = f'(E "{n.op.value}" {j} {items})'
+    return memo[j]
 
 
 def encode_actions(key: GraphKey, rulesets) -> tuple[GraphKey, list[str]]:
@@ -288,10 +299,11 @@ def encode_actions(key: GraphKey, rulesets) -> tuple[GraphKey, list[str]]:
         return key, []
     ext = GraphKey(tuple(b.nodes), key.outputs)
     actions = []
+    memo: dict[int, str] = {}
     for name, rel, r, top in found:
-        actions.append(f"({rel} {r} {_term(ext, top, first)})")
+        actions.append(f"({rel} {r} {_term(ext, top, first, memo)})")
         for j in _inner(ext, top, first):
-            actions.append(f'(Rewritten {_term(ext, j, first)} "{name}")')
+            actions.append(f'(Rewritten {_term(ext, j, first, memo)} "{name}")')
     return ext, actions
 
 
