@@ -82,9 +82,10 @@ def _axes(key: GraphKey, i: int) -> tuple[int, list[int | None]] | None:
     for c in reversed(chain):
         if c.op is Ops.PERMUTE:
             m = [m[p] for p in c.arg]
-        elif c.op is Ops.RESHAPE:
-            data = iter([a for a in m if a is not None])
-            m = [next(data) if d != 1 else None for d in c.shape]
+        elif c.op is Ops.RESHAPE:  # the axes of size > 1 keep their order (and what they read)
+            src_shape = key.nodes[c.src[0]].shape
+            kept = iter([a for a, d in zip(m, src_shape) if d != 1])
+            m = [next(kept) if d != 1 else None for d in c.shape]
         # EXPAND: only size-1 axes grow, and those map to None already
     return i, m
 

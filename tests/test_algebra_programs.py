@@ -137,6 +137,10 @@ def _t(*shape, seed=0):
     return svod.asarray(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
 
 
+def _bcast_1(t):
+    return svod.reshape(svod.broadcast_to(t, (6, 4, 5)), (6, 4, 1, 5))
+
+
 RECOGNISED = {  # name -> (build, the matmul form's (batch, m, k, n))
     "rows": (lambda: svod.sum(_t(6, 5)[:, None, :] * _t(4, 5, seed=1)[None], axis=-1), ((), 6, 5, 4)),
     "mid": (lambda: svod.sum(_t(6, 5)[:, :, None] * _t(5, 4, seed=1)[None], axis=1), ((), 6, 5, 4)),
@@ -149,6 +153,9 @@ RECOGNISED = {  # name -> (build, the matmul form's (batch, m, k, n))
     "transposed": (lambda: svod.sum(_t(5, 6).T[:, :, None] * _t(4, 5, seed=1).T[None], axis=1), ((), 6, 5, 4)),
     "gemv": (lambda: svod.sum(_t(6, 5) * _t(5, seed=1), axis=-1), ((), 6, 5, 1)),
     "vec_mat": (lambda: svod.sum(_t(6, 5) * _t(6, seed=1)[:, None], axis=0), ((), 5, 6, 1)),  # A.T @ u
+    # a RESHAPE adding a size-1 axis after a broadcast: the broadcast axis keeps reading nothing
+    "reshape_after_expand": (lambda: svod.sum(_bcast_1(_t(6, 5)[:, None, :]) * _bcast_1(_t(4, 5, seed=1)[None]),
+                                              axis=-1), ((), 6, 5, 4)),
     "keepdims": (lambda: svod.sum(_t(6, 5)[:, None, :] * _t(4, 5, seed=1)[None], axis=-1, keepdims=True),
                  ((), 6, 5, 4)),
     "float64": (lambda: svod.sum(svod.asarray(np.ones((6, 5)))[:, None, :] * svod.asarray(np.ones((4, 5)))[None],
