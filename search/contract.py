@@ -362,3 +362,65 @@ def _substitute(ext: GraphKey, sub: dict[int, int]) -> GraphKey:
                 nodes.append(kn)
             new[i] = index[k]
     return GraphKey(tuple(nodes), tuple(new[sub.get(o, o)] for o in ext.outputs))
+
+
+# ----------------------------------------------------------------------------- graphs searched by regions
+
+# contraction (its own small GraphKey's hash) -> whether the search prefers the matmul form
+_PREFERRED: dict[str, bool] = {}
+
+
+def with_preferred_forms(key: GraphKey, rulesets, decide) -> GraphKey:
+    """`key` with each recognised contraction computed by its matmul form where
+    `decide(alone)` — the search of the contraction alone (`alone`: its product and sum
+    over its operands' chains, the bases as inputs) — prefers the form; `key` itself when
+    none is. For graphs searched region by region (search/__init__.py), which keep the
+    program as written: a broadcast-multiply-sum there, einsum's included, would else stay
+    a fused kernel whatever its size. Decisions are memoised per contraction (a model
+    repeats its shapes). Nothing when `contract` is not among `rulesets`."""
+    if NAME not in rulesets:
+        return key
+    b = _Builder(key)
+    forms = _contractions(key, b)
+    if not forms:
+        return key
+    chosen: dict[int, int] = {}
+    for r, top in forms.items():
+        alone = _alone(key, r)
+        if alone.hash not in _PREFERRED:
+            if len(_PREFERRED) >= 4096:
+                _PREFERRED.clear()
+            _PREFERRED[alone.hash] = bool(decide(alone))
+        if _PREFERRED[alone.hash]:
+            chosen[r] = top
+    return _substitute(GraphKey(tuple(b.nodes), key.outputs), chosen) if chosen else key
+
+
+def _alone(key: GraphKey, r: int) -> GraphKey:
+    """REDUCE node r's product and sum over its operands' movement chains, as a GraphKey
+    of its own: the chains' bases become contiguous inputs 0 and 1 (one input when both
+    operands read one base)."""
+    mul = key.nodes[key.nodes[r].src[0]]
+    nodes: list[KeyNode] = []
+    new: dict[int, int] = {}
+    for s in mul.src:
+        base, _ = _axes(key, s)
+        if base not in new:
+            n = key.nodes[base]
+            strides, acc = [], 1
+            for d in reversed(n.shape):
+                strides.append(acc)
+                acc *= d
+            new[base] = len(nodes)
+            nodes.append(KeyNode(Ops.BUFFER, n.dtype, (), (len(new) - 1, tuple(reversed(strides))), n.shape))
+    chain: list[int] = []
+    for s in mul.src:
+        i = s
+        while i not in new and i not in chain:
+            chain.append(i)
+            i = key.nodes[i].src[0]
+    for i in sorted(chain) + [key.nodes[r].src[0], r]:
+        n = key.nodes[i]
+        new[i] = len(nodes)
+        nodes.append(KeyNode(n.op, n.dtype, tuple(new[s] for s in n.src), n.arg, n.shape))
+    return GraphKey(tuple(nodes), (new[r],))

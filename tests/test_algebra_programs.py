@@ -343,3 +343,29 @@ def test_products_whose_right_operand_reads_a_sibling_are_not_merged():
     y = x @ w
     key = _key(y, x @ y)
     assert templates(key, siblings=True)[1] == {}
+
+
+def test_graphs_searched_by_regions_keep_the_preferred_matmul_form():
+    """A graph searched region by region keeps its program as written, except that each
+    contraction the search of it alone would make a matmul is one (einsum's included):
+    the big one a BLAS step, the tiny one a fused reduction; values as numpy's."""
+    from search import plan_search
+    from svod.interp import run_plan
+    from svod.key import compact
+
+    x, w = _t(256, 128), _t(256, 128, seed=1)
+    y = svod.tanh(svod.einsum("ik,jk->ij", x, w) * 0.5) + 1.0
+    small = svod.sum(x[:4, None, :5] * w[None, :3, :5], axis=-1)
+    key, b = compact([y.uop, small.uop])
+    r = plan_search(key, limits=SearchLimits(region_nodes=6))
+    assert r.report.reason.startswith("size policy"), r.report.reason
+    kinds = [k.kind for k in r.plan.kernels]
+    assert kinds.count("blas") + kinds.count("matmul") == 1 and "reduce" in kinds, kinds
+    assert all(int(np.prod(k.shape)) < 256 * 256 * 128 for k in r.plan.kernels)
+    got = run_plan(r.plan, b.arrays)
+    xs, ws = x.numpy().astype(np.float64), w.numpy().astype(np.float64)
+    np.testing.assert_allclose(got[0], np.tanh((xs @ ws.T) * 0.5) + 1.0, atol=1e-4)
+    np.testing.assert_allclose(got[1], xs[:4, :5] @ ws[:3, :5].T, atol=1e-5)
+    with svod.search_limits(algebra="exact"):
+        r = plan_search(key, limits=SearchLimits(region_nodes=6, algebra="exact"))
+    assert "blas" not in [k.kind for k in r.plan.kernels]
