@@ -27,12 +27,16 @@ def cases(n: int):
         return rng.standard_normal(shape).astype(np.float32)
 
     a, b, c, v = m(n, n), m(n, n), m(n, n), m(n)
+    x, w = m(n // 4, n // 8), m(n // 4, n // 8)
     return {
         "chain (A @ B) @ v": (lambda A, B, v: (A @ B) @ v, (a, b, v)),
         "chain ((A @ B) @ C) @ v": (lambda A, B, C, v: ((A @ B) @ C) @ v, (a, b, c, v)),
         "A @ B + A @ C": (lambda A, B, C: A @ B + A @ C, (a, b, c)),
         "(A @ B.T).T + C": (lambda A, B, C: (A @ B.T).T + C, (a, b, c)),
         "sum(A, 1) - sum(B, 1)": (lambda A, B: svod.sum(A, axis=1) - svod.sum(B, axis=1), (a, b)),
+        # contraction recognition (rule set `contract`): n/4 x n/8 operands, as bench_algebra's contract_bmr
+        "(x[:, None] * w[None]).sum(-1)": (lambda x, w: (x[:, None, :] * w[None]).sum(-1), (x, w)),
+        "(A * v).sum(-1)": (lambda A, v: (A * v).sum(-1), (a, v)),
     }
 
 
@@ -57,7 +61,7 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=7)
     args = ap.parse_args(argv)
     print(f"n = {args.n}, float32, median ms (min-max) of {args.repeats} calls")
-    print(f"{'case':28} {'svod (reassoc)':>24} {'svod (exact)':>24} {'numpy':>24}")
+    print(f"{'case':32} {'svod (reassoc)':>24} {'svod (exact)':>24} {'numpy':>24}")
     for name, (fn, arrs) in cases(args.n).items():
         xs = [svod.asarray(x) for x in arrs]
         row = []
@@ -68,7 +72,7 @@ def main(argv=None) -> None:
                 row.append(_time(f, xs, args.repeats))
         row.append(_time(fn, arrs, args.repeats) if name != "sum(A, 1) - sum(B, 1)" else
                    _time(lambda A, B: A.sum(1) - B.sum(1), arrs, args.repeats))
-        print(f"{name:28} " + " ".join(f"{_fmt(r):>24}" for r in row), flush=True)
+        print(f"{name:32} " + " ".join(f"{_fmt(r):>24}" for r in row), flush=True)
 
 
 if __name__ == "__main__":

@@ -138,7 +138,7 @@ def _search_whole(key: GraphKey, model, mach, lim: SearchLimits, rulesets, k: in
         t1 = time.perf_counter()
         js = enc.serialize()
         t_ser = time.perf_counter() - t1
-    prog = Program(js, key)
+    prog = Program(js, enc.key)  # with the encoder's template nodes (search/contract.py)
     # the algebraic choice (which program) within 30% of the budget, then the kernel
     # boundaries of the fewest-ops program and of the cheapest rewritten one
     alg = explore(prog, model, mach, deadline=t0 + 0.7 * lim.seconds, exact_limit=lim.exact)
@@ -260,8 +260,12 @@ def _search_regions(key: GraphKey, model, mach, lim: SearchLimits, rulesets, t0:
     Bounded: one loop over the regions (no recursion), each searched whole with an equal
     share of what is left of `lim.seconds`; once the budget is spent, the remaining
     regions take the greedy planner's boundaries (the plan is then provisional)."""
+    from search import contract, rules
     from svod.lower import greedy_boundaries, initial_materialized, lower
 
+    names = tuple(rulesets or rules.default_rulesets(getattr(lim, "algebra", "reassoc")))
+    key = contract.with_preferred_forms(key, names, lambda alone: any(  # contractions the regions cannot rewrite
+        "contract" in w.rulesets for w in _search_whole(alone, model, mach, lim, names).report.rewrites))
     users = key.users()
     consts = const_like(key)
     outputs = set(key.outputs)

@@ -44,6 +44,7 @@ kernels over one iteration space that share inputs merge into one multi-output k
 
 from __future__ import annotations
 
+from search import contract as _contract
 from svod.ops import fusion_class
 
 # the op classes of the fusion rules: projections of the op table (svod.ops); movement ops
@@ -238,6 +239,8 @@ RULESETS["matmul_assoc"] = _matmul_assoc()
 RULESETS["sum_merge"] = _sum_merge()
 RULESETS["matmul_distribute"] = _matmul_distribute()
 RULESETS["matmul_transpose"] = _matmul_transpose()
+# contraction recognition and sibling products (search/contract.py)
+RULESETS.update({n: text for n, (text, _, _) in _contract.RULESETS.items()})
 
 # numerical status of each rule set (docs/algebra.md): "exact" = bit-identical results,
 # "reassoc" = floating-point reassociation within a documented error bound
@@ -246,8 +249,10 @@ STATUS["matmul_assoc"] = "reassoc"
 STATUS["sum_merge"] = "reassoc"
 STATUS["matmul_distribute"] = "reassoc"
 STATUS["matmul_transpose"] = "reassoc"
+STATUS.update({n: st for n, (_, st, _) in _contract.RULESETS.items()})
 # the rule sets that rewrite the program
-ALGEBRA_SETS = ("algebra", "movement", "matmul_assoc", "sum_merge", "matmul_distribute", "matmul_transpose")
+ALGEBRA_SETS = ("algebra", "movement", "matmul_assoc", "sum_merge", "matmul_distribute", "matmul_transpose",
+                *_contract.RULESETS)
 MODES = ("reassoc", "exact")
 # Pointwise: elementwise ops with their own arithmetic (not movement, not sources or CAT)
 POINTWISE_OPS = sorted(set(ELEMENTWISE_OPS) - set(MOVEMENT_OPS) - {"CONST", "CAT", "CONTIGUOUS"})
@@ -264,7 +269,7 @@ FUSION = tuple(n for n in RULESETS if n.startswith("fuse_"))
 # rule sets that run only when named: `sum_merge` gives one reduction instead of two, but
 # svod's generated row sum of `x - y` measured 2-5x slower than the two row sums
 # (docs/algebra.md), and the cost model prices both alike
-OPT_IN = ("sum_merge",)
+OPT_IN = ("sum_merge", *(n for n, (_, _, on) in _contract.RULESETS.items() if not on))
 DEFAULT = tuple(n for n in RULESETS if n not in OPT_IN)
 ALL = tuple(RULESETS)
 EXACT = tuple(n for n in DEFAULT if STATUS[n] == "exact")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from egglog import bindings
 
-from search import rules
+from search import contract, rules
 from search.language import DECLARATIONS, HANDLES, flist, swaps_last
 from search.language import const_kind as _const_kind
 from svod.config import SearchLimits
@@ -135,6 +135,8 @@ def encode(key: GraphKey, rulesets=rules.DEFAULT, egraph=None) -> Encoded:
         if kind is not None:
             actions.append(f'(ConstIs (Body {i}) "{kind}")')
             actions.append(f'(ConstIs (Load (Node {i})) "{kind}")')
+    enc.key, more = contract.encode_actions(key, rulesets)  # contraction templates (search/contract.py)
+    actions += more
     cmds = []
     for c in range(0, len(actions), CHUNK):
         text = "(rule () (" + "\n".join(actions[c:c + CHUNK]) + ") :ruleset encode)"

@@ -324,7 +324,14 @@ def _align(t: Tensor, labels: str, order: str, sizes: dict[str, int]) -> Tensor:
 
 def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: set[str]) -> tuple[Tensor, str]:
     """The pair's product, summed over the labels they share that `keep` lacks (labels of
-    one operand only are kept: `_keep_only` ran first). Returns (tensor, its labels)."""
+    one operand only are kept: `_keep_only` ran first). Returns (tensor, its labels).
+
+    Written as numpy's definition reads: both operands aligned to one label order
+    (shared kept labels, then each side's own, then the summed ones), multiplied with
+    broadcasting and summed over the summed labels. The fusion search turns a sum that is
+    a matrix product into a (batched) matmul when that is cheaper (the `contract` rule
+    set, search/contract.py); in `algebra="exact"` mode, where that rule set does not run,
+    the pair is written as the matmul directly (`_matmul_form`)."""
     sizes = {c: n for c, n in zip(la, a.shape)}
     for c, n in zip(lb, b.shape):
         sizes[c] = n if sizes.get(c, 1) == 1 else sizes[c]
@@ -335,17 +342,31 @@ def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: set[str]) -> tuple[T
     if not con:  # nothing summed: an elementwise / outer product
         order = "".join(batch + fa + fb)
         return E.multiply(_align(a, la, order, sizes), _align(b, lb, order, sizes)), order
-    if not fa and not fb:  # row dots: multiply and sum, one reduction kernel
-        order = "".join(batch + con)
-        prod = E.multiply(_align(a, la, order, sizes), _align(b, lb, order, sizes))
-        return _sum(prod, tuple(range(len(batch), len(order)))), "".join(batch)
+    if (fa or fb) and _exact_mode():
+        return _matmul_form(a, la, b, lb, sizes, batch, con, fa, fb)
+    order = "".join(batch + fa + fb + con)
+    prod = E.multiply(_align(a, la, order, sizes), _align(b, lb, order, sizes))
+    kept = len(order) - len(con)
+    return _sum(prod, tuple(range(kept, len(order)))), order[:kept]
+
+
+def _exact_mode() -> bool:
+    from svod.config import limits
+
+    return getattr(limits(), "algebra", "reassoc") == "exact"
+
+
+def _matmul_form(a: Tensor, la: str, b: Tensor, lb: str, sizes: dict[str, int], batch, con, fa, fb):
+    """The pair as a (batched) matmul: batch labels, then the left operand's free labels,
+    the summed labels, the right operand's free ones (each group merged into one axis;
+    batch axes kept apart: merging them could force a copy of a view)."""
     shared = {c: sizes[c] for c in batch + con}
     a = _bcast(a, tuple(shared.get(c, n) for c, n in zip(la, a.shape)))
     b = _bcast(b, tuple(shared.get(c, n) for c, n in zip(lb, b.shape)))
     pa = _perm(a, tuple(la.index(c) for c in batch + fa + con))
     pb = _perm(b, tuple(lb.index(c) for c in batch + con + fb))
     nfa, nfb, nk = (math.prod(sizes[c] for c in g) for g in (fa, fb, con))
-    lead = tuple(sizes[c] for c in batch)  # batch axes stay apart: merging them could force a copy of a view
+    lead = tuple(sizes[c] for c in batch)
     pa = _reshape(pa, lead + (nfa, nk))
     pb = _reshape(pb, lead + (nk, nfb))
     out = R.matmul(pa, pb)

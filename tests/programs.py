@@ -115,11 +115,13 @@ def programs(draw, max_ops: int = 8):
 # names keeps numpy's inf/NaN (not matmul chains: `(A @ B) @ v` and `A @ (B @ v)` can
 # give NaN and inf from one inf in A; numpy gives the first).
 
-MOTIFS = ["contract_rows", "contract_mid", "contract_batched", "row_dots", "chain_vec", "chain_mat",
+MOTIFS = ["contract_rows", "contract_mid", "contract_batched", "contract_T", "contract_2axes", "contract_gemv",
+          "contract_heads", "row_dots", "chain_vec", "chain_mat",
           "siblings", "distribute", "matmul_T", "scaled_sum", "bcast_sum", "shifted_max", "sum_of_sums",
           "mean", "transposed_chain", "reshape_chain", "attention", "einsum"]
 CHAINS = {"chain_vec", "chain_mat", "attention", "siblings", "matmul_T", "contract_rows", "contract_mid",
-          "contract_batched", "row_dots", "distribute", "einsum"}  # products of sums: no inf in their inputs
+          "contract_batched", "contract_T", "contract_2axes", "contract_gemv", "contract_heads", "row_dots",
+          "distribute", "einsum"}  # products of sums: no inf in their inputs
 
 
 def _softmax(xp, s):
@@ -139,6 +141,19 @@ def _motif(xp, name, ins, r):
     if name == "contract_batched":  # batched: (b, m, k) x (b, n, k) -> (b, m, n)
         x, w = ins
         return [xp.sum(x[:, :, None, :] * w[:, None, :, :], axis=-1)]
+    if name == "contract_T":  # transposed operands: (x.T[:, :, None] * w.T[None]).sum(1): x.T @ w.T
+        x, w = ins
+        xt, wt = xp.matrix_transpose(x), xp.matrix_transpose(w)
+        return [xp.sum(xt[:, :, None] * wt[None], axis=1)]
+    if name == "contract_2axes":  # two summed axes: (a[:, :, :, None] * b[None]).sum((1, 2)): 'ijk,jkl->il'
+        a, b = ins
+        return [xp.sum(a[:, :, :, None] * b[None], axis=(1, 2), keepdims=bool(r % 2))]
+    if name == "contract_gemv":  # (A * v).sum(-1) and (A * u[:, None]).sum(0): matrix-vector products
+        a, v, u = ins
+        return [xp.sum(a * v, axis=-1), xp.sum(a * u[:, None], axis=0)]
+    if name == "contract_heads":  # 4-D batched, heads: (q[:, :, :, None, :] * k[:, :, None, :, :]).sum(-1)
+        q, k = ins
+        return [xp.sum(q[:, :, :, None, :] * k[:, :, None, :, :], axis=-1) * 0.5]
     if name == "row_dots":  # (a * b).sum(-1)
         a, b = ins
         return [xp.sum(a * b, axis=-1, keepdims=bool(r % 2))]
@@ -204,7 +219,9 @@ def _motif_shapes(name, d):
     """Input shapes of motif `name` with sizes `d` (m, k, n, b, p)."""
     m, k, n, b, p = d
     return {"contract_rows": [(m, k), (n, k)], "contract_mid": [(m, k), (k, n)],
-            "contract_batched": [(b, m, k), (b, n, k)], "row_dots": [(m, k), (m, k)],
+            "contract_batched": [(b, m, k), (b, n, k)], "contract_T": [(k, m), (n, k)],
+            "contract_2axes": [(m, b, k), (b, k, n)], "contract_gemv": [(m, k), (k,), (m,)],
+            "contract_heads": [(b, p, m, k), (b, p, n, k)], "row_dots": [(m, k), (m, k)],
             "chain_vec": [(m, k), (k, n), (n,)], "chain_mat": [(m, k), (k, n), (n, p)],
             "siblings": [(m, k), (k, n), (k, p), (k, n)], "distribute": [(m, k), (k, n), (k, n)],
             "matmul_T": [(m, k), (k, n)], "scaled_sum": [(m, k)], "bcast_sum": [(k,)], "shifted_max": [(m, k)],

@@ -1,7 +1,8 @@
 """svod.einsum / svod.einsum_path against numpy: hypothesis-drawn subscripts and shapes
 (explicit and implicit, ellipses, repeated labels, size-1 broadcasting, 1-4 operands), every
-dtype, the lowering's kinds (a contraction that is a matrix product runs as svod's matmul,
-never as a broadcast product), the path, and the errors (numpy's cases, naming einsum and
+dtype, the lowering's kinds (a contraction that is a matrix product is written as numpy's
+broadcast sum and planned as svod's matmul where that is cheaper; written as the matmul in
+`algebra="exact"` mode), the path, and the errors (numpy's cases, naming einsum and
 the shapes)."""
 
 from __future__ import annotations
@@ -179,24 +180,58 @@ def test_out_and_numpy_namespace():
 # ----------------------------------------------------------------------------- the lowering
 
 
-@pytest.mark.parametrize("sub,shapes", [
+MATRIX_PRODUCTS = [
     ("ij,jk->ik", [(8, 9), (9, 7)]), ("ij,jk", [(8, 9), (9, 7)]), ("bij,bjk->bik", [(2, 8, 9), (2, 9, 7)]),
     ("ij,j->i", [(8, 9), (9,)]), ("i,ij->j", [(8,), (8, 9)]), ("bhqd,bhkd->bhqk", [(2, 3, 8, 5), (2, 3, 7, 5)]),
     ("ijk,jkl->il", [(4, 5, 6), (5, 6, 7)]), ("abcd,cdbe->ae", [(2, 3, 4, 5), (4, 5, 3, 6)]),
     ("ij,kj->ik", [(8, 9), (7, 9)]), ("ji,jk->ik", [(9, 8), (9, 7)]),
-])
-def test_matrix_products_lower_to_svods_matmul(sub, shapes):
-    """A contraction that is a matrix product after transposes/reshapes is one MATMUL node,
-    and no elementwise product is as large as the (i, j, k) broadcast would be."""
+]
+
+
+def _plan_kernels(t):
+    """The kernels of the plan realize() uses for `t` (planned, not run)."""
+    from svod import planner
+    from svod.key import compact
+
+    return planner.decide(compact([t.uop])[0]).plan.kernels
+
+
+@pytest.mark.parametrize("sub,shapes", MATRIX_PRODUCTS)
+def test_matrix_products_are_written_as_broadcast_sums_that_the_search_makes_matmuls(sub, shapes):
+    """A contraction is written as numpy defines it (operands aligned, multiplied with
+    broadcasting, summed): no MATMUL node in the graph. At sizes where a matrix product is
+    cheaper (x8 here) the search's `contract` rule set makes it one: the plan has a matmul
+    kernel (BLAS or generated GEMM) and no kernel iterating over the (i, j, k) product."""
     rng = np.random.default_rng(4)
     arrs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     t = svod.einsum(sub, *[svod.asarray(a) for a in arrs])
-    nodes = toposort([t.uop])
-    assert sum(u.op is OP.MATMUL for u in nodes) == 1, sub
-    biggest_input = max(int(np.prod(s)) for s in shapes)
-    assert all(int(np.prod(u.shape)) <= max(biggest_input, int(np.prod(t.shape)))
-               for u in nodes if u.op is OP.MUL), sub
+    assert OP.MATMUL not in _ops(t)
     _close(t.numpy(), np.einsum(sub, *arrs), np.float32)
+    big = [rng.standard_normal(tuple(8 * d for d in s)).astype(np.float32) for s in shapes]
+    t = svod.einsum(sub, *[svod.asarray(a) for a in big])
+    kernels = _plan_kernels(t)
+    if sub not in ("ij,j->i", "i,ij->j"):  # matrix-vector: memory-bound both ways, the cost model decides
+        assert any(k.kind in ("blas", "matmul") for k in kernels), (sub, [k.kind for k in kernels])
+        space = max(int(np.prod(a.shape)) for a in big) + int(np.prod(t.shape))
+        assert all(int(np.prod(k.shape)) <= space for k in kernels), (sub, [k.shape for k in kernels])
+    _close(t.numpy(), np.einsum(sub, *big), np.float32)
+
+
+@pytest.mark.parametrize("sub,shapes", MATRIX_PRODUCTS)
+def test_exact_mode_writes_matrix_products_as_one_matmul(sub, shapes):
+    """Under `algebra="exact"` the `contract` rule set does not run, so einsum writes the
+    matrix product as svod's matmul itself: one MATMUL node, and no elementwise product
+    as large as the (i, j, k) broadcast would be."""
+    rng = np.random.default_rng(4)
+    arrs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    with svod.search_limits(algebra="exact"):
+        t = svod.einsum(sub, *[svod.asarray(a) for a in arrs])
+        nodes = toposort([t.uop])
+        assert sum(u.op is OP.MATMUL for u in nodes) == 1, sub
+        biggest_input = max(int(np.prod(s)) for s in shapes)
+        assert all(int(np.prod(u.shape)) <= max(biggest_input, int(np.prod(t.shape)))
+                   for u in nodes if u.op is OP.MUL), sub
+        _close(t.numpy(), np.einsum(sub, *arrs), np.float32)
 
 
 @pytest.mark.parametrize("sub,shapes,kind", [
@@ -216,19 +251,25 @@ def test_elementwise_and_row_dot_contractions_are_not_matmuls(sub, shapes, kind)
 
 
 def test_three_operands_follow_numpys_greedy_path():
-    """(A @ B) @ v contracted as A @ (B @ v): two matrix-vector products, never A @ B."""
+    """(A @ B) @ v contracted as A @ (B @ v): two matrix-vector contractions (products of
+    at most n x n elements), never the n x n x n product of A @ B."""
     rng = np.random.default_rng(6)
     a, b, v = (rng.standard_normal(s).astype(np.float32) for s in ((64, 64), (64, 64), (64,)))
     t = svod.einsum("ij,jk,k->i", *(svod.asarray(x) for x in (a, b, v)))
-    mms = [u for u in toposort([t.uop]) if u.op is OP.MATMUL]
-    assert len(mms) == 2 and all(1 in u.shape[-2:] for u in mms), [u.shape for u in mms]
+    muls = [u for u in toposort([t.uop]) if u.op is OP.MUL]
+    assert len(muls) == 2 and all(int(np.prod(u.shape)) == 64 * 64 for u in muls), [u.shape for u in muls]
     _close(t.numpy(), np.einsum("ij,jk,k->i", a, b, v), np.float32)
     left = svod.einsum("ij,jk,k->i", *(svod.asarray(x) for x in (a, b, v)), optimize=False)
-    assert any(u.op is OP.MATMUL and u.shape[-2:] == (64, 64) for u in toposort([left.uop]))
+    assert any(u.op is OP.MUL and u.shape == (64, 64, 64) for u in toposort([left.uop]))
+    assert any(k.kind in ("blas", "matmul") for k in _plan_kernels(left))  # A @ B as a matrix product
     _close(left.numpy(), np.einsum("ij,jk,k->i", a, b, v), np.float32)
     path = ["einsum_path", (0, 1), (0, 1)]
     _close(svod.einsum("ij,jk,k->i", *(svod.asarray(x) for x in (a, b, v)), optimize=path).numpy(),
            np.einsum("ij,jk,k->i", a, b, v), np.float32)
+    with svod.search_limits(algebra="exact"):
+        t = svod.einsum("ij,jk,k->i", *(svod.asarray(x) for x in (a, b, v)))
+        mms = [u for u in toposort([t.uop]) if u.op is OP.MATMUL]
+        assert len(mms) == 2 and all(1 in u.shape[-2:] for u in mms), [u.shape for u in mms]
 
 
 def test_einsum_path_is_numpys_and_realizes_nothing():

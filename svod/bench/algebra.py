@@ -5,8 +5,9 @@ written by numpy, svod and the installed peers (torch eager, torch.compile, jax.
 * ``chain_vec``: ``(A @ B) @ v`` — as written an n³ GEMM; associated, two n² GEMVs;
 * ``contract_bmr``: ``(x[:, None, :] * w[None]).sum(-1)`` — a broadcast-multiply-reduce
   that is ``x @ w.T`` (numpy materialises the (m, n, k) product);
-* ``einsum``: the same contraction as ``einsum('ik,jk->ij', x, w)`` (svod lowers it to a
-  matmul in the frontend; numpy's default ``optimize=False`` runs its C loop);
+* ``einsum``: the same contraction as ``einsum('ik,jk->ij', x, w)`` (svod writes it as the
+  same broadcast sum, which the search's ``contract`` rule set makes a matmul; numpy's
+  default ``optimize=False`` runs its C loop);
 * ``siblings``: ``x @ Wq, x @ Wk, x @ Wv`` — three products of one input (one wider GEMM);
 * ``distribute``: ``A @ B + A @ C`` — two GEMMs, or one of ``A @ (B + C)``;
 * ``scaled_reductions``: ``sum(3 * x, axis=1)``, ``max(x + 1.5, axis=1)``;
