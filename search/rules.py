@@ -44,6 +44,10 @@ kernels over one iteration space that share inputs merge into one multi-output k
 
 from __future__ import annotations
 
+import math
+
+from search.language import Templates, const_value, register_facts
+from svod.ir import Ops
 from svod.ops import fusion_class
 
 # the op classes of the fusion rules: projections of the op table (svod.ops); movement ops
@@ -220,6 +224,184 @@ def _matmul_transpose() -> str:
     ])
 
 
+# ----------------------------------------------------------------------------- reduction algebra
+#
+# Rules whose result needs an argument no node of the written program has (a constant
+# at the reduced shape, a count, the opposite reduction): their fact hooks compute it in
+# Python at the node where the rule may fire and hand it over as a term built from
+# encoder templates (search.language.Templates).
+
+
+def _finite_nonzero(v) -> bool:
+    return v is not None and math.isfinite(v) and v != 0
+
+
+def _sum_of(key, i: int):
+    """Node i as a float sum whose operand has its dtype: (node, operand node), or None."""
+    n = key.nodes[i]
+    if n.op is not Ops.REDUCE or n.arg[0] != "sum" or not n.dtype.is_float:
+        return None
+    x = key.nodes[n.src[0]]
+    return (n, x) if x.dtype is n.dtype else None
+
+
+def scale_match(key, i: int):
+    """`sum_scale` at node i: (constant operand node, its value, its position, op name)
+    when node i sums `c * x`, `x * c` or `x / c` (c a constant of the sum's dtype, finite
+    and non-zero), else None."""
+    m = _sum_of(key, i)
+    if m is None or m[1].op not in (Ops.MUL, Ops.DIV):
+        return None
+    prod = m[1]
+    for pos in ((0, 1) if prod.op is Ops.MUL else (1,)):
+        k = prod.src[pos]
+        v = const_value(key, k)
+        if _finite_nonzero(v) and key.nodes[k].dtype is m[0].dtype:
+            return k, v, pos, prod.op.value
+    return None
+
+
+@register_facts(("sum_scale",))
+def _scale_facts(key, i: int, t: Templates) -> list[str]:
+    """(ScaleBy n c ct): the sum n of a product with the constant term c has the constant
+    at n's (reduced) shape as ct."""
+    hit = scale_match(key, i)
+    if hit is None:
+        return []
+    k, v, _, _ = hit
+    n = key.nodes[i]
+    return [f"(ScaleBy {i} (Load (Node {k})) {t.const(v, n.dtype, n.shape)})"]
+
+
+def bcast_match(key, i: int):
+    """`sum_bcast` at node i: (y, count, remaining axes) when node i sums EXPAND(y) over
+    axes that include every axis the EXPAND broadcasts: the sum is `y' * count`, y' = y
+    summed over the remaining reduced axes of length > 1 (none: y itself), count the
+    product of the broadcast lengths, exactly representable in the dtype. Else None."""
+    m = _sum_of(key, i)
+    if m is None or m[1].op is not Ops.EXPAND:
+        return None
+    n, e = m
+    y = key.nodes[e.src[0]]
+    axes = set(n.arg[1])
+    grown = {j for j, (a, b) in enumerate(zip(y.shape, e.shape)) if a != b}
+    if not grown or not grown <= axes or y.dtype is not n.dtype:
+        return None
+    count = math.prod(e.shape[j] for j in grown)
+    if float(n.dtype.np.type(count)) != count:  # the count itself would round
+        return None
+    rest = tuple(sorted(j for j in axes - grown if y.shape[j] > 1))
+    return e.src[0], count, rest
+
+
+@register_facts(("sum_bcast",))
+def _bcast_facts(key, i: int, t: Templates) -> list[str]:
+    """(SumBcast n e res): the sum n of the broadcast e is the term res (y' * count)."""
+    hit = bcast_match(key, i)
+    if hit is None:
+        return []
+    y, count, rest = hit
+    n = key.nodes[i]
+    yt = f"(Load (Node {y}))"
+    out = []
+    if rest:
+        inner = t.term(Ops.REDUCE, ('sum', rest), [yt], n.dtype, n.dtype)
+        yt = f"(Load (Kernel {inner}))"
+        out.append(f'(Rewritten {inner} "sum_bcast")')
+    res = t.term(Ops.MUL, None, [yt, t.const(float(count), n.dtype, n.shape)], n.dtype, n.dtype)
+    return [f"(SumBcast {i} {key.nodes[i].src[0]} {res})", *out]
+
+
+def shift_match(key, i: int):
+    """`minmax_shift` at node i: (constant operand node, its value, its position, op
+    name) when node i is a float max or min of `x + c`, `c + x`, `x - c` or `c - x` (c a
+    finite constant of the reduction's dtype), else None."""
+    n = key.nodes[i]
+    if n.op is not Ops.REDUCE or n.arg[0] not in ("max", "min") or not n.dtype.is_float:
+        return None
+    a = key.nodes[n.src[0]]
+    if a.op not in (Ops.ADD, Ops.SUB) or a.dtype is not n.dtype:
+        return None
+    for pos in (1, 0):
+        k = a.src[pos]
+        v = const_value(key, k)
+        if v is not None and math.isfinite(v) and key.nodes[k].dtype is n.dtype:
+            return k, v, pos, a.op.value
+    return None
+
+
+@register_facts(("minmax_shift",))
+def _shift_facts(key, i: int, t: Templates) -> list[str]:
+    """(ShiftBy n c ct): the max/min n of a sum with the constant term c has it at n's
+    shape as ct; (Flip n f): f is the opposite reduction over n's axes (for `c - x`)."""
+    hit = shift_match(key, i)
+    if hit is None:
+        return []
+    k, v, pos, op = hit
+    n = key.nodes[i]
+    out = [f"(ShiftBy {i} (Load (Node {k})) {t.const(v, n.dtype, n.shape)})"]
+    if op == "SUB" and pos == 0:
+        other = "min" if n.arg[0] == "max" else "max"
+        out.append(f"(Flip {i} {t.add(Ops.REDUCE, (other, n.arg[1]), n.dtype, n.dtype)})")
+    return out
+
+
+def _red(n: str, x: str) -> str:
+    return f'(E "REDUCE" {n} (Cons {x} (Nil)))'
+
+
+def _bin(op: str, n: str, a: str, b: str) -> str:
+    return f'(E "{op}" {n} (Cons {a} (Cons {b} (Nil))))'
+
+
+def _ld(x: str) -> str:
+    return f"(Load (Kernel {x}))"
+
+
+def _sum_scale() -> str:
+    """sum(c * x) -> c * sum(x), sum(x * c) -> sum(x) * c, sum(x / c) -> sum(x) / c for
+    a finite non-zero constant c (`ScaleBy`): one multiply per output, not per element."""
+    name = "sum_scale"
+    out = [f"(ruleset {name})", "(relation ScaleBy (i64 F F))"]
+    for op, pos in (("MUL", 1), ("MUL", 0), ("DIV", 1)):
+        args = ("x", "c") if pos == 1 else ("c", "x")
+        new = ("(Load (Kernel s))", "ct") if pos == 1 else ("ct", "(Load (Kernel s))")
+        out.append(f'(rule ((= r {_red("n", _ld(_bin(op, "m", *args)))}) (ScaleBy n c ct))\n'
+                   f'      ((let s {_red("n", "x")}) (union r {_bin(op, "m", *new)}) {_mark(name)} '
+                   f'{_mark(name, "s")}) :ruleset {name})')
+    return "\n".join(out)
+
+
+def _sum_bcast() -> str:
+    """sum(broadcast(y)) over the broadcast axes -> y * count (`SumBcast` holds the
+    replacement, built by the encoder with the count and the remaining sum's axes)."""
+    name = "sum_bcast"
+    expand = '(E "EXPAND" e (Cons y (Nil)))'
+    return "\n".join([
+        f"(ruleset {name})", "(relation SumBcast (i64 i64 F))",
+        f'(rule ((= r {_red("n", _ld(expand))}) '
+        f'(SumBcast n e res))\n      ((union r res) {_mark(name)}) :ruleset {name})',
+    ])
+
+
+def _minmax_shift() -> str:
+    """max(x + c) -> max(x) + c (and min; c + x, x - c) and max(c - x) -> c - min(x),
+    c a finite constant (`ShiftBy`; `Flip` names the opposite reduction): exact, rounding
+    is monotone."""
+    name = "minmax_shift"
+    out = [f"(ruleset {name})", "(relation ShiftBy (i64 F F))", "(relation Flip (i64 i64))"]
+    for op, pos in (("ADD", 1), ("ADD", 0), ("SUB", 1)):
+        args = ("x", "c") if pos == 1 else ("c", "x")
+        new = ("(Load (Kernel s))", "ct") if pos == 1 else ("ct", "(Load (Kernel s))")
+        out.append(f'(rule ((= r {_red("n", _ld(_bin(op, "a", *args)))}) (ShiftBy n c ct))\n'
+                   f'      ((let s {_red("n", "x")}) (union r {_bin(op, "a", *new)}) {_mark(name)} '
+                   f'{_mark(name, "s")}) :ruleset {name})')
+    out.append(f'(rule ((= r {_red("n", _ld(_bin("SUB", "a", "c", "x")))}) (ShiftBy n c ct) (Flip n f))\n'
+               f'      ((let s {_red("f", "x")}) (union r {_bin("SUB", "a", "ct", "(Load (Kernel s))")}) '
+               f'{_mark(name)} {_mark(name, "s")}) :ruleset {name})')
+    return "\n".join(out)
+
+
 # fusion rule set -> (producer class, consumer class): the relations of `facts()`
 FUSIONS: dict[str, tuple[str, str]] = {
     "fuse_elementwise": ("Elementwise", "Elementwise"),
@@ -238,6 +420,9 @@ RULESETS["matmul_assoc"] = _matmul_assoc()
 RULESETS["sum_merge"] = _sum_merge()
 RULESETS["matmul_distribute"] = _matmul_distribute()
 RULESETS["matmul_transpose"] = _matmul_transpose()
+RULESETS["sum_scale"] = _sum_scale()
+RULESETS["sum_bcast"] = _sum_bcast()
+RULESETS["minmax_shift"] = _minmax_shift()
 
 # numerical status of each rule set (docs/algebra.md): "exact" = bit-identical results,
 # "reassoc" = floating-point reassociation within a documented error bound
@@ -246,8 +431,11 @@ STATUS["matmul_assoc"] = "reassoc"
 STATUS["sum_merge"] = "reassoc"
 STATUS["matmul_distribute"] = "reassoc"
 STATUS["matmul_transpose"] = "reassoc"
+STATUS["sum_scale"] = "reassoc"
+STATUS["sum_bcast"] = "reassoc"
 # the rule sets that rewrite the program
-ALGEBRA_SETS = ("algebra", "movement", "matmul_assoc", "sum_merge", "matmul_distribute", "matmul_transpose")
+ALGEBRA_SETS = ("algebra", "movement", "matmul_assoc", "sum_merge", "matmul_distribute", "matmul_transpose",
+                "sum_scale", "sum_bcast", "minmax_shift")
 MODES = ("reassoc", "exact")
 # Pointwise: elementwise ops with their own arithmetic (not movement, not sources or CAT)
 POINTWISE_OPS = sorted(set(ELEMENTWISE_OPS) - set(MOVEMENT_OPS) - {"CONST", "CAT", "CONTIGUOUS"})

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from egglog import bindings
 
 from search import rules
-from search.language import DECLARATIONS, HANDLES, flist, swaps_last
+from search.language import DECLARATIONS, HANDLES, Templates, flist, swaps_last, template_facts
 from search.language import const_kind as _const_kind
 from svod.config import SearchLimits
 from svod.ir import Ops
@@ -60,6 +60,7 @@ class Encoded:
     key: GraphKey
     rulesets: tuple[str, ...]
     text: list[str] = field(default_factory=list)  # the encoding, for explain
+    templates: Templates | None = None  # the templates the fact hooks added (search.language)
 
     def run(self, source: str):
         return self.egraph.run_program(*self.egraph.parse_program(source))
@@ -135,6 +136,8 @@ def encode(key: GraphKey, rulesets=rules.DEFAULT, egraph=None) -> Encoded:
         if kind is not None:
             actions.append(f'(ConstIs (Body {i}) "{kind}")')
             actions.append(f'(ConstIs (Load (Node {i})) "{kind}")')
+    enc.templates, more = template_facts(key, rulesets)
+    actions += more
     cmds = []
     for c in range(0, len(actions), CHUNK):
         text = "(rule () (" + "\n".join(actions[c:c + CHUNK]) + ") :ruleset encode)"
