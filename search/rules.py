@@ -31,6 +31,21 @@ the e-graph linear in the graph (at most 2^arity variants per op).
 - `sum_merge` (reassoc, opt-in: not in `DEFAULT`): `sum(x) + sum(y) -> sum(x + y)` and
   `sum(x) - sum(y) -> sum(x - y)` over the same axes of floating operands of one shape
   and dtype.
+- `sum_scale` (reassoc, opt-in): `sum(c * x) -> c * sum(x) + 0.0`, `sum(x / c) ->
+  sum(x) / c + 0.0` (the `+ 0.0`: a sum is never -0.0, a product can be) for a constant
+  c that is finite and non-zero (not 0: `0 * sum(x)` is NaN where the sum overflows and
+  `sum(0 * x)` is 0; not ±inf: `inf * x` is NaN where x is 0).
+- `sum_bcast` (reassoc): `sum(broadcast(y))` over axes including every broadcast one ->
+  `y' * count + 0.0` (y' = y summed over the other reduced axes); the count must be exact in
+  the dtype.
+- `minmax_shift` (exact, opt-in): `max(x + c) -> max(x) + c` (and min; `c + x`, `x - c`),
+  `max(c - x) -> c - min(x)`, c a finite constant: rounding is monotone, so the
+  results are bit-identical (NaN, ±inf and signed zeros included).
+
+Rules that need an argument no node of the written program has (the constant at the
+reduced shape, the count, the opposite reduction) get it from a fact hook
+(`search.language.register_facts`): computed in Python where the rule may fire, handed
+over as encoder templates (`search.language.Templates`).
 
 Every rule set has a numerical status (`STATUS`): `exact` sets give bit-identical
 results and are always on; `reassoc` sets reorder floating-point arithmetic (error
@@ -263,14 +278,17 @@ def scale_match(key, i: int):
 
 @register_facts(("sum_scale",))
 def _scale_facts(key, i: int, t: Templates) -> list[str]:
-    """(ScaleBy n c ct): the sum n of a product with the constant term c has the constant
-    at n's (reduced) shape as ct."""
+    """(ScaleBy n c ct a z): the sum n of a product with the constant term c has the
+    constant at n's (reduced) shape as ct, and its result is made `+ 0.0` (template a,
+    the zero z) — a sum is never -0.0 (svod's and numpy's start at +0.0) where `c * sum`
+    can be (c < 0, or an underflow)."""
     hit = scale_match(key, i)
     if hit is None:
         return []
     k, v, _, _ = hit
     n = key.nodes[i]
-    return [f"(ScaleBy {i} (Load (Node {k})) {t.const(v, n.dtype, n.shape)})"]
+    a = t.add(Ops.ADD, None, n.dtype, n.dtype)
+    return [f"(ScaleBy {i} (Load (Node {k})) {t.const(v, n.dtype, n.shape)} {a} {t.const(0.0, n.dtype, n.shape)})"]
 
 
 def bcast_match(key, i: int):
@@ -296,7 +314,8 @@ def bcast_match(key, i: int):
 
 @register_facts(("sum_bcast",))
 def _bcast_facts(key, i: int, t: Templates) -> list[str]:
-    """(SumBcast n e res): the sum n of the broadcast e is the term res (y' * count)."""
+    """(SumBcast n e res): the sum n of the broadcast e is the term res (`y' * count +
+    0.0`: a sum is never -0.0, `-0.0 * count` is)."""
     hit = bcast_match(key, i)
     if hit is None:
         return []
@@ -308,7 +327,9 @@ def _bcast_facts(key, i: int, t: Templates) -> list[str]:
         inner = t.term(Ops.REDUCE, ('sum', rest), [yt], n.dtype, n.dtype)
         yt = f"(Load (Kernel {inner}))"
         out.append(f'(Rewritten {inner} "sum_bcast")')
-    res = t.term(Ops.MUL, None, [yt, t.const(float(count), n.dtype, n.shape)], n.dtype, n.dtype)
+    mul = t.term(Ops.MUL, None, [yt, t.const(float(count), n.dtype, n.shape)], n.dtype, n.dtype)
+    out.append(f'(Rewritten {mul} "sum_bcast")')
+    res = t.term(Ops.ADD, None, [f"(Load (Kernel {mul}))", t.const(0.0, n.dtype, n.shape)], n.dtype, n.dtype)
     return [f"(SumBcast {i} {key.nodes[i].src[0]} {res})", *out]
 
 
@@ -362,13 +383,14 @@ def _sum_scale() -> str:
     """sum(c * x) -> c * sum(x), sum(x * c) -> sum(x) * c, sum(x / c) -> sum(x) / c for
     a finite non-zero constant c (`ScaleBy`): one multiply per output, not per element."""
     name = "sum_scale"
-    out = [f"(ruleset {name})", "(relation ScaleBy (i64 F F))"]
+    out = [f"(ruleset {name})", "(relation ScaleBy (i64 F F i64 F))"]
     for op, pos in (("MUL", 1), ("MUL", 0), ("DIV", 1)):
         args = ("x", "c") if pos == 1 else ("c", "x")
         new = ("(Load (Kernel s))", "ct") if pos == 1 else ("ct", "(Load (Kernel s))")
-        out.append(f'(rule ((= r {_red("n", _ld(_bin(op, "m", *args)))}) (ScaleBy n c ct))\n'
-                   f'      ((let s {_red("n", "x")}) (union r {_bin(op, "m", *new)}) {_mark(name)} '
-                   f'{_mark(name, "s")}) :ruleset {name})')
+        out.append(f'(rule ((= r {_red("n", _ld(_bin(op, "m", *args)))}) (ScaleBy n c ct a z))\n'
+                   f'      ((let s {_red("n", "x")}) (let p {_bin(op, "m", *new)})\n'
+                   f'       (union r {_bin("ADD", "a", "(Load (Kernel p))", "z")}) {_mark(name)} '
+                   f'{_mark(name, "s")} {_mark(name, "p")}) :ruleset {name})')
     return "\n".join(out)
 
 
@@ -449,10 +471,13 @@ def fusing_ruleset(producer: str, consumer: str, names=None) -> str | None:
             return name
     return None
 FUSION = tuple(n for n in RULESETS if n.startswith("fuse_"))
-# rule sets that run only when named: `sum_merge` gives one reduction instead of two, but
-# svod's generated row sum of `x - y` measured 2-5x slower than the two row sums
-# (docs/algebra.md), and the cost model prices both alike
-OPT_IN = ("sum_merge",)
+# rule sets that run only when named (docs/algebra.md, "Measured"): `sum_merge` gives one
+# reduction instead of two, but svod's generated row sum of `x - y` measured 2-5x slower
+# than the two row sums, and the cost model prices both alike; `sum_scale` and
+# `minmax_shift` save one multiply/add per element of a memory-bound reduction: the cost
+# model prices the rewritten and the written program alike (the written one is kept) and
+# the benchmark (flip_center, bench_algebra's scaled_reductions) measured no difference
+OPT_IN = ("sum_merge", "sum_scale", "minmax_shift")
 DEFAULT = tuple(n for n in RULESETS if n not in OPT_IN)
 ALL = tuple(RULESETS)
 EXACT = tuple(n for n in DEFAULT if STATUS[n] == "exact")
