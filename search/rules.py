@@ -260,14 +260,32 @@ def _sum_of(key, i: int):
     return (n, x) if x.dtype is n.dtype else None
 
 
-def scale_match(key, i: int):
+# how far below a reduction its fact hooks look for the operand a rewrite may give it
+# (`sum_scale` then `sum_bcast`: sum(c * broadcast(v)) -> c * sum(broadcast(v)) -> ...)
+OPERAND_DEPTH = 3
+
+
+def operands(key, i: int, ops: tuple) -> list[int]:
+    """Node i's operand and the nodes up to `OPERAND_DEPTH` levels below it with one of
+    `ops` and the operand's shape: the operands a rewrite of node i's operand may give
+    it (facts are written for the program as written; rules fire on rewritten terms)."""
+    s = key.nodes[i].src[0]
+    shape = key.nodes[s].shape
+    out, seen, level = [], {s}, [s]
+    for _ in range(OPERAND_DEPTH):
+        out += [j for j in level if key.nodes[j].op in ops and key.nodes[j].shape == shape]
+        level = [t for j in level for t in key.nodes[j].src if t not in seen and not seen.add(t)]
+    return out
+
+
+def scale_match(key, i: int, prod_node: int | None = None):
     """`sum_scale` at node i: (constant operand node, its value, its position, op name)
-    when node i sums `c * x`, `x * c` or `x / c` (c a constant of the sum's dtype, finite
-    and non-zero), else None."""
+    when node i sums `c * x`, `x * c` or `x / c` (node `prod_node`, default its operand;
+    c a constant of the sum's dtype, finite and non-zero), else None."""
     m = _sum_of(key, i)
-    if m is None or m[1].op not in (Ops.MUL, Ops.DIV):
+    prod = m and key.nodes[m[0].src[0] if prod_node is None else prod_node]
+    if m is None or prod.op not in (Ops.MUL, Ops.DIV) or prod.dtype is not m[0].dtype:
         return None
-    prod = m[1]
     for pos in ((0, 1) if prod.op is Ops.MUL else (1,)):
         k = prod.src[pos]
         v = const_value(key, k)
@@ -282,24 +300,33 @@ def _scale_facts(key, i: int, t: Templates) -> list[str]:
     constant at n's (reduced) shape as ct, and its result is made `+ 0.0` (template a,
     the zero z) — a sum is never -0.0 (svod's and numpy's start at +0.0) where `c * sum`
     can be (c < 0, or an underflow)."""
-    hit = scale_match(key, i)
-    if hit is None:
+    if _sum_of(key, i) is None:
         return []
-    k, v, _, _ = hit
     n = key.nodes[i]
-    a = t.add(Ops.ADD, None, n.dtype, n.dtype)
-    return [f"(ScaleBy {i} (Load (Node {k})) {t.const(v, n.dtype, n.shape)} {a} {t.const(0.0, n.dtype, n.shape)})"]
+    out, seen = [], set()
+    for p in operands(key, i, (Ops.MUL, Ops.DIV)):
+        hit = scale_match(key, i, p)
+        if hit is None or hit[0] in seen:
+            continue
+        k, v, _, _ = hit
+        seen.add(k)
+        a = t.add(Ops.ADD, None, n.dtype, n.dtype)
+        out.append(f"(ScaleBy {i} (Load (Node {k})) {t.const(v, n.dtype, n.shape)} {a} "
+                   f"{t.const(0.0, n.dtype, n.shape)})")
+    return out
 
 
-def bcast_match(key, i: int):
-    """`sum_bcast` at node i: (y, count, remaining axes) when node i sums EXPAND(y) over
-    axes that include every axis the EXPAND broadcasts: the sum is `y' * count`, y' = y
-    summed over the remaining reduced axes of length > 1 (none: y itself), count the
-    product of the broadcast lengths, exactly representable in the dtype. Else None."""
+def bcast_match(key, i: int, expand: int | None = None):
+    """`sum_bcast` at node i: (y, count, remaining axes) when node i sums EXPAND(y) (node
+    `expand`, default its operand) over axes that include every axis the EXPAND
+    broadcasts: the sum is `y' * count`, y' = y summed over the remaining reduced axes of
+    length > 1 (none: y itself), count the product of the broadcast lengths, exactly
+    representable in the dtype. Else None."""
     m = _sum_of(key, i)
-    if m is None or m[1].op is not Ops.EXPAND:
+    e = m and key.nodes[m[0].src[0] if expand is None else expand]
+    if m is None or e.op is not Ops.EXPAND or e.shape != m[1].shape:
         return None
-    n, e = m
+    n = m[0]
     y = key.nodes[e.src[0]]
     axes = set(n.arg[1])
     grown = {j for j, (a, b) in enumerate(zip(y.shape, e.shape)) if a != b}
@@ -316,7 +343,16 @@ def bcast_match(key, i: int):
 def _bcast_facts(key, i: int, t: Templates) -> list[str]:
     """(SumBcast n e res): the sum n of the broadcast e is the term res (`y' * count +
     0.0`: a sum is never -0.0, `-0.0 * count` is)."""
-    hit = bcast_match(key, i)
+    if _sum_of(key, i) is None:
+        return []
+    out = []
+    for e in operands(key, i, (Ops.EXPAND,)):
+        out += _bcast_fact(key, i, e, t)
+    return out
+
+
+def _bcast_fact(key, i: int, e: int, t: Templates) -> list[str]:
+    hit = bcast_match(key, i, e)
     if hit is None:
         return []
     y, count, rest = hit
@@ -330,18 +366,24 @@ def _bcast_facts(key, i: int, t: Templates) -> list[str]:
     mul = t.term(Ops.MUL, None, [yt, t.const(float(count), n.dtype, n.shape)], n.dtype, n.dtype)
     out.append(f'(Rewritten {mul} "sum_bcast")')
     res = t.term(Ops.ADD, None, [f"(Load (Kernel {mul}))", t.const(0.0, n.dtype, n.shape)], n.dtype, n.dtype)
-    return [f"(SumBcast {i} {key.nodes[i].src[0]} {res})", *out]
+    return [f"(SumBcast {i} {e} {res})", *out]
 
 
-def shift_match(key, i: int):
-    """`minmax_shift` at node i: (constant operand node, its value, its position, op
-    name) when node i is a float max or min of `x + c`, `c + x`, `x - c` or `c - x` (c a
-    finite constant of the reduction's dtype), else None."""
+def _minmax(key, i: int) -> bool:
     n = key.nodes[i]
-    if n.op is not Ops.REDUCE or n.arg[0] not in ("max", "min") or not n.dtype.is_float:
+    return n.op is Ops.REDUCE and n.arg[0] in ("max", "min") and n.dtype.is_float
+
+
+def shift_match(key, i: int, add_node: int | None = None):
+    """`minmax_shift` at node i: (constant operand node, its value, its position, op
+    name) when node i is a float max or min of `x + c`, `c + x`, `x - c` or `c - x`
+    (node `add_node`, default its operand; c a finite constant of the reduction's
+    dtype), else None."""
+    n = key.nodes[i]
+    if not _minmax(key, i):
         return None
-    a = key.nodes[n.src[0]]
-    if a.op not in (Ops.ADD, Ops.SUB) or a.dtype is not n.dtype:
+    a = key.nodes[n.src[0] if add_node is None else add_node]
+    if a.op not in (Ops.ADD, Ops.SUB) or a.dtype is not n.dtype or a.shape != key.nodes[n.src[0]].shape:
         return None
     for pos in (1, 0):
         k = a.src[pos]
@@ -355,15 +397,20 @@ def shift_match(key, i: int):
 def _shift_facts(key, i: int, t: Templates) -> list[str]:
     """(ShiftBy n c ct): the max/min n of a sum with the constant term c has it at n's
     shape as ct; (Flip n f): f is the opposite reduction over n's axes (for `c - x`)."""
-    hit = shift_match(key, i)
-    if hit is None:
+    if not _minmax(key, i):
         return []
-    k, v, pos, op = hit
     n = key.nodes[i]
-    out = [f"(ShiftBy {i} (Load (Node {k})) {t.const(v, n.dtype, n.shape)})"]
-    if op == "SUB" and pos == 0:
-        other = "min" if n.arg[0] == "max" else "max"
-        out.append(f"(Flip {i} {t.add(Ops.REDUCE, (other, n.arg[1]), n.dtype, n.dtype)})")
+    out, seen = [], set()
+    for a in operands(key, i, (Ops.ADD, Ops.SUB)):
+        hit = shift_match(key, i, a)
+        if hit is None or hit[0] in seen:
+            continue
+        k, v, pos, op = hit
+        seen.add(k)
+        out.append(f"(ShiftBy {i} (Load (Node {k})) {t.const(v, n.dtype, n.shape)})")
+        if op == "SUB" and pos == 0 and not any(o.startswith("(Flip") for o in out):
+            other = "min" if n.arg[0] == "max" else "max"
+            out.append(f"(Flip {i} {t.add(Ops.REDUCE, (other, n.arg[1]), n.dtype, n.dtype)})")
     return out
 
 

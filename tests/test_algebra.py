@@ -386,14 +386,15 @@ def test_sums_over_other_axes_or_shapes_do_not_merge():
 def _small_graph(seed: int):
     """A random program of a few ops where the algebra rule sets apply: matmul chains
     (vectors and outer products included), transposed pointwise chains, sums of sums,
-    identities; or None when it came out over 8 computed ops."""
+    identities, reductions of scaled, shifted and broadcast values; or None when it came
+    out over 8 computed ops."""
     rng = np.random.default_rng(seed)
     n = int(rng.choice([4, 16, 48]))
 
     def t(*shape):
         return svod.asarray(rng.standard_normal(shape).astype(np.float32))
 
-    kind = seed % 6
+    kind = seed % 7
     if kind == 0:  # a matmul chain
         dims = [int(rng.choice([1, n, 2 * n])) for _ in range(int(rng.integers(3, 5)))]
         out = t(dims[0], dims[1])
@@ -417,6 +418,16 @@ def _small_graph(seed: int):
     elif kind == 5:  # transposes around products
         a, b, c = t(n, n), t(n, n), t(n, n)
         out = [(a @ b).T, a.T @ b.T, (a @ b.T).T + c, svod.exp((a @ b).T)][int(rng.integers(4))]
+    elif kind == 6:  # reductions of scaled, shifted and broadcast values
+        x, y, v = t(n, 8), t(n, 8), t(8)
+        c = float(rng.choice([3.0, 0.5, -2.0]))
+        ax, keep = int(rng.integers(2)), bool(rng.integers(2))
+        b = svod.broadcast_to(v, (n, 8))
+        out = [svod.sum(c * x, axis=ax, keepdims=keep), svod.sum(x / c, axis=ax) + svod.sum(y, axis=ax),
+               svod.sum(b, axis=0, keepdims=keep), svod.mean(svod.broadcast_to(t(n, 1), (n, 8)), axis=1),
+               svod.exp(svod.sum(b * c, axis=0)), svod.max(x + c, axis=ax, keepdims=keep),
+               svod.min(c - x, axis=ax), x - svod.max(x * 1.0 + c, axis=1, keepdims=True),
+               svod.sum(svod.exp(c * x), axis=1) + svod.sum(b, axis=1)][int(rng.integers(9))]
     else:  # mixed
         a, b, v = t(n, n), t(n, n), t(n, 1)
         out = [((a.T @ b) @ v) * 1.0, svod.exp((a @ b.T) @ v), (a @ b) @ v + (a @ v),
@@ -430,9 +441,12 @@ def test_search_is_never_more_expensive_than_the_rewrite_oracle():
     """On >= 200 small graphs: the oracle (search/oracle.py: the rule sets written again
     over GraphKeys, every program within 3 rewrites, every cover of each) never finds a
     plan cheaper than the search's under the same cost model."""
-    from search.oracle import optimum_over_programs
+    from collections import Counter
+
+    from search.oracle import optimum_over_programs, rewrites
 
     checked = rewritten = 0
+    fired: Counter = Counter()  # graphs where a rule set applies to the program as written
     seed = 0
     while checked < 200:
         key = _small_graph(seed)
@@ -447,7 +461,9 @@ def test_search_is_never_more_expensive_than_the_rewrite_oracle():
             f"oracle program {prog.nodes}\noracle plan:\n{best.plan}")
         checked += 1
         rewritten += prog.hash != key.hash
+        fired.update({name for name, _ in rewrites(key, rules.ALL)})
     assert rewritten >= 50  # the oracle's best is a rewritten program often: the test sees algebra
+    assert all(fired[n] >= 5 for n in rules.ALGEBRA_SETS), fired  # every rule set is exercised
 
 
 def test_why_not_fused_and_the_viewer_read_the_chosen_program_after_a_rewrite():
