@@ -751,3 +751,114 @@ def test_max_of_values_shifted_by_inf_is_not_rewritten():
     key, _ = compact([svod.max(x + float("inf"), axis=1).uop])
     r = plan_search(key, cost_model=MODEL, machine=MACHINE, limits=LIM, rulesets=rules.ALL)
     assert r.report.saturation.added["minmax_shift"] == 0
+
+
+# ----------------------------------------------------------------------------- differential (hypothesis)
+
+
+def _reduction_program(draw):
+    """(inputs, build(xp, *inputs), reduction, reduced count) of a reduction of scaled,
+    shifted or broadcast values, with NaN, ±inf and signed zeros in the data at times."""
+    from hypothesis import strategies as st
+
+    shape = tuple(draw(st.lists(st.integers(1, 6), min_size=1, max_size=3)))
+    form = draw(st.sampled_from(["c*x", "x*c", "x/c", "x+c", "c+x", "x-c", "c-x", "bcast", "bcast*c"]))
+    red = draw(st.sampled_from(["sum", "max", "min", "mean"]))
+    axes = tuple(sorted(draw(st.sets(st.integers(0, len(shape) - 1), min_size=1))))
+    keep = draw(st.booleans())
+    c = draw(st.sampled_from([3.0, -0.5, 0.25, -2.0, 0.0, 7.0]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    vshape = tuple(1 if (j in axes and draw(st.booleans())) else d for j, d in enumerate(shape))
+    a = rng.standard_normal(vshape if form.startswith("bcast") else shape).astype(np.float32) * 100
+    if draw(st.booleans()):  # special values
+        flat = a.reshape(-1)
+        for v in draw(st.lists(st.sampled_from([np.nan, np.inf, -np.inf, -0.0, 0.0]), max_size=3)):
+            flat[int(rng.integers(flat.size))] = v
+
+    def build(xp, x, abs_terms=False):
+        cc = np.float32(c) if xp is np else c
+        f = {"c*x": lambda: cc * x, "x*c": lambda: x * cc, "x/c": lambda: x / cc, "x+c": lambda: x + cc,
+             "c+x": lambda: cc + x, "x-c": lambda: x - cc, "c-x": lambda: cc - x,
+             "bcast": lambda: xp.broadcast_to(x, shape), "bcast*c": lambda: xp.broadcast_to(x, shape) * cc}[form]()
+        return getattr(xp, red)(xp.abs(f) if abs_terms else f, axis=axes, keepdims=keep)
+
+    count = int(np.prod([shape[j] for j in axes]))
+    return a, build, red, count
+
+
+def _check_reduction(got, a, build, red, count):
+    with np.errstate(all="ignore"):
+        want32 = np.asarray(build(np, a))
+        want = np.asarray(build(np, a.astype(np.float64)))
+        terms = np.asarray(build(np, a.astype(np.float64), abs_terms=True))  # sum (mean) of |terms|
+    got = np.asarray(got)
+    assert got.shape == want32.shape and got.dtype == np.float32
+    assert np.array_equal(np.isnan(got), np.isnan(want32)), (got, want32)
+    assert np.array_equal(np.isposinf(got), np.isposinf(want32)) and np.array_equal(np.isneginf(got),
+                                                                                    np.isneginf(want32))
+    if red in ("max", "min"):  # exact (minmax_shift): numpy's bits, signed zeros included
+        _same_bits(np.where(np.isnan(got), np.float32(np.nan), got), np.where(np.isnan(want32), np.float32(np.nan),
+                                                                               want32))
+        return
+    fin = np.isfinite(want32)
+    # reassoc: a sum of `count` terms reordered, rescaled or counted: within 2 (count + 2) eps sum|terms|
+    bound = 2 * (count + 2) * EPS32 * terms[fin] + 1e-30
+    assert np.all(np.abs(got[fin].astype(np.float64) - want[fin]) <= bound), (got, want)
+    zero = fin & (want32 == 0)
+    assert np.array_equal(np.signbit(got[zero]), np.signbit(want32[zero])), (got, want32)
+
+
+def test_reductions_of_scaled_and_broadcast_values_match_numpy():
+    """Hypothesis programs: every program the reduction rule sets reach (each single
+    rewrite, opt-in sets included) and the search's chosen plan agree with numpy: sums
+    within the reassoc bound, max/min bit-identical, NaN, ±inf and signed zeros where
+    numpy has them (data within the float32 range: overflow of an intermediate is the
+    reassoc caveat, docs/algebra.md)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    seen: set = set()
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(st.data())
+    def run(data):
+        a, build, red, count = _reduction_program(data.draw)
+        t = build(svod, svod.asarray(a))
+        key, bind = compact([t.uop])
+        _, prog = _programs_of(t, names=rules.ALL)
+        base = prog.decode()
+        for cls in base.classes:
+            for alt in prog.alternatives(cls, prog.rep):
+                try:
+                    d = prog.decode({cls: alt})
+                except Cycle:
+                    continue
+                seen.update(n for names in d.rewrites.values() for n in names)
+                seen.update(n for _, names in d.replaced.values() for n in names)
+                (got,) = eval_key(d.key, bind.arrays)
+                _check_reduction(got, a, build, red, count)
+        r = plan_search(key, cost_model=MODEL, machine=MACHINE, limits=LIM, rulesets=rules.ALL)
+        (got,) = run_plan(r.plan, bind.arrays)
+        _check_reduction(got, a, build, red, count)
+
+    run()
+    assert {"sum_scale", "sum_bcast", "minmax_shift"} <= seen, seen
+
+
+def test_exact_mode_is_bit_identical_to_the_rewrite_free_plan_on_reductions():
+    """`algebra="exact"` (compiled, as realize runs it) gives the rewrite-free plan's
+    bits on reductions of scaled and broadcast values."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(st.data())
+    def run(data):
+        a, build, red, count = _reduction_program(data.draw)
+        t = build(svod, svod.asarray(a))
+        _, _, r, (got,) = _plan(t, limits=EXACT_LIM, run=False)
+        assert not set(r.report.saturation.rulesets) & {"sum_scale", "sum_bcast", "sum_merge", "matmul_assoc"}
+        _, _, _, (free,) = _plan(t, rulesets=rules.FUSION, run=False)
+        _same_bits(np.where(np.isnan(got), np.float32(np.nan), got), np.where(np.isnan(free), np.float32(np.nan), free))
+
+    run()
