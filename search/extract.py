@@ -190,8 +190,8 @@ class _Decoder:
         if k not in self.index:
             self.index[k] = len(self.nodes)
             self.nodes.append(n)
-            if orig is not None:
-                self.orig_of[len(self.nodes) - 1] = orig
+        if orig is not None:  # (a node a rule made first, e.g. a constant, may also be an original one)
+            self.orig_of.setdefault(self.index[k], orig)
         return self.index[k]
 
     def decode(self, cls: str) -> int:

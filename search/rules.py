@@ -369,6 +369,48 @@ def _bcast_fact(key, i: int, e: int, t: Templates) -> list[str]:
     return [f"(SumBcast {i} {e} {res})", *out]
 
 
+def bcast_reshape_match(key, i: int, expand: int | None = None):
+    """`sum_bcast` through the reshape that drops the summed axes (keepdims=False): (y at
+    node i's shape — an existing node, or None: a new reshape of y — , y, count) when
+    node i is a RESHAPE of a sum of a broadcast that sums nothing else
+    (`bcast_match` with no remaining axes), else None. The product is then computed at
+    the reshape's shape: elementwise kernels of `sum(broadcast_to(v, (n, n)), 0)` and of
+    `v * 2` share one iteration space (and merge)."""
+    r = key.nodes[i]
+    if r.op is not Ops.RESHAPE or _sum_of(key, r.src[0]) is None:
+        return None
+    hit = bcast_match(key, r.src[0], expand)
+    if hit is None or hit[2]:
+        return None
+    y, count, _ = hit
+    yn = key.nodes[y]
+    if yn.shape == r.shape:
+        return y, y, count
+    if yn.op is Ops.RESHAPE and key.nodes[yn.src[0]].shape == r.shape:
+        return yn.src[0], y, count
+    return None, y, count
+
+
+@register_facts(("sum_bcast",))
+def _bcast_reshape_facts(key, i: int, t: Templates) -> list[str]:
+    """(SumBcastR q n e res): the reshape q of the sum n of the broadcast e is res."""
+    r = key.nodes[i]
+    if r.op is not Ops.RESHAPE or _sum_of(key, r.src[0]) is None:
+        return []
+    out = []
+    for e in operands(key, r.src[0], (Ops.EXPAND,)):
+        hit = bcast_reshape_match(key, i, e)
+        if hit is None:
+            continue
+        at, y, count = hit
+        yt = f"(Load (Node {at}))" if at is not None else \
+            f"(Load (Kernel {t.term(Ops.RESHAPE, tuple(r.shape), [f'(Load (Node {y}))'])}))"
+        mul = t.term(Ops.MUL, None, [yt, t.const(float(count), r.dtype, r.shape)], r.dtype, r.dtype)
+        res = t.term(Ops.ADD, None, [f"(Load (Kernel {mul}))", t.const(0.0, r.dtype, r.shape)], r.dtype, r.dtype)
+        out += [f"(SumBcastR {i} {r.src[0]} {e} {res})", f'(Rewritten {mul} "sum_bcast")']
+    return out
+
+
 def _minmax(key, i: int) -> bool:
     n = key.nodes[i]
     return n.op is Ops.REDUCE and n.arg[0] in ("max", "min") and n.dtype.is_float
@@ -443,13 +485,17 @@ def _sum_scale() -> str:
 
 def _sum_bcast() -> str:
     """sum(broadcast(y)) over the broadcast axes -> y * count (`SumBcast` holds the
-    replacement, built by the encoder with the count and the remaining sum's axes)."""
+    replacement, built by the encoder with the count and the remaining sum's axes), also
+    through the reshape that drops the summed axes (`SumBcastR`: the product at the
+    reshape's shape)."""
     name = "sum_bcast"
     expand = '(E "EXPAND" e (Cons y (Nil)))'
     return "\n".join([
-        f"(ruleset {name})", "(relation SumBcast (i64 i64 F))",
+        f"(ruleset {name})", "(relation SumBcast (i64 i64 F))", "(relation SumBcastR (i64 i64 i64 F))",
         f'(rule ((= r {_red("n", _ld(expand))}) '
         f'(SumBcast n e res))\n      ((union r res) {_mark(name)}) :ruleset {name})',
+        f'(rule ((= r (E "RESHAPE" q (Cons {_ld(_red("n", _ld(expand)))} (Nil)))) '
+        f'(SumBcastR q n e res))\n      ((union r res) {_mark(name)}) :ruleset {name})',
     ])
 
 
