@@ -196,20 +196,27 @@ class Templates:
 # (key, node index, templates) -> egglog actions (facts) for node i of the written graph
 FactHook = Callable[[GraphKey, int, Templates], list]
 FACT_HOOKS: list[tuple[FactHook, tuple[str, ...]]] = []
+# rule sets each of whose rules needs a fact of their hooks: skipped by saturation when
+# their hooks wrote no fact for the graph (nothing could fire: no per-iteration cost)
+GATED: set[str] = set()
 
 
-def register_facts(rulesets: tuple[str, ...]):
+def register_facts(rulesets: tuple[str, ...], gates: bool = True):
     """Decorator registering a fact hook for the rule sets named `rulesets`: the encoder
     calls `hook(key, i, templates)` for every computed node i of the graph it encodes
     and, when one of `rulesets` is active in that search, adds the actions it returns
     (egglog text: relation facts, possibly with terms built by `templates`). A rule
     module registers its hooks at import; its rule set text declares the relations.
     Every hook runs whichever rule sets are active, so template ids depend on the key
-    alone (a decoder rebuilds them with `template_facts(key)`). Registering the same
-    function twice has no effect."""
+    alone (a decoder rebuilds them with `template_facts(key)`). With `gates` (the
+    default), every rule of `rulesets` needs one of its hooks' facts: a search whose
+    graph got none skips those rule sets (`fed_rulesets`). Registering the same function
+    twice has no effect."""
     def deco(hook: FactHook) -> FactHook:
         if all(h is not hook for h, _ in FACT_HOOKS):
             FACT_HOOKS.append((hook, tuple(rulesets)))
+            if gates:
+                GATED.update(rulesets)
         return hook
 
     return deco
@@ -219,8 +226,14 @@ def template_facts(key: GraphKey, active=None) -> tuple[Templates, list[str]]:
     """Run every registered hook over `key`'s computed nodes: (the templates they
     added, the actions of the hooks of `active` rule sets; None: all). The templates
     are the same whatever `active` is."""
+    t, actions, _ = _run_hooks(key, active)
+    return t, actions
+
+
+def _run_hooks(key: GraphKey, active=None) -> tuple[Templates, list[str], set[str]]:
     t = Templates(key)
     actions: list[str] = []
+    fed: set[str] = set()
     act = None if active is None else set(active)
     for i, n in enumerate(key.nodes):
         if n.op is Ops.BUFFER:
@@ -229,4 +242,12 @@ def template_facts(key: GraphKey, active=None) -> tuple[Templates, list[str]]:
             out = hook(key, i, t)
             if out and (act is None or act.intersection(names)):
                 actions.extend(out)
-    return t, actions
+                fed.update(names)
+    return t, actions, fed
+
+
+def fed_rulesets(key: GraphKey, rulesets) -> tuple[Templates, list[str], tuple[str, ...]]:
+    """(templates, the facts of the active `rulesets`' hooks, the rule sets that can
+    fire on `key`: `rulesets` without the `GATED` ones none of whose hooks wrote a fact)."""
+    t, actions, fed = _run_hooks(key, rulesets)
+    return t, actions, tuple(n for n in rulesets if n not in GATED or n in fed)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from egglog import bindings
 
 from search import rules
-from search.language import DECLARATIONS, HANDLES, Templates, flist, swaps_last, template_facts
+from search.language import DECLARATIONS, HANDLES, Templates, fed_rulesets, flist, swaps_last
 from search.language import const_kind as _const_kind
 from svod.config import SearchLimits
 from svod.ir import Ops
@@ -136,7 +136,9 @@ def encode(key: GraphKey, rulesets=rules.DEFAULT, egraph=None) -> Encoded:
         if kind is not None:
             actions.append(f'(ConstIs (Body {i}) "{kind}")')
             actions.append(f'(ConstIs (Load (Node {i})) "{kind}")')
-    enc.templates, more = template_facts(key, rulesets)
+    # fact hooks (rules with new arguments); rule sets gated on facts the graph did not
+    # get are not run (search.language.GATED)
+    enc.templates, more, enc.rulesets = fed_rulesets(key, tuple(rulesets))
     actions += more
     cmds = []
     for c in range(0, len(actions), CHUNK):

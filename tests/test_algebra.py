@@ -516,6 +516,7 @@ def test_a_rule_module_adds_a_rule_with_a_new_argument(monkeypatch):
     from search import language
 
     monkeypatch.setattr(language, "FACT_HOOKS", list(language.FACT_HOOKS))
+    monkeypatch.setattr(language, "GATED", set(language.GATED))
     monkeypatch.setitem(rules.RULESETS, "test_twice", "\n".join([
         "(ruleset test_twice)", "(relation Twice (i64 i64 F))",
         '(rule ((= r (E "ADD" n (Cons x (Cons x (Nil))))) (Twice n m c))'
@@ -550,6 +551,17 @@ def test_a_rule_module_adds_a_rule_with_a_new_argument(monkeypatch):
     _, actions = language.template_facts(key, rules.FUSION)
     assert not any("Twice" in a for a in actions)
     assert any("Twice" in a for a in language.template_facts(key, ("test_twice",))[1])
+
+
+def test_rule_sets_gated_on_facts_run_only_where_the_graph_has_them():
+    """A rule set whose rules all need a fact hook's facts (`GATED`) is skipped when the
+    graph got none: no per-iteration cost on graphs without its pattern."""
+    a = svod.asarray(_arr(8, 8))
+    v = svod.asarray(_arr(8))
+    _, _, r, _ = _plan(svod.exp(a) + 1.0)
+    assert "sum_bcast" in rules.DEFAULT and "sum_bcast" not in r.report.saturation.rulesets
+    _, _, r, _ = _plan(svod.sum(svod.broadcast_to(v, (8, 8)), axis=0))
+    assert "sum_bcast" in r.report.saturation.rulesets and r.report.saturation.added["sum_bcast"] > 0
 
 
 def test_ill_typed_template_terms_are_refused():
@@ -720,7 +732,8 @@ def test_sum_of_scaled_values_is_not_rewritten_for_zero_inf_nan(c):
     x = svod.asarray(_arr(4, 9))
     key, _ = compact([svod.sum(x * float(c), axis=1).uop])
     r = plan_search(key, cost_model=MODEL, machine=MACHINE, limits=LIM, rulesets=rules.ALL)
-    assert r.report.saturation.added["sum_scale"] == 0
+    assert r.report.saturation.added.get("sum_scale", 0) == 0
+    assert "sum_scale" not in r.report.saturation.rulesets  # no fact: the rule set does not run
 
 
 _SHIFTS = {"max(x+c)": lambda x, c: svod.max(x + c, axis=1), "min(c+x)": lambda x, c: svod.min(c + x, axis=1),
@@ -757,7 +770,8 @@ def test_max_of_values_shifted_by_inf_is_not_rewritten():
     x = svod.asarray(_arr(4, 9))
     key, _ = compact([svod.max(x + float("inf"), axis=1).uop])
     r = plan_search(key, cost_model=MODEL, machine=MACHINE, limits=LIM, rulesets=rules.ALL)
-    assert r.report.saturation.added["minmax_shift"] == 0
+    assert r.report.saturation.added.get("minmax_shift", 0) == 0
+    assert "minmax_shift" not in r.report.saturation.rulesets
 
 
 # ----------------------------------------------------------------------------- differential (hypothesis)
