@@ -840,7 +840,7 @@ def test_reductions_of_scaled_and_broadcast_values_match_numpy():
 
     seen: set = set()
 
-    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None, derandomize=True)
     @given(st.data())
     def run(data):
         a, build, red, count = _reduction_program(data.draw)
@@ -872,7 +872,7 @@ def test_exact_mode_is_bit_identical_to_the_rewrite_free_plan_on_reductions():
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), database=None, derandomize=True)
     @given(st.data())
     def run(data):
         a, build, red, count = _reduction_program(data.draw)
