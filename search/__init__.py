@@ -138,7 +138,7 @@ def _search_whole(key: GraphKey, model, mach, lim: SearchLimits, rulesets, k: in
         t1 = time.perf_counter()
         js = enc.serialize()
         t_ser = time.perf_counter() - t1
-    prog = Program(js, enc.key)  # with the encoder's template nodes (search/contract.py)
+    prog = Program(js, enc.key, enc.templates)  # enc.key: with search/contract.py's template nodes
     # the algebraic choice (which program) within 30% of the budget, then the kernel
     # boundaries of the fewest-ops program and of the cheapest rewritten one
     alg = explore(prog, model, mach, deadline=t0 + 0.7 * lim.seconds, exact_limit=lim.exact)
@@ -165,6 +165,7 @@ def _rewrites(d, key: GraphKey) -> list[Rewrite]:
     """The rewrites the chosen program uses, as `Rewrite` records (explain)."""
     out = [Rewrite(names, i, v, describe(d.key, v), describe(key, i)) for i, (v, names) in sorted(d.replaced.items())]
     shown = {v for v, _ in d.replaced.values()}
+    shown |= const_like(d.key)  # a rule's new constant is shown where it is used
     out += [Rewrite(names, None, v, describe(d.key, v)) for v, names in sorted(d.rewrites.items()) if v not in shown]
     return out
 

@@ -31,13 +31,16 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from search.language import Templates, template_facts
 from svod.costing import CostModel, Machine, fewer_kernels_on_ties
-from svod.ir import Ops, _infer_shape
+from svod.ir import BINARY, Ops, _infer_shape
 from svod.kernel import Plan
 from svod.key import GraphKey, KeyNode
 from svod.lower import candidates, greedy_boundaries, initial_materialized, lower, subsets
 
 INF = float("inf")
+# ops whose operands must share one dtype (a new term of others is refused)
+BINARY_SAME = BINARY | {Ops.MATMUL}
 
 
 @dataclass
@@ -168,8 +171,9 @@ class Cycle(Exception):
 
 class _Decoder:
     def __init__(self, eg: _EG, key: GraphKey, rep: dict, body: dict[int, str] | None = None,
-                 base: dict | None = None):
+                 base: dict | None = None, templates: Templates | None = None):
         self.eg, self.key, self.rep = eg, key, rep
+        self.templates = templates if templates is not None else Templates(key)
         # the fewest-ops representatives: an E-node chosen in a class it is itself an
         # operand of (`x * 1` in the class of `x`) reads that operand as ("base", class)
         self.base = base if base is not None else rep
@@ -186,8 +190,8 @@ class _Decoder:
         if k not in self.index:
             self.index[k] = len(self.nodes)
             self.nodes.append(n)
-            if orig is not None:
-                self.orig_of[len(self.nodes) - 1] = orig
+        if orig is not None:  # (a node a rule made first, e.g. a constant, may also be an original one)
+            self.orig_of.setdefault(self.index[k], orig)
         return self.index[k]
 
     def decode(self, cls: str) -> int:
@@ -231,7 +235,11 @@ class _Decoder:
     def _node(self, i: int, src: tuple[int, ...]) -> KeyNode:
         """Template node i's operation on decoded sources `src`: the template's own node
         when the sources have its operands' shapes and dtypes, else a new node whose shape
-        and dtype follow from the sources (a node made by a rewrite)."""
+        and dtype follow from the sources (a node made by a rewrite). Ids past the key are
+        the encoder's templates (`search.language.Templates`): always a new node. An
+        ill-typed term raises `Cycle` (refused: never lowered)."""
+        if i >= len(self.key.nodes):
+            return self._new_node(i, src)
         o = self.key.nodes[i]
         ins = [self.nodes[s] for s in src]
         if all(a.shape == self.key.nodes[b].shape and a.dtype == self.key.nodes[b].dtype
@@ -250,6 +258,30 @@ class _Decoder:
         except AssertionError as e:  # a rule made an ill-shaped term: not a program
             raise Cycle(f"decode: {e}") from None
         return KeyNode(o.op, dtype, src, o.arg, shape)
+
+    def _new_node(self, i: int, src: tuple[int, ...]) -> KeyNode:
+        """A node of encoder template i (an operation with a new argument) on `src`."""
+        if i - self.templates.base >= len(self.templates.extra):
+            raise Cycle(f"decode: no template {i} (the e-graph was encoded with other templates)")
+        t = self.templates.get(i)
+        ins = tuple(self.nodes[s] for s in src)
+        if t.operand is not None and any(n.dtype is not t.operand for n in ins):
+            raise Cycle(f"decode: a rewritten {t.op.value} of {[n.dtype.name for n in ins]}, "
+                        f"not {t.operand.name}")
+        if t.op is Ops.CONST:
+            if ins or t.dtype is None:
+                raise Cycle("decode: a constant template with sources or no dtype")
+            return KeyNode(Ops.CONST, t.dtype, (), t.arg, ())
+        if not ins:
+            raise Cycle(f"decode: a {t.op.value} template without sources")
+        if t.op in BINARY_SAME and any(n.dtype is not ins[0].dtype for n in ins):
+            raise Cycle(f"decode: a rewritten {t.op.value} of {[n.dtype.name for n in ins]}")
+        dtype = t.dtype if t.dtype is not None else ins[0].dtype
+        try:
+            shape = _infer_shape(t.op, ins, t.arg)
+        except (AssertionError, IndexError, TypeError) as e:  # an ill-shaped term: not a program
+            raise Cycle(f"decode: {e}") from None
+        return KeyNode(t.op, dtype, tuple(src), t.arg, shape)
 
     def _deps(self, nid: str, op: str, c=None) -> list:
         kids = self.eg.child_classes(nid)
@@ -286,9 +318,11 @@ class Program:
     """The saturated e-graph of one search, ready to decode programs: the fewest-ops one
     (`decode()`), or one with other representatives in some classes (`decode(choice)`)."""
 
-    def __init__(self, js: dict, key: GraphKey):
+    def __init__(self, js: dict, key: GraphKey, templates: Templates | None = None):
         self.eg = eg = _EG(js)
         self.key = key
+        # the encoder's templates (ids past the key); rebuilt from the key when not given
+        self.templates = templates if templates is not None else template_facts(key)[0]
         self.body = _body_classes(eg)
         self.cost, self.rep = _costs(eg, self.body)
         self.t_of = _tensor_classes(eg)
@@ -355,7 +389,7 @@ class Program:
         raises `Cycle` when they make a value its own operand."""
         eg, key = self.eg, self.key
         rep, base = self.reps(choice)
-        dec = _Decoder(eg, key, rep, self.body, base)
+        dec = _Decoder(eg, key, rep, self.body, base, self.templates)
         outs: list[int] = []
         for o in key.outputs:
             v = dec.decode(self.t_of[o])
@@ -407,10 +441,11 @@ class Program:
         return Decoded(decoded, fusible, dec.orig_of, rewrites, dict(choice or {}), classes, replaced)
 
 
-def decode(js: dict, key: GraphKey):
+def decode(js: dict, key: GraphKey, templates: Templates | None = None):
     """(decoded GraphKey, fusible edges, decoded->original node map) from serialised JSON:
-    the fewest-ops program (the program as written on ties)."""
-    d = Program(js, key).decode()
+    the fewest-ops program (the program as written on ties); `templates` are the
+    encoder's (rebuilt from `key` when not given)."""
+    d = Program(js, key, templates).decode()
     return d.key, d.fusible, d.orig_of
 
 

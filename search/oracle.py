@@ -102,6 +102,20 @@ class _Editor:
         self.nodes.append(KeyNode(o.op, dtype, src, o.arg, _infer_shape(o.op, ins, o.arg)))
         return len(self.nodes) - 1
 
+    def make(self, op: Ops, dtype, src: tuple[int, ...], arg=None) -> int:
+        """A node with a new argument (the encoder templates' terms, search.language)."""
+        ins = tuple(self.nodes[s] for s in src)
+        self.nodes.append(KeyNode(op, dtype, src, arg, _infer_shape(op, ins, arg)))
+        return len(self.nodes) - 1
+
+    def const(self, value, dtype, shape: tuple[int, ...]) -> int:
+        """A constant broadcast to `shape` (as `Templates.const`: CONST, RESHAPE, EXPAND)."""
+        c = self.make(Ops.CONST, dtype, (), value)
+        if not shape:
+            return c
+        r = self.make(Ops.RESHAPE, dtype, (c,), (1,) * len(shape))
+        return r if all(d == 1 for d in shape) else self.make(Ops.EXPAND, dtype, (r,), tuple(shape))
+
     def replace(self, i: int, by: int) -> GraphKey:
         nodes = [KeyNode(n.op, n.dtype, tuple(by if s == i else s for s in n.src), n.arg, n.shape)
                  if j != i else n for j, n in enumerate(self.nodes)]
@@ -147,8 +161,8 @@ def _rebuild(nodes: list[KeyNode], outputs: tuple[int, ...]) -> GraphKey:
 
 def rewrites(key: GraphKey, rulesets) -> list[tuple[str, GraphKey]]:
     """Every program one rule application away from `key`: (rule set, program)."""
+    from search import rules as R
     from search.language import const_kind, swaps_last
-    from search.rules import CONST_IDENTITIES, POINTWISE_OPS
 
     names = set(rulesets)
     out: list[tuple[str, GraphKey]] = []
@@ -159,7 +173,7 @@ def rewrites(key: GraphKey, rulesets) -> list[tuple[str, GraphKey]]:
             x = None
             if len(src) == 2:
                 kinds = [const_kind(key, s) for s in src]
-                x = next((src[1 - pos] for op, pos, kind in CONST_IDENTITIES
+                x = next((src[1 - pos] for op, pos, kind in R.CONST_IDENTITIES
                           if n.op.value == op and kinds[pos] == kind), None)
             if x is None and n.op is Ops.NEG and nodes[src[0]].op is Ops.NEG:
                 x = nodes[src[0]].src[0]
@@ -172,7 +186,7 @@ def rewrites(key: GraphKey, rulesets) -> list[tuple[str, GraphKey]]:
         if "movement" in names:
             if n.op is Ops.PERMUTE and nodes[src[0]].op is Ops.PERMUTE and _inverse(nodes[src[0]].arg, n.arg):
                 out.append(("movement", _Editor(key).replace(i, nodes[src[0]].src[0])))
-            if n.op.value in POINTWISE_OPS and 1 <= len(src) <= 2 and all(nodes[s].op is Ops.PERMUTE for s in src) \
+            if n.op.value in R.POINTWISE_OPS and 1 <= len(src) <= 2 and all(nodes[s].op is Ops.PERMUTE for s in src) \
                     and len({nodes[s].arg for s in src}) == 1:
                 ed = _Editor(key)
                 inner = ed.new(i, tuple(nodes[s].src[0] for s in src))
@@ -215,6 +229,43 @@ def rewrites(key: GraphKey, rulesets) -> list[tuple[str, GraphKey]]:
                 x, y = (nodes[s].src[0] for s in src)
                 ed = _Editor(key)
                 out.append(("matmul_transpose", ed.replace(i, ed.new(src[0], (ed.new(i, (y, x)),)))))
+        if "sum_scale" in names and (hit := R.scale_match(key, i)) is not None:
+            k, v, pos, _ = hit  # sum(c * x) -> c * sum(x) + 0.0, ...
+            prod = src[0]
+            x = nodes[prod].src[1 - pos]
+            ed = _Editor(key)
+            s, ct = ed.new(i, (x,)), ed.const(v, n.dtype, n.shape)
+            p = ed.new(prod, (s, ct) if pos == 1 else (ct, s))
+            out.append(("sum_scale", ed.replace(i, ed.make(Ops.ADD, n.dtype, (p, ed.const(0.0, n.dtype, n.shape))))))
+        if "sum_bcast" in names and (hit := R.bcast_match(key, i)) is not None:
+            y, count, rest = hit  # sum(broadcast(y)) -> y' * count + 0.0
+            ed = _Editor(key)
+            if rest:
+                y = ed.make(Ops.REDUCE, n.dtype, (y,), ("sum", rest))
+            p = ed.make(Ops.MUL, n.dtype, (y, ed.const(float(count), n.dtype, n.shape)))
+            out.append(("sum_bcast", ed.replace(i, ed.make(Ops.ADD, n.dtype, (p, ed.const(0.0, n.dtype, n.shape))))))
+        if "sum_bcast" in names and (hit := R.bcast_reshape_match(key, i)) is not None:
+            at, y, count = hit  # reshape(sum(broadcast(y))) -> y at the reshape's shape * count + 0.0
+            ed = _Editor(key)
+            if at is None:
+                at = ed.make(Ops.RESHAPE, nodes[y].dtype, (y,), tuple(n.shape))
+            p = ed.make(Ops.MUL, n.dtype, (at, ed.const(float(count), n.dtype, n.shape)))
+            out.append(("sum_bcast", ed.replace(i, ed.make(Ops.ADD, n.dtype, (p, ed.const(0.0, n.dtype, n.shape))))))
+        if "minmax_shift" in names and (hit := R.shift_match(key, i)) is not None:
+            k, v, pos, op = hit  # max(x + c) -> max(x) + c, max(c - x) -> c - min(x)
+            a = src[0]
+            x = nodes[a].src[1 - pos]
+            ed = _Editor(key)
+            ct = ed.const(v, n.dtype, n.shape)
+            if op == "SUB" and pos == 0:
+                flip = "min" if n.arg[0] == "max" else "max"
+                s = ed.make(Ops.REDUCE, n.dtype, (x,), (flip, n.arg[1]))
+            else:
+                s = ed.new(i, (x,))
+            out.append(("minmax_shift", ed.replace(i, ed.new(a, (s, ct) if pos == 1 else (ct, s)))))
+    from search import contract  # contraction forms and sibling products: their own module
+
+    out += contract.rewritten_programs(key, rulesets)
     return out
 
 

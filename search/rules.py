@@ -31,6 +31,21 @@ the e-graph linear in the graph (at most 2^arity variants per op).
 - `sum_merge` (reassoc, opt-in: not in `DEFAULT`): `sum(x) + sum(y) -> sum(x + y)` and
   `sum(x) - sum(y) -> sum(x - y)` over the same axes of floating operands of one shape
   and dtype.
+- `sum_scale` (reassoc, opt-in): `sum(c * x) -> c * sum(x) + 0.0`, `sum(x / c) ->
+  sum(x) / c + 0.0` (the `+ 0.0`: a sum is never -0.0, a product can be) for a constant
+  c that is finite and non-zero (not 0: `0 * sum(x)` is NaN where the sum overflows and
+  `sum(0 * x)` is 0; not ±inf: `inf * x` is NaN where x is 0).
+- `sum_bcast` (reassoc): `sum(broadcast(y))` over axes including every broadcast one ->
+  `y' * count + 0.0` (y' = y summed over the other reduced axes); the count must be exact in
+  the dtype.
+- `minmax_shift` (exact, opt-in): `max(x + c) -> max(x) + c` (and min; `c + x`, `x - c`),
+  `max(c - x) -> c - min(x)`, c a finite constant: rounding is monotone, so the
+  results are bit-identical (NaN, ±inf and signed zeros included).
+
+Rules that need an argument no node of the written program has (the constant at the
+reduced shape, the count, the opposite reduction) get it from a fact hook
+(`search.language.register_facts`): computed in Python where the rule may fire, handed
+over as encoder templates (`search.language.Templates`).
 
 Every rule set has a numerical status (`STATUS`): `exact` sets give bit-identical
 results and are always on; `reassoc` sets reorder floating-point arithmetic (error
@@ -44,7 +59,11 @@ kernels over one iteration space that share inputs merge into one multi-output k
 
 from __future__ import annotations
 
+import math
+
 from search import contract as _contract
+from search.language import Templates, const_value, register_facts
+from svod.ir import Ops
 from svod.ops import fusion_class
 
 # the op classes of the fusion rules: projections of the op table (svod.ops); movement ops
@@ -221,6 +240,284 @@ def _matmul_transpose() -> str:
     ])
 
 
+# ----------------------------------------------------------------------------- reduction algebra
+#
+# Rules whose result needs an argument no node of the written program has (a constant
+# at the reduced shape, a count, the opposite reduction): their fact hooks compute it in
+# Python at the node where the rule may fire and hand it over as a term built from
+# encoder templates (search.language.Templates).
+
+
+def _finite_nonzero(v) -> bool:
+    return v is not None and math.isfinite(v) and v != 0
+
+
+def _sum_of(key, i: int):
+    """Node i as a float sum whose operand has its dtype: (node, operand node), or None."""
+    n = key.nodes[i]
+    if n.op is not Ops.REDUCE or n.arg[0] != "sum" or not n.dtype.is_float:
+        return None
+    x = key.nodes[n.src[0]]
+    return (n, x) if x.dtype is n.dtype else None
+
+
+# how far below a reduction its fact hooks look for the operand a rewrite may give it
+# (`sum_scale` then `sum_bcast`: sum(c * broadcast(v)) -> c * sum(broadcast(v)) -> ...)
+OPERAND_DEPTH = 3
+
+
+def operands(key, i: int, ops: tuple) -> list[int]:
+    """Node i's operand and the nodes up to `OPERAND_DEPTH` levels below it with one of
+    `ops` and the operand's shape: the operands a rewrite of node i's operand may give
+    it (facts are written for the program as written; rules fire on rewritten terms)."""
+    s = key.nodes[i].src[0]
+    shape = key.nodes[s].shape
+    out, seen, level = [], {s}, [s]
+    for _ in range(OPERAND_DEPTH):
+        out += [j for j in level if key.nodes[j].op in ops and key.nodes[j].shape == shape]
+        level = [t for j in level for t in key.nodes[j].src if t not in seen and not seen.add(t)]
+    return out
+
+
+def scale_match(key, i: int, prod_node: int | None = None):
+    """`sum_scale` at node i: (constant operand node, its value, its position, op name)
+    when node i sums `c * x`, `x * c` or `x / c` (node `prod_node`, default its operand;
+    c a constant of the sum's dtype, finite and non-zero), else None."""
+    m = _sum_of(key, i)
+    prod = m and key.nodes[m[0].src[0] if prod_node is None else prod_node]
+    if m is None or prod.op not in (Ops.MUL, Ops.DIV) or prod.dtype is not m[0].dtype:
+        return None
+    for pos in ((0, 1) if prod.op is Ops.MUL else (1,)):
+        k = prod.src[pos]
+        v = const_value(key, k)
+        if _finite_nonzero(v) and key.nodes[k].dtype is m[0].dtype:
+            return k, v, pos, prod.op.value
+    return None
+
+
+@register_facts(("sum_scale",))
+def _scale_facts(key, i: int, t: Templates) -> list[str]:
+    """(ScaleBy n c ct a z): the sum n of a product with the constant term c has the
+    constant at n's (reduced) shape as ct, and its result is made `+ 0.0` (template a,
+    the zero z) — a sum is never -0.0 (svod's and numpy's start at +0.0) where `c * sum`
+    can be (c < 0, or an underflow)."""
+    if _sum_of(key, i) is None:
+        return []
+    n = key.nodes[i]
+    out, seen = [], set()
+    for p in operands(key, i, (Ops.MUL, Ops.DIV)):
+        hit = scale_match(key, i, p)
+        if hit is None or hit[0] in seen:
+            continue
+        k, v, _, _ = hit
+        seen.add(k)
+        a = t.add(Ops.ADD, None, n.dtype, n.dtype)
+        out.append(f"(ScaleBy {i} (Load (Node {k})) {t.const(v, n.dtype, n.shape)} {a} "
+                   f"{t.const(0.0, n.dtype, n.shape)})")
+    return out
+
+
+def bcast_match(key, i: int, expand: int | None = None):
+    """`sum_bcast` at node i: (y, count, remaining axes) when node i sums EXPAND(y) (node
+    `expand`, default its operand) over axes that include every axis the EXPAND
+    broadcasts: the sum is `y' * count`, y' = y summed over the remaining reduced axes of
+    length > 1 (none: y itself), count the product of the broadcast lengths, exactly
+    representable in the dtype. Else None."""
+    m = _sum_of(key, i)
+    e = m and key.nodes[m[0].src[0] if expand is None else expand]
+    if m is None or e.op is not Ops.EXPAND or e.shape != m[1].shape:
+        return None
+    n = m[0]
+    y = key.nodes[e.src[0]]
+    axes = set(n.arg[1])
+    grown = {j for j, (a, b) in enumerate(zip(y.shape, e.shape)) if a != b}
+    if not grown or not grown <= axes or y.dtype is not n.dtype:
+        return None
+    count = math.prod(e.shape[j] for j in grown)
+    if float(n.dtype.np.type(count)) != count:  # the count itself would round
+        return None
+    rest = tuple(sorted(j for j in axes - grown if y.shape[j] > 1))
+    return e.src[0], count, rest
+
+
+@register_facts(("sum_bcast",))
+def _bcast_facts(key, i: int, t: Templates) -> list[str]:
+    """(SumBcast n e res): the sum n of the broadcast e is the term res (`y' * count +
+    0.0`: a sum is never -0.0, `-0.0 * count` is)."""
+    if _sum_of(key, i) is None:
+        return []
+    out = []
+    for e in operands(key, i, (Ops.EXPAND,)):
+        out += _bcast_fact(key, i, e, t)
+    return out
+
+
+def _bcast_fact(key, i: int, e: int, t: Templates) -> list[str]:
+    hit = bcast_match(key, i, e)
+    if hit is None:
+        return []
+    y, count, rest = hit
+    n = key.nodes[i]
+    yt = f"(Load (Node {y}))"
+    out = []
+    if rest:
+        inner = t.term(Ops.REDUCE, ('sum', rest), [yt], n.dtype, n.dtype)
+        yt = f"(Load (Kernel {inner}))"
+        out.append(f'(Rewritten {inner} "sum_bcast")')
+    mul = t.term(Ops.MUL, None, [yt, t.const(float(count), n.dtype, n.shape)], n.dtype, n.dtype)
+    out.append(f'(Rewritten {mul} "sum_bcast")')
+    res = t.term(Ops.ADD, None, [f"(Load (Kernel {mul}))", t.const(0.0, n.dtype, n.shape)], n.dtype, n.dtype)
+    return [f"(SumBcast {i} {e} {res})", *out]
+
+
+def bcast_reshape_match(key, i: int, expand: int | None = None):
+    """`sum_bcast` through the reshape that drops the summed axes (keepdims=False): (y at
+    node i's shape — an existing node, or None: a new reshape of y — , y, count) when
+    node i is a RESHAPE of a sum of a broadcast that sums nothing else
+    (`bcast_match` with no remaining axes), else None. The product is then computed at
+    the reshape's shape: elementwise kernels of `sum(broadcast_to(v, (n, n)), 0)` and of
+    `v * 2` share one iteration space (and merge)."""
+    r = key.nodes[i]
+    if r.op is not Ops.RESHAPE or _sum_of(key, r.src[0]) is None:
+        return None
+    hit = bcast_match(key, r.src[0], expand)
+    if hit is None or hit[2]:
+        return None
+    y, count, _ = hit
+    yn = key.nodes[y]
+    if yn.shape == r.shape:
+        return y, y, count
+    if yn.op is Ops.RESHAPE and key.nodes[yn.src[0]].shape == r.shape:
+        return yn.src[0], y, count
+    return None, y, count
+
+
+@register_facts(("sum_bcast",))
+def _bcast_reshape_facts(key, i: int, t: Templates) -> list[str]:
+    """(SumBcastR q n e res): the reshape q of the sum n of the broadcast e is res."""
+    r = key.nodes[i]
+    if r.op is not Ops.RESHAPE or _sum_of(key, r.src[0]) is None:
+        return []
+    out = []
+    for e in operands(key, r.src[0], (Ops.EXPAND,)):
+        hit = bcast_reshape_match(key, i, e)
+        if hit is None:
+            continue
+        at, y, count = hit
+        yt = f"(Load (Node {at}))" if at is not None else \
+            f"(Load (Kernel {t.term(Ops.RESHAPE, tuple(r.shape), [f'(Load (Node {y}))'])}))"
+        mul = t.term(Ops.MUL, None, [yt, t.const(float(count), r.dtype, r.shape)], r.dtype, r.dtype)
+        res = t.term(Ops.ADD, None, [f"(Load (Kernel {mul}))", t.const(0.0, r.dtype, r.shape)], r.dtype, r.dtype)
+        out += [f"(SumBcastR {i} {r.src[0]} {e} {res})", f'(Rewritten {mul} "sum_bcast")']
+    return out
+
+
+def _minmax(key, i: int) -> bool:
+    n = key.nodes[i]
+    return n.op is Ops.REDUCE and n.arg[0] in ("max", "min") and n.dtype.is_float
+
+
+def shift_match(key, i: int, add_node: int | None = None):
+    """`minmax_shift` at node i: (constant operand node, its value, its position, op
+    name) when node i is a float max or min of `x + c`, `c + x`, `x - c` or `c - x`
+    (node `add_node`, default its operand; c a finite constant of the reduction's
+    dtype), else None."""
+    n = key.nodes[i]
+    if not _minmax(key, i):
+        return None
+    a = key.nodes[n.src[0] if add_node is None else add_node]
+    if a.op not in (Ops.ADD, Ops.SUB) or a.dtype is not n.dtype or a.shape != key.nodes[n.src[0]].shape:
+        return None
+    for pos in (1, 0):
+        k = a.src[pos]
+        v = const_value(key, k)
+        if v is not None and math.isfinite(v) and key.nodes[k].dtype is n.dtype:
+            return k, v, pos, a.op.value
+    return None
+
+
+@register_facts(("minmax_shift",))
+def _shift_facts(key, i: int, t: Templates) -> list[str]:
+    """(ShiftBy n c ct): the max/min n of a sum with the constant term c has it at n's
+    shape as ct; (Flip n f): f is the opposite reduction over n's axes (for `c - x`)."""
+    if not _minmax(key, i):
+        return []
+    n = key.nodes[i]
+    out, seen = [], set()
+    for a in operands(key, i, (Ops.ADD, Ops.SUB)):
+        hit = shift_match(key, i, a)
+        if hit is None or hit[0] in seen:
+            continue
+        k, v, pos, op = hit
+        seen.add(k)
+        out.append(f"(ShiftBy {i} (Load (Node {k})) {t.const(v, n.dtype, n.shape)})")
+        if op == "SUB" and pos == 0 and not any(o.startswith("(Flip") for o in out):
+            other = "min" if n.arg[0] == "max" else "max"
+            out.append(f"(Flip {i} {t.add(Ops.REDUCE, (other, n.arg[1]), n.dtype, n.dtype)})")
+    return out
+
+
+def _red(n: str, x: str) -> str:
+    return f'(E "REDUCE" {n} (Cons {x} (Nil)))'
+
+
+def _bin(op: str, n: str, a: str, b: str) -> str:
+    return f'(E "{op}" {n} (Cons {a} (Cons {b} (Nil))))'
+
+
+def _ld(x: str) -> str:
+    return f"(Load (Kernel {x}))"
+
+
+def _sum_scale() -> str:
+    """sum(c * x) -> c * sum(x), sum(x * c) -> sum(x) * c, sum(x / c) -> sum(x) / c for
+    a finite non-zero constant c (`ScaleBy`): one multiply per output, not per element."""
+    name = "sum_scale"
+    out = [f"(ruleset {name})", "(relation ScaleBy (i64 F F i64 F))"]
+    for op, pos in (("MUL", 1), ("MUL", 0), ("DIV", 1)):
+        args = ("x", "c") if pos == 1 else ("c", "x")
+        new = ("(Load (Kernel s))", "ct") if pos == 1 else ("ct", "(Load (Kernel s))")
+        out.append(f'(rule ((= r {_red("n", _ld(_bin(op, "m", *args)))}) (ScaleBy n c ct a z))\n'
+                   f'      ((let s {_red("n", "x")}) (let p {_bin(op, "m", *new)})\n'
+                   f'       (union r {_bin("ADD", "a", "(Load (Kernel p))", "z")}) {_mark(name)} '
+                   f'{_mark(name, "s")} {_mark(name, "p")}) :ruleset {name})')
+    return "\n".join(out)
+
+
+def _sum_bcast() -> str:
+    """sum(broadcast(y)) over the broadcast axes -> y * count (`SumBcast` holds the
+    replacement, built by the encoder with the count and the remaining sum's axes), also
+    through the reshape that drops the summed axes (`SumBcastR`: the product at the
+    reshape's shape)."""
+    name = "sum_bcast"
+    expand = '(E "EXPAND" e (Cons y (Nil)))'
+    return "\n".join([
+        f"(ruleset {name})", "(relation SumBcast (i64 i64 F))", "(relation SumBcastR (i64 i64 i64 F))",
+        f'(rule ((= r {_red("n", _ld(expand))}) '
+        f'(SumBcast n e res))\n      ((union r res) {_mark(name)}) :ruleset {name})',
+        f'(rule ((= r (E "RESHAPE" q (Cons {_ld(_red("n", _ld(expand)))} (Nil)))) '
+        f'(SumBcastR q n e res))\n      ((union r res) {_mark(name)}) :ruleset {name})',
+    ])
+
+
+def _minmax_shift() -> str:
+    """max(x + c) -> max(x) + c (and min; c + x, x - c) and max(c - x) -> c - min(x),
+    c a finite constant (`ShiftBy`; `Flip` names the opposite reduction): exact, rounding
+    is monotone."""
+    name = "minmax_shift"
+    out = [f"(ruleset {name})", "(relation ShiftBy (i64 F F))", "(relation Flip (i64 i64))"]
+    for op, pos in (("ADD", 1), ("ADD", 0), ("SUB", 1)):
+        args = ("x", "c") if pos == 1 else ("c", "x")
+        new = ("(Load (Kernel s))", "ct") if pos == 1 else ("ct", "(Load (Kernel s))")
+        out.append(f'(rule ((= r {_red("n", _ld(_bin(op, "a", *args)))}) (ShiftBy n c ct))\n'
+                   f'      ((let s {_red("n", "x")}) (union r {_bin(op, "a", *new)}) {_mark(name)} '
+                   f'{_mark(name, "s")}) :ruleset {name})')
+    out.append(f'(rule ((= r {_red("n", _ld(_bin("SUB", "a", "c", "x")))}) (ShiftBy n c ct) (Flip n f))\n'
+               f'      ((let s {_red("f", "x")}) (union r {_bin("SUB", "a", "ct", "(Load (Kernel s))")}) '
+               f'{_mark(name)} {_mark(name, "s")}) :ruleset {name})')
+    return "\n".join(out)
+
+
 # fusion rule set -> (producer class, consumer class): the relations of `facts()`
 FUSIONS: dict[str, tuple[str, str]] = {
     "fuse_elementwise": ("Elementwise", "Elementwise"),
@@ -239,6 +536,9 @@ RULESETS["matmul_assoc"] = _matmul_assoc()
 RULESETS["sum_merge"] = _sum_merge()
 RULESETS["matmul_distribute"] = _matmul_distribute()
 RULESETS["matmul_transpose"] = _matmul_transpose()
+RULESETS["sum_scale"] = _sum_scale()
+RULESETS["sum_bcast"] = _sum_bcast()
+RULESETS["minmax_shift"] = _minmax_shift()
 # contraction recognition and sibling products (search/contract.py)
 RULESETS.update({n: text for n, (text, _, _) in _contract.RULESETS.items()})
 
@@ -249,10 +549,12 @@ STATUS["matmul_assoc"] = "reassoc"
 STATUS["sum_merge"] = "reassoc"
 STATUS["matmul_distribute"] = "reassoc"
 STATUS["matmul_transpose"] = "reassoc"
+STATUS["sum_scale"] = "reassoc"
+STATUS["sum_bcast"] = "reassoc"
 STATUS.update({n: st for n, (_, st, _) in _contract.RULESETS.items()})
 # the rule sets that rewrite the program
 ALGEBRA_SETS = ("algebra", "movement", "matmul_assoc", "sum_merge", "matmul_distribute", "matmul_transpose",
-                *_contract.RULESETS)
+                "sum_scale", "sum_bcast", "minmax_shift", *_contract.RULESETS)
 MODES = ("reassoc", "exact")
 # Pointwise: elementwise ops with their own arithmetic (not movement, not sources or CAT)
 POINTWISE_OPS = sorted(set(ELEMENTWISE_OPS) - set(MOVEMENT_OPS) - {"CONST", "CAT", "CONTIGUOUS"})
@@ -266,10 +568,14 @@ def fusing_ruleset(producer: str, consumer: str, names=None) -> str | None:
             return name
     return None
 FUSION = tuple(n for n in RULESETS if n.startswith("fuse_"))
-# rule sets that run only when named: `sum_merge` gives one reduction instead of two, but
-# svod's generated row sum of `x - y` measured 2-5x slower than the two row sums
-# (docs/algebra.md), and the cost model prices both alike
-OPT_IN = ("sum_merge", *(n for n, (_, _, on) in _contract.RULESETS.items() if not on))
+# rule sets that run only when named (docs/algebra.md, "Measured"): `sum_merge` gives one
+# reduction instead of two, but svod's generated row sum of `x - y` measured 2-5x slower
+# than the two row sums, and the cost model prices both alike; `sum_scale` and
+# `minmax_shift` save one multiply/add per element of a memory-bound reduction: the cost
+# model prices the rewritten and the written program alike (the written one is kept) and
+# the benchmark (flip_center, bench_algebra's scaled_reductions) measured no difference
+OPT_IN = ("sum_merge", "sum_scale", "minmax_shift",
+          *(n for n, (_, _, on) in _contract.RULESETS.items() if not on))
 DEFAULT = tuple(n for n in RULESETS if n not in OPT_IN)
 ALL = tuple(RULESETS)
 EXACT = tuple(n for n in DEFAULT if STATUS[n] == "exact")

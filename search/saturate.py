@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from egglog import bindings
 
 from search import contract, rules
-from search.language import DECLARATIONS, HANDLES, flist, swaps_last
+from search.language import DECLARATIONS, HANDLES, Templates, fed_rulesets, flist, swaps_last
 from search.language import const_kind as _const_kind
 from svod.config import SearchLimits
 from svod.ir import Ops
@@ -60,6 +60,7 @@ class Encoded:
     key: GraphKey
     rulesets: tuple[str, ...]
     text: list[str] = field(default_factory=list)  # the encoding, for explain
+    templates: Templates | None = None  # the templates the fact hooks added (search.language)
 
     def run(self, source: str):
         return self.egraph.run_program(*self.egraph.parse_program(source))
@@ -136,6 +137,11 @@ def encode(key: GraphKey, rulesets=rules.DEFAULT, egraph=None) -> Encoded:
             actions.append(f'(ConstIs (Body {i}) "{kind}")')
             actions.append(f'(ConstIs (Load (Node {i})) "{kind}")')
     enc.key, more = contract.encode_actions(key, rulesets)  # contraction templates (search/contract.py)
+    actions += more
+    # fact hooks (rules with new arguments), over the written program's nodes, their
+    # templates numbered after contract's; rule sets gated on facts the graph did not
+    # get are not run (search.language.GATED)
+    enc.templates, more, enc.rulesets = fed_rulesets(enc.key, tuple(rulesets), upto=len(key.nodes))
     actions += more
     cmds = []
     for c in range(0, len(actions), CHUNK):

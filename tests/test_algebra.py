@@ -135,7 +135,9 @@ def test_exact_mode_keeps_the_program_as_written():
 def test_algebra_mode_switches(monkeypatch):
     assert "matmul_assoc" in rules.default_rulesets("reassoc")
     assert "matmul_assoc" not in rules.default_rulesets("exact")
-    assert set(rules.default_rulesets("exact")) == {n for n, s in rules.STATUS.items() if s == "exact"}
+    assert set(rules.default_rulesets("exact")) == {n for n, s in rules.STATUS.items()
+                                                    if s == "exact" and n not in rules.OPT_IN}
+    assert "sum_bcast" in rules.default_rulesets("reassoc") and "sum_bcast" not in rules.default_rulesets("exact")
     monkeypatch.setenv("SVOD_ALGEBRA", "exact")
     assert svod.config.limits().algebra == "exact"
     monkeypatch.delenv("SVOD_ALGEBRA")
@@ -385,15 +387,16 @@ def test_sums_over_other_axes_or_shapes_do_not_merge():
 
 def _small_graph(seed: int):
     """A random program of a few ops where the algebra rule sets apply: matmul chains
-    (vectors and outer products included), transposed pointwise chains, sums of sums,
-    identities; or None when it came out over 8 computed ops."""
+    (vectors and outer products included), contractions, transposed pointwise chains, sums of sums,
+    identities, reductions of scaled, shifted and broadcast values; or None when it came
+    out over 8 computed ops."""
     rng = np.random.default_rng(seed)
     n = int(rng.choice([4, 16, 48]))
 
     def t(*shape):
         return svod.asarray(rng.standard_normal(shape).astype(np.float32))
 
-    kind = seed % 6
+    kind = seed % 7
     if kind == 0:  # a matmul chain
         dims = [int(rng.choice([1, n, 2 * n])) for _ in range(int(rng.integers(3, 5)))]
         out = t(dims[0], dims[1])
@@ -417,6 +420,21 @@ def _small_graph(seed: int):
     elif kind == 5:  # transposes around products
         a, b, c = t(n, n), t(n, n), t(n, n)
         out = [(a @ b).T, a.T @ b.T, (a @ b.T).T + c, svod.exp((a @ b).T)][int(rng.integers(4))]
+    elif kind == 6:  # reductions of scaled, shifted and broadcast values
+        x, y, v = t(n, 8), t(n, 8), t(8)
+        c = float(rng.choice([3.0, 0.5, -2.0]))
+        ax, keep = int(rng.integers(2)), bool(rng.integers(2))
+        b = svod.broadcast_to(v, (n, 8))
+        out = [svod.sum(c * x, axis=ax, keepdims=keep), svod.sum(x / c, axis=ax) + svod.sum(y, axis=ax),
+               svod.sum(b, axis=0, keepdims=keep), svod.mean(svod.broadcast_to(t(n, 1), (n, 8)), axis=1),
+               svod.exp(svod.sum(b * c, axis=0)), svod.max(x + c, axis=ax, keepdims=keep),
+               svod.min(c - x, axis=ax), x - svod.max(x * 1.0 + c, axis=1, keepdims=True),
+               svod.sum(svod.exp(c * x), axis=1) + svod.sum(b, axis=1)][int(rng.integers(9))]
+    elif kind == 3:  # contractions: broadcast-multiply-sums (search/contract.py)
+        x, w, v = t(n, 8), t(6, 8), t(8)
+        out = [svod.sum(x[:, None, :] * w[None], axis=-1), svod.sum(x * v, axis=-1),
+               svod.exp(svod.sum(x[:, None, :] * w[None], axis=-1)),
+               svod.sum(x.T[:, :, None] * x.T[:, None, :], axis=1)][int(rng.integers(4))]
     else:  # mixed
         a, b, v = t(n, n), t(n, n), t(n, 1)
         out = [((a.T @ b) @ v) * 1.0, svod.exp((a @ b.T) @ v), (a @ b) @ v + (a @ v),
@@ -426,15 +444,18 @@ def _small_graph(seed: int):
     return key if len(computed) <= 8 else None
 
 
-def test_search_is_never_more_expensive_than_the_rewrite_oracle():
-    """On >= 200 small graphs: the oracle (search/oracle.py: the rule sets written again
+def _check_against_the_oracle(graphs: int, min_rewritten: int, min_fired: int) -> None:
+    """On `graphs` small graphs: the oracle (search/oracle.py: the rule sets written again
     over GraphKeys, every program within 3 rewrites, every cover of each) never finds a
     plan cheaper than the search's under the same cost model."""
-    from search.oracle import optimum_over_programs
+    from collections import Counter
+
+    from search.oracle import optimum_over_programs, rewrites
 
     checked = rewritten = 0
+    fired: Counter = Counter()  # graphs where a rule set applies to the program as written
     seed = 0
-    while checked < 200:
+    while checked < graphs:
         key = _small_graph(seed)
         seed += 1
         if key is None:
@@ -447,7 +468,20 @@ def test_search_is_never_more_expensive_than_the_rewrite_oracle():
             f"oracle program {prog.nodes}\noracle plan:\n{best.plan}")
         checked += 1
         rewritten += prog.hash != key.hash
-    assert rewritten >= 50  # the oracle's best is a rewritten program often: the test sees algebra
+        fired.update({name for name, _ in rewrites(key, rules.ALL)})
+    assert rewritten >= min_rewritten  # the oracle's best is a rewritten program often: the test sees algebra
+    assert all(fired[n] >= min_fired for n in rules.ALGEBRA_SETS), fired  # every rule set is exercised
+
+
+def test_search_is_never_more_expensive_than_the_rewrite_oracle():
+    """70 graphs in the default run (the contraction forms make the oracle's covers many:
+    ~80 s of a loaded CI machine for 200); the issue's >= 200 in the slow step below."""
+    _check_against_the_oracle(70, min_rewritten=15, min_fired=1)
+
+
+@pytest.mark.slow
+def test_search_is_never_more_expensive_than_the_rewrite_oracle_on_250_graphs():
+    _check_against_the_oracle(250, min_rewritten=60, min_fired=5)
 
 
 def test_why_not_fused_and_the_viewer_read_the_chosen_program_after_a_rewrite():
@@ -470,3 +504,398 @@ def test_why_not_fused_and_the_viewer_read_the_chosen_program_after_a_rewrite():
     assert sum(d not in back for d in products) == 1  # B @ v: made by the rewrite, no node of the user's
     for bnd in why_not_fused(e):  # boundaries of the chosen program's own edges
         assert bnd.producer in dkey.nodes[bnd.consumer].src
+
+
+# ----------------------------------------------------------------------------- new arguments (templates)
+
+
+def test_templates_number_new_arguments_after_the_graph():
+    from search.language import Templates
+
+    x = svod.asarray(_arr(4, 6))
+    key, _ = compact([svod.sum(x, axis=1).uop])
+    t = Templates(key)
+    i = t.add(Ops.EXPAND, (4, 1))
+    assert i == len(key.nodes) and t.is_new(i) and t.get(i).arg == (4, 1)
+    assert t.add(Ops.EXPAND, (4, 1)) == i and t.add(Ops.EXPAND, (1, 4)) == i + 1  # equal templates share an id
+    assert t.get(0) is key.nodes[0] and not t.is_new(0)
+    c = t.const(2.0, svod.float32, (4, 1))
+    assert c.count('"CONST"') == c.count('"RESHAPE"') == c.count('"EXPAND"') == 1
+    assert t.const(2.0, svod.float32, ()).count("RESHAPE") == 0
+    assert t.const(2.0, svod.float32, (1, 1)).count("EXPAND") == 0
+
+
+def test_a_rule_module_adds_a_rule_with_a_new_argument(monkeypatch):
+    """The public mechanism another module uses (search/contract.py): a fact hook
+    (`register_facts`) hands a rule the templates of a new argument — here `x + x ->
+    x * 2.0` (exact in IEEE arithmetic), whose constant no node of the program has."""
+    from search import language
+
+    monkeypatch.setattr(language, "FACT_HOOKS", list(language.FACT_HOOKS))
+    monkeypatch.setattr(language, "GATED", set(language.GATED))
+    monkeypatch.setitem(rules.RULESETS, "test_twice", "\n".join([
+        "(ruleset test_twice)", "(relation Twice (i64 i64 F))",
+        '(rule ((= r (E "ADD" n (Cons x (Cons x (Nil))))) (Twice n m c))'
+        ' ((union r (E "MUL" m (Cons x (Cons c (Nil)))))) :ruleset test_twice)']))
+
+    @language.register_facts(("test_twice",))
+    def twice(key, i, t):
+        n = key.nodes[i]
+        if n.op is not Ops.ADD or n.src[0] != n.src[1] or not n.dtype.is_float:
+            return []
+        return [f"(Twice {i} {t.add(Ops.MUL, None, n.dtype, n.dtype)} {t.const(2.0, n.dtype, n.shape)})"]
+
+    a = _arr(3, 5)
+    a[0, :3] = (np.nan, np.inf, -0.0)
+    x = svod.asarray(a)
+    ts = (svod.exp(x + x),)
+    key, prog = _programs_of(*ts, names=rules.FUSION + ("test_twice",))
+    assert prog.templates.extra  # the hook's templates reached the decoder
+    _, bind = compact([t.uop for t in ts])
+    base = prog.decode()
+    found = 0
+    for cls in base.classes:
+        for alt in prog.alternatives(cls, prog.rep):
+            d = prog.decode({cls: alt})
+            consts = [n.arg for n in d.key.nodes if n.op is Ops.CONST]
+            if any(n.op is Ops.MUL for n in d.key.nodes) and 2.0 in consts:
+                found += 1
+                (got,), (want,) = eval_key(d.key, bind.arrays), eval_key(key, bind.arrays)
+                assert np.array_equal(got, want, equal_nan=True)
+    assert found
+    # the hook's facts are only written when its rule set runs
+    _, actions = language.template_facts(key, rules.FUSION)
+    assert not any("Twice" in a for a in actions)
+    assert any("Twice" in a for a in language.template_facts(key, ("test_twice",))[1])
+
+
+def test_rule_sets_gated_on_facts_run_only_where_the_graph_has_them():
+    """A rule set whose rules all need a fact hook's facts (`GATED`) is skipped when the
+    graph got none: no per-iteration cost on graphs without its pattern."""
+    a = svod.asarray(_arr(8, 8))
+    v = svod.asarray(_arr(8))
+    _, _, r, _ = _plan(svod.exp(a) + 1.0)
+    assert "sum_bcast" in rules.DEFAULT and "sum_bcast" not in r.report.saturation.rulesets
+    _, _, r, _ = _plan(svod.sum(svod.broadcast_to(v, (8, 8)), axis=0))
+    assert "sum_bcast" in r.report.saturation.rulesets and r.report.saturation.added["sum_bcast"] > 0
+
+
+def test_ill_typed_template_terms_are_refused():
+    """A term over an encoder template whose sources do not fit its operation (dtype,
+    shape) or names no template is refused while decoding (`Cycle`), never lowered."""
+    from search.extract import _EG, _Decoder
+    from search.language import Templates
+    from svod.key import KeyNode
+
+    x = svod.asarray(_arr(4, 6))
+    key, _ = compact([svod.sum(x, axis=1).uop])
+    t = Templates(key)
+    mul32 = t.add(Ops.MUL, None, svod.float32, svod.float32)
+    expand = t.add(Ops.EXPAND, (5, 6))
+    const = t.add(Ops.CONST, 2.0, svod.float32)
+    dec = _Decoder(_EG({"nodes": {}}), key, {}, body={}, templates=t)
+    f32 = dec.add(KeyNode(Ops.BUFFER, svod.float32, (), (0, (6, 1)), (4, 6)))
+    f64 = dec.add(KeyNode(Ops.BUFFER, svod.float64, (), (1, (6, 1)), (4, 6)))
+    row = dec.add(KeyNode(Ops.BUFFER, svod.float32, (), (2, (1,)), (4, 1)))
+    assert dec._new_node(mul32, (f32, f32)).shape == (4, 6)
+    for tid, src in ((mul32, (f32, f64)), (mul32, (f64, f64)), (mul32, (f32, row)), (expand, (f32,)),
+                     (const, (f32,)), (len(key.nodes) + 99, (f32,))):
+        with pytest.raises(Cycle):
+            dec._new_node(tid, src)
+
+
+# ----------------------------------------------------------------------------- reduction algebra
+
+
+def _compiled(d, bind):
+    """Run a decoded program as realize() runs plans: its cheapest cover, compiled."""
+    from search.extract import choose
+    from svod.executable import KernelPlan
+
+    plan = choose(d.key, d.fusible, MODEL, MACHINE).best.plan
+    return KernelPlan(d.key, plan).run(bind.arrays)
+
+
+def _rewritten(ts, ruleset, names=rules.ALL):
+    """(graph, bindings, every single-switch program that uses `ruleset`)."""
+    key, prog = _programs_of(*ts, names=names)
+    _, bind = compact([t.uop for t in ts])
+    out = []
+    base = prog.decode()
+    progs = [base]
+    for c in base.classes:
+        for a in prog.alternatives(c, prog.rep):
+            try:
+                progs.append(prog.decode({c: a}))
+            except Cycle:
+                continue
+    for d in progs:
+        if any(ruleset in names_ for names_ in list(d.rewrites.values()) + [v[1] for v in d.replaced.values()]):
+            out.append(d)
+    return key, bind, out
+
+
+def _same_bits(got, want):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert np.array_equal(got.view(np.uint32 if got.itemsize == 4 else np.uint64),
+                          want.view(np.uint32 if want.itemsize == 4 else np.uint64)), (got, want)
+
+
+def test_sum_of_a_broadcast_becomes_a_multiply_by_the_count():
+    """bench_algebra's bcast_sum: `sum(broadcast_to(v, (n, n)), 0)` is `v * n` (n times
+    fewer adds), on by default; within the reassoc bound `n * eps * |v|` of float64."""
+    n = 512
+    a = _arr(n, seed=4)
+    v = svod.asarray(a)
+    t1 = svod.sum(svod.broadcast_to(v, (n, n)), axis=0)
+    t2 = svod.sum(svod.broadcast_to(v[:, None], (n, n)), axis=1) / n
+    key, _, r, (g1, g2) = _plan(t1, t2, run=False)
+    assert r.report.saturation.added["sum_bcast"] > 0
+    assert not any(m.op is Ops.REDUCE for m in r.decoded.nodes), r.report
+    assert not any(m.op is Ops.EXPAND and m.shape == (n, n) for m in r.decoded.nodes)
+    assert any("sum_bcast" in w.rulesets for w in r.report.rewrites)
+    # through the reshape that drops the summed axis: the products are at (n,), not (1, n)
+    assert all(tuple(k.shape) == (n,) for k in r.plan.kernels), r.plan
+    # explain lists the rewritten values, not the constants they share with the program
+    assert not any(w.now in ("512.0", "0.0") or w.now.startswith(("reshape[(1,)]", "expand"))
+                   for w in r.report.rewrites), r.report.rewrites
+    want = a.astype(np.float64) * n
+    assert np.all(np.abs(g1 - want) <= n * EPS32 * np.abs(want))
+    assert np.all(np.abs(g2 - a) <= 2 * n * EPS32 * np.abs(a))
+    np.testing.assert_allclose(g1, np.sum(np.broadcast_to(a, (n, n)), axis=0), rtol=n * EPS32)
+
+
+def test_sum_of_a_broadcast_sums_the_other_reduced_axes():
+    """Reduced axes that are not broadcast are still summed: sum over (1, 2) of a
+    broadcast along axis 1 is `sum(y, 2) * 7` (keepdims and not)."""
+    a = _arr(4, 1, 6, 5, seed=5)
+    y = svod.asarray(a)
+    b = svod.broadcast_to(y, (4, 7, 6, 5))
+    for keep in (False, True):
+        key, _, r, (got,) = _plan(svod.sum(b, axis=(1, 2), keepdims=keep), run=False)
+        reduces = [m for m in r.decoded.nodes if m.op is Ops.REDUCE]
+        assert [m.arg for m in reduces] == [("sum", (2,))], r.report
+        np.testing.assert_allclose(got, np.sum(np.broadcast_to(a, (4, 7, 6, 5)), axis=(1, 2), keepdims=keep),
+                                   rtol=42 * EPS32, atol=1e-6)
+
+
+def test_sum_of_a_broadcast_keeps_nan_inf_and_signed_zero():
+    a = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 3e38, -1.5, 2.0], np.float32)
+    v = svod.asarray(a)
+    t = svod.sum(svod.broadcast_to(v, (6, 8)), axis=0)
+    _, _, r, (got,) = _plan(t, run=False)
+    assert r.report.rewrites and "sum_bcast" in r.report.rewrites[0].rulesets
+    want = np.sum(np.broadcast_to(a, (6, 8)), axis=0)
+    assert np.array_equal(got, want, equal_nan=True) and np.array_equal(np.signbit(got), np.signbit(want))
+    # exact mode: no rewrite, bit-identical to the rewrite-free plan
+    _, _, r, (asis,) = _plan(t, limits=EXACT_LIM, run=False)
+    assert "sum_bcast" not in r.report.saturation.rulesets and not r.report.rewrites
+    _, _, _, (free,) = _plan(t, rulesets=rules.FUSION, run=False)
+    _same_bits(asis, free)
+
+
+@pytest.mark.parametrize("case", ["not_reduced", "int", "count_inexact", "partly"])
+def test_sums_of_broadcasts_that_are_not_counts_stay(case):
+    if case == "not_reduced":  # broadcast along axis 0, summed along 1
+        a = _arr(1, 8)
+        t = svod.sum(svod.broadcast_to(svod.asarray(a), (5, 8)), axis=1)
+        want = np.sum(np.broadcast_to(a, (5, 8)), axis=1)
+    elif case == "int":
+        a = np.arange(8, dtype=np.int32)
+        t = svod.sum(svod.broadcast_to(svod.asarray(a), (5, 8)), axis=0)
+        want = np.sum(np.broadcast_to(a, (5, 8)), axis=0)
+    elif case == "count_inexact":  # 2**24 + 1 is not a float32
+        a = np.full((1, 2), 0.5, np.float32)
+        t = svod.sum(svod.broadcast_to(svod.asarray(a), (2**24 + 1, 2)), axis=0)
+        want = np.sum(np.broadcast_to(a.astype(np.float64), (2**24 + 1, 2)), axis=0)
+    else:  # broadcast along 0 and 1, only 0 summed
+        a = _arr(1, 1, 4)
+        t = svod.sum(svod.broadcast_to(svod.asarray(a), (3, 5, 4)), axis=0)
+        want = np.sum(np.broadcast_to(a, (3, 5, 4)), axis=0)
+    _, _, r, (got,) = _plan(t, run=False)
+    assert r.report.saturation.added.get("sum_bcast", 0) == 0 and not r.report.rewrites
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-3)
+
+
+@pytest.mark.parametrize("form", ["c*x", "x*c", "x/c"])
+@pytest.mark.parametrize("c", [3.0, 0.5, -2.0])
+def test_sum_of_scaled_values_scales_the_sum(form, c):
+    """`sum_scale` (opt-in): every program it makes is within the reassoc bound of
+    float64 numpy, and has numpy's NaN, ±inf and signed zeros."""
+    a = _arr(6, 40, seed=7)
+    a[1] = 0.0  # a row of +0.0: numpy's sum is +0.0 whatever the sign of c
+    a[2] = -0.0
+    a[3, 5], a[4, 0], a[5, :2] = np.nan, np.inf, (np.inf, -np.inf)
+    x = svod.asarray(a)
+    t = {"c*x": c * x, "x*c": x * c, "x/c": x / c}[form]
+    with np.errstate(invalid="ignore"):
+        want = np.sum({"c*x": np.float32(c) * a, "x*c": a * np.float32(c), "x/c": a / np.float32(c)}[form], axis=1)
+    _, bind, progs = _rewritten((svod.sum(t, axis=1),), "sum_scale")
+    assert progs
+    for d in progs:
+        assert sum(m.op is Ops.REDUCE and d.key.nodes[m.src[0]].op is Ops.BUFFER for m in d.key.nodes) == 1
+        (got,) = _compiled(d, bind)
+        assert np.array_equal(np.isnan(got), np.isnan(want)) and np.array_equal(np.isinf(got), np.isinf(want))
+        fin = np.isfinite(want)
+        bound = 41 * EPS32 * np.abs(a[fin.nonzero()[0]]).sum(1) * abs(c if form != "x/c" else 1 / c)
+        assert np.all(np.abs(got[fin] - want[fin]) <= bound + 1e-30)
+        assert np.array_equal(np.signbit(got[1:3]), np.signbit(want[1:3])), (got, want)
+
+
+@pytest.mark.parametrize("c", [0.0, -0.0, np.inf, -np.inf, np.nan])
+def test_sum_of_scaled_values_is_not_rewritten_for_zero_inf_nan(c):
+    x = svod.asarray(_arr(4, 9))
+    key, _ = compact([svod.sum(x * float(c), axis=1).uop])
+    r = plan_search(key, cost_model=MODEL, machine=MACHINE, limits=LIM, rulesets=rules.ALL)
+    assert r.report.saturation.added.get("sum_scale", 0) == 0
+    assert "sum_scale" not in r.report.saturation.rulesets  # no fact: the rule set does not run
+
+
+_SHIFTS = {"max(x+c)": lambda x, c: svod.max(x + c, axis=1), "min(c+x)": lambda x, c: svod.min(c + x, axis=1),
+           "max(x-c)": lambda x, c: svod.max(x - c, axis=1), "max(c-x)": lambda x, c: svod.max(c - x, axis=1),
+           "min(c-x)": lambda x, c: svod.min(c - x, axis=1)}
+_NP_SHIFTS = {"max(x+c)": lambda x, c: np.max(x + c, axis=1), "min(c+x)": lambda x, c: np.min(c + x, axis=1),
+              "max(x-c)": lambda x, c: np.max(x - c, axis=1), "max(c-x)": lambda x, c: np.max(c - x, axis=1),
+              "min(c-x)": lambda x, c: np.min(c - x, axis=1)}
+
+
+@pytest.mark.parametrize("form", list(_SHIFTS))
+@pytest.mark.parametrize("c", [1.5, 0.0, -3e38])
+def test_max_of_shifted_values_is_bit_identical(form, c):
+    """`minmax_shift` (exact, opt-in): rounding is monotone, so `max(x + c)` and
+    `max(x) + c` are the same bits (NaN, ±inf, signed zeros, overflow included)."""
+    a = _arr(7, 33, seed=9)
+    a[1, 3], a[2, 0], a[3, 4], a[4, :] = np.nan, np.inf, -np.inf, -0.0
+    a[5, :2] = (-0.0, 0.0)
+    a[6, 7] = -3e38
+    x = svod.asarray(a)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = _NP_SHIFTS[form](a, np.float32(c))
+    _, bind, progs = _rewritten((_SHIFTS[form](x, c),), "minmax_shift")
+    assert progs
+    for d in progs:
+        (got,) = _compiled(d, bind)
+        _same_bits(got, want)
+    if form.endswith("(c-x)"):  # c - x: the opposite reduction of x
+        other = "min" if form.startswith("max") else "max"
+        assert any(m.op is Ops.REDUCE and m.arg[0] == other for d in progs for m in d.key.nodes)
+
+
+def test_max_of_values_shifted_by_inf_is_not_rewritten():
+    x = svod.asarray(_arr(4, 9))
+    key, _ = compact([svod.max(x + float("inf"), axis=1).uop])
+    r = plan_search(key, cost_model=MODEL, machine=MACHINE, limits=LIM, rulesets=rules.ALL)
+    assert r.report.saturation.added.get("minmax_shift", 0) == 0
+    assert "minmax_shift" not in r.report.saturation.rulesets
+
+
+# ----------------------------------------------------------------------------- differential (hypothesis)
+
+
+def _reduction_program(draw):
+    """(inputs, build(xp, *inputs), reduction, reduced count) of a reduction of scaled,
+    shifted or broadcast values, with NaN, ±inf and signed zeros in the data at times."""
+    from hypothesis import strategies as st
+
+    shape = tuple(draw(st.lists(st.integers(1, 6), min_size=1, max_size=3)))
+    form = draw(st.sampled_from(["c*x", "x*c", "x/c", "x+c", "c+x", "x-c", "c-x", "bcast", "bcast*c"]))
+    red = draw(st.sampled_from(["sum", "max", "min", "mean"]))
+    axes = tuple(sorted(draw(st.sets(st.integers(0, len(shape) - 1), min_size=1))))
+    keep = draw(st.booleans())
+    c = draw(st.sampled_from([3.0, -0.5, 0.25, -2.0, 0.0, 7.0]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    vshape = tuple(1 if (j in axes and draw(st.booleans())) else d for j, d in enumerate(shape))
+    a = rng.standard_normal(vshape if form.startswith("bcast") else shape).astype(np.float32) * 100
+    if draw(st.booleans()):  # special values
+        flat = a.reshape(-1)
+        for v in draw(st.lists(st.sampled_from([np.nan, np.inf, -np.inf, -0.0, 0.0]), max_size=3)):
+            flat[int(rng.integers(flat.size))] = v
+
+    def build(xp, x, abs_terms=False):
+        cc = np.float32(c) if xp is np else c
+        f = {"c*x": lambda: cc * x, "x*c": lambda: x * cc, "x/c": lambda: x / cc, "x+c": lambda: x + cc,
+             "c+x": lambda: cc + x, "x-c": lambda: x - cc, "c-x": lambda: cc - x,
+             "bcast": lambda: xp.broadcast_to(x, shape), "bcast*c": lambda: xp.broadcast_to(x, shape) * cc}[form]()
+        return getattr(xp, red)(xp.abs(f) if abs_terms else f, axis=axes, keepdims=keep)
+
+    count = int(np.prod([shape[j] for j in axes]))
+    return a, build, red, count
+
+
+def _check_reduction(got, a, build, red, count):
+    with np.errstate(all="ignore"):
+        want32 = np.asarray(build(np, a))
+        want = np.asarray(build(np, a.astype(np.float64)))
+        terms = np.asarray(build(np, a.astype(np.float64), abs_terms=True))  # sum (mean) of |terms|
+    got = np.asarray(got)
+    assert got.shape == want32.shape and got.dtype == np.float32
+    assert np.array_equal(np.isnan(got), np.isnan(want32)), (got, want32)
+    assert np.array_equal(np.isposinf(got), np.isposinf(want32)) and np.array_equal(np.isneginf(got),
+                                                                                    np.isneginf(want32))
+    if red in ("max", "min"):  # exact (minmax_shift): numpy's bits, signed zeros included
+        _same_bits(np.where(np.isnan(got), np.float32(np.nan), got), np.where(np.isnan(want32), np.float32(np.nan),
+                                                                               want32))
+        return
+    fin = np.isfinite(want32)
+    # reassoc: a sum of `count` terms reordered, rescaled or counted: within 2 (count + 2) eps sum|terms|
+    bound = 2 * (count + 2) * EPS32 * terms[fin] + 1e-30
+    assert np.all(np.abs(got[fin].astype(np.float64) - want[fin]) <= bound), (got, want)
+    zero = fin & (want32 == 0)
+    assert np.array_equal(np.signbit(got[zero]), np.signbit(want32[zero])), (got, want32)
+
+
+def test_reductions_of_scaled_and_broadcast_values_match_numpy():
+    """Hypothesis programs: every program the reduction rule sets reach (each single
+    rewrite, opt-in sets included) and the search's chosen plan agree with numpy: sums
+    within the reassoc bound, max/min bit-identical, NaN, ±inf and signed zeros where
+    numpy has them (data within the float32 range: overflow of an intermediate is the
+    reassoc caveat, docs/algebra.md)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    seen: set = set()
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None, derandomize=True)
+    @given(st.data())
+    def run(data):
+        a, build, red, count = _reduction_program(data.draw)
+        t = build(svod, svod.asarray(a))
+        key, bind = compact([t.uop])
+        _, prog = _programs_of(t, names=rules.ALL)
+        base = prog.decode()
+        for cls in base.classes:
+            for alt in prog.alternatives(cls, prog.rep):
+                try:
+                    d = prog.decode({cls: alt})
+                except Cycle:
+                    continue
+                seen.update(n for names in d.rewrites.values() for n in names)
+                seen.update(n for _, names in d.replaced.values() for n in names)
+                (got,) = eval_key(d.key, bind.arrays)
+                _check_reduction(got, a, build, red, count)
+        r = plan_search(key, cost_model=MODEL, machine=MACHINE, limits=LIM, rulesets=rules.ALL)
+        (got,) = run_plan(r.plan, bind.arrays)
+        _check_reduction(got, a, build, red, count)
+
+    run()
+    assert {"sum_scale", "sum_bcast", "minmax_shift"} <= seen, seen
+
+
+def test_exact_mode_is_bit_identical_to_the_rewrite_free_plan_on_reductions():
+    """`algebra="exact"` (compiled, as realize runs it) gives the rewrite-free plan's
+    bits on reductions of scaled and broadcast values."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), database=None, derandomize=True)
+    @given(st.data())
+    def run(data):
+        a, build, red, count = _reduction_program(data.draw)
+        t = build(svod, svod.asarray(a))
+        _, _, r, (got,) = _plan(t, limits=EXACT_LIM, run=False)
+        assert not set(r.report.saturation.rulesets) & {"sum_scale", "sum_bcast", "sum_merge", "matmul_assoc"}
+        _, _, _, (free,) = _plan(t, rulesets=rules.FUSION, run=False)
+        _same_bits(np.where(np.isnan(got), np.float32(np.nan), got), np.where(np.isnan(free), np.float32(np.nan), free))
+
+    run()
