@@ -247,6 +247,38 @@ def test_nan_inf_and_signed_zero_in_one_chunk():
         assert np.isnan(g) and np.isnan(ref(flat))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_max_and_min_beside_a_blocked_sum(dtype):
+    """A float max/min in the same row pass as a blocked float sum restarts every
+    SUM_BLOCK (`Reduction.per_block`) and meets the row's value after it: NaN in any
+    block, +-inf, rows of -0.0, a partial last block, as numpy; bit-identical for 1 and
+    2 threads, and the same bits as the max/min computed alone."""
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((64, 3 * SUM_BLOCK + 77)).astype(dtype)
+    x[1, 5] = np.nan  # first block
+    x[2, 2 * SUM_BLOCK + 3] = np.nan  # a later block
+    x[3, -1] = np.nan  # the partial last block
+    x[4, :] = -0.0
+    x[5, SUM_BLOCK + 1] = np.inf
+    x[6, 7] = -np.inf
+    x[7, :] = -np.inf
+    x[8, -2] = 1e30
+    t = svod.asarray(x)
+    k, arrays = _one_kernel(svod.sum(t, axis=1), svod.max(t, axis=1), svod.min(t, axis=1))
+    assert plan_loops(k).cols == 0 and not plan_loops(k).split
+    one, two = _run(k, arrays, 1), _run(k, arrays, 2)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(one, two))
+    s, mx, mn = one
+    np.testing.assert_array_equal(mx, x.max(axis=1))
+    np.testing.assert_array_equal(mn, x.min(axis=1))
+    assert np.signbit(mx[4]) and np.signbit(mn[4])
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(s, x.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-3)
+    for fn, got in ((svod.max, mx), (svod.min, mn)):
+        ka, aa = _one_kernel(fn(t, axis=1))
+        assert _run(ka, aa, 1)[0].tobytes() == got.tobytes()
+
+
 def test_float32_split_sum_at_least_as_accurate_as_numpy():
     rng = np.random.default_rng(11)
     x = (rng.random(1 << 23) + 1000.0).astype(np.float32)  # a common offset: naive sums drift
