@@ -181,7 +181,7 @@ CASES = [
     ((4099, 257), 0, "sum"), ((4099, 3, 129), (0, 1), "sum"), ((3000, 77), 0, "prod"),
     (((1 << 21) + 17,), None, "sum"), (((1 << 21) + 17,), None, "max"), (((1 << 21) + 17,), None, "mean"),
     ((3, 700001), 1, "sum"), ((3, 700001), 1, "min"), ((5, 300, 997), None, "sum"),
-    ((4097, 1031), 0, "var"), ((4097, 1031), 0, "std"), ((600, 7, 131), 0, "var"),
+    ((4097, 1031), 0, "var"), ((4097, 1031), 0, "std"), ((600, 7, 131), 0, "var"), ((600, 7, 131), (0, 1), "var"),
 ]
 
 
@@ -376,7 +376,10 @@ def test_split_reductions_over_padded_concatenated_and_flipped_views():
                       (svod.sum(svod.concat([ta, tb]).reshape(-1)), both.sum()),
                       (svod.sum(svod.pad(ta, ((700, 1300), (0, 0))), axis=0), padded.sum(axis=0)),
                       (svod.sum(svod.pad(ta, ((700, 1300), (0, 0)))), padded.sum()),
-                      (svod.sum(svod.flip(ta, axis=0), axis=0), a[::-1].sum(axis=0))):
+                      (svod.sum(svod.flip(ta, axis=0), axis=0), a[::-1].sum(axis=0)),
+                      (svod.var(svod.concat([ta, tb]), axis=0), both.var(axis=0)),  # masked rows, one read
+                      (svod.var(svod.pad(ta, ((700, 1300), (0, 0))), axis=0), padded.var(axis=0)),
+                      (svod.std(svod.flip(ta, axis=0)[::2, 5:290], axis=0), a[::-2, 5:290].std(axis=0))):
         key, bnd = compact([got.uop])
         plan = plan_greedy(key)
         for threads in (1, 2):
