@@ -50,6 +50,7 @@ class ColumnLowering:
         n_red = ax0.size
         blocked = chan is not None or (any(r.cascade for r in reds) and ax0.size > SUM_BLOCK)
         tiles, totals = self._column_tiles(reds, blocked)
+        # a variance's running mean is hi + lo: the lo tile, skewed past the other tiles (4K aliasing)
         low = self._column_tiles(reds[:1], False, skew=len(reds) * 2)[0][0] if chan else None
         groups = math.prod(a.size for a in outer) * nblk
         types = [r.ty for r in reds] + ([reds[0].ty] if chan else [])  # a variance: its mean's low part too
@@ -281,6 +282,7 @@ class ColumnLowering:
         zero = ir.Constant(ty, 0.0)
         rows = chan_rows(self.sched.target, self.plan.cols, 8 if isinstance(ty, ir.DoubleType) else 4)
         u = CHAN_UNROLL
+        assert u >= 1 and u & (u - 1) == 0, "CHAN_UNROLL must be a power of two (pairwise)"
 
         def col_loop(fn, name):
             f.loop(i64(0), w, fn, name)
