@@ -347,7 +347,7 @@ def test_split_kernel_from_several_python_threads_at_once():
     assert not errors
 
 
-def test_column_reduce_code_reads_whole_vectors_four_rows_at_a_time():
+def test_column_reduce_code_reads_whole_vectors_rows_at_a_time():
     from svod.codegen.jit import host_target_info
 
     k, _ = _one_kernel(svod.sum(svod.asarray(np.ones((4096, 1024), np.float32)), axis=0))

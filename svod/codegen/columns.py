@@ -159,8 +159,8 @@ class ColumnLowering:
 
         def stream(level: int, lo, hi, rctx: dict):
             """Rows [lo, hi) of reduce axis `level`; the innermost one ROW_UNROLL rows at a
-            time: their values combined pairwise, then once into the tile (a quarter of the
-            tile traffic; the order is fixed by the shapes, so still thread-independent)."""
+            time: their values combined pairwise, then once into the tile (1/ROW_UNROLL of
+            the tile traffic; the order is fixed by the shapes, so still thread-independent)."""
             ax = red_axes[level]
             if level != len(red_axes) - 1 or ROW_UNROLL < 2:
                 f.loop(lo, hi, lambda j: rows(level + 1, {**rctx, ax.dims: j}), "r")
