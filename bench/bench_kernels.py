@@ -9,9 +9,11 @@ float32 with a fresh result per call (vs numpy, vs gcc -O3 -march=native -fopenm
 gcc exists), exp on 16M float32, softmax (4096, 4096) and layernorm (8192, 1024) as one
 kernel each, a chain of kernels handing 1 MB to each other, the call overhead of a
 tiny kernel, thread dispatch, compile time of W1,
-and the object-cache load time; then reductions of DRAM-sized inputs (axis 0, axis 1,
-to one value, W6) with their share of the read-bandwidth probe of `svod.bench.peak`
-measured in the same repeats (``--reductions``: only those).
+and the object-cache load time; then reductions of DRAM-sized inputs (axis 0: sum,
+mean, var, std; to one value: sum, max, mean; axis 1; W6) with their share of the
+read-bandwidth probe of `svod.bench.peak` measured in the same repeats, the spread of
+each median, and the one-kernel cases' kernel on 1 thread and on --threads
+(``--reductions``: only those).
 """
 
 from __future__ import annotations
@@ -79,7 +81,9 @@ def plan_of(fn, *arrays):
     return plan.kernels[0], b.arrays
 
 
-def interleaved(contenders: dict, repeats: int) -> dict:
+def interleaved_all(contenders: dict, repeats: int) -> dict:
+    """Every time of each contender: one warm-up call each, then `repeats` rounds that
+    call every contender once, in order."""
     times = {k: [] for k in contenders}
     for f in contenders.values():
         f()  # warm-up (compile, page-in)
@@ -88,7 +92,12 @@ def interleaved(contenders: dict, repeats: int) -> dict:
             t0 = time.perf_counter()
             f()
             times[name].append(time.perf_counter() - t0)
-    return {k: float(np.median(v)) for k, v in times.items()}
+    return times
+
+
+def interleaved(contenders: dict, repeats: int) -> dict:
+    """The median time of each contender (`interleaved_all`)."""
+    return {k: float(np.median(v)) for k, v in interleaved_all(contenders, repeats).items()}
 
 
 def runner(kernel, arrays, threads, fresh=True):
@@ -276,11 +285,23 @@ def main() -> None:
         print(line)
 
 
+def _spread(v: list[float]) -> str:
+    """The middle half of `v` as a percentage around its median (the 25th-75th percentile)."""
+    med = float(np.median(v))
+    lo, hi = np.percentile(v, [25, 75])
+    return f"-{(med - lo) / med:.0%}/+{(hi - med) / med:.0%}"
+
+
 def reductions(R: int, T: int) -> list[str]:
     """Reductions of DRAM-sized float32 inputs through `svod.realize` (the planner's
     kernels) against numpy, and the share of the read-bandwidth probe of
     `svod.bench.peak` (run between the contenders, on T threads) each reaches: the
-    input's bytes over the time. W6 is the workload (six outputs of one 4096x4096)."""
+    input's bytes over the time. W6 is the workload (six outputs of one 4096x4096).
+
+    Axis-0 rows (sum, mean, var, std: column reduces, var and std in one read) and
+    full reductions (to one value: split into chunks over the threads, combined in a
+    fixed order); for the one-kernel cases also the kernel alone on one thread and on
+    T (the split's speed-up), and every median's spread (25th-75th percentile)."""
     from svod.bench.peak import describe, probe, read_bandwidth
 
     rng = np.random.default_rng(1)
@@ -288,34 +309,48 @@ def reductions(R: int, T: int) -> list[str]:
     w6 = big[:4096]  # 64 MiB, twice the L3 here
     tb, t6 = svod.asarray(big), svod.asarray(w6)
     probe_buf = np.ones(64 << 20, np.float32)
-    cases = [
-        ("sum axis 0, 16384x4096", lambda: svod.realize(svod.sum(tb, axis=0)), lambda: big.sum(axis=0), big),
-        ("mean axis 0, 16384x4096", lambda: svod.realize(svod.mean(tb, axis=0)), lambda: big.mean(axis=0), big),
-        ("var axis 0, 16384x4096", lambda: svod.realize(svod.var(tb, axis=0)),
-         lambda: big.var(axis=0), big),
-        ("sum, 16384x4096 -> one value", lambda: svod.realize(svod.sum(tb)), lambda: big.sum(), big),
-        ("max, 16384x4096 -> one value", lambda: svod.realize(svod.max(tb)), lambda: big.max(), big),
-        ("sum axis 1, 16384x4096", lambda: svod.realize(svod.sum(tb, axis=1)), lambda: big.sum(axis=1), big),
-        ("W6: sum/max over 0, 1, all of 4096x4096",
-         lambda: svod.realize(svod.sum(t6, axis=0), svod.sum(t6, axis=1), svod.sum(t6), svod.max(t6, axis=0),
-                              svod.max(t6, axis=1), svod.max(t6)),
-         lambda: (w6.sum(axis=0), w6.sum(axis=1), w6.sum(), w6.max(axis=0), w6.max(axis=1), w6.max()), w6),
+    one = [
+        ("sum axis 0, 16384x4096", lambda t: svod.sum(t, axis=0), lambda: big.sum(axis=0)),
+        ("mean axis 0, 16384x4096", lambda t: svod.mean(t, axis=0), lambda: big.mean(axis=0)),
+        ("var axis 0, 16384x4096", lambda t: svod.var(t, axis=0), lambda: big.var(axis=0)),
+        ("std axis 0, 16384x4096", lambda t: svod.std(t, axis=0), lambda: big.std(axis=0)),
+        ("sum, 16384x4096 -> one value", lambda t: svod.sum(t), lambda: big.sum()),
+        ("max, 16384x4096 -> one value", lambda t: svod.max(t), lambda: big.max()),
+        ("mean, 16384x4096 -> one value", lambda t: svod.mean(t), lambda: big.mean()),
+        ("sum axis 1, 16384x4096", lambda t: svod.sum(t, axis=1), lambda: big.sum(axis=1)),
     ]
+    cases = [(name, lambda fn=fn: svod.realize(fn(tb)), nm, big, fn) for name, fn, nm in one]
+    cases.append(("W6: sum/max over 0, 1, all of 4096x4096",
+                  lambda: svod.realize(svod.sum(t6, axis=0), svod.sum(t6, axis=1), svod.sum(t6),
+                                       svod.max(t6, axis=0), svod.max(t6, axis=1), svod.max(t6)),
+                  lambda: (w6.sum(axis=0), w6.sum(axis=1), w6.sum(), w6.max(axis=0), w6.max(axis=1), w6.max()),
+                  w6, None))
     pk = probe(T)
-    lines = ["", f"reductions ({describe(pk)}); share = input bytes / time / read probe of the same repeats",
-             f"{'case':44} {'svod':>11} {'numpy':>11}  {'ratio':>7}  {'svod GB/s':>9}  {'probe':>6}  share"]
-    for name, sv, nm, arr in cases:
+    lines = ["", f"reductions ({describe(pk)}); share = input bytes / time / read probe of the same repeats;",
+             "spread = 25th-75th percentile around the median; kernel: the planner's one kernel alone, "
+             f"1 thread -> {T}",
+             f"{'case':40} {'svod':>9} {'spread':>9} {'numpy':>9}  {'ratio':>6}  {'GB/s':>5}  {'probe':>5}  "
+             f"{'share':>5}  kernel 1 -> {T} threads"]
+    for name, sv, nm, arr, fn in cases:
         got = sv()
         want = nm()
         for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
             np.testing.assert_allclose(g.numpy(), w, rtol=1e-3, atol=1e-2)
         bw: list[float] = []
-        t = interleaved({"svod": sv, "numpy": nm, "probe": lambda bw=bw: bw.append(
-            read_bandwidth(256 << 20, T, repeats=1, buf=probe_buf)["gbps"])}, R)
-        gbps = arr.nbytes / t["svod"] / 1e9
+        contenders = {"svod": sv, "numpy": nm, "probe": lambda bw=bw: bw.append(
+            read_bandwidth(256 << 20, T, repeats=1, buf=probe_buf)["gbps"])}
+        if fn is not None:
+            kernel, arrays = plan_of(fn, arr)
+            contenders["k1"] = runner(kernel, arrays, 1)[0]
+            contenders[f"k{T}"] = runner(kernel, arrays, T)[0]
+        t = interleaved_all(contenders, R)
+        med = {k: float(np.median(v)) for k, v in t.items()}
+        gbps = arr.nbytes / med["svod"] / 1e9
         pb = float(np.median(bw))
-        lines.append(f"{name:44} {t['svod'] * 1e3:8.2f} ms {t['numpy'] * 1e3:8.2f} ms  {t['numpy'] / t['svod']:6.2f}x  "
-                     f"{gbps:9.1f}  {pb:6.1f}  {gbps / pb:4.0%}")
+        kern = f"{med['k1'] * 1e3:7.2f} -> {med[f'k{T}'] * 1e3:6.2f} ms ({med['k1'] / med[f'k{T}']:.2f}x)" \
+            if fn is not None else ""
+        lines.append(f"{name:40} {med['svod'] * 1e3:6.2f} ms {_spread(t['svod']):>9} {med['numpy'] * 1e3:6.2f} ms  "
+                     f"{med['numpy'] / med['svod']:5.2f}x  {gbps:5.1f}  {pb:5.1f}  {gbps / pb:5.0%}  {kern}")
     return lines
 
 

@@ -15,10 +15,10 @@ import math
 import llvmlite.ir as ir
 
 from svod.codegen.cplx import mul as complex_mul
-from svod.codegen.irbuild import F32, I8, I32, I64, LoweringError, i64
+from svod.codegen.irbuild import F32, I8, I32, I64, LoweringError, i64, tsuf
 from svod.codegen.reduction import Reduction, combine
 from svod.codegen.scalar import emit_op
-from svod.codegen.schedule import ROW_UNROLL, SUM_BLOCK, TILE_SKEW, chan_rows, chan_variance
+from svod.codegen.schedule import CHAN_UNROLL, ROW_UNROLL, SUM_BLOCK, TILE_SKEW, chan_rows, chan_variance
 from svod.codegen.split import SplitScratch
 from svod.ir import Ops
 
@@ -50,8 +50,11 @@ class ColumnLowering:
         n_red = ax0.size
         blocked = chan is not None or (any(r.cascade for r in reds) and ax0.size > SUM_BLOCK)
         tiles, totals = self._column_tiles(reds, blocked)
+        # a variance's running mean is hi + lo: the lo tile, skewed past the other tiles (4K aliasing)
+        low = self._column_tiles(reds[:1], False, skew=len(reds) * 2)[0][0] if chan else None
         groups = math.prod(a.size for a in outer) * nblk
-        scratch = SplitScratch(f, self.symbol, [r.ty for r in reds], groups, nch, plan.cols, self.ub, self.ue,
+        types = [r.ty for r in reds] + ([reds[0].ty] if chan else [])  # a variance: its mean's low part too
+        scratch = SplitScratch(f, self.symbol, types, groups, nch, plan.cols, self.ub, self.ue,
                                plan.units) if nch > 1 else None
 
         def unit(u):
@@ -70,8 +73,9 @@ class ColumnLowering:
                 r0, r1 = i64(0), i64(ax0.size)
 
             result = [tot if (blocked and r.cascade) else t for r, t, tot in zip(reds, tiles, totals)]
-            if chan:  # result: the mean and the sum of squared deviations of rows [r0, r1)
-                self._chan_unit(chan, reds, tiles, result, consts, ctx, c0, w, r0, r1)
+            if chan:  # result: the mean (high, low) and the sum of squared deviations of rows [r0, r1)
+                self._chan_unit(chan, reds, tiles, result, low, consts, ctx, c0, w, r0, r1)
+                result = result + [low]
             else:
                 for p in range(k.passes):  # a pass streams the rows once; later passes read earlier results
                     mine = [i for i, r in enumerate(reds) if r.n.pass_ == p]
@@ -83,8 +87,9 @@ class ColumnLowering:
                 cctx = {**ctx, last.dims: b.add(c0, c)}
                 for r, src in zip(reds, src_of):
                     env[r.node] = _load(b, src(c))
-                if chan:  # the first reduction is the sum: mean x N
-                    env[chan[0]] = b.fmul(env[chan[0]], ir.Constant(reds[0].ty, float(n_red)))
+                if chan:  # the first reduction is the sum: (mean + its low part) x N
+                    mean = b.fadd(env[chan[0]], _load(b, src_of[len(reds)](c)))
+                    env[chan[0]] = b.fmul(mean, ir.Constant(reds[0].ty, float(n_red)))
                 self._eval([o.node for o in k.outputs], env, cctx)
                 for j, o in enumerate(k.outputs):
                     self._store(self.out_ptrs[j], o.dtype, self.out_access[j], cctx, env[o.node])
@@ -104,7 +109,7 @@ class ColumnLowering:
                 else:
                     scratch.combine(g, w, [self._merge_fn(r) for r in reds])
                 f.loop(i64(0), w, lambda c: store(c, [lambda c, ri=ri: scratch.slot(ri, g, 0, c)
-                                                       for ri in range(len(reds))]), "cs")
+                                                       for ri in range(len(result))]), "cs")
             f.if_then(scratch.arrive(g), finish)
 
         f.loop(self.ub, self.ue, unit, "u")
@@ -154,8 +159,8 @@ class ColumnLowering:
 
         def stream(level: int, lo, hi, rctx: dict):
             """Rows [lo, hi) of reduce axis `level`; the innermost one ROW_UNROLL rows at a
-            time: their values combined pairwise, then once into the tile (a quarter of the
-            tile traffic; the order is fixed by the shapes, so still thread-independent)."""
+            time: their values combined pairwise, then once into the tile (1/ROW_UNROLL of
+            the tile traffic; the order is fixed by the shapes, so still thread-independent)."""
             ax = red_axes[level]
             if level != len(red_axes) - 1 or ROW_UNROLL < 2:
                 f.loop(lo, hi, lambda j: rows(level + 1, {**rctx, ax.dims: j}), "r")
@@ -214,7 +219,7 @@ class ColumnLowering:
         sb = SUM_BLOCK
         f.loop(b.udiv(r0, i64(sb)), b.udiv(b.add(r1, i64(sb - 1)), i64(sb)), block, "rb")
 
-    def _column_tiles(self, reds: list[Reduction], blocked: bool) -> tuple[list, list]:
+    def _column_tiles(self, reds: list[Reduction], blocked: bool, skew: int = 0) -> tuple[list, list]:
         """The accumulator tiles of a column reduce: one 64-byte aligned stack block, tile
         i starting `TILE_SKEW` bytes further past a 4 KiB boundary than tile i - 1.
 
@@ -227,7 +232,7 @@ class ColumnLowering:
         offs, pos = [], 0
         for i, (ty, _) in enumerate(want):
             isz = 8 if isinstance(ty, ir.DoubleType) or ty == I64 else 4 if ty in (F32, I32) else 1
-            pos = -(-pos // 4096) * 4096 + TILE_SKEW * i if i else 0
+            pos = -(-pos // 4096) * 4096 + TILE_SKEW * (i + skew) if i or skew else 0
             offs.append(pos)
             pos += cols * isz
         block = f.alloca(I8, pos + 64, "ctiles")
@@ -251,21 +256,33 @@ class ColumnLowering:
             return lambda x, y: b.fadd(x, y)
         return lambda x, y: combine(self.f, red, x, y)
 
-    def _chan_unit(self, chan, reds, tiles, result, consts, ctx, c0, w, r0, r1) -> None:
-        """A variance over rows [r0, r1) in one read: per sub-chunk of `schedule.chan_rows` rows
-        (in cache after the first pass over them), the sub-chunk's sums into a tile,
-        its mean, its squared deviations from that mean into another, then merged into the
-        running (mean, M2) of the unit: ``delta = mean_b - mean; mean += delta * nb / n;
-        M2 += M2_b + delta^2 * na * nb / n`` (Chan et al.), starting from (0, 0)."""
+    def _chan_unit(self, chan, reds, tiles, result, low, consts, ctx, c0, w, r0, r1) -> None:
+        """A variance over rows [r0, r1) in one read, as a running mean ``m = hi + lo``
+        (`two_sum`: the low part keeps what rounding the high part lost) and M2 per column.
+
+        Every sub-chunk of `schedule.chan_rows` rows is read once shifted by ``hi``:
+        ``s1 = sum(x - hi)``, ``s2 = sum((x - hi)^2)``, then, with ``na`` rows before it,
+        ``nb`` in it, ``n = na + nb`` (Chan et al.'s merge written for a shifted sub-chunk)::
+
+            M2 += max(s2 - s1^2 / n, 0) + (na / n) lo (nb lo - 2 s1)
+            (hi, lo) = two_sum(hi, s1 / n + lo na / n)
+
+        The first sub-chunk starts from ``hi = sum(x) / nb`` (one more read, from cache).
+        The cancellation in ``s2 - s1^2 / n`` is bounded by the merge term the same
+        sub-chunk adds to M2, and the mean's rounding never enters M2 to first order, so
+        drifting columns stay as accurate as numpy's two-pass variance. ``llvm.maximum``
+        keeps a NaN; squares that overflow give +inf (numpy's sum of squares does)."""
         f, b = self.f, self.f.b
         last = self.plan.axes[-1]
         ax0 = self.plan.inner_axes[0]
         i1 = next(i for i, r in enumerate(reds) if r.node == chan[0])
         i2 = next(i for i, r in enumerate(reds) if r.node == chan[1])
         ty = reds[i1].ty
-        s_t, q_t, mean_t, m2_t = tiles[i1], tiles[i2], result[i1], result[i2]
+        s_t, q_t, hi_t, m2_t = tiles[i1], tiles[i2], result[i1], result[i2]
         zero = ir.Constant(ty, 0.0)
         rows = chan_rows(self.sched.target, self.plan.cols, 8 if isinstance(ty, ir.DoubleType) else 4)
+        u = CHAN_UNROLL
+        assert u >= 1 and u & (u - 1) == 0, "CHAN_UNROLL must be a power of two (pairwise)"
 
         def col_loop(fn, name):
             f.loop(i64(0), w, fn, name)
@@ -275,71 +292,89 @@ class ColumnLowering:
             self._eval([chan[2]], env, {**ctx, ax0.dims: j, last.dims: b.add(c0, c)})
             return env[chan[2]]
 
-        col_loop(lambda c: (b.store(zero, b.gep(mean_t, [c])), b.store(zero, b.gep(m2_t, [c]))), "cz")
+        def pairwise(vals):
+            while len(vals) > 1:
+                vals = [b.fadd(vals[a], vals[a + 1]) for a in range(0, len(vals), 2)]
+            return vals[0]
 
-        def sub(i):
-            s0 = b.add(r0, b.mul(i, i64(rows)))
-            s1 = b.add(s0, i64(rows))
-            s1 = b.select(b.icmp_signed("<", s1, r1), s1, r1)
-            nb = b.sitofp(b.sub(s1, s0), ty)
+        def rows_into(s0, s1, body, name):
+            """body(c, [row indices]) over rows [s0, s1): `u` rows at a time, then one by one."""
+            nq = b.sdiv(b.sub(s1, s0), i64(u))
+
+            def quad(q):
+                j0 = b.add(s0, b.mul(q, i64(u)))
+                col_loop(lambda c: body(c, [b.add(j0, i64(d)) for d in range(u)]), "c")
+
+            f.loop(i64(0), nq, quad, name + "q")
+            f.loop(b.add(s0, b.mul(nq, i64(u))), s1, lambda j: col_loop(lambda c: body(c, [j]), "c"), name)
+
+        def add_to(tile, c, v):
+            p = b.gep(tile, [c])
+            b.store(b.fadd(b.load(p), v), p)
+
+        def shifted(c, js):
+            m = b.load(b.gep(hi_t, [c]))
+            ds = [b.fsub(x_at(j, c), m) for j in js]
+            add_to(s_t, c, pairwise(ds))
+            add_to(q_t, c, pairwise([b.fmul(d, d) for d in ds]))
+
+        def sub_chunk(s0, s1):
             na = b.sitofp(b.sub(s0, r0), ty)
+            nb = b.sitofp(b.sub(s1, s0), ty)
+            inv = b.fdiv(ir.Constant(ty, 1.0), b.fadd(na, nb))
+            wa = b.fmul(na, inv)
             col_loop(lambda c: (b.store(zero, b.gep(s_t, [c])), b.store(zero, b.gep(q_t, [c]))), "cf")
-
-            def rows_into(tile, value, name):
-                """tile[c] += value(j, c) over rows [s0, s1), ROW_UNROLL rows summed pairwise first."""
-                u = ROW_UNROLL
-                nq = b.sdiv(b.sub(s1, s0), i64(u))
-
-                def quad(q):
-                    j0 = b.add(s0, b.mul(q, i64(u)))
-
-                    def col(c):
-                        vals = [value(b.add(j0, i64(d)), c) for d in range(u)]
-                        while len(vals) > 1:
-                            vals = [b.fadd(vals[a], vals[a + 1]) for a in range(0, len(vals), 2)]
-                        p = b.gep(tile, [c])
-                        b.store(b.fadd(b.load(p), vals[0]), p)
-                    col_loop(col, "c")
-
-                def one(j):
-                    def col(c):
-                        p = b.gep(tile, [c])
-                        b.store(b.fadd(b.load(p), value(j, c)), p)
-                    col_loop(col, "c")
-
-                f.loop(i64(0), nq, quad, name + "q")
-                f.loop(b.add(s0, b.mul(nq, i64(u))), s1, one, name)
-
-            def square_dev(j, c):
-                d = b.fsub(x_at(j, c), b.load(b.gep(s_t, [c])))
-                return b.fmul(d, d)
-
-            rows_into(s_t, x_at, "ra")
-            inv = b.fdiv(ir.Constant(ty, 1.0), nb)
-            col_loop(lambda c: b.store(b.fmul(b.load(b.gep(s_t, [c])), inv), b.gep(s_t, [c])), "cm")
-            rows_into(q_t, square_dev, "rb")
-            n = b.fadd(na, nb)
-            wb = b.fdiv(nb, n)
-            wab = b.fmul(na, wb)
+            rows_into(s0, s1, shifted, "rs")
 
             def merge(c):
-                pm, pq = b.gep(mean_t, [c]), b.gep(m2_t, [c])
-                m = b.load(pm)
-                delta = b.fsub(b.load(b.gep(s_t, [c])), m)
-                b.store(b.fadd(m, b.fmul(delta, wb)), pm)
-                b.store(b.fadd(b.fadd(b.load(pq), b.load(b.gep(q_t, [c]))), b.fmul(b.fmul(delta, delta), wab)), pq)
+                ph, pl, pq = b.gep(hi_t, [c]), b.gep(low, [c]), b.gep(m2_t, [c])
+                s, lo = b.load(b.gep(s_t, [c])), b.load(pl)
+                sn = b.fmul(s, inv)
+                s2, t = b.load(b.gep(q_t, [c])), b.fmul(s, sn)
+                inc = b.fsub(s2, t)
+                # squares that overflowed (s1 finite, s1^2 / n and so s2 infinite): +inf, as
+                # numpy's sum of squares; an infinite input (s1 not finite) stays NaN
+                inf = ir.Constant(ty, math.inf)
+                fabs = f"llvm.fabs.{tsuf(ty)}"
+                over = b.and_(b.fcmp_ordered("==", f.call_intr(fabs, ty, [t]), inf),
+                              b.fcmp_ordered("<", f.call_intr(fabs, ty, [s]), inf))
+                inc = b.select(over, inf, inc)
+                corr = b.fmul(b.fmul(wa, lo), b.fsub(b.fmul(nb, lo), b.fadd(s, s)))
+                m2 = b.fadd(b.fadd(b.load(pq), inc), corr)
+                b.store(f.call_intr(f"llvm.maximum.{tsuf(ty)}", ty, [m2, zero]), pq)
+                h, l2 = two_sum(b, b.load(ph), b.fadd(sn, b.fmul(lo, wa)))
+                b.store(h, ph)
+                b.store(l2, pl)
             col_loop(merge, "cc")
 
+        # the first sub-chunk: its plain mean is the first shift
+        e0 = b.add(r0, i64(rows))
+        e0 = b.select(b.icmp_signed("<", e0, r1), e0, r1)
+        col_loop(lambda c: (b.store(zero, b.gep(hi_t, [c])), b.store(zero, b.gep(m2_t, [c])),
+                            b.store(zero, b.gep(low, [c]))), "cz")
+        rows_into(r0, e0, lambda c, js: add_to(hi_t, c, pairwise([x_at(j, c) for j in js])), "ra")
+        inv0 = b.fdiv(ir.Constant(ty, 1.0), b.sitofp(b.sub(e0, r0), ty))
+        col_loop(lambda c: b.store(b.fmul(b.load(b.gep(hi_t, [c])), inv0), b.gep(hi_t, [c])), "cm")
+        sub_chunk(r0, e0)
+
+        def later(i):
+            s0 = b.add(r0, b.mul(i, i64(rows)))
+            s1 = b.add(s0, i64(rows))
+            sub_chunk(s0, b.select(b.icmp_signed("<", s1, r1), s1, r1))
+
         nsub = b.sdiv(b.add(b.sub(r1, r0), i64(rows - 1)), i64(rows))
-        f.loop(i64(0), nsub, sub, "sc")
+        f.loop(i64(1), nsub, later, "sc")
 
     def _chan_combine(self, scratch, g, w, reds, size: int) -> None:
-        """The chunks' (mean, M2) partials of group `g` merged in the split's pairwise tree
-        (chunk c += chunk c + step), with each side's row count known from the shapes."""
+        """The chunks' (mean high, mean low, M2) partials of group `g` merged in the
+        split's pairwise tree (chunk c += chunk c + step), with each side's row count
+        known from the shapes: ``d = (hb - ha) + (lb - la); M2 = M2a + M2b + d^2 na nb / n;
+        (h, l) = two_sum(ha, la + d nb / n)``."""
         f, b = self.f, self.f.b
         chan = chan_variance(self.k)
         i1 = next(i for i, r in enumerate(reds) if r.node == chan[0])
         i2 = next(i for i, r in enumerate(reds) if r.node == chan[1])
+        il = len(reds)  # the means' low parts
         ty = reds[i1].ty
         clen, nch = self.plan.chunk_len, scratch.chunks
 
@@ -353,14 +388,25 @@ class ColumnLowering:
                 wb, wab = ir.Constant(ty, nb / (na + nb)), ir.Constant(ty, na * nb / (na + nb))
 
                 def lane(j, c=c, step=step, wb=wb, wab=wab):
-                    pm, pq = scratch.slot(i1, g, c, j), scratch.slot(i2, g, c, j)
-                    m = b.load(pm)
-                    delta = b.fsub(b.load(scratch.slot(i1, g, c + step, j)), m)
-                    b.store(b.fadd(m, b.fmul(delta, wb)), pm)
+                    ph, pl, pq = scratch.slot(i1, g, c, j), scratch.slot(il, g, c, j), scratch.slot(i2, g, c, j)
+                    ha, la = b.load(ph), b.load(pl)
+                    hb, lb = b.load(scratch.slot(i1, g, c + step, j)), b.load(scratch.slot(il, g, c + step, j))
+                    d = b.fadd(b.fsub(hb, ha), b.fsub(lb, la))
                     b.store(b.fadd(b.fadd(b.load(pq), b.load(scratch.slot(i2, g, c + step, j))),
-                                   b.fmul(b.fmul(delta, delta), wab)), pq)
+                                   b.fmul(b.fmul(d, d), wab)), pq)
+                    h, lo = two_sum(b, ha, b.fadd(la, b.fmul(d, wb)))
+                    b.store(h, ph)
+                    b.store(lo, pl)
                 f.loop(i64(0), w, lane, "cmb")
             step *= 2
+
+
+def two_sum(b, x, y):
+    """(s, e) with s = fl(x + y) and s + e = x + y exactly (Knuth; plain fadds, which
+    LLVM never reassociates without fast-math flags)."""
+    s = b.fadd(x, y)
+    bb = b.fsub(s, x)
+    return s, b.fadd(b.fsub(x, b.fsub(s, bb)), b.fsub(y, bb))
 
 
 def _gep(b, tile, c):

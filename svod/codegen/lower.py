@@ -68,7 +68,7 @@ from svod.codegen.schedule import (
     schedule,
     supports_gemm,
 )
-from svod.codegen.split import SplitScratch
+from svod.codegen.split import SplitScratch, split_blocks
 from svod.dtype import DType
 from svod.ir import Ops
 from svod.kernel import ACC, LOAD, VALID, Kernel
@@ -480,8 +480,7 @@ class KernelLowering(ColumnLowering):
                     if not blocked:
                         in_block(lambda: f.loop(lo, hi, body, "r"))
                         return
-                    block_loop(b.udiv(lo, i64(SUM_BLOCK)), b.udiv(b.add(hi, i64(SUM_BLOCK - 1)), i64(SUM_BLOCK)),
-                               hi, body)
+                    split_blocks(f, in_block, lo, hi, body)
                 elif pieces is not None:
                     # static blocks (the same SUM_BLOCK cascade), each loop cut at the masks
                     nblocks = -(-ax.size // SUM_BLOCK) if blocked else 1

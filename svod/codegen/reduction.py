@@ -58,6 +58,12 @@ class Reduction:
         self.simple = n.op is Ops.REDUCE
         self.cascade = n.op is Ops.REDUCE and n.arg == "sum" and n.dtype.is_float
         self.complex = self.dt.kind == "c"  # a product (the frontend sums the parts): (re, im) accumulators
+        # a float max/min beside a blocked float sum restarts every block and meets the
+        # row's running value after it (exact: max/min are associative), so the next
+        # block's vector loop does not wait for this block's horizontal reduction
+        blocked = low.sched.blocked if getattr(low, "sched", None) is not None else ()
+        self.per_block = (n.op is Ops.REDUCE and n.arg in ("max", "min") and self.dt.is_float
+                          and n.pass_ < len(blocked) and blocked[n.pass_])
         if self.complex and not (n.op is Ops.REDUCE and n.arg == "prod"):
             raise LoweringError(f"{n.op.name} {n.arg} of {self.dt}")
         self.ty = reg_type(self.dt.real if self.complex else self.dt)
@@ -90,6 +96,8 @@ class Reduction:
                                                                                  "acc.im"))
             return
         self.acc = f.var(self.ty, self._identity(), "acc")
+        if self.per_block:
+            self.total = f.var(self.ty, self._identity(), "total")
         if not self.simple:
             self.idx = f.var(I64, i64(0), "argidx")
         if self.cascade:
@@ -99,6 +107,8 @@ class Reduction:
     def begin_block(self) -> None:
         if self.cascade:
             self.f.b.store(const(self.dt, 0), self.acc)
+        elif self.per_block:
+            self.f.b.store(self._identity(), self.acc)
 
     def update(self, x: ir.Value, lin) -> None:
         f, b = self.f, self.f.b
@@ -125,6 +135,10 @@ class Reduction:
         b.store(b.select(take, lin, b.load(self.idx)), self.idx)
 
     def end_block(self) -> None:
+        if self.per_block:
+            b = self.f.b
+            b.store(combine(self.f, self, b.load(self.total), b.load(self.acc)), self.total)
+            return
         if not self.cascade:
             return
         f, b = self.f, self.f.b
@@ -152,6 +166,8 @@ class Reduction:
         f, b = self.f, self.f.b
         if self.complex:
             return b.load(self.acc[0]), b.load(self.acc[1])
+        if self.per_block:
+            return b.load(self.total)
         if self.simple and not self.cascade:
             return b.load(self.acc)
         if not self.simple:

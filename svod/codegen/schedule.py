@@ -45,7 +45,8 @@ STASH_ELEMS = 16384  # longest row whose expensive values are kept between passe
 COL_BLOCK = 256  # fewest columns per unit of a column reduce (when the tiles budget allows more, more)
 COL_TILE_BYTES = 64 << 10  # accumulator tiles of a column-reduce unit (L1/L2): as many columns as fit
 COL_GROUPS = 8  # least units of a multi-pass column reduce (its rows cannot be cut)
-ROW_UNROLL = 4  # rows of a column reduce combined before they meet the tile (power of two)
+ROW_UNROLL = 8  # rows of a column reduce combined pairwise before they meet the tile (a power of two)
+CHAN_UNROLL = 8  # rows of a variance's sub-chunk combined pairwise before they meet the tiles (a power of two)
 CHAN_BYTES = 0  # input a variance's column sub-chunk reads twice from cache (columns.py); 0: half the L2
 TILE_SKEW = 576  # bytes between column-reduce tiles past a 4 KiB boundary (columns.py)
 SPLIT_MIN_BYTES = 1 << 20  # least input a chunk of a split reduction reads (svod/codegen/split.py)
@@ -195,7 +196,11 @@ def _column_width(kernel: Kernel, ncols: int, outer: int) -> int:
 
 
 def _partial_bytes(kernel: Kernel) -> int:
-    return sum(n.dtype.itemsize for n in kernel.nodes if n.op is Ops.REDUCE)
+    """Bytes of partial result per column of a split chunk (a variance also keeps its
+    mean's low part, `ColumnLowering._chan_unit`)."""
+    n = sum(n.dtype.itemsize for n in kernel.nodes if n.op is Ops.REDUCE)
+    chan = chan_variance(kernel)
+    return n + (kernel.nodes[chan[0]].dtype.itemsize if chan else 0)
 
 
 def chunking(length: int, row_elems: int, align: int, min_elems: int, max_chunks: int) -> tuple[int, int]:

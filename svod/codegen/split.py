@@ -118,4 +118,26 @@ class SplitScratch:
         b.call(func(module, "free", VOID, [ir.PointerType(I8)]), [self.raw])
 
 
-__all__ = ["SplitScratch"]
+def split_blocks(f, in_block, lo: ir.Value, hi: ir.Value, body) -> None:
+    """The rows [lo, hi) of a split chunk (`lo` a whole number of `SUM_BLOCK`s) as float-sum
+    blocks, in order: the full blocks with a constant trip count (``body(start + i)``
+    for i in [0, SUM_BLOCK): the vectoriser unrolls it and drops its bound checks), then
+    the partial last block of the axis if this chunk holds it. The same blocks, hence the
+    same bits, as blocks of ``[start, min(start + SUM_BLOCK, hi))``; `in_block(emit)`
+    wraps each (the cascade's begin/end)."""
+    from svod.codegen.schedule import SUM_BLOCK
+
+    b, sb = f.b, SUM_BLOCK
+    first = b.udiv(lo, i64(sb))
+    full = b.udiv(hi, i64(sb))  # blocks ending at or before hi
+
+    def block(jb):
+        start = b.mul(jb, i64(sb))
+        in_block(lambda: f.loop(i64(0), i64(sb), lambda i: body(b.add(start, i)), "r"))
+
+    f.loop(first, full, block, "rb")
+    tail = b.mul(full, i64(sb))
+    f.if_then(b.icmp_signed("<", tail, hi), lambda: in_block(lambda: f.loop(tail, hi, body, "r")))
+
+
+__all__ = ["SplitScratch", "split_blocks"]
