@@ -67,6 +67,21 @@ def limits() -> SearchLimits:
     return _global or _from_env()
 
 
+@contextlib.contextmanager
+def pinned(value: SearchLimits):
+    """Use `value` as the limits of the calling thread within the block, whatever is set
+    globally meanwhile (a background search keeps the limits it was queued under,
+    svod.tiered)."""
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    stack.append(value)
+    try:
+        yield value
+    finally:
+        stack.pop()
+
+
 class search_limits(contextlib.AbstractContextManager):
     """Set search limits: for the process (`svod.search_limits(seconds=1)`) or, used as a
     context manager, for the enclosed block only."""

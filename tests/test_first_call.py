@@ -309,3 +309,178 @@ def test_structure_ignores_shapes_and_arguments_only():
     x, y = svod.asarray(_x(4, 4)), svod.asarray(_x(5, 4))
     assert structure(_key(svod.exp(x) * 2)) == structure(_key(svod.exp(y) * 3))
     assert structure(_key(svod.exp(x) * 2)) != structure(_key(svod.log(x) * 2))
+
+
+# ----------------------------------------------------------------------------- tiered planning
+
+
+def _ln_softmax(x, n):
+    return svod.nn.softmax(svod.nn.layer_norm(svod.asarray(x), (n,)) * 2 + 1)
+
+
+def _ln_softmax_np(x):
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    z = (x - m) / np.sqrt(v + 1e-5) * 2 + 1
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def test_tiered_first_call_runs_the_greedy_plan_then_the_searched_one(monkeypatch, capsys):
+    from svod.planner import settle
+
+    monkeypatch.setenv("SVOD_TIERED", "1")
+    monkeypatch.setenv("SVOD_LOGS", "recompiles")
+    x = _x(48, 32)
+    want = _ln_softmax_np(x)
+    key = _key(_ln_softmax(x, 32))
+    y1 = _ln_softmax(x, 32).numpy()  # the first call: the provisional greedy plan
+    first = RECOMPILES.log[0]
+    assert first.reason == "new structure" and first.source == "greedy planner" or \
+        first.source.startswith("greedy planner;")
+    s = svod.stats()
+    assert s["searches_deferred"] == 1 and s["searches"] == 0
+    provisional = PLAN_CACHE.get(key)
+    assert provisional.provisional and provisional.origin == "greedy planner"
+    np.testing.assert_allclose(y1, want, rtol=1e-5, atol=1e-6)
+    assert settle(120)
+    searched = PLAN_CACHE.get(key)
+    assert searched is not provisional and searched.origin == "search" and not searched.provisional
+    assert svod.stats()["searches"] == 1
+    assert RECOMPILES.log[-1].reason == "searched" and RECOMPILES.log[-1].source == "search"
+    assert "svod recompile" in capsys.readouterr().err
+    y2 = _ln_softmax(x, 32).numpy()  # replayed by signature: the searched plan
+    np.testing.assert_allclose(y2, want, rtol=1e-5, atol=1e-6)
+    assert PLAN_CACHE.get(key) is searched and searched._gp is not None
+    e = svod.explain(_ln_softmax(x, 32))
+    assert "replaced the greedy planner (provisional" in e.detail
+    assert [k.key() for k in e.plan.kernels] == [k.key() for k in searched.plan.kernels]
+    assert "searched" in e.shapes
+
+
+def test_tiered_callers_other_than_realize_wait_for_the_search(monkeypatch):
+    from svod import tiered
+    from svod.planner import decide
+
+    monkeypatch.setenv("SVOD_TIERED", "1")
+    x = _x(40, 16)
+    key = _key(_ln_softmax(x, 16))
+    _ln_softmax(x, 16).numpy()
+    assert tiered.TIERED.pending(key.hash) or PLAN_CACHE.get(key).origin == "search"
+    d = decide(key)  # explain / jit / tune: never the provisional plan of a pending search
+    assert not tiered.TIERED.pending(key.hash)
+    assert d.exe.origin == "search" and d.exe is PLAN_CACHE.get(key)
+    jitted = svod.jit(lambda a: svod.nn.softmax(svod.nn.layer_norm(a, (16,)) * 2 + 1))
+    np.testing.assert_allclose(jitted(svod.asarray(x)).numpy(), _ln_softmax_np(x), rtol=1e-5, atol=1e-6)
+
+
+def test_tiered_is_off_with_the_switch_and_never_for_search_off_or_no_choice(monkeypatch):
+    x = _x(24, 16)
+    monkeypatch.setenv("SVOD_TIERED", "0")
+    _ln_softmax(x, 16).numpy()
+    assert RECOMPILES.log[-1].source == "search" and svod.stats()["searches_deferred"] == 0
+    svod.reset()
+    monkeypatch.setenv("SVOD_TIERED", "1")
+    (svod.exp(svod.asarray(x)) * 2 + 1).numpy()  # no choice: the greedy plan is final
+    assert svod.stats()["searches_deferred"] == 0 and svod.stats()["searches_skipped"] == 1
+    monkeypatch.setenv("SVOD_SEARCH", "0")
+    _ln_softmax(_x(25, 16), 16).numpy()
+    assert svod.stats()["searches_deferred"] == 0
+
+
+def test_tiered_reset_waits_for_the_search_under_way(monkeypatch):
+    from svod import tiered
+
+    monkeypatch.setenv("SVOD_TIERED", "1")
+    x = _x(36, 16)
+    _ln_softmax(x, 16).numpy()
+    svod.reset()
+    assert len(tiered.TIERED) == 0 and len(PLAN_CACHE) == 0
+    np.testing.assert_allclose(_ln_softmax(x, 16).numpy(), _ln_softmax_np(x), rtol=1e-5, atol=1e-6)
+    svod.planner.settle(120)
+
+
+def test_the_background_queue_is_bounded_and_runs_one_job_at_a_time():
+    import threading
+    import time
+
+    from svod.tiered import Background
+
+    bg = Background(max_pending=2)
+    active, peak, ran = [0], [0], []
+    lock = threading.Lock()
+
+    def work(job):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.02)
+        ran.append(job.key.hash)
+        with lock:
+            active[0] -= 1
+
+    class K:
+        def __init__(self, h):
+            self.hash = h
+
+    assert bg.submit(K("a"), None, None, work) and bg.submit(K("b"), None, None, work)
+    assert not bg.submit(K("c"), None, None, work)  # full: the caller searches synchronously
+    assert not bg.submit(K("a"), None, None, work)  # queued already
+    assert bg.pending("a") and ran == []  # queued, not started before `start`
+    assert bg.wait("b", 10) and bg.wait_all(10)
+    assert ran == ["a", "b"] and peak[0] == 1 and len(bg) == 0
+
+
+_TIERED_CHILD = """
+    import json, sys, numpy as np, svod, svod.nn as nn
+    x = np.linspace(-2, 2, 64 * 32, dtype=np.float32).reshape(64, 32)
+    y = nn.softmax(nn.layer_norm(svod.asarray(x), (32,)) * 2 + 1).numpy()
+    s = svod.stats()
+    print(json.dumps({"egglog_at_result": "egglog" in sys.modules, "deferred": s["searches_deferred"],
+                      "disk": s["disk_cache_hits"], "sum": float(y.sum()), "rows": float(y.sum(-1).min())}))
+"""
+
+
+def test_tiered_in_fresh_processes_the_exit_persists_the_searched_plan(tmp_path):
+    from svod.key import GraphKey  # noqa: F401 - the planner's store key is read in the child
+
+    cold = _child(_TIERED_CHILD, str(tmp_path), SVOD_TIERED="1")
+    assert cold["deferred"] == 1 and cold["egglog_at_result"] is False  # no search before the result
+    check = """
+        import json, numpy as np, svod, svod.nn as nn
+        from svod.planner import decide
+        from svod.key import compact
+        x = np.linspace(-2, 2, 64 * 32, dtype=np.float32).reshape(64, 32)
+        t = nn.softmax(nn.layer_norm(svod.asarray(x), (32,)) * 2 + 1)
+        d = decide(compact([t.uop])[0])
+        print(json.dumps({"source": d.source, "provisional": d.exe.provisional, "kernels": len(d.plan.kernels)}))
+    """
+    warm = _child(check, str(tmp_path), SVOD_TIERED="1")
+    assert warm["source"] == "disk cache" and warm["provisional"] is False  # the exit finished the search
+    again = _child(_TIERED_CHILD, str(tmp_path), SVOD_TIERED="1")
+    assert again["disk"] == 1 and again["deferred"] == 0
+    assert abs(again["sum"] - 64.0) < 1e-3 and abs(cold["sum"] - 64.0) < 1e-3 and again["rows"] > 0.999
+
+
+def test_tiered_a_fork_waits_for_the_background_search(tmp_path):
+    code = """
+        import json, os, time, numpy as np, svod, svod.nn as nn
+        from svod import tiered
+        x = np.ones((8, 16), np.float32)
+        nn.softmax(nn.layer_norm(svod.asarray(x), (16,)) + 1).numpy()
+        queued = len(tiered.TIERED)
+        while tiered.TIERED._current is None and len(tiered.TIERED):
+            time.sleep(0.001)  # fork while the search runs (or just after)
+        pid = os.fork()
+        if pid == 0:  # egglog was imported in the parent: the child plans greedily, queues nothing
+            y = nn.softmax(svod.asarray(np.ones((4, 4), np.float32)) * 3).numpy()
+            os._exit(0 if np.allclose(y, 0.25) and len(tiered.TIERED) == 0 else 3)
+        _, status = os.waitpid(pid, 0)
+        after_fork = len(tiered.TIERED)
+        svod.planner.settle(120)
+        print(json.dumps({"queued": queued, "child": os.waitstatus_to_exitcode(status), "after_fork": after_fork,
+                          "searches": svod.stats()["searches"]}))
+    """
+    out = _child(code, str(tmp_path), SVOD_TIERED="1")
+    assert out["queued"] == 1 and out["child"] == 0
+    assert out["after_fork"] == 0 and out["searches"] == 1  # the fork waited for the search under way
