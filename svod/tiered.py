@@ -82,6 +82,7 @@ class Background:
         self._current: Job | None = None
         self._paused = 0
         self._exit_hook = False
+        self._exited = False
 
     # ------------------------------------------------------------------ queue
 
@@ -95,7 +96,7 @@ class Background:
             self._jobs[key.hash] = job
             self._queue.append(job)
             if not self._exit_hook:  # registered after the store's: runs before it closes
-                atexit.register(self._at_exit)
+                atexit.register(self.finish_at_exit)
                 self._exit_hook = True
         return True
 
@@ -200,9 +201,14 @@ class Background:
         self._current = None
         self._paused = 0
 
-    def _at_exit(self) -> None:
-        """Finish one search — the one under way, else the next queued — and drop the rest."""
+    def finish_at_exit(self) -> None:
+        """Finish one search — the one under way, else the next queued — and drop the
+        rest (the exit hook; `svod.codegen.sharedlib` calls it before linking, so that the
+        searched plan's code is linked too). Once per process; later calls return."""
         with self._lock:
+            if self._exited:
+                return
+            self._exited = True
             keep = self._queue.popleft() if self._current is None and self._queue else None
             for job in self._queue:
                 self._finish(job, "dropped (exit)")
