@@ -48,6 +48,7 @@ from svod.shapes import enabled as dynamic_enabled
 from svod.stats import Tally, bump
 from svod.stats import stats as snapshot
 from svod.tiered import TIERED
+from svod.tiered import enabled as _tiered_on
 from svod.viewfold import OFFSETS
 
 
@@ -169,10 +170,11 @@ def _realize_new(pending: list[UOp], sig, leaves) -> dict[UOp, UOp]:
     mapping = _wrap(pending, outs)
     if _BACKGROUND and start_background():
         pass  # tiered planning: this graph's search starts now that its result is ready (svod.tiered)
-    elif not _PREFETCH[0] and exe.origin == "greedy planner":
+    elif not _PREFETCH[0] and exe.origin == "greedy planner" and not _tiered_on():
         # a new graph planned and compiled without the search: import the search in the
         # background for the next one (svod.firstcall; after this result is ready, never
-        # during `import svod`, not on a warm process's disk-cache hits)
+        # during `import svod`, not on a warm process's disk-cache hits; not under tiered
+        # planning, whose searches run in the search process, svod.searchproc)
         _PREFETCH[0] = True
         prefetch_search(import_search)
     if _debug():

@@ -289,10 +289,14 @@ def _background_search(job) -> None:
 
     key = job.key
     with pinned(job.limits):
-        exe, source, detail, _ = search_plan(key, limits=job.limits)
+        got = _search_elsewhere(key, job.limits)
+        if got is None:  # no search process: in this thread
+            exe, source, detail, _ = search_plan(key, limits=job.limits)
+            _save(key, exe)
+        else:
+            exe, source, detail = got
         exe.origin = source
         exe.algebra = job.limits.algebra
-        _save(key, exe)
         build = getattr(exe, "graph_program", None)
         if build is not None:  # compiled here, off the critical path
             build()
@@ -305,6 +309,37 @@ def _background_search(job) -> None:
             ON_REPLACED(key, source, detail)
     if _debug():
         debug_log(f"svod plan {key.hash[:12]}: background {job.outcome}")
+
+
+def _search_elsewhere(key: GraphKey, lim):
+    """(Executable, source, detail) of `key` searched in the search process
+    (`svod.searchproc`: it persists the plan too), or None when that is off or failed
+    (then the caller searches in its own thread)."""
+    from svod import searchproc
+
+    if not searchproc.enabled():
+        return None
+    t0 = time.perf_counter()
+    try:
+        reply = searchproc.SEARCH_PROCESS.search(key, lim)
+    except (RuntimeError, OSError, ValueError) as e:
+        _warn_once("searchproc", f"svod: the search process is unusable ({e}); background searches run in a "
+                                 f"thread of this process")
+        return None
+    finally:
+        bump("search_seconds", time.perf_counter() - t0)
+    data = reply.get("plan") if reply.get("ok") else None
+    if not isinstance(data, dict) or data.get("kind") != "plan":
+        return None  # failed there, or the interpreter fallback: searched here instead
+    from svod.kernel import plan_from_json
+
+    plan = plan_from_json(data["plan"])
+    plan.check()
+    bump("searches")
+    bump("kernels_planned", len(plan.kernels))
+    exe = KernelPlan(key, plan, provisional=bool(reply.get("provisional")),
+                     threads=stored_threads(data, kernel_threads))
+    return exe, str(reply.get("source", "search")), str(reply.get("detail", ""))
 
 
 def start_background() -> bool:

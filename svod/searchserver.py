@@ -1,0 +1,42 @@
+"""The search process's side of `svod.searchproc`: read search requests on stdin, answer
+on stdout (the protocol: svod.searchproc's module docstring). Started by the parent as
+``python -c "from svod.searchserver import serve; serve()"``; never imported by svod.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+def serve() -> None:
+    """The search process's loop (module docstring)."""
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything else printed goes to stderr
+    sys.stdout = sys.stderr
+    import time
+
+    from svod import planner
+    from svod.config import SearchLimits, pinned
+    from svod.key import GraphKey
+
+    for line in sys.stdin:
+        t0 = time.perf_counter()
+        try:
+            req = json.loads(line)
+            key = GraphKey.from_json(req["key"])
+            lim = SearchLimits(**req["limits"])
+            with pinned(lim):
+                exe, source, detail, _ = planner.search_plan(key, limits=lim)
+                planner._save(key, exe)
+                data = exe.to_json()
+            reply = {"ok": True, "plan": data, "source": source, "detail": detail,
+                     "provisional": bool(exe.provisional), "seconds": time.perf_counter() - t0}
+        except Exception as e:  # noqa: BLE001 - answered; the parent keeps its provisional plan
+            reply = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+        out.write(json.dumps(reply) + "\n")
+        out.flush()
+
+
+__all__ = ["serve"]
