@@ -17,7 +17,9 @@ several processes may write) and answers ``{"ok": true, "plan": Executable.to_js
 (with its thread counts), "source", "detail", "provisional", "seconds"}`` or ``{"ok":
 false, "error": "..."}``. The child is started on the first background search with the
 parent's `sys.path` and environment (`SVOD_TIERED=0` in it), serves until its stdin
-closes (the parent exited, or `close`), and prints nothing but answers on its stdout
+closes (the parent exited, or `close`) or it has been idle `SVOD_SEARCH_PROCESS_IDLE`
+seconds (60: its memory, egglog's included, is given back; the next search starts
+another), and prints nothing but answers on its stdout
 (anything else it would print goes to the parent's stderr); its loop is
 `svod.searchserver.serve` (a module of its own: it imports the planner, which imports
 this one).
@@ -65,21 +67,27 @@ class SearchProcess:
 
         req = json.dumps({"key": key.to_json(), "limits": asdict(limits)}) + "\n"
         with self._lock:
-            p = self._proc
-            if p is None or p.poll() is not None or self._owner != os.getpid():
-                p = self._proc = self._start()
-                self._owner = os.getpid()
-            try:
-                p.stdin.write(req)
-                p.stdin.flush()
-                line = p.stdout.readline()
-            except (OSError, ValueError) as e:
+            for _attempt in (0, 1):  # a process that exited idle just as we asked: once more
+                p = self._proc
+                fresh = p is None or p.poll() is not None or self._owner != os.getpid()
+                if fresh:
+                    p = self._proc = self._start()
+                    self._owner = os.getpid()
+                try:
+                    p.stdin.write(req)
+                    p.stdin.flush()
+                    line = p.stdout.readline()
+                except (OSError, ValueError) as e:
+                    self._proc, line = None, ""
+                    err = f"{type(e).__name__}: {e}"
+                else:
+                    err = f"exit status {p.poll()}"
+                if line:
+                    return json.loads(line)
                 self._proc = None
-                raise RuntimeError(f"the search process failed ({type(e).__name__}: {e})") from e
-            if not line:
-                self._proc = None
-                raise RuntimeError(f"the search process ended (exit status {p.poll()})")
-        return json.loads(line)
+                if fresh:
+                    break
+        raise RuntimeError(f"the search process ended ({err})")
 
     def close(self, timeout: float = 5.0) -> None:
         """End the search process (its stdin closed: it exits after the search under way)."""

@@ -15,13 +15,23 @@ def serve() -> None:
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything else printed goes to stderr
     sys.stdout = sys.stderr
+    import select
     import time
 
     from svod import planner
     from svod.config import SearchLimits, pinned
     from svod.key import GraphKey
 
-    for line in sys.stdin:
+    idle = float(os.environ.get("SVOD_SEARCH_PROCESS_IDLE", "60"))
+    while True:
+        # NOTE: select on the fd, then a buffered readline: safe because the parent has
+        # one request in flight at a time (it waits for each answer under its lock)
+        ready, _, _ = select.select([sys.stdin], [], [], idle)
+        if not ready:
+            return  # idle: exit (the parent starts another when it needs one)
+        line = sys.stdin.readline()
+        if not line:
+            return  # the parent closed our stdin or exited
         t0 = time.perf_counter()
         try:
             req = json.loads(line)

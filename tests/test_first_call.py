@@ -503,3 +503,28 @@ def test_tiered_without_the_search_process_searches_in_a_thread(monkeypatch):
     assert settle(120) and PLAN_CACHE.get(key).origin == "search"
     assert "search.saturate" in sys.modules
     np.testing.assert_allclose(_ln_softmax(x, 16).numpy(), _ln_softmax_np(x), rtol=1e-5, atol=1e-6)
+
+
+def test_the_search_process_exits_when_idle_and_a_new_one_serves_the_next_search(monkeypatch):
+    import time
+
+    from svod import searchproc
+    from svod.planner import settle
+
+    monkeypatch.setenv("SVOD_TIERED", "1")
+    monkeypatch.setenv("SVOD_SEARCH_PROCESS_IDLE", "0.3")
+    searchproc.SEARCH_PROCESS.close()
+    started = searchproc.SEARCH_PROCESS.started
+    _ln_softmax(_x(12, 16), 16).numpy()
+    assert settle(120)
+    proc = searchproc.SEARCH_PROCESS._proc
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() == 0  # exited on its own, idle
+    x = _x(12, 24)
+    _ln_softmax(x, 24).numpy()
+    assert settle(120) and searchproc.SEARCH_PROCESS.started == started + 2
+    assert svod.stats()["searches"] == 2
+    np.testing.assert_allclose(_ln_softmax(x, 24).numpy(), _ln_softmax_np(x), rtol=1e-5, atol=1e-6)
+    searchproc.SEARCH_PROCESS.close()
