@@ -13,7 +13,9 @@ process nothing but a core, and egglog, which does not survive a fork
 Protocol (one JSON object a line): the parent writes ``{"key": GraphKey.to_json(),
 "limits": SearchLimits fields}``; the child searches it (`svod.planner.search_plan`
 under those limits), persists the plan in the shared store (`svod.planner._save`, WAL:
-several processes may write) and answers ``{"ok": true, "plan": Executable.to_json()
+several processes may write), compiles it (its kernels and graph program go to the
+object cache, keyed as the parent keys them: the parent then loads them instead of
+compiling, and its GIL stays free of the lowering's Python work) and answers ``{"ok": true, "plan": Executable.to_json()
 (with its thread counts), "source", "detail", "provisional", "seconds"}`` or ``{"ok":
 false, "error": "..."}``. The child is started on the first background search with the
 parent's `sys.path` and environment (`SVOD_TIERED=0` in it), serves until its stdin

@@ -41,6 +41,9 @@ def serve() -> None:
                 exe, source, detail, _ = planner.search_plan(key, limits=lim)
                 planner._save(key, exe)
                 data = exe.to_json()
+            build = getattr(exe, "graph_program", None)
+            if build is not None:  # compiled here into the shared object cache: the parent loads it
+                build()
             reply = {"ok": True, "plan": data, "source": source, "detail": detail,
                      "provisional": bool(exe.provisional), "seconds": time.perf_counter() - t0}
         except Exception as e:  # noqa: BLE001 - answered; the parent keeps its provisional plan
