@@ -188,7 +188,25 @@ def import_search() -> None:
 LAST_SEARCH: dict = {}  # the latest search report per key hash (explain, SVOD_DEBUG)
 
 
-def _greedy(key: GraphKey, source: str, detail: str, provisional: bool) -> tuple[Executable, str, str]:
+def provisional_threads(plan) -> dict[int, int]:
+    """Threads per kernel of a tiered provisional plan (`svod.tiered`): priced by the
+    roofline model (`svod.costing.RooflineModel`, in svod's core) instead of the active
+    cost model, whose first build in a process costs ~80 ms of CPU (importing and
+    calibrating costmodels) on the critical path of a first call — for a plan that serves
+    until its search is done. `SVOD_THREADS=1` forces one thread."""
+    from svod.costing import Machine, RooflineModel, plan_prices
+
+    if env_int("SVOD_THREADS", 0) == 1:
+        return {}
+    try:
+        prices = plan_prices(plan, RooflineModel(), Machine.host())
+    except Exception:  # noqa: BLE001 - a pricing failure costs speed, never a result
+        return {}
+    return {i: p.threads for i, p in enumerate(prices) if p.threads > 1}
+
+
+def _greedy(key: GraphKey, source: str, detail: str, provisional: bool,
+            threads=None) -> tuple[Executable, str, str]:
     """The greedy planner; a failure falls back to the interpreter with one warning."""
     from svod.plan_greedy import plan_greedy
 
@@ -202,7 +220,7 @@ def _greedy(key: GraphKey, source: str, detail: str, provisional: bool) -> tuple
         exe = InterpretedGraph(key)
         exe.provisional = True
         return exe, "fallback", f"interpreter: the greedy planner failed ({type(e).__name__})"
-    return KernelPlan(key, plan, provisional=provisional, threads=kernel_threads), source, detail
+    return KernelPlan(key, plan, provisional=provisional, threads=threads or kernel_threads), source, detail
 
 
 TIERED_DETAIL = "provisional: the search runs in the background (tiered planning, svod.tiered)"
@@ -225,7 +243,7 @@ def search_plan(key: GraphKey, *, model=None, k: int = 1, keep_egraph: bool = Fa
         return KernelPlan(key, skip[0], threads=kernel_threads), "greedy planner", skip[1], None
     if provisional_ok and lim.enabled and k == 1 and not keep_egraph and len(key.nodes) <= lim.max_nodes \
             and tiered.enabled():
-        exe, source, detail = _greedy(key, "greedy planner", TIERED_DETAIL, True)
+        exe, source, detail = _greedy(key, "greedy planner", TIERED_DETAIL, True, threads=provisional_threads)
         if source == "greedy planner" and tiered.TIERED.submit(key, exe, lim, _background_search):
             exe.tiered = True
             bump("searches_deferred")
