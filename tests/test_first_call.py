@@ -437,6 +437,7 @@ _TIERED_CHILD = """
     y = nn.softmax(nn.layer_norm(svod.asarray(x), (32,)) * 2 + 1).numpy()
     s = svod.stats()
     print(json.dumps({"egglog_at_result": "egglog" in sys.modules, "deferred": s["searches_deferred"],
+                      "model_at_result": "costmodels.analytic" in sys.modules,
                       "disk": s["disk_cache_hits"], "sum": float(y.sum()), "rows": float(y.sum(-1).min())}))
 """
 
@@ -446,6 +447,7 @@ def test_tiered_in_fresh_processes_the_exit_persists_the_searched_plan(tmp_path)
 
     cold = _child(_TIERED_CHILD, str(tmp_path), SVOD_TIERED="1")
     assert cold["deferred"] == 1 and cold["egglog_at_result"] is False  # no search before the result
+    assert cold["model_at_result"] is False  # the provisional plan's threads: the roofline, no calibrated model
     check = """
         import json, numpy as np, svod, svod.nn as nn
         from svod.planner import decide
