@@ -13,6 +13,12 @@ For `exp(x) * 2 + 1` and `softmax(layer_norm(x) * a + b)` on x (1024, 256) float
 - **jax** (with `--jax PATH`, a directory holding jax, put on that subprocess's path
   only): jax.jit's first call of the same function in a fresh process, `import jax` apart.
 
+With tiered planning (the default, `svod.tiered`) the cold first call of a graph with
+fusion choices runs its greedy plan; the search runs afterwards in the search process
+and its plan is persisted when the cold process exits (not timed), so the warm process
+loads the searched plan. The notes say what was imported at the first result (egglog,
+llvmlite.binding) and the counters at exit.
+
 Prints the median and the spread (min-max) of `--runs` processes per figure; each child
 prints one JSON line. Beside the wall time, the CPU seconds of the process over the same
 call (`time.process_time`: every thread, the pool's spinning workers included): on a
