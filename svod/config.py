@@ -10,8 +10,8 @@
 | `SVOD_SEARCH_EXACT` | 6 | exact extraction up to this many free boundary choices |
 | `SVOD_SEARCH` | 1 | 0: always use the greedy planner |
 | `SVOD_ALGEBRA` | reassoc | `exact`: only bit-identical rewrites (docs/algebra.md) |
-| `SVOD_TIERED` | 1 | 0: a realize's new graph is searched before its first run (else its greedy plan runs first and the search runs in the background: `svod.tiered`) |
-| `SVOD_SEARCH_PROCESS` | 1 | 0: background searches run in a thread of this process, not in the search process (`svod.searchproc`) |
+| `SVOD_TIERED` | 1 | 0: search a realize's new graph before its first run (`svod.tiered`) |
+| `SVOD_SEARCH_PROCESS` | 1 | 0: background searches in a thread, not a process (`svod.searchproc`) |
 | `SVOD_SEARCH_PROCESS_IDLE` | 60 | seconds the search process waits for work before it exits |
 
 `SVOD_PENDING_DEPTH` (default 256; `svod.tensor.PENDING_DEPTH`) bounds the lazy graph
