@@ -307,7 +307,7 @@ def _background_search(job) -> None:
 
     key = job.key
     with pinned(job.limits):
-        got = _search_elsewhere(key, job.limits)
+        got = _search_elsewhere(key, job.limits, job.sent.set)
         if got is None:  # no search process: in this thread
             exe, source, detail, _ = search_plan(key, limits=job.limits)
             _save(key, exe)
@@ -329,17 +329,18 @@ def _background_search(job) -> None:
         debug_log(f"svod plan {key.hash[:12]}: background {job.outcome}")
 
 
-def _search_elsewhere(key: GraphKey, lim):
+def _search_elsewhere(key: GraphKey, lim, on_sent=None):
     """(Executable, source, detail) of `key` searched in the search process
     (`svod.searchproc`: it persists the plan too), or None when that is off or failed
-    (then the caller searches in its own thread)."""
+    (then the caller searches in its own thread). `on_sent()` is called once the
+    process has the request (the exit need not wait for the answer then)."""
     from svod import searchproc
 
     if not searchproc.enabled():
         return None
     t0 = time.perf_counter()
     try:
-        reply = searchproc.SEARCH_PROCESS.search(key, lim)
+        reply = searchproc.SEARCH_PROCESS.search(key, lim, on_sent)
     except (RuntimeError, OSError, ValueError) as e:
         _warn_once("searchproc", f"svod: the search process is unusable ({e}); background searches run in a "
                                  f"thread of this process")

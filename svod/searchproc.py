@@ -68,9 +68,10 @@ class SearchProcess:
         self.started += 1
         return p
 
-    def search(self, key, limits) -> dict:
+    def search(self, key, limits, on_sent=None) -> dict:
         """`key` searched under `limits` in the search process (started if needed): its
-        answer (module docstring). Raises RuntimeError when the process fails."""
+        answer (module docstring); `on_sent()` once the request is written. Raises
+        RuntimeError when the process fails."""
         from dataclasses import asdict
 
         req = json.dumps({"key": key.to_json(), "limits": asdict(limits)}) + "\n"
@@ -84,6 +85,8 @@ class SearchProcess:
                 try:
                     p.stdin.write(req)
                     p.stdin.flush()
+                    if on_sent is not None:
+                        on_sent()
                     line = p.stdout.readline()
                 except (OSError, ValueError) as e:
                     self._proc, line = None, ""

@@ -48,8 +48,15 @@ def serve() -> None:
                      "provisional": bool(exe.provisional), "seconds": time.perf_counter() - t0}
         except Exception as e:  # noqa: BLE001 - answered; the parent keeps its provisional plan
             reply = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-        out.write(json.dumps(reply) + "\n")
-        out.flush()
+        try:
+            out.write(json.dumps(reply) + "\n")
+            out.flush()
+        except OSError:  # the parent has exited: the plan is persisted; nothing to answer
+            try:
+                out.close()
+            except OSError:
+                pass
+            return
 
 
 __all__ = ["serve"]

@@ -31,9 +31,12 @@ Contracts:
   (`os.register_at_fork`), so a child never inherits a lock held mid-search; the child
   forgets the queue (its provisional plans stay provisional: a child of a process that
   imported egglog cannot search, `svod.firstcall.search_unusable`).
-- **Exit**: at interpreter exit one search is finished — the one under way, else the
-  next queued — and its plan persisted (bounded by `EXIT_WAIT` seconds); other graphs
-  still queued are dropped: their next process plans them the same way again.
+- **Exit**: at interpreter exit one search — the one under way, else the next queued —
+  is carried to where it gets persisted: handed to the search process (which finishes
+  it, persists the plan and its code, and exits, after this process has gone), or, with
+  the search in a thread (`SVOD_SEARCH_PROCESS=0`), finished here; bounded by
+  `EXIT_WAIT` seconds. Other graphs still queued are dropped: their next process plans
+  them the same way again.
 - `svod.reset()` waits for the search under way and drops the queue (`drain`).
 """
 
@@ -42,6 +45,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 
@@ -59,7 +63,7 @@ def enabled() -> bool:
 class Job:
     """One graph waiting for, or under, its background search."""
 
-    __slots__ = ("key", "exe", "limits", "work", "done", "outcome")
+    __slots__ = ("key", "exe", "limits", "work", "done", "sent", "outcome")
 
     def __init__(self, key, exe, limits, work: Callable[[Job], None]):
         self.key = key  # the GraphKey
@@ -67,6 +71,9 @@ class Job:
         self.limits = limits  # the search limits in force when it was queued
         self.work = work  # runs the search and the swap (svod.planner)
         self.done = threading.Event()
+        # set once the search process has the request: it then finishes and persists the
+        # plan on its own, whether or not this process is still there (svod.searchproc)
+        self.sent = threading.Event()
         self.outcome = ""  # what happened, in words (tests, explain)
 
 
@@ -202,9 +209,13 @@ class Background:
         self._paused = 0
 
     def finish_at_exit(self) -> None:
-        """Finish one search — the one under way, else the next queued — and drop the
-        rest (the exit hook; `svod.codegen.sharedlib` calls it before linking, so that the
-        searched plan's code is linked too). Once per process; later calls return."""
+        """At exit: one search — the one under way, else the next queued — is carried
+        to where it will be persisted, the rest dropped (the exit hook; also called by
+        `svod.codegen.sharedlib` before it links, so that a plan compiled here is linked
+        too). A search handed to the search process (`Job.sent`) completes and is
+        persisted there on its own: the exit waits only until it is handed over. A search
+        in a thread of this process (`SVOD_SEARCH_PROCESS=0`) is waited for. Either wait
+        is bounded by `EXIT_WAIT`. Once per process; later calls return."""
         with self._lock:
             if self._exited:
                 return
@@ -215,10 +226,18 @@ class Background:
             self._queue.clear()
             if keep is not None:
                 self._queue.append(keep)
+            job = keep or self._current
+        if job is None:
+            return
         self.start()
+        deadline = time.monotonic() + EXIT_WAIT
+        while not job.done.is_set() and not job.sent.is_set() and time.monotonic() < deadline:
+            job.done.wait(0.005)
+        if job.sent.is_set() and not job.done.is_set():
+            return  # the search process finishes and persists it
         t = self._thread
         if t is not None and t is not threading.current_thread():
-            t.join(EXIT_WAIT)
+            t.join(max(0.0, deadline - time.monotonic()))
 
 
 TIERED = Background()

@@ -442,12 +442,39 @@ _TIERED_CHILD = """
 """
 
 
-def test_tiered_in_fresh_processes_the_exit_persists_the_searched_plan(tmp_path):
-    from svod.key import GraphKey  # noqa: F401 - the planner's store key is read in the child
+def _gone(pid: int, timeout: float = 120.0) -> bool:
+    """Whether process `pid` has ended (exited, or a zombie) within `timeout` seconds."""
+    import time
 
-    cold = _child(_TIERED_CHILD, str(tmp_path), SVOD_TIERED="1")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_tiered_in_fresh_processes_the_search_process_persists_the_plan_after_its_parent_exits(tmp_path):
+    code = _TIERED_CHILD.replace("s = svod.stats()", """s = svod.stats()
+    import time
+    from svod import searchproc, tiered
+    while len(tiered.TIERED) and not (tiered.TIERED._current and tiered.TIERED._current.sent.is_set()):
+        time.sleep(0.002)
+    pid = searchproc.SEARCH_PROCESS._proc.pid
+    print(json.dumps({"pid": pid}))""")
+    e = dict(os.environ, PYTHONPATH=str(ROOT), SVOD_CACHE_DIR=str(tmp_path), SVOD_TIERED="1")
+    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, env=e, cwd=ROOT, text=True)
+    lines = p.stdout.read().strip().splitlines()
+    assert p.wait(120) == 0
+    info, cold = json.loads(lines[-2]), json.loads(lines[-1])
     assert cold["deferred"] == 1 and cold["egglog_at_result"] is False  # no search before the result
     assert cold["model_at_result"] is False  # the provisional plan's threads: the roofline, no calibrated model
+    assert _gone(info["pid"])  # the search process ends on its own once its parent has exited
     check = """
         import json, numpy as np, svod, svod.nn as nn
         from svod.planner import decide
