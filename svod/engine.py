@@ -103,7 +103,6 @@ def _wrap(pending: list[UOp], outs) -> dict[UOp, UOp]:
 
 
 _PREFETCH = [False]  # whether `prefetch_search` was asked for (once per process)
-_BACKGROUND = TIERED._jobs  # non-empty: background searches are queued or running (svod.tiered)
 _REPLAY_TALLY = Tally((("realizes", 1), ("graph_cache_hits", 1)))  # one count per replay by signature
 _REPLAY_TICK = _REPLAY_TALLY.tick
 _DYNAMIC = DYNAMIC
@@ -168,7 +167,7 @@ def _realize_new(pending: list[UOp], sig, leaves) -> dict[UOp, UOp]:
     if RECENT.small(leaves):
         RECENT.keep(pending)
     mapping = _wrap(pending, outs)
-    if _BACKGROUND and start_background():
+    if len(TIERED) and start_background():
         pass  # tiered planning: this graph's search starts now that its result is ready (svod.tiered)
     elif not _PREFETCH[0] and exe.origin == "greedy planner" and not _tiered_on():
         # a new graph planned and compiled without the search: import the search in the
