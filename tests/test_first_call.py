@@ -557,3 +557,99 @@ def test_the_search_process_exits_when_idle_and_a_new_one_serves_the_next_search
     assert svod.stats()["searches"] == 2
     np.testing.assert_allclose(_ln_softmax(x, 24).numpy(), _ln_softmax_np(x), rtol=1e-5, atol=1e-6)
     searchproc.SEARCH_PROCESS.close()
+
+
+# ----------------------------------------------------------------------------- the warm path: shared libraries
+
+_WARM = """
+    import json, sys, numpy as np, svod, svod.nn as nn
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((512, 256)).astype(np.float32)
+    a = rng.standard_normal(256).astype(np.float32)
+    y = nn.softmax(nn.layer_norm(svod.asarray(x), (256,)) * svod.asarray(a) + 1).numpy()
+    e = (svod.exp(svod.asarray(x)) * 2 + 1).numpy()
+    m = x.mean(-1, keepdims=True); v = ((x - m) ** 2).mean(-1, keepdims=True)
+    z = (x - m) / np.sqrt(v + 1e-5) * a + 1
+    w = np.exp(z - z.max(-1, keepdims=True)); w /= w.sum(-1, keepdims=True)
+    s = svod.stats()
+    print(json.dumps({"binding": "llvmlite.binding" in sys.modules, "ok": bool(np.allclose(y, w, rtol=1e-4, atol=1e-6)),
+                      "ok_exp": bool(np.allclose(e, np.exp(x) * 2 + 1, rtol=1e-6)),
+                      "compiled": s["kernels_compiled"], "loaded": s["kernels_loaded"]}))
+"""
+
+
+def _has_linker() -> bool:
+    from svod.codegen import sharedlib
+
+    return sharedlib._linker() is not None
+
+
+@pytest.mark.skipif(not _has_linker(), reason="no system linker (ld): the warm path loads through LLVM")
+def test_a_warm_process_runs_cached_code_from_shared_libraries_without_llvmlite_binding(tmp_path):
+    cold = _child(_WARM, str(tmp_path), SVOD_PREFETCH="0")
+    assert cold["ok"] and cold["ok_exp"] and cold["binding"] and cold["compiled"] >= 2
+    libs = list((tmp_path / "lib").glob("*.so"))
+    assert len(libs) >= 4  # kernels, the runtime, the graph programs: linked at exit
+    warm = _child(_WARM, str(tmp_path), SVOD_PREFETCH="0")
+    assert warm["ok"] and warm["ok_exp"] and warm["compiled"] == 0 and warm["loaded"] >= 2
+    assert warm["binding"] is False  # dlopen, no LLVM
+    off = _child(_WARM, str(tmp_path), SVOD_PREFETCH="0", SVOD_SHARED_LIBS="0")
+    assert off["ok"] and off["compiled"] == 0 and off["binding"] is True  # the object code through LLVM
+
+
+@pytest.mark.skipif(not _has_linker(), reason="no system linker (ld)")
+def test_a_damaged_shared_library_falls_back_to_llvm_silently_and_is_linked_again(tmp_path):
+    _child(_WARM, str(tmp_path), SVOD_PREFETCH="0")
+    libs = sorted((tmp_path / "lib").glob("*.so"))
+    for p in libs:
+        p.write_bytes(p.read_bytes()[:100])  # truncated: dlopen fails
+    code = _WARM.replace("print(json.dumps(", "import warnings; print(json.dumps(")
+    warm = _child(code, str(tmp_path), SVOD_PREFETCH="0", PYTHONWARNINGS="error")
+    assert warm["ok"] and warm["ok_exp"] and warm["compiled"] == 0 and warm["binding"] is True
+    assert all(p.stat().st_size > 100 for p in libs)  # linked again at that process's exit
+    again = _child(_WARM, str(tmp_path), SVOD_PREFETCH="0")
+    assert again["ok"] and again["binding"] is False
+
+
+def test_host_facts_match_llvm_and_key_objects_as_llvm_would(tmp_path, monkeypatch):
+    import llvmlite
+    import llvmlite.binding as llvm
+
+    from svod.codegen import hostinfo, jit, objcache
+
+    facts = hostinfo.host_facts()
+    info = jit.host_target_info()
+    assert (facts["cpu"], facts["features"], facts["vector_bits"], facts["triple"]) == \
+        (info["cpu"], info["features"], info["vector_bits"], info["triple"])
+    assert facts["llvm"] == ".".join(map(str, llvm.llvm_version_info)) and facts["mvec"] == jit.has_libmvec()
+    key = objcache.target_key()
+    assert f":llvmlite{llvmlite.__version__}:llvm{facts['llvm']}:{info['cpu']}:" in key
+    assert f":mvec{int(jit.libmvec_enabled())}:" in key
+    # a fresh process reads the same facts from the file, without LLVM
+    code = """
+        import json, sys
+        from svod.codegen import objcache
+        k = objcache.target_key()
+        print(json.dumps({"key": k, "binding": "llvmlite.binding" in sys.modules}))
+    """
+    first = _child(code, str(tmp_path))
+    second = _child(code, str(tmp_path))
+    assert first["binding"] is True and second["binding"] is False and first["key"] == second["key"] == key
+    # a stamp that does not match (another llvmlite build, SVOD_NO_LIBMVEC) asks LLVM again
+    third = _child(code, str(tmp_path), SVOD_NO_LIBMVEC="1")
+    assert third["binding"] is True and ":mvec0:" in third["key"]
+
+
+@pytest.mark.skipif(not _has_linker(), reason="no system linker (ld)")
+def test_clearing_the_object_cache_removes_the_shared_libraries(tmp_path):
+    _child(_WARM, str(tmp_path), SVOD_PREFETCH="0")
+    assert list((tmp_path / "lib").glob("*.so"))
+    code = """
+        import json
+        from svod.store import default_store
+        print(json.dumps({"removed": default_store().clear("objects")}))
+    """
+    assert _child(code, str(tmp_path))["removed"] >= 4
+    assert not list((tmp_path / "lib").glob("*.so"))
+    warm = _child(_WARM, str(tmp_path), SVOD_PREFETCH="0")
+    assert warm["ok"] and warm["compiled"] >= 2  # nothing left to load: compiled again
