@@ -176,7 +176,12 @@ class RecompileLog:
 
     def describe(self, key: GraphKey) -> str:
         """One line for svod.explain: why this process planned `key` (its latest record),
-        or why a realize would plan it now."""
+        or why a realize would plan it now. A background search of `key` under way
+        (tiered planning) is waited for first, so the line says what runs from now on."""
+        from svod.tiered import TIERED
+
+        if TIERED.pending(key.hash):
+            TIERED.wait(key.hash)
         short = key.hash[:12]
         with self._lock:
             rec = next((r for r in reversed(self.log) if r.key == short), None)

@@ -367,6 +367,8 @@ def test_tiered_callers_other_than_realize_wait_for_the_search(monkeypatch):
     key = _key(_ln_softmax(x, 16))
     _ln_softmax(x, 16).numpy()
     assert tiered.TIERED.pending(key.hash) or PLAN_CACHE.get(key).origin == "search"
+    e = svod.explain(_ln_softmax(x, 16))  # right after the first call: says what runs from now on
+    assert "planned in this process: searched" in e.shapes and "replaced the greedy planner" in e.detail
     d = decide(key)  # explain / jit / tune: never the provisional plan of a pending search
     assert not tiered.TIERED.pending(key.hash)
     assert d.exe.origin == "search" and d.exe is PLAN_CACHE.get(key)
