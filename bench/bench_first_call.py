@@ -13,6 +13,12 @@ For `exp(x) * 2 + 1` and `softmax(layer_norm(x) * a + b)` on x (1024, 256) float
 - **jax** (with `--jax PATH`, a directory holding jax, put on that subprocess's path
   only): jax.jit's first call of the same function in a fresh process, `import jax` apart.
 
+With tiered planning (the default, `svod.tiered`) the cold first call of a graph with
+fusion choices runs its greedy plan; the search runs afterwards in the search process
+and its plan is persisted when the cold process exits (not timed), so the warm process
+loads the searched plan. The notes say what was imported at the first result (egglog,
+llvmlite.binding) and the counters at exit.
+
 Prints the median and the spread (min-max) of `--runs` processes per figure; each child
 prints one JSON line. Beside the wall time, the CPU seconds of the process over the same
 call (`time.process_time`: every thread, the pool's spinning workers included): on a
@@ -54,13 +60,14 @@ def run(n, name):
     return time.perf_counter() - t
 
 out = {"import_svod": t_import, "first": run(1024, "first")}
+out["egglog_imported"] = "egglog" in sys.modules  # at the first result (a background search imports it later)
+out["llvmlite_binding"] = "llvmlite.binding" in sys.modules
 if mode == "sizes":
     out["second_size"] = run(1000, "second_size")
     out["known_bucket"] = run(1001, "known_bucket")
 out["cpu"] = cpu
-import sys as _s
-out["egglog_imported"] = "egglog" in _s.modules
-out["stats"] = {k: svod.stats().get(k) for k in ("searches", "searches_skipped", "kernels_compiled", "kernels_loaded")}
+out["stats"] = {k: svod.stats().get(k)
+                for k in ("searches", "searches_skipped", "searches_deferred", "kernels_compiled", "kernels_loaded")}
 print(json.dumps(out))
 """
 
@@ -122,8 +129,9 @@ def main(argv=None) -> None:
             rows.setdefault("  warm, CPU seconds of the process", []).append(warm["cpu"]["first"])
             rows.setdefault("second size (turns dynamic)", []).append(sizes["second_size"])
             rows.setdefault("size in a known bucket", []).append(sizes["known_bucket"])
-            notes.add(f"cold: egglog imported={cold['egglog_imported']} stats={cold['stats']}")
-            notes.add(f"warm: egglog imported={warm['egglog_imported']} stats={warm['stats']}")
+            for name, r in (("cold", cold), ("warm", warm)):
+                notes.add(f"{name}: at the first result egglog imported={r['egglog_imported']}, llvmlite.binding "
+                          f"imported={r['llvmlite_binding']}; stats at exit {r['stats']}")
             if args.jax:
                 j = _child(JAX_CHILD, [prog], dict(env, PYTHONPATH=args.jax, JAX_PLATFORMS="cpu"))
                 rows.setdefault("jax.jit first call", []).append(j["first"])

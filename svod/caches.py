@@ -71,20 +71,33 @@ class PlanCache:
         are re-read here (programs and scratch appear after an entry's first run); the
         entry just put is never evicted."""
         with self._lock:
-            d = self._d
-            d[key.hash] = exe
-            d.move_to_end(key.hash)
-            while len(d) > self.max_entries:
+            self._put_locked(key, exe)
+
+    def _put_locked(self, key: GraphKey, exe: Executable) -> None:
+        d = self._d
+        d[key.hash] = exe
+        d.move_to_end(key.hash)
+        while len(d) > self.max_entries:
+            d.popitem(last=False)
+            bump("plan_cache_evictions")
+        if len(d) > 1 and self._total(list(d.values())) > self.max_bytes:
+            # NOTE: evict oldest first; the total is recounted (shared programs stay
+            # while a remaining entry holds them)
+            while len(d) > 1:
                 d.popitem(last=False)
                 bump("plan_cache_evictions")
-            if len(d) > 1 and self._total(list(d.values())) > self.max_bytes:
-                # NOTE: evict oldest first; the total is recounted (shared programs stay
-                # while a remaining entry holds them)
-                while len(d) > 1:
-                    d.popitem(last=False)
-                    bump("plan_cache_evictions")
-                    if self._total(list(d.values())) <= self.max_bytes:
-                        break
+                if self._total(list(d.values())) <= self.max_bytes:
+                    break
+
+    def replace(self, key: GraphKey, old: Executable, new: Executable) -> bool:
+        """Put `new` in place of `old` when `old` is still the entry for `key` (a
+        background search's plan replacing a provisional one, svod.tiered); whether it
+        did. A replay by signature finds the new plan by the key hash at its next call."""
+        with self._lock:
+            if self._d.get(key.hash) is not old:
+                return False
+            self._put_locked(key, new)
+        return True
 
     def use(self, key_hash: str) -> Executable | None:
         """The entry for `key_hash`, marked most recently used (None: not held). For the

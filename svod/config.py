@@ -10,6 +10,9 @@
 | `SVOD_SEARCH_EXACT` | 6 | exact extraction up to this many free boundary choices |
 | `SVOD_SEARCH` | 1 | 0: always use the greedy planner |
 | `SVOD_ALGEBRA` | reassoc | `exact`: only bit-identical rewrites (docs/algebra.md) |
+| `SVOD_TIERED` | 1 | 0: search a realize's new graph before its first run (`svod.tiered`) |
+| `SVOD_SEARCH_PROCESS` | 1 | 0: background searches in a thread, not a process (`svod.searchproc`) |
+| `SVOD_SEARCH_PROCESS_IDLE` | 60 | seconds the search process waits for work before it exits |
 
 `SVOD_PENDING_DEPTH` (default 256; `svod.tensor.PENDING_DEPTH`) bounds the lazy graph
 itself: a pending graph deeper than that is realized before it grows further (see
@@ -65,6 +68,21 @@ def limits() -> SearchLimits:
     if stack:
         return stack[-1]
     return _global or _from_env()
+
+
+@contextlib.contextmanager
+def pinned(value: SearchLimits):
+    """Use `value` as the limits of the calling thread within the block, whatever is set
+    globally meanwhile (a background search keeps the limits it was queued under,
+    svod.tiered)."""
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    stack.append(value)
+    try:
+        yield value
+    finally:
+        stack.pop()
 
 
 class search_limits(contextlib.AbstractContextManager):

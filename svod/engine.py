@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from svod import planner as _planner
 from svod import tensor as _tensor
 from svod.caches import PLAN_CACHE, RECENT, REPLAY
 from svod.executable import Executable
@@ -40,12 +41,14 @@ from svod.flags import debug as _debug
 from svod.flags import debug_log, profile_switch
 from svod.ir import Ops, UOp, signature_of
 from svod.key import Bindings, GraphKey, compact
-from svod.planner import LAST_SEARCH, cost_model, decide, import_search
+from svod.planner import LAST_SEARCH, cost_model, decide, import_search, start_background
 from svod.recompiles import RECOMPILES
 from svod.shapes import DYNAMIC
 from svod.shapes import enabled as dynamic_enabled
 from svod.stats import Tally, bump
 from svod.stats import stats as snapshot
+from svod.tiered import TIERED
+from svod.tiered import enabled as _tiered_on
 from svod.viewfold import OFFSETS
 
 
@@ -67,13 +70,15 @@ PROFILING = profile_switch()
 PROFILE_REALIZE: Callable | None = None
 
 
-def get_executable(key: GraphKey, notes: tuple[str, ...] = ()) -> Executable:
+def get_executable(key: GraphKey, notes: tuple[str, ...] = (), provisional_ok: bool = False) -> Executable:
     """The executable for `key`: `svod.planner.decide` (memory cache, tuning database,
     disk cache, search). A plan not from the memory cache is recorded with why it was
     needed (`svod.recompiles`; `notes`: the notes of the lookup that led to `key`, why its
     structure turned dynamic in its sizes, svod.shapes, or in its view offsets,
-    svod.viewfold)."""
-    d = decide(key)
+    svod.viewfold). `provisional_ok`: the realize path takes a provisional greedy plan
+    while the search runs in the background (tiered planning, svod.tiered); svod.jit,
+    the profiler and explain get the searched plan."""
+    d = decide(key, provisional_ok=provisional_ok)
     if d.source != "memory cache":
         RECOMPILES.note(key, d.source, notes)
     return d.exe
@@ -155,17 +160,20 @@ def _realize_new(pending: list[UOp], sig, leaves) -> dict[UOp, UOp]:
     if dyn is not None:  # a dynamic structure (svod.shapes): its size bucket's plan, this size bound to it
         key = dyn.key
     notes = OFFSETS.log.since(vnoted) + (_DYNAMIC.notes_since(noted) if _DYNAMIC.noted != noted else ())
-    exe = get_executable(key, notes)
+    exe = get_executable(key, notes, provisional_ok=True)
     if sig is not None and PLAN_CACHE.holds(key.hash, exe):
         REPLAY.put(sig, key.hash, leaves, bindings.buffers, dyn)
     outs = exe.run(bindings.arrays) if dyn is None else dyn.results(exe.run(dyn.bind(bindings.arrays)))
     if RECENT.small(leaves):
         RECENT.keep(pending)
     mapping = _wrap(pending, outs)
-    if not _PREFETCH[0] and exe.origin == "greedy planner":
+    if len(TIERED) and start_background():
+        pass  # tiered planning: this graph's search starts now that its result is ready (svod.tiered)
+    elif not _PREFETCH[0] and exe.origin == "greedy planner" and not _tiered_on():
         # a new graph planned and compiled without the search: import the search in the
         # background for the next one (svod.firstcall; after this result is ready, never
-        # during `import svod`, not on a warm process's disk-cache hits)
+        # during `import svod`, not on a warm process's disk-cache hits; not under tiered
+        # planning, whose searches run in the search process, svod.searchproc)
         _PREFETCH[0] = True
         prefetch_search(import_search)
     if _debug():
@@ -195,3 +203,4 @@ def reset_caches() -> None:
 
 
 _tensor._engine_realize = realize_uops  # the hook: svod.tensor's realize calls the engine (module docstring)
+_planner.ON_REPLACED = RECOMPILES.searched  # the hook: a background search's plan is recorded (svod.tiered)

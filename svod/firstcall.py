@@ -29,7 +29,8 @@ not survive a fork — its extension starts a native thread at import, and a for
 child's first search hangs — so a child of a process that had imported egglog (prefetched
 or searched) plans with the greedy planner (`search_unusable`, `skip_search`). Prefetch
 starts no thread during `import svod`, and none when the search is off (`SVOD_SEARCH=0`)
-or `SVOD_PREFETCH=0`.
+or `SVOD_PREFETCH=0`, or under tiered planning (the engine asks: `svod.tiered`; its
+searches run in the search process, `svod.searchproc`).
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from svod import tiered
 from svod.caches import PLAN_CACHE
 from svod.executable import Executable, InterpretedGraph, KernelPlan, stored_threads
 from svod.firstcall import skip_search
@@ -120,9 +121,11 @@ def kernel_threads(plan) -> dict[int, int]:
 
 
 def forget() -> None:
-    """Drop the cost model made for the current generation and the kept search reports
-    (`svod.reset`): the next plan builds the model again."""
+    """Drop the cost model made for the current generation and the kept search reports,
+    after the background search under way (`svod.reset`; queued ones are dropped): the
+    next plan builds the model again."""
     global _MODEL
+    tiered.TIERED.drain()
     _MODEL = None
     LAST_SEARCH.clear()
 
@@ -185,7 +188,25 @@ def import_search() -> None:
 LAST_SEARCH: dict = {}  # the latest search report per key hash (explain, SVOD_DEBUG)
 
 
-def _greedy(key: GraphKey, source: str, detail: str, provisional: bool) -> tuple[Executable, str, str]:
+def provisional_threads(plan) -> dict[int, int]:
+    """Threads per kernel of a tiered provisional plan (`svod.tiered`): priced by the
+    roofline model (`svod.costing.RooflineModel`, in svod's core) instead of the active
+    cost model, whose first build in a process costs ~80 ms of CPU (importing and
+    calibrating costmodels) on the critical path of a first call — for a plan that serves
+    until its search is done. `SVOD_THREADS=1` forces one thread."""
+    from svod.costing import Machine, RooflineModel, plan_prices
+
+    if env_int("SVOD_THREADS", 0) == 1:
+        return {}
+    try:
+        prices = plan_prices(plan, RooflineModel(), Machine.host())
+    except Exception:  # noqa: BLE001 - a pricing failure costs speed, never a result
+        return {}
+    return {i: p.threads for i, p in enumerate(prices) if p.threads > 1}
+
+
+def _greedy(key: GraphKey, source: str, detail: str, provisional: bool,
+            threads=None) -> tuple[Executable, str, str]:
     """The greedy planner; a failure falls back to the interpreter with one warning."""
     from svod.plan_greedy import plan_greedy
 
@@ -199,12 +220,19 @@ def _greedy(key: GraphKey, source: str, detail: str, provisional: bool) -> tuple
         exe = InterpretedGraph(key)
         exe.provisional = True
         return exe, "fallback", f"interpreter: the greedy planner failed ({type(e).__name__})"
-    return KernelPlan(key, plan, provisional=provisional, threads=kernel_threads), source, detail
+    return KernelPlan(key, plan, provisional=provisional, threads=threads or kernel_threads), source, detail
 
 
-def search_plan(key: GraphKey, *, model=None, k: int = 1, keep_egraph: bool = False, limits=None):
+TIERED_DETAIL = "provisional: the search runs in the background (tiered planning, svod.tiered)"
+
+
+def search_plan(key: GraphKey, *, model=None, k: int = 1, keep_egraph: bool = False, limits=None,
+                provisional_ok: bool = False):
     """Search `key` with `model` (default: the active one) and `limits` (default: those in
-    force); returns (Executable, source, detail, SearchResult or None)."""
+    force); returns (Executable, source, detail, SearchResult or None).
+    `provisional_ok` (the realize path): under tiered planning (`svod.tiered`) a graph the
+    search may improve gets the greedy plan now, provisional, and its search is queued
+    for the background worker (`start_background`)."""
     from svod.config import limits as current_limits
 
     lim = limits or current_limits()
@@ -213,6 +241,13 @@ def search_plan(key: GraphKey, *, model=None, k: int = 1, keep_egraph: bool = Fa
         if skip[0] is None:
             return (*_greedy(key, "greedy planner", skip[1], True), None)
         return KernelPlan(key, skip[0], threads=kernel_threads), "greedy planner", skip[1], None
+    if provisional_ok and lim.enabled and k == 1 and not keep_egraph and len(key.nodes) <= lim.max_nodes \
+            and tiered.enabled():
+        exe, source, detail = _greedy(key, "greedy planner", TIERED_DETAIL, True, threads=provisional_threads)
+        if source == "greedy planner" and tiered.TIERED.submit(key, exe, lim, _background_search):
+            exe.tiered = True
+            bump("searches_deferred")
+            return exe, source, detail, None
     bump("searches")
     t0 = time.perf_counter()
     try:
@@ -256,6 +291,86 @@ def _search_plan(key: GraphKey, lim, model, k: int, keep_egraph: bool):
     else:
         source, detail = "search", "provisional: the search ran out of budget" if result.provisional else ""
     return KernelPlan(key, plan, provisional=result.provisional, threads=kernel_threads), source, detail, result
+
+
+# the hook told when a background search's plan replaced a provisional one, (key, source,
+# detail): the engine registers `svod.recompiles.RECOMPILES.searched` at its import (the
+# recompile log sits above the planner: docs/engine.md, layering)
+ON_REPLACED = None
+
+
+def _background_search(job) -> None:
+    """The background worker's job (svod.tiered): search `job.key` under the limits it was
+    queued with, compile the plan, persist it, and swap it in for the provisional plan
+    (when that is still the memory cache's entry: not evicted or reset meanwhile)."""
+    from svod.config import pinned
+
+    key = job.key
+    with pinned(job.limits):
+        got = _search_elsewhere(key, job.limits, job.sent.set)
+        if got is None:  # no search process: in this thread
+            exe, source, detail, _ = search_plan(key, limits=job.limits)
+            _save(key, exe)
+        else:
+            exe, source, detail = got
+        exe.origin = source
+        exe.algebra = job.limits.algebra
+        build = getattr(exe, "graph_program", None)
+        if build is not None:  # compiled here, off the critical path
+            build()
+    swapped = PLAN_CACHE.replace(key, job.exe, exe)
+    job.outcome = f"{source}{f' ({detail})' if detail else ''}; " + \
+        ("replaced the provisional plan" if swapped else "the provisional plan was gone (evicted or reset)")
+    if swapped:
+        exe.replaced = "greedy planner (provisional: the first call's plan)"
+        if ON_REPLACED is not None:
+            ON_REPLACED(key, source, detail)
+    if _debug():
+        debug_log(f"svod plan {key.hash[:12]}: background {job.outcome}")
+
+
+def _search_elsewhere(key: GraphKey, lim, on_sent=None):
+    """(Executable, source, detail) of `key` searched in the search process
+    (`svod.searchproc`: it persists the plan too), or None when that is off or failed
+    (then the caller searches in its own thread). `on_sent()` is called once the
+    process has the request (the exit need not wait for the answer then)."""
+    from svod import searchproc
+
+    if not searchproc.enabled():
+        return None
+    t0 = time.perf_counter()
+    try:
+        reply = searchproc.SEARCH_PROCESS.search(key, lim, on_sent)
+    except (RuntimeError, OSError, ValueError) as e:
+        _warn_once("searchproc", f"svod: the search process is unusable ({e}); background searches run in a "
+                                 f"thread of this process")
+        return None
+    finally:
+        bump("search_seconds", time.perf_counter() - t0)
+    data = reply.get("plan") if reply.get("ok") else None
+    if not isinstance(data, dict) or data.get("kind") != "plan":
+        return None  # failed there, or the interpreter fallback: searched here instead
+    from svod.kernel import plan_from_json
+
+    plan = plan_from_json(data["plan"])
+    plan.check()
+    bump("searches")
+    bump("kernels_planned", len(plan.kernels))
+    exe = KernelPlan(key, plan, provisional=bool(reply.get("provisional")),
+                     threads=stored_threads(data, kernel_threads))
+    return exe, str(reply.get("source", "search")), str(reply.get("detail", ""))
+
+
+def start_background() -> bool:
+    """Start the background searches queued by tiered planning (the engine calls it once
+    a realize's result is ready); whether one runs."""
+    return len(tiered.TIERED) > 0 and tiered.TIERED.start()
+
+
+def settle(timeout: float | None = None) -> bool:
+    """Wait for every background search (tiered planning) to finish and swap its plan in;
+    True when none is left. Tests and benchmarks call it to be deterministic."""
+    return tiered.TIERED.wait_all(timeout)
 
 
 # ----------------------------------------------------------------------------- persistence
@@ -344,12 +459,17 @@ def provisional_keys() -> list[GraphKey]:
 # ----------------------------------------------------------------------------- the decision
 
 
-def decide(key: GraphKey, *, k: int = 1, keep_egraph: bool = False) -> Decision:
+def decide(key: GraphKey, *, k: int = 1, keep_egraph: bool = False, provisional_ok: bool = False) -> Decision:
     """The plan realize runs for `key`: memory cache, tuning database, disk cache, then a
     search with the active cost model (see the module docstring).
     A plan found below the memory cache is put in it (and a searched one persisted), so the
     next call — realize's, explain's, tune's — gets the same Executable. `k` and
-    `keep_egraph` go to the search when it runs (explain: variants and the e-graph)."""
+    `keep_egraph` go to the search when it runs (explain: variants and the e-graph).
+    `provisional_ok` (the realize path only): a new graph with fusion choices may get the
+    greedy plan while its search runs in the background (`svod.tiered`); every other
+    caller waits for a pending background search and gets its plan."""
+    if not provisional_ok and tiered.TIERED.pending(key.hash):
+        tiered.TIERED.wait(key.hash)
     exe = PLAN_CACHE.get(key)
     mode = algebra_mode()
     if exe is not None and getattr(exe, "algebra", "reassoc") != mode:
@@ -357,6 +477,10 @@ def decide(key: GraphKey, *, k: int = 1, keep_egraph: bool = False) -> Decision:
     if exe is not None:
         bump("graph_cache_hits")
         origin = getattr(exe, "origin", "")
+        if getattr(exe, "replaced", ""):
+            origin += f", in the background; it replaced the {exe.replaced}"
+        elif getattr(exe, "tiered", False) and tiered.TIERED.pending(key.hash):
+            origin += f" ({TIERED_DETAIL})"
         return Decision(exe, "memory cache", f"planned by {origin}" if origin else "")
     bump("graph_cache_misses")
     result = None
@@ -368,8 +492,9 @@ def decide(key: GraphKey, *, k: int = 1, keep_egraph: bool = False) -> Decision:
         if exe.provisional:
             detail = "provisional: svod tune searches it again"
     else:
-        exe, source, detail, result = search_plan(key, k=k, keep_egraph=keep_egraph)
-        _save(key, exe)
+        exe, source, detail, result = search_plan(key, k=k, keep_egraph=keep_egraph, provisional_ok=provisional_ok)
+        if not getattr(exe, "tiered", False):  # a tiered plan is replaced, never persisted
+            _save(key, exe)
     exe.origin = source
     exe.algebra = mode
     PLAN_CACHE.put(key, exe)

@@ -15,7 +15,9 @@ comparing the graph with those this process planned before:
   second row count (`svod.shapes`; the bucket's key then plans as above), or its second
   view offsets (`svod.viewfold`: slices of realized buffers bound at run time);
 - ``evicted``: this very graph was planned before in this process and the memory cache
-  dropped it (its LRU bounds: `svod.cache_info()`).
+  dropped it (its LRU bounds: `svod.cache_info()`);
+- ``searched``: tiered planning (`svod.tiered`) ran the graph's greedy plan on its first
+  call, and the background search's plan has now replaced it (provisional -> searched).
 
 The record also says where the plan came from (``disk cache``: planned by an earlier
 process; ``search``/``greedy planner``: planned now; with the log on, also why the disk
@@ -53,7 +55,8 @@ class Recompile:
 
     key: str  # the GraphKey's hash, 12 digits
     nodes: int
-    reason: str  # "new structure", "new shapes", "new arguments", "new bucket", "became dynamic", "evicted"
+    reason: str  # "new structure", "new shapes", "new arguments", "new bucket", "became dynamic", "evicted",
+    # "searched"
     detail: str  # the difference in words
     source: str = ""  # where decide found or made the plan (svod.planner.SOURCES)
 
@@ -160,9 +163,25 @@ class RecompileLog:
             debug_log(str(rec))
         return rec
 
+    def searched(self, key: GraphKey, source: str, detail: str = "") -> Recompile:
+        """Record that a background search's plan replaced `key`'s provisional greedy plan
+        (tiered planning, svod.tiered; printed under SVOD_LOGS=recompiles)."""
+        what = "the background search's plan replaced the provisional greedy plan of the first call"
+        rec = Recompile(key.hash[:12], len(key.nodes), "searched", what + (f"; {detail}" if detail else ""), source)
+        with self._lock:
+            self.log.append(rec)
+        if logs_enabled():
+            debug_log(str(rec))
+        return rec
+
     def describe(self, key: GraphKey) -> str:
         """One line for svod.explain: why this process planned `key` (its latest record),
-        or why a realize would plan it now."""
+        or why a realize would plan it now. A background search of `key` under way
+        (tiered planning) is waited for first, so the line says what runs from now on."""
+        from svod.tiered import TIERED
+
+        if TIERED.pending(key.hash):
+            TIERED.wait(key.hash)
         short = key.hash[:12]
         with self._lock:
             rec = next((r for r in reversed(self.log) if r.key == short), None)

@@ -18,6 +18,7 @@ COUNTERS = (
     "disk_cache_hits",  # plan found in the persistent store
     "searches",  # every planner call, greedy included
     "searches_skipped",  # graphs planned without a search: the greedy plan is the only one (svod.firstcall)
+    "searches_deferred",  # graphs given a provisional greedy plan, searched in the background (svod.tiered)
     "kernels_planned",  # kernels in the plans those calls made (a plan cache hit adds none)
     "kernels_compiled",  # native kernels compiled (not loaded from the object cache)
     "kernels_loaded",  # native kernels loaded from the object cache

@@ -354,7 +354,9 @@ class Store:
 
     def clear(self, kind: str | None = None) -> int:
         """Remove every entry of `kind` (all kinds if None), for every machine and code
-        version, then compact the file. Returns the number of entries removed."""
+        version, then compact the file; clearing objects also removes the shared
+        libraries linked from them (`<dir>/lib/*.so`, svod.codegen.sharedlib). Returns
+        the number of entries removed."""
         kinds = KINDS if kind is None else (kind,)
         for k in kinds:
             _check(k, "")
@@ -366,6 +368,15 @@ class Store:
             for k in kinds:
                 removed += self._run(k, lambda c, k=k: c.execute(f"DELETE FROM {k}").rowcount, 0, write=True)
             self._compact()
+        if "objects" in kinds and self._path is not None and not self._readonly:
+            # the shared libraries linked from the objects (svod.codegen.sharedlib) go with them
+            lib = self._path.parent / "lib"
+            try:
+                for e in os.scandir(lib):
+                    if e.name.endswith(".so"):
+                        os.unlink(e.path)
+            except OSError:
+                pass
         return removed
 
     def prune(self) -> int:

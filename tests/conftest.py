@@ -13,6 +13,9 @@ import pytest
 _TMP_CACHE = tempfile.mkdtemp(prefix="svod-test-cache-")
 os.environ.setdefault("SVOD_CACHE_DIR", _TMP_CACHE)
 os.environ.setdefault("SVOD_VALIDATE", "1")
+# The first realize of a graph searches synchronously, so plans do not depend on timing
+# (tiered planning is tested with SVOD_TIERED=1: tests/test_first_call.py).
+os.environ.setdefault("SVOD_TIERED", "0")
 
 
 @pytest.fixture(autouse=True)

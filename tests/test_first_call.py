@@ -309,3 +309,349 @@ def test_structure_ignores_shapes_and_arguments_only():
     x, y = svod.asarray(_x(4, 4)), svod.asarray(_x(5, 4))
     assert structure(_key(svod.exp(x) * 2)) == structure(_key(svod.exp(y) * 3))
     assert structure(_key(svod.exp(x) * 2)) != structure(_key(svod.log(x) * 2))
+
+
+# ----------------------------------------------------------------------------- tiered planning
+
+
+def _ln_softmax(x, n):
+    return svod.nn.softmax(svod.nn.layer_norm(svod.asarray(x), (n,)) * 2 + 1)
+
+
+def _ln_softmax_np(x):
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    z = (x - m) / np.sqrt(v + 1e-5) * 2 + 1
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def test_tiered_first_call_runs_the_greedy_plan_then_the_searched_one(monkeypatch, capsys):
+    from svod.planner import settle
+
+    monkeypatch.setenv("SVOD_TIERED", "1")
+    monkeypatch.setenv("SVOD_LOGS", "recompiles")
+    x = _x(48, 32)
+    want = _ln_softmax_np(x)
+    key = _key(_ln_softmax(x, 32))
+    y1 = _ln_softmax(x, 32).numpy()  # the first call: the provisional greedy plan
+    first = RECOMPILES.log[0]
+    assert first.reason == "new structure" and first.source == "greedy planner" or \
+        first.source.startswith("greedy planner;")
+    s = svod.stats()
+    assert s["searches_deferred"] == 1 and s["searches"] == 0
+    provisional = PLAN_CACHE.get(key)
+    assert provisional.provisional and provisional.origin == "greedy planner"
+    np.testing.assert_allclose(y1, want, rtol=1e-5, atol=1e-6)
+    assert settle(120)
+    searched = PLAN_CACHE.get(key)
+    assert searched is not provisional and searched.origin == "search" and not searched.provisional
+    assert svod.stats()["searches"] == 1
+    assert RECOMPILES.log[-1].reason == "searched" and RECOMPILES.log[-1].source == "search"
+    assert "svod recompile" in capsys.readouterr().err
+    y2 = _ln_softmax(x, 32).numpy()  # replayed by signature: the searched plan
+    np.testing.assert_allclose(y2, want, rtol=1e-5, atol=1e-6)
+    assert PLAN_CACHE.get(key) is searched and searched._gp is not None
+    e = svod.explain(_ln_softmax(x, 32))
+    assert "replaced the greedy planner (provisional" in e.detail
+    assert [k.key() for k in e.plan.kernels] == [k.key() for k in searched.plan.kernels]
+    assert "searched" in e.shapes
+
+
+def test_tiered_callers_other_than_realize_wait_for_the_search(monkeypatch):
+    from svod import tiered
+    from svod.planner import decide
+
+    monkeypatch.setenv("SVOD_TIERED", "1")
+    x = _x(40, 16)
+    key = _key(_ln_softmax(x, 16))
+    _ln_softmax(x, 16).numpy()
+    assert tiered.TIERED.pending(key.hash) or PLAN_CACHE.get(key).origin == "search"
+    e = svod.explain(_ln_softmax(x, 16))  # right after the first call: says what runs from now on
+    assert "planned in this process: searched" in e.shapes and "replaced the greedy planner" in e.detail
+    d = decide(key)  # explain / jit / tune: never the provisional plan of a pending search
+    assert not tiered.TIERED.pending(key.hash)
+    assert d.exe.origin == "search" and d.exe is PLAN_CACHE.get(key)
+    jitted = svod.jit(lambda a: svod.nn.softmax(svod.nn.layer_norm(a, (16,)) * 2 + 1))
+    np.testing.assert_allclose(jitted(svod.asarray(x)).numpy(), _ln_softmax_np(x), rtol=1e-5, atol=1e-6)
+
+
+def test_tiered_is_off_with_the_switch_and_never_for_search_off_or_no_choice(monkeypatch):
+    x = _x(24, 16)
+    monkeypatch.setenv("SVOD_TIERED", "0")
+    _ln_softmax(x, 16).numpy()
+    assert RECOMPILES.log[-1].source == "search" and svod.stats()["searches_deferred"] == 0
+    svod.reset()
+    monkeypatch.setenv("SVOD_TIERED", "1")
+    (svod.exp(svod.asarray(x)) * 2 + 1).numpy()  # no choice: the greedy plan is final
+    assert svod.stats()["searches_deferred"] == 0 and svod.stats()["searches_skipped"] == 1
+    monkeypatch.setenv("SVOD_SEARCH", "0")
+    _ln_softmax(_x(25, 16), 16).numpy()
+    assert svod.stats()["searches_deferred"] == 0
+
+
+def test_tiered_reset_waits_for_the_search_under_way(monkeypatch):
+    from svod import tiered
+
+    monkeypatch.setenv("SVOD_TIERED", "1")
+    x = _x(36, 16)
+    _ln_softmax(x, 16).numpy()
+    svod.reset()
+    assert len(tiered.TIERED) == 0 and len(PLAN_CACHE) == 0
+    np.testing.assert_allclose(_ln_softmax(x, 16).numpy(), _ln_softmax_np(x), rtol=1e-5, atol=1e-6)
+    svod.planner.settle(120)
+
+
+def test_the_background_queue_is_bounded_and_runs_one_job_at_a_time():
+    import threading
+    import time
+
+    from svod.tiered import Background
+
+    bg = Background(max_pending=2)
+    active, peak, ran = [0], [0], []
+    lock = threading.Lock()
+
+    def work(job):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.02)
+        ran.append(job.key.hash)
+        with lock:
+            active[0] -= 1
+
+    class K:
+        def __init__(self, h):
+            self.hash = h
+
+    assert bg.submit(K("a"), None, None, work) and bg.submit(K("b"), None, None, work)
+    assert not bg.submit(K("c"), None, None, work)  # full: the caller searches synchronously
+    assert not bg.submit(K("a"), None, None, work)  # queued already
+    assert bg.pending("a") and ran == []  # queued, not started before `start`
+    assert bg.wait("b", 10) and bg.wait_all(10)
+    assert ran == ["a", "b"] and peak[0] == 1 and len(bg) == 0
+
+
+_TIERED_CHILD = """
+    import json, sys, numpy as np, svod, svod.nn as nn
+    x = np.linspace(-2, 2, 64 * 32, dtype=np.float32).reshape(64, 32)
+    y = nn.softmax(nn.layer_norm(svod.asarray(x), (32,)) * 2 + 1).numpy()
+    s = svod.stats()
+    print(json.dumps({"egglog_at_result": "egglog" in sys.modules, "deferred": s["searches_deferred"],
+                      "model_at_result": "costmodels.analytic" in sys.modules,
+                      "disk": s["disk_cache_hits"], "sum": float(y.sum()), "rows": float(y.sum(-1).min())}))
+"""
+
+
+def _gone(pid: int, timeout: float = 120.0) -> bool:
+    """Whether process `pid` has ended (exited, or a zombie) within `timeout` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_tiered_in_fresh_processes_the_search_process_persists_the_plan_after_its_parent_exits(tmp_path):
+    code = _TIERED_CHILD.replace("s = svod.stats()", """s = svod.stats()
+    import time
+    from svod import searchproc, tiered
+    while len(tiered.TIERED) and not (tiered.TIERED._current and tiered.TIERED._current.sent.is_set()):
+        time.sleep(0.002)
+    pid = searchproc.SEARCH_PROCESS._proc.pid
+    print(json.dumps({"pid": pid}))""")
+    e = dict(os.environ, PYTHONPATH=str(ROOT), SVOD_CACHE_DIR=str(tmp_path), SVOD_TIERED="1")
+    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, env=e, cwd=ROOT, text=True)
+    lines = p.stdout.read().strip().splitlines()
+    assert p.wait(120) == 0
+    info, cold = json.loads(lines[-2]), json.loads(lines[-1])
+    assert cold["deferred"] == 1 and cold["egglog_at_result"] is False  # no search before the result
+    assert cold["model_at_result"] is False  # the provisional plan's threads: the roofline, no calibrated model
+    assert _gone(info["pid"])  # the search process ends on its own once its parent has exited
+    check = """
+        import json, numpy as np, svod, svod.nn as nn
+        from svod.planner import decide
+        from svod.key import compact
+        x = np.linspace(-2, 2, 64 * 32, dtype=np.float32).reshape(64, 32)
+        t = nn.softmax(nn.layer_norm(svod.asarray(x), (32,)) * 2 + 1)
+        d = decide(compact([t.uop])[0])
+        print(json.dumps({"source": d.source, "provisional": d.exe.provisional, "kernels": len(d.plan.kernels)}))
+    """
+    warm = _child(check, str(tmp_path), SVOD_TIERED="1")
+    assert warm["source"] == "disk cache" and warm["provisional"] is False  # the exit finished the search
+    again = _child(_TIERED_CHILD, str(tmp_path), SVOD_TIERED="1")
+    assert again["disk"] == 1 and again["deferred"] == 0
+    assert abs(again["sum"] - 64.0) < 1e-3 and abs(cold["sum"] - 64.0) < 1e-3 and again["rows"] > 0.999
+
+
+def test_tiered_a_fork_waits_for_the_background_search_and_the_child_searches_in_its_own_process(tmp_path):
+    code = """
+        import json, os, sys, time, numpy as np, svod, svod.nn as nn
+        from svod import searchproc, tiered
+        x = np.ones((8, 16), np.float32)
+        nn.softmax(nn.layer_norm(svod.asarray(x), (16,)) + 1).numpy()
+        queued = len(tiered.TIERED)
+        while tiered.TIERED._current is None and len(tiered.TIERED):
+            time.sleep(0.001)  # fork while the search runs (or just after)
+        pid = os.fork()
+        if pid == 0:  # no search pending here; a new graph is tiered and searched by a process of its own
+            t = nn.softmax(svod.asarray(np.ones((4, 4), np.float32)) * 3)
+            ok = np.allclose(t.numpy(), 0.25) and svod.stats()["searches_deferred"] == 2  # the parent's one too
+            ok = ok and svod.planner.settle(120) and searchproc.SEARCH_PROCESS.started == 2
+            ok = ok and np.allclose((nn.softmax(svod.asarray(np.ones((4, 4), np.float32)) * 3)).numpy(), 0.25)
+            os._exit(0 if ok and "egglog" not in sys.modules else 3)
+        _, status = os.waitpid(pid, 0)
+        after_fork = len(tiered.TIERED)
+        svod.planner.settle(120)
+        print(json.dumps({"queued": queued, "child": os.waitstatus_to_exitcode(status), "after_fork": after_fork,
+                          "searches": svod.stats()["searches"], "egglog": "egglog" in sys.modules}))
+    """
+    out = _child(code, str(tmp_path), SVOD_TIERED="1")
+    assert out["queued"] == 1 and out["child"] == 0
+    assert out["after_fork"] == 0 and out["searches"] == 1  # the fork waited for the search under way
+    assert out["egglog"] is False  # searched in the search process: egglog never entered this one
+
+
+def test_tiered_without_the_search_process_searches_in_a_thread(monkeypatch):
+    import sys
+
+    from svod.planner import settle
+
+    monkeypatch.setenv("SVOD_TIERED", "1")
+    monkeypatch.setenv("SVOD_SEARCH_PROCESS", "0")
+    x = _x(20, 16)
+    key = _key(_ln_softmax(x, 16))
+    _ln_softmax(x, 16).numpy()
+    assert settle(120) and PLAN_CACHE.get(key).origin == "search"
+    assert "search.saturate" in sys.modules
+    np.testing.assert_allclose(_ln_softmax(x, 16).numpy(), _ln_softmax_np(x), rtol=1e-5, atol=1e-6)
+
+
+def test_the_search_process_exits_when_idle_and_a_new_one_serves_the_next_search(monkeypatch):
+    import time
+
+    from svod import searchproc
+    from svod.planner import settle
+
+    monkeypatch.setenv("SVOD_TIERED", "1")
+    monkeypatch.setenv("SVOD_SEARCH_PROCESS_IDLE", "0.3")
+    searchproc.SEARCH_PROCESS.close()
+    started = searchproc.SEARCH_PROCESS.started
+    _ln_softmax(_x(12, 16), 16).numpy()
+    assert settle(120)
+    proc = searchproc.SEARCH_PROCESS._proc
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() == 0  # exited on its own, idle
+    x = _x(12, 24)
+    _ln_softmax(x, 24).numpy()
+    assert settle(120) and searchproc.SEARCH_PROCESS.started == started + 2
+    assert svod.stats()["searches"] == 2
+    np.testing.assert_allclose(_ln_softmax(x, 24).numpy(), _ln_softmax_np(x), rtol=1e-5, atol=1e-6)
+    searchproc.SEARCH_PROCESS.close()
+
+
+# ----------------------------------------------------------------------------- the warm path: shared libraries
+
+_WARM = """
+    import json, sys, numpy as np, svod, svod.nn as nn
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((512, 256)).astype(np.float32)
+    a = rng.standard_normal(256).astype(np.float32)
+    y = nn.softmax(nn.layer_norm(svod.asarray(x), (256,)) * svod.asarray(a) + 1).numpy()
+    e = (svod.exp(svod.asarray(x)) * 2 + 1).numpy()
+    m = x.mean(-1, keepdims=True); v = ((x - m) ** 2).mean(-1, keepdims=True)
+    z = (x - m) / np.sqrt(v + 1e-5) * a + 1
+    w = np.exp(z - z.max(-1, keepdims=True)); w /= w.sum(-1, keepdims=True)
+    s = svod.stats()
+    print(json.dumps({"binding": "llvmlite.binding" in sys.modules, "ok": bool(np.allclose(y, w, rtol=1e-4, atol=1e-6)),
+                      "ok_exp": bool(np.allclose(e, np.exp(x) * 2 + 1, rtol=1e-6)),
+                      "compiled": s["kernels_compiled"], "loaded": s["kernels_loaded"]}))
+"""
+
+
+def _has_linker() -> bool:
+    from svod.codegen import sharedlib
+
+    return sharedlib._linker() is not None
+
+
+@pytest.mark.skipif(not _has_linker(), reason="no system linker (ld): the warm path loads through LLVM")
+def test_a_warm_process_runs_cached_code_from_shared_libraries_without_llvmlite_binding(tmp_path):
+    cold = _child(_WARM, str(tmp_path), SVOD_PREFETCH="0")
+    assert cold["ok"] and cold["ok_exp"] and cold["binding"] and cold["compiled"] >= 2
+    libs = list((tmp_path / "lib").glob("*.so"))
+    assert len(libs) >= 4  # kernels, the runtime, the graph programs: linked at exit
+    warm = _child(_WARM, str(tmp_path), SVOD_PREFETCH="0")
+    assert warm["ok"] and warm["ok_exp"] and warm["compiled"] == 0 and warm["loaded"] >= 2
+    assert warm["binding"] is False  # dlopen, no LLVM
+    off = _child(_WARM, str(tmp_path), SVOD_PREFETCH="0", SVOD_SHARED_LIBS="0")
+    assert off["ok"] and off["compiled"] == 0 and off["binding"] is True  # the object code through LLVM
+
+
+@pytest.mark.skipif(not _has_linker(), reason="no system linker (ld)")
+def test_a_damaged_shared_library_falls_back_to_llvm_silently_and_is_linked_again(tmp_path):
+    _child(_WARM, str(tmp_path), SVOD_PREFETCH="0")
+    libs = sorted((tmp_path / "lib").glob("*.so"))
+    for p in libs:
+        p.write_bytes(p.read_bytes()[:100])  # truncated: dlopen fails
+    code = _WARM.replace("print(json.dumps(", "import warnings; print(json.dumps(")
+    warm = _child(code, str(tmp_path), SVOD_PREFETCH="0", PYTHONWARNINGS="error")
+    assert warm["ok"] and warm["ok_exp"] and warm["compiled"] == 0 and warm["binding"] is True
+    assert all(p.stat().st_size > 100 for p in libs)  # linked again at that process's exit
+    again = _child(_WARM, str(tmp_path), SVOD_PREFETCH="0")
+    assert again["ok"] and again["binding"] is False
+
+
+def test_host_facts_match_llvm_and_key_objects_as_llvm_would(tmp_path, monkeypatch):
+    import llvmlite
+    import llvmlite.binding as llvm
+
+    from svod.codegen import hostinfo, jit, objcache
+
+    facts = hostinfo.host_facts()
+    info = jit.host_target_info()
+    assert (facts["cpu"], facts["features"], facts["vector_bits"], facts["triple"]) == \
+        (info["cpu"], info["features"], info["vector_bits"], info["triple"])
+    assert facts["llvm"] == ".".join(map(str, llvm.llvm_version_info)) and facts["mvec"] == jit.has_libmvec()
+    key = objcache.target_key()
+    assert f":llvmlite{llvmlite.__version__}:llvm{facts['llvm']}:{info['cpu']}:" in key
+    assert f":mvec{int(jit.libmvec_enabled())}:" in key
+    # a fresh process reads the same facts from the file, without LLVM
+    code = """
+        import json, sys
+        from svod.codegen import objcache
+        k = objcache.target_key()
+        print(json.dumps({"key": k, "binding": "llvmlite.binding" in sys.modules}))
+    """
+    first = _child(code, str(tmp_path))
+    second = _child(code, str(tmp_path))
+    assert first["binding"] is True and second["binding"] is False and first["key"] == second["key"] == key
+    # a stamp that does not match (another llvmlite build, SVOD_NO_LIBMVEC) asks LLVM again
+    third = _child(code, str(tmp_path), SVOD_NO_LIBMVEC="1")
+    assert third["binding"] is True and ":mvec0:" in third["key"]
+
+
+@pytest.mark.skipif(not _has_linker(), reason="no system linker (ld)")
+def test_clearing_the_object_cache_removes_the_shared_libraries(tmp_path):
+    _child(_WARM, str(tmp_path), SVOD_PREFETCH="0")
+    assert list((tmp_path / "lib").glob("*.so"))
+    code = """
+        import json
+        from svod.store import default_store
+        print(json.dumps({"removed": default_store().clear("objects")}))
+    """
+    assert _child(code, str(tmp_path))["removed"] >= 4
+    assert not list((tmp_path / "lib").glob("*.so"))
+    warm = _child(_WARM, str(tmp_path), SVOD_PREFETCH="0")
+    assert warm["ok"] and warm["compiled"] >= 2  # nothing left to load: compiled again

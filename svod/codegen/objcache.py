@@ -4,31 +4,37 @@ Object code is stored under a key naming what it was compiled from (a kernel's c
 key, an IR text's hash) and the target (`target_key`: lowering version, LLVM and
 llvmlite versions, host CPU and features, libmvec, GEMM blocking and thread count);
 the store (`svod.store`) adds machine and svod-code fingerprints. `SVOD_OBJECT_CACHE=0`
-disables it. Loading a cached object takes ~1 ms against an O3 compile.
+disables it. Loading a cached object takes ~1 ms against an O3 compile. Where a linker
+exists, each object is also linked into a shared library at exit, which later processes
+load with dlopen, without importing llvmlite.binding (`svod.codegen.sharedlib`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import sys
 
 from svod.kernel import Kernel
 
 
 def target_key() -> str:
-    """What compiled code depends on beyond what it was compiled from."""
+    """What compiled code depends on beyond what it was compiled from. The LLVM facts come
+    from `svod.codegen.hostinfo` (remembered per machine: a warm process does not import
+    llvmlite.binding to key its objects); whether math calls use libmvec from the JIT
+    when it is imported (`set_libmvec_enabled` may have turned it off)."""
     import llvmlite
-    import llvmlite.binding as llvm
 
-    from svod.codegen import jit
+    from svod.codegen.hostinfo import host_facts
     from svod.codegen.schedule import LOWER_VERSION, gemm_fingerprint
 
-    info = jit.host_target_info()
+    info = host_facts()
     feats = hashlib.blake2b(info["features"].encode(), digest_size=8).hexdigest()
-    ver = ".".join(map(str, llvm.llvm_version_info))
+    jit = sys.modules.get("svod.codegen.jit")
+    mvec = jit.libmvec_enabled() if jit is not None else info["mvec"]
     # NOTE: GEMM blocking follows the cache sizes and the thread count (not in the CPU name)
-    return f"L{LOWER_VERSION}:llvmlite{llvmlite.__version__}:llvm{ver}:{info['cpu']}:{feats}:" \
-           f"mvec{int(jit.libmvec_enabled())}:{gemm_fingerprint()}"
+    return f"L{LOWER_VERSION}:llvmlite{llvmlite.__version__}:llvm{info['llvm']}:{info['cpu']}:{feats}:" \
+           f"mvec{int(mvec)}:{gemm_fingerprint()}"
 
 
 def object_key(kernel: Kernel) -> str:
@@ -45,15 +51,24 @@ def load_cached(okey: str, symbols, name: str):
     code), loaded; None when absent, disabled (`SVOD_OBJECT_CACHE=0`) or unloadable."""
     if not _cache_enabled():
         return None
-    from svod.codegen.jit import load_object
+    from svod.codegen import sharedlib
 
+    mod = sharedlib.load(okey, symbols, name)  # no llvmlite.binding (svod.codegen.sharedlib)
+    if mod is not None:
+        return mod
     try:
         from svod.store import default_store
 
         obj = default_store().get("objects", okey)
-        return load_object(obj, symbols, name=name) if obj else None
+        if not obj:
+            return None
+        from svod.codegen.jit import load_object
+
+        mod = load_object(obj, symbols, name=name)
     except Exception:  # noqa: BLE001 - the cache is an optimisation; a foreign/truncated object is a miss
         return None
+    sharedlib.link_later(okey, obj)  # the next process loads it with dlopen
+    return mod
 
 
 def store_object(okey: str, module, meta: dict) -> None:
@@ -63,20 +78,24 @@ def store_object(okey: str, module, meta: dict) -> None:
     try:
         from svod.store import default_store
 
-        default_store().put("objects", okey, module.object_code, meta=meta)
+        obj = module.object_code
+        default_store().put("objects", okey, obj, meta=meta)
     except Exception:  # noqa: BLE001 - the cache is an optimisation, never an error
-        pass
+        return
+    from svod.codegen import sharedlib
+
+    sharedlib.link_later(okey, obj)
 
 
 
 def compiled_ir(kind: str, ir: str, symbols, name: str):
     """`ir` compiled (lean) with its `symbols`: loaded from the cache under `kind`, the IR
     text's hash and the target when stored there, else compiled and stored."""
-    from svod.codegen.jit import compile_ir
-
     okey = f"{kind}:{hashlib.blake2b(ir.encode(), digest_size=16).hexdigest()}:{target_key()}"
     mod = load_cached(okey, symbols, name)
     if mod is None:
+        from svod.codegen.jit import compile_ir
+
         mod = compile_ir(ir, name=name, lean=True, keep_ir=False)
         store_object(okey, mod, {kind: name})
     return mod

@@ -236,7 +236,11 @@ class NativeProgram(Program):
         variant several times)."""
         from svod.codegen.jit import load_object
 
-        mod = load_object(self.module.object_code, [self.symbol], name=self.kernel.name)
+        try:
+            obj = self.module.object_code
+        except ValueError:  # a shared library whose object code left the store: compile again
+            obj = _recompile(self.kernel, lean=True).object_code
+        mod = load_object(obj, [self.symbol], name=self.kernel.name)
         return NativeProgram(self.kernel, mod, self.symbol, self.units, self._ir)
 
     def repeat(self, buffers, n: int) -> None:

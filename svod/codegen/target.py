@@ -4,7 +4,8 @@
 this process's (the JIT's vector width, the caches the OS reports, the pool size). A
 cost model describing another machine builds its own `Target` (`svod.costing`). Pure:
 no llvmlite import here (the vector width comes from `svod.codegen.jit` when it is
-importable, else `DEFAULT_VECTOR_BITS`).
+imported, else from the facts remembered per machine, `svod.codegen.hostinfo`, which ask
+the JIT once; `DEFAULT_VECTOR_BITS` without llvmlite).
 
 >>> t = Target(vector_bits=256, l1=32 << 10, l2=512 << 10, l3=32 << 20, workers=2)
 >>> t.lanes(4), t.vector_registers
@@ -85,11 +86,17 @@ def pool_size() -> int:
 
 
 def _vector_bits() -> int:
-    try:
-        from svod.codegen import jit
+    import sys
+
+    jit = sys.modules.get("svod.codegen.jit")
+    if jit is not None:
+        return int(jit.host_target_info().get("vector_bits", DEFAULT_VECTOR_BITS))
+    try:  # remembered per machine: no llvmlite.binding import on a warm process
+        from svod.codegen.hostinfo import host_facts
+
+        return int(host_facts().get("vector_bits", DEFAULT_VECTOR_BITS))
     except ImportError:  # no llvmlite: nothing is compiled, the default width is priced
         return DEFAULT_VECTOR_BITS
-    return int(jit.host_target_info().get("vector_bits", DEFAULT_VECTOR_BITS))
 
 
 def host_target() -> Target:
