@@ -435,7 +435,7 @@ def _env_plans() -> int:
 # this many new plans (a search, a greedy plan or a compile) is computed with numpy from then on, whatever
 # its size: torch.compile's recompile limit, past which new sizes run eagerly. 0: never.
 PLANS_PER_STRUCTURE = _env_plans()
-_SIZED = frozenset((Ops.RESHAPE, Ops.EXPAND, Ops.SHRINK, Ops.PAD))  # args that are sizes or offsets
+_SIZED = ops_where(sized=True)  # args that are sizes or offsets
 _planned: dict = {}  # structure -> realizes of it that made a plan (searched, planned greedily or compiled)
 _PLANNING = ("searches", "searches_skipped", "kernels_compiled")
 _PLANNED_MAX = 4096  # structures remembered (oldest dropped first)

@@ -177,6 +177,8 @@ class OpInfo:
     grows: bool = False  # may make a bigger array than its sources (size checked at construction)
     view: bool = False  # indexes its one source's memory, computing nothing (numpy can make it a view;
     # RESHAPE where the strides allow): eager work and view leaves look through these
+    sized: bool = False  # its argument is sizes or offsets (a shape, slice bounds, pad widths): a
+    # structure without sizes (svod.eager's plan bound) keeps only the rank for it
     fusion: tuple[str, ...] | None = None  # fusion-rule classes; None: the kind's
 
     @property
@@ -393,12 +395,13 @@ TABLE: dict[Ops, OpInfo] = {o.op: o for o in (
     _e(Ops.REDUCE, "reduction", _reduce),
     _e(Ops.ARGMAX, "reduction", _arg_reduce(np.argmax)),
     _e(Ops.ARGMIN, "reduction", _arg_reduce(np.argmin)),
-    _e(Ops.RESHAPE, "movement", _view(lambda x, arg: x.reshape(arg)), view=True),
+    _e(Ops.RESHAPE, "movement", _view(lambda x, arg: x.reshape(arg)), view=True, sized=True),
     _e(Ops.PERMUTE, "movement", _view(np.transpose), view=True),
-    _e(Ops.EXPAND, "movement", _view(np.broadcast_to), grows=True, view=True),
-    _e(Ops.SHRINK, "movement", _view(lambda x, arg: x[tuple(slice(b, e) for b, e in arg)]), view=True),
+    _e(Ops.EXPAND, "movement", _view(np.broadcast_to), grows=True, view=True, sized=True),
+    _e(Ops.SHRINK, "movement", _view(lambda x, arg: x[tuple(slice(b, e) for b, e in arg)]), view=True,
+       sized=True),
     _e(Ops.FLIP, "movement", _view(lambda x, arg: np.flip(x, axis=tuple(arg)) if arg else x), view=True),
-    _e(Ops.PAD, "movement", _view(_pad), grows=True),
+    _e(Ops.PAD, "movement", _view(_pad), grows=True, sized=True),
     _e(Ops.CAT, "concat", lambda srcs, npd, arg: np.concatenate(srcs, axis=arg), grows=True),
     _e(Ops.MATMUL, "matmul", _pair(np.matmul), grows=True),
     _e(Ops.CONTIGUOUS, "boundary", lambda srcs, npd, arg: np.ascontiguousarray(srcs[0])),

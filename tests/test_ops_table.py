@@ -174,7 +174,8 @@ def _module_tables(path: pathlib.Path) -> list[str]:
 # (LLVM predicates, the complex inverse functions' emitters) and the frontend's
 # Python-operator table (dunder -> function, with the op its fast path builds)
 LOWERING = {("svod/codegen/scalar.py", "_FCMP"), ("svod/codegen/cplx.py", "_INVERSE"), ("svod/methods.py", "_BINARY"),
-            ("svod/viewfold.py", "TOP_OPS")}  # and the view fold's rule of which views end a folded chain
+            ("svod/viewfold.py", "TOP_OPS"),  # and the view fold's rule of which views end a folded chain
+            ("search/contract.py", "_CHAIN")}  # and the views a contraction's operand chain may hold
 
 
 def test_no_other_module_keeps_an_op_table():

@@ -82,7 +82,8 @@ print(json.dumps(dict(svod.stats(), ok=ok, seconds=seconds,
 def _run(case: str, n: int, cache: Path, **env) -> dict:
     e = {k: v for k, v in os.environ.items() if not k.startswith("SVOD_")}
     e.update(SVOD_CACHE_DIR=str(cache), SVOD_MACHINE_PROFILE=str(ROOT / "tests" / "machine_profile.json"),
-             SVOD_PROGRESS="0", PYTHONPATH=str(ROOT) + os.pathsep + e.get("PYTHONPATH", ""))
+             SVOD_PROGRESS="0", PYTHONPATH=str(ROOT) + os.pathsep + e.get("PYTHONPATH", ""),
+             SVOD_TIERED="0")  # the search on the first realize, where its budget is timed
     e.update({k: str(v) for k, v in env.items()})
     p = subprocess.run([sys.executable, "-c", CASE, case, str(n)], cwd=ROOT, env=e, capture_output=True,
                        text=True, timeout=600)
