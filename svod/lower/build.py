@@ -56,6 +56,7 @@ MAX_BODY = 384  # body nodes per kernel before a producer is materialised (compi
 # that op finds an operand's producer not materialised; each returns what `_build_kernel`
 # returns, or None (the producer is then materialised, as without the kind)
 KERNEL_KINDS = {Ops.MATMUL: (build_attention,)}
+KIND_NAMES = ("attention",)  # the `Kernel.kind` of each kind's kernels (svod.explain's variants table)
 MAX_DEPTH = 200  # expression depth below a kernel's root (movement ops count) before a producer is materialised
 
 Stack = tuple[tuple[str, object], ...]  # movement ops from the kernel's root down
