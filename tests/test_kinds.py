@@ -36,7 +36,9 @@ def _ref(q, k, v, scale, keep=None, add=None):
 
 
 def _searched_kinds(*ts, **limits):
-    """The kinds of the kernels of the search's plan for ts (realize then runs it)."""
+    """The kinds of the kernels of the search's plan for ts (realize then runs it). The
+    tests calling it use a fresh plan store (`isolated`): a plan another test stored for
+    the same structure (the greedy planner's, tests/test_attention.py) would be reused."""
     with svod.search_limits(enabled=True, **limits):
         _, exe = engine.plan_for(list(ts))
     assert exe.plan.planner == "search"
@@ -127,7 +129,7 @@ def test_cost_model_decides(monkeypatch):
 
 
 @pytest.mark.parametrize("form", ["sdpa", "scale_after", "scale_before_softmax", "no_scale", "kt_given"])
-def test_forms_fuse_through_the_search(form):
+def test_forms_fuse_through_the_search(isolated, form):
     q, k, v = _arrays((2,), 20, 2 * NR, 16, NR, seed=3)
     Q, K, V = svod.asarray(q), svod.asarray(k), svod.asarray(v)
     scale = 0.3
@@ -148,7 +150,7 @@ def test_forms_fuse_through_the_search(form):
 
 @pytest.mark.parametrize("mask", ["causal", "additive", "boolean", "neg_inf_additive", "fully_masked_row",
                                   "nan_in_mask"])
-def test_masks_through_the_search(mask):
+def test_masks_through_the_search(isolated, mask):
     m, n, d = 12, 2 * NR, 8
     q, k, v = _arrays((3,), m, n, d, NR, seed=4)
     Q, K, V = svod.asarray(q), svod.asarray(k), svod.asarray(v)
@@ -181,7 +183,7 @@ def test_masks_through_the_search(mask):
         assert np.isnan(want).any()
 
 
-def test_exact_algebra_keeps_the_kind():
+def test_exact_algebra_keeps_the_kind(isolated):
     q, k, v = _arrays((2,), 16, NR, 8, NR, seed=6)
     t = svod.nn.scaled_dot_product_attention(svod.asarray(q), svod.asarray(k), svod.asarray(v))
     assert _searched_kinds(t, algebra="exact") == ["attention"]
@@ -222,7 +224,7 @@ def test_greedy_plans_keep_the_plan_pass():
 
 
 @pytest.mark.parametrize("case", ["scores_returned", "weights_returned", "first_matmul_materialised"])
-def test_illegal_chains_stay_apart_and_correct(case):
+def test_illegal_chains_stay_apart_and_correct(isolated, case):
     q, k, v = _arrays((2,), 8, NR, 4, NR, seed=9)
     Q, K, V = svod.asarray(q), svod.asarray(k), svod.asarray(v)
     scores = Q @ K.mT
