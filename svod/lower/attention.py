@@ -6,10 +6,18 @@ the second matmul: 32 MB each way for 8 heads of 1024 x 1024. The attention kern
 (`Kernel.attention`, lowered by `svod.codegen.attention`) computes a few query rows at a
 time with the scores in an L1-sized scratch: no (m, n) buffer at all.
 
-`fuse_attention(plan)`, a plan pass of the lowering (`svod.lower.PLAN_PASSES`, after
-sibling merging), rewrites every occurrence of the pattern in a plan, whatever boundaries
-were chosen for its parts — so every plan the search, the oracle and the greedy planner
-price or run is already fused:
+Two entry points share one matcher (`_try`):
+
+- `build_attention`, the lowering of the `attention` kernel kind (search/kinds.py): the
+  search's e-graph gives the second matmul a variant reading the softmax's body, and a
+  choice that leaves the chain inlined is built here (`svod.lower.build.KERNEL_KINDS`)
+  and priced by the extraction against the unfused plans.
+- `fuse_attention(plan)`, a plan pass of the lowering (`svod.lower.PLAN_PASSES`, after
+  sibling merging), run on the greedy planner's plans only (every matmul materialised,
+  no softmax ever inlined): it rewrites every occurrence of the pattern in a plan,
+  whatever boundaries were chosen for its parts.
+
+The pattern, as kernels:
 
 1. a matmul kernel (the BLAS step, or generated with an elementwise epilogue: a scale,
    a bias) writing a temporary slot S, its B operand a plain view of shape
