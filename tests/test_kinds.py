@@ -255,3 +255,16 @@ def test_oracle_agrees_with_the_search():
     covers = all_covers(key)
     assert any("attention" in [kk.kind for kk in c.plan.kernels] for c in covers)
     assert r.variants[0].seconds <= covers[0].seconds * (1 + 1e-6)
+
+
+def test_two_chains_in_one_graph_each_fuse(isolated):
+    """Two attention layers, the second causal and reading the first's output as its
+    queries: one kind choice per chain, both taken."""
+    q, k, v = _arrays((2,), 24, 24, 16, 16, seed=11)
+    Q, K, V = svod.asarray(q), svod.asarray(k), svod.asarray(v)
+    h = svod.nn.scaled_dot_product_attention(Q, K, V)
+    t = svod.nn.scaled_dot_product_attention(h, K, V, is_causal=True)
+    assert _searched_kinds(t) == ["attention", "attention"]
+    first = _ref(q, k, v, 0.25)
+    want = _ref(first.astype(np.float32), k, v, 0.25, keep=np.tril(np.ones((24, 24), dtype=bool)))
+    np.testing.assert_allclose(t.numpy(), want, rtol=5e-5, atol=5e-6)
