@@ -15,7 +15,8 @@ Two steps:
    A value is a *free choice* when some consumer can fuse it; else it is materialised.
 2. **Choose kernel boundaries.** Each free choice is "materialise" or "inline". The
    plan of a choice is built by `svod.lower.lower` (the lowering stage: it adds any
-   boundary that legality forces and runs the plan passes, attention fusion included)
+   boundary that legality forces, builds kernel kinds — the attention kernel where the
+   choice inlines a softmax into a matmul, search/kinds.py — and runs the plan passes)
    and priced. Exact — every combination —
    up to `exact_limit` free choices; above that a local search (from the greedy plan's
    and the all-fused choice, flip one boundary at a time while the price drops) under
@@ -521,8 +522,8 @@ def explore(prog, model: CostModel, machine: Machine, *, deadline: float = INF, 
         if len(free) <= exact_limit:
             e = choose(d.key, d.fusible, model, machine, exact_limit=exact_limit, deadline=deadline)
             return e.best.seconds if e.variants else INF
-        try:
-            plan = lower(d.key, fixed | (greedy_boundaries(d.key) & set(free)), planner="search")
+        try:  # the greedy planner's plan of the program (its plan passes: attention fused as it would be)
+            plan = lower(d.key, fixed | (greedy_boundaries(d.key) & set(free)), planner="greedy")
         except Exception:  # noqa: BLE001 - a program that cannot be lowered is not a candidate
             return INF
         return price(plan)

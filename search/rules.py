@@ -19,6 +19,9 @@ the e-graph linear in the graph (at most 2^arity variants per op).
   epilogue) — the alternative, a materialised matmul, is the BLAS library step.
 - `fuse_matmul_operand`: movement producers (transposes, broadcasts) into a matmul's
   operands, read through a view instead of materialised.
+- `kind_attention` (exact; search/kinds.py, kernel kinds): a matmul whose A operand is the
+  row softmax of an elementwise function of a matmul may inline it — the attention
+  kernel, priced against the unfused kernels.
 - `algebra`: rewrites exact in IEEE arithmetic: x*1, 1*x, x/1, x+(-0.0), (-0.0)+x,
   x-(+0.0), -(-x), max(x,x), min(x,x), where(c,x,x) -> x. (Not x+0.0: -0.0+0.0 = +0.0.)
 - `movement` (exact): a transpose of a transpose that undoes it cancels; a pointwise op
@@ -62,6 +65,7 @@ from __future__ import annotations
 import math
 
 from search import contract as _contract
+from search import kinds as _kinds
 from search.language import Templates, const_value, register_facts
 from svod.ir import Ops
 from svod.ops import fusion_class
@@ -541,6 +545,8 @@ RULESETS["sum_bcast"] = _sum_bcast()
 RULESETS["minmax_shift"] = _minmax_shift()
 # contraction recognition and sibling products (search/contract.py)
 RULESETS.update({n: text for n, (text, _, _) in _contract.RULESETS.items()})
+# kernel kinds: the attention chain as one kernel (search/kinds.py)
+RULESETS.update({n: text for n, (text, _, _) in _kinds.RULESETS.items()})
 
 # numerical status of each rule set (docs/algebra.md): "exact" = bit-identical results,
 # "reassoc" = floating-point reassociation within a documented error bound
@@ -552,6 +558,7 @@ STATUS["matmul_transpose"] = "reassoc"
 STATUS["sum_scale"] = "reassoc"
 STATUS["sum_bcast"] = "reassoc"
 STATUS.update({n: st for n, (_, st, _) in _contract.RULESETS.items()})
+STATUS.update({n: st for n, (_, st, _) in _kinds.RULESETS.items()})
 # the rule sets that rewrite the program
 ALGEBRA_SETS = ("algebra", "movement", "matmul_assoc", "sum_merge", "matmul_distribute", "matmul_transpose",
                 "sum_scale", "sum_bcast", "minmax_shift", *_contract.RULESETS)

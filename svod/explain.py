@@ -87,7 +87,26 @@ class Explanation:
         for i, v in enumerate(self.variants):
             lines.append(f"{i:>3} {len(v.plan.kernels):>7}  {v.seconds * 1e6:>10.2f}us  "
                          f"{v.seconds / best:>7.2f}x  {describe_plan(v.plan)}")
-        return "\n".join(lines)
+        return "\n".join(lines + self.kinds_lines())
+
+    def kinds_lines(self) -> list[str]:
+        """One line per kernel kind (`svod.lower.build.KIND_NAMES`, search/kinds.py) among
+        the variants: its cheapest variant's price against the cheapest variant without
+        it, and whether the chosen plan uses it."""
+        from svod.lower.build import KIND_NAMES
+
+        out = []
+        chosen = {k.kind for k in self.plan.kernels}
+        for name in KIND_NAMES:
+            has = [v for v in self.variants if any(k.kind == name for k in v.plan.kernels)]
+            if not has:
+                continue
+            without = [v for v in self.variants if all(k.kind != name for k in v.plan.kernels)]
+            other = (f"{without[0].seconds * 1e6:.2f}us without it ({without[0].seconds / has[0].seconds:.2f}x)"
+                     if without else "no variant without it")
+            out.append(f"kernel kind {name}: {'chosen' if name in chosen else 'not chosen'}; "
+                       f"{has[0].seconds * 1e6:.2f}us with it, {other}")
+        return out
 
     def why_not_fused(self) -> list:
         """Every kernel boundary of the chosen plan with its reason (`svod.boundaries`)."""

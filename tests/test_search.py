@@ -235,9 +235,10 @@ def test_corpus_is_big_enough():
     assert len(_corpus()) >= 30
 
 
-def test_every_variant_is_priced_after_the_plan_passes():
-    """The search prices the plans the lowering's passes made: no variant has an attention
-    chain left for the pass, and W5's cheapest is the attention kernel itself."""
+def test_attention_is_a_priced_choice_of_the_search():
+    """The attention kernel is a choice of the search (search/kinds.py), priced against
+    the unfused kernels: W5's variants hold both, the plan pass fuses none of them (it is
+    the greedy planner's), and the cheapest is the attention kernel itself."""
     from svod import workloads
     from svod.fuse_attention import fuse_attention
 
@@ -246,6 +247,10 @@ def test_every_variant_is_priced_after_the_plan_passes():
     key, b = compact([w.build(**{k: svod.asarray(v) for k, v in arrays.items()}).uop])
     r = plan_search(key, k=8)
     assert len(r.variants) > 1
-    assert all(fuse_attention(v.plan) is v.plan for v in r.variants)
+    kinds = [[k.kind for k in v.plan.kernels] for v in r.variants]
     assert [k.kind for k in r.plan.kernels] == ["attention"]
+    unfused = [v for v, ks in zip(r.variants, kinds) if "attention" not in ks]
+    assert unfused and all(v.seconds > r.variants[0].seconds for v in unfused)
+    # the pass would fuse an unfused variant: the search priced it as it is
+    assert any(fuse_attention(v.plan) is not v.plan for v in unfused)
     np.testing.assert_allclose(run_plan(r.plan, b.arrays)[0], eval_key(key, b.arrays)[0], rtol=1e-4, atol=1e-5)

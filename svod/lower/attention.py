@@ -6,10 +6,18 @@ the second matmul: 32 MB each way for 8 heads of 1024 x 1024. The attention kern
 (`Kernel.attention`, lowered by `svod.codegen.attention`) computes a few query rows at a
 time with the scores in an L1-sized scratch: no (m, n) buffer at all.
 
-`fuse_attention(plan)`, a plan pass of the lowering (`svod.lower.PLAN_PASSES`, after
-sibling merging), rewrites every occurrence of the pattern in a plan, whatever boundaries
-were chosen for its parts — so every plan the search, the oracle and the greedy planner
-price or run is already fused:
+Two entry points share one matcher (`_try`):
+
+- `build_attention`, the lowering of the `attention` kernel kind (search/kinds.py): the
+  search's e-graph gives the second matmul a variant reading the softmax's body, and a
+  choice that leaves the chain inlined is built here (`svod.lower.build.KERNEL_KINDS`)
+  and priced by the extraction against the unfused plans.
+- `fuse_attention(plan)`, a plan pass of the lowering (`svod.lower.PLAN_PASSES`, after
+  sibling merging), run on the greedy planner's plans only (every matmul materialised,
+  no softmax ever inlined): it rewrites every occurrence of the pattern in a plan,
+  whatever boundaries were chosen for its parts.
+
+The pattern, as kernels:
 
 1. a matmul kernel (the BLAS step, or generated with an elementwise epilogue: a scale,
    a bias) writing a temporary slot S, its B operand a plain view of shape
@@ -39,7 +47,7 @@ from svod.ir import ELEMENTWISE, Ops
 from svod.kernel import ACC, LOAD, AttentionSpec, Kernel, KInput, KNode, KOutput, Plan
 from svod.view import ViewChain
 
-__all__ = ["fuse_attention"]
+__all__ = ["fuse_attention", "build_attention"]
 
 _ELEMENTWISE = ELEMENTWISE | {Ops.CONST}
 
@@ -251,3 +259,91 @@ def fuse_attention(plan: Plan) -> Plan:
     out = dataclasses.replace(plan, kernels=tuple(kernels), slots=slots)
     out.check()
     return out
+
+
+# ----------------------------------------------------------------------------- the kind
+
+
+def build_attention(key, root: int, materialized: set[int], slot_of: dict[int, int], build):
+    """The attention kernel computing MATMUL node `root` of `key` with its A operand's
+    producer (the row softmax, not materialised) inlined — the lowering of search/kinds.py's
+    `attention` kind, called by `svod.lower.build` when the chosen boundaries leave the
+    softmax inlined into the matmul. Returns (kernel, inlined reductions, seen) like
+    `build` (`svod.lower.build._build_kernel`), or None when the chain is not one the
+    attention kernel runs as planned (the caller then materialises the softmax).
+
+    How: the chain's kernels are built as if the softmax were materialised — the second
+    matmul, the softmax, and each producer the softmax's kernel cannot inline (the first
+    matmul) — and `_try` fuses them exactly as the plan pass does; every one of them must
+    be replaced, and their values (not materialised in `materialized`) get no slot. `seen`
+    holds every node whose boundary status the kernel depends on (a materialised first
+    matmul or scale means no attention kernel here)."""
+    if switched_off():
+        return None
+    n = key.nodes[root]
+    d = n.src[0]
+    if d in materialized or key.nodes[d].op is not Ops.DIV:
+        return None
+    mm1 = _scores_matmul(key, d, materialized)
+    if mm1 is None:
+        return None
+    n_in = len(key.inputs)
+    m = set(materialized) | {d, mm1}
+    slots = dict(slot_of)
+    slots[d], slots[mm1] = n_in + d, n_in + mm1
+    built: dict[int, Kernel] = {}
+    seen: set[int] = {root, d, mm1}
+    todo = [root, d, mm1]
+    while todo:
+        r = todo.pop()
+        got = build(key, r, m, slots, f"k{r}")
+        if not isinstance(got, tuple):  # a Cut: a producer the chain's kernels cannot inline
+            c = got.node
+            if c in m or c == r or len(built) + len(todo) >= 4:
+                return None
+            m.add(c)
+            slots[c] = n_in + c
+            seen.add(c)
+            todo += [r, c]
+            continue
+        k, _, s = got
+        built[r] = k
+        seen |= s
+    kernels = [built[r] for r in sorted(built)]
+    readers = _readers(kernels, ((slot_of[root], n.shape),))
+    for i in range(len(kernels)):
+        got = _try(kernels, i, readers)
+        if got is not None:
+            j3, replaced, fused = got
+            if sorted([i, j3, *replaced]) == list(range(len(kernels))):
+                return fused, set(), seen
+            return None
+    return None
+
+
+def _scores_matmul(key, d: int, materialized: set[int]) -> int | None:
+    """The one MATMUL the softmax node d is computed from (through values not
+    materialised), when it is not materialised itself; else None."""
+    found, todo, seen = None, [d], set()
+    while todo:
+        i = todo.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        n = key.nodes[i]
+        if n.op is Ops.MATMUL:
+            if found is not None or i in materialized:
+                return None
+            found = i
+        elif n.op is not Ops.BUFFER and (i == d or i not in materialized):
+            todo.extend(n.src)
+        if len(seen) > 256:
+            return None
+    return found
+
+
+def switched_off() -> bool:
+    """SVOD_FUSE_ATTENTION=0: no attention kernel (the plan pass and the kind alike)."""
+    import os
+
+    return os.environ.get("SVOD_FUSE_ATTENTION", "1") in ("0", "false", "False")

@@ -9,6 +9,10 @@ Contract:
   the views of its loads; a reduction is hosted when its input is the kernel's iteration
   space (reduce-then-broadcast: softmax, layernorm as one row-wise multi-pass kernel); a
   matmul is computed in the kernel of its elementwise epilogue, or alone (library step).
+- Kernel kinds (`KERNEL_KINDS`, search/kinds.py): a matmul whose A operand's producer is
+  not materialised is built by a kind's builder when one takes it (the attention kernel:
+  the row softmax of a scaled/masked matmul inlined, `svod.lower.attention`); else the
+  producer is materialised like any operand that is not a view.
 - Legality adds boundaries, never removes them: a producer a kernel cannot compute (a
   matmul or `contiguous()` inside an expression, an unhostable reduction, a matmul
   operand that is not a view, a body past `MAX_BODY` nodes or an expression deeper than
@@ -43,10 +47,16 @@ from svod.kernel import (
     SlotInfo,
 )
 from svod.key import GraphKey, KeyNode
+from svod.lower.attention import build_attention
 from svod.lower.cover import initial_materialized
 from svod.view import View, ViewChain, apply_movement
 
 MAX_BODY = 384  # body nodes per kernel before a producer is materialised (compile time stays bounded)
+# Kernel kinds (search/kinds.py): consumer op -> builders tried, in order, when a kernel of
+# that op finds an operand's producer not materialised; each returns what `_build_kernel`
+# returns, or None (the producer is then materialised, as without the kind)
+KERNEL_KINDS = {Ops.MATMUL: (build_attention,)}
+KIND_NAMES = ("attention",)  # the `Kernel.kind` of each kind's kernels (svod.explain's variants table)
 MAX_DEPTH = 200  # expression depth below a kernel's root (movement ops count) before a producer is materialised
 
 Stack = tuple[tuple[str, object], ...]  # movement ops from the kernel's root down
@@ -318,6 +328,11 @@ def _build_kernel(key: GraphKey, root: int, materialized: set[int], slot_of: dic
         ia = _operand_input(b, key, n.src[0], materialized)
         ib = None if ia is None else _operand_input(b, key, n.src[1], materialized)
         if ib is None:
+            if inner == root:  # a kernel kind may compute the operand's producer with the matmul
+                for kind in KERNEL_KINDS.get(n.op, ()):
+                    got = kind(key, root, materialized, slot_of, _build_kernel)
+                    if got is not None:
+                        return got
             return Cut(b.cut)
         acc = b.emit(ACC, n.dtype)
         spec = MatmulSpec(ia, ib, a_shape[-2], b_shape[-1], a_shape[-1], library=True)

@@ -6,7 +6,8 @@ plan itself when it changes nothing), and a plan it returns passes `Plan.check`.
 `SVOD_VALIDATE` the runner checks the built plan and each plan a pass changes, and a
 failing check raises `KernelError` naming the pass. A pass that raises leaves the plan as
 it was, with one warning: a pass costs speed when it fails, never a result. A pass with a
-`switch` variable is skipped when that variable is 0 (`SVOD_FUSE_ATTENTION=0`).
+`switch` variable is skipped when that variable is 0 (`SVOD_FUSE_ATTENTION=0`), one with
+`planners` runs on those planners' plans only (attention fusion: the greedy planner's).
 
 Adding a pass: append a `PlanPass` to `PLAN_PASSES` (its position is its order).
 """
@@ -25,18 +26,29 @@ from svod.lower.merge import merge_siblings
 
 @dataclass(frozen=True)
 class PlanPass:
-    """One named plan pass; `switch`: the environment variable that turns it off with 0."""
+    """One named plan pass; `switch`: the environment variable that turns it off with 0;
+    `planners`: the planners (`Plan.planner`) whose plans it rewrites (None: all)."""
 
     name: str
     run: Callable[[Plan], Plan]
     switch: str | None = None
+    planners: tuple[str, ...] | None = None
 
     def enabled(self) -> bool:
         return self.switch is None or os.environ.get(self.switch, "1") not in ("0", "false", "False")
 
+    def applies(self, plan: Plan) -> bool:
+        return self.enabled() and (self.planners is None or plan.planner in self.planners)
+
 
 SIBLING_MERGE = PlanPass("sibling merge", merge_siblings)
-ATTENTION_FUSION = PlanPass("attention fusion", fuse_attention, "SVOD_FUSE_ATTENTION")
+# Only for the greedy planner's plans (SVOD_SEARCH=0, graphs with no fusion choice): the
+# search and the oracle choose the attention kernel themselves — the `attention` kernel
+# kind (search/kinds.py, built by svod.lower.build) priced against the unfused kernels —
+# and a pass fusing their unfused variants too would make that choice moot. The greedy
+# planner materialises every matmul and never inlines a softmax into one, so it keeps
+# the pass (docs/planning.md, "Attention").
+ATTENTION_FUSION = PlanPass("attention fusion", fuse_attention, "SVOD_FUSE_ATTENTION", ("greedy",))
 
 # In order. Sibling merging first: attention fusion matches the merged kernels (a softmax
 # merged with a sibling is not a lone row softmax, and stays unfused).
@@ -61,7 +73,7 @@ def run_passes(plan: Plan, passes: Sequence[PlanPass] = PLAN_PASSES, *, validate
     SVOD_VALIDATE."""
     validate = validating() if validate is None else validate
     for p in passes:
-        if not p.enabled():
+        if not p.applies(plan):
             continue
         try:
             out = p.run(plan)
