@@ -348,6 +348,20 @@ class WarmPlan(KernelPlan):
             return super().footprint()
         return KEY_NODE_BYTES * len(self.key.nodes) + self._warm.nbytes, {}
 
+    def quick_parts(self):
+        """The warm runner's replay pieces (`WarmRunner.quick_parts`) once a validated run
+        started it; the usual KernelPlan's when it runs that way."""
+        if self._gp is not None or not self._warm:
+            return super().quick_parts()
+        if not self._started or not self._validated:
+            return None
+        parts = self._warm.quick_parts()
+        if parts is None:
+            return None
+        if self._tally is None:
+            self._tally = Tally((("kernels_launched", self._n_kernels), ("nodes_evaluated", self._n_nodes)))
+        return parts, self._tally
+
     def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         if not self._started:
             with self._lock:

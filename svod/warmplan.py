@@ -18,7 +18,8 @@ returned only when
   SVOD_THREADS): what the object keys' target part is a function of, besides the svod
   code, which the store's namespace already fixes (rows are keyed by machine and code
   fingerprint);
-- the record is well formed (`v` = `VERSION`, every field of the expected type).
+- the record is well formed (`v` = `VERSION`, every field of the expected type);
+- native code is wanted (not `SVOD_CODEGEN=0`).
 
 The runner then loads each module from its shared library (`svod.codegen.sharedlib.load`,
 dlopen only; no llvmlite.binding, no object code through LLVM) on its first run; any
@@ -216,6 +217,8 @@ def _well_formed(rec) -> bool:
 def runner_for(rec, obj: dict) -> WarmRunner | None:
     """A runner for plan row `obj` from its warm record `rec`, or None when there is no
     record, it is damaged, or it was made for another plan or target (module docstring)."""
+    if os.environ.get("SVOD_CODEGEN", "1") in ("0", "false", "False"):
+        return None  # the interpreter was asked for: no native code runs
     if not isinstance(rec, dict) or not _well_formed(rec):
         return None
     try:
@@ -290,6 +293,23 @@ class WarmRunner:
             (sum(b.nbytes for b in self._blocks.values()) if self._blocks else 0)
         STARTED[0] += 1
         return True
+
+    def quick_parts(self):
+        """`svod.codegen.graphprog.QuickParts` of this runner (svod.jit's inlined replay),
+        on the conditions of `GraphProgram._quick`: started, no thread dispatch, scratch
+        temps, every output small; else None. Imports the graph program module (the jit's
+        first replay, not a warm first call)."""
+        if not self._mods or self._parallel or not self._scratch:
+            return None
+        from svod import pool as _pool
+
+        if any(count * dt.itemsize > _pool.SMALL for _, _, dt, count in self._outputs):
+            return None
+        from svod.codegen.graphprog import QuickParts, _Count
+
+        keep = (tuple(self._mods), self._table, self._blocks)
+        return QuickParts(_Count(), keep, self._slots, self._addr, self._fns, self._segment, self._lock,
+                          self._inputs, tuple((slot, shape, dt) for slot, shape, dt, _ in self._outputs))
 
     def _state(self, persistent: bool):
         from svod.codegen.buffers import data_address

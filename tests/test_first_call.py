@@ -700,6 +700,8 @@ def test_a_warm_process_replays_stored_graph_programs_without_building_kernels(t
     assert checked["started"] == 2 and checked["ok"] and checked["ok_exp"]
     one = _child(_WARM_REC, str(tmp_path), SVOD_PREFETCH="0", SVOD_VALIDATE="0", SVOD_THREADS="1")
     assert one["started"] == 0 and one["ok"] and one["ok_exp"]  # another target: the record is not used
+    interp = _child(_WARM_REC, str(tmp_path), SVOD_PREFETCH="0", SVOD_VALIDATE="0", SVOD_CODEGEN="0")
+    assert interp["started"] == 0 and interp["ok"] and interp["ok_exp"]  # the interpreter, as asked
 
 
 @pytest.mark.skipif(not _has_linker(), reason="no system linker (ld)")
@@ -786,6 +788,12 @@ def test_a_warm_plan_takes_the_usual_path_for_inputs_it_cannot_take_and_from_thr
     arrays = compact([y.uop])[1].arrays
     np.testing.assert_array_equal(exe.run(arrays)[0], first)
     assert exe._gp is None  # the warm runner ran it
+    parts = exe.quick_parts()  # svod.jit's inlined replay, from the warm runner
+    assert parts is not None and parts[0].runner(None)(arrays)[0].tobytes() == first.tobytes()
+    f = svod.jit(lambda t: svod.nn.softmax(svod.nn.layer_norm(t, (32,)) * 3 - 1))
+    for _ in range(3):
+        np.testing.assert_array_equal(f(svod.asarray(x)).numpy(), first)
+    assert exe._gp is None
     strided = [np.asfortranarray(a) if a.ndim == 2 else a for a in arrays]  # not C-contiguous: usual path
     np.testing.assert_array_equal(exe.run(strided)[0], first)
     assert exe._gp is not None and exe.warm
