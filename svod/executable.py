@@ -372,6 +372,11 @@ class WarmPlan(KernelPlan):
                     else:
                         self._warm = False
                     self._started = True
+        fast = self._fast
+        if fast:  # from the second run: the straight-line runner (`quick_parts`), as a KernelPlan's
+            outs = fast(arrays)
+            if outs is not None:
+                return outs
         w = self._warm
         if w:
             outs = w.run(arrays)
@@ -380,5 +385,8 @@ class WarmPlan(KernelPlan):
                 if not self._validated:
                     validate_outputs(self.key, arrays, outs, self.describe)
                     self._validated = True
+                elif fast is None and self._gp is None:
+                    got = self.quick_parts()
+                    self._fast = got[0].runner(got[1]) if got is not None else False
                 return outs
         return super().run(arrays)

@@ -295,17 +295,16 @@ class WarmRunner:
         return True
 
     def quick_parts(self):
-        """`svod.codegen.graphprog.QuickParts` of this runner (svod.jit's inlined replay),
+        """`svod.codegen.quick.QuickParts` of this runner (svod.jit's inlined replay),
         on the conditions of `GraphProgram._quick`: started, no thread dispatch, scratch
-        temps, every output small; else None. Imports the graph program module (the jit's
-        first replay, not a warm first call)."""
+        temps, every output small; else None."""
         if not self._mods or self._parallel or not self._scratch:
             return None
         from svod import pool as _pool
 
         if any(count * dt.itemsize > _pool.SMALL for _, _, dt, count in self._outputs):
             return None
-        from svod.codegen.graphprog import QuickParts, _Count
+        from svod.codegen.quick import QuickParts, _Count
 
         keep = (tuple(self._mods), self._table, self._blocks)
         return QuickParts(_Count(), keep, self._slots, self._addr, self._fns, self._segment, self._lock,
