@@ -186,7 +186,7 @@ def _well_formed(rec) -> bool:
                       and isinstance(t[1], str) and t[1] in mods[t[0]][1] for t in [*rec["table"], rec["segment"]])
               and (rec["runtime"] is None or isinstance(rec["runtime"], str))
               and type(rec["n_slots"]) is int and type(rec["n_inputs"]) is int
-              and 0 <= rec["n_inputs"] <= rec["n_slots"] + 1
+              and 0 <= rec["n_inputs"] <= rec["n_slots"]
               and _ints(rec["temps"], 2) and _ints(rec["storage"], 2)
               and isinstance(rec["scratch"], bool) and isinstance(rec["parallel"], bool)
               and (rec["runtime"] is not None) == rec["parallel"]

@@ -763,7 +763,8 @@ def test_a_warm_record_runs_only_for_its_own_plan_and_target(isolated, monkeypat
     assert warmplan.runner_for(rec, dict(obj, threads={"0": 7})) is None
     assert warmplan.runner_for(dict(rec, witness="0" * 32), obj) is None  # another target
     for field, bad in (("v", 99), ("modules", []), ("segment", [9, "x"]), ("outputs", [[0, [2], "<f4", 3]]),
-                       ("temps", [[0, 5]]), ("inputs", "f4"), ("n_slots", "4"), ("runtime", 3)):
+                       ("temps", [[0, 5]]), ("inputs", "f4"), ("n_slots", "4"), ("runtime", 3),
+                       ("n_slots", rec["n_inputs"] - 1)):
         assert warmplan.runner_for(dict(rec, **{field: bad}), obj) is None, field
     assert warmplan.runner_for(None, obj) is None and warmplan.runner_for({"v": 1}, obj) is None
     # a damaged record in the store: the usual KernelPlan, the same result
