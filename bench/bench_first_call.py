@@ -6,7 +6,10 @@ For `exp(x) * 2 + 1` and `softmax(layer_norm(x) * a + b)` on x (1024, 256) float
 
 - **cold**: a fresh process and an empty cache directory (SVOD_CACHE_DIR): the time of
   the first realize (plan + compile + run), `import svod` apart;
-- **warm**: a fresh process over the cache the cold run left (plans and objects on disk);
+- **warm**: a fresh process over the cache the cold run left (plans, objects, shared
+  libraries and warm records on disk: `svod.warmplan`), started `--settle` seconds after
+  the cold one (under tiered planning the search process persists the searched plan
+  after the cold process exits);
 - **new size**: in one process, after the program ran at 1024 rows, the time of a size
   whose bucket is already compiled (1001 after 1024 and 1000: `svod.shapes`), and of the
   second distinct size (1000: the structure turns dynamic, its bucket is planned);
@@ -34,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -62,6 +66,8 @@ def run(n, name):
 out = {"import_svod": t_import, "first": run(1024, "first")}
 out["egglog_imported"] = "egglog" in sys.modules  # at the first result (a background search imports it later)
 out["llvmlite_binding"] = "llvmlite.binding" in sys.modules
+out["kernel_module"] = "svod.kernel" in sys.modules  # a warm record's replay builds no Kernel (svod.warmplan)
+out["warm_records"] = sys.modules["svod.warmplan"].STARTED[0] if "svod.warmplan" in sys.modules else 0
 if mode == "sizes":
     out["second_size"] = run(1000, "second_size")
     out["known_bucket"] = run(1001, "known_bucket")
@@ -110,6 +116,8 @@ def main(argv=None) -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--jax", default=None, help="a directory holding jax (pip install --target DIR 'jax[cpu]')")
     ap.add_argument("--only", default="exp,softmax_ln")
+    ap.add_argument("--settle", type=float, default=5.0,
+                    help="seconds between the cold and the warm process (the background search persists its plan)")
     args = ap.parse_args(argv)
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install has its bytecode cached
@@ -120,6 +128,7 @@ def main(argv=None) -> None:
             with tempfile.TemporaryDirectory() as d:
                 e = dict(env, SVOD_CACHE_DIR=d)
                 cold = _child(CHILD, [prog, "one"], e)
+                time.sleep(args.settle)  # the search process persists the searched plan after cold exits
                 warm = _child(CHILD, [prog, "one"], e)
                 sizes = _child(CHILD, [prog, "sizes"], e)
             rows.setdefault("import svod", []).append(cold["import_svod"])
@@ -131,7 +140,8 @@ def main(argv=None) -> None:
             rows.setdefault("size in a known bucket", []).append(sizes["known_bucket"])
             for name, r in (("cold", cold), ("warm", warm)):
                 notes.add(f"{name}: at the first result egglog imported={r['egglog_imported']}, llvmlite.binding "
-                          f"imported={r['llvmlite_binding']}; stats at exit {r['stats']}")
+                          f"imported={r['llvmlite_binding']}, svod.kernel imported={r['kernel_module']}, warm "
+                          f"records run={r['warm_records']}; stats at exit {r['stats']}")
             if args.jax:
                 j = _child(JAX_CHILD, [prog], dict(env, PYTHONPATH=args.jax, JAX_PLATFORMS="cpu"))
                 rows.setdefault("jax.jit first call", []).append(j["first"])

@@ -148,11 +148,11 @@ class TuningDB:
 
     def tuned_plan(self, graph_hash: str) -> Plan | None:
         """The plan `svod tune` chose for this graph, or None."""
-        from svod.kernel import plan_from_json
-
         row = self.get_choice(graph_hash)
         if row is None:
             return None
+        from svod.kernel import plan_from_json  # NOTE: only for a tuned graph (a warm process has none)
+
         try:
             plan = plan_from_json(row["plan"])
             plan.check()

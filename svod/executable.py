@@ -39,6 +39,9 @@ class Executable:
     # searched again by `svod tune` (svod.planner)
     provisional: bool = False
     origin: str = ""  # where svod.planner.decide found or made it ("search", "disk cache", ...)
+    # the persistent store key its plan is saved or loaded under (svod.planner); a plan
+    # with one stores a warm record when its graph program is built (svod.warmplan)
+    store_key: str | None = None
 
     def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -209,6 +212,10 @@ class KernelPlan(Executable):
                     else:
                         self._gp = compile_graph(self.graph, programs)
                     bump("compile_seconds", time.perf_counter() - t0)
+                    if self.store_key and self._gp.kind == "native":
+                        from svod.warmplan import save_record
+
+                        save_record(self, self._gp)  # the next process replays it (svod.warmplan)
                 gp = self._gp
         return gp
 
@@ -274,3 +281,112 @@ class KernelPlan(Executable):
             got = self.quick_parts()
             self._fast = got[0].runner(got[1]) if got is not None else False
         return outs
+
+
+class WarmPlan(KernelPlan):
+    """A persisted KernelPlan replayed from its warm record (`svod.warmplan`): the first
+    run loads the graph program's modules from their shared libraries and runs them,
+    without building the plan's Kernels, CompiledGraph or Programs. Everything else a
+    KernelPlan offers (`plan`, `graph`, `programs`, `graph_program`, `describe`,
+    `quick_parts`, ...) builds the plan from its JSON on first use (`plan`, checked like
+    a plan loaded from the disk cache). When the record's modules do not load, or an input
+    needs converting, `run` takes the usual KernelPlan path (from then on, for the
+    former): same results, same errors. Under SVOD_VALIDATE the first run is validated
+    as a KernelPlan's is."""
+
+    def __init__(self, key: GraphKey, obj: dict, runner, provisional: bool = False,
+                 threads: Callable | dict | None = None):
+        self.key = key
+        self._obj = obj
+        self._plan = None
+        self._warm = runner  # WarmRunner; started on the first run; False after it failed
+        self._started = False
+        self.provisional = provisional
+        self._threads = threads
+        self._thread_map = None
+        if isinstance(threads, dict):
+            self._thread_map = {i: n for i, n in threads.items() if 0 <= i < runner.n_kernels}
+        self._validated = not flag("SVOD_VALIDATE")
+        self._graph = None
+        self._programs = None
+        self._gp = None
+        self._tally = None
+        self._fast = None
+        self._n_kernels = runner.n_kernels
+        self._n_nodes = runner.n_nodes
+        self._footprint = None
+        self._lock = threading.Lock()
+        self._warm_tick = Tally((("kernels_launched", runner.n_kernels), ("nodes_evaluated", runner.n_nodes))).tick
+
+    @property
+    def plan(self):
+        """The Plan, built from the stored JSON on first use (and checked)."""
+        p = self._plan
+        if p is None:
+            from svod.kernel import plan_from_json
+
+            p = plan_from_json(self._obj["plan"])
+            p.check()
+            self._plan = p
+        return p
+
+    @plan.setter
+    def plan(self, value) -> None:
+        self._plan = value
+
+    @property
+    def warm(self) -> bool:
+        """Whether runs go through the warm record's runner (False once it failed to load,
+        True before the first run)."""
+        return bool(self._warm)
+
+    def to_json(self) -> dict:
+        return {"kind": "plan", "plan": self._obj["plan"], "threads": dict(self._obj.get("threads") or {})}
+
+    def footprint(self) -> tuple[int, dict[int, int]]:
+        if self._gp is not None or not self._warm:
+            return super().footprint()
+        return KEY_NODE_BYTES * len(self.key.nodes) + self._warm.nbytes, {}
+
+    def quick_parts(self):
+        """The warm runner's replay pieces (`WarmRunner.quick_parts`) once a validated run
+        started it; the usual KernelPlan's when it runs that way."""
+        if self._gp is not None or not self._warm:
+            return super().quick_parts()
+        if not self._started or not self._validated:
+            return None
+        parts = self._warm.quick_parts()
+        if parts is None:
+            return None
+        if self._tally is None:
+            self._tally = Tally((("kernels_launched", self._n_kernels), ("nodes_evaluated", self._n_nodes)))
+        return parts, self._tally
+
+    def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if not self._started:
+            with self._lock:
+                if not self._started:
+                    w = self._warm
+                    if w and w.start():
+                        bump("kernels_loaded", w.n_kernels)
+                    else:
+                        self._warm = False
+                    self._started = True
+        fast = self._fast
+        if fast:  # from the second run: the straight-line runner (`quick_parts`), as a KernelPlan's
+            outs = fast(arrays)
+            if outs is not None:
+                return outs
+        w = self._warm
+        if w:
+            outs = w.run(arrays)
+            if outs is not None:
+                self._warm_tick()
+                if not self._validated:
+                    validate_outputs(self.key, arrays, outs, self.describe)
+                    self._validated = True
+                elif fast is None and self._gp is None:
+                    got = self.quick_parts()
+                    self._fast = got[0].runner(got[1]) if got is not None else False
+                return outs
+        return super().run(arrays)

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from svod import tiered
 from svod.caches import PLAN_CACHE
-from svod.executable import Executable, InterpretedGraph, KernelPlan, stored_threads
+from svod.executable import Executable, InterpretedGraph, KernelPlan, WarmPlan, stored_threads
 from svod.firstcall import skip_search
 from svod.flags import debug as _debug
 from svod.flags import debug_log, env_int
@@ -404,20 +404,39 @@ def _tuned(key: GraphKey) -> Executable | None:
 
 
 def _load(key: GraphKey) -> Executable | None:
-    """Rebuild a plan from the persistent store (the store namespaces machine + code)."""
+    """Rebuild a plan from the persistent store (the store namespaces machine + code): a
+    `WarmPlan` when a warm record of this very plan and target is stored beside it
+    (svod.warmplan: its graph program replays without building Kernels), else a
+    KernelPlan."""
     from svod.store import default_store
 
-    obj = default_store().get_json("plans", plan_store_key(key))
+    skey = plan_store_key(key)
+    st = default_store()
+    obj = st.get_json("plans", skey)
     if not isinstance(obj, dict) or obj.get("kind") != "plan":
         return None
-    from svod.kernel import plan_from_json
+    threads = stored_threads(obj, kernel_threads)
+    runner = None
+    if not _debug():  # SVOD_DEBUG prints the plan's boundaries: the plan is built anyway
+        try:
+            from svod.warmplan import PREFIX, runner_for
 
-    try:
-        plan = plan_from_json(obj["plan"])
-        plan.check()
-    except Exception:  # noqa: BLE001 - a stale or foreign entry is a miss, never an error
-        return None
-    return KernelPlan(key, plan, provisional=bool(obj.get("provisional")), threads=stored_threads(obj, kernel_threads))
+            runner = runner_for(st.get_json("plans", PREFIX + skey), obj)
+        except Exception:  # noqa: BLE001 - the record is an optimisation: the usual path below
+            runner = None
+    if runner is not None:
+        exe = WarmPlan(key, obj, runner, provisional=bool(obj.get("provisional")), threads=threads)
+    else:
+        from svod.kernel import plan_from_json
+
+        try:
+            plan = plan_from_json(obj["plan"])
+            plan.check()
+        except Exception:  # noqa: BLE001 - a stale or foreign entry is a miss, never an error
+            return None
+        exe = KernelPlan(key, plan, provisional=bool(obj.get("provisional")), threads=threads)
+    exe.store_key = skey
+    return exe
 
 
 def _save(key: GraphKey, exe: Executable) -> None:
@@ -434,7 +453,9 @@ def _save(key: GraphKey, exe: Executable) -> None:
             data["key"] = key.to_json()
     from svod.store import default_store
 
-    default_store().put_json("plans", plan_store_key(key), data)
+    skey = plan_store_key(key)
+    if default_store().put_json("plans", skey, data):
+        exe.store_key = skey  # its graph program, once built, stores a warm record (svod.warmplan)
 
 
 def provisional_keys() -> list[GraphKey]:

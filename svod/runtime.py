@@ -329,6 +329,23 @@ def _runtime_module():
     return _module
 
 
+def install_shared(okey: str):
+    """The runtime module, loaded from the shared library of object key `okey` when this
+    process has none yet (a warm record's runner, svod.warmplan: no object cache lookup,
+    no lowering or schedule import); None when that library does not load."""
+    global _module
+    if _module is None:
+        from svod.codegen import sharedlib
+
+        mod = sharedlib.load(okey, _SYMBOLS, "svod_runtime")
+        if mod is None:
+            return None
+        with _module_lock:
+            if _module is None:
+                _module = mod
+    return _module
+
+
 def _load_or_compile():
     """The runtime's native code: from the object cache, keyed by its IR text and the
     target like kernels and graph programs (a new process with a warm cache loads it in
@@ -473,4 +490,4 @@ def dispatch_cost(threads: int = 2, repeats: int = 2000) -> float:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 atexit.register(shutdown)
 
-__all__ = ["dispatch_cost", "pool_size", "repeat", "run_parallel", "shutdown"]
+__all__ = ["dispatch_cost", "install_shared", "pool_size", "repeat", "run_parallel", "shutdown"]

@@ -655,3 +655,160 @@ def test_clearing_the_object_cache_removes_the_shared_libraries(tmp_path):
     assert not list((tmp_path / "lib").glob("*.so"))
     warm = _child(_WARM, str(tmp_path), SVOD_PREFETCH="0")
     assert warm["ok"] and warm["compiled"] >= 2  # nothing left to load: compiled again
+
+
+# ----------------------------------------------------------------------------- warm records (svod.warmplan)
+
+_HEAVY = ("svod.kernel", "svod.graph", "svod.codegen.schedule", "svod.codegen.program", "svod.codegen.graphprog",
+          "svod.codegen.objcache", "llvmlite.binding", "egglog", "search", "costmodels.analytic")
+
+_WARM_REC = """
+    import json, sys, numpy as np, svod, svod.nn as nn
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1024, 256)).astype(np.float32)
+    a = rng.standard_normal(256).astype(np.float32); b = rng.standard_normal(256).astype(np.float32)
+    y = nn.softmax(nn.layer_norm(svod.asarray(x), (256,)) * svod.asarray(a) + svod.asarray(b)).numpy()
+    e = (svod.exp(svod.asarray(x)) * 2 + 1).numpy()
+    heavy = sorted(m for m in HEAVY if m in sys.modules)
+    from svod import warmplan
+    m = x.mean(-1, keepdims=True); v = ((x - m) ** 2).mean(-1, keepdims=True)
+    z = (x - m) / np.sqrt(v + 1e-5) * a + b
+    w = np.exp(z - z.max(-1, keepdims=True)); w /= w.sum(-1, keepdims=True)
+    y2 = nn.softmax(nn.layer_norm(svod.asarray(x[::-1].copy()), (256,)) * svod.asarray(a) + svod.asarray(b)).numpy()
+    s = svod.stats()
+    print(json.dumps({"heavy": heavy, "started": warmplan.STARTED[0],
+                      "ok": bool(np.allclose(y, w, rtol=1e-4, atol=1e-6)),
+                      "ok_again": bool(np.allclose(y2, w[::-1], rtol=1e-4, atol=1e-6)),
+                      "ok_exp": bool(np.allclose(e, np.exp(x) * 2 + 1, rtol=1e-6)),
+                      "y": float(y.astype(np.float64).sum()), "e": float(e.astype(np.float64).sum()),
+                      "compiled": s["kernels_compiled"], "disk": s["disk_cache_hits"]}))
+""".replace("HEAVY", repr(_HEAVY))
+
+
+@pytest.mark.skipif(not _has_linker(), reason="no system linker (ld): no shared libraries, no warm records")
+def test_a_warm_process_replays_stored_graph_programs_without_building_kernels(tmp_path):
+    env = {"SVOD_PREFETCH": "0", "SVOD_VALIDATE": "0"}
+    cold = _child(_WARM_REC, str(tmp_path), **env)
+    assert cold["ok"] and cold["ok_again"] and cold["ok_exp"] and cold["started"] == 0
+    assert "svod.kernel" in cold["heavy"] and cold["compiled"] >= 2
+    warm = _child(_WARM_REC, str(tmp_path), **env)
+    assert warm["started"] == 2 and warm["disk"] == 2 and warm["compiled"] == 0
+    assert warm["heavy"] == []  # no Kernel, graph, schedule, program, LLVM binding, search or model
+    assert warm["ok"] and warm["ok_again"] and warm["ok_exp"]
+    assert (warm["y"], warm["e"]) == (cold["y"], cold["e"])  # the same code: bit-identical sums
+    checked = _child(_WARM_REC, str(tmp_path), SVOD_PREFETCH="0", SVOD_VALIDATE="1")  # validated like a KernelPlan
+    assert checked["started"] == 2 and checked["ok"] and checked["ok_exp"]
+    one = _child(_WARM_REC, str(tmp_path), SVOD_PREFETCH="0", SVOD_VALIDATE="0", SVOD_THREADS="1")
+    assert one["started"] == 0 and one["ok"] and one["ok_exp"]  # another target: the record is not used
+    interp = _child(_WARM_REC, str(tmp_path), SVOD_PREFETCH="0", SVOD_VALIDATE="0", SVOD_CODEGEN="0")
+    assert interp["started"] == 0 and interp["ok"] and interp["ok_exp"]  # the interpreter, as asked
+
+
+@pytest.mark.skipif(not _has_linker(), reason="no system linker (ld)")
+def test_a_warm_record_whose_libraries_are_gone_falls_back_silently(tmp_path):
+    env = {"SVOD_PREFETCH": "0", "SVOD_VALIDATE": "0"}
+    _child(_WARM_REC, str(tmp_path), **env)
+    for p in (tmp_path / "lib").glob("*.so"):
+        p.unlink()
+    warm = _child(_WARM_REC, str(tmp_path), PYTHONWARNINGS="error", **env)
+    assert warm["started"] == 0 and warm["ok"] and warm["ok_again"] and warm["ok_exp"] and warm["compiled"] == 0
+    assert list((tmp_path / "lib").glob("*.so"))  # linked again at exit
+    again = _child(_WARM_REC, str(tmp_path), **env)
+    assert again["started"] == 2 and again["ok"] and again["heavy"] == []
+
+
+def _warm_realize(n: int):
+    x = np.linspace(-2, 2, n * 32, dtype=np.float32).reshape(n, 32)
+    y = svod.nn.softmax(svod.nn.layer_norm(svod.asarray(x), (32,)) * 3 - 1)
+    return x, y
+
+
+def _warm_round(monkeypatch):
+    """Plan, compile and run a graph, link its libraries, forget every in-memory cache:
+    the next realize loads the plan (and its warm record) from the store."""
+    from svod.codegen import sharedlib
+
+    monkeypatch.setenv("SVOD_VALIDATE", "0")
+    with sharedlib._lock:  # modules earlier tests left waiting (bounded: _PENDING_MAX) would crowd these out
+        sharedlib._pending.clear()
+    x, y = _warm_realize(48)
+    first = y.numpy()
+    sharedlib.link_pending()
+    svod.reset()
+    return x, first
+
+
+@pytest.mark.skipif(not _has_linker(), reason="no system linker (ld)")
+def test_a_warm_record_runs_only_for_its_own_plan_and_target(isolated, monkeypatch):
+    from svod import warmplan
+    from svod.executable import WarmPlan
+    from svod.planner import plan_store_key
+    from svod.store import default_store
+
+    x, first = _warm_round(monkeypatch)
+    _, y = _warm_realize(48)
+    key = svod.engine.plan_for([y])[0]
+    got = y.numpy()
+    exe = PLAN_CACHE.get(key)
+    assert isinstance(exe, WarmPlan) and exe.warm and exe.origin == "disk cache"
+    np.testing.assert_array_equal(got, first)
+    assert exe.to_json()["plan"] == default_store().get_json("plans", plan_store_key(key))["plan"]
+    assert exe.describe() and len(exe.plan.kernels) == exe._n_kernels  # the Plan, built on demand
+    st = default_store()
+    skey = plan_store_key(key)
+    rec, obj = st.get_json("plans", warmplan.PREFIX + skey), st.get_json("plans", skey)
+    assert warmplan.runner_for(rec, obj) is not None
+    other = dict(obj, plan=dict(obj["plan"], extra=1))  # the plan replaced since: never the old code
+    assert warmplan.runner_for(rec, other) is None
+    assert warmplan.runner_for(rec, dict(obj, threads={"0": 7})) is None
+    assert warmplan.runner_for(dict(rec, witness="0" * 32), obj) is None  # another target
+    for field, bad in (("v", 99), ("modules", []), ("segment", [9, "x"]), ("outputs", [[0, [2], "<f4", 3]]),
+                       ("temps", [[0, 5]]), ("inputs", "f4"), ("n_slots", "4"), ("runtime", 3),
+                       ("n_slots", rec["n_inputs"] - 1)):
+        assert warmplan.runner_for(dict(rec, **{field: bad}), obj) is None, field
+    assert warmplan.runner_for(None, obj) is None and warmplan.runner_for({"v": 1}, obj) is None
+    # a damaged record in the store: the usual KernelPlan, the same result
+    st.put_json("plans", warmplan.PREFIX + skey, dict(rec, table=[[0, "no_such_symbol"]]))
+    svod.reset()
+    _, y = _warm_realize(48)
+    np.testing.assert_array_equal(y.numpy(), first)
+    exe = PLAN_CACHE.get(svod.engine.plan_for([y])[0])
+    assert not isinstance(exe, WarmPlan)
+
+
+@pytest.mark.skipif(not _has_linker(), reason="no system linker (ld)")
+def test_a_warm_plan_takes_the_usual_path_for_inputs_it_cannot_take_and_from_threads(isolated, monkeypatch):
+    import threading
+
+    from svod.executable import WarmPlan
+
+    x, first = _warm_round(monkeypatch)
+    _, y = _warm_realize(48)
+    key, exe = svod.engine.plan_for([y])
+    assert isinstance(exe, WarmPlan)
+    from svod.key import compact
+
+    arrays = compact([y.uop])[1].arrays
+    np.testing.assert_array_equal(exe.run(arrays)[0], first)
+    assert exe._gp is None  # the warm runner ran it
+    parts = exe.quick_parts()  # svod.jit's inlined replay, from the warm runner
+    assert parts is not None and parts[0].runner(None)(arrays)[0].tobytes() == first.tobytes()
+    f = svod.jit(lambda t: svod.nn.softmax(svod.nn.layer_norm(t, (32,)) * 3 - 1))
+    for _ in range(3):
+        np.testing.assert_array_equal(f(svod.asarray(x)).numpy(), first)
+    assert exe._gp is None
+    strided = [np.asfortranarray(a) if a.ndim == 2 else a for a in arrays]  # not C-contiguous: usual path
+    np.testing.assert_array_equal(exe.run(strided)[0], first)
+    assert exe._gp is not None and exe.warm
+    outs = [None] * 8
+
+    def work(i):
+        outs[i] = exe.run(arrays)[0]
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for o in outs:
+        np.testing.assert_array_equal(o, first)

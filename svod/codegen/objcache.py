@@ -14,8 +14,10 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+from typing import TYPE_CHECKING
 
-from svod.kernel import Kernel
+if TYPE_CHECKING:  # NOTE: not imported at run time: a warm record's loads need no Kernel (svod.warmplan)
+    from svod.kernel import Kernel
 
 
 def target_key() -> str:
@@ -88,10 +90,15 @@ def store_object(okey: str, module, meta: dict) -> None:
 
 
 
+def ir_key(kind: str, ir: str) -> str:
+    """The object-cache key of IR text `ir` compiled as `kind` ("graph", "runtime")."""
+    return f"{kind}:{hashlib.blake2b(ir.encode(), digest_size=16).hexdigest()}:{target_key()}"
+
+
 def compiled_ir(kind: str, ir: str, symbols, name: str):
     """`ir` compiled (lean) with its `symbols`: loaded from the cache under `kind`, the IR
     text's hash and the target when stored there, else compiled and stored."""
-    okey = f"{kind}:{hashlib.blake2b(ir.encode(), digest_size=16).hexdigest()}:{target_key()}"
+    okey = ir_key(kind, ir)
     mod = load_cached(okey, symbols, name)
     if mod is None:
         from svod.codegen.jit import compile_ir
@@ -101,4 +108,4 @@ def compiled_ir(kind: str, ir: str, symbols, name: str):
     return mod
 
 
-__all__ = ["compiled_ir", "load_cached", "object_key", "store_object", "target_key"]
+__all__ = ["compiled_ir", "ir_key", "load_cached", "object_key", "store_object", "target_key"]
