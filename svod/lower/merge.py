@@ -1,6 +1,10 @@
 """The sibling-merging plan pass: kernels over the same iteration space and reduce axes
 that do not depend on each other become one multi-output kernel (one pass over their
-shared inputs).
+shared inputs); and an elementwise kernel whose materialised output (a graph output or a
+shared value) is read element for element by a later elementwise kernel over the same
+space becomes one kernel with it: the value is computed once, stored, and used in
+registers by its consumer (one launch and one read of the stored value fewer; the store
+stays). `SVOD_MERGE_STORED=0` turns the second kind off.
 
 Contract: `sibling_groups(kernels)` is a pure function of the kernel list (the lowering
 asks it which kernels will share a kernel before it decides which reductions to
@@ -14,12 +18,44 @@ nodes (each merged kernel compiles in bounded time).
 from __future__ import annotations
 
 import dataclasses
+import os
 
-from svod.kernel import LOAD, Kernel, KInput, KNode, KOutput, Plan
+from svod.kernel import LOAD, Kernel, KernelError, KInput, KNode, KOutput, Plan
 from svod.lower.build import MAX_BODY, assign_passes
 
 MERGE_WINDOW = 32  # sibling merging looks this many kernels back (planning stays linear in the kernels)
 MERGE_MAX_BODY = 2 * MAX_BODY  # body nodes of a merged multi-output kernel at most (compile time bounded)
+
+
+def stored_merging() -> bool:
+    """Producer -> elementwise consumer merging is on (`SVOD_MERGE_STORED`, default 1)."""
+    return os.environ.get("SVOD_MERGE_STORED", "1") not in ("0", "false", "False")
+
+
+def _plain_elementwise(k: Kernel) -> bool:
+    return not k.reduce_axes and k.matmul is None and k.library is None and k.attention is None
+
+
+def _identity_read(k: Kernel, inp: KInput, out: KOutput) -> bool:
+    """`k` reads output `out` (of an elementwise kernel over `k.shape`) through `inp` at
+    the element its own iteration writes: the same flat index, the same dtype."""
+    n = 1
+    for s in k.shape:
+        n *= s
+    m = 1
+    for s in out.shape:
+        m *= s
+    return (inp.dtype == out.dtype and inp.view.is_contiguous and tuple(inp.view.shape) == tuple(k.shape)
+            and m == n and not out.reduced)
+
+
+def _feeds(g: _Group, k: Kernel) -> bool:
+    """`k` may join `g` as the consumer of its outputs: both plain elementwise over one
+    space, and every read `k` makes of `g`'s outputs the identity read."""
+    if not (_plain_elementwise(k) and all(_plain_elementwise(m) and m.shape == k.shape for m in g.kernels)):
+        return False
+    outs = {o.slot: o for m in g.kernels for o in m.outputs}
+    return all(_identity_read(k, i, outs[i.slot]) for i in k.inputs if i.slot in outs)
 
 
 class _Group:
@@ -51,9 +87,12 @@ class _Group:
         return _concat_kernels(self.kernels)
 
 
-def _groups(kernels: list[Kernel] | tuple[Kernel, ...]) -> list[_Group]:
+def _groups(kernels: list[Kernel] | tuple[Kernel, ...], stored: bool | None = None) -> list[_Group]:
     """The groups of kernels (over the same space and reduce axes, not depending on each
-    other) each merged kernel computes, in execution order (see the module docstring)."""
+    other, or elementwise consumers of a group's stored outputs) each merged kernel
+    computes, in execution order (see the module docstring). `stored`: merge consumers
+    (default `stored_merging()`)."""
+    stored = stored_merging() if stored is None else stored
     out: list[_Group] = []
     for root, k in enumerate(kernels):
         merged = False
@@ -68,10 +107,10 @@ def _groups(kernels: list[Kernel] | tuple[Kernel, ...]) -> list[_Group]:
             for gi in range(len(out) - 1, max(len(out) - MERGE_WINDOW, 0) - 1, -1):
                 g = out[gi]
                 f = g.first
-                if reads & g.writes:
+                if reads & g.writes and not (stored and _feeds(g, k)):
                     break  # k depends on g: it cannot join g or anything before it
                 if f.matmul is None and f.library is None and f.shape == k.shape and \
-                        f.reduce_axes == k.reduce_axes and (g.reads & reads):
+                        f.reduce_axes == k.reduce_axes and (g.reads & reads or reads & g.writes):
                     if g.size + len(k.nodes) > MERGE_MAX_BODY:
                         break  # full: k starts a group of its own
                     # the merged kernel runs where g ran when k reads nothing written after g
@@ -124,8 +163,16 @@ def _concat_kernels(kernels: list[Kernel]) -> Kernel:
     outs = [KOutput(o.slot, o.node, o.dtype, o.shape, o.reduced) for o in a.outputs]
     for b in kernels[1:]:
         remap: dict[int, int] = {}
+        written = {o.slot: o for o in outs}  # outputs of earlier members: used in registers
         for j, n in enumerate(b.nodes):
             arg = n.arg
+            if n.op == LOAD and b.inputs[arg].slot in written:
+                inp, o = b.inputs[arg], written[b.inputs[arg].slot]
+                if not (_plain_elementwise(b) and _identity_read(b, inp, o) and nodes[o.node].dtype == n.dtype):
+                    raise KernelError(f"sibling merge: kernel {b.name} reads slot {inp.slot} written in the same "
+                                      f"merged kernel through a view other than the identity")
+                remap[j] = o.node
+                continue
             if n.op == LOAD:
                 inp = b.inputs[arg]
                 k = (inp.slot, inp.view.key())
