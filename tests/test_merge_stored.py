@@ -183,3 +183,25 @@ def test_a_non_identity_read_inside_a_group_raises():
         dataclasses.replace(i, view=i.view.reshape(first.shape)) for i in second.inputs))
     with pytest.raises(KernelError, match="identity"):
         merge_mod._concat_kernels([first, second])
+
+
+def test_the_depth_cut_stays_a_cut(monkeypatch):
+    """A chain the lowering cuts every MAX_DEPTH ops is not glued back together: a merged
+    kernel's expression stays within MAX_DEPTH (compile time bounded)."""
+    from svod.lower import build as build_mod
+
+    y = svod.asarray(_vals(32).reshape(4, 8))
+    want = _vals(32).reshape(4, 8)
+    for i in range(30):
+        y = y * 1.01 if i % 2 else svod.sin(y)
+        want = want * np.float32(1.01) if i % 2 else np.sin(want)
+    key, b = compact([y.uop])
+    monkeypatch.setattr(build_mod, "MAX_DEPTH", 8)
+    plan = lower(key, greedy_boundaries(key))
+    unmerged = lower(key, greedy_boundaries(key), merge_siblings=False)
+    assert len(plan.kernels) >= 3
+    deepest = max(max(merge_mod._depths(k, {})) for k in unmerged.kernels)  # the build's cut: 8 graph levels
+    assert all(max(merge_mod._depths(k, {})) <= deepest for k in plan.kernels)
+    monkeypatch.setattr(build_mod, "MAX_DEPTH", 200)
+    assert len(lower(key, greedy_boundaries(key)).kernels) == 1
+    np.testing.assert_allclose(run_plan(plan, b.arrays)[0], eval_key(key, b.arrays)[0], rtol=1e-6)

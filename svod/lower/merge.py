@@ -21,6 +21,7 @@ import dataclasses
 import os
 
 from svod.kernel import LOAD, Kernel, KernelError, KInput, KNode, KOutput, Plan
+from svod.lower import build as _build
 from svod.lower.build import MAX_BODY, assign_passes
 
 MERGE_WINDOW = 32  # sibling merging looks this many kernels back (planning stays linear in the kernels)
@@ -49,25 +50,42 @@ def _identity_read(k: Kernel, inp: KInput, out: KOutput) -> bool:
             and m == n and not out.reduced)
 
 
+def _depths(k: Kernel, given: dict[int, int]) -> list[int]:
+    """Each body node's expression depth (a leaf 0), a load of a slot in `given` at that
+    slot's depth (the value it is replaced by in a merged kernel)."""
+    d: list[int] = []
+    for n in k.nodes:
+        if n.op == LOAD:
+            d.append(given.get(k.inputs[n.arg].slot, 0))
+        else:
+            d.append(1 + max((d[s] for s in n.src), default=-1))
+    return d
+
+
 def _feeds(g: _Group, k: Kernel) -> bool:
     """`k` may join `g` as the consumer of its outputs: both plain elementwise over one
-    space, and every read `k` makes of `g`'s outputs the identity read."""
+    space, every read `k` makes of `g`'s outputs the identity read, and the merged
+    expression no deeper than `MAX_DEPTH` (the lowering's depth cut stays a cut)."""
     if not (_plain_elementwise(k) and all(_plain_elementwise(m) and m.shape == k.shape for m in g.kernels)):
         return False
     outs = {o.slot: o for m in g.kernels for o in m.outputs}
-    return all(_identity_read(k, i, outs[i.slot]) for i in k.inputs if i.slot in outs)
+    if not all(_identity_read(k, i, outs[i.slot]) for i in k.inputs if i.slot in outs):
+        return False
+    return max(_depths(k, g.depth), default=0) <= _build.MAX_DEPTH
 
 
 class _Group:
     """Kernels merged into one multi-output kernel (built once, at the end)."""
 
-    __slots__ = ("roots", "kernels", "first", "reads", "writes", "size")
+    __slots__ = ("roots", "kernels", "first", "reads", "writes", "size", "depth")
 
     def __init__(self, root: int, k: Kernel):
         self.roots, self.kernels, self.first = [root], [k], k  # roots: indices in the plan
         self.reads = {i.slot for i in k.inputs}
         self.writes = {o.slot for o in k.outputs}
         self.size = len(k.nodes)
+        self.depth: dict[int, int] = {}  # output slot -> its expression depth in the merged kernel
+        self._note_depths(k)
 
     def add(self, root: int, k: Kernel) -> None:
         self.roots.append(root)
@@ -75,6 +93,12 @@ class _Group:
         self.reads.update(i.slot for i in k.inputs)
         self.writes.update(o.slot for o in k.outputs)
         self.size += len(k.nodes)
+        self._note_depths(k)
+
+    def _note_depths(self, k: Kernel) -> None:
+        if _plain_elementwise(k):  # only elementwise outputs are ever used in registers
+            d = _depths(k, self.depth)
+            self.depth.update((o.slot, d[o.node]) for o in k.outputs)
 
     def kernel(self) -> Kernel:
         if len(self.kernels) == 1:
