@@ -14,8 +14,10 @@ search (`search/`), the oracle (`search/oracle.py`) and the greedy planner
   materialised; legality adds boundaries (a producer a kernel cannot compute is
   materialised, a reduction two merged kernels would both compute is materialised once).
 - `passes.py`: `PLAN_PASSES`, named Plan -> Plan rewrites in order — `merge.py` (sibling
-  kernels over one iteration space as one multi-output kernel), `attention.py`
-  (matmul -> row softmax -> matmul as one attention kernel).
+  kernels over one iteration space as one multi-output kernel, and an elementwise
+  kernel's stored output with its element-for-element elementwise consumer: computed
+  once, stored, used in registers; `SVOD_MERGE_STORED=0` keeps them apart),
+  `attention.py` (matmul -> row softmax -> matmul as one attention kernel).
 
 Contract of `lower(key, materialized)`: the plan computes `key`'s outputs into their
 slots; every node of `materialized` and of `initial_materialized(key)` that a pass does
