@@ -205,3 +205,35 @@ def test_the_depth_cut_stays_a_cut(monkeypatch):
     monkeypatch.setattr(build_mod, "MAX_DEPTH", 200)
     assert len(lower(key, greedy_boundaries(key)).kernels) == 1
     np.testing.assert_allclose(run_plan(plan, b.arrays)[0], eval_key(key, b.arrays)[0], rtol=1e-6)
+
+
+
+def test_a_materialised_temporary_stays_stored():
+    """A value the planner (or the user, `contiguous()`) chose to materialise is written
+    even when its only consumer now uses it in registers in the same kernel."""
+    x = svod.asarray(_vals(64))
+    t = svod.exp(x * 2.0)
+    y = t + 1.0
+    key, b = compact([y.uop])
+    cut = {i for i, n in enumerate(key.nodes) if n.op.name == "EXP"}  # materialise t
+    apart = lower(key, cut, merge_siblings=False)
+    plan = lower(key, cut)
+    assert len(apart.kernels) == 2 and len(plan.kernels) == 1
+    assert set(plan.slots) == set(apart.slots) and len(plan.kernels[0].outputs) == 2
+    _same(run_plan(plan, b.arrays)[0], eval_key(key, b.arrays)[0])
+
+
+def test_stored_temporaries_are_priced_between_fused_and_apart():
+    """Materialising a temporary now costs its store, not a kernel: the calibrated model
+    prices the fused kernel below the merged one that also stores the temporaries, and
+    that below the separate kernels."""
+    from costmodels.analytic import CalibratedModel
+
+    a, b = svod.asarray(_vals(1 << 18)), svod.asarray(_vals(1 << 18, seed=5))
+    key, _ = compact([(svod.exp(a * b + 1.0) * 0.5).uop])
+    computed = {i for i, n in enumerate(key.nodes) if n.op.name in ("MUL", "ADD", "EXP")}
+    fused, merged = lower(key, set()), lower(key, computed)
+    apart = lower(key, computed, merge_siblings=False)
+    assert [len(p.kernels) for p in (fused, merged, apart)] == [1, 1, 4]
+    model = CalibratedModel()
+    assert plan_seconds(fused, model) < plan_seconds(merged, model) < plan_seconds(apart, model)
