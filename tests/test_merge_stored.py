@@ -237,3 +237,16 @@ def test_stored_temporaries_are_priced_between_fused_and_apart():
     assert [len(p.kernels) for p in (fused, merged, apart)] == [1, 1, 4]
     model = CalibratedModel()
     assert plan_seconds(fused, model) < plan_seconds(merged, model) < plan_seconds(apart, model)
+
+
+def test_explain_says_the_stored_value_is_used_in_the_same_kernel():
+    from svod.boundaries import why_not_fused
+
+    x = svod.asarray(_vals(48).reshape(6, 8))
+    y = (svod.exp(x) * 2.0).contiguous() + 1.0
+    bs = why_not_fused(svod.explain(y))
+    assert [b.reason for b in bs] == ["contiguous()"]
+    assert "used in registers by its consumer in the same kernel" in bs[0].detail
+    x2 = svod.asarray(_vals(48).reshape(6, 8))
+    bs2 = why_not_fused(svod.explain((svod.exp(x2) * 2.0).contiguous().T + 1.0))  # a transposed read: two kernels
+    assert bs2 and all("same kernel" not in b.detail for b in bs2)
