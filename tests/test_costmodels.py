@@ -203,7 +203,7 @@ def test_fusion_is_priced_cheaper_when_it_saves_traffic(model):
     key, _ = compact([y.uop])
     fused = lower(key, set())
     computed = {i for i, n in enumerate(key.nodes) if n.op.name in ("MUL", "ADD", "EXP")}
-    unfused = lower(key, computed, merge_siblings=False)  # the merge would put them back in one kernel
+    unfused = lower(key, computed)
     assert len(unfused.kernels) > len(fused.kernels)
     total = lambda p: sum(x.seconds for x in model.price_batch(list(p.kernels)))
     assert total(fused) < total(unfused)
@@ -483,7 +483,7 @@ def test_realize_uses_a_tuned_plan(tmp_path, monkeypatch):
         y = svod.exp(x) * 2.0 + 1.0
         key, _ = compact([y.uop])
         computed = {i for i, n in enumerate(key.nodes) if n.op.name in ("EXP", "MUL")}
-        slow = lower(key, computed, merge_siblings=False)  # 3 kernels: what the search would never pick
+        slow = lower(key, computed)  # 3 kernels: what the search would never pick
         db = TuningDB()
         db.put_choice(key.hash, slow, {"sig": tuning.plan_signature(slow), "seconds": 1.0})
         db.bump()

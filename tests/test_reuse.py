@@ -26,12 +26,11 @@ F32 = 4
 
 
 def _plan(fn, *shapes, cut=()):
-    """Plan of fn(*inputs) with the named ops (by op name) made kernel boundaries (the
-    merge pass left out: it would put a cut temporary back in its consumer's kernel)."""
+    """Plan of fn(*inputs) with the named ops (by op name) made kernel boundaries."""
     xs = [svod.asarray(np.ones(s, np.float32)) for s in shapes]
     ys = fn(*xs)
     key, _ = compact([y.uop for y in (ys if isinstance(ys, tuple) else (ys,))])
-    return lower(key, {i for i, n in enumerate(key.nodes) if n.op.name in cut}, merge_siblings=False)
+    return lower(key, {i for i, n in enumerate(key.nodes) if n.op.name in cut})
 
 
 def test_one_kernel_reaches_its_own_working_set():

@@ -70,12 +70,9 @@ def test_chain_of_20_is_one_kernel():
 
 
 @pytest.mark.parametrize("fused_price,kernels", [(1.005, 1), (1.02, 2)])
-def test_a_price_tie_goes_to_fewer_kernels(fused_price, kernels, monkeypatch):
+def test_a_price_tie_goes_to_fewer_kernels(fused_price, kernels):
     # two exps: split, each kernel costs 0.5 s; fused, `fused_price`. Within 1% of the
-    # cheapest (svod.costing.KERNEL_TIE), fewer kernels wins; beyond it, the price does.
-    # The split stays two kernels only without the stored-value merge (svod.lower.merge
-    # would put the materialised inner exp and its consumer in one kernel)
-    monkeypatch.setenv("SVOD_MERGE_STORED", "0")
+    # cheapest (svod.costing.KERNEL_TIE), fewer kernels wins; beyond it, the price does
     class Model:
         name = "toy"
 

@@ -73,7 +73,9 @@ def lower(key: GraphKey, materialized: Iterable[int], *, merge_siblings: bool = 
     if not merge_siblings:
         passes = tuple(p for p in passes if p is not SIBLING_MERGE)
     merging = SIBLING_MERGE in passes and SIBLING_MERGE.enabled()
-    plan = build_plan(key, materialized, planner=planner, cache=cache, group=sibling_groups if merging else None)
+    outs = {key.nodes[o].arg[0] if o in key.inputs else len(key.inputs) + o for o in key.outputs}  # their slots
+    group = (lambda ks: sibling_groups(ks, outputs=outs)) if merging else None
+    plan = build_plan(key, materialized, planner=planner, cache=cache, group=group)
     if validating():
         check(plan, "building the kernels")
     return run_passes(plan, passes)
