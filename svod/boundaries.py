@@ -3,8 +3,9 @@ boundary, the reason it does; and plans described by what they fuse (op names).
 
 A plan computes the *materialised* nodes of its graph (those with a slot), each in a
 kernel that inlines every non-materialised producer below it. An edge q -> c of the
-graph is a **boundary** when q is materialised and c reads it from memory. Its reason,
-first match wins:
+graph is a **boundary** when q is materialised and c reads it from memory, or (a kernel
+the merge pass formed, `svod.lower.merge`) q is stored and c uses it in registers in the
+same kernel: the detail then says so. Its reason, first match wins:
 
 ====================  ==================================================================
 ``output``            q is an output of the graph: written for the caller anyway
@@ -385,10 +386,15 @@ def boundaries(key: GraphKey, plan: Plan, *, model=None, machine=None, report=No
     ctx = _Context(key, plan, m, model or RooflineModel(), machine or Machine.host(), report, fusible, rulesets,
                    origin)
     out = []
+    # kernels that store a value and use it in registers (svod.lower.merge): the edge is
+    # a store, not a launch between the two
+    together = [set(ns) for ns, k in zip(kernel_nodes(key, plan, m), plan.kernels) if len(k.outputs) > 1]
     for q, c in edges(key, m):
         r = _reason(ctx, q, c)
         reason, detail = r[0], r[1]
         delta = r[2] if len(r) > 2 else None
+        if any(q in ns and c in ns for ns in together):
+            detail = f"{detail}; stored, and used in registers by its consumer in the same kernel"
         out.append(Boundary(q, c, reason, detail, node_label(key, q, sources), node_label(key, c, sources), delta))
     return out
 

@@ -14,8 +14,10 @@ search (`search/`), the oracle (`search/oracle.py`) and the greedy planner
   materialised; legality adds boundaries (a producer a kernel cannot compute is
   materialised, a reduction two merged kernels would both compute is materialised once).
 - `passes.py`: `PLAN_PASSES`, named Plan -> Plan rewrites in order — `merge.py` (sibling
-  kernels over one iteration space as one multi-output kernel), `attention.py`
-  (matmul -> row softmax -> matmul as one attention kernel).
+  kernels over one iteration space as one multi-output kernel, and an elementwise
+  kernel's stored output with its element-for-element elementwise consumer: computed
+  once, stored, used in registers; `SVOD_MERGE_STORED=0` keeps them apart),
+  `attention.py` (matmul -> row softmax -> matmul as one attention kernel).
 
 Contract of `lower(key, materialized)`: the plan computes `key`'s outputs into their
 slots; every node of `materialized` and of `initial_materialized(key)` that a pass does
@@ -71,7 +73,9 @@ def lower(key: GraphKey, materialized: Iterable[int], *, merge_siblings: bool = 
     if not merge_siblings:
         passes = tuple(p for p in passes if p is not SIBLING_MERGE)
     merging = SIBLING_MERGE in passes and SIBLING_MERGE.enabled()
-    plan = build_plan(key, materialized, planner=planner, cache=cache, group=sibling_groups if merging else None)
+    outs = {key.nodes[o].arg[0] if o in key.inputs else len(key.inputs) + o for o in key.outputs}  # their slots
+    group = (lambda ks: sibling_groups(ks, outputs=outs)) if merging else None
+    plan = build_plan(key, materialized, planner=planner, cache=cache, group=group)
     if validating():
         check(plan, "building the kernels")
     return run_passes(plan, passes)
