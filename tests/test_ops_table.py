@@ -175,7 +175,8 @@ def _module_tables(path: pathlib.Path) -> list[str]:
 # Python-operator table (dunder -> function, with the op its fast path builds)
 LOWERING = {("svod/codegen/scalar.py", "_FCMP"), ("svod/codegen/cplx.py", "_INVERSE"), ("svod/methods.py", "_BINARY"),
             ("svod/viewfold.py", "TOP_OPS"),  # and the view fold's rule of which views end a folded chain
-            ("search/contract.py", "_CHAIN")}  # and the views a contraction's operand chain may hold
+            ("search/contract.py", "_CHAIN"),  # and the views a contraction's operand chain may hold
+            ("svod/lower/build.py", "KERNEL_KINDS")}  # and the kernel kinds' builders, by the op they compute
 
 
 def test_no_other_module_keeps_an_op_table():
