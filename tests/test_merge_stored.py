@@ -20,6 +20,12 @@ from svod.lower import merge as merge_mod
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy warns on the special values
 
+
+@pytest.fixture(autouse=True)
+def _merge_stored_on(isolated, monkeypatch):
+    """The merge is opt-in (svod.lower.merge.stored_merging): on here, in a fresh store."""
+    monkeypatch.setenv("SVOD_MERGE_STORED", "1")
+
 SPECIAL = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1.5, -2.25, 3e38, -1e-40, 7.0], np.float32)
 
 

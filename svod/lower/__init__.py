@@ -16,7 +16,7 @@ search (`search/`), the oracle (`search/oracle.py`) and the greedy planner
 - `passes.py`: `PLAN_PASSES`, named Plan -> Plan rewrites in order — `merge.py` (sibling
   kernels over one iteration space as one multi-output kernel, and an elementwise
   kernel's stored output with its element-for-element elementwise consumer: computed
-  once, stored, used in registers; `SVOD_MERGE_STORED=0` keeps them apart),
+  once, stored, used in registers; opt-in: `SVOD_MERGE_STORED=1`),
   `attention.py` (matmul -> row softmax -> matmul as one attention kernel).
 
 Contract of `lower(key, materialized)`: the plan computes `key`'s outputs into their

@@ -4,7 +4,7 @@ shared inputs); and an elementwise kernel whose output is stored anyway (a graph
 or a value some kernel reads another way) and is read element for element by a later
 elementwise kernel over the same space becomes one kernel with it: the value is computed
 once, stored, and used in registers by its consumer (one launch and one read of the
-stored value fewer). `SVOD_MERGE_STORED=0` turns the second kind off.
+stored value fewer). Opt-in: `SVOD_MERGE_STORED=1` turns the second kind on (`stored_merging`).
 
 A consumer joins its producer's group only when both are plain elementwise kernels over
 the same space, the value it reads is stored anyway (`_stored_anyway`; a temporary only
@@ -39,8 +39,11 @@ MERGE_MAX_BODY = 2 * MAX_BODY  # body nodes of a merged multi-output kernel at m
 
 
 def stored_merging() -> bool:
-    """Producer -> elementwise consumer merging is on (`SVOD_MERGE_STORED`, default 1)."""
-    return os.environ.get("SVOD_MERGE_STORED", "1") not in ("0", "false", "False")
+    """Producer -> elementwise consumer merging is on (`SVOD_MERGE_STORED=1`; off by default:
+    it merges a chain of `contiguous()` values that reductions also read into one kernel
+    that keeps them all alive at once, raising the plan's peak memory, and the cost model
+    does not price memory; notebooks/04_memory_planning.ipynb's skip chain showed it)."""
+    return os.environ.get("SVOD_MERGE_STORED", "0") not in ("0", "false", "False")
 
 
 def _plain_elementwise(k: Kernel) -> bool:
