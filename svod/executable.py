@@ -259,7 +259,10 @@ class KernelPlan(Executable):
         gp = self._gp
         if gp is None or not self._validated:
             return None
-        parts = gp.quick_parts()
+        return self._tallied(gp.quick_parts())
+
+    def _tallied(self, parts):
+        """(`parts`, this plan's replay `Tally`), or None when there are no parts."""
         if parts is None:
             return None
         if self._tally is None:
@@ -355,12 +358,7 @@ class WarmPlan(KernelPlan):
             return super().quick_parts()
         if not self._started or not self._validated:
             return None
-        parts = self._warm.quick_parts()
-        if parts is None:
-            return None
-        if self._tally is None:
-            self._tally = Tally((("kernels_launched", self._n_kernels), ("nodes_evaluated", self._n_nodes)))
-        return parts, self._tally
+        return self._tallied(self._warm.quick_parts())
 
     def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         if not self._started:

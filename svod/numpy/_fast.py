@@ -423,11 +423,9 @@ def _matmul_like(name: str, slow):
                     lim = _limit()
                     if lim and x.size <= lim and y.size <= lim and \
                             (x.shape[0] if nx == 2 else 1) * (y.shape[1] if ny == 2 else 1) <= lim:
-                        r = _result(_quiet(np.matmul, x, y), want)
-                        if r is not None:
-                            _stats["fast"] += 1
-                            return _wrap(r, want[0])
-                        _memo[key] = False
+                        got = _taken(key, _result(_quiet(np.matmul, x, y), want), want)
+                        if got is not None:
+                            return got
                 elif want is None:
                     return _learn(key, slow(a, b))
         return slow(a, b, *rest, **kwargs)
@@ -436,6 +434,16 @@ def _matmul_like(name: str, slow):
     fn.__doc__ = slow.__doc__
     fn.__wrapped__ = getattr(slow, "__wrapped__", slow)
     return fn
+
+
+def _taken(key, r, want):
+    """The wrapped fast result `r`, counted; None (and `key` marked slow for good) when
+    numpy's dtype was not the memo's."""
+    if r is None:
+        _memo[key] = False
+        return None
+    _stats["fast"] += 1
+    return _wrap(r, want[0])
 
 
 def _outer(slow):
@@ -449,11 +457,10 @@ def _outer(slow):
                 if want:
                     lim = _limit()
                     if lim and x.size * y.size <= lim:
-                        r = _result(_quiet(np.multiply, x.reshape(-1, 1), y.reshape(1, -1)), want)
-                        if r is not None:
-                            _stats["fast"] += 1
-                            return _wrap(r, want[0])
-                        _memo[key] = False
+                        got = _taken(key, _result(_quiet(np.multiply, x.reshape(-1, 1), y.reshape(1, -1)), want),
+                                     want)
+                        if got is not None:
+                            return got
                 elif want is None:
                     return _learn(key, slow(a, b))
         return slow(a, b, *rest, **kwargs)
