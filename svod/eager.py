@@ -463,14 +463,8 @@ def structure(u: UOp) -> tuple | None:
                 return None
             srcs.append(j)
         op = n.op
-        if op is _BUFFER:
-            arg = len(n.shape)
-        elif op in _SIZED:
-            arg = len(n.shape)
-        elif op is _CONST:
-            arg = repr(n.arg)
-        else:
-            arg = repr(n.arg)
+        # a leaf's or a view's sizes and offsets: only the rank; any other argument whole
+        arg = len(n.shape) if op is _BUFFER or op in _SIZED else repr(n.arg)
         i = index[n] = len(parts)
         parts.append((op, n.dtype, arg, tuple(srcs)))
         return i
