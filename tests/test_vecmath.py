@@ -52,8 +52,14 @@ def run(name: str, path: str, *args: np.ndarray) -> np.ndarray:
 
 def _mp_erf(x: np.ndarray) -> np.ndarray:
     mpmath = pytest.importorskip("mpmath")
-    r = np.array([LD(mpmath.erf(float(v))) for v in x], LD)
+    key = (x.dtype.str, x.tobytes())
+    r = _MP_ERF.get(key)
+    if r is None:  # (200,001 mpmath calls take ~6 s: both paths of a dtype share one sweep)
+        r = _MP_ERF[key] = np.array([LD(mpmath.erf(float(v))) for v in x], LD)
     return np.where(x == 0, np.asarray(x, LD), r)  # mpmath has no -0.0
+
+
+_MP_ERF: dict = {}
 
 
 REFS = {
