@@ -109,12 +109,18 @@ def kernel_threads(plan) -> dict[int, int]:
     """Threads per kernel of `plan` (index -> count) as the cost model prices them in it
     on this machine (`SVOD_THREADS=1` forces one). Small kernels get one: a split must pay
     its dispatch. Every KernelPlan the planner makes builds its graph with these."""
-    from svod.costing import Machine, plan_prices
-
     if env_int("SVOD_THREADS", 0) == 1:
         return {}
+    return _priced_threads(plan, cost_model())
+
+
+def _priced_threads(plan, model) -> dict[int, int]:
+    """Threads per kernel of `plan` as `model` prices them on this machine ({} when the
+    pricing fails: a failure costs speed, never a result)."""
+    from svod.costing import Machine, plan_prices
+
     try:
-        prices = plan_prices(plan, cost_model(), Machine.host())
+        prices = plan_prices(plan, model, Machine.host())
     except Exception:  # noqa: BLE001 - a pricing failure costs speed, never a result
         return {}
     return {i: p.threads for i, p in enumerate(prices) if p.threads > 1}
@@ -194,15 +200,11 @@ def provisional_threads(plan) -> dict[int, int]:
     cost model, whose first build in a process costs ~80 ms of CPU (importing and
     calibrating costmodels) on the critical path of a first call — for a plan that serves
     until its search is done. `SVOD_THREADS=1` forces one thread."""
-    from svod.costing import Machine, RooflineModel, plan_prices
+    from svod.costing import RooflineModel
 
     if env_int("SVOD_THREADS", 0) == 1:
         return {}
-    try:
-        prices = plan_prices(plan, RooflineModel(), Machine.host())
-    except Exception:  # noqa: BLE001 - a pricing failure costs speed, never a result
-        return {}
-    return {i: p.threads for i, p in enumerate(prices) if p.threads > 1}
+    return _priced_threads(plan, RooflineModel())
 
 
 def _greedy(key: GraphKey, source: str, detail: str, provisional: bool,
