@@ -119,3 +119,22 @@ class NoteLog(deque):
         """The messages noted after `noted` was `count`."""
         k = min(self.noted - count, len(self))
         return tuple(m for _, m in list(self)[len(self) - k:]) if k > 0 else ()
+
+
+# Environment switches that change what a planner may build, each with its default: a plan
+# is made under one setting of them and used only under it (`plan_switches`, part of the
+# plan's store key and checked against the memory cache), so `SVOD_FUSE_ATTENTION=0` is
+# never served a stored attention plan. A new kind or pass with a switch lists it here.
+PLAN_SWITCHES: tuple[tuple[str, str], ...] = (("SVOD_FUSE_ATTENTION", "1"), ("SVOD_MERGE_STORED", "0"))
+
+
+def plan_switches() -> str:
+    """The plan switches set away from their defaults, as `+NAME=V` parts ("" when none)."""
+    out = ""
+    for name, default in PLAN_SWITCHES:
+        v = os.environ.get(name)
+        if v is not None:
+            v = "0" if v in ("0", "false", "False", "") else "1"
+            if v != default:
+                out += f"+{name}={v}"
+    return out

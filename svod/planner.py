@@ -317,6 +317,7 @@ def _background_search(job) -> None:
             exe, source, detail = got
         exe.origin = source
         exe.algebra = job.limits.algebra
+        exe.mode = job.limits.algebra + _plan_switches()
         build = getattr(exe, "graph_program", None)
         if build is not None:  # compiled here, off the critical path
             build()
@@ -390,8 +391,20 @@ def algebra_mode() -> str:
     return getattr(limits(), "algebra", "reassoc")
 
 
+def plan_mode() -> str:
+    """`algebra_mode()` and the plan switches away from their defaults
+    (`svod.flags.plan_switches`): what a stored or cached plan was made under."""
+    return algebra_mode() + _plan_switches()
+
+
+def _plan_switches() -> str:
+    from svod.flags import plan_switches
+
+    return plan_switches()
+
+
 def plan_store_key(key: GraphKey) -> str:
-    return f"{key.hash}:{PLAN_FORMAT}:{plan_generation()}:{algebra_mode()}"
+    return f"{key.hash}:{PLAN_FORMAT}:{plan_generation()}:{plan_mode()}"
 
 
 def _tuned(key: GraphKey) -> Executable | None:
@@ -465,7 +478,7 @@ def provisional_keys() -> list[GraphKey]:
     from svod.store import default_store
 
     st = default_store()
-    suffix = f":{PLAN_FORMAT}:{plan_generation()}:{algebra_mode()}"
+    suffix = f":{PLAN_FORMAT}:{plan_generation()}:{plan_mode()}"
     out = []
     for name in st.keys("plans"):
         if not name.endswith(suffix):
@@ -494,9 +507,9 @@ def decide(key: GraphKey, *, k: int = 1, keep_egraph: bool = False, provisional_
     if not provisional_ok and tiered.TIERED.pending(key.hash):
         tiered.TIERED.wait(key.hash)
     exe = PLAN_CACHE.get(key)
-    mode = algebra_mode()
-    if exe is not None and getattr(exe, "algebra", "reassoc") != mode:
-        exe = None  # planned in the other algebra mode: plan again (the cache keeps the newer)
+    mode = plan_mode()
+    if exe is not None and getattr(exe, "mode", "reassoc") != mode:
+        exe = None  # planned in another algebra mode or switch setting: plan again (the cache keeps the newer)
     if exe is not None:
         bump("graph_cache_hits")
         origin = getattr(exe, "origin", "")
@@ -519,7 +532,7 @@ def decide(key: GraphKey, *, k: int = 1, keep_egraph: bool = False, provisional_
         if not getattr(exe, "tiered", False):  # a tiered plan is replaced, never persisted
             _save(key, exe)
     exe.origin = source
-    exe.algebra = mode
+    exe.algebra, exe.mode = algebra_mode(), mode
     PLAN_CACHE.put(key, exe)
     if _debug():
         debug_log(f"svod plan {key.hash[:12]}: {source}{f' ({detail})' if detail else ''}")
@@ -540,6 +553,6 @@ def research(key: GraphKey, *, seconds: float | None = None) -> Decision:
     exe, source, detail, result = search_plan(key, limits=lim)
     _save(key, exe)
     exe.origin = source
-    exe.algebra = algebra_mode()
+    exe.algebra, exe.mode = algebra_mode(), plan_mode()
     PLAN_CACHE.put(key, exe)
     return Decision(exe, source, detail, result)

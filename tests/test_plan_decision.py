@@ -226,3 +226,29 @@ def test_explain_lists_the_graphs_of_jitted_functions(isolated, tmp_path):
     assert code == 0, err
     assert "rows 3" in out and "1 distinct graph(s)" in out and "from jit step" in out
     assert "plan from: memory cache (planned by" in out and "cost model:" in out
+
+
+def test_a_plan_switch_is_part_of_the_plans_store_key(isolated, monkeypatch):
+    """`SVOD_FUSE_ATTENTION=0` set after an attention plan was stored is never served that
+    plan (from disk or memory): plans are stored and cached per setting of the plan
+    switches (`svod.flags.PLAN_SWITCHES`), as per algebra mode."""
+    target, build = _attention("plain")
+
+    def kinds():
+        d = planner.decide(target.key)
+        return d.source, [k.kind for k in d.exe.plan.kernels]
+
+    svod.realize(*build())
+    assert "attention" in kinds()[1]
+    default_key = planner.plan_store_key(target.key)
+    monkeypatch.setenv("SVOD_FUSE_ATTENTION", "0")
+    assert planner.plan_store_key(target.key) == default_key + "+SVOD_FUSE_ATTENTION=0"
+    source, ks = kinds()  # the memory cache holds the attention plan: not served
+    assert source not in ("memory cache", "disk cache") and "attention" not in ks
+    engine.reset_caches()
+    source, ks = kinds()
+    assert source == "disk cache" and "attention" not in ks
+    monkeypatch.delenv("SVOD_FUSE_ATTENTION")
+    engine.reset_caches()
+    source, ks = kinds()
+    assert source == "disk cache" and "attention" in ks

@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from svod.flags import flag, warn_once
+from svod.flags import PLAN_SWITCHES, flag, plan_switches, warn_once  # noqa: F401 - re-exported
 from svod.kernel import KernelError, Plan
 from svod.lower.attention import fuse_attention
 from svod.lower.merge import merge_siblings
