@@ -60,6 +60,7 @@ from svod.codegen.schedule import (
     ILP_INTERLEAVE,
     MM_COLS,
     MM_ROWS,
+    STREAM_VECTORS,
     SUM_BLOCK,
     Access,
     Axis,
@@ -294,6 +295,61 @@ class KernelLowering(ColumnLowering):
             return (("llvm.loop.interleave.count", ILP_INTERLEAVE),)
         return ()
 
+    def _stream_chunk(self, dims, start: ir.Value, end: ir.Value, element, consts: dict) -> None:
+        """Elements [start, end) of a streaming kernel (`Schedule.stream`): the elements
+        before the output's first vector-aligned one and after its last whole block go
+        through `element`; each block of `STREAM_VECTORS` vectors between is computed into
+        an aligned stack tile (a loop LLVM vectorizes, as the plain one) and copied to the
+        output with aligned non-temporal vector stores. A fence orders those stores before
+        the unit returns (the pool's completion then publishes them). An output pointer
+        not aligned to its element size takes the plain loop throughout."""
+        k, f, b = self.k, self.f, self.f.b
+        o = k.outputs[0]
+        elt = mem_type(o.dtype)
+        isz = o.dtype.itemsize
+        lanes = self.sched.target.lanes(isz)
+        vbytes = lanes * isz
+        block = lanes * STREAM_VECTORS
+        vty = ir.VectorType(elt, lanes)
+        out = self.out_ptrs[0]
+        acc = self.out_access[0]
+        addr = b.ptrtoint(b.gep(out, [b.add(start, i64(acc.offset))]), I64)
+        mis = b.urem(addr, i64(vbytes))
+        ok = b.icmp_unsigned("==", b.urem(addr, i64(isz)), i64(0))
+        lead = b.select(b.icmp_unsigned("==", mis, i64(0)), i64(0), b.udiv(b.sub(i64(vbytes), mis), i64(isz)))
+        p0 = b.add(start, lead)
+        p0 = b.select(b.icmp_signed("<", p0, end), p0, end)
+        nblk = b.sdiv(b.sub(end, p0), i64(block))
+        p0 = b.select(ok, p0, end)
+        nblk = b.select(ok, nblk, i64(0))
+        p1 = b.add(p0, b.mul(nblk, i64(block)))
+        f.loop(start, p0, lambda j: element({dims: j}), "s")
+        tile = f.alloca(ir.ArrayType(elt, block), name="stile")
+        tile.align = vbytes
+        base = b.gep(tile, [i64(0), i64(0)])
+        nt = self.module.add_metadata([ir.Constant(ir.IntType(32), 1)])
+
+        def one_block(q):
+            j0 = b.add(p0, b.mul(q, i64(block)))
+
+            def compute(i):
+                env = dict(consts)
+                ctx = {dims: b.add(j0, i)}
+                self._eval([o.node], env, ctx)
+                b.store(env[o.node], b.gep(base, [i]))
+
+            f.loop(i64(0), i64(block), compute, "t", self._ilp_hints())
+            for v in range(STREAM_VECTORS):
+                src = b.bitcast(b.gep(base, [i64(v * lanes)]), ir.PointerType(vty))
+                val = b.load(src, align=vbytes)
+                dst = b.gep(out, [b.add(b.add(j0, i64(v * lanes)), i64(acc.offset))])
+                st = b.store(val, b.bitcast(dst, ir.PointerType(vty)), align=vbytes)
+                st.set_metadata("nontemporal", nt)
+
+        f.loop(i64(0), nblk, one_block, "blk")
+        f.loop(p1, end, lambda j: element({dims: j}), "e")
+        b.fence("seq_cst")
+
     def _lower_elementwise(self) -> None:
         k, f, b, plan = self.k, self.f, self.f.b, self.plan
         consts = {i: emit_op(f, n.op, n.dtype, n.arg, [], []) for i, n in enumerate(k.nodes) if n.op is Ops.CONST}
@@ -315,6 +371,9 @@ class KernelLowering(ColumnLowering):
             start = b.mul(self.ub, i64(plan.chunk))
             end = b.mul(self.ue, i64(plan.chunk))
             end = b.select(b.icmp_signed("<", end, i64(a.size)), end, i64(a.size))
+            if self.sched.stream:
+                self._stream_chunk(a.dims, start, end, element, consts)
+                return
             f.loop(start, end, lambda j: element({a.dims: j}), "j", self._ilp_hints())
             return
         inner = plan.inner_axes[0]

@@ -37,6 +37,7 @@ from svod.view import View, ViewChain
 
 LOWER_VERSION = "9"  # bump when generated code changes meaning (part of the object-cache key)
 CHUNK = 4096  # elements per unit of a one-axis elementwise kernel
+STREAM_VECTORS = 8  # vectors of a streaming elementwise kernel's block (computed into L1, then stored)
 SUM_BLOCK = 256  # elements per float-sum block (vector accumulators inside, cascade across)
 CASCADE_LEVELS = 64  # levels of a float sum's block cascade (2**64 blocks)
 MAX_SEGMENTS = 8  # most pieces a loop is cut into at mask boundaries, or blocks unrolled
@@ -624,6 +625,9 @@ class Schedule:
     # the kernel axis of the innermost loop (the last dim of its merged axis; a matmul's
     # epilogue: the column axis), None when there is no loop
     inner_dim: int | None = None
+    # a one-axis elementwise kernel whose one output is larger than the last-level cache:
+    # its output is written with streaming (non-temporal) vector stores (`streams`)
+    stream: bool = False
 
     @property
     def column(self) -> bool:
@@ -703,7 +707,23 @@ def _build(kernel: Kernel, target: Target) -> Schedule:
                         for n in kernel.nodes) for p in range(kernel.passes))
     loads = tuple(frozenset(kernel.nodes[i].arg for i in c if kernel.nodes[i].op == LOAD) for c in closures)
     return Schedule(target, loops, accesses, valid, segments, per_row, closures, stash, blocked, loads,
-                    inner_dim=inner_dim)
+                    inner_dim=inner_dim, stream=streams(kernel, loops, target))
+
+
+def streams(kernel: Kernel, loops: LoopPlan, target: Target) -> bool:
+    """Whether a kernel writes its output with streaming (non-temporal) stores: a one-axis
+    elementwise kernel (`LoopPlan.chunk`) with one real or integer output, whose output
+    and inputs together (each input counted at the kernel's size) are at least the
+    last-level cache's size. Its output then cannot stay cached for its consumer anyway,
+    and an ordinary store first reads each line it writes (write-allocate: a third more
+    DRAM traffic for `a + b`); a streaming store writes whole lines without reading them
+    (docs/codegen.md, "Streaming stores")."""
+    if kernel.kind != "elementwise" or not loops.chunk or len(kernel.outputs) != 1:
+        return False
+    dt = kernel.outputs[0].dtype
+    if dt.is_bool or dt.is_complex:
+        return False
+    return kernel.size * (dt.itemsize + sum(i.dtype.itemsize for i in kernel.inputs)) >= target.l3
 
 
 _CACHE: dict[tuple, Schedule] = {}
