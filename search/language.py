@@ -138,6 +138,7 @@ class Template:
     arg: object
     dtype: DType | None = None
     operand: DType | None = None
+    shape_in: tuple | None = None  # the source shape the rules apply it to (a composed reshape's)
 
 
 class Templates:
@@ -145,9 +146,12 @@ class Templates:
 
     Contract, for any rule module (search/rules.py, search/contract.py, ...):
 
-    - `add(op, arg, dtype, operand)` returns the template's id, an `i64` for
+    - `add(op, arg, dtype, operand, shape_in)` returns the template's id, an `i64` for
       `(E "OP" id srcs)` terms; equal templates share one id (deterministic: ids follow
       the order of the `add` calls, which follow the graph's nodes and the hooks' order).
+      `shape_in` keeps apart templates whose facts depend on their source's shape (a
+      composed reshape: search/algebra_movement.py); the decoder refuses a term of such a
+      template over a source of another shape.
     - `term(op, arg, srcs, ...)` is that `E` term as egglog text over source terms
       `srcs` (each an F term: `(Load (Node i))`, `(Load (Kernel ...))`, an e-class
       variable bound by the rule).
@@ -166,9 +170,10 @@ class Templates:
         self.extra: list[Template] = []
         self._index: dict[tuple, int] = {}
 
-    def add(self, op: Ops, arg=None, dtype: DType | None = None, operand: DType | None = None) -> int:
-        t = Template(op, arg, dtype, operand)
-        k = (op, repr(arg), dtype and dtype.name, operand and operand.name)
+    def add(self, op: Ops, arg=None, dtype: DType | None = None, operand: DType | None = None,
+            shape_in: tuple | None = None) -> int:
+        t = Template(op, arg, dtype, operand, shape_in)
+        k = (op, repr(arg), dtype and dtype.name, operand and operand.name, shape_in)
         if k not in self._index:
             self._index[k] = self.base + len(self.extra)
             self.extra.append(t)

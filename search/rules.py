@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import math
 
+from search import algebra_movement as _mv
 from search import contract as _contract
 from search import kinds as _kinds
 from search.language import Templates, const_value, register_facts
@@ -152,6 +153,7 @@ def _movement() -> str:
         f'{_mark("movement")} {_mark("movement", "(E op n (Cons x (Nil)))")}) :ruleset movement)',
         f'(rule ((= r (E op n (Cons {T("p", "x")} (Cons {T("q", "y")} (Nil))))) (Pointwise op))\n'
         f'      ((BinT r op n p q x y)) :ruleset movement)',
+        _mv.composed_perm_rule(),
         f'(rule ((BinT r op n p q x y) (PermIs p s) (PermIs q s))\n'
         f'      ((union r (E "PERMUTE" p (Cons (Load (Kernel (E op n (Cons x (Cons y (Nil))))))  (Nil)))) '
         f'{_mark("movement")} {_mark("movement", "(E op n (Cons x (Cons y (Nil))))")}) :ruleset movement)',
@@ -536,6 +538,8 @@ CLASSES: dict[str, list[str]] = {"Elementwise": ELEMENTWISE_OPS, "Movement": MOV
 RULESETS: dict[str, str] = {name: _fusion(name, p, c) for name, (p, c) in FUSIONS.items()}
 RULESETS["algebra"] = _algebra()
 RULESETS["movement"] = _movement()
+RULESETS["movement_reshape"] = _mv.movement_reshape()
+RULESETS["movement_reduce"] = _mv.movement_reduce()
 RULESETS["matmul_assoc"] = _matmul_assoc()
 RULESETS["sum_merge"] = _sum_merge()
 RULESETS["matmul_distribute"] = _matmul_distribute()
@@ -557,10 +561,12 @@ STATUS["matmul_distribute"] = "reassoc"
 STATUS["matmul_transpose"] = "reassoc"
 STATUS["sum_scale"] = "reassoc"
 STATUS["sum_bcast"] = "reassoc"
+STATUS["movement_reduce"] = "reassoc"  # svod's kernels sum in a layout-dependent order (docs/algebra.md)
 STATUS.update({n: st for n, (_, st, _) in _contract.RULESETS.items()})
 STATUS.update({n: st for n, (_, st, _) in _kinds.RULESETS.items()})
 # the rule sets that rewrite the program
-ALGEBRA_SETS = ("algebra", "movement", "matmul_assoc", "sum_merge", "matmul_distribute", "matmul_transpose",
+ALGEBRA_SETS = ("algebra", "movement", "movement_reshape", "movement_reduce",
+                "matmul_assoc", "sum_merge", "matmul_distribute", "matmul_transpose",
                 "sum_scale", "sum_bcast", "minmax_shift", *_contract.RULESETS)
 MODES = ("reassoc", "exact")
 # Pointwise: elementwise ops with their own arithmetic (not movement, not sources or CAT)
