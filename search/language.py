@@ -16,6 +16,8 @@ Relations classify ops for the fusion rules (`Elementwise`, `Movement`, `Reducti
 The algebra rule sets (docs/algebra.md) also read `Pointwise` (elementwise ops that are
 not movement), `PermIs`/`PermInvIs` (a PERMUTE node's order / its inverse, as text), and
 record what they did in `(Rewritten value rule-set)` (explain, the e-graph picture).
+search/algebra_movement.py's rule sets declare their own relations (composed orders,
+reshape and broadcast signatures, mapped reductions).
 `PermPair`, `BinT`, `SumPair`, `SumPairR` hold candidate matches between the two stages
 of a rule whose condition joins facts on a value (egglog joins `(PermIs p s) (PermIs q s)`
 before the pattern when written in one rule: 0.4 s on a 230-node graph, against 0.5 ms

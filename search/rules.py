@@ -24,9 +24,14 @@ the e-graph linear in the graph (at most 2^arity variants per op).
   kernel, priced against the unfused kernels.
 - `algebra`: rewrites exact in IEEE arithmetic: x*1, 1*x, x/1, x+(-0.0), (-0.0)+x,
   x-(+0.0), -(-x), max(x,x), min(x,x), where(c,x,x) -> x. (Not x+0.0: -0.0+0.0 = +0.0.)
-- `movement` (exact): a transpose of a transpose that undoes it cancels; a pointwise op
-  of transposed operands (same order) becomes the transpose of the op:
-  `f(T(a)) -> T(f(a))`, `T(a) op T(b) -> T(a op b)` — so transposes meet and cancel.
+- `movement` (exact): a transpose of a transpose that undoes it cancels, any other two
+  compose into one (`T_q(T_p(x)) -> T_{p∘q}(x)`); a pointwise op of transposed operands
+  (same order) becomes the transpose of the op: `f(T(a)) -> T(f(a))`, `T(a) op T(b) ->
+  T(a op b)` — so transposes meet and cancel.
+- `movement_reshape` (exact; search/algebra_movement.py): reshapes and broadcasts moved
+  out of pointwise ops (the same view on both operands), reshapes composed or cancelled.
+- `movement_reduce` (reassoc; search/algebra_movement.py): a reduction of a permuted
+  value is the permuted reduction over the mapped axes.
 - `matmul_assoc` (reassoc): `(A @ B) @ C <-> A @ (B @ C)`; the extraction picks the
   association by cost (a chain ending in a vector becomes matrix-vector products).
 - `matmul_distribute` (reassoc): `A @ B +- A @ C -> A @ (B +- C)`, and on the right.

@@ -407,7 +407,14 @@ def _small_graph(seed: int):
     elif kind == 1:  # transposes around pointwise ops
         x, y = t(n, 3), t(n, 3)
         f = [svod.exp, svod.negative, svod.abs][int(rng.integers(3))]
-        out = [f(x.T + y.T).T, f(x.T) * y.T, (f(x.T).T) - y, svod.maximum(x.T, y.T)][int(rng.integers(4))]
+        z = x.reshape(n, 3, 1)
+        out = [f(x.T + y.T).T, f(x.T) * y.T, (f(x.T).T) - y, svod.maximum(x.T, y.T),
+               # reshapes, broadcasts, composed permutes, reductions of permuted values
+               (x.reshape(3, n) + y.reshape(3, n)).reshape(n, 3), f(x.reshape(-1)).reshape(n, 3) + y,
+               f(svod.broadcast_to(x[:1], (n, 3))) * svod.broadcast_to(y[:1], (n, 3)),
+               f(svod.permute_dims(svod.permute_dims(z, (1, 0, 2)), (0, 2, 1))),
+               svod.sum(f(x.T), axis=1), svod.max(x.T, axis=0) + svod.sum(y, axis=1),
+               ][int(rng.integers(4)) if rng.random() < 0.4 else 4 + int(rng.integers(6))]
     elif kind == 2:  # sums
         x, y = t(n, 8), t(n, 8)
         ax = int(rng.integers(2))
