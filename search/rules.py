@@ -592,7 +592,11 @@ FUSION = tuple(n for n in RULESETS if n.startswith("fuse_"))
 # `minmax_shift` save one multiply/add per element of a memory-bound reduction: the cost
 # model prices the rewritten and the written program alike (the written one is kept) and
 # the benchmark (flip_center, bench_algebra's scaled_reductions) measured no difference
-OPT_IN = ("sum_merge", "sum_scale", "minmax_shift",
+# `movement_reshape` and `movement_reduce` make many equivalent programs on movement-heavy
+# graphs, and the extraction's exploration (search.extract.explore) then prices programs
+# until its time limit: a 21-node chain of transposes and reshapes 77 ms -> 1.1-1.4 s
+# (docs/algebra.md, "Movement algebra")
+OPT_IN = ("sum_merge", "sum_scale", "minmax_shift", "movement_reshape", "movement_reduce",
           *(n for n, (_, _, on) in _contract.RULESETS.items() if not on))
 DEFAULT = tuple(n for n in RULESETS if n not in OPT_IN)
 ALL = tuple(RULESETS)

@@ -20,6 +20,7 @@ from tests.programs import movement_programs
 from tests.test_algebra import EXACT_LIM, _arr, _compiled, _plan, _programs_of, _same_bits
 
 MOVE = ("algebra", "movement", "movement_reshape")  # the exact movement rule sets (and identities)
+WITH_MOVES = rules.DEFAULT + ("movement_reshape", "movement_reduce")  # the default sets and the opt-in moves
 
 
 def _nan_same_bits(got, want):
@@ -70,6 +71,8 @@ def test_two_permutes_become_one():
         assert len(r.plan.kernels) == 1
         _nan_same_bits(got, np.transpose(a, (1, 2, 0)))
         assert any("movement" in w.rulesets for w in r.report.rewrites)
+    text = str(svod.explain(svod.asarray(a).transpose(1, 0, 2).transpose(0, 2, 1)))
+    assert "[movement] node" in text and "permute[(1, 2, 0)]" in text, text
     # composed orders meet and cancel: T_(1,2,0)(exp(T_(1,2,0)(T_(1,2,0) x))) -> exp(x)
     x = svod.asarray(a)
     p = (1, 2, 0)
@@ -85,28 +88,31 @@ def test_reshapes_of_a_sum_move_out_and_the_copy_disappears():
     a, b = _special(24), _special(24, seed=1)
     x, y = svod.asarray(a), svod.asarray(b)
     t = (x.reshape(6, 4) + y.reshape(6, 4)).reshape(24)
-    key, _, r, (got,) = _plan(t, run=False)
+    key, _, r, (got,) = _plan(t, run=False, rulesets=WITH_MOVES)
     assert len(_ops(key, Ops.RESHAPE)) == 3
     assert not _ops(r.decoded, Ops.RESHAPE), r.report
     assert len(r.plan.kernels) == 1
     _nan_same_bits(got, a + b)
     assert r.report.saturation.added["movement_reshape"] > 0
-    text = str(svod.explain(t))
-    assert "[movement_reshape]" in text, text
+    assert any("movement_reshape" in w.rulesets for w in r.report.rewrites), r.report
+    assert "[movement_reshape]" in str(r.report)
+    # opt-in: not in the default search
+    _, _, r, _ = _plan(t)
+    assert "movement_reshape" not in r.report.saturation.rulesets
 
 
 def test_a_reshape_round_trip_cancels():
     a = _special(6, 4)
     x = svod.asarray(a)
     t = svod.tanh(svod.reshape(svod.abs(svod.reshape(x, (-1,))), (6, 4)))
-    key, _, r, (got,) = _plan(t, run=False, limits=EXACT_LIM)
+    key, _, r, (got,) = _plan(t, run=False, rulesets=rules.EXACT + ("movement_reshape",))
     assert len(_ops(key, Ops.RESHAPE)) == 2
     assert not _ops(r.decoded, Ops.RESHAPE), r.report
     _, _, _, (plain,) = _plan(svod.tanh(svod.abs(svod.asarray(a))), run=False)
     _nan_same_bits(got, plain)
     # composed, not cancelled: (6, 4) -> (24,) -> (4, 6) is one reshape (6, 4) -> (4, 6)
     t = svod.reshape(svod.reshape(x, (-1,)), (4, 6)) + 1.0
-    _, _, r, (got,) = _plan(t, run=False)
+    _, _, r, (got,) = _plan(t, run=False, rulesets=WITH_MOVES)
     assert [(n.arg, r.decoded.nodes[n.src[0]].shape) for n in _ops(r.decoded, Ops.RESHAPE)
             if r.decoded.nodes[n.src[0]].op is Ops.BUFFER] == [((4, 6), (6, 4))], r.report
     _nan_same_bits(got, a.reshape(4, 6) + np.float32(1))
@@ -117,7 +123,7 @@ def test_pointwise_ops_of_a_broadcast_run_on_the_unbroadcast_values():
     broadcasts: bit-identical."""
     v, w = _special(1, 8), _special(1, 8, seed=3)
     t = svod.exp(svod.broadcast_to(svod.asarray(v), (64, 8))) + svod.broadcast_to(svod.asarray(w), (64, 8))
-    key, _, r, (got,) = _plan(t, run=False)
+    key, _, r, (got,) = _plan(t, run=False, rulesets=WITH_MOVES)
     assert all(n.shape == (1, 8) for n in r.decoded.nodes if n.op in (Ops.EXP, Ops.ADD)), r.report
     _, _, _, (plain,) = _plan(svod.exp(svod.asarray(v)) + svod.asarray(w), run=False)
     _nan_same_bits(got, np.broadcast_to(plain, (64, 8)))
@@ -128,15 +134,16 @@ def test_different_views_are_not_merged():
     different permutations keep their operands apart."""
     a, b = _arr(6, 4), _arr(4, 6, seed=1)
     x, y = svod.asarray(a), svod.asarray(b)
-    _, _, r, (got,) = _plan(x.reshape(24) + y.reshape(24))
+    _, _, r, (got,) = _plan(x.reshape(24) + y.reshape(24), rulesets=WITH_MOVES)
     assert len(_ops(r.decoded, Ops.RESHAPE)) == 2
     np.testing.assert_array_equal(got, a.reshape(24) + b.reshape(24))
     c, d = _arr(1, 8), _arr(64, 1, seed=2)
-    _, _, r, (got,) = _plan(svod.broadcast_to(svod.asarray(c), (64, 8)) * svod.broadcast_to(svod.asarray(d), (64, 8)))
+    _, _, r, (got,) = _plan(svod.broadcast_to(svod.asarray(c), (64, 8)) * svod.broadcast_to(svod.asarray(d), (64, 8)),
+                            rulesets=WITH_MOVES)
     np.testing.assert_array_equal(got, c * d)
     e = _arr(4, 4, 4)
     z = svod.asarray(e)
-    _, _, r, (got,) = _plan(svod.permute_dims(z, (1, 0, 2)) - svod.permute_dims(z, (0, 2, 1)))
+    _, _, r, (got,) = _plan(svod.permute_dims(z, (1, 0, 2)) - svod.permute_dims(z, (0, 2, 1)), rulesets=WITH_MOVES)
     np.testing.assert_array_equal(got, np.transpose(e, (1, 0, 2)) - np.transpose(e, (0, 2, 1)))
 
 
@@ -229,9 +236,10 @@ def test_reduction_of_a_permuted_value_is_the_permuted_reduction():
                 if red == "max":
                     _nan_same_bits(got, want.astype(np.float32))
         assert seen > 0, (red, p)
-    # not in the exact mode
-    _, _, r, _ = _plan(svod.sum(x.transpose(2, 0, 1), axis=1), limits=EXACT_LIM)
-    assert "movement_reduce" not in r.report.saturation.rulesets
+    # reassoc: not an exact rule set (the exact mode never runs it)
+    assert "movement_reduce" not in rules.EXACT and "movement_reduce" in rules.ALGEBRA_SETS
+    _, _, r, _ = _plan(svod.sum(x.transpose(2, 0, 1), axis=1), rulesets=WITH_MOVES)
+    assert r.report.saturation.added["movement_reduce"] > 0
 
 
 @pytest.mark.parametrize("ruleset", ["movement_reshape", "movement_reduce"])
@@ -239,6 +247,7 @@ def test_new_movement_sets_are_gated_on_their_facts(ruleset):
     """A graph without (non-constant) reshapes, broadcasts or reductions of the right
     kind does not run the set (no per-iteration cost)."""
     x = svod.asarray(_arr(8, 8))
-    _, _, r, _ = _plan(svod.exp(x) * 2.0 + 1.0)
+    _, _, r, _ = _plan(svod.exp(x) * 2.0 + 1.0, rulesets=rules.ALL)
     assert ruleset not in r.report.saturation.rulesets
+    assert ruleset in rules.OPT_IN  # measured: docs/algebra.md
     assert rules.STATUS[ruleset] == ("exact" if ruleset == "movement_reshape" else "reassoc")
