@@ -118,7 +118,7 @@ def programs(draw, max_ops: int = 8):
 MOTIFS = ["contract_rows", "contract_mid", "contract_batched", "contract_T", "contract_2axes", "contract_gemv",
           "contract_heads", "row_dots", "chain_vec", "chain_mat",
           "siblings", "distribute", "matmul_T", "scaled_sum", "bcast_sum", "shifted_max", "sum_of_sums",
-          "mean", "transposed_chain", "reshape_chain", "attention", "einsum"]
+          "mean", "transposed_chain", "reshape_chain", "permute_compose", "attention", "einsum"]
 CHAINS = {"chain_vec", "chain_mat", "attention", "siblings", "matmul_T", "contract_rows", "contract_mid",
           "contract_batched", "contract_T", "contract_2axes", "contract_gemv", "contract_heads", "row_dots",
           "distribute", "einsum"}  # products of sums: no inf in their inputs
@@ -202,6 +202,10 @@ def _motif(xp, name, ins, r):
         (x,) = ins
         flat = xp.reshape(x, (-1,))
         return [xp.reshape(xp.exp(xp.clip(flat, -5.0, 5.0)) * 0.5, x.shape) + x]
+    if name == "permute_compose":  # two permutes (composed into one, or cancelled) around a pointwise op
+        (x,) = ins
+        p, q = [((1, 0, 2), (0, 2, 1)), ((2, 0, 1), (2, 0, 1)), ((1, 2, 0), (2, 0, 1))][r % 3]
+        return [xp.permute_dims(xp.tanh(xp.permute_dims(x, p)), q) + 1.0]
     if name == "attention":  # softmax(q @ k.T * scale [+ bias]) @ v
         q, k, v = ins
         s = (q @ xp.matrix_transpose(k)) * (1.0 / math.sqrt(q.shape[-1]))
@@ -226,7 +230,7 @@ def _motif_shapes(name, d):
             "siblings": [(m, k), (k, n), (k, p), (k, n)], "distribute": [(m, k), (k, n), (k, n)],
             "matmul_T": [(m, k), (k, n)], "scaled_sum": [(m, k)], "bcast_sum": [(k,)], "shifted_max": [(m, k)],
             "sum_of_sums": [(m, k), (m, k)], "mean": [(m, k)], "transposed_chain": [(m, k), (m, k)],
-            "reshape_chain": [(m, k)], "attention": [(b, m, k), (b, n, k), (b, n, p)],
+            "reshape_chain": [(m, k)], "permute_compose": [(b, m, k)], "attention": [(b, m, k), (b, n, k), (b, n, p)],
             "einsum": [(m, k), (k, n), (n,)]}[name]
 
 
