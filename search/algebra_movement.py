@@ -129,12 +129,17 @@ _memo: dict = {}
 
 
 def _closures(key):
+    """(perm_closure, the first PERMUTE node, reshape_closure) of `key`, memoised for the
+    one key being encoded (the hooks run once per node; searches may run on threads)."""
     k = (id(key), key.hash)
-    if k not in _memo:
-        _memo.clear()
+    hit = _memo.get(k)
+    if hit is None:
         first_perm = next((i for i, n in enumerate(key.nodes) if n.op is Ops.PERMUTE), None)
-        _memo[k] = (perm_closure(key), first_perm, reshape_closure(key))
-    return _memo[k]
+        hit = (perm_closure(key), first_perm, reshape_closure(key))
+        if len(_memo) > 8:
+            _memo.clear()
+        _memo[k] = hit
+    return hit
 
 
 @register_facts(("movement",), gates=False)
