@@ -1,6 +1,10 @@
 """Movement algebra beyond cancelling transposes (issue 30; docs/algebra.md, "Movement
-algebra"). All of it is *exact*: a movement op relabels elements without computing, so
-moving it changes which values a kernel computes on, never their bits.
+algebra"). A movement op relabels elements without computing, so moving it through a
+pointwise op changes which tensor the op runs on, never a value: `movement` and
+`movement_reshape` are *exact* (bit-identical). `movement_reduce` is *reassoc*: the
+same elements are reduced, but svod's kernels sum in a layout-dependent order.
+`movement_reshape` and `movement_reduce` are opt-in (search/rules.py `OPT_IN`: the
+extraction prices the many equivalent programs they make one by one).
 
 - `movement` (search/rules.py) gains composed permutations: `T_q(T_p(x)) -> T_{p∘q}(x)`
   for any two permutes (not only inverse pairs; `compose`), and
