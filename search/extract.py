@@ -269,6 +269,8 @@ class _Decoder:
         if t.operand is not None and any(n.dtype is not t.operand for n in ins):
             raise Cycle(f"decode: a rewritten {t.op.value} of {[n.dtype.name for n in ins]}, "
                         f"not {t.operand.name}")
+        if t.shape_in is not None and any(n.shape != t.shape_in for n in ins):
+            raise Cycle(f"decode: a {t.op.value} template of {t.shape_in} over {[n.shape for n in ins]}")
         if t.op is Ops.CONST:
             if ins or t.dtype is None:
                 raise Cycle("decode: a constant template with sources or no dtype")

@@ -16,6 +16,8 @@ Relations classify ops for the fusion rules (`Elementwise`, `Movement`, `Reducti
 The algebra rule sets (docs/algebra.md) also read `Pointwise` (elementwise ops that are
 not movement), `PermIs`/`PermInvIs` (a PERMUTE node's order / its inverse, as text), and
 record what they did in `(Rewritten value rule-set)` (explain, the e-graph picture).
+search/algebra_movement.py's rule sets declare their own relations (composed orders,
+reshape and broadcast signatures, mapped reductions).
 `PermPair`, `BinT`, `SumPair`, `SumPairR` hold candidate matches between the two stages
 of a rule whose condition joins facts on a value (egglog joins `(PermIs p s) (PermIs q s)`
 before the pattern when written in one rule: 0.4 s on a 230-node graph, against 0.5 ms
@@ -138,6 +140,7 @@ class Template:
     arg: object
     dtype: DType | None = None
     operand: DType | None = None
+    shape_in: tuple | None = None  # the source shape the rules apply it to (a composed reshape's)
 
 
 class Templates:
@@ -145,9 +148,12 @@ class Templates:
 
     Contract, for any rule module (search/rules.py, search/contract.py, ...):
 
-    - `add(op, arg, dtype, operand)` returns the template's id, an `i64` for
+    - `add(op, arg, dtype, operand, shape_in)` returns the template's id, an `i64` for
       `(E "OP" id srcs)` terms; equal templates share one id (deterministic: ids follow
       the order of the `add` calls, which follow the graph's nodes and the hooks' order).
+      `shape_in` keeps apart templates whose facts depend on their source's shape (a
+      composed reshape: search/algebra_movement.py); the decoder refuses a term of such a
+      template over a source of another shape.
     - `term(op, arg, srcs, ...)` is that `E` term as egglog text over source terms
       `srcs` (each an F term: `(Load (Node i))`, `(Load (Kernel ...))`, an e-class
       variable bound by the rule).
@@ -166,9 +172,10 @@ class Templates:
         self.extra: list[Template] = []
         self._index: dict[tuple, int] = {}
 
-    def add(self, op: Ops, arg=None, dtype: DType | None = None, operand: DType | None = None) -> int:
-        t = Template(op, arg, dtype, operand)
-        k = (op, repr(arg), dtype and dtype.name, operand and operand.name)
+    def add(self, op: Ops, arg=None, dtype: DType | None = None, operand: DType | None = None,
+            shape_in: tuple | None = None) -> int:
+        t = Template(op, arg, dtype, operand, shape_in)
+        k = (op, repr(arg), dtype and dtype.name, operand and operand.name, shape_in)
         if k not in self._index:
             self._index[k] = self.base + len(self.extra)
             self.extra.append(t)

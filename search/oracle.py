@@ -161,6 +161,7 @@ def _rebuild(nodes: list[KeyNode], outputs: tuple[int, ...]) -> GraphKey:
 
 def rewrites(key: GraphKey, rulesets) -> list[tuple[str, GraphKey]]:
     """Every program one rule application away from `key`: (rule set, program)."""
+    from search import algebra_movement as M
     from search import rules as R
     from search.language import const_kind, swaps_last
 
@@ -191,6 +192,21 @@ def rewrites(key: GraphKey, rulesets) -> list[tuple[str, GraphKey]]:
                 ed = _Editor(key)
                 inner = ed.new(i, tuple(nodes[s].src[0] for s in src))
                 out.append(("movement", ed.replace(i, ed.new(src[0], (inner,)))))
+        if "movement" in names and n.op is Ops.PERMUTE and nodes[src[0]].op is Ops.PERMUTE \
+                and not _inverse(nodes[src[0]].arg, n.arg):  # T_q(T_p(x)) -> T_{p∘q}(x)
+            ed = _Editor(key)
+            inner = nodes[src[0]]
+            out.append(("movement", ed.replace(i, ed.make(Ops.PERMUTE, inner.dtype, (inner.src[0],),
+                                                          M.compose(inner.arg, n.arg)))))
+        if "movement_reduce" in names and n.op is Ops.REDUCE and nodes[src[0]].op is Ops.PERMUTE:
+            t = nodes[src[0]]  # R_K(T_p(x)) -> T_p(R_{p[K]}(x))
+            arg = M.reduce_through(n.arg, t.arg)
+            if arg is not None:
+                ed = _Editor(key)
+                r = ed.make(Ops.REDUCE, n.dtype, (t.src[0],), arg)
+                out.append(("movement_reduce", ed.replace(i, ed.new(src[0], (r,)))))
+        if "movement_reshape" in names:
+            out += _reshape_rewrites(key, i)
         if "matmul_assoc" in names and n.op is Ops.MATMUL:
             a, c = src
             if nodes[a].op is Ops.MATMUL:  # (A @ B) @ C -> A @ (B @ C)
@@ -266,6 +282,30 @@ def rewrites(key: GraphKey, rulesets) -> list[tuple[str, GraphKey]]:
     from search import contract  # contraction forms and sibling products: their own module
 
     out += contract.rewritten_programs(key, rulesets)
+    return out
+
+
+def _reshape_rewrites(key: GraphKey, i: int) -> list[tuple[str, GraphKey]]:
+    """`movement_reshape` at node i: reshapes composed or cancelled, reshapes and
+    broadcasts (not of constants, as the fact hooks) moved out of pointwise ops."""
+    from search import algebra_movement as M
+    from search import rules as R
+
+    nodes, n = key.nodes, key.nodes[i]
+    out = []
+    views = (Ops.RESHAPE, Ops.EXPAND)
+    if n.op is Ops.RESHAPE and nodes[n.src[0]].op is Ops.RESHAPE and not M._of_const(key, n.src[0]):
+        x = nodes[n.src[0]].src[0]
+        ed = _Editor(key)
+        by = x if nodes[x].shape == n.shape else ed.make(Ops.RESHAPE, n.dtype, (x,), n.arg)
+        out.append(("movement_reshape", ed.replace(i, by)))
+    if n.op.value in R.POINTWISE_OPS and 1 <= len(n.src) <= 2:
+        ins = [nodes[s] for s in n.src]
+        if all(m.op in views and m.op is ins[0].op and not M._of_const(key, s) for m, s in zip(ins, n.src)) \
+                and len({(m.arg, nodes[m.src[0]].shape) for m in ins}) == 1:
+            ed = _Editor(key)
+            inner = ed.new(i, tuple(m.src[0] for m in ins))
+            out.append(("movement_reshape", ed.replace(i, ed.new(n.src[0], (inner,)))))
     return out
 
 

@@ -24,9 +24,14 @@ the e-graph linear in the graph (at most 2^arity variants per op).
   kernel, priced against the unfused kernels.
 - `algebra`: rewrites exact in IEEE arithmetic: x*1, 1*x, x/1, x+(-0.0), (-0.0)+x,
   x-(+0.0), -(-x), max(x,x), min(x,x), where(c,x,x) -> x. (Not x+0.0: -0.0+0.0 = +0.0.)
-- `movement` (exact): a transpose of a transpose that undoes it cancels; a pointwise op
-  of transposed operands (same order) becomes the transpose of the op:
-  `f(T(a)) -> T(f(a))`, `T(a) op T(b) -> T(a op b)` — so transposes meet and cancel.
+- `movement` (exact): a transpose of a transpose that undoes it cancels, any other two
+  compose into one (`T_q(T_p(x)) -> T_{p∘q}(x)`); a pointwise op of transposed operands
+  (same order) becomes the transpose of the op: `f(T(a)) -> T(f(a))`, `T(a) op T(b) ->
+  T(a op b)` — so transposes meet and cancel.
+- `movement_reshape` (exact; search/algebra_movement.py): reshapes and broadcasts moved
+  out of pointwise ops (the same view on both operands), reshapes composed or cancelled.
+- `movement_reduce` (reassoc; search/algebra_movement.py): a reduction of a permuted
+  value is the permuted reduction over the mapped axes.
 - `matmul_assoc` (reassoc): `(A @ B) @ C <-> A @ (B @ C)`; the extraction picks the
   association by cost (a chain ending in a vector becomes matrix-vector products).
 - `matmul_distribute` (reassoc): `A @ B +- A @ C -> A @ (B +- C)`, and on the right.
@@ -64,6 +69,7 @@ from __future__ import annotations
 
 import math
 
+from search import algebra_movement as _mv
 from search import contract as _contract
 from search import kinds as _kinds
 from search.language import Templates, const_value, register_facts
@@ -152,6 +158,7 @@ def _movement() -> str:
         f'{_mark("movement")} {_mark("movement", "(E op n (Cons x (Nil)))")}) :ruleset movement)',
         f'(rule ((= r (E op n (Cons {T("p", "x")} (Cons {T("q", "y")} (Nil))))) (Pointwise op))\n'
         f'      ((BinT r op n p q x y)) :ruleset movement)',
+        _mv.composed_perm_rule(),
         f'(rule ((BinT r op n p q x y) (PermIs p s) (PermIs q s))\n'
         f'      ((union r (E "PERMUTE" p (Cons (Load (Kernel (E op n (Cons x (Cons y (Nil))))))  (Nil)))) '
         f'{_mark("movement")} {_mark("movement", "(E op n (Cons x (Cons y (Nil))))")}) :ruleset movement)',
@@ -536,6 +543,8 @@ CLASSES: dict[str, list[str]] = {"Elementwise": ELEMENTWISE_OPS, "Movement": MOV
 RULESETS: dict[str, str] = {name: _fusion(name, p, c) for name, (p, c) in FUSIONS.items()}
 RULESETS["algebra"] = _algebra()
 RULESETS["movement"] = _movement()
+RULESETS["movement_reshape"] = _mv.movement_reshape()
+RULESETS["movement_reduce"] = _mv.movement_reduce()
 RULESETS["matmul_assoc"] = _matmul_assoc()
 RULESETS["sum_merge"] = _sum_merge()
 RULESETS["matmul_distribute"] = _matmul_distribute()
@@ -557,10 +566,12 @@ STATUS["matmul_distribute"] = "reassoc"
 STATUS["matmul_transpose"] = "reassoc"
 STATUS["sum_scale"] = "reassoc"
 STATUS["sum_bcast"] = "reassoc"
+STATUS["movement_reduce"] = "reassoc"  # svod's kernels sum in a layout-dependent order (docs/algebra.md)
 STATUS.update({n: st for n, (_, st, _) in _contract.RULESETS.items()})
 STATUS.update({n: st for n, (_, st, _) in _kinds.RULESETS.items()})
 # the rule sets that rewrite the program
-ALGEBRA_SETS = ("algebra", "movement", "matmul_assoc", "sum_merge", "matmul_distribute", "matmul_transpose",
+ALGEBRA_SETS = ("algebra", "movement", "movement_reshape", "movement_reduce",
+                "matmul_assoc", "sum_merge", "matmul_distribute", "matmul_transpose",
                 "sum_scale", "sum_bcast", "minmax_shift", *_contract.RULESETS)
 MODES = ("reassoc", "exact")
 # Pointwise: elementwise ops with their own arithmetic (not movement, not sources or CAT)
@@ -581,7 +592,11 @@ FUSION = tuple(n for n in RULESETS if n.startswith("fuse_"))
 # `minmax_shift` save one multiply/add per element of a memory-bound reduction: the cost
 # model prices the rewritten and the written program alike (the written one is kept) and
 # the benchmark (flip_center, bench_algebra's scaled_reductions) measured no difference
-OPT_IN = ("sum_merge", "sum_scale", "minmax_shift",
+# `movement_reshape` and `movement_reduce` make many equivalent programs on movement-heavy
+# graphs, and the extraction's exploration (search.extract.explore) then prices programs
+# until its time limit: a 21-node chain of transposes and reshapes 77 ms -> 1.1-1.4 s
+# (docs/algebra.md, "Movement algebra")
+OPT_IN = ("sum_merge", "sum_scale", "minmax_shift", "movement_reshape", "movement_reduce",
           *(n for n, (_, _, on) in _contract.RULESETS.items() if not on))
 DEFAULT = tuple(n for n in RULESETS if n not in OPT_IN)
 ALL = tuple(RULESETS)

@@ -118,7 +118,7 @@ def programs(draw, max_ops: int = 8):
 MOTIFS = ["contract_rows", "contract_mid", "contract_batched", "contract_T", "contract_2axes", "contract_gemv",
           "contract_heads", "row_dots", "chain_vec", "chain_mat",
           "siblings", "distribute", "matmul_T", "scaled_sum", "bcast_sum", "shifted_max", "sum_of_sums",
-          "mean", "transposed_chain", "reshape_chain", "attention", "einsum"]
+          "mean", "transposed_chain", "reshape_chain", "permute_compose", "attention", "einsum"]
 CHAINS = {"chain_vec", "chain_mat", "attention", "siblings", "matmul_T", "contract_rows", "contract_mid",
           "contract_batched", "contract_T", "contract_2axes", "contract_gemv", "contract_heads", "row_dots",
           "distribute", "einsum"}  # products of sums: no inf in their inputs
@@ -202,6 +202,10 @@ def _motif(xp, name, ins, r):
         (x,) = ins
         flat = xp.reshape(x, (-1,))
         return [xp.reshape(xp.exp(xp.clip(flat, -5.0, 5.0)) * 0.5, x.shape) + x]
+    if name == "permute_compose":  # two permutes (composed into one, or cancelled) around a pointwise op
+        (x,) = ins
+        p, q = [((1, 0, 2), (0, 2, 1)), ((2, 0, 1), (2, 0, 1)), ((1, 2, 0), (2, 0, 1))][r % 3]
+        return [xp.permute_dims(xp.tanh(xp.permute_dims(x, p)), q) + 1.0]
     if name == "attention":  # softmax(q @ k.T * scale [+ bias]) @ v
         q, k, v = ins
         s = (q @ xp.matrix_transpose(k)) * (1.0 / math.sqrt(q.shape[-1]))
@@ -226,7 +230,7 @@ def _motif_shapes(name, d):
             "siblings": [(m, k), (k, n), (k, p), (k, n)], "distribute": [(m, k), (k, n), (k, n)],
             "matmul_T": [(m, k), (k, n)], "scaled_sum": [(m, k)], "bcast_sum": [(k,)], "shifted_max": [(m, k)],
             "sum_of_sums": [(m, k), (m, k)], "mean": [(m, k)], "transposed_chain": [(m, k), (m, k)],
-            "reshape_chain": [(m, k)], "attention": [(b, m, k), (b, n, k), (b, n, p)],
+            "reshape_chain": [(m, k)], "permute_compose": [(b, m, k)], "attention": [(b, m, k), (b, n, k), (b, n, p)],
             "einsum": [(m, k), (k, n), (n,)]}[name]
 
 
@@ -275,3 +279,64 @@ def algebra_programs(draw, max_motifs: int = 3, nonfinite: bool = True):
         return outs[-n_out:]
 
     return inputs, build, f"motifs={names} dims={dims} n_out={n_out}"
+
+
+# ----------------------------------------------------------------------------- movement programs
+#
+# Chains of permutes, reshapes and broadcasts around pointwise ops, applied alike to two
+# values of one shape (so `T(a) op T(b)` and `reshape(a) op reshape(b)` occur), with
+# reductions: the programs the movement rule sets (search/algebra_movement.py) rewrite.
+
+MOVE_STEPS = ["permute", "reshape", "reshape_back", "unary", "binary", "bcast", "reduce"]
+
+
+@st.composite
+def movement_programs(draw, max_steps: int = 6, reductions: bool = True):
+    """Returns (inputs: two float32 arrays of one shape with NaN, ±inf and -0.0 among
+    them, build: callable(list[Tensor], xp=svod) -> list[Tensor], description); `build`
+    also runs on numpy arrays (xp=np) for the reference."""
+    rank = draw(st.integers(1, 3))
+    shape = tuple(draw(st.integers(1, 4)) for _ in range(rank))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    inputs = []
+    for _ in range(2):
+        a = (rng.standard_normal(shape) * 4).astype(np.float32)
+        for v in (np.nan, np.inf, -np.inf, -0.0):
+            if a.size and draw(st.integers(0, 3)) == 0:
+                a.flat[draw(st.integers(0, a.size - 1))] = v
+        inputs.append(a)
+    kinds = MOVE_STEPS if reductions else MOVE_STEPS[:-1]
+    n_steps = draw(st.integers(1, max_steps))
+    steps = [(draw(st.sampled_from(kinds)), draw(st.integers(0, 10**6))) for _ in range(n_steps)]
+    n_out = draw(st.integers(1, 2))
+
+    def build(ts, xp=svod):
+        a, b = ts
+        for kind, r in steps:
+            s = tuple(a.shape)
+            if kind == "permute" and len(s) > 1:
+                perm = tuple(np.random.default_rng(r).permutation(len(s)).tolist())
+                a, b = xp.permute_dims(a, perm), xp.permute_dims(b, perm)
+            elif kind == "reshape":
+                new = [(-1,), s[::-1], (1, *s), s + (1,)][r % 4]
+                a, b = xp.reshape(a, new), xp.reshape(b, new)
+            elif kind == "reshape_back" and math.prod(s) == math.prod(shape):
+                a, b = xp.reshape(a, shape), xp.reshape(b, shape)
+            elif kind == "unary":
+                f = [xp.tanh, xp.negative, xp.abs, xp.sin, lambda v: xp.sqrt(xp.abs(v))][r % 5]
+                a = f(a)
+                if r % 2:
+                    b = f(b)
+            elif kind == "binary":
+                f = [xp.add, xp.multiply, xp.maximum, xp.subtract][r % 4]
+                a = f(a, b)
+            elif kind == "bcast" and math.prod(s) <= 32:
+                k = 1 + r % 3
+                a, b = (xp.broadcast_to(xp.reshape(v, (1, *s)), (k, *s)) for v in (a, b))
+            elif kind == "reduce" and len(s) > 0:
+                f = [xp.sum, xp.max, xp.min][r % 3]
+                a = f(a, axis=r % len(s), keepdims=bool(r % 2))
+                b = f(b, axis=r % len(s), keepdims=bool(r % 2))
+        return [a, b][:n_out]
+
+    return inputs, build, f"shape={shape} steps={steps} n_out={n_out}"

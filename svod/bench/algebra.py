@@ -14,7 +14,9 @@ written by numpy, svod and the installed peers (torch eager, torch.compile, jax.
 * ``bcast_sum``: ``sum(broadcast_to(v, (n, n)), axis=0)`` and its mean — a multiply by
   the count;
 * ``sum_of_sums``: ``sum(a, 0) + sum(b, 0)`` — one reduction of ``a + b``;
-* ``transposed_chain``: ``(tanh(a.T + b.T) * 2).T`` — the transposes cancel;
+* ``transposed_chain``: ``(tanh(a.T + b.T) * 2).T`` — the transposes cancel: one
+  contiguous elementwise pass, memory-bound (it costs what ``a + b`` costs; the gap to
+  jax.jit is the output's write-allocate traffic, docs/algebra.md);
 * ``attention`` / ``attention_softcap``: ``softmax(q k^T / sqrt(d)) v``, the second with
   a ``30 * tanh(s / 30)`` prologue on the scores.
 

@@ -1,0 +1,278 @@
+"""Movement algebra beyond cancelling transposes (issue 30; docs/algebra.md, "Movement
+algebra"). A movement op relabels elements without computing, so moving it through a
+pointwise op changes which tensor the op runs on, never a value: `movement` and
+`movement_reshape` are *exact* (bit-identical). `movement_reduce` is *reassoc*: the
+same elements are reduced, but svod's kernels sum in a layout-dependent order.
+`movement_reshape` and `movement_reduce` are opt-in (search/rules.py `OPT_IN`: the
+extraction prices the many equivalent programs they make one by one).
+
+- `movement` (search/rules.py) gains composed permutations: `T_q(T_p(x)) -> T_{p∘q}(x)`
+  for any two permutes (not only inverse pairs; `compose`), and
+- `movement_reduce`: a reduction of a permuted value is the permuted reduction over the
+  mapped axes, `R_K(T_p(x)) -> T_p(R_{p[K]}(x))` (REDUCE keeps the reduced axes as size
+  1, so the same permutation applies), for reductions whose summation order the move
+  keeps (`reduce_through`: the mapped axes in the same order).
+- `movement_reshape`: reshapes and broadcasts (EXPAND) sunk through pointwise ops —
+  `f(R(x)) -> R(f(x))`, `R(a) op R(b) -> R(a op b)` when both views are the same (same
+  source and target shape), the same for EXPAND (the op then runs on the unbroadcast
+  values) — and reshapes composed or cancelled: `reshape(reshape(x))` is one reshape of x,
+  or x itself when it comes back to x's shape.
+
+egglog cannot compute a composed permutation, a reshape's source shape or mapped axes, so
+the fact hooks below compute them in Python over the written program, closed under
+composition (`perm_closure`, `reshape_closure`: every permutation or reshape a rewrite
+can make from the written ones, capped at `CLOSURE_CAP` per rank/graph), and hand them to
+the rules as facts naming encoder templates (search/language.py).
+
+Reshape facts name *signatures* ("source shape > target shape"): a written RESHAPE node
+is only ever applied, by these rules, to a value of its written source's shape (the sunk
+op keeps the shape), and composed reshapes are templates of their own (`Template.shape_in`),
+so a signature fact is true of every term its template id appears in.
+"""
+
+from __future__ import annotations
+
+from search.language import Templates, register_facts, swaps_last
+from svod.ir import Ops
+
+CLOSURE_CAP = 24  # permutations per rank, reshape signatures per graph
+
+
+def compose(p: tuple[int, ...], q: tuple[int, ...]) -> tuple[int, ...]:
+    """The order of `PERMUTE q` after `PERMUTE p`: `T_q(T_p(x)) = T_{compose(p, q)}(x)`
+    (axis j of the result is axis p[q[j]] of x)."""
+    return tuple(p[j] for j in q)
+
+
+def inverse(p: tuple[int, ...]) -> tuple[int, ...]:
+    out = [0] * len(p)
+    for j, a in enumerate(p):
+        out[a] = j
+    return tuple(out)
+
+
+def perm_text(p) -> str:
+    return ",".join(map(str, p))
+
+
+def _closed(items: list, step) -> list:
+    """`items` closed under `step(a, b)` (a new item or None), breadth first, in a
+    deterministic order, at most `CLOSURE_CAP` items."""
+    out = list(dict.fromkeys(items))[:CLOSURE_CAP]
+    seen = set(out)
+    i = 0
+    while i < len(out):
+        for j in range(i + 1):
+            for a, b in ((out[i], out[j]), (out[j], out[i])):
+                c = step(a, b)
+                if c is not None and c not in seen and len(out) < CLOSURE_CAP:
+                    seen.add(c)
+                    out.append(c)
+        i += 1
+    return out
+
+
+def perm_closure(key) -> dict[int, list[tuple[int, ...]]]:
+    """rank -> the written PERMUTE orders of that rank closed under composition
+    (identities dropped: an inverse pair cancels, `movement`'s first rule)."""
+    by_rank: dict[int, list] = {}
+    for n in key.nodes:
+        if n.op is Ops.PERMUTE:
+            by_rank.setdefault(len(n.arg), []).append(tuple(n.arg))
+
+    def step(a, b):
+        c = compose(a, b)
+        return None if c == tuple(range(len(c))) else c
+
+    return {r: _closed(ps, step) for r, ps in by_rank.items()}
+
+
+def _views(key, op: Ops) -> list[tuple[int, tuple, tuple]]:
+    """(node, source shape, target shape) of the written `op` nodes (RESHAPE or EXPAND)
+    that are not views of a constant (a broadcast constant is inlined wherever it is read:
+    moving it gains nothing)."""
+    out = []
+    for i, n in enumerate(key.nodes):
+        if n.op is op and not _of_const(key, i):
+            out.append((i, tuple(key.nodes[n.src[0]].shape), tuple(n.shape)))
+    return out
+
+
+def _of_const(key, i: int) -> bool:
+    n = key.nodes[i]
+    while n.op in (Ops.RESHAPE, Ops.EXPAND):
+        n = key.nodes[n.src[0]]
+    return n.op is Ops.CONST
+
+
+def sig(src: tuple, dst: tuple) -> str:
+    """A reshape's or broadcast's signature: its source and target shapes."""
+    return f"{perm_text(src)}>{perm_text(dst)}"
+
+
+def reshape_closure(key) -> list[tuple[tuple, tuple]]:
+    """The written reshapes' (source, target) shapes closed under composition (a chain
+    back to its source is a cancellation, not a reshape)."""
+    def step(a, b):
+        return (a[0], b[1]) if a[1] == b[0] and a[0] != b[1] else None
+
+    return _closed([(s, d) for _, s, d in _views(key, Ops.RESHAPE)], step)
+
+
+def reduce_through(arg, perm: tuple[int, ...]):
+    """The REDUCE argument over x that `REDUCE arg` over `T_perm(x)` is, or None when the
+    move would change the order of the reduced axes (kernels visit reduced axes in axis
+    order: the same order keeps the same summation order)."""
+    mapped = tuple(perm[k] for k in sorted(arg[1]))
+    if list(mapped) != sorted(mapped):
+        return None
+    return (arg[0], mapped, *arg[2:])
+
+
+_memo: dict = {}
+
+
+def _closures(key):
+    """(perm_closure, the first PERMUTE node, reshape_closure) of `key`, memoised for the
+    one key being encoded (the hooks run once per node; searches may run on threads)."""
+    k = (id(key), key.hash)
+    hit = _memo.get(k)
+    if hit is None:
+        first_perm = next((i for i, n in enumerate(key.nodes) if n.op is Ops.PERMUTE), None)
+        hit = (perm_closure(key), first_perm, reshape_closure(key))
+        if len(_memo) > 8:
+            _memo.clear()
+        _memo[k] = hit
+    return hit
+
+
+@register_facts(("movement",), gates=False)
+def _perm_facts(key, i: int, t: Templates) -> list[str]:
+    """At the first PERMUTE node: (PermComp "p" "q" c) for every two orders of the
+    closure whose composition is not the identity, with c the composed order's template
+    (and its PermIs / PermInvIs / SwapLast facts, so the other movement rules read it)."""
+    perms, first, _ = _closures(key)
+    if i != first:
+        return []
+    out = []
+    tid: dict[tuple, int] = {}
+    for ps in perms.values():
+        for p in ps:
+            tid[p] = t.add(Ops.PERMUTE, p)
+            out.append(f'(PermIs {tid[p]} "{perm_text(p)}")')
+            out.append(f'(PermInvIs {tid[p]} "{perm_text(inverse(p))}")')
+            if swaps_last(p):
+                out.append(f"(SwapLast {tid[p]})")
+    for ps in perms.values():
+        for p in ps:
+            for q in ps:
+                c = compose(p, q)
+                if c in tid:
+                    out.append(f'(PermComp "{perm_text(p)}" "{perm_text(q)}" {tid[c]})')
+    return out
+
+
+@register_facts(("movement_reduce",))
+def _reduce_facts(key, i: int, t: Templates) -> list[str]:
+    """(RedPerm n "p" r): the reduction n of `T_p(x)` is `T_p(r(x))`, r the reduction
+    over the mapped axes (a template), for every order p of n's rank in the closure."""
+    n = key.nodes[i]
+    if n.op is not Ops.REDUCE:
+        return []
+    perms, _, _ = _closures(key)
+    x = key.nodes[n.src[0]]
+    out = []
+    for p in perms.get(len(n.shape), ()):
+        arg = reduce_through(n.arg, p)
+        if arg is not None:
+            out.append(f'(RedPerm {i} "{perm_text(p)}" {t.add(Ops.REDUCE, arg, n.dtype, x.dtype)})')
+    return out
+
+
+@register_facts(("movement_reshape",))
+def _reshape_facts(key, i: int, t: Templates) -> list[str]:
+    """(ReshapeIs r "sig") / (ExpandIs e "sig") for the written views (not of constants);
+    at the first RESHAPE: (ReshapeInv "s1" "s2") for a pair that comes back to its
+    source, (ReshapeComp "s1" "s2" u) with u the composed reshape's template."""
+    n = key.nodes[i]
+    if n.op not in (Ops.RESHAPE, Ops.EXPAND) or _of_const(key, i):
+        return []
+    src = tuple(key.nodes[n.src[0]].shape)
+    if n.op is Ops.EXPAND:
+        return [f'(ExpandIs {i} "{sig(src, tuple(n.shape))}")']
+    out = [f'(ReshapeIs {i} "{sig(src, tuple(n.shape))}")']
+    views = _views(key, Ops.RESHAPE)
+    if views[0][0] != i:
+        return out
+    sigs = _closures(key)[2]
+    written = {(s, d) for _, s, d in views}
+    for a in sigs:
+        if a not in written:
+            u = t.add(Ops.RESHAPE, a[1], shape_in=a[0])
+            out.append(f'(ReshapeIs {u} "{sig(*a)}")')
+    for a in sigs:
+        for b in sigs:
+            if a[1] != b[0]:
+                continue
+            if a[0] == b[1]:
+                out.append(f'(ReshapeInv "{sig(*a)}" "{sig(*b)}")')
+            elif (a[0], b[1]) in sigs:
+                u = t.add(Ops.RESHAPE, b[1], shape_in=a[0])
+                out.append(f'(ReshapeComp "{sig(*a)}" "{sig(*b)}" {u})')
+    return out
+
+
+# ----------------------------------------------------------------------------- the rules
+
+
+def _mark(name: str, var: str = "r") -> str:
+    return f'(Rewritten {var} "{name}")'
+
+
+def _view(op: str, v: str, x: str) -> str:
+    return f'(Load (Kernel (E "{op}" {v} (Cons {x} (Nil)))))'
+
+
+def composed_perm_rule() -> str:
+    """The `movement` rule composing two permutes (PermPair: stage one of the existing
+    cancellation rule, search/rules.py)."""
+    return ('(relation PermComp (String String i64))\n'
+            f'(rule ((PermPair r p q x) (PermIs p s1) (PermIs q s2) (PermComp s1 s2 c))\n'
+            f'      ((union r (E "PERMUTE" c (Cons x (Nil)))) {_mark("movement")}) :ruleset movement)')
+
+
+def movement_reduce() -> str:
+    name = "movement_reduce"
+    red = '(E "REDUCE" t (Cons x (Nil)))'
+    return "\n".join([
+        f"(ruleset {name})", "(relation RedPerm (i64 String i64))", "(relation RedT (F i64 i64 F))",
+        f'(rule ((= r (E "REDUCE" n (Cons {_view("PERMUTE", "p", "x")} (Nil))))) ((RedT r n p x)) :ruleset {name})',
+        f'(rule ((RedT r n p x) (PermIs p s) (RedPerm n s t))\n'
+        f'      ((union r (E "PERMUTE" p (Cons (Load (Kernel {red})) (Nil)))) {_mark(name)} {_mark(name, red)})'
+        f' :ruleset {name})',
+    ])
+
+
+def movement_reshape() -> str:
+    name = "movement_reshape"
+    out = [f"(ruleset {name})", "(relation ReshapeIs (i64 String))", "(relation ExpandIs (i64 String))",
+           "(relation ReshapeInv (String String))", "(relation ReshapeComp (String String i64))",
+           "(relation RPair (F i64 i64 F))", "(relation BinV (F String String i64 i64 i64 F F))"]
+    out.append(f'(rule ((= r (E "RESHAPE" q (Cons {_view("RESHAPE", "p", "x")} (Nil))))) ((RPair r p q x))'
+               f' :ruleset {name})')
+    out.append(f'(rule ((RPair r p q x) (ReshapeIs p s1) (ReshapeIs q s2) (ReshapeInv s1 s2))\n'
+               f'      ((union r x) {_mark(name)}) :ruleset {name})')
+    out.append(f'(rule ((RPair r p q x) (ReshapeIs p s1) (ReshapeIs q s2) (ReshapeComp s1 s2 u))\n'
+               f'      ((union r (E "RESHAPE" u (Cons x (Nil)))) {_mark(name)}) :ruleset {name})')
+    for op, rel in (("RESHAPE", "ReshapeIs"), ("EXPAND", "ExpandIs")):
+        un = '(E op n (Cons x (Nil)))'
+        out.append(f'(rule ((= r (E op n (Cons {_view(op, "p", "x")} (Nil)))) (Pointwise op) ({rel} p s))\n'
+                   f'      ((union r (E "{op}" p (Cons (Load (Kernel {un})) (Nil)))) {_mark(name)} '
+                   f'{_mark(name, un)}) :ruleset {name})')
+        out.append(f'(rule ((= r (E op n (Cons {_view(op, "p", "x")} (Cons {_view(op, "q", "y")} (Nil)))))'
+                   f' (Pointwise op))\n      ((BinV r "{op}" op n p q x y)) :ruleset {name})')
+        bi = '(E op n (Cons x (Cons y (Nil))))'
+        out.append(f'(rule ((BinV r "{op}" op n p q x y) ({rel} p s) ({rel} q s))\n'
+                   f'      ((union r (E "{op}" p (Cons (Load (Kernel {bi})) (Nil)))) {_mark(name)} '
+                   f'{_mark(name, bi)}) :ruleset {name})')
+    return "\n".join(out)

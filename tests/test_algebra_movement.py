@@ -1,0 +1,253 @@
+"""Movement algebra (issue 30; search/algebra_movement.py, docs/algebra.md "Movement
+algebra"): permutations composed, reshapes and broadcasts moved out of pointwise ops and
+composed or cancelled (exact: bit-identical to the rewrite-free plan, NaN, ±inf and -0.0
+included), reductions of permuted values (reassoc in svod's kernels: they sum in a
+layout-dependent order)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import svod
+from search import algebra_movement as M
+from search import rules
+from search.extract import Cycle
+from svod.ir import Ops
+from svod.key import compact
+from tests.programs import movement_programs
+from tests.test_algebra import EXACT_LIM, _arr, _compiled, _plan, _programs_of, _same_bits
+
+MOVE = ("algebra", "movement", "movement_reshape")  # the exact movement rule sets (and identities)
+WITH_MOVES = rules.DEFAULT + ("movement_reshape", "movement_reduce")  # the default sets and the opt-in moves
+
+
+def _nan_same_bits(got, want):
+    """Bit-identical, every NaN counted as one NaN (the payload is not numpy's either)."""
+    _same_bits(np.where(np.isnan(got), np.float32(np.nan), got), np.where(np.isnan(want), np.float32(np.nan), want))
+
+
+def _ops(key, op):
+    return [n for n in key.nodes if n.op is op]
+
+
+def _special(*shape, seed=0):
+    a = _arr(*shape, seed=seed) * 3
+    flat = a.reshape(-1)
+    flat[:: 5] = -0.0
+    for i, v in zip((1, 2, 3), (np.nan, np.inf, -np.inf)):
+        if i < flat.size:
+            flat[i] = v
+    return a
+
+
+def test_compose_and_reduce_through_follow_numpy():
+    x = np.arange(24).reshape(2, 3, 4)
+    for p, q in (((1, 0, 2), (0, 2, 1)), ((2, 0, 1), (2, 0, 1)), ((1, 2, 0), (1, 2, 0))):
+        assert np.array_equal(np.transpose(np.transpose(x, p), q), np.transpose(x, M.compose(p, q)))
+        assert M.compose(p, M.inverse(p)) == (0, 1, 2)
+    # R_K(T_p(x)) = T_p(R_{p[K]}(x)), with keepdims
+    y = np.random.default_rng(0).standard_normal((2, 3, 4))
+    for p, axes in (((2, 0, 1), (1,)), ((1, 2, 0), (0, 1)), ((2, 0, 1), (0, 2))):
+        arg = M.reduce_through(("max", axes), p)
+        if arg is None:  # the mapped axes out of order: refused
+            assert [p[k] for k in sorted(axes)] != sorted(p[k] for k in axes)
+            continue
+        want = np.max(np.transpose(y, p), axis=axes, keepdims=True)
+        assert np.array_equal(np.transpose(np.max(y, axis=arg[1], keepdims=True), p), want)
+    assert M.reduce_through(("sum", (0, 2)), (2, 0, 1)) is None
+
+
+def test_two_permutes_become_one():
+    """`x.transpose(1, 0, 2).transpose(0, 2, 1)` is one view, in both algebra modes."""
+    a = _special(2, 3, 4)
+    for lim in (None, EXACT_LIM):
+        x = svod.asarray(a)
+        kw = {} if lim is None else {"limits": lim}
+        key, _, r, (got,) = _plan(x.transpose(1, 0, 2).transpose(0, 2, 1), run=False, **kw)
+        assert len(_ops(key, Ops.PERMUTE)) == 2
+        assert [n.arg for n in _ops(r.decoded, Ops.PERMUTE)] == [(1, 2, 0)], r.report
+        assert len(r.plan.kernels) == 1
+        _nan_same_bits(got, np.transpose(a, (1, 2, 0)))
+        assert any("movement" in w.rulesets for w in r.report.rewrites)
+    text = str(svod.explain(svod.asarray(a).transpose(1, 0, 2).transpose(0, 2, 1)))
+    assert "[movement] node" in text and "permute[(1, 2, 0)]" in text, text
+    # composed orders meet and cancel: T_(1,2,0)(exp(T_(1,2,0)(T_(1,2,0) x))) -> exp(x)
+    x = svod.asarray(a)
+    p = (1, 2, 0)
+    key, _, r, (got,) = _plan(svod.exp(svod.permute_dims(svod.permute_dims(x, p), p)).transpose(p), run=False)
+    assert not _ops(r.decoded, Ops.PERMUTE), r.report
+    _, _, _, (plain,) = _plan(svod.exp(svod.asarray(a)), run=False)
+    _nan_same_bits(got, plain)
+
+
+def test_reshapes_of_a_sum_move_out_and_the_copy_disappears():
+    """`(x.reshape(a, b) + y.reshape(a, b)).reshape(n)` is one kernel over x and y as
+    they are, no reshape left; explain lists the rewrite."""
+    a, b = _special(24), _special(24, seed=1)
+    x, y = svod.asarray(a), svod.asarray(b)
+    t = (x.reshape(6, 4) + y.reshape(6, 4)).reshape(24)
+    key, _, r, (got,) = _plan(t, run=False, rulesets=WITH_MOVES)
+    assert len(_ops(key, Ops.RESHAPE)) == 3
+    assert not _ops(r.decoded, Ops.RESHAPE), r.report
+    assert len(r.plan.kernels) == 1
+    _nan_same_bits(got, a + b)
+    assert r.report.saturation.added["movement_reshape"] > 0
+    assert any("movement_reshape" in w.rulesets for w in r.report.rewrites), r.report
+    assert "[movement_reshape]" in str(r.report)
+    # opt-in: not in the default search
+    _, _, r, _ = _plan(t)
+    assert "movement_reshape" not in r.report.saturation.rulesets
+
+
+def test_a_reshape_round_trip_cancels():
+    a = _special(6, 4)
+    x = svod.asarray(a)
+    t = svod.tanh(svod.reshape(svod.abs(svod.reshape(x, (-1,))), (6, 4)))
+    key, _, r, (got,) = _plan(t, run=False, rulesets=rules.EXACT + ("movement_reshape",))
+    assert len(_ops(key, Ops.RESHAPE)) == 2
+    assert not _ops(r.decoded, Ops.RESHAPE), r.report
+    _, _, _, (plain,) = _plan(svod.tanh(svod.abs(svod.asarray(a))), run=False)
+    _nan_same_bits(got, plain)
+    # composed, not cancelled: (6, 4) -> (24,) -> (4, 6) is one reshape (6, 4) -> (4, 6)
+    t = svod.reshape(svod.reshape(x, (-1,)), (4, 6)) + 1.0
+    _, _, r, (got,) = _plan(t, run=False, rulesets=WITH_MOVES)
+    assert [(n.arg, r.decoded.nodes[n.src[0]].shape) for n in _ops(r.decoded, Ops.RESHAPE)
+            if r.decoded.nodes[n.src[0]].op is Ops.BUFFER] == [((4, 6), (6, 4))], r.report
+    _nan_same_bits(got, a.reshape(4, 6) + np.float32(1))
+
+
+def test_pointwise_ops_of_a_broadcast_run_on_the_unbroadcast_values():
+    """`exp(broadcast(v)) + broadcast(w)` computes exp and + on v's 8 values, then
+    broadcasts: bit-identical."""
+    v, w = _special(1, 8), _special(1, 8, seed=3)
+    t = svod.exp(svod.broadcast_to(svod.asarray(v), (64, 8))) + svod.broadcast_to(svod.asarray(w), (64, 8))
+    key, _, r, (got,) = _plan(t, run=False, rulesets=WITH_MOVES)
+    assert all(n.shape == (1, 8) for n in r.decoded.nodes if n.op in (Ops.EXP, Ops.ADD)), r.report
+    _, _, _, (plain,) = _plan(svod.exp(svod.asarray(v)) + svod.asarray(w), run=False)
+    _nan_same_bits(got, np.broadcast_to(plain, (64, 8)))
+
+
+def test_different_views_are_not_merged():
+    """Reshapes to one shape from different shapes, broadcasts from different shapes and
+    different permutations keep their operands apart."""
+    a, b = _arr(6, 4), _arr(4, 6, seed=1)
+    x, y = svod.asarray(a), svod.asarray(b)
+    _, _, r, (got,) = _plan(x.reshape(24) + y.reshape(24), rulesets=WITH_MOVES)
+    assert len(_ops(r.decoded, Ops.RESHAPE)) == 2
+    np.testing.assert_array_equal(got, a.reshape(24) + b.reshape(24))
+    c, d = _arr(1, 8), _arr(64, 1, seed=2)
+    _, _, r, (got,) = _plan(svod.broadcast_to(svod.asarray(c), (64, 8)) * svod.broadcast_to(svod.asarray(d), (64, 8)),
+                            rulesets=WITH_MOVES)
+    np.testing.assert_array_equal(got, c * d)
+    e = _arr(4, 4, 4)
+    z = svod.asarray(e)
+    _, _, r, (got,) = _plan(svod.permute_dims(z, (1, 0, 2)) - svod.permute_dims(z, (0, 2, 1)), rulesets=WITH_MOVES)
+    np.testing.assert_array_equal(got, np.transpose(e, (1, 0, 2)) - np.transpose(e, (0, 2, 1)))
+
+
+def test_every_movement_rewrite_is_bit_identical():
+    """Every single-switch program the exact movement rule sets make (chosen or not),
+    compiled, gives the rewrite-free plan's bits: NaN, ±inf, -0.0, odd sizes (vector
+    tails) included."""
+    checked = 0
+    for f in (svod.exp, svod.tanh, svod.sin, svod.sqrt, svod.log1p):
+        for small, big in (((1, 7), (33, 7)), ((5, 1), (5, 129)), ((1,), (1000,)), ((3, 1, 17), (3, 40, 17))):
+            x, y = svod.asarray(_special(*small)), svod.asarray(_special(*big, seed=1))
+            for t in (f(svod.broadcast_to(x, big)) + y, f(svod.reshape(y, (-1,))).reshape(big) * 2.0 + y,
+                      svod.permute_dims(f(svod.permute_dims(y, tuple(reversed(range(len(big)))))),
+                                        tuple(reversed(range(len(big))))) - y):
+                key, prog = _programs_of(t, names=rules.FUSION + MOVE)
+                _, bind = compact([t.uop])
+                _, free = _programs_of(t, names=rules.FUSION)
+                want = _compiled(free.decode(), bind)[0]
+                base = prog.decode()
+                progs = [base]
+                for c in base.classes:
+                    for alt in prog.alternatives(c, prog.rep):
+                        try:
+                            progs.append(prog.decode({c: alt}))
+                        except Cycle:
+                            continue
+                for d in progs:
+                    if any(set(v) & set(MOVE) for v in d.rewrites.values()):
+                        with np.errstate(all="ignore"):
+                            _nan_same_bits(_compiled(d, bind)[0], want)
+                        checked += 1
+    assert checked >= 40, checked
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(movement_programs())
+def test_movement_programs_are_bit_identical_to_the_rewrite_free_plan(prog):
+    """Hypothesis programs of permutes, reshapes, broadcasts, pointwise ops and
+    reductions: the exact movement rule sets give the rewrite-free plan's bits, and
+    both match numpy (exactly, where no reduction sums)."""
+    inputs, build, desc = prog
+    ts = build([svod.asarray(a) for a in inputs])
+    _, _, r, got = _plan(*ts, rulesets=rules.FUSION + MOVE, run=False)
+    _, _, _, free = _plan(*ts, rulesets=rules.FUSION, run=False)
+    for g, w in zip(got, free):
+        _nan_same_bits(g, w)
+    with np.errstate(all="ignore"):
+        want = build([a.copy() for a in inputs], xp=np)
+    for g, w in zip(got, want):
+        w = np.asarray(w, dtype=np.float32)
+        assert g.shape == w.shape, desc
+        assert np.array_equal(np.isnan(g), np.isnan(w)), desc
+        fin = np.isfinite(w)
+        np.testing.assert_allclose(g[fin], w[fin], rtol=1e-5, atol=1e-5, err_msg=desc)
+        assert np.array_equal(g[~fin & ~np.isnan(w)], w[~fin & ~np.isnan(w)]), desc
+
+
+def test_reduction_of_a_permuted_value_is_the_permuted_reduction():
+    """`sum(T_p(x), axis=k) -> T_p(sum(x, axis=p[k]))` (`movement_reduce`, reassoc): the
+    rewritten programs within the reassoc bound of numpy's float64 sum, NaN and ±inf
+    where numpy's are; max is bit-identical."""
+    a = _arr(16, 32, 8) * 10
+    a[0, 0, 0], a[1, 2, 3] = np.nan, np.inf
+    x = svod.asarray(a)
+    for red, p, axis in (("sum", (2, 0, 1), 1), ("max", (1, 2, 0), 0), ("sum", (1, 0, 2), 0)):
+        t = getattr(svod, red)(svod.permute_dims(x, p), axis=axis)
+        key, prog = _programs_of(t, names=rules.FUSION + ("movement", "movement_reduce"))
+        _, bind = compact([t.uop])
+        want = getattr(np, red)(np.transpose(a.astype(np.float64), p), axis=axis)
+        base, seen = prog.decode(), 0
+        for c in base.classes:
+            for alt in prog.alternatives(c, prog.rep):
+                try:
+                    d = prog.decode({c: alt})
+                except Cycle:
+                    continue
+                if not any("movement_reduce" in v for v in d.rewrites.values()):
+                    continue
+                seen += 1
+                assert len(_ops(d.key, Ops.REDUCE)) == 1
+                (src,) = (d.key.nodes[n.src[0]] for n in _ops(d.key, Ops.REDUCE))
+                assert src.op is Ops.BUFFER  # the reduction reads x itself
+                got = _compiled(d, bind)[0]
+                assert np.array_equal(np.isnan(got), np.isnan(want)) and got.shape == want.shape
+                fin = np.isfinite(want)
+                n = a.shape[p[axis]]
+                bound = 2 * n * np.finfo(np.float32).eps * np.sum(np.abs(np.transpose(a, p)), axis=axis)[fin]
+                assert np.all(np.abs(got[fin] - want[fin]) <= bound + 1e-30)
+                assert np.array_equal(got[~fin & ~np.isnan(want)], want[~fin & ~np.isnan(want)])
+                if red == "max":
+                    _nan_same_bits(got, want.astype(np.float32))
+        assert seen > 0, (red, p)
+    # reassoc: not an exact rule set (the exact mode never runs it)
+    assert "movement_reduce" not in rules.EXACT and "movement_reduce" in rules.ALGEBRA_SETS
+    _, _, r, _ = _plan(svod.sum(x.transpose(2, 0, 1), axis=1), rulesets=WITH_MOVES)
+    assert r.report.saturation.added["movement_reduce"] > 0
+
+
+@pytest.mark.parametrize("ruleset", ["movement_reshape", "movement_reduce"])
+def test_new_movement_sets_are_gated_on_their_facts(ruleset):
+    """A graph without (non-constant) reshapes, broadcasts or reductions of the right
+    kind does not run the set (no per-iteration cost)."""
+    x = svod.asarray(_arr(8, 8))
+    _, _, r, _ = _plan(svod.exp(x) * 2.0 + 1.0, rulesets=rules.ALL)
+    assert ruleset not in r.report.saturation.rulesets
+    assert ruleset in rules.OPT_IN  # measured: docs/algebra.md
+    assert rules.STATUS[ruleset] == ("exact" if ruleset == "movement_reshape" else "reassoc")
