@@ -2,7 +2,7 @@
 (`svod.codegen.schedule.streams`, `KernelLowering._stream_chunk`).
 
 The path only changes how the output is written, so every result must be bit-identical to
-the ordinary path's: the tests shrink the last-level cache the schedule sees (64 KiB) so
+the ordinary path's: the tests shrink the last-level cache the schedule sees (1 KiB) so
 that small kernels stream, and compare with the same program compiled without streaming
 and with numpy, over dtypes, lengths around the vector/block sizes, unaligned starts
 (slices), masks (concatenation), broadcasts and both thread counts."""
@@ -22,10 +22,10 @@ from svod.codegen import target as target_mod
 
 @pytest.fixture
 def small_llc(monkeypatch, tmp_path):
-    """The schedule sees a 64 KiB last-level cache (and a private cache dir)."""
+    """The schedule sees a 1 KiB last-level cache (and a private cache dir)."""
     monkeypatch.setenv("SVOD_CACHE_DIR", str(tmp_path / "cache"))
     l1, l2, _ = target_mod.cache_sizes()
-    monkeypatch.setattr(target_mod, "cache_sizes", functools.cache(lambda: (l1, l2, 1 << 16)))
+    monkeypatch.setattr(target_mod, "cache_sizes", functools.cache(lambda: (l1, l2, 1 << 10)))
     sched_mod.clear_cache()
     svod.reset()
     yield
@@ -58,13 +58,13 @@ def _run(fn, a, b):
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.uint16, np.int32, np.int64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.uint16, np.int64])
 def test_streaming_results_equal_the_ordinary_path_and_numpy(small_llc, monkeypatch, name, dtype):
     fn = PROGRAMS[name]
-    for n in (5, 64, 127, 128 * 8 + 3, 4096 + 77, 20_011):
+    for n in (127, 128 * 8 + 3, 20_011):  # (under a block; blocks and tails; many units)
         a, b = _values(dtype, n, 1), _values(dtype, n, 2)
         want = np.asarray(fn(np, a, b))
-        for threads in ("1", "2"):
+        for threads in ("1", "2") if n > 20_000 else ("2",):
             monkeypatch.setenv("SVOD_THREADS", threads)
             got = _run(fn, a, b)
             assert got.dtype == want.dtype and got.shape == want.shape
@@ -88,7 +88,7 @@ def test_a_large_elementwise_kernel_streams_and_a_small_one_does_not(small_llc):
     if re.search(r"\bvmov\w*ps\b", asm):  # an x86 host: the stores are non-temporal moves
         assert re.search(r"\bv?movnt", asm), asm[:2000]
     np.testing.assert_array_equal(t.numpy(), a * 2 + 1)
-    small = svod.asarray(a[:1000]) * 2 + 1
+    small = svod.asarray(a[:40]) * 2 + 1
     assert not sched_mod.schedule(svod.explain(small).plan.kernels[0]).stream
     # multiple outputs, reductions and bool outputs keep ordinary stores
     x = svod.asarray(a)
