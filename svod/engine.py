@@ -133,7 +133,7 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
         if dyn is None:
             outs = exe.run([leaves[j].array for j in fast[1]])
         else:
-            outs = dyn.results(exe.run(dyn.bind([leaves[j].array for j in fast[1]])))
+            outs = dyn.run(exe, [leaves[j].array for j in fast[1]])  # svod.shapes: n rows of the bucket's plan
         if fast[2]:
             RECENT.keep(pending)
         # NOTE: no `_wrap` checks: this Executable's outputs were checked on its first run
@@ -163,7 +163,7 @@ def _realize_new(pending: list[UOp], sig, leaves) -> dict[UOp, UOp]:
     exe = get_executable(key, notes, provisional_ok=True)
     if sig is not None and PLAN_CACHE.holds(key.hash, exe):
         REPLAY.put(sig, key.hash, leaves, bindings.buffers, dyn)
-    outs = exe.run(bindings.arrays) if dyn is None else dyn.results(exe.run(dyn.bind(bindings.arrays)))
+    outs = exe.run(bindings.arrays) if dyn is None else dyn.run(exe, bindings.arrays)
     if RECENT.small(leaves):
         RECENT.keep(pending)
     mapping = _wrap(pending, outs)

@@ -57,6 +57,7 @@ from svod.flags import NoteLog
 from svod.ir import ELEMENTWISE, Ops
 from svod.key import Bindings, GraphKey, KeyNode
 from svod.recompiles import RECOMPILES
+from svod.stats import bump_many
 
 _FREE, _ROW = 0, 1
 _ROW_OPS = frozenset(ELEMENTWISE | {Ops.CONTIGUOUS})
@@ -225,6 +226,42 @@ class SymbolicCall:
         n = self.n
         return [o[:n] if r else o for o, r in zip(outs, self.row_outputs)]
 
+    def run(self, exe, arrays) -> list[np.ndarray]:
+        """This size's results from the bucket's plan `exe`: its graph program run at
+        ``n`` rows on the arrays as they are (`rows_runner`) when the plan allows it,
+        else the padded run (`bind`, the plan at ``b`` rows, `results`). The plan's first
+        run is always the padded one (it builds, compiles and validates the plan)."""
+        rp = rows_runner(exe, self)
+        if rp is None:
+            return self.results(exe.run(self.bind(arrays)))
+        bump_many(exe._rows_tally)
+        return rp.run(arrays, self.n)
+
+
+def rows_runner(exe, call: SymbolicCall):
+    """The `svod.codegen.rows.RowsProgram` running `exe` (a bucket's plan) at a run-
+    time row count, or None: the plan has not run yet (or not validated), is not a
+    compiled KernelPlan, `SVOD_ROWS=0`, or its kernels cannot (the program's `reason`)."""
+    if call.n == call.b or not getattr(exe, "_validated", False) or not _rows_on():
+        return None
+    gp = getattr(exe, "_gp", None)
+    if gp is None and getattr(exe, "_started", False):  # a WarmPlan replaying its record: build the program
+        gp = exe.graph_program()
+    if gp is None:
+        return None
+    rp = gp.__dict__.get("_rows_program")
+    if rp is None:
+        from svod.codegen.rows import rows_program
+
+        rp = rows_program(gp, call.b, call.row_inputs, call.row_outputs)
+        if rp.ok and getattr(exe, "_rows_tally", None) is None:
+            exe._rows_tally = (("kernels_launched", exe._n_kernels), ("nodes_evaluated", exe._n_nodes))
+    return rp if rp.ok else None
+
+
+def _rows_on() -> bool:
+    return os.environ.get("SVOD_ROWS", "1") not in ("0", "false", "False", "")
+
 
 class BucketRun:
     """An Executable-like pair (the bucket's plan, this size's binding): `run(arrays)`
@@ -239,7 +276,7 @@ class BucketRun:
         self.provisional = getattr(exe, "provisional", False)
 
     def run(self, arrays) -> list[np.ndarray]:
-        return self.call.results(self.exe.run(self.call.bind(arrays)))
+        return self.call.run(self.exe, arrays)
 
     def describe(self) -> str:
         return f"bucket {self.call.b} for {self.call.n} rows\n" + self.exe.describe()
