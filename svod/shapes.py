@@ -256,7 +256,28 @@ def rows_runner(exe, call: SymbolicCall):
         rp = rows_program(gp, call.b, call.row_inputs, call.row_outputs)
         if rp.ok and getattr(exe, "_rows_tally", None) is None:
             exe._rows_tally = (("kernels_launched", exe._n_kernels), ("nodes_evaluated", exe._n_nodes))
+        if len(ROW_MODES) >= 4096:
+            ROW_MODES.clear()
+        ROW_MODES[call.key.hash] = "" if rp.ok else rp.reason
     return rp if rp.ok else None
+
+
+# bucket key hash -> "" (its plan runs a size's n rows, the row count read at run time)
+# or why it pads to the bucket (`svod.codegen.rows.analyse`); for `Dynamic.peek`
+ROW_MODES: dict[str, str] = {}
+
+
+def row_mode(call: SymbolicCall) -> str:
+    """How a size runs in its bucket's plan, in words (`svod.explain`)."""
+    if not _rows_on():
+        return f"padded to {call.b} rows (SVOD_ROWS=0)"
+    why = ROW_MODES.get(call.key.hash)
+    if why is None:
+        return (f"the bucket's first run pads to {call.b} rows; later sizes run their own rows "
+                "when its kernels allow it")
+    if why:
+        return f"padded to {call.b} rows: {why}"
+    return f"runs its {call.n} rows on the arrays as they are (the row count read at run time)"
 
 
 def _rows_on() -> bool:
@@ -359,8 +380,10 @@ class Dynamic:
         if notes:
             why += "\n" + "\n".join("  " + m for m in notes)
         bkey = rewrite(key, cls, b)
-        return SymbolicCall(bkey, n, b, tuple(bool(cls[i]) for i in bkey.inputs),
-                            tuple(bool(cls[o]) for o in key.outputs)), why
+        call = SymbolicCall(bkey, n, b, tuple(bool(cls[i]) for i in bkey.inputs),
+                            tuple(bool(cls[o]) for o in key.outputs))
+        why = why.replace("\n", f"; {row_mode(call)}\n", 1) if "\n" in why else f"{why}; {row_mode(call)}"
+        return call, why
 
     def _note(self, struct: str, msg: str) -> None:
         self.log.add(struct, msg)
@@ -385,6 +408,7 @@ class Dynamic:
             self._dynamic.clear()
             self.active = False
             self.log.clear()
+            ROW_MODES.clear()
         RECOMPILES.clear()
 
 

@@ -148,6 +148,9 @@ class RowsProgram:
         self.b = b
         self.ok = False
         self.reason = ""
+        self.runs = 0  # runs so far (tests count them)
+        self._lock = threading.Lock()
+        self._state = None
         self._fn = None
         self._module = None
         got = None
@@ -162,6 +165,7 @@ class RowsProgram:
         if got is None:
             return
         specs, room = got
+        self.specs = specs  # step index -> ("row", units per row) | ("chunk", elements per row, chunk)
         plan = gp.graph.plan
         self.row_inputs = tuple(bool(r) for r in row_inputs[:plan.n_inputs])
         self.room_inputs = tuple(i in room for i in range(plan.n_inputs))
@@ -170,8 +174,6 @@ class RowsProgram:
                            for (slot, shape, dt, _, _), r in zip(gp._out_specs, row_outputs)]
         self._build(specs)
         self.ok = self._fn is not None
-        self._lock = threading.Lock()
-        self._state = None
 
     def _build(self, specs: dict) -> None:
         import hashlib
@@ -246,6 +248,7 @@ class RowsProgram:
                 slots[slot] = data_address(o)
                 outs.append(o[:n] if r and room else o)
             gp._count.n += 1
+            self.runs += 1
             if self._parallel:
                 from svod.runtime import _get_pool
 
