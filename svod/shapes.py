@@ -235,7 +235,7 @@ class SymbolicCall:
         if rp is None:
             return self.results(exe.run(self.bind(arrays)))
         bump_many(exe._rows_tally)
-        return rp.run(arrays, self.n)
+        return rp.run(arrays, self.n, pad_rows)
 
 
 def rows_runner(exe, call: SymbolicCall):

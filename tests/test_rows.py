@@ -232,7 +232,8 @@ def test_flat_chunks_run_the_chunks_covering_n_rows(monkeypatch):
     cols = 100  # n * cols is not a multiple of the chunk
     for n in (1000, 1001):
         x, y = _RNG.standard_normal((2, n, cols)).astype(np.float32)
-        np.testing.assert_allclose(f(svod.asarray(x), svod.asarray(y)).numpy(), np.exp(x) * 2.0 - y, rtol=1e-5, atol=1e-6)
+        got = f(svod.asarray(x), svod.asarray(y)).numpy()
+        np.testing.assert_allclose(got, np.exp(x) * 2.0 - y, rtol=1e-5, atol=1e-6)
     calls = []
     real = shapes.pad_rows
     monkeypatch.setattr(shapes, "pad_rows", lambda a, b: calls.append(a.shape) or real(a, b))

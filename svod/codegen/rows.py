@@ -205,9 +205,8 @@ class RowsProgram:
         self._parallel = par
         self._fn = _ROWS_SEGMENT(self._module.address(name))
 
-    def run(self, arrays, n: int) -> list[np.ndarray]:
-        from svod.shapes import pad_rows
-
+    def run(self, arrays, n: int, pad_rows) -> list[np.ndarray]:
+        """`pad_rows(a, b)`: binds a row input a chunk may read past row n (svod.shapes)."""
         gp = self.gp
         b = self.b
         if not 2 <= n <= b:
