@@ -231,9 +231,13 @@ class SymbolicCall:
         ``n`` rows on the arrays as they are (`rows_runner`) when the plan allows it,
         else the padded run (`bind`, the plan at ``b`` rows, `results`). The plan's first
         run is always the padded one (it builds, compiles and validates the plan)."""
-        rp = rows_runner(exe, self)
+        rp = rows_runner(exe, self) if self.n != self.b else None
         if rp is None:
-            return self.results(exe.run(self.bind(arrays)))
+            outs = self.results(exe.run(self.bind(arrays)))
+            gp = getattr(exe, "_gp", None)
+            if gp is not None and "_rows_program" not in gp.__dict__:
+                rows_runner(exe, self)  # the bucket's first run: its rows program now, with the plan's compile
+            return outs
         bump_many(exe._rows_tally)
         return rp.run(arrays, self.n, pad_rows)
 
@@ -242,7 +246,7 @@ def rows_runner(exe, call: SymbolicCall):
     """The `svod.codegen.rows.RowsProgram` running `exe` (a bucket's plan) at a run-
     time row count, or None: the plan has not run yet (or not validated), is not a
     compiled KernelPlan, `SVOD_ROWS=0`, or its kernels cannot (the program's `reason`)."""
-    if call.n == call.b or not getattr(exe, "_validated", False) or not _rows_on():
+    if not getattr(exe, "_validated", False) or not _rows_on():
         return None
     gp = getattr(exe, "_gp", None)
     if gp is None and getattr(exe, "_started", False):  # a WarmPlan replaying its record: build the program

@@ -168,10 +168,14 @@ class RowsProgram:
         self.specs = specs  # step index -> ("row", units per row) | ("chunk", elements per row, chunk)
         plan = gp.graph.plan
         self.row_inputs = tuple(bool(r) for r in row_inputs[:plan.n_inputs])
-        self.room_inputs = tuple(i in room for i in range(plan.n_inputs))
-        self._in_specs = gp._in_specs
-        self._out_specs = [(slot, shape, dt, bool(r), slot in room)
-                           for (slot, shape, dt, _, _), r in zip(gp._out_specs, row_outputs)]
+        # per input: (index, dtype, 0 free / 1 n rows / 2 b rows, elements needed, per row for 1 and 2)
+        self._ins = tuple((i, want, (2 if i in room else 1) if self.row_inputs[i] else 0,
+                           need // b if self.row_inputs[i] else need)
+                          for i, (want, need) in enumerate(gp._in_specs))
+        # per output: (slot, shape (without the rows for an n-row output), dtype, rows?, b rows?, elements)
+        self._outs = tuple((slot, shape[1:], dt, True, False, count // b) if r and slot not in room else
+                           (slot, shape, dt, bool(r), bool(r) and slot in room, count)
+                           for (slot, shape, dt, count, _), r in zip(gp._out_specs, row_outputs))
         self._build(specs)
         self.ok = self._fn is not None
 
@@ -220,17 +224,20 @@ class RowsProgram:
             else:
                 slots, addr, blocks = gp._new_state(False)
             arrays = list(arrays[:gp.n_inputs])
-            for i, (a, (want, need)) in enumerate(zip(arrays, self._in_specs)):
+            for i, want, kind, need in self._ins:
+                a = arrays[i]
                 if a.dtype != want:
                     raise ValueError(f"rows program: input {i} needs dtype {want}, got {a.dtype}")
-                if self.row_inputs[i]:
-                    if a.shape[:1] != (n,):
+                if kind:
+                    if a.shape[0] != n:
                         raise ValueError(f"rows program: input {i} needs {n} rows, got shape {a.shape}")
                     if not a.flags.c_contiguous:
                         a = np.ascontiguousarray(a)
-                    if self.room_inputs[i]:
-                        a = pad_rows(a, b)  # a chunk may read up to a chunk past row n (a view when it has room)
-                    need = need // b * (b if self.room_inputs[i] else n)
+                    if kind == 2:  # a chunk may read up to a chunk past row n: b rows (a view when it has room)
+                        a = pad_rows(a, b)
+                        need *= b
+                    else:
+                        need *= n
                 elif not a.flags.c_contiguous:
                     a = np.ascontiguousarray(a)
                 if a.size < need:
@@ -238,14 +245,15 @@ class RowsProgram:
                 arrays[i] = a
                 slots[i] = data_address(a)
             pool = _pool.POOL
+            small = _pool.SMALL
             outs = []
-            for slot, shape, dt, r, room in self._out_specs:
+            for slot, shape, dt, r, room, count in self._outs:
                 if r and not room:
-                    shape = (n,) + shape[1:]
-                count = math.prod(shape)
-                o = pool.small_array(shape, dt, count) if count * dt.itemsize <= _pool.SMALL else pool.array(shape, dt)
+                    shape = (n,) + shape
+                    count *= n
+                o = pool.small_array(shape, dt, count) if count * dt.itemsize <= small else pool.array(shape, dt)
                 slots[slot] = data_address(o)
-                outs.append(o[:n] if r and room else o)
+                outs.append(o[:n] if room else o)
             gp._count.n += 1
             self.runs += 1
             if self._parallel:
