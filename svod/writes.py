@@ -19,8 +19,8 @@ exact one, then the value's folded one) instead of one per ``i``.
 When: automatic dynamic, as for sizes and view offsets. A structure (the root's graph
 without sizes and offsets, `svod.eager.structure`) is run exactly the first time; a
 second region (other pads) of the same structure makes it dynamic and from then on every
-region write of it takes this path. `SVOD_DYNAMIC=0` turns it off. `recompiles()` (and
-``SVOD_DEBUG=1``) say when a structure turned dynamic.
+region write of it takes this path. `SVOD_DYNAMIC=0` or `SVOD_WRITES=0` turn it off.
+`recompiles()` (and ``SVOD_DEBUG=1``) say when a structure turned dynamic.
 
 Not done: the value's plan writing straight into ``out[region]`` (its result is computed
 into its own block, then copied: one extra pass over the region), and writing in place
@@ -40,7 +40,9 @@ from svod.ir import Ops, UOp
 
 
 def enabled() -> bool:
-    return os.environ.get("SVOD_DYNAMIC", "1") not in ("0", "false", "False", "")
+    """`SVOD_DYNAMIC` on (as `svod.shapes.enabled`) and `SVOD_WRITES` not 0."""
+    off = ("0", "false", "False", "")
+    return os.environ.get("SVOD_DYNAMIC", "1") not in off and os.environ.get("SVOD_WRITES", "1") not in off
 
 
 def match(root: UOp):
