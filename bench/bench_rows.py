@@ -70,12 +70,23 @@ def main() -> None:
                 f(arg).numpy()
                 times[k].append((time.perf_counter() - t) * 1e3)
         os.environ["SVOD_ROWS"] = "1"
+        news = {"1": [], "0": []}  # first calls of new sizes of the bucket, rows on and off alternating
+        for n in range(n0 + 4, n0 + 24):
+            rows = "1" if n % 2 else "0"
+            os.environ["SVOD_ROWS"] = rows
+            x = rng.standard_normal((n, cols)).astype(np.float32)
+            t = time.perf_counter()
+            f(svod.asarray(x)).numpy()
+            news[rows].append((time.perf_counter() - t) * 1e3)
+        os.environ["SVOD_ROWS"] = "1"
         print(f"{name}, x ({n0}.., {cols}) float32: first call of new sizes in the bucket "
               f"{firsts[0]:.2f}, {firsts[1]:.2f} ms")
         base = sorted(times["exact plan, n"])[a.steady // 2]
         for k, ts in times.items():
             med = sorted(ts)[a.steady // 2]
             print(f"  {k:24s} median {med:7.3f} ms  min {min(ts):7.3f} ms  ({med / base:.2f}x the exact plan)")
+        on, off = (sorted(news[r])[len(news[r]) // 2] for r in ("1", "0"))
+        print(f"  first call of a new size (median of 10): rows {on:.2f} ms, padded {off:.2f} ms")
 
 
 if __name__ == "__main__":
