@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from svod.flags import NoteLog
+from svod.flags import NoteLog, flag
 from svod.ir import ELEMENTWISE, Ops
 from svod.key import Bindings, GraphKey, KeyNode
 from svod.recompiles import RECOMPILES
@@ -239,7 +239,27 @@ class SymbolicCall:
                 rows_runner(exe, self)  # the bucket's first run: its rows program now, with the plan's compile
             return outs
         bump_many(exe._rows_tally)
+        if not rp.checked and flag("SVOD_VALIDATE"):
+            return self._checked(exe, rp, arrays)
         return rp.run(arrays, self.n, pad_rows)
+
+    def _checked(self, exe, rp, arrays) -> list[np.ndarray]:
+        """SVOD_VALIDATE: the rows program's first run against the padded run of the same
+        arrays (the same kernels on the same rows: bitwise equal); on a difference the
+        bucket pads from then on, and says why (`row_mode`)."""
+        got = rp.run(arrays, self.n, pad_rows)
+        want = self.results(exe.run(self.bind(arrays)))
+        rp.checked = True
+        if all(g.shape == w.shape and g.dtype == w.dtype and g.tobytes() == w.tobytes() for g, w in zip(got, want)):
+            return got
+        rp.ok = False
+        rp.reason = "its first run differed from the padded run (SVOD_VALIDATE)"
+        ROW_MODES[self.key.hash] = rp.reason
+        import logging
+
+        logging.getLogger("svod").warning("svod: bucket %d plan %s run at %d rows %s; padding from now on",
+                                          self.b, self.key.hash[:12], self.n, rp.reason)
+        return want
 
 
 def rows_runner(exe, call: SymbolicCall):

@@ -114,7 +114,7 @@ def test_sizes_in_a_bucket_run_their_own_rows_and_equal_numpy(name):
 
 def test_results_have_exactly_n_rows_and_inputs_are_not_copied(monkeypatch):
     name = "softmax_layer_norm"
-    for n in (60, 61):
+    for n in (60, 61, 63):  # (63: the rows program's first run, which SVOD_VALIDATE compares with the padded one)
         _check(name, _data(n, np.float32))
     calls = []
     real = shapes.pad_rows
@@ -246,8 +246,33 @@ def test_flat_chunks_run_the_chunks_covering_n_rows(monkeypatch):
     x, y = _RNG.standard_normal((2, 1003, cols)).astype(np.float32)
     rp = _rows_program(lambda a: f(a, svod.asarray(y)), x)
     assert rp.ok and rp.runs == 3 and any(s[0] == "chunk" for s in rp.specs.values()), rp.specs
-    assert len(calls) == 6 and all(shapes._room(svod.asarray(a).uop.arg.array, 1024) is not None for a in (x, y))
+    checks = 2 if os.environ.get("SVOD_VALIDATE", "0") != "0" else 0  # the padded run SVOD_VALIDATE compares with
+    assert len(calls) == 6 + checks
+    assert all(shapes._room(svod.asarray(a).uop.arg.array, 1024) is not None for a in (x, y))
     # an input without room (the exact-size result of another plan): copied, still right
     t = svod.asarray(x) + 0.0
     t.numpy()
     np.testing.assert_allclose(f(t, svod.asarray(y)).numpy(), np.exp(x + 0.0) * 2.0 - y, rtol=1e-5, atol=1e-6)
+
+
+def test_validate_compares_the_first_rows_run_with_the_padded_run(monkeypatch):
+    from svod.codegen import rows
+
+    monkeypatch.setenv("SVOD_VALIDATE", "1")
+    for n in (50, 51, 49):  # 51 and 49: the bucket 52
+        _check("softmax_layer_norm", _data(n, np.float32))
+    rp = _rows_program(_ln_softmax, _data(49, np.float32))
+    assert rp.ok and rp.checked and rp.runs == 1
+    # a rows program that computes too few rows is caught, and the bucket pads from then on
+    for n in (70, 71):
+        _check("bias_tanh", _data(n, np.float32))
+    bad = _rows_program(PROGRAMS["bias_tanh"][0], _data(69, np.float32))
+    assert bad.ok and not bad.checked
+    real = bad.run
+    # a broken rows program: a wrong last row
+    monkeypatch.setattr(bad, "run", lambda arrays, n, pad: [np.concatenate([o[:-1], np.full_like(o[:1], 7)])
+                                                             for o in real(arrays, n, pad)])
+    _check("bias_tanh", _data(69, np.float32))  # the padded run's result
+    assert bad.checked and not bad.ok and "differed from the padded run" in bad.reason
+    _check("bias_tanh", _data(68, np.float32))
+    assert bad.runs == 1 and isinstance(bad, rows.RowsProgram)

@@ -49,6 +49,7 @@ import numpy as np
 import svod.pool as _pool
 from svod.codegen.buffers import data_address
 from svod.graph import CompiledGraph, Copy, Launch, slot_nbytes
+from svod.kernel import VALID
 
 _ROWS_SEGMENT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 _OK_KINDS = ("rowwise", "reduce", "elementwise")
@@ -106,6 +107,9 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
                     return f"kernel {k.name} does not read slot {inp.slot} row by row"
             elif v.strides[0] != 0:
                 return f"kernel {k.name} reads free slot {inp.slot} along the rows"
+        for node in k.nodes:
+            if node.op == VALID and (len(node.arg.views) != 1 or tuple(node.arg.views[0].valid_box()[0]) != (0, b)):
+                return f"kernel {k.name} masks its rows"
         loops = schedule(k).loops
         if loops.units != prog.units or loops.split or loops.cols:
             return (f"kernel {k.name}: its units are not whole rows ({loops.kind}, split {loops.split}, "
@@ -149,6 +153,7 @@ class RowsProgram:
         self.ok = False
         self.reason = ""
         self.runs = 0  # runs so far (tests count them)
+        self.checked = False  # SVOD_VALIDATE: the first run was compared with the padded run
         self._lock = threading.Lock()
         self._state = None
         self._fn = None
