@@ -264,15 +264,14 @@ class SymbolicCall:
 
 def rows_runner(exe, call: SymbolicCall):
     """The `svod.codegen.rows.RowsProgram` running `exe` (a bucket's plan) at a run-
-    time row count, or None: the plan has not run yet (or not validated), is not a
-    compiled KernelPlan, `SVOD_ROWS=0`, or its kernels cannot (the program's `reason`)."""
+    time row count, or None: the plan has not run yet (or not validated), has no graph
+    program built in this process (a `svod.warmplan` record replays without one),
+    `SVOD_ROWS=0`, or its kernels cannot (the program's `reason`)."""
     if not getattr(exe, "_validated", False) or not _rows_on():
         return None
     gp = getattr(exe, "_gp", None)
-    if gp is None and getattr(exe, "_started", False):  # a WarmPlan replaying its record: build the program
-        gp = exe.graph_program()
-    if gp is None:
-        return None
+    if gp is None:  # not run yet, or a WarmPlan replaying its record: building its program would import
+        return None  # LLVM and build every kernel (~0.7 s measured in a warm process): it pads
     rp = gp.__dict__.get("_rows_program")
     if rp is None:
         from svod.codegen.rows import rows_program
