@@ -241,13 +241,13 @@ class SymbolicCall:
         bump_many(exe._rows_tally)
         if not rp.checked and flag("SVOD_VALIDATE"):
             return self._checked(exe, rp, arrays)
-        return rp.run(arrays, self.n, pad_rows)
+        return rp.run(exe._gp, arrays, self.n, pad_rows)
 
     def _checked(self, exe, rp, arrays) -> list[np.ndarray]:
         """SVOD_VALIDATE: the rows program's first run against the padded run of the same
         arrays (the same kernels on the same rows: bitwise equal); on a difference the
         bucket pads from then on, and says why (`row_mode`)."""
-        got = rp.run(arrays, self.n, pad_rows)
+        got = rp.run(exe._gp, arrays, self.n, pad_rows)
         want = self.results(exe.run(self.bind(arrays)))
         rp.checked = True
         if all(g.shape == w.shape and g.dtype == w.dtype and g.tobytes() == w.tobytes() for g, w in zip(got, want)):

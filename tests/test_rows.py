@@ -270,8 +270,8 @@ def test_validate_compares_the_first_rows_run_with_the_padded_run(monkeypatch):
     assert bad.ok and not bad.checked
     real = bad.run
     # a broken rows program: a wrong last row
-    monkeypatch.setattr(bad, "run", lambda arrays, n, pad: [np.concatenate([o[:-1], np.full_like(o[:1], 7)])
-                                                             for o in real(arrays, n, pad)])
+    monkeypatch.setattr(bad, "run", lambda gp, arrays, n, pad: [np.concatenate([o[:-1], np.full_like(o[:1], 7)])
+                                                                 for o in real(gp, arrays, n, pad)])
     _check("bias_tanh", _data(69, np.float32))  # the padded run's result
     assert bad.checked and not bad.ok and "differed from the padded run" in bad.reason
     _check("bias_tanh", _data(68, np.float32))

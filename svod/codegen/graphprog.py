@@ -125,6 +125,9 @@ class GraphProgram:
         n = 2048 + 8 * (self._n_slots + len(self.programs) + 1)
         if self._module is not None:
             n += self._module.nbytes
+        rows = self.__dict__.get("_rows_program")  # svod.codegen.rows: its segment module and scratch
+        if rows is not None and rows._module is not None:
+            n += rows._module.nbytes + (sum(blk.nbytes for blk in rows._state[2].values()) if rows._state else 0)
         state = self._state
         if state is not None:
             n += sum(blk.nbytes for blk in state[2].values())

@@ -143,12 +143,13 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
 
 class RowsProgram:
     """The bucket's graph program with its unit counts read at run time:
-    `run(arrays, n) -> outputs` (``n`` rows, ``2 <= n <= b``; the arrays as the exact
+    `run(gp, arrays, n, pad_rows) -> outputs` (``n`` rows, ``2 <= n <= b``; the arrays as the exact
     graph binds them: row inputs of ``n`` rows). `ok` is False with `reason` when the
     plan cannot run so (the caller pads instead)."""
 
     def __init__(self, gp, b: int, row_inputs, row_outputs):
-        self.gp = gp
+        # NOTE: no reference to `gp`, which keeps this program (`rows_program`): no cycle, so
+        # dropping the plan frees its code at once (svod.codegen.graphprog's ownership rule)
         self.b = b
         self.ok = False
         self.reason = ""
@@ -181,16 +182,15 @@ class RowsProgram:
         self._outs = tuple((slot, shape[1:], dt, True, False, count // b) if r and slot not in room else
                            (slot, shape, dt, bool(r), bool(r) and slot in room, count)
                            for (slot, shape, dt, count, _), r in zip(gp._out_specs, row_outputs))
-        self._build(specs)
+        self._build(gp, specs)
         self.ok = self._fn is not None
 
-    def _build(self, specs: dict) -> None:
+    def _build(self, gp, specs: dict) -> None:
         import hashlib
 
         from svod.codegen.graphprog import _segment_ir, _segment_module, log
         from svod.runtime import pool_size
 
-        gp = self.gp
         nworkers = max(1, pool_size() - 1) if pool_size() > 1 else 0
         steps = [s for s in gp.graph.steps if isinstance(s, Copy)
                  or (isinstance(s, Launch) and gp.programs[s.kernel].units > 0)]
@@ -214,9 +214,10 @@ class RowsProgram:
         self._parallel = par
         self._fn = _ROWS_SEGMENT(self._module.address(name))
 
-    def run(self, arrays, n: int, pad_rows) -> list[np.ndarray]:
-        """`pad_rows(a, b)`: binds a row input a chunk may read past row n (svod.shapes)."""
-        gp = self.gp
+    def run(self, gp, arrays, n: int, pad_rows) -> list[np.ndarray]:
+        """Run at `n` rows. `gp`: the GraphProgram this was derived from (its kernels, its
+        function table and temps; the caller holds it for the call); `pad_rows(a, b)`
+        binds a row input a chunk may read past row n (svod.shapes)."""
         b = self.b
         if not 2 <= n <= b:
             raise ValueError(f"rows program: {n} rows outside the bucket's 2..{b}")
