@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import svod
 from svod import writes
@@ -118,3 +120,25 @@ def test_what_is_not_a_region_write():
     x3[1:3, 2] = 5.0
     got = writes.match(x3.uop)
     assert got is not None and got[1] == (slice(1, 3), slice(2, 3))
+
+
+@settings(max_examples=8, deadline=None)
+@given(rows=st.lists(st.integers(0, 15), min_size=3, max_size=12), width=st.integers(1, 9),
+       start=st.integers(0, 3))
+def test_random_row_segment_writes_equal_numpy_and_plan_a_bounded_number_of_times(rows, width, start):
+    """Random rows, one segment width per example: after the structure's first two writes
+    (its exact plan, then the value's folded one) nothing is planned again."""
+    a = _RNG.standard_normal((16, 12)).astype(np.float32)
+    y = svod.asarray(a)
+    x, ref = svod.asarray(np.zeros((16, 12), np.float32)), np.zeros((16, 12), np.float32)
+    stop = start + width
+    plans = []
+    for r in rows:
+        x[r, start:stop] = svod.sqrt(svod.abs(y[15 - r, start:stop])) - y[r, 0:width]
+        ref[r, start:stop] = np.sqrt(np.abs(a[15 - r, start:stop])) - a[r, 0:width]
+        np.testing.assert_allclose(x.numpy(), ref, rtol=1e-6, atol=1e-6)
+        plans.append(_plans())
+    distinct = len(dict.fromkeys(rows))
+    if distinct >= 3:
+        first_new = [i for i, r in enumerate(rows) if r not in rows[:i]][2]  # the third distinct row
+        assert plans[-1] == plans[first_new], (rows, RECOMPILES.log[-5:])
