@@ -190,6 +190,11 @@ class ViewBind:
     def results(self, outs) -> list:
         return outs if self.inner is None else self.inner.results(outs)
 
+    def run(self, exe, arrays) -> list:
+        """`exe`'s results for the leaves' `arrays` (the inner call's `run`, svod.shapes)."""
+        out = [a if s is None else rebuild(s, a) for a, s in zip(arrays, self.steps)]
+        return exe.run(out) if self.inner is None else self.inner.run(exe, out)
+
 
 class RecentGraphs:
     """The last few realized expressions over small inputs, kept alive.

@@ -50,6 +50,8 @@ from svod.stats import stats as snapshot
 from svod.tiered import TIERED
 from svod.tiered import enabled as _tiered_on
 from svod.viewfold import OFFSETS
+from svod.writes import WRITES
+from svod.writes import split as split_writes
 
 
 @dataclass
@@ -108,6 +110,7 @@ _REPLAY_TICK = _REPLAY_TALLY.tick
 _DYNAMIC = DYNAMIC
 _dynamic_on = dynamic_enabled
 _BUFFER = Ops.BUFFER
+_WHERE = Ops.WHERE
 _buffer = UOp.buffer
 
 
@@ -133,7 +136,7 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
         if dyn is None:
             outs = exe.run([leaves[j].array for j in fast[1]])
         else:
-            outs = dyn.results(exe.run(dyn.bind([leaves[j].array for j in fast[1]])))
+            outs = dyn.run(exe, [leaves[j].array for j in fast[1]])  # svod.shapes: n rows of the bucket's plan
         if fast[2]:
             RECENT.keep(pending)
         # NOTE: no `_wrap` checks: this Executable's outputs were checked on its first run
@@ -144,6 +147,12 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
 def _realize_new(pending: list[UOp], sig, leaves) -> dict[UOp, UOp]:
     """`realize_uops` for a structure not replayed by signature: compact, look up (a dynamic
     structure: its bucket's key), plan, and run (the first run builds and compiles)."""
+    if any(r.op is _WHERE for r in pending):  # region writes `x[key] = v` of a realized x (svod.writes)
+        done, rest = split_writes(pending, realize_uops)
+        if done:
+            if rest:
+                done.update(_realize_new(rest, None, None))
+            return done
     t0 = time.perf_counter()
     bump("realizes")
     vnoted = OFFSETS.log.noted
@@ -163,7 +172,7 @@ def _realize_new(pending: list[UOp], sig, leaves) -> dict[UOp, UOp]:
     exe = get_executable(key, notes, provisional_ok=True)
     if sig is not None and PLAN_CACHE.holds(key.hash, exe):
         REPLAY.put(sig, key.hash, leaves, bindings.buffers, dyn)
-    outs = exe.run(bindings.arrays) if dyn is None else dyn.results(exe.run(dyn.bind(bindings.arrays)))
+    outs = exe.run(bindings.arrays) if dyn is None else dyn.run(exe, bindings.arrays)
     if RECENT.small(leaves):
         RECENT.keep(pending)
     mapping = _wrap(pending, outs)
@@ -200,6 +209,7 @@ def reset_caches() -> None:
     REPLAY.clear()
     RECENT.clear()
     DYNAMIC.clear()
+    WRITES.clear()
 
 
 _tensor._engine_realize = realize_uops  # the hook: svod.tensor's realize calls the engine (module docstring)

@@ -53,10 +53,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from svod.flags import NoteLog
+from svod.flags import NoteLog, flag
 from svod.ir import ELEMENTWISE, Ops
 from svod.key import Bindings, GraphKey, KeyNode
 from svod.recompiles import RECOMPILES
+from svod.stats import bump_many
 
 _FREE, _ROW = 0, 1
 _ROW_OPS = frozenset(ELEMENTWISE | {Ops.CONTIGUOUS})
@@ -225,6 +226,86 @@ class SymbolicCall:
         n = self.n
         return [o[:n] if r else o for o, r in zip(outs, self.row_outputs)]
 
+    def run(self, exe, arrays) -> list[np.ndarray]:
+        """This size's results from the bucket's plan `exe`: its graph program run at
+        ``n`` rows on the arrays as they are (`rows_runner`) when the plan allows it,
+        else the padded run (`bind`, the plan at ``b`` rows, `results`). The plan's first
+        run is always the padded one (it builds, compiles and validates the plan)."""
+        rp = rows_runner(exe, self) if self.n != self.b else None
+        if rp is None:
+            outs = self.results(exe.run(self.bind(arrays)))
+            gp = getattr(exe, "_gp", None)
+            if gp is not None and "_rows_program" not in gp.__dict__:
+                rows_runner(exe, self)  # the bucket's first run: its rows program now, with the plan's compile
+            return outs
+        bump_many(exe._rows_tally)
+        if not rp.checked and flag("SVOD_VALIDATE"):
+            return self._checked(exe, rp, arrays)
+        return rp.run(exe._gp, arrays, self.n, pad_rows)
+
+    def _checked(self, exe, rp, arrays) -> list[np.ndarray]:
+        """SVOD_VALIDATE: the rows program's first run against the padded run of the same
+        arrays (the same kernels on the same rows: bitwise equal); on a difference the
+        bucket pads from then on, and says why (`row_mode`)."""
+        got = rp.run(exe._gp, arrays, self.n, pad_rows)
+        want = self.results(exe.run(self.bind(arrays)))
+        rp.checked = True
+        if all(g.shape == w.shape and g.dtype == w.dtype and g.tobytes() == w.tobytes() for g, w in zip(got, want)):
+            return got
+        rp.ok = False
+        rp.reason = "its first run differed from the padded run (SVOD_VALIDATE)"
+        ROW_MODES[self.key.hash] = rp.reason
+        import logging
+
+        logging.getLogger("svod").warning("svod: bucket %d plan %s run at %d rows %s; padding from now on",
+                                          self.b, self.key.hash[:12], self.n, rp.reason)
+        return want
+
+
+def rows_runner(exe, call: SymbolicCall):
+    """The `svod.codegen.rows.RowsProgram` running `exe` (a bucket's plan) at a run-
+    time row count, or None: the plan has not run yet (or not validated), has no graph
+    program built in this process (a `svod.warmplan` record replays without one),
+    `SVOD_ROWS=0`, or its kernels cannot (the program's `reason`)."""
+    if not getattr(exe, "_validated", False) or not _rows_on():
+        return None
+    gp = getattr(exe, "_gp", None)
+    if gp is None:  # not run yet, or a WarmPlan replaying its record: building its program would import
+        return None  # LLVM and build every kernel (~0.7 s measured in a warm process): it pads
+    rp = gp.__dict__.get("_rows_program")
+    if rp is None:
+        from svod.codegen.rows import rows_program
+
+        rp = rows_program(gp, call.b, call.row_inputs, call.row_outputs)
+        if rp.ok and getattr(exe, "_rows_tally", None) is None:
+            exe._rows_tally = (("kernels_launched", exe._n_kernels), ("nodes_evaluated", exe._n_nodes))
+        if len(ROW_MODES) >= 4096:
+            ROW_MODES.clear()
+        ROW_MODES[call.key.hash] = "" if rp.ok else rp.reason
+    return rp if rp.ok else None
+
+
+# bucket key hash -> "" (its plan runs a size's n rows, the row count read at run time)
+# or why it pads to the bucket (`svod.codegen.rows.analyse`); for `Dynamic.peek`
+ROW_MODES: dict[str, str] = {}
+
+
+def row_mode(call: SymbolicCall) -> str:
+    """How a size runs in its bucket's plan, in words (`svod.explain`)."""
+    if not _rows_on():
+        return f"padded to {call.b} rows (SVOD_ROWS=0)"
+    why = ROW_MODES.get(call.key.hash)
+    if why is None:
+        return (f"the bucket's first run pads to {call.b} rows; later sizes run their own rows "
+                "when its kernels allow it")
+    if why:
+        return f"padded to {call.b} rows: {why}"
+    return f"runs its {call.n} rows on the arrays as they are (the row count read at run time)"
+
+
+def _rows_on() -> bool:
+    return os.environ.get("SVOD_ROWS", "1") not in ("0", "false", "False", "")
+
 
 class BucketRun:
     """An Executable-like pair (the bucket's plan, this size's binding): `run(arrays)`
@@ -239,7 +320,7 @@ class BucketRun:
         self.provisional = getattr(exe, "provisional", False)
 
     def run(self, arrays) -> list[np.ndarray]:
-        return self.call.results(self.exe.run(self.call.bind(arrays)))
+        return self.call.run(self.exe, arrays)
 
     def describe(self) -> str:
         return f"bucket {self.call.b} for {self.call.n} rows\n" + self.exe.describe()
@@ -322,8 +403,10 @@ class Dynamic:
         if notes:
             why += "\n" + "\n".join("  " + m for m in notes)
         bkey = rewrite(key, cls, b)
-        return SymbolicCall(bkey, n, b, tuple(bool(cls[i]) for i in bkey.inputs),
-                            tuple(bool(cls[o]) for o in key.outputs)), why
+        call = SymbolicCall(bkey, n, b, tuple(bool(cls[i]) for i in bkey.inputs),
+                            tuple(bool(cls[o]) for o in key.outputs))
+        why = why.replace("\n", f"; {row_mode(call)}\n", 1) if "\n" in why else f"{why}; {row_mode(call)}"
+        return call, why
 
     def _note(self, struct: str, msg: str) -> None:
         self.log.add(struct, msg)
@@ -348,6 +431,7 @@ class Dynamic:
             self._dynamic.clear()
             self.active = False
             self.log.clear()
+            ROW_MODES.clear()
         RECOMPILES.clear()
 
 

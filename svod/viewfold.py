@@ -72,6 +72,18 @@ def exact_leaves():
         _local.exact -= 1
 
 
+@contextmanager
+def fold_now():
+    """Compactions inside (this thread) fold the views of a structure seen for the first
+    time at once, as blocks (level 1), and keep no exact first key for it: for the value
+    of a region write (svod.writes), whose loop is known to move its offsets."""
+    _local.now = getattr(_local, "now", 0) + 1
+    try:
+        yield
+    finally:
+        _local.now -= 1
+
+
 def apply_view(arr: np.ndarray, op: Ops, arg) -> np.ndarray | None:
     """`op(arg)` applied to `arr` as a numpy view (no copy), or None when numpy would copy."""
     if op is Ops.SHRINK:
@@ -128,18 +140,33 @@ class ViewOffsets:
         key of the structure). `record=False`: what it would be, changing nothing."""
         if not record:
             return self._peek(struct, exact, block)
+        now = getattr(_local, "now", 0)
         with self._lock:
             seen = self._seen.get(struct)
-            if seen is None:
+            if seen is None and not now:
                 self._seen[struct] = [exact, None, False]
                 if len(self._seen) > self.max_structures:
                     self._seen.popitem(last=False)
                 return 0
-            self._seen.move_to_end(struct)
-            if exact == seen[0]:
-                return 0  # the first offsets keep their exact plan
-            if seen[2]:
-                return 2
+            if seen is not None:
+                self._seen.move_to_end(struct)
+                if exact == seen[0]:
+                    return 0  # the first offsets keep their exact plan
+                if seen[2]:
+                    return 2
+        if seen is None:  # `fold_now`, a first sight: no exact first key, folded at once
+            bh = block()
+            with self._lock:
+                seen = self._seen.setdefault(struct, ["", None, False])
+                if len(self._seen) > self.max_structures:
+                    self._seen.popitem(last=False)
+                if seen[1] is None and not seen[2]:
+                    full = bh == exact  # no contiguous block to fold: the views themselves
+                    seen[1 + full] = True if full else bh
+                    self._note(struct, f"structure {struct[:12]} folded at first sight (the value of a region "
+                                       f"write, svod.writes): {'views' if full else 'contiguous blocks'} of "
+                                       "realized buffers bound at run time")
+                    return 2 if full else 1
         bh = block()
         with self._lock:
             if seen[1] is None and bh != exact:

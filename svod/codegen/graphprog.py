@@ -125,6 +125,9 @@ class GraphProgram:
         n = 2048 + 8 * (self._n_slots + len(self.programs) + 1)
         if self._module is not None:
             n += self._module.nbytes
+        rows = self.__dict__.get("_rows_program")  # svod.codegen.rows: its segment module and scratch
+        if rows is not None and rows._module is not None:
+            n += rows._module.nbytes + (sum(blk.nbytes for blk in rows._state[2].values()) if rows._state else 0)
         state = self._state
         if state is not None:
             n += sum(blk.nbytes for blk in state[2].values())
@@ -278,15 +281,26 @@ def _is_library(prog) -> bool:
 
 
 def _segment_ir(name: str, ops: list, fn_index: dict[int, int], graph: CompiledGraph, programs,
-                nworkers: int) -> tuple[str, bool]:
-    """IR of one native segment; also whether it may dispatch to the thread pool."""
+                nworkers: int, rows: dict | None = None) -> tuple[str, bool]:
+    """IR of one native segment; also whether it may dispatch to the thread pool.
+
+    `rows` (svod.codegen.rows): the segment takes a fourth argument ``i64 %rows`` and
+    the steps it names (by their index in `ops`) size themselves from it at run time —
+    a Launch ``("row", k)`` runs ``rows * k`` units, ``("chunk", elems, chunk)`` runs
+    ``min(ceil(rows * elems / chunk), units)``, a Copy ``("row", nbytes)`` copies
+    ``rows * nbytes`` bytes; other steps keep their constant counts. None: the
+    segment's text is exactly what it was before the option existed."""
     from svod.runtime import SLICES_PER_THREAD
 
     allocas, body = [], []
     parallel = False
     for j, step in enumerate(ops):
+        spec = rows.get(j) if rows is not None else None
         if isinstance(step, Copy):
             nb = slot_nbytes(graph.plan, step.dst)
+            if spec is not None:
+                body.append(f"  %cn{j} = mul i64 %rows, {spec[1]}")
+                nb = f"%cn{j}"
             body += [f"  %cs{j} = getelementptr ptr, ptr %slots, i64 {step.src}",
                      f"  %cd{j} = getelementptr ptr, ptr %slots, i64 {step.dst}",
                      f"  %cps{j} = load ptr, ptr %cs{j}, align 8",
@@ -305,24 +319,57 @@ def _segment_ir(name: str, ops: list, fn_index: dict[int, int], graph: CompiledG
                  f"  %fn{j} = load ptr, ptr %fp{j}, align 8"]
         units = prog.units
         nt = max(1, min(step.threads, nworkers + 1, units))
+        if spec is not None:
+            units, nt_, slices, go = _runtime_units(j, spec, units, nt, SLICES_PER_THREAD, body)
         if nt <= 1:
             body.append(f"  call void %fn{j}(ptr %args{j}, i64 0, i64 {units})")
             continue
         parallel = True
-        slices = min(units, nt * SLICES_PER_THREAD)
-        body += [f"  %hp{j} = icmp ne ptr %pool, null",
-                 f"  br i1 %hp{j}, label %par{j}, label %seq{j}",
+        if spec is None:
+            slices, nt_ = min(units, nt * SLICES_PER_THREAD), nt - 1
+            body.append(f"  %hp{j} = icmp ne ptr %pool, null")
+            go = f"%hp{j}"
+        body += [f"  br i1 {go}, label %par{j}, label %seq{j}",
                  f"par{j}:",
                  f"  %dp{j} = load ptr, ptr %fns, align 8",
-                 f"  call void %dp{j}(ptr %pool, ptr %fn{j}, ptr %args{j}, i64 {units}, i64 {slices}, i64 {nt - 1})",
+                 f"  call void %dp{j}(ptr %pool, ptr %fn{j}, ptr %args{j}, i64 {units}, i64 {slices}, i64 {nt_})",
                  f"  br label %next{j}",
                  f"seq{j}:",
                  f"  call void %fn{j}(ptr %args{j}, i64 0, i64 {units})",
                  f"  br label %next{j}",
                  f"next{j}:"]
-    text = "\n".join([f"define void @{name}(ptr noalias %slots, ptr noalias %fns, ptr %pool) {{", "entry:",
+    params = "ptr noalias %slots, ptr noalias %fns, ptr %pool" + (", i64 %rows" if rows is not None else "")
+    text = "\n".join([f"define void @{name}({params}) {{", "entry:",
                       *allocas, *body, "  ret void", "}"])
     return text, parallel
+
+
+def _runtime_units(j: int, spec: tuple, units: int, nt: int, per_thread: int, body: list) -> tuple:
+    """IR computing launch `j`'s unit count from ``%rows`` (`_segment_ir`'s `rows`):
+    (units value, workers to wake, slices, the dispatch condition) as IR operands. The
+    thread count is the static one capped by the units, so a short run wakes no idle
+    workers; a run of one unit never dispatches."""
+    if spec[0] == "row":
+        body.append(f"  %u{j} = mul i64 %rows, {spec[1]}")
+    else:  # "chunk": whole chunks of `elems` per row, never past the compiled count
+        _, elems, chunk = spec
+        body += [f"  %ue{j} = mul i64 %rows, {elems}",
+                 f"  %uc{j} = add i64 %ue{j}, {chunk - 1}",
+                 f"  %ud{j} = udiv i64 %uc{j}, {chunk}",
+                 f"  %ul{j} = icmp ult i64 %ud{j}, {units}",
+                 f"  %u{j} = select i1 %ul{j}, i64 %ud{j}, i64 {units}"]
+    if nt <= 1:
+        return f"%u{j}", 0, "", ""
+    body += [f"  %tl{j} = icmp ult i64 %u{j}, {nt}",
+             f"  %tn{j} = select i1 %tl{j}, i64 %u{j}, i64 {nt}",
+             f"  %tw{j} = sub i64 %tn{j}, 1",
+             f"  %sm{j} = mul i64 %tn{j}, {per_thread}",
+             f"  %sl{j} = icmp ult i64 %u{j}, %sm{j}",
+             f"  %sc{j} = select i1 %sl{j}, i64 %u{j}, i64 %sm{j}",
+             f"  %hp{j} = icmp ne ptr %pool, null",
+             f"  %hm{j} = icmp ugt i64 %tn{j}, 1",
+             f"  %go{j} = and i1 %hp{j}, %hm{j}"]
+    return f"%u{j}", f"%tw{j}", f"%sc{j}", f"%go{j}"
 
 
 def _segment_module(ir: str, names: list[str], name: str):

@@ -1,0 +1,144 @@
+"""The write side of a loop (svod/writes.py): `x[key] = v` on a realized `x` runs as a
+copy of x plus the value's own plan once its structure has written a second region, so a
+loop writing rows (or columns, blocks, elements) of a realized array plans a bounded
+number of times; every result equals numpy's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import svod
+from svod import writes
+from svod.recompiles import RECOMPILES
+
+_RNG = np.random.default_rng(3)
+
+
+def _plans() -> int:
+    """Plans made so far that did not come from the memory cache (svod.recompiles)."""
+    return len(RECOMPILES.log)
+
+
+def test_a_row_write_loop_of_50_offsets_makes_at_most_two_plans():
+    a = _RNG.standard_normal((64, 512))
+    y = svod.asarray(a)
+    x = svod.asarray(np.zeros((64, 512)))
+    ref = np.zeros((64, 512))
+    p0, c0, r0 = _plans(), svod.stats()["kernels_compiled"], writes.WRITES.runs
+    for i in range(50):
+        x[i] = svod.exp(y[i + 1]) * 2.0 + y[i]
+        ref[i] = np.exp(a[i + 1]) * 2.0 + a[i]
+        np.testing.assert_allclose(x.numpy(), ref, rtol=1e-12, atol=1e-14)
+        if i == 2:
+            c2 = svod.stats()["kernels_compiled"]
+    assert _plans() - p0 <= 2, RECOMPILES.log[p0:]
+    assert svod.stats()["kernels_compiled"] == c2 and c2 - c0 <= 4  # nothing compiled after the third offset
+    assert writes.WRITES.runs - r0 == 49  # the first region keeps its exact plan
+    assert any("dynamic in its region" in m and "((0, 63), (0, 0))" in m for m in writes.recompiles())
+
+
+def _loop(keys, shape, dtype, value):
+    """Writes `value(i, y)` at `keys[i]` of a realized x, realizing each step, against numpy."""
+    base = (_RNG.standard_normal(shape) * 4).astype(dtype)
+    base.flat[::7] = -0.0 if np.dtype(dtype).kind == "f" else 0
+    y_np = (_RNG.standard_normal(shape) * 4).astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        y_np.flat[::5] = np.nan
+        y_np.flat[1::5] = np.inf
+        y_np.flat[2::5] = -0.0
+    x, y, ref = svod.asarray(base), svod.asarray(y_np), base.copy()
+    kept = x.numpy()
+    r0 = writes.WRITES.runs
+    for i, key in enumerate(keys):
+        v, v_np = value(i, y, y_np, key)
+        x[key] = v
+        ref[key] = v_np
+        got = x.numpy()
+        assert got.dtype == ref.dtype and got.shape == ref.shape
+        np.testing.assert_array_equal(got, ref)
+        zero = ref == 0
+        assert np.array_equal(np.signbit(got[zero]), np.signbit(ref[zero])), key
+    np.testing.assert_array_equal(kept, base)  # the first array is never written
+    return writes.WRITES.runs - r0
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32])
+def test_rows_columns_blocks_and_elements_equal_numpy(dtype):
+    shape = (12, 10)
+    assert _loop([i for i in range(6)], shape, dtype, lambda i, y, yn, k: (y[k + 1] * 3, yn[k + 1] * 3)) == 5
+    assert _loop([(slice(None), j) for j in range(5)], shape, dtype,  # columns: strided regions
+                 lambda i, y, yn, k: (y[:, k[1] + 2] - y[:, 0], yn[:, k[1] + 2] - yn[:, 0])) == 4
+    assert _loop([(slice(i, i + 3), slice(1, -1)) for i in range(4)], shape, dtype,
+                 lambda i, y, yn, k: (-y[k], -yn[k])) == 3
+    assert _loop([(i, i) for i in range(5)], shape, dtype, lambda i, y, yn, k: (y[k] + 1, yn[k] + 1)) == 4
+    # a scalar value broadcast to the region
+    assert _loop([i for i in range(4)], shape, dtype, lambda i, y, yn, k: (7, 7)) == 3
+
+
+def test_a_value_reading_the_array_being_written():
+    a = _RNG.standard_normal((20, 16)).astype(np.float32)
+    x, ref = svod.asarray(a), a.copy()
+    for i in range(1, 20):
+        x[i] = x[i - 1] * 0.5 + x[i]
+        ref[i] = ref[i - 1] * 0.5 + ref[i]
+        x.numpy()
+    np.testing.assert_allclose(x.numpy(), ref, rtol=1e-6)
+
+
+def test_realized_with_other_roots_and_off_with_dynamic_off(monkeypatch):
+    a = _RNG.standard_normal((16, 8))
+    x = svod.asarray(a)
+    ref = a.copy()
+    for i in range(4):
+        x[i] = x[i] + 1.0
+        ref[i] += 1.0
+        s = svod.sum(x, axis=1)  # another root reading the written array, realized with it
+        x2, s2 = svod.realize(x, s)
+        np.testing.assert_allclose(x2.numpy(), ref)
+        np.testing.assert_allclose(s2.numpy(), ref.sum(axis=1))
+        x = x2
+    monkeypatch.setenv("SVOD_DYNAMIC", "0")
+    r0 = writes.WRITES.runs
+    for i in range(4, 8):
+        x[i] = x[i] + 1.0
+        ref[i] += 1.0
+        np.testing.assert_allclose(x.numpy(), ref)
+    assert writes.WRITES.runs == r0
+
+
+def test_what_is_not_a_region_write():
+    x = svod.asarray(np.zeros((6, 4)))
+    m = svod.asarray(np.eye(6, 4) > 0)
+    assert writes.match(svod.where(m, 1.0, x).uop) is None  # a mask that is not a placed region
+    x2 = svod.asarray(np.zeros((6, 4)))
+    x2[::2] = 1.0  # a step slice: PAD inside the placement
+    assert writes.match(x2.uop) is None
+    x3 = svod.asarray(np.zeros((6, 4)))
+    x3[1:3, 2] = 5.0
+    got = writes.match(x3.uop)
+    assert got is not None and got[1] == (slice(1, 3), slice(2, 3))
+
+
+@settings(max_examples=8, deadline=None)
+@given(rows=st.lists(st.integers(0, 15), min_size=3, max_size=12), width=st.integers(1, 9),
+       start=st.integers(0, 3))
+def test_random_row_segment_writes_equal_numpy_and_plan_a_bounded_number_of_times(rows, width, start):
+    """Random rows, one segment width per example: after the structure's first two writes
+    (its exact plan, then the value's folded one) nothing is planned again."""
+    a = _RNG.standard_normal((16, 12)).astype(np.float32)
+    y = svod.asarray(a)
+    x, ref = svod.asarray(np.zeros((16, 12), np.float32)), np.zeros((16, 12), np.float32)
+    stop = start + width
+    plans = []
+    for r in rows:
+        x[r, start:stop] = svod.sqrt(svod.abs(y[15 - r, start:stop])) - y[r, 0:width]
+        ref[r, start:stop] = np.sqrt(np.abs(a[15 - r, start:stop])) - a[r, 0:width]
+        np.testing.assert_allclose(x.numpy(), ref, rtol=1e-6, atol=1e-6)
+        plans.append(_plans())
+    distinct = len(dict.fromkeys(rows))
+    if distinct >= 3:
+        first_new = [i for i, r in enumerate(rows) if r not in rows[:i]][2]  # the third distinct row
+        assert plans[-1] == plans[first_new], (rows, RECOMPILES.log[-5:])
