@@ -58,6 +58,7 @@ CACHES = (
     ("dynamic shapes", "svod.shapes", lambda m: m.DYNAMIC.clear(), lambda m: len(m.DYNAMIC) + len(m.DYNAMIC.log)),
     ("dynamic view offsets", "svod.viewfold", lambda m: m.OFFSETS.clear(),
      lambda m: len(m.OFFSETS) + len(m.OFFSETS.log)),
+    ("dynamic region writes", "svod.writes", lambda m: m.WRITES.clear(), lambda m: len(m.WRITES) + len(m.WRITES.log)),
     ("cost model and search reports", "svod.planner", lambda m: m.forget(),
      lambda m: (m._MODEL is not None) + len(m.LAST_SEARCH)),
     ("jit traces", "svod.capture", lambda m: m.clear_traces(), lambda m: m.live_traces()[1]),
