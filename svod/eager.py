@@ -64,6 +64,7 @@ import numpy as np
 from svod import dtype as _dt
 from svod import tensor as T
 from svod.errors import SvodValueError
+from svod.fresh import Fresh, fresh
 from svod.ir import Ops, UOp
 from svod.ops import TABLE, ops_where
 
@@ -374,8 +375,16 @@ def sole_owner(t) -> bool:
     passed with `copy=False`, not a view), and nothing else refers to its node, its
     BufferRef or its array — no other tensor, pending graph, replay binding, exported
     `.numpy()` view or jit constant (each of those holds a reference: CPython's reference
-    counts say so, as numpy's temporary elision uses them)."""
+    counts say so, as numpy's temporary elision uses them). An unmaterialized
+    `svod.fresh.Fresh` node has no BufferRef yet and its array is fresh (svod/fresh.py):
+    the node and the array are counted."""
     u = t.uop
+    if type(u) is Fresh:
+        arr = u._a
+        if arr is not None:
+            # the node: t.uop and `u`; the array: node._a and `arr`
+            rc = sys.getrefcount
+            return type(arr) is np.ndarray and rc(u) <= _BASE_FU and rc(arr) <= _BASE_FA and arr.base is None
     if u.op is not _BUFFER:
         return False
     ref = u.arg
@@ -398,24 +407,36 @@ def _calibrate() -> tuple[int, int, int]:
     arr = ref.array
     out = sys.getrefcount(u), sys.getrefcount(ref), sys.getrefcount(arr)
     del u, ref, arr
+    t = T.Tensor._from(fresh(np.zeros(2), _dt.float64))
+    u = t.uop
+    arr = u._a
+    out += sys.getrefcount(u), sys.getrefcount(arr)
+    del u, arr
     return out
 
 
-_BASE_U, _BASE_REF, _BASE_ARR = _calibrate()
+_BASE_U, _BASE_REF, _BASE_ARR, _BASE_FU, _BASE_FA = _calibrate()
 
 
 def write_in_place(t, key, value) -> None:
     """Write `value` (a numpy array or scalar of `t`'s dtype) at `key` of `t`'s buffer,
     which `sole_owner(t)` allows, and rebind `t` to a fresh node over it (a new BufferRef:
-    anything keyed by the old one sees it die, never a changed value)."""
+    anything keyed by the old one sees it die, never a changed value). The new node is an
+    unmaterialized `svod.fresh.Fresh` (its array stays writeable until something reads
+    its BufferRef: the next write of a loop costs the write)."""
     u = t.uop
-    arr = u.arg.array
-    arr.setflags(write=True)  # (setflags: `arr.flags.writeable = ...` builds a flags object per call)
-    try:
+    arr = u._a if type(u) is Fresh else None
+    if arr is None:  # a materialized node: sole_owner proved its BufferRef and array have no other holder
+        arr = u.arg.array
+        arr.setflags(write=True)  # (setflags: `arr.flags.writeable = ...` builds a flags object per call)
+        try:
+            arr[key] = value
+        except BaseException:
+            arr.setflags(write=False)
+            raise
+    else:
         arr[key] = value
-    finally:
-        arr.setflags(write=False)
-    t.uop = UOp.buffer(arr, u.dtype)
+    t.uop = fresh(arr, u.dtype)
 
 
 # ----------------------------------------------------------------------------- plans per structure

@@ -44,15 +44,16 @@ import numpy as np
 
 import svod.tensor as _T
 from svod import eager as _eager
-from svod.ir import Ops, UOp
+from svod.fresh import Fresh as _Fresh
+from svod.ir import Ops
 from svod.ops import reduce_numpy
 
 __all__ = ["install", "stats"]
 
 _BUFFER = Ops.BUFFER
 _new = object.__new__
-_buffer = UOp.buffer
 _limit = _eager.numpy_limit
+_local = _eager._local  # NOTE: `_local.limit` read inline first (numpy_limit's own fast case)
 _sole_owner = _eager.sole_owner
 _EXTOBJ, _QUIET = _eager._EXTOBJ, getattr(_eager, "_QUIET", None)
 if _EXTOBJ is None:  # pragma: no cover - another numpy: the public context, per call
@@ -67,13 +68,55 @@ else:
     _set, _reset = _EXTOBJ.set, _EXTOBJ.reset
 _BIG = 2 ** 53
 _FC = frozenset("fc")
+_GENERIC = np.generic
 
-# (op name, dtype of a, dtype of b or type of a Python scalar) -> (svod DType, numpy dtype)
-# of the result, or False: this combination always takes the full path
+# (op name, dtype of a, dtype of b or type of a Python scalar) -> (svod DType, numpy dtype,
+# whether numpy's floating-point errors must be silenced) of the result, or False: this
+# combination always takes the full path
 _memo: dict = {}
 _stats = {"fast": 0, "learned": 0}
 _ndarray = None  # svod.numpy.ndarray (set by `install`)
 _Tensor = _T.Tensor
+
+# ops that raise no floating-point flag on integer/bool operands (no division, no float result)
+_EXACT_ON_INTS = frozenset(("add", "subtract", "multiply", "negative", "absolute", "maximum", "minimum", "less",
+                            "less_equal", "greater", "greater_equal", "equal", "not_equal", "matmul", "outer",
+                            "sum", "floor", "ceil"))
+_COMPARE = frozenset(("less", "less_equal", "greater", "greater_equal", "equal", "not_equal", "maximum", "minimum"))
+
+
+def _probe_compare() -> bool:
+    """Whether this numpy's comparisons and maximum/minimum of real floats raise no
+    floating-point flag on NaN and inf operands (several lengths: its SIMD loops and scalar
+    tails; complex ones do raise "invalid" and always run quiet). Measured at import; when
+    they do, they run under the quiet error state."""
+    try:
+        with np.errstate(all="raise"):
+            for n in (1, 3, 8, 17, 64):
+                for dt in (np.float16, np.float32, np.float64):
+                    a = np.full(n, np.nan, dt)
+                    b = np.linspace(-1, 1, n).astype(dt)
+                    b[0] = np.inf
+                    for f in (np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal,
+                              np.maximum, np.minimum):
+                        f(a, b), f(b, a), f(a, 1.0), f(a[0], b[-1]), f(b, -np.inf)
+    except FloatingPointError:
+        return False
+    return True
+
+
+_COMPARE_EXACT = _probe_compare()
+
+
+def _noisy(key) -> bool:
+    """Whether numpy may raise a floating-point warning for memo key `key` (so the call runs
+    under the quiet error state, as svod's compiled code never warns)."""
+    name, d, kb = key
+    name = name.split("/")[0]
+    kind = "c" if kb is complex else "f" if kb is float else "i" if kb is int or kb is None else kb.kind
+    if name in _COMPARE and _COMPARE_EXACT and d.kind != "c" and kind != "c":
+        return False
+    return not (name in _EXACT_ON_INTS and d.kind in "biu" and kind in "biu")
 
 
 def stats() -> dict:
@@ -94,11 +137,27 @@ def _quiet(f, *args):
 
 
 def _wrap(arr, d):
-    """A realized `svod.numpy.ndarray` over the fresh array `arr` of svod dtype `d`."""
-    arr.setflags(write=False)  # (cheaper than arr.flags.writeable = False, which builds a flags object)
+    """A realized `svod.numpy.ndarray` over `arr` — a fresh array (or numpy scalar) of svod
+    dtype `d` that nothing else holds — as an unmaterialized `svod.fresh.Fresh` node."""
+    n = _new(_Fresh)
+    n.op = _BUFFER
+    n.dtype = d
+    n.shape = arr.shape
+    n._depth = 0
+    n._a = arr
     t = _new(_ndarray)
-    t.uop = _buffer(arr, d)
+    t.uop = n
     return t
+
+
+def _array(u):
+    """The array (or a `Fresh` node's numpy scalar) of realized node `u`, else None."""
+    if type(u) is _Fresh:
+        a = u._a
+        return a if a is not None else u.arg.array
+    if u.op is _BUFFER:
+        return u.arg.array
+    return None
 
 
 def _operand(o, kind_ok):
@@ -106,8 +165,9 @@ def _operand(o, kind_ok):
     t = type(o)
     if t is _ndarray or t is _Tensor:
         v = o.uop
-        if v.op is _BUFFER:
-            return v.arg.array, v.dtype
+        a = _array(v)
+        if a is not None:
+            return a, v.dtype
         return None, None
     if t is float or t is complex:
         return o, t
@@ -120,7 +180,7 @@ def _learn(key, res):
     """Record the dtype of a full-path result `res` for `key` (when it was computed eagerly)."""
     if key not in _memo and isinstance(res, _Tensor) and res.uop.op is _BUFFER:
         d = res.uop.dtype
-        _memo[key] = (d, d.np)
+        _memo[key] = (d, d.np, _noisy(key))
         _stats["learned"] += 1
     return res
 
@@ -144,55 +204,89 @@ def _size_ok(a, b, lim) -> bool:
 
 
 def _result(r, want):
-    """`r` (numpy's result) as a fresh array when its dtype is `want`'s numpy dtype, else None."""
-    if type(r) is not np.ndarray:
-        r = np.asarray(r)  # a 0-d result comes back as a numpy scalar
+    """`r` (numpy's result: an array or a numpy scalar) when its dtype is `want`'s numpy
+    dtype, else None."""
     if r.dtype is not want[1]:
         return None
     return r
 
 
+def _call1(npf, a, want):
+    """`npf(a)` under the quiet error state when `want` says numpy may warn."""
+    if not want[2]:
+        return npf(a)
+    return _quiet(npf, a)
+
+
+def _call2(npf, a, b, want):
+    if not want[2]:
+        return npf(a, b)
+    return _quiet(npf, a, b)
+
+
 def _binary(name: str, npf, slow, reflected: bool):
     """An `ndarray` binary operator: `npf(self, o)` (or `npf(o, self)`) on the fast path.
-    (`_operand`, `_size_ok`, `_quiet`, `_result` and `_wrap` inline: every op passes here.)"""
+    (`_array`, `_operand`, `_size_ok`, `_quiet`, `_result` and `_wrap` inline: every op passes here.)"""
 
     def method(self, o):
         u = self.uop
-        if u.op is _BUFFER and _T._READ_HOOK is None:
-            d = u.dtype
-            t = type(o)
-            if t is _ndarray or t is _Tensor:
-                v = o.uop
-                if v.op is not _BUFFER:
-                    return slow(self, o)
-                b, kb = v.arg.array, v.dtype
-                small = b.shape == u.shape
-            elif t is float or t is complex or t is int and d.kind in _FC and -_BIG <= o <= _BIG:
-                b, kb, small = o, t, True  # (a weak Python scalar: the array's shape)
+        if type(u) is _Fresh:
+            a = u._a
+            if a is None:
+                a = u.arg.array
+        elif u.op is _BUFFER:
+            a = u.arg.array
+        else:
+            return slow(self, o)
+        if _T._READ_HOOK is not None:
+            return slow(self, o)
+        d = u.dtype
+        t = type(o)
+        if t is _ndarray or t is _Tensor:
+            v = o.uop
+            if type(v) is _Fresh:
+                b = v._a
+                if b is None:
+                    b = v.arg.array
+            elif v.op is _BUFFER:
+                b = v.arg.array
             else:
                 return slow(self, o)
-            key = (name, d, kb)
-            want = _memo.get(key)
-            if want:
+            kb = v.dtype
+            small = b.shape == a.shape
+        elif t is float or t is complex or t is int and d.kind in _FC and -_BIG <= o <= _BIG:
+            b, kb, small = o, t, True  # (a weak Python scalar: the array's shape)
+        else:
+            return slow(self, o)
+        key = (name, d, kb)
+        want = _memo.get(key)
+        if want:
+            lim = _local.limit
+            if lim is None:
                 lim = _limit()
-                a = u.arg.array
-                if lim and (a.size <= lim if small else _size_ok(a, b, lim)):
+            if lim and (a.size <= lim if small else _size_ok(a, b, lim)):
+                if want[2]:
                     tok = _set(_QUIET)
                     try:
                         r = npf(b, a) if reflected else npf(a, b)
                     finally:
                         _reset(tok)
-                    if type(r) is not np.ndarray:
-                        r = np.asarray(r)  # a 0-d result comes back as a numpy scalar
-                    if r.dtype is want[1]:
-                        _stats["fast"] += 1
-                        r.setflags(write=False)
-                        res = _new(_ndarray)
-                        res.uop = _buffer(r, want[0])
-                        return res
-                    _memo[key] = False  # numpy's dtype is not svod's: the full path from now on
-            elif want is None:
-                return _learn(key, slow(self, o))
+                else:
+                    r = npf(b, a) if reflected else npf(a, b)
+                if r.dtype is want[1]:  # (an array, or a numpy scalar for a 0-d result: kept as it is)
+                    _stats["fast"] += 1
+                    n = _new(_Fresh)
+                    n.op = _BUFFER
+                    n.dtype = want[0]
+                    n.shape = r.shape
+                    n._depth = 0
+                    n._a = r
+                    res = _new(_ndarray)
+                    res.uop = n
+                    return res
+                _memo[key] = False  # numpy's dtype is not svod's: the full path from now on
+        elif want is None:
+            return _learn(key, slow(self, o))
         return slow(self, o)
 
     method.__name__ = method.__qualname__ = slow.__name__
@@ -206,7 +300,8 @@ def _inplace(name: str, npf, slow):
 
     def method(self, o):
         u = self.uop
-        if u.op is _BUFFER and _T._READ_HOOK is None:
+        a = _array(u)
+        if a is not None and _T._READ_HOOK is None:
             d = u.dtype
             b, kb = _operand(o, d.kind in _FC)
             if kb is not None:
@@ -216,13 +311,11 @@ def _inplace(name: str, npf, slow):
                     return _learn(key, slow(self, o))
                 if want and want[0] is d:
                     lim = _limit()
-                    a = u.arg.array
                     if lim and a.size <= lim:
-                        r = _result(_quiet(npf, a, b), want)
+                        r = _result(_call2(npf, a, b, want), want)
                         if r is not None and r.shape == a.shape:
                             _stats["fast"] += 1
-                            r.flags.writeable = False
-                            self.uop = _buffer(r, d)
+                            self.uop = _wrap(r, d).uop
                             return self
         return slow(self, o)
 
@@ -234,14 +327,14 @@ def _inplace(name: str, npf, slow):
 def _unary(name: str, npf, slow):
     def method(self):
         u = self.uop
-        if u.op is _BUFFER and _T._READ_HOOK is None:
+        a = _array(u)
+        if a is not None and _T._READ_HOOK is None:
             key = (name, u.dtype, None)
             want = _memo.get(key)
             if want:
-                a = u.arg.array
                 lim = _limit()
                 if lim and a.size <= lim:
-                    r = _result(_quiet(npf, a), want)
+                    r = _result(_call1(npf, a, want), want)
                     if r is not None:
                         _stats["fast"] += 1
                         return _wrap(r, want[0])
@@ -268,7 +361,16 @@ def _basic(key) -> bool:
         t = type(k)
         if t is int:
             continue
-        if t is not slice or not _plain_slice(k):
+        if t is not slice:
+            return False
+        v = k.start
+        if v is not None and type(v) is not int:
+            return False
+        v = k.stop
+        if v is not None and type(v) is not int:
+            return False
+        v = k.step
+        if v is not None and (type(v) is not int or not v):
             return False
     return True
 
@@ -283,20 +385,38 @@ def _plain_slice(s: slice) -> bool:
 def _getitem(slow):
     def __getitem__(self, key):
         u = self.uop
-        if u.op is _BUFFER and _T._READ_HOOK is None and _basic(key):
-            lim = _limit()
+        if type(u) is _Fresh:
+            arr = u._a
+            if arr is None:
+                arr = u.arg.array
+        elif u.op is _BUFFER:
+            arr = u.arg.array
+        else:
+            return slow(self, key)
+        if _T._READ_HOOK is None and _basic(key):
+            lim = _local.limit
+            if lim is None:
+                lim = _limit()
             if lim:
                 try:
-                    v = u.arg.array[key]
+                    v = arr[key]
                 except (IndexError, TypeError, ValueError):
                     return slow(self, key)  # svod's error
                 if type(v) is np.ndarray:
-                    if v.size <= lim:
-                        _stats["fast"] += 1
-                        return _wrap(v.copy(), u.dtype)  # (C order: a slice is a value, not a view)
-                else:  # one element: a numpy scalar
-                    _stats["fast"] += 1
-                    return _wrap(np.array(v), u.dtype)
+                    if v.size > lim:
+                        return slow(self, key)
+                    v = v.copy()  # (C order: a slice is a value, not a view)
+                # else one element: a numpy scalar, kept as the node's value (an array when materialized)
+                _stats["fast"] += 1
+                n = _new(_Fresh)
+                n.op = _BUFFER
+                n.dtype = u.dtype
+                n.shape = v.shape
+                n._depth = 0
+                n._a = v
+                res = _new(_ndarray)
+                res.uop = n
+                return res
         return slow(self, key)
 
     __getitem__.__doc__ = slow.__doc__
@@ -317,45 +437,74 @@ def _fits(vshape, region) -> bool:
 def _setitem(slow):
     def __setitem__(self, key, value):
         u = self.uop
-        if u.op is _BUFFER and _T._READ_HOOK is None and _basic(key) and _limit():
+        arr = _array(u)
+        if arr is not None and _T._READ_HOOK is None and _basic(key) and _limit():
             d = u.dtype
             tv = type(value)
             varr = None
             if tv is _ndarray or tv is _Tensor:
                 vu = value.uop
-                if vu.op is _BUFFER and vu.dtype is d:
-                    varr = vu.arg.array
+                if vu.dtype is d:
+                    varr = _array(vu)
                 vu = None
             elif d.kind in _FC and (tv is float or tv is int and -_BIG <= value <= _BIG) or \
                     d.kind == "c" and tv is complex:
                 varr = value
             if varr is not None:
                 try:
-                    region = u.arg.array[key]
+                    region = arr[key]
                 except (IndexError, TypeError, ValueError):
                     region = None
                 if region is not None:
-                    region = region.shape if type(region) is np.ndarray else ()  # (drops the view of x's array)
+                    region = region.shape  # (drops the view of x's array; a numpy scalar's shape is ())
                     if type(varr) is not np.ndarray or _fits(varr.shape, region):
                         _stats["fast"] += 1
                         for s in region:
                             if not s:
                                 return
-                        del u  # NOTE: no reference to x's node, BufferRef or array while ownership is checked
+                        del u, arr  # NOTE: no reference to x's node, BufferRef or array while ownership is checked
                         if _sole_owner(self):
                             _eager.write_in_place(self, key, varr)
                         else:
                             u = self.uop
-                            new = np.array(u.arg.array, order="C", copy=True)
+                            new = np.array(_array(u), order="C", copy=True)
                             new[key] = varr
-                            new.setflags(write=False)
-                            self.uop = _buffer(new, d)
+                            self.uop = _wrap(new, d).uop
                         _T._realized(self)
                         return
         slow(self, key, value)
 
     __setitem__.__doc__ = slow.__doc__
     return __setitem__
+
+
+def _scalar(self, what: str):
+    """`Tensor._scalar` (`float(t)`, `int(t)`, `bool(t)`, `t.item()`) reading an
+    unmaterialized `Fresh` node's value directly (no BufferRef built for a read)."""
+    u = self.uop
+    if type(u) is _Fresh and _T._READ_HOOK is None:
+        a = u._a
+        if a is not None and a.size == 1:
+            return a.item()
+    return _Tensor._scalar(self, what)
+
+
+def _bool(self) -> bool:
+    u = self.uop
+    if type(u) is _Fresh and _T._READ_HOOK is None:
+        a = u._a
+        if a is not None and a.size == 1:
+            return bool(a.item())
+    return _Tensor.__bool__(self)
+
+
+def _float(self) -> float:
+    u = self.uop
+    if type(u) is _Fresh and _T._READ_HOOK is None:
+        a = u._a
+        if a is not None and a.size == 1:
+            return float(a.item())
+    return _Tensor.__float__(self)
 
 
 # ----------------------------------------------------------------------------- functions
@@ -369,7 +518,8 @@ def _function(name: str, npf, slow, nin: int):
             tx = type(x)
             if tx is _ndarray or tx is _Tensor:
                 u = x.uop
-                if u.op is _BUFFER:
+                a = _array(u)
+                if a is not None:
                     d = u.dtype
                     if nin == 1:
                         key, b = (name, d, None), None
@@ -380,9 +530,8 @@ def _function(name: str, npf, slow, nin: int):
                         want = _memo.get(key)
                         if want:
                             lim = _limit()
-                            a = u.arg.array
                             if lim and (a.size <= lim if nin == 1 else _size_ok(a, b, lim)):
-                                r = _result(_quiet(npf, a) if nin == 1 else _quiet(npf, a, b), want)
+                                r = _result(_call1(npf, a, want) if nin == 1 else _call2(npf, a, b, want), want)
                                 if r is not None:
                                     _stats["fast"] += 1
                                     return _wrap(r, want[0])
@@ -402,8 +551,10 @@ def _two_realized(a, b):
     ta, tb = type(a), type(b)
     if (ta is _ndarray or ta is _Tensor) and (tb is _ndarray or tb is _Tensor):
         u, v = a.uop, b.uop
-        if u.op is _BUFFER and v.op is _BUFFER and u.dtype is v.dtype:
-            return u.arg.array, v.arg.array, u.dtype
+        if u.dtype is v.dtype:
+            x, y = _array(u), _array(v)
+            if x is not None and y is not None:
+                return np.asarray(x), np.asarray(y), u.dtype  # (a numpy scalar of a 0-d value as an array)
     return None
 
 
@@ -423,7 +574,7 @@ def _matmul_like(name: str, slow):
                     lim = _limit()
                     if lim and x.size <= lim and y.size <= lim and \
                             (x.shape[0] if nx == 2 else 1) * (y.shape[1] if ny == 2 else 1) <= lim:
-                        got = _taken(key, _result(_quiet(np.matmul, x, y), want), want)
+                        got = _taken(key, _result(_call2(np.matmul, x, y, want), want), want)
                         if got is not None:
                             return got
                 elif want is None:
@@ -457,8 +608,8 @@ def _outer(slow):
                 if want:
                     lim = _limit()
                     if lim and x.size * y.size <= lim:
-                        got = _taken(key, _result(_quiet(np.multiply, x.reshape(-1, 1), y.reshape(1, -1)), want),
-                                     want)
+                        r = _call2(np.multiply, x.reshape(-1, 1), y.reshape(1, -1), want)
+                        got = _taken(key, _result(r, want), want)
                         if got is not None:
                             return got
                 elif want is None:
@@ -479,11 +630,12 @@ def _sum(slow):
             ta = type(a)
             if ta is _ndarray or ta is _Tensor:
                 u = a.uop
-                if u.op is _BUFFER and u.dtype.kind != "c":  # (a complex sum is two float sums in svod)
+                x = _array(u)
+                if x is not None and u.dtype.kind != "c":  # (a complex sum is two float sums in svod)
                     key = ("sum", u.dtype, None)
                     want = _memo.get(key)
                     if want:
-                        x = u.arg.array
+                        x = np.asarray(x)
                         lim = _limit()
                         if lim and x.size <= lim and x.size:
                             r = _result(_quiet(reduce_numpy, "sum", x, tuple(range(x.ndim)), want[1]).reshape(()),
@@ -537,6 +689,7 @@ def install(ndarray, namespace: dict) -> None:
     ndarray.__getitem__ = _getitem(ndarray.__getitem__)
     ndarray.__setitem__ = _setitem(ndarray.__setitem__)
     ndarray.__matmul__ = _matmul_like("matmul", ndarray.__matmul__)
+    ndarray._scalar, ndarray.__bool__, ndarray.__float__ = _scalar, _bool, _float
     ndarray.dot = _matmul_like("matmul", ndarray.dot)
     for name, npf in UNARY.items():
         u = namespace[name]
