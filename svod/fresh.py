@@ -4,8 +4,8 @@
 set on `arr` — costs more than numpy's own op on a 30-element row (~0.8 µs against
 ~0.5). `svod.numpy`'s fast path (svod/numpy/_fast.py) makes one per op, and most of
 those values are read by the next fast op and dropped. `fresh(arr, dtype)` makes a
-`Fresh` node instead: a `UOp` of op BUFFER whose `op`, `dtype`, `shape` and `_depth` are
-set, and whose other slots (`arg`, `src`, `_sig`, `_leaves`, `_hash`, `_kb`) are filled
+`Fresh` node instead: a `UOp` of op BUFFER whose `op`, `dtype` and `shape` are
+set, and whose other slots (`arg`, `src`, `_sig`, `_leaves`, `_hash`, `_kb`, `_depth`) are filled
 by `UOp.buffer`'s own code on the first read of any of them ("materialized"). So
 
 * every reader of a tensor's `.uop` sees a correct realized node: reading `u.arg`,
@@ -41,7 +41,7 @@ _new = object.__new__
 _buffer = UOp.buffer
 _LOCK = threading.Lock()
 # the slots `fresh` leaves unset: the first read of any of them materializes the node
-_LAZY = frozenset(("arg", "src", "_sig", "_leaves", "_hash", "_kb"))
+_LAZY = frozenset(("arg", "src", "_sig", "_leaves", "_hash", "_kb", "_depth"))
 
 
 class Fresh(UOp):
@@ -60,7 +60,7 @@ class Fresh(UOp):
                 n = _buffer(a, self.dtype)
                 a.setflags(write=False)  # (a realized buffer is read-only; `UOp.buffer`'s callers set it)
                 self.src, self._hash, self._kb = n.src, n._hash, n._kb
-                self._sig, self._leaves, self.arg = n._sig, n._leaves, n.arg
+                self._sig, self._leaves, self._depth, self.arg = n._sig, n._leaves, n._depth, n.arg
                 self._a = None
         return object.__getattribute__(self, name)
 
@@ -73,7 +73,6 @@ def fresh(arr: np.ndarray, dtype) -> Fresh:
     n.op = _BUFFER
     n.dtype = dtype
     n.shape = arr.shape
-    n._depth = 0
     n._a = arr
     return n
 

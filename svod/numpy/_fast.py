@@ -143,7 +143,6 @@ def _wrap(arr, d):
     n.op = _BUFFER
     n.dtype = d
     n.shape = arr.shape
-    n._depth = 0
     n._a = arr
     t = _new(_ndarray)
     t.uop = n
@@ -279,7 +278,6 @@ def _binary(name: str, npf, slow, reflected: bool):
                     n.op = _BUFFER
                     n.dtype = want[0]
                     n.shape = r.shape
-                    n._depth = 0
                     n._a = r
                     res = _new(_ndarray)
                     res.uop = n
@@ -412,7 +410,6 @@ def _getitem(slow):
                 n.op = _BUFFER
                 n.dtype = u.dtype
                 n.shape = v.shape
-                n._depth = 0
                 n._a = v
                 res = _new(_ndarray)
                 res.uop = n
@@ -438,11 +435,16 @@ def _setitem(slow):
     def __setitem__(self, key, value):
         u = self.uop
         arr = _array(u)
-        if arr is not None and _T._READ_HOOK is None and _basic(key) and _limit():
+        if arr is not None and _T._READ_HOOK is None and _basic(key):
+            lim = _local.limit
+            if lim is None:
+                lim = _limit()
             d = u.dtype
             tv = type(value)
             varr = None
-            if tv is _ndarray or tv is _Tensor:
+            if not lim:
+                pass
+            elif tv is _ndarray or tv is _Tensor:
                 vu = value.uop
                 if vu.dtype is d:
                     varr = _array(vu)
@@ -451,27 +453,30 @@ def _setitem(slow):
                     d.kind == "c" and tv is complex:
                 varr = value
             if varr is not None:
-                try:
-                    region = arr[key]
-                except (IndexError, TypeError, ValueError):
+                if type(varr) is np.ndarray and varr.ndim:
+                    # numpy broadcasts a value with extra leading 1-axes, svod does not: check the region
+                    try:
+                        region = arr[key]
+                    except (IndexError, TypeError, ValueError):
+                        return slow(self, key, value)  # svod's error
+                    if not _fits(varr.shape, region.shape if type(region) is np.ndarray else ()):
+                        return slow(self, key, value)
                     region = None
-                if region is not None:
-                    region = region.shape  # (drops the view of x's array; a numpy scalar's shape is ())
-                    if type(varr) is not np.ndarray or _fits(varr.shape, region):
-                        _stats["fast"] += 1
-                        for s in region:
-                            if not s:
-                                return
-                        del u, arr  # NOTE: no reference to x's node, BufferRef or array while ownership is checked
-                        if _sole_owner(self):
-                            _eager.write_in_place(self, key, varr)
-                        else:
-                            u = self.uop
-                            new = np.array(_array(u), order="C", copy=True)
-                            new[key] = varr
-                            self.uop = _wrap(new, d).uop
-                        _T._realized(self)
-                        return
+                del u, arr  # NOTE: no reference to x's node, BufferRef or array while ownership is checked
+                try:
+                    if _sole_owner(self):
+                        _eager.write_in_place(self, key, varr)
+                    else:
+                        new = np.array(_array(self.uop), order="C", copy=True)
+                        new[key] = varr
+                        self.uop = _wrap(new, d).uop
+                except (IndexError, TypeError, ValueError):
+                    # a bad key or a value numpy cannot broadcast: numpy checks both before it writes
+                    # anything, and x is not rebound, so the full path raises svod's error
+                    return slow(self, key, value)
+                _stats["fast"] += 1
+                _T._realized(self)
+                return
         slow(self, key, value)
 
     __setitem__.__doc__ = slow.__doc__
