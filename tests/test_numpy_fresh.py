@@ -51,7 +51,7 @@ def test_materialization_gives_what_uop_buffer_gives():
     assert u._hash is None and u._kb is None and u.shape == twin.shape
     np.testing.assert_array_equal(r.numpy(), np.arange(4.0, 8.0) + np.arange(8.0, 12.0))
     with pytest.raises(AttributeError):
-        u.no_such_slot
+        _ = u.no_such_slot
 
 
 def test_a_0d_value_is_a_numpy_scalar_until_read_as_an_array():
