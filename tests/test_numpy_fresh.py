@@ -195,3 +195,20 @@ def test_refcounts_for_fresh_nodes_were_calibrated():
     del other
     assert eager.sole_owner(v)
     assert sys.getrefcount(v) >= 2
+
+
+def test_a_value_with_more_axes_than_the_region_takes_the_full_path():
+    """numpy would write a (1,)-shaped value into one element (and a (1, 1, n) one into a
+    row); svod's broadcast rule decides, as with the fast path off."""
+    a = snp.asarray(np.arange(12.0).reshape(3, 4))
+    one = _warm(lambda: a[0, :1] + 0.0)
+    outcomes = []
+    for mode in (True, False):
+        x = _warm(lambda: a[1] + 0.0)
+        with svod.eager_mode(mode):
+            try:
+                x[0] = one
+                outcomes.append(("ok", x.numpy().tolist()))
+            except Exception as e:  # noqa: BLE001 - the two paths must agree on the outcome
+                outcomes.append((type(e), str(e)))
+    assert outcomes[0] == outcomes[1], outcomes

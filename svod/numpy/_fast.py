@@ -373,6 +373,35 @@ def _basic(key) -> bool:
     return True
 
 
+def _ints(key) -> int:
+    """The number of Python ints in a basic `key` (`_basic`'s keys), else -1."""
+    t = type(key)
+    if t is int:
+        return 1
+    if t is slice:
+        return 0 if _plain_slice(key) else -1
+    if t is not tuple:
+        return -1
+    n = 0
+    for k in key:
+        t = type(k)
+        if t is int:
+            n += 1
+            continue
+        if t is not slice:
+            return -1
+        v = k.start
+        if v is not None and type(v) is not int:
+            return -1
+        v = k.stop
+        if v is not None and type(v) is not int:
+            return -1
+        v = k.step
+        if v is not None and (type(v) is not int or not v):
+            return -1
+    return n
+
+
 def _plain_slice(s: slice) -> bool:
     for v in (s.start, s.stop, s.step):
         if v is not None and type(v) is not int:
@@ -420,22 +449,11 @@ def _getitem(slow):
     return __getitem__
 
 
-def _fits(vshape, region) -> bool:
-    """svod's broadcast of a value of `vshape` to `region` (`broadcast_to`'s rule)."""
-    n = len(vshape)
-    if n > len(region):
-        return False
-    for a, b in zip(vshape, region[len(region) - n:]):
-        if a != b and a != 1:
-            return False
-    return True
-
-
 def _setitem(slow):
     def __setitem__(self, key, value):
         u = self.uop
         arr = _array(u)
-        if arr is not None and _T._READ_HOOK is None and _basic(key):
+        if arr is not None and _T._READ_HOOK is None and (nints := _ints(key)) >= 0:
             lim = _local.limit
             if lim is None:
                 lim = _limit()
@@ -453,15 +471,10 @@ def _setitem(slow):
                     d.kind == "c" and tv is complex:
                 varr = value
             if varr is not None:
-                if type(varr) is np.ndarray and varr.ndim:
-                    # numpy broadcasts a value with extra leading 1-axes, svod does not: check the region
-                    try:
-                        region = arr[key]
-                    except (IndexError, TypeError, ValueError):
-                        return slow(self, key, value)  # svod's error
-                    if not _fits(varr.shape, region.shape if type(region) is np.ndarray else ()):
-                        return slow(self, key, value)
-                    region = None
+                if type(varr) is np.ndarray and varr.ndim > arr.ndim - nints:
+                    # numpy drops a value's extra leading 1-axes, svod's broadcast (`broadcast_to`'s rule)
+                    # does not: with no more axes than the region, numpy's rule is svod's
+                    return slow(self, key, value)
                 del u, arr  # NOTE: no reference to x's node, BufferRef or array while ownership is checked
                 try:
                     if _sole_owner(self):
