@@ -46,7 +46,6 @@ import svod.tensor as _T
 from svod import eager as _eager
 from svod.fresh import Fresh as _Fresh
 from svod.ir import Ops
-from svod.ops import reduce_numpy
 
 __all__ = ["install", "stats"]
 
@@ -69,6 +68,7 @@ else:
 _BIG = 2 ** 53
 _FC = frozenset("fc")
 _GENERIC = np.generic
+_add_reduce = np.add.reduce
 
 # (op name, dtype of a, dtype of b or type of a Python scalar) -> (svod DType, numpy dtype,
 # whether numpy's floating-point errors must be silenced) of the result, or False: this
@@ -578,25 +578,35 @@ def _two_realized(a, b):
 
 def _matmul_like(name: str, slow):
     """`dot` / `matmul` / `@` of realized operands of one dtype with 1 or 2 axes each and
-    matching inner sizes: `np.matmul` (the op table's MATMUL), as `svod.reductions` does."""
+    matching inner sizes: `np.matmul` (the op table's MATMUL), as `svod.reductions` does.
+    (`_two_realized`, `_call2` and `_wrap` inline: a loop's dot products pass here.)"""
 
     def fn(a, b, *rest, **kwargs):
         if not rest and not kwargs and _T._READ_HOOK is None:
-            p = _two_realized(a, b)
-            if p is not None:
-                x, y, d = p
-                key = (name, d, d)
-                want = _memo.get(key)
-                nx, ny = x.ndim, y.ndim
-                if want and 1 <= nx <= 2 and 1 <= ny <= 2 and x.shape[-1] == y.shape[0]:
-                    lim = _limit()
-                    if lim and x.size <= lim and y.size <= lim and \
-                            (x.shape[0] if nx == 2 else 1) * (y.shape[1] if ny == 2 else 1) <= lim:
-                        got = _taken(key, _result(_call2(np.matmul, x, y, want), want), want)
-                        if got is not None:
-                            return got
-                elif want is None:
-                    return _learn(key, slow(a, b))
+            ta, tb = type(a), type(b)
+            if (ta is _ndarray or ta is _Tensor) and (tb is _ndarray or tb is _Tensor):
+                u, v = a.uop, b.uop
+                d = u.dtype
+                x = _array(u) if v.dtype is d else None
+                y = _array(v) if x is not None else None
+                if y is not None:
+                    key = (name, d, d)
+                    want = _memo.get(key)
+                    if want:
+                        nx, ny = x.ndim, y.ndim  # (a numpy scalar of a 0-d value: ndim 0, not taken)
+                        if 1 <= nx <= 2 and 1 <= ny <= 2 and x.shape[-1] == y.shape[0]:
+                            lim = _local.limit
+                            if lim is None:
+                                lim = _limit()
+                            if lim and x.size <= lim and y.size <= lim and \
+                                    (x.shape[0] if nx == 2 else 1) * (y.shape[1] if ny == 2 else 1) <= lim:
+                                r = _call2(np.matmul, x, y, want)
+                                if r.dtype is want[1]:
+                                    _stats["fast"] += 1
+                                    return _wrap(r, want[0])
+                                _memo[key] = False
+                    elif want is None:
+                        return _learn(key, slow(a, b))
         return slow(a, b, *rest, **kwargs)
 
     fn.__name__ = fn.__qualname__ = name
@@ -656,11 +666,14 @@ def _sum(slow):
                         x = np.asarray(x)
                         lim = _limit()
                         if lim and x.size <= lim and x.size:
-                            r = _result(_quiet(reduce_numpy, "sum", x, tuple(range(x.ndim)), want[1]).reshape(()),
-                                        want)
+                            # `reduce_numpy`'s np.sum(x, all axes, dtype) is this ufunc reduction (numpy's
+                            # `_wrapreduction` calls it for an ndarray): the same loop, a numpy scalar
+                            axes = tuple(range(x.ndim))
+                            r = _result(_quiet(_add_reduce, x, axes, want[1]) if want[2] else
+                                        _add_reduce(x, axes, want[1]), want)
                             if r is not None:
                                 _stats["fast"] += 1
-                                return _wrap(np.array(r), want[0])  # (the reshape is a view: a fresh array)
+                                return _wrap(r, want[0])
                             _memo[key] = False
                     elif want is None:
                         return _learn(key, slow(a))
