@@ -40,6 +40,8 @@ path is taken.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 import svod.tensor as _T
@@ -528,9 +530,11 @@ def _float(self) -> float:
 # ----------------------------------------------------------------------------- functions
 
 def _function(name: str, npf, slow, nin: int):
-    """A `svod.numpy` function or ufunc called with `nin` positional operands and nothing else."""
+    """A `svod.numpy` ufunc's `__call__` (`self` unused) on the fast path when called with
+    `nin` positional operands and nothing else; `slow(*args, **kwargs)` otherwise. (The
+    ufunc object's class gets it as `__call__`: one Python frame per call, not two.)"""
 
-    def fn(*args, **kwargs):
+    def fn(_self, *args, **kwargs):
         if not kwargs and len(args) == nin and _T._READ_HOOK is None:
             x = args[0]
             tx = type(x)
@@ -722,12 +726,14 @@ def install(ndarray, namespace: dict) -> None:
     ndarray.__matmul__ = _matmul_like("matmul", ndarray.__matmul__)
     ndarray._scalar, ndarray.__bool__, ndarray.__float__ = _scalar, _bool, _float
     ndarray.dot = _matmul_like("matmul", ndarray.dot)
-    for name, npf in UNARY.items():
-        u = namespace[name]
-        u._call = _function(name, npf, u._call, 1)
-    for name, npf in BINARY.items():
-        u = namespace[name]
-        u._call = _function(name, npf, u._call, 2)
+    for nin, table in ((1, UNARY), (2, BINARY)):
+        for name, npf in table.items():
+            u = namespace[name]
+            call = _function(name, npf, u._call, nin)
+            # NOTE: its own subclass (same layout, `isinstance(u, svod.numpy.ufunc)` holds) whose
+            # __call__ is the fast path itself; `_call` (what __call__ ran) runs it too
+            u.__class__ = type(type(u).__name__, (type(u),), {"__call__": call, "__module__": type(u).__module__})
+            u._call = functools.partial(call, u)
     namespace["dot"] = _matmul_like("matmul", namespace["dot"])
     namespace["matmul"] = _matmul_like("matmul", namespace["matmul"])
     namespace["outer"] = _outer(namespace["outer"])
