@@ -212,3 +212,37 @@ def test_a_value_with_more_axes_than_the_region_takes_the_full_path():
             except Exception as e:  # noqa: BLE001 - the two paths must agree on the outcome
                 outcomes.append((type(e), str(e)))
     assert outcomes[0] == outcomes[1], outcomes
+
+
+SPECIAL = [0.0, -0.0, 1.5, -2.25, np.inf, -np.inf, np.nan, 1e308, 5e-324, 3.0]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "truediv", "lt", "le", "gt", "ge", "eq", "ne"])
+def test_scalar_math_of_0d_values_is_the_ufuncs_bit_for_bit(dtype, op):
+    """0-d values are numpy scalars: two of them (or one and a Python float/int) go
+    through numpy's scalar math, which must give the array loop's bits, dtype and no
+    warning (svod's compiled semantics)."""
+    import operator as o
+
+    ufunc = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide, "lt": np.less,
+             "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal}[op]
+    f = getattr(o, op)
+    vals = snp.asarray(np.array(SPECIAL, dtype=dtype))
+    arr = np.array(SPECIAL, dtype=dtype)
+    for i in range(len(SPECIAL)):
+        for j in range(len(SPECIAL)):
+            for other, ref in ((vals[j], arr[j:j + 1].reshape(())), (SPECIAL[j], SPECIAL[j]), (2, 2)):
+                x = vals[i]
+                with np.errstate(all="raise"):
+                    f(x, other)  # (learns the combination: the full path)
+                    got = f(x, other)
+                    f(other, x)
+                    rgot = f(other, x)
+                with np.errstate(all="ignore"):
+                    want = ufunc(arr[i:i + 1].reshape(()), ref)
+                    rwant = ufunc(ref, arr[i:i + 1].reshape(()))
+                for g, w in ((got, want), (rgot, rwant)):
+                    gn = g.numpy()
+                    assert gn.dtype == np.asarray(w).dtype and gn.tobytes() == np.asarray(w).tobytes(), \
+                        (op, dtype, SPECIAL[i], SPECIAL[j], gn, w)
