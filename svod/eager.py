@@ -122,13 +122,18 @@ def limit() -> int:
     return _ON
 
 
+# `numpy_limit()` outside `eager_mode` blocks: the process policy, fixed at import
+NUMPY_POLICY_LIMIT = _MAX if _AUTO else _ON
+
+
 def numpy_limit() -> int:
     """`limit()` inside `svod.numpy`'s functions and methods (numpy's defaults on): the
-    fast path of `svod.numpy._fast` asks it before it switches the defaults."""
+    fast path of `svod.numpy._fast` asks it before it switches the defaults (inline:
+    ``_local.limit``, or `NUMPY_POLICY_LIMIT` when it is None)."""
     lim = _local.limit
     if lim is not None:
         return lim
-    return _MAX if _AUTO else _ON
+    return NUMPY_POLICY_LIMIT
 
 
 class eager_mode:

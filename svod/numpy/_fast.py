@@ -55,7 +55,8 @@ __all__ = ["install", "stats"]
 _BUFFER = Ops.BUFFER
 _new = object.__new__
 _limit = _eager.numpy_limit
-_local = _eager._local  # NOTE: `_local.limit` read inline first (numpy_limit's own fast case)
+_local = _eager._local  # NOTE: `numpy_limit()` inline in the hot paths: `_local.limit`, else `_POLICY`
+_POLICY = _eager.NUMPY_POLICY_LIMIT
 _sole_owner = _eager.sole_owner
 _EXTOBJ, _QUIET = _eager._EXTOBJ, getattr(_eager, "_QUIET", None)
 if _EXTOBJ is None:  # pragma: no cover - another numpy: the public context, per call
@@ -273,7 +274,7 @@ def _binary(name: str, npf, slow, reflected: bool, pyop=None):
         if want:
             lim = _local.limit
             if lim is None:
-                lim = _limit()
+                lim = _POLICY
             if lim and (a.size <= lim if small else _size_ok(a, b, lim)):
                 f = npf
                 if pyop is not None and type(a) is not np.ndarray and type(b) is not np.ndarray and \
@@ -438,7 +439,7 @@ def _getitem(slow):
         if _T._READ_HOOK is None and _basic(key):
             lim = _local.limit
             if lim is None:
-                lim = _limit()
+                lim = _POLICY
             if lim:
                 try:
                     v = arr[key]
@@ -471,7 +472,7 @@ def _setitem(slow):
         if arr is not None and _T._READ_HOOK is None and (nints := _ints(key)) >= 0:
             lim = _local.limit
             if lim is None:
-                lim = _limit()
+                lim = _POLICY
             d = u.dtype
             tv = type(value)
             varr = None
@@ -614,7 +615,7 @@ def _matmul_like(name: str, slow):
                         if 1 <= nx <= 2 and 1 <= ny <= 2 and x.shape[-1] == y.shape[0]:
                             lim = _local.limit
                             if lim is None:
-                                lim = _limit()
+                                lim = _POLICY
                             if lim and x.size <= lim and y.size <= lim and \
                                     (x.shape[0] if nx == 2 else 1) * (y.shape[1] if ny == 2 else 1) <= lim:
                                 r = _call2(np.matmul, x, y, want)
