@@ -28,10 +28,17 @@ numpy's own op ~0.3–1 µs). This module puts a thin path in front of the most 
   `ceil`, `@`/`dot`/`matmul` of at most 2-D operands of one dtype (`np.matmul`),
   `outer`, `sum` over all axes), with numpy's floating-point warnings off as in svod's
   compiled code. NaN, ±inf and -0.0 are numpy's.
-* **Results** are fresh read-only C-contiguous arrays bound to a realized node
-  (`UOp.buffer`), exactly what `svod.eager` makes; a basic index copies (svod's slices
-  are values). `x[key] = v` of a realized `x` writes in place when `svod.eager.sole_owner`
-  allows, else into a copy — `svod.indexing`'s eager write, without the frontend.
+* **Results** are fresh arrays (or, for a 0-d result, the numpy scalar numpy returns)
+  bound to an unmaterialized realized node (`svod.fresh.Fresh`: its BufferRef, signature
+  and read-only flag are built when something reads them — every reader of `.uop` sees
+  `UOp.buffer`'s node); fast ops read the array directly. Two real-float numpy scalars
+  (or one and a Python float/int) use numpy's scalar math, the same IEEE operation. A
+  basic index copies (svod's slices are values). `x[key] = v` of a realized `x` writes
+  in place when `svod.eager.sole_owner` allows, else into a copy — `svod.indexing`'s
+  eager write, without the frontend.
+* **Error state.** numpy's floating-point errors are silenced (svod's compiled code never
+  warns) around every op that could raise a flag; ops that cannot (`_noisy`: integer
+  arithmetic without division, comparisons of real floats — probed at import) skip it.
 
 `stats()` counts the calls that took this path; tests/test_numpy_fast.py compares every
 path with numpy (dtypes, NaN/inf/-0.0, aliasing, in-place writes) and checks that the
@@ -48,6 +55,7 @@ import numpy as np
 import svod.tensor as _T
 from svod import eager as _eager
 from svod.fresh import Fresh as _Fresh
+from svod.fresh import fresh as _fresh
 from svod.ir import Ops
 
 __all__ = ["install", "stats"]
@@ -329,7 +337,7 @@ def _inplace(name: str, npf, slow):
                         r = _result(_call2(npf, a, b, want), want)
                         if r is not None and r.shape == a.shape:
                             _stats["fast"] += 1
-                            self.uop = _wrap(r, d).uop
+                            self.uop = _fresh(r, d)
                             return self
         return slow(self, o)
 
@@ -498,7 +506,7 @@ def _setitem(slow):
                     else:
                         new = np.array(_array(self.uop), order="C", copy=True)
                         new[key] = varr
-                        self.uop = _wrap(new, d).uop
+                        self.uop = _fresh(new, d)
                 except (IndexError, TypeError, ValueError):
                     # a bad key or a value numpy cannot broadcast: numpy checks both before it writes
                     # anything, and x is not rebound, so the full path raises svod's error
