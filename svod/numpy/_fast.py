@@ -370,35 +370,9 @@ def _unary(name: str, npf, slow):
     return method
 
 
-def _basic(key) -> bool:
-    """`key` is a Python int, a slice of Python ints / None, or a tuple of those."""
-    t = type(key)
-    if t is int:
-        return True
-    if t is slice:
-        return _plain_slice(key)
-    if t is not tuple:
-        return False
-    for k in key:
-        t = type(k)
-        if t is int:
-            continue
-        if t is not slice:
-            return False
-        v = k.start
-        if v is not None and type(v) is not int:
-            return False
-        v = k.stop
-        if v is not None and type(v) is not int:
-            return False
-        v = k.step
-        if v is not None and (type(v) is not int or not v):
-            return False
-    return True
-
-
 def _ints(key) -> int:
-    """The number of Python ints in a basic `key` (`_basic`'s keys), else -1."""
+    """The number of Python ints in a basic `key` — a Python int, a slice of Python ints /
+    None with a nonzero step, or a tuple of those — else -1 (any other key: the full path)."""
     t = type(key)
     if t is int:
         return 1
@@ -444,7 +418,26 @@ def _getitem(slow):
             arr = u.arg.array
         else:
             return slow(self, key)
-        if _T._READ_HOOK is None and _basic(key):
+        tk = type(key)
+        if tk is tuple:  # (`_ints`' check of a basic key, inline)
+            for k in key:
+                tk = type(k)
+                if tk is int:
+                    continue
+                if tk is not slice:
+                    return slow(self, key)
+                tk = k.start
+                if tk is not None and type(tk) is not int:
+                    return slow(self, key)
+                tk = k.stop
+                if tk is not None and type(tk) is not int:
+                    return slow(self, key)
+                tk = k.step
+                if tk is not None and (type(tk) is not int or not tk):
+                    return slow(self, key)
+        elif tk is not int and not (tk is slice and _plain_slice(key)):
+            return slow(self, key)
+        if _T._READ_HOOK is None:
             lim = _local.limit
             if lim is None:
                 lim = _POLICY
