@@ -566,10 +566,19 @@ def _function(name: str, npf, slow, nin: int):
                     if key is not None:
                         want = _memo.get(key)
                         if want:
-                            lim = _limit()
+                            lim = _local.limit
+                            if lim is None:
+                                lim = _POLICY
                             if lim and (a.size <= lim if nin == 1 else _size_ok(a, b, lim)):
-                                r = _result(_call1(npf, a, want) if nin == 1 else _call2(npf, a, b, want), want)
-                                if r is not None:
+                                if want[2]:
+                                    tok = _set(_QUIET)
+                                    try:
+                                        r = npf(a) if nin == 1 else npf(a, b)
+                                    finally:
+                                        _reset(tok)
+                                else:
+                                    r = npf(a) if nin == 1 else npf(a, b)
+                                if r.dtype is want[1]:
                                     _stats["fast"] += 1
                                     return _wrap(r, want[0])
                                 _memo[key] = False
