@@ -469,8 +469,15 @@ def _getitem(slow):
 def _setitem(slow):
     def __setitem__(self, key, value):
         u = self.uop
-        arr = _array(u)
-        if arr is not None and _T._READ_HOOK is None and (nints := _ints(key)) >= 0:
+        if type(u) is _Fresh:  # (`_array`, inline)
+            arr = u._a
+            if arr is None:
+                arr = u.arg.array
+        elif u.op is _BUFFER:
+            arr = u.arg.array
+        else:
+            return slow(self, key, value)
+        if _T._READ_HOOK is None and (nints := _ints(key)) >= 0:
             lim = _local.limit
             if lim is None:
                 lim = _POLICY
@@ -482,7 +489,12 @@ def _setitem(slow):
             elif tv is _ndarray or tv is _Tensor:
                 vu = value.uop
                 if vu.dtype is d:
-                    varr = _array(vu)
+                    if type(vu) is _Fresh:
+                        varr = vu._a
+                        if varr is None:
+                            varr = vu.arg.array
+                    elif vu.op is _BUFFER:
+                        varr = vu.arg.array
                 vu = None
             elif d.kind in _FC and (tv is float or tv is int and -_BIG <= value <= _BIG) or \
                     d.kind == "c" and tv is complex:
