@@ -59,7 +59,11 @@ def test_a_0d_value_is_a_numpy_scalar_until_read_as_an_array():
     e = _warm(lambda: a[1, 2])
     assert type(e.uop) is Fresh and isinstance(e.uop._a, np.generic)
     assert e.shape == () and e.ndim == 0 and e.dtype is snp.float64
-    assert float(e) == 6.0 and int(e) == 6 and bool(e) and e.item() == 6.0
+    assert float(e) == 6.0 and int(e) == 6 and bool(e) and e.item() == 6.0 and type(e.item()) is float
+    assert type(e.uop) is Fresh and e.uop._a is not None, "reading a value builds no node"
+    assert a[1:2, 3:4].item() == 7.0 and a[1].item(2) == 6.0 and list(range(10))[e.astype("int64")] == 6
+    with pytest.raises(ValueError, match="item"):
+        a[1].item()
     t = _warm(lambda: e > 5)
     assert t.dtype is snp.bool and bool(t) is True and type(t.uop._a) is np.bool_
     s = _warm(lambda: e - a[0, 1])

@@ -545,6 +545,17 @@ def _bool(self) -> bool:
     return _Tensor.__bool__(self)
 
 
+def _item(self, *args):
+    """`Tensor.item`: a size-1 unmaterialized value read directly."""
+    if not args:
+        u = self.uop
+        if type(u) is _Fresh and _T._READ_HOOK is None:
+            a = u._a
+            if a is not None and a.size == 1:
+                return a.item()
+    return _Tensor.item(self, *args)
+
+
 def _float(self) -> float:
     u = self.uop
     if type(u) is _Fresh and _T._READ_HOOK is None:
@@ -764,7 +775,7 @@ def install(ndarray, namespace: dict) -> None:
     ndarray.__getitem__ = _getitem(ndarray.__getitem__)
     ndarray.__setitem__ = _setitem(ndarray.__setitem__)
     ndarray.__matmul__ = _matmul_like("matmul", ndarray.__matmul__)
-    ndarray._scalar, ndarray.__bool__, ndarray.__float__ = _scalar, _bool, _float
+    ndarray._scalar, ndarray.__bool__, ndarray.__float__, ndarray.item = _scalar, _bool, _float, _item
     ndarray.dot = _matmul_like("matmul", ndarray.dot)
     for nin, table in ((1, UNARY), (2, BINARY)):
         for name, npf in table.items():
