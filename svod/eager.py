@@ -64,7 +64,6 @@ import numpy as np
 from svod import dtype as _dt
 from svod import tensor as T
 from svod.errors import SvodValueError
-from svod.fresh import Fresh, fresh
 from svod.ir import Ops, UOp
 from svod.ops import TABLE, ops_where
 
@@ -372,6 +371,86 @@ def concrete(t) -> np.ndarray | None:
     return u.arg.array if u.op is _BUFFER else None
 
 
+# ----------------------------------------------------------------------------- fresh nodes
+
+# (svod.numpy's fast path makes them; `sole_owner` / `write_in_place` below know both states)
+
+_new_obj = object.__new__
+_FRESH_LOCK = threading.Lock()
+# the slots `fresh` leaves unset: the first read of any of them materializes the node
+_LAZY = frozenset(("arg", "src", "_sig", "_leaves", "_hash", "_kb", "_depth"))
+
+
+class Fresh(UOp):
+    """A realized leaf (op BUFFER) made on the fast path, whose BufferRef is built when
+    something reads it.
+
+    `UOp.buffer(arr, dtype)` — two objects, a serial, a signature lookup, the read-only flag
+    set on `arr` — costs more than numpy's own op on a 30-element row (~0.8 µs against
+    ~0.5). `svod.numpy`'s fast path (svod/numpy/_fast.py) makes one per op, and most of
+    those values are read by the next fast op and dropped. `fresh(arr, dtype)` makes a
+    `Fresh` node instead: a `UOp` of op BUFFER whose `op`, `dtype` and `shape` are
+    set, and whose other slots (`arg`, `src`, `_sig`, `_leaves`, `_hash`, `_kb`, `_depth`) are
+    filled by `UOp.buffer`'s own code on the first read of any of them ("materialized"). So
+
+    * every reader of a tensor's `.uop` sees a correct realized node: reading `u.arg`,
+      `u.src`, `u._sig` ... of a `Fresh` returns what `UOp.buffer(arr, dtype)` would have;
+      `isinstance(u, UOp)`, identity equality and hashing are a UOp's;
+    * before materialization the fast path reads the array from the `_a` slot (`array_of`),
+      and nothing else can reach it: no BufferRef exists, so nothing can be keyed by one. A
+      0-d value may be held as a numpy scalar of the node's numpy dtype (an element read
+      `A[i, j]`, a 0-d result): numpy's functions take it as the 0-d array it stands for, and
+      materialization makes it one;
+    * invariant: while `_a` is set (not materialized), `_a` is a fresh array that owns its
+      memory, held only by this node (and transient locals of the fast path); it may be
+      writeable. Materialization sets it read-only (as `UOp.buffer`'s arrays are) and sets
+      `_a` to None, after which the node is a plain realized leaf.
+
+    `sole_owner` / `write_in_place` know both states: an unmaterialized node is
+    written in place when nothing but its tensor holds the node and the array (reference
+    counts, as for a materialized one), and its tensor is rebound to a new `Fresh` node.
+    """
+
+    __slots__ = ("_a",)
+
+    def __getattr__(self, name):  # called only for a slot that is not set
+        if name not in _LAZY:
+            raise AttributeError(f"'UOp' object has no attribute {name!r}")
+        with _FRESH_LOCK:  # NOTE: two threads must not give one node two BufferRefs
+            a = self._a
+            if a is not None:
+                if type(a) is not np.ndarray:  # a numpy scalar: a 0-d value read from an array
+                    a = np.array(a)
+                n = UOp.buffer(a, self.dtype)
+                a.setflags(write=False)  # (a realized buffer is read-only; `UOp.buffer`'s callers set it)
+                self.src, self._hash, self._kb = n.src, n._hash, n._kb
+                self._sig, self._leaves, self._depth, self.arg = n._sig, n._leaves, n._depth, n.arg
+                self._a = None
+        return object.__getattribute__(self, name)
+
+
+def fresh(arr: np.ndarray, dtype) -> Fresh:
+    """An unmaterialized realized leaf over `arr` (a fresh array of `dtype`'s numpy dtype
+    that owns its memory and that nothing else holds, or a numpy scalar of that dtype) of
+    svod dtype `dtype`."""
+    n = _new_obj(Fresh)
+    n.op = _BUFFER
+    n.dtype = dtype
+    n.shape = arr.shape
+    n._a = arr
+    return n
+
+
+def array_of(u) -> np.ndarray | None:
+    """The array of realized node `u` (without materializing a `Fresh`), else None."""
+    if type(u) is Fresh:
+        a = u._a
+        return a if a is not None else u.arg.array
+    if u.op is _BUFFER:
+        return u.arg.array
+    return None
+
+
 # ----------------------------------------------------------------------------- ownership
 
 def sole_owner(t) -> bool:
@@ -381,7 +460,7 @@ def sole_owner(t) -> bool:
     BufferRef or its array — no other tensor, pending graph, replay binding, exported
     `.numpy()` view or jit constant (each of those holds a reference: CPython's reference
     counts say so, as numpy's temporary elision uses them). An unmaterialized
-    `svod.fresh.Fresh` node has no BufferRef yet and its array is fresh (svod/fresh.py):
+    `svod.eager.Fresh` node has no BufferRef yet and its array is fresh (`svod.eager.Fresh`):
     the node and the array are counted."""
     u = t.uop
     if type(u) is Fresh:
@@ -427,7 +506,7 @@ def write_in_place(t, key, value) -> None:
     """Write `value` (a numpy array or scalar of `t`'s dtype) at `key` of `t`'s buffer,
     which `sole_owner(t)` allows, and rebind `t` to a fresh node over it (a new BufferRef:
     anything keyed by the old one sees it die, never a changed value). The new node is an
-    unmaterialized `svod.fresh.Fresh` (its array stays writeable until something reads
+    unmaterialized `svod.eager.Fresh` (its array stays writeable until something reads
     its BufferRef: the next write of a loop costs the write)."""
     u = t.uop
     arr = u._a if type(u) is Fresh else None

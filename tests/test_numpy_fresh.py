@@ -1,4 +1,4 @@
-"""Fast-path results as unmaterialized nodes (svod/fresh.py): every reader of `.uop` sees
+"""Fast-path results as unmaterialized nodes (`svod.eager.Fresh`): every reader of `.uop` sees
 a correct realized node; 0-d values held as numpy scalars; in-place writes of fresh
 values; numpy's floating-point warnings off only where svod's compiled code is quiet."""
 
@@ -13,8 +13,8 @@ import pytest
 import svod
 import svod.numpy as snp
 from svod import eager
+from svod.eager import Fresh
 from svod.errors import ShapeError, SvodIndexError
-from svod.fresh import Fresh
 from svod.ir import Ops, UOp
 from svod.numpy import _fast
 

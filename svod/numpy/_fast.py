@@ -29,7 +29,7 @@ numpy's own op ~0.3–1 µs). This module puts a thin path in front of the most 
   `outer`, `sum` over all axes), with numpy's floating-point warnings off as in svod's
   compiled code. NaN, ±inf and -0.0 are numpy's.
 * **Results** are fresh arrays (or, for a 0-d result, the numpy scalar numpy returns)
-  bound to an unmaterialized realized node (`svod.fresh.Fresh`: its BufferRef, signature
+  bound to an unmaterialized realized node (`svod.eager.Fresh`: its BufferRef, signature
   and read-only flag are built when something reads them — every reader of `.uop` sees
   `UOp.buffer`'s node); fast ops read the array directly. Two real-float numpy scalars
   (or one and a Python float/int) use numpy's scalar math, the same IEEE operation. A
@@ -54,13 +54,13 @@ import numpy as np
 
 import svod.tensor as _T
 from svod import eager as _eager
-from svod.fresh import Fresh as _Fresh
-from svod.fresh import fresh as _fresh
 from svod.ir import Ops
 
 __all__ = ["install", "stats"]
 
 _BUFFER = Ops.BUFFER
+_Fresh = _eager.Fresh
+_fresh = _eager.fresh
 _new = object.__new__
 _limit = _eager.numpy_limit
 _local = _eager._local  # NOTE: `numpy_limit()` inline in the hot paths: `_local.limit`, else `_POLICY`
@@ -152,7 +152,7 @@ def _quiet(f, *args):
 
 def _wrap(arr, d):
     """A realized `svod.numpy.ndarray` over `arr` — a fresh array (or numpy scalar) of svod
-    dtype `d` that nothing else holds — as an unmaterialized `svod.fresh.Fresh` node."""
+    dtype `d` that nothing else holds — as an unmaterialized `svod.eager.Fresh` node."""
     n = _new(_Fresh)
     n.op = _BUFFER
     n.dtype = d
