@@ -442,7 +442,8 @@ def fresh(arr: np.ndarray, dtype) -> Fresh:
 
 
 def array_of(u) -> np.ndarray | None:
-    """The array of realized node `u` (without materializing a `Fresh`), else None."""
+    """The array of realized node `u` (without materializing a `Fresh`: its array or its
+    0-d value's numpy scalar), else None."""
     if type(u) is Fresh:
         a = u._a
         return a if a is not None else u.arg.array

@@ -61,6 +61,7 @@ __all__ = ["install", "stats"]
 _BUFFER = Ops.BUFFER
 _Fresh = _eager.Fresh
 _fresh = _eager.fresh
+_array = _eager.array_of  # the array (or a 0-d value's numpy scalar) of a realized node, else None
 _new = object.__new__
 _limit = _eager.numpy_limit
 _local = _eager._local  # NOTE: `numpy_limit()` inline in the hot paths: `_local.limit`, else `_POLICY`
@@ -79,7 +80,6 @@ else:
     _set, _reset = _EXTOBJ.set, _EXTOBJ.reset
 _BIG = 2 ** 53
 _FC = frozenset("fc")
-_GENERIC = np.generic
 _add_reduce = np.add.reduce
 
 # (op name, dtype of a, dtype of b or type of a Python scalar) -> (svod DType, numpy dtype,
@@ -161,16 +161,6 @@ def _wrap(arr, d):
     t = _new(_ndarray)
     t.uop = n
     return t
-
-
-def _array(u):
-    """The array (or a `Fresh` node's numpy scalar) of realized node `u`, else None."""
-    if type(u) is _Fresh:
-        a = u._a
-        return a if a is not None else u.arg.array
-    if u.op is _BUFFER:
-        return u.arg.array
-    return None
 
 
 def _operand(o, kind_ok):
