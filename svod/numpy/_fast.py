@@ -322,10 +322,19 @@ def _inplace(name: str, npf, slow):
                 if want is None:  # (the full path keeps x's dtype or raises: its result's dtype is the op's)
                     return _learn(key, slow(self, o))
                 if want and want[0] is d:
-                    lim = _limit()
+                    lim = _local.limit
+                    if lim is None:
+                        lim = _POLICY
                     if lim and a.size <= lim:
-                        r = _result(_call2(npf, a, b, want), want)
-                        if r is not None and r.shape == a.shape:
+                        if want[2]:
+                            tok = _set(_QUIET)
+                            try:
+                                r = npf(a, b)
+                            finally:
+                                _reset(tok)
+                        else:
+                            r = npf(a, b)
+                        if r.dtype is want[1] and r.shape == a.shape:
                             _stats["fast"] += 1
                             self.uop = _fresh(r, d)
                             return self
