@@ -1,9 +1,10 @@
 """Loop-heavy numpy programs written the plain numpy way, run unchanged with numpy and with
 `svod.numpy` in one run (svod/bench/loops.py has the programs):
 
-    python3 bench/bench_loops.py [--n 32] [--repeats 5] [--only lu,cholesky] [--budget 30] [--eager off]
+    python3 bench/bench_loops.py [--n 32] [--repeats 5] [--only lu,cholesky] [--budget 30] [--eager off] [--cpu]
 
-Per program: numpy's median call, svod's first call and median later call, their ratio,
+Per program: numpy's median call, svod's first call and median later call, their ratio
+(`--cpu`: CPU time of this process and the fastest later call — steadier on a loaded machine),
 and svod's searches / kernels compiled / realizes over all calls (issue 28's check: each
 within 2x numpy after the first call, searches + compiles bounded by a small constant);
 then how many ops took svod.numpy's fast path, went through the frontend eagerly, or ran
@@ -30,13 +31,16 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=30.0, help="skip later calls when the first takes longer (s)")
     ap.add_argument("--eager", choices=("auto", "on", "off"), default="auto",
                     help="svod's eager small work (svod.eager_mode): auto = the process policy (SVOD_EAGER)")
+    ap.add_argument("--cpu", action="store_true",
+                    help="time with time.process_time and take the fastest later call (a loaded machine)")
     a = ap.parse_args()
     only = a.only.split(",") if a.only else None
     eager = {"auto": None, "on": True, "off": False}[a.eager]
     from svod import eager as _eager
     from svod.numpy import _fast
 
-    print(loops.format_rows(loops.run(n=a.n, repeats=a.repeats, only=only, budget_s=a.budget, eager=eager)))
+    print(loops.format_rows(loops.run(n=a.n, repeats=a.repeats, only=only, budget_s=a.budget, eager=eager,
+                                          cpu=a.cpu)))
     e, f = _eager.stats(), _fast.stats()
     print(f"svod.numpy fast path: {f['fast']} ops ({f['learned']} op/dtype combinations learned); eager ops through "
           f"the frontend: {e['ops']}; written values of a structure past its {_eager.PLANS_PER_STRUCTURE} plans, "

@@ -121,13 +121,18 @@ def limit() -> int:
     return _ON
 
 
+# `numpy_limit()` outside `eager_mode` blocks: the process policy, fixed at import
+NUMPY_POLICY_LIMIT = _MAX if _AUTO else _ON
+
+
 def numpy_limit() -> int:
     """`limit()` inside `svod.numpy`'s functions and methods (numpy's defaults on): the
-    fast path of `svod.numpy._fast` asks it before it switches the defaults."""
+    fast path of `svod.numpy._fast` asks it before it switches the defaults (inline:
+    ``_local.limit``, or `NUMPY_POLICY_LIMIT` when it is None)."""
     lim = _local.limit
     if lim is not None:
         return lim
-    return _MAX if _AUTO else _ON
+    return NUMPY_POLICY_LIMIT
 
 
 class eager_mode:
@@ -366,6 +371,87 @@ def concrete(t) -> np.ndarray | None:
     return u.arg.array if u.op is _BUFFER else None
 
 
+# ----------------------------------------------------------------------------- fresh nodes
+
+# (svod.numpy's fast path makes them; `sole_owner` / `write_in_place` below know both states)
+
+_new_obj = object.__new__
+_FRESH_LOCK = threading.Lock()
+# the slots `fresh` leaves unset: the first read of any of them materializes the node
+_LAZY = frozenset(("arg", "src", "_sig", "_leaves", "_hash", "_kb", "_depth"))
+
+
+class Fresh(UOp):
+    """A realized leaf (op BUFFER) made on the fast path, whose BufferRef is built when
+    something reads it.
+
+    `UOp.buffer(arr, dtype)` — two objects, a serial, a signature lookup, the read-only flag
+    set on `arr` — costs more than numpy's own op on a 30-element row (~0.8 µs against
+    ~0.5). `svod.numpy`'s fast path (svod/numpy/_fast.py) makes one per op, and most of
+    those values are read by the next fast op and dropped. `fresh(arr, dtype)` makes a
+    `Fresh` node instead: a `UOp` of op BUFFER whose `op`, `dtype` and `shape` are
+    set, and whose other slots (`arg`, `src`, `_sig`, `_leaves`, `_hash`, `_kb`, `_depth`) are
+    filled by `UOp.buffer`'s own code on the first read of any of them ("materialized"). So
+
+    * every reader of a tensor's `.uop` sees a correct realized node: reading `u.arg`,
+      `u.src`, `u._sig` ... of a `Fresh` returns what `UOp.buffer(arr, dtype)` would have;
+      `isinstance(u, UOp)`, identity equality and hashing are a UOp's;
+    * before materialization the fast path reads the array from the `_a` slot (`array_of`),
+      and nothing else can reach it: no BufferRef exists, so nothing can be keyed by one. A
+      0-d value may be held as a numpy scalar of the node's numpy dtype (an element read
+      `A[i, j]`, a 0-d result): numpy's functions take it as the 0-d array it stands for, and
+      materialization makes it one;
+    * invariant: while `_a` is set (not materialized), `_a` is a fresh array that owns its
+      memory, held only by this node (and transient locals of the fast path); it may be
+      writeable. Materialization sets it read-only (as `UOp.buffer`'s arrays are) and sets
+      `_a` to None, after which the node is a plain realized leaf.
+
+    `sole_owner` / `write_in_place` know both states: an unmaterialized node is
+    written in place when nothing but its tensor holds the node and the array (reference
+    counts, as for a materialized one), and its tensor is rebound to a new `Fresh` node.
+    """
+
+    __slots__ = ("_a",)
+
+    def __getattr__(self, name):  # called only for a slot that is not set
+        if name not in _LAZY:
+            raise AttributeError(f"'UOp' object has no attribute {name!r}")
+        with _FRESH_LOCK:  # NOTE: two threads must not give one node two BufferRefs
+            a = self._a
+            if a is not None:
+                if type(a) is not np.ndarray:  # a numpy scalar: a 0-d value read from an array
+                    a = np.array(a)
+                n = UOp.buffer(a, self.dtype)
+                a.setflags(write=False)  # (a realized buffer is read-only; `UOp.buffer`'s callers set it)
+                self.src, self._hash, self._kb = n.src, n._hash, n._kb
+                self._sig, self._leaves, self._depth, self.arg = n._sig, n._leaves, n._depth, n.arg
+                self._a = None
+        return object.__getattribute__(self, name)
+
+
+def fresh(arr: np.ndarray, dtype) -> Fresh:
+    """An unmaterialized realized leaf over `arr` (a fresh array of `dtype`'s numpy dtype
+    that owns its memory and that nothing else holds, or a numpy scalar of that dtype) of
+    svod dtype `dtype`."""
+    n = _new_obj(Fresh)
+    n.op = _BUFFER
+    n.dtype = dtype
+    n.shape = arr.shape
+    n._a = arr
+    return n
+
+
+def array_of(u) -> np.ndarray | None:
+    """The array of realized node `u` (without materializing a `Fresh`: its array or its
+    0-d value's numpy scalar), else None."""
+    if type(u) is Fresh:
+        a = u._a
+        return a if a is not None else u.arg.array
+    if u.op is _BUFFER:
+        return u.arg.array
+    return None
+
+
 # ----------------------------------------------------------------------------- ownership
 
 def sole_owner(t) -> bool:
@@ -374,8 +460,16 @@ def sole_owner(t) -> bool:
     passed with `copy=False`, not a view), and nothing else refers to its node, its
     BufferRef or its array — no other tensor, pending graph, replay binding, exported
     `.numpy()` view or jit constant (each of those holds a reference: CPython's reference
-    counts say so, as numpy's temporary elision uses them)."""
+    counts say so, as numpy's temporary elision uses them). An unmaterialized
+    `svod.eager.Fresh` node has no BufferRef yet and its array is fresh (`svod.eager.Fresh`):
+    the node and the array are counted."""
     u = t.uop
+    if type(u) is Fresh:
+        arr = u._a
+        if arr is not None:
+            # the node: t.uop and `u`; the array: node._a and `arr`
+            rc = sys.getrefcount
+            return type(arr) is np.ndarray and rc(u) <= _BASE_FU and rc(arr) <= _BASE_FA and arr.base is None
     if u.op is not _BUFFER:
         return False
     ref = u.arg
@@ -398,24 +492,36 @@ def _calibrate() -> tuple[int, int, int]:
     arr = ref.array
     out = sys.getrefcount(u), sys.getrefcount(ref), sys.getrefcount(arr)
     del u, ref, arr
+    t = T.Tensor._from(fresh(np.zeros(2), _dt.float64))
+    u = t.uop
+    arr = u._a
+    out += sys.getrefcount(u), sys.getrefcount(arr)
+    del u, arr
     return out
 
 
-_BASE_U, _BASE_REF, _BASE_ARR = _calibrate()
+_BASE_U, _BASE_REF, _BASE_ARR, _BASE_FU, _BASE_FA = _calibrate()
 
 
 def write_in_place(t, key, value) -> None:
     """Write `value` (a numpy array or scalar of `t`'s dtype) at `key` of `t`'s buffer,
     which `sole_owner(t)` allows, and rebind `t` to a fresh node over it (a new BufferRef:
-    anything keyed by the old one sees it die, never a changed value)."""
+    anything keyed by the old one sees it die, never a changed value). The new node is an
+    unmaterialized `svod.eager.Fresh` (its array stays writeable until something reads
+    its BufferRef: the next write of a loop costs the write)."""
     u = t.uop
-    arr = u.arg.array
-    arr.setflags(write=True)  # (setflags: `arr.flags.writeable = ...` builds a flags object per call)
-    try:
+    arr = u._a if type(u) is Fresh else None
+    if arr is None:  # a materialized node: sole_owner proved its BufferRef and array have no other holder
+        arr = u.arg.array
+        arr.setflags(write=True)  # (setflags: `arr.flags.writeable = ...` builds a flags object per call)
+        try:
+            arr[key] = value
+        except BaseException:
+            arr.setflags(write=False)
+            raise
+    else:
         arr[key] = value
-    finally:
-        arr.setflags(write=False)
-    t.uop = UOp.buffer(arr, u.dtype)
+    t.uop = fresh(arr, u.dtype)
 
 
 # ----------------------------------------------------------------------------- plans per structure

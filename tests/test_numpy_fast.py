@@ -309,7 +309,7 @@ def test_a_learned_dtype_that_numpy_does_not_give_is_never_used():
     _fast._memo.clear()
     x + x
     key = ("add", x.dtype, x.dtype)
-    _fast._memo[key] = (snp.float32, np.dtype("float32"))  # a (wrong) memo entry
+    _fast._memo[key] = (snp.float32, np.dtype("float32"), True)  # a (wrong) memo entry (dtype, numpy dtype, quiet)
     r = x + x
     assert r.dtype == snp.float64 and _fast._memo[key] is False
     assert (x + x).dtype == snp.float64

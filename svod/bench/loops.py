@@ -109,7 +109,7 @@ def _counters():
     return {k: s.get(k, 0) for k in ("searches", "kernels_compiled", "realizes")}
 
 
-def _call(xp, fn, arrays, eager: bool | None = None):
+def _call(xp, fn, arrays, eager: bool | None = None, timer=time.perf_counter):
     import contextlib
 
     import svod
@@ -117,19 +117,23 @@ def _call(xp, fn, arrays, eager: bool | None = None):
     args = [xp.asarray(a.copy()) if xp is not np else a.copy() for a in arrays]
     mode = svod.eager_mode(eager) if eager is not None and xp is not np else contextlib.nullcontext()
     with mode:
-        t0 = time.perf_counter()
+        t0 = timer()
         out = fn(xp, *args)
         if xp is not np:
             out = svod.asarray(out).numpy()
-        return time.perf_counter() - t0, out
+        return timer() - t0, out
 
 
 def run(n: int = 32, repeats: int = 5, only: list[str] | None = None, budget_s: float = 30.0,
-        eager: bool | None = None) -> list[dict]:
+        eager: bool | None = None, cpu: bool = False) -> list[dict]:
     """One row per program: numpy and svod first/steady seconds, svod's counters, and
     whether svod's result equals numpy's (rtol 1e-9 in float64). `eager`: run svod with
     eager small work on or off (`svod.eager_mode`; None: the process policy, by default
-    on inside svod.numpy)."""
+    on inside svod.numpy). `cpu`: time with `time.process_time` (this process's CPU time,
+    which other jobs on a loaded machine disturb less than wall time) and take the
+    minimum of the later calls instead of the median (the least disturbed call)."""
+    timer = time.process_time if cpu else time.perf_counter
+    pick = min if cpu else statistics.median
     import svod.numpy as snp
 
     rows = []
@@ -140,12 +144,12 @@ def run(n: int = 32, repeats: int = 5, only: list[str] | None = None, budget_s: 
         row: dict = {"program": name, "n": n}
         for label, xp in (("numpy", np), ("svod", snp)):
             before = _counters() if xp is snp else None
-            first, out = _call(xp, fn, arrays, eager)
+            first, out = _call(xp, fn, arrays, eager, timer)
             times = []
             if first <= budget_s:
-                times = [_call(xp, fn, arrays, eager)[0] for _ in range(repeats)]
+                times = [_call(xp, fn, arrays, eager, timer)[0] for _ in range(repeats)]
             row[f"{label}_first_s"] = first
-            row[f"{label}_steady_s"] = statistics.median(times) if times else None
+            row[f"{label}_steady_s"] = pick(times) if times else None
             row[f"{label}_out"] = out
             if before is not None:
                 after = _counters()

@@ -28,10 +28,17 @@ numpy's own op ~0.3–1 µs). This module puts a thin path in front of the most 
   `ceil`, `@`/`dot`/`matmul` of at most 2-D operands of one dtype (`np.matmul`),
   `outer`, `sum` over all axes), with numpy's floating-point warnings off as in svod's
   compiled code. NaN, ±inf and -0.0 are numpy's.
-* **Results** are fresh read-only C-contiguous arrays bound to a realized node
-  (`UOp.buffer`), exactly what `svod.eager` makes; a basic index copies (svod's slices
-  are values). `x[key] = v` of a realized `x` writes in place when `svod.eager.sole_owner`
-  allows, else into a copy — `svod.indexing`'s eager write, without the frontend.
+* **Results** are fresh arrays (or, for a 0-d result, the numpy scalar numpy returns)
+  bound to an unmaterialized realized node (`svod.eager.Fresh`: its BufferRef, signature
+  and read-only flag are built when something reads them — every reader of `.uop` sees
+  `UOp.buffer`'s node); fast ops read the array directly. Two real-float numpy scalars
+  (or one and a Python float/int) use numpy's scalar math, the same IEEE operation. A
+  basic index copies (svod's slices are values). `x[key] = v` of a realized `x` writes
+  in place when `svod.eager.sole_owner` allows, else into a copy — `svod.indexing`'s
+  eager write, without the frontend.
+* **Error state.** numpy's floating-point errors are silenced (svod's compiled code never
+  warns) around every op that could raise a flag; ops that cannot (`_noisy`: integer
+  arithmetic without division, comparisons of real floats — probed at import) skip it.
 
 `stats()` counts the calls that took this path; tests/test_numpy_fast.py compares every
 path with numpy (dtypes, NaN/inf/-0.0, aliasing, in-place writes) and checks that the
@@ -40,19 +47,25 @@ path is taken.
 
 from __future__ import annotations
 
+import functools
+import operator
+
 import numpy as np
 
 import svod.tensor as _T
 from svod import eager as _eager
-from svod.ir import Ops, UOp
-from svod.ops import reduce_numpy
+from svod.ir import Ops
 
 __all__ = ["install", "stats"]
 
 _BUFFER = Ops.BUFFER
+_Fresh = _eager.Fresh
+_fresh = _eager.fresh
+_array = _eager.array_of  # the array (or a 0-d value's numpy scalar) of a realized node, else None
 _new = object.__new__
-_buffer = UOp.buffer
 _limit = _eager.numpy_limit
+_local = _eager._local  # NOTE: `numpy_limit()` inline in the hot paths: `_local.limit`, else `_POLICY`
+_POLICY = _eager.NUMPY_POLICY_LIMIT
 _sole_owner = _eager.sole_owner
 _EXTOBJ, _QUIET = _eager._EXTOBJ, getattr(_eager, "_QUIET", None)
 if _EXTOBJ is None:  # pragma: no cover - another numpy: the public context, per call
@@ -67,13 +80,57 @@ else:
     _set, _reset = _EXTOBJ.set, _EXTOBJ.reset
 _BIG = 2 ** 53
 _FC = frozenset("fc")
+_add_reduce = np.add.reduce
 
-# (op name, dtype of a, dtype of b or type of a Python scalar) -> (svod DType, numpy dtype)
-# of the result, or False: this combination always takes the full path
+# (op name, dtype of a, dtype of b or type of a Python scalar) -> (svod DType, numpy dtype,
+# whether numpy's floating-point errors must be silenced) of the result, or False: this
+# combination always takes the full path
 _memo: dict = {}
 _stats = {"fast": 0, "learned": 0}
 _ndarray = None  # svod.numpy.ndarray (set by `install`)
 _Tensor = _T.Tensor
+
+# ops that raise no floating-point flag on integer/bool operands (no division, no float result)
+_EXACT_ON_INTS = frozenset(("add", "subtract", "multiply", "negative", "absolute", "maximum", "minimum", "less",
+                            "less_equal", "greater", "greater_equal", "equal", "not_equal", "matmul", "outer",
+                            "sum", "floor", "ceil"))
+_COMPARE = frozenset(("less", "less_equal", "greater", "greater_equal", "equal", "not_equal", "maximum", "minimum"))
+
+
+def _probe_compare() -> bool:
+    """Whether this numpy's comparisons and maximum/minimum of real floats raise no
+    floating-point flag on NaN and inf operands (several lengths: its SIMD loops and scalar
+    tails; complex ones do raise "invalid" and always run quiet). Measured at import; when
+    they do, they run under the quiet error state."""
+    try:
+        with np.errstate(all="raise"):
+            for n in (1, 3, 8, 17, 64):
+                for dt in (np.float16, np.float32, np.float64):
+                    a = np.full(n, np.nan, dt)
+                    b = np.linspace(-1, 1, n).astype(dt)
+                    b[0] = np.inf
+                    for f in (np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal,
+                              np.maximum, np.minimum, operator.lt, operator.le, operator.gt, operator.ge,
+                              operator.eq, operator.ne):
+                        f(a, b), f(b, a), f(a, 1.0), f(a[0], b[-1]), f(b[0], a[-1]), f(a[0], 0), f(b, -np.inf)
+    except FloatingPointError:
+        return False
+    return True
+
+
+_COMPARE_EXACT = _probe_compare()
+
+
+def _noisy(key) -> bool:
+    """Whether numpy may raise a floating-point warning for memo key `key` (so the call runs
+    under the quiet error state, as svod's compiled code never warns)."""
+    name, d, kb = key
+    name = name.split("/")[0]
+    kind = "c" if kb is complex else "f" if kb is float else "i" if kb is int or kb is None else kb.kind
+    if name in _COMPARE and _COMPARE_EXACT and d.kind != "c" and kind != "c" and \
+            (type(kb) is not type or d.itemsize == 8):
+        return False  # (a Python scalar is cast to the array's dtype: 1e308 overflows float32, and flags)
+    return not (name in _EXACT_ON_INTS and d.kind in "biu" and kind in "biu")
 
 
 def stats() -> dict:
@@ -94,10 +151,15 @@ def _quiet(f, *args):
 
 
 def _wrap(arr, d):
-    """A realized `svod.numpy.ndarray` over the fresh array `arr` of svod dtype `d`."""
-    arr.setflags(write=False)  # (cheaper than arr.flags.writeable = False, which builds a flags object)
+    """A realized `svod.numpy.ndarray` over `arr` — a fresh array (or numpy scalar) of svod
+    dtype `d` that nothing else holds — as an unmaterialized `svod.eager.Fresh` node."""
+    n = _new(_Fresh)
+    n.op = _BUFFER
+    n.dtype = d
+    n.shape = arr.shape
+    n._a = arr
     t = _new(_ndarray)
-    t.uop = _buffer(arr, d)
+    t.uop = n
     return t
 
 
@@ -106,8 +168,9 @@ def _operand(o, kind_ok):
     t = type(o)
     if t is _ndarray or t is _Tensor:
         v = o.uop
-        if v.op is _BUFFER:
-            return v.arg.array, v.dtype
+        a = _array(v)
+        if a is not None:
+            return a, v.dtype
         return None, None
     if t is float or t is complex:
         return o, t
@@ -120,7 +183,7 @@ def _learn(key, res):
     """Record the dtype of a full-path result `res` for `key` (when it was computed eagerly)."""
     if key not in _memo and isinstance(res, _Tensor) and res.uop.op is _BUFFER:
         d = res.uop.dtype
-        _memo[key] = (d, d.np)
+        _memo[key] = (d, d.np, _noisy(key))
         _stats["learned"] += 1
     return res
 
@@ -144,55 +207,98 @@ def _size_ok(a, b, lim) -> bool:
 
 
 def _result(r, want):
-    """`r` (numpy's result) as a fresh array when its dtype is `want`'s numpy dtype, else None."""
-    if type(r) is not np.ndarray:
-        r = np.asarray(r)  # a 0-d result comes back as a numpy scalar
+    """`r` (numpy's result: an array or a numpy scalar) when its dtype is `want`'s numpy
+    dtype, else None."""
     if r.dtype is not want[1]:
         return None
     return r
 
 
-def _binary(name: str, npf, slow, reflected: bool):
+def _call1(npf, a, want):
+    """`npf(a)` under the quiet error state when `want` says numpy may warn."""
+    if not want[2]:
+        return npf(a)
+    return _quiet(npf, a)
+
+
+def _call2(npf, a, b, want):
+    if not want[2]:
+        return npf(a, b)
+    return _quiet(npf, a, b)
+
+
+def _binary(name: str, npf, slow, reflected: bool, pyop=None):
     """An `ndarray` binary operator: `npf(self, o)` (or `npf(o, self)`) on the fast path.
-    (`_operand`, `_size_ok`, `_quiet`, `_result` and `_wrap` inline: every op passes here.)"""
+    (`_array`, `_operand`, `_size_ok`, `_quiet`, `_result` and `_wrap` inline: every op passes here.)
+
+    Two real-float scalars — a 0-d value's numpy scalar with another one of its dtype or a
+    Python float/int — use `pyop` (the Python operator: numpy's scalar math, the same
+    correctly rounded IEEE operation or exact comparison, in the same error state, ~0.05 µs
+    where the ufunc call costs ~0.6); integer scalars do not (their scalar math warns on
+    overflow where the array loop wraps silently), nor complex ones."""
 
     def method(self, o):
         u = self.uop
-        if u.op is _BUFFER and _T._READ_HOOK is None:
-            d = u.dtype
-            t = type(o)
-            if t is _ndarray or t is _Tensor:
-                v = o.uop
-                if v.op is not _BUFFER:
-                    return slow(self, o)
-                b, kb = v.arg.array, v.dtype
-                small = b.shape == u.shape
-            elif t is float or t is complex or t is int and d.kind in _FC and -_BIG <= o <= _BIG:
-                b, kb, small = o, t, True  # (a weak Python scalar: the array's shape)
+        if type(u) is _Fresh:
+            a = u._a
+            if a is None:
+                a = u.arg.array
+        elif u.op is _BUFFER:
+            a = u.arg.array
+        else:
+            return slow(self, o)
+        if _T._READ_HOOK is not None:
+            return slow(self, o)
+        d = u.dtype
+        t = type(o)
+        if t is _ndarray or t is _Tensor:
+            v = o.uop
+            if type(v) is _Fresh:
+                b = v._a
+                if b is None:
+                    b = v.arg.array
+            elif v.op is _BUFFER:
+                b = v.arg.array
             else:
                 return slow(self, o)
-            key = (name, d, kb)
-            want = _memo.get(key)
-            if want:
-                lim = _limit()
-                a = u.arg.array
-                if lim and (a.size <= lim if small else _size_ok(a, b, lim)):
+            kb = v.dtype
+            small = b.shape == a.shape
+        elif t is float or t is complex or t is int and d.kind in _FC and -_BIG <= o <= _BIG:
+            b, kb, small = o, t, True  # (a weak Python scalar: the array's shape)
+        else:
+            return slow(self, o)
+        key = (name, d, kb)
+        want = _memo.get(key)
+        if want:
+            lim = _local.limit
+            if lim is None:
+                lim = _POLICY
+            if lim and (a.size <= lim if small else _size_ok(a, b, lim)):
+                f = npf
+                if pyop is not None and type(a) is not np.ndarray and type(b) is not np.ndarray and \
+                        d.kind == "f" and (kb is d or kb is float or kb is int):
+                    f = pyop  # (two real-float scalars: numpy's scalar math)
+                if want[2]:
                     tok = _set(_QUIET)
                     try:
-                        r = npf(b, a) if reflected else npf(a, b)
+                        r = f(b, a) if reflected else f(a, b)
                     finally:
                         _reset(tok)
-                    if type(r) is not np.ndarray:
-                        r = np.asarray(r)  # a 0-d result comes back as a numpy scalar
-                    if r.dtype is want[1]:
-                        _stats["fast"] += 1
-                        r.setflags(write=False)
-                        res = _new(_ndarray)
-                        res.uop = _buffer(r, want[0])
-                        return res
-                    _memo[key] = False  # numpy's dtype is not svod's: the full path from now on
-            elif want is None:
-                return _learn(key, slow(self, o))
+                else:
+                    r = f(b, a) if reflected else f(a, b)
+                if r.dtype is want[1]:  # (an array, or a numpy scalar for a 0-d result: kept as it is)
+                    _stats["fast"] += 1
+                    n = _new(_Fresh)
+                    n.op = _BUFFER
+                    n.dtype = want[0]
+                    n.shape = r.shape
+                    n._a = r
+                    res = _new(_ndarray)
+                    res.uop = n
+                    return res
+                _memo[key] = False  # numpy's dtype is not svod's: the full path from now on
+        elif want is None:
+            return _learn(key, slow(self, o))
         return slow(self, o)
 
     method.__name__ = method.__qualname__ = slow.__name__
@@ -206,7 +312,8 @@ def _inplace(name: str, npf, slow):
 
     def method(self, o):
         u = self.uop
-        if u.op is _BUFFER and _T._READ_HOOK is None:
+        a = _array(u)
+        if a is not None and _T._READ_HOOK is None:
             d = u.dtype
             b, kb = _operand(o, d.kind in _FC)
             if kb is not None:
@@ -215,14 +322,21 @@ def _inplace(name: str, npf, slow):
                 if want is None:  # (the full path keeps x's dtype or raises: its result's dtype is the op's)
                     return _learn(key, slow(self, o))
                 if want and want[0] is d:
-                    lim = _limit()
-                    a = u.arg.array
+                    lim = _local.limit
+                    if lim is None:
+                        lim = _POLICY
                     if lim and a.size <= lim:
-                        r = _result(_quiet(npf, a, b), want)
-                        if r is not None and r.shape == a.shape:
+                        if want[2]:
+                            tok = _set(_QUIET)
+                            try:
+                                r = npf(a, b)
+                            finally:
+                                _reset(tok)
+                        else:
+                            r = npf(a, b)
+                        if r.dtype is want[1] and r.shape == a.shape:
                             _stats["fast"] += 1
-                            r.flags.writeable = False
-                            self.uop = _buffer(r, d)
+                            self.uop = _fresh(r, d)
                             return self
         return slow(self, o)
 
@@ -234,14 +348,14 @@ def _inplace(name: str, npf, slow):
 def _unary(name: str, npf, slow):
     def method(self):
         u = self.uop
-        if u.op is _BUFFER and _T._READ_HOOK is None:
+        a = _array(u)
+        if a is not None and _T._READ_HOOK is None:
             key = (name, u.dtype, None)
             want = _memo.get(key)
             if want:
-                a = u.arg.array
                 lim = _limit()
                 if lim and a.size <= lim:
-                    r = _result(_quiet(npf, a), want)
+                    r = _result(_call1(npf, a, want), want)
                     if r is not None:
                         _stats["fast"] += 1
                         return _wrap(r, want[0])
@@ -255,22 +369,34 @@ def _unary(name: str, npf, slow):
     return method
 
 
-def _basic(key) -> bool:
-    """`key` is a Python int, a slice of Python ints / None, or a tuple of those."""
+def _ints(key) -> int:
+    """The number of Python ints in a basic `key` — a Python int, a slice of Python ints /
+    None with a nonzero step, or a tuple of those — else -1 (any other key: the full path)."""
     t = type(key)
     if t is int:
-        return True
+        return 1
     if t is slice:
-        return _plain_slice(key)
+        return 0 if _plain_slice(key) else -1
     if t is not tuple:
-        return False
+        return -1
+    n = 0
     for k in key:
         t = type(k)
         if t is int:
+            n += 1
             continue
-        if t is not slice or not _plain_slice(k):
-            return False
-    return True
+        if t is not slice:
+            return -1
+        v = k.start
+        if v is not None and type(v) is not int:
+            return -1
+        v = k.stop
+        if v is not None and type(v) is not int:
+            return -1
+        v = k.step
+        if v is not None and (type(v) is not int or not v):
+            return -1
+    return n
 
 
 def _plain_slice(s: slice) -> bool:
@@ -283,93 +409,176 @@ def _plain_slice(s: slice) -> bool:
 def _getitem(slow):
     def __getitem__(self, key):
         u = self.uop
-        if u.op is _BUFFER and _T._READ_HOOK is None and _basic(key):
-            lim = _limit()
+        if type(u) is _Fresh:
+            arr = u._a
+            if arr is None:
+                arr = u.arg.array
+        elif u.op is _BUFFER:
+            arr = u.arg.array
+        else:
+            return slow(self, key)
+        tk = type(key)
+        if tk is tuple:  # (`_ints`' check of a basic key, inline)
+            for k in key:
+                tk = type(k)
+                if tk is int:
+                    continue
+                if tk is not slice:
+                    return slow(self, key)
+                tk = k.start
+                if tk is not None and type(tk) is not int:
+                    return slow(self, key)
+                tk = k.stop
+                if tk is not None and type(tk) is not int:
+                    return slow(self, key)
+                tk = k.step
+                if tk is not None and (type(tk) is not int or not tk):
+                    return slow(self, key)
+        elif tk is not int and not (tk is slice and _plain_slice(key)):
+            return slow(self, key)
+        if _T._READ_HOOK is None:
+            lim = _local.limit
+            if lim is None:
+                lim = _POLICY
             if lim:
                 try:
-                    v = u.arg.array[key]
+                    v = arr[key]
                 except (IndexError, TypeError, ValueError):
                     return slow(self, key)  # svod's error
                 if type(v) is np.ndarray:
-                    if v.size <= lim:
-                        _stats["fast"] += 1
-                        return _wrap(v.copy(), u.dtype)  # (C order: a slice is a value, not a view)
-                else:  # one element: a numpy scalar
-                    _stats["fast"] += 1
-                    return _wrap(np.array(v), u.dtype)
+                    if v.size > lim:
+                        return slow(self, key)
+                    v = v.copy()  # (C order: a slice is a value, not a view)
+                # else one element: a numpy scalar, kept as the node's value (an array when materialized)
+                _stats["fast"] += 1
+                n = _new(_Fresh)
+                n.op = _BUFFER
+                n.dtype = u.dtype
+                n.shape = v.shape
+                n._a = v
+                res = _new(_ndarray)
+                res.uop = n
+                return res
         return slow(self, key)
 
     __getitem__.__doc__ = slow.__doc__
     return __getitem__
 
 
-def _fits(vshape, region) -> bool:
-    """svod's broadcast of a value of `vshape` to `region` (`broadcast_to`'s rule)."""
-    n = len(vshape)
-    if n > len(region):
-        return False
-    for a, b in zip(vshape, region[len(region) - n:]):
-        if a != b and a != 1:
-            return False
-    return True
-
-
 def _setitem(slow):
     def __setitem__(self, key, value):
         u = self.uop
-        if u.op is _BUFFER and _T._READ_HOOK is None and _basic(key) and _limit():
+        if type(u) is _Fresh:  # (`_array`, inline)
+            arr = u._a
+            if arr is None:
+                arr = u.arg.array
+        elif u.op is _BUFFER:
+            arr = u.arg.array
+        else:
+            return slow(self, key, value)
+        if _T._READ_HOOK is None and (nints := _ints(key)) >= 0:
+            lim = _local.limit
+            if lim is None:
+                lim = _POLICY
             d = u.dtype
             tv = type(value)
             varr = None
-            if tv is _ndarray or tv is _Tensor:
+            if not lim:
+                pass
+            elif tv is _ndarray or tv is _Tensor:
                 vu = value.uop
-                if vu.op is _BUFFER and vu.dtype is d:
-                    varr = vu.arg.array
+                if vu.dtype is d:
+                    if type(vu) is _Fresh:
+                        varr = vu._a
+                        if varr is None:
+                            varr = vu.arg.array
+                    elif vu.op is _BUFFER:
+                        varr = vu.arg.array
                 vu = None
             elif d.kind in _FC and (tv is float or tv is int and -_BIG <= value <= _BIG) or \
                     d.kind == "c" and tv is complex:
                 varr = value
             if varr is not None:
+                if type(varr) is np.ndarray and varr.ndim > arr.ndim - nints:
+                    # numpy drops a value's extra leading 1-axes, svod's broadcast (`broadcast_to`'s rule)
+                    # does not: with no more axes than the region, numpy's rule is svod's
+                    return slow(self, key, value)
+                del u, arr  # NOTE: no reference to x's node, BufferRef or array while ownership is checked
                 try:
-                    region = u.arg.array[key]
+                    if _sole_owner(self):
+                        _eager.write_in_place(self, key, varr)
+                    else:
+                        new = np.array(_array(self.uop), order="C", copy=True)
+                        new[key] = varr
+                        self.uop = _fresh(new, d)
                 except (IndexError, TypeError, ValueError):
-                    region = None
-                if region is not None:
-                    region = region.shape if type(region) is np.ndarray else ()  # (drops the view of x's array)
-                    if type(varr) is not np.ndarray or _fits(varr.shape, region):
-                        _stats["fast"] += 1
-                        for s in region:
-                            if not s:
-                                return
-                        del u  # NOTE: no reference to x's node, BufferRef or array while ownership is checked
-                        if _sole_owner(self):
-                            _eager.write_in_place(self, key, varr)
-                        else:
-                            u = self.uop
-                            new = np.array(u.arg.array, order="C", copy=True)
-                            new[key] = varr
-                            new.setflags(write=False)
-                            self.uop = _buffer(new, d)
-                        _T._realized(self)
-                        return
+                    # a bad key or a value numpy cannot broadcast: numpy checks both before it writes
+                    # anything, and x is not rebound, so the full path raises svod's error
+                    return slow(self, key, value)
+                _stats["fast"] += 1
+                _T._realized(self)
+                return
         slow(self, key, value)
 
     __setitem__.__doc__ = slow.__doc__
     return __setitem__
 
 
+def _scalar(self, what: str):
+    """`Tensor._scalar` (`float(t)`, `int(t)`, `bool(t)`, `t.item()`) reading an
+    unmaterialized `Fresh` node's value directly (no BufferRef built for a read)."""
+    u = self.uop
+    if type(u) is _Fresh and _T._READ_HOOK is None:
+        a = u._a
+        if a is not None and a.size == 1:
+            return a.item()
+    return _Tensor._scalar(self, what)
+
+
+def _bool(self) -> bool:
+    u = self.uop
+    if type(u) is _Fresh and _T._READ_HOOK is None:
+        a = u._a
+        if a is not None and a.size == 1:
+            return bool(a.item())
+    return _Tensor.__bool__(self)
+
+
+def _item(self, *args):
+    """`Tensor.item`: a size-1 unmaterialized value read directly."""
+    if not args:
+        u = self.uop
+        if type(u) is _Fresh and _T._READ_HOOK is None:
+            a = u._a
+            if a is not None and a.size == 1:
+                return a.item()
+    return _Tensor.item(self, *args)
+
+
+def _float(self) -> float:
+    u = self.uop
+    if type(u) is _Fresh and _T._READ_HOOK is None:
+        a = u._a
+        if a is not None and a.size == 1:
+            return float(a.item())
+    return _Tensor.__float__(self)
+
+
 # ----------------------------------------------------------------------------- functions
 
 def _function(name: str, npf, slow, nin: int):
-    """A `svod.numpy` function or ufunc called with `nin` positional operands and nothing else."""
+    """A `svod.numpy` ufunc's `__call__` (`self` unused) on the fast path when called with
+    `nin` positional operands and nothing else; `slow(*args, **kwargs)` otherwise. (The
+    ufunc object's class gets it as `__call__`: one Python frame per call, not two.)"""
 
-    def fn(*args, **kwargs):
+    def fn(_self, *args, **kwargs):
         if not kwargs and len(args) == nin and _T._READ_HOOK is None:
             x = args[0]
             tx = type(x)
             if tx is _ndarray or tx is _Tensor:
                 u = x.uop
-                if u.op is _BUFFER:
+                a = _array(u)
+                if a is not None:
                     d = u.dtype
                     if nin == 1:
                         key, b = (name, d, None), None
@@ -379,11 +588,19 @@ def _function(name: str, npf, slow, nin: int):
                     if key is not None:
                         want = _memo.get(key)
                         if want:
-                            lim = _limit()
-                            a = u.arg.array
+                            lim = _local.limit
+                            if lim is None:
+                                lim = _POLICY
                             if lim and (a.size <= lim if nin == 1 else _size_ok(a, b, lim)):
-                                r = _result(_quiet(npf, a) if nin == 1 else _quiet(npf, a, b), want)
-                                if r is not None:
+                                if want[2]:
+                                    tok = _set(_QUIET)
+                                    try:
+                                        r = npf(a) if nin == 1 else npf(a, b)
+                                    finally:
+                                        _reset(tok)
+                                else:
+                                    r = npf(a) if nin == 1 else npf(a, b)
+                                if r.dtype is want[1]:
                                     _stats["fast"] += 1
                                     return _wrap(r, want[0])
                                 _memo[key] = False
@@ -402,32 +619,44 @@ def _two_realized(a, b):
     ta, tb = type(a), type(b)
     if (ta is _ndarray or ta is _Tensor) and (tb is _ndarray or tb is _Tensor):
         u, v = a.uop, b.uop
-        if u.op is _BUFFER and v.op is _BUFFER and u.dtype is v.dtype:
-            return u.arg.array, v.arg.array, u.dtype
+        if u.dtype is v.dtype:
+            x, y = _array(u), _array(v)
+            if x is not None and y is not None:
+                return np.asarray(x), np.asarray(y), u.dtype  # (a numpy scalar of a 0-d value as an array)
     return None
 
 
 def _matmul_like(name: str, slow):
     """`dot` / `matmul` / `@` of realized operands of one dtype with 1 or 2 axes each and
-    matching inner sizes: `np.matmul` (the op table's MATMUL), as `svod.reductions` does."""
+    matching inner sizes: `np.matmul` (the op table's MATMUL), as `svod.reductions` does.
+    (`_two_realized`, `_call2` and `_wrap` inline: a loop's dot products pass here.)"""
 
     def fn(a, b, *rest, **kwargs):
         if not rest and not kwargs and _T._READ_HOOK is None:
-            p = _two_realized(a, b)
-            if p is not None:
-                x, y, d = p
-                key = (name, d, d)
-                want = _memo.get(key)
-                nx, ny = x.ndim, y.ndim
-                if want and 1 <= nx <= 2 and 1 <= ny <= 2 and x.shape[-1] == y.shape[0]:
-                    lim = _limit()
-                    if lim and x.size <= lim and y.size <= lim and \
-                            (x.shape[0] if nx == 2 else 1) * (y.shape[1] if ny == 2 else 1) <= lim:
-                        got = _taken(key, _result(_quiet(np.matmul, x, y), want), want)
-                        if got is not None:
-                            return got
-                elif want is None:
-                    return _learn(key, slow(a, b))
+            ta, tb = type(a), type(b)
+            if (ta is _ndarray or ta is _Tensor) and (tb is _ndarray or tb is _Tensor):
+                u, v = a.uop, b.uop
+                d = u.dtype
+                x = _array(u) if v.dtype is d else None
+                y = _array(v) if x is not None else None
+                if y is not None:
+                    key = (name, d, d)
+                    want = _memo.get(key)
+                    if want:
+                        nx, ny = x.ndim, y.ndim  # (a numpy scalar of a 0-d value: ndim 0, not taken)
+                        if 1 <= nx <= 2 and 1 <= ny <= 2 and x.shape[-1] == y.shape[0]:
+                            lim = _local.limit
+                            if lim is None:
+                                lim = _POLICY
+                            if lim and x.size <= lim and y.size <= lim and \
+                                    (x.shape[0] if nx == 2 else 1) * (y.shape[1] if ny == 2 else 1) <= lim:
+                                r = _call2(np.matmul, x, y, want)
+                                if r.dtype is want[1]:
+                                    _stats["fast"] += 1
+                                    return _wrap(r, want[0])
+                                _memo[key] = False
+                    elif want is None:
+                        return _learn(key, slow(a, b))
         return slow(a, b, *rest, **kwargs)
 
     fn.__name__ = fn.__qualname__ = name
@@ -457,8 +686,8 @@ def _outer(slow):
                 if want:
                     lim = _limit()
                     if lim and x.size * y.size <= lim:
-                        got = _taken(key, _result(_quiet(np.multiply, x.reshape(-1, 1), y.reshape(1, -1)), want),
-                                     want)
+                        r = _call2(np.multiply, x.reshape(-1, 1), y.reshape(1, -1), want)
+                        got = _taken(key, _result(r, want), want)
                         if got is not None:
                             return got
                 elif want is None:
@@ -479,18 +708,22 @@ def _sum(slow):
             ta = type(a)
             if ta is _ndarray or ta is _Tensor:
                 u = a.uop
-                if u.op is _BUFFER and u.dtype.kind != "c":  # (a complex sum is two float sums in svod)
+                x = _array(u)
+                if x is not None and u.dtype.kind != "c":  # (a complex sum is two float sums in svod)
                     key = ("sum", u.dtype, None)
                     want = _memo.get(key)
                     if want:
-                        x = u.arg.array
+                        x = np.asarray(x)
                         lim = _limit()
                         if lim and x.size <= lim and x.size:
-                            r = _result(_quiet(reduce_numpy, "sum", x, tuple(range(x.ndim)), want[1]).reshape(()),
-                                        want)
+                            # `reduce_numpy`'s np.sum(x, all axes, dtype) is this ufunc reduction (numpy's
+                            # `_wrapreduction` calls it for an ndarray): the same loop, a numpy scalar
+                            axes = tuple(range(x.ndim))
+                            r = _result(_quiet(_add_reduce, x, axes, want[1]) if want[2] else
+                                        _add_reduce(x, axes, want[1]), want)
                             if r is not None:
                                 _stats["fast"] += 1
-                                return _wrap(np.array(r), want[0])  # (the reshape is a view: a fresh array)
+                                return _wrap(r, want[0])
                             _memo[key] = False
                     elif want is None:
                         return _learn(key, slow(a))
@@ -509,6 +742,9 @@ BINARY = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divi
           "less_equal": np.less_equal, "greater": np.greater, "greater_equal": np.greater_equal,
           "equal": np.equal, "not_equal": np.not_equal}
 # ndarray operator -> (numpy function, memo name, reflected)
+_PYOPS = {"add": operator.add, "subtract": operator.sub, "multiply": operator.mul, "divide": operator.truediv,
+          "less": operator.lt, "less_equal": operator.le, "greater": operator.gt, "greater_equal": operator.ge,
+          "equal": operator.eq, "not_equal": operator.ne}
 _OPERATORS = {
     "__add__": (np.add, "add", False), "__radd__": (np.add, "add", True),
     "__sub__": (np.subtract, "subtract", False), "__rsub__": (np.subtract, "subtract", True),
@@ -530,20 +766,24 @@ def install(ndarray, namespace: dict) -> None:
     for op, (npf, name, reflected) in _OPERATORS.items():
         # NOTE: a reflected operator's memo is its forward op's with the operands swapped:
         # its own name keeps the two apart (`2 - a` and `a - 2` promote alike, the key stays honest)
-        setattr(ndarray, op, _binary(name + ("/r" if reflected else ""), npf, getattr(ndarray, op), reflected))
+        setattr(ndarray, op, _binary(name + ("/r" if reflected else ""), npf, getattr(ndarray, op), reflected,
+                                     _PYOPS[name]))
     for op, (npf, name) in _INPLACE.items():
         setattr(ndarray, op, _inplace(name, npf, getattr(ndarray, op)))
     ndarray.__neg__ = _unary("negative", np.negative, ndarray.__neg__)
     ndarray.__getitem__ = _getitem(ndarray.__getitem__)
     ndarray.__setitem__ = _setitem(ndarray.__setitem__)
     ndarray.__matmul__ = _matmul_like("matmul", ndarray.__matmul__)
+    ndarray._scalar, ndarray.__bool__, ndarray.__float__, ndarray.item = _scalar, _bool, _float, _item
     ndarray.dot = _matmul_like("matmul", ndarray.dot)
-    for name, npf in UNARY.items():
-        u = namespace[name]
-        u._call = _function(name, npf, u._call, 1)
-    for name, npf in BINARY.items():
-        u = namespace[name]
-        u._call = _function(name, npf, u._call, 2)
+    for nin, table in ((1, UNARY), (2, BINARY)):
+        for name, npf in table.items():
+            u = namespace[name]
+            call = _function(name, npf, u._call, nin)
+            # NOTE: its own subclass (same layout, `isinstance(u, svod.numpy.ufunc)` holds) whose
+            # __call__ is the fast path itself; `_call` (what __call__ ran) runs it too
+            u.__class__ = type(type(u).__name__, (type(u),), {"__call__": call, "__module__": type(u).__module__})
+            u._call = functools.partial(call, u)
     namespace["dot"] = _matmul_like("matmul", namespace["dot"])
     namespace["matmul"] = _matmul_like("matmul", namespace["matmul"])
     namespace["outer"] = _outer(namespace["outer"])

@@ -1,0 +1,252 @@
+"""Fast-path results as unmaterialized nodes (`svod.eager.Fresh`): every reader of `.uop` sees
+a correct realized node; 0-d values held as numpy scalars; in-place writes of fresh
+values; numpy's floating-point warnings off only where svod's compiled code is quiet."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+
+import numpy as np
+import pytest
+
+import svod
+import svod.numpy as snp
+from svod import eager
+from svod.eager import Fresh
+from svod.errors import ShapeError, SvodIndexError
+from svod.ir import Ops, UOp
+from svod.numpy import _fast
+
+
+def _warm(fn, times=2):
+    """fn() called so that the memo has learned its combinations; its last result."""
+    for _ in range(times):
+        r = fn()
+    return r
+
+
+def _fresh_row():
+    a = snp.asarray(np.arange(12.0).reshape(3, 4))
+    r = _warm(lambda: a[1] + a[2])
+    return a, r
+
+
+def test_a_fast_result_is_an_unmaterialized_realized_leaf():
+    a, r = _fresh_row()
+    u = r.uop
+    assert type(u) is Fresh and isinstance(u, UOp) and u.op is Ops.BUFFER and r.is_realized
+    assert u._a is not None and r.shape == (4,) and r.dtype is snp.float64
+    assert type(r) is snp.ndarray
+
+
+def test_materialization_gives_what_uop_buffer_gives():
+    _, r = _fresh_row()
+    u = r.uop
+    arr = u._a
+    ref = u.arg  # the first read of a lazy slot
+    assert u._a is None and ref.array is arr and not arr.flags.writeable
+    twin = UOp.buffer(arr, u.dtype)
+    assert u.src == () and u._depth == 0 and u._sig == twin._sig and u._leaves == (ref,)
+    assert u._hash is None and u._kb is None and u.shape == twin.shape
+    np.testing.assert_array_equal(r.numpy(), np.arange(4.0, 8.0) + np.arange(8.0, 12.0))
+    with pytest.raises(AttributeError):
+        _ = u.no_such_slot
+
+
+def test_a_0d_value_is_a_numpy_scalar_until_read_as_an_array():
+    a = snp.asarray(np.arange(12.0).reshape(3, 4))
+    e = _warm(lambda: a[1, 2])
+    assert type(e.uop) is Fresh and isinstance(e.uop._a, np.generic)
+    assert e.shape == () and e.ndim == 0 and e.dtype is snp.float64
+    assert float(e) == 6.0 and int(e) == 6 and bool(e) and e.item() == 6.0 and type(e.item()) is float
+    assert type(e.uop) is Fresh and e.uop._a is not None, "reading a value builds no node"
+    assert a[1:2, 3:4].item() == 7.0 and a[1].item(2) == 6.0 and list(range(10))[e.astype("int64")] == 6
+    with pytest.raises(ValueError, match="item"):
+        a[1].item()
+    t = _warm(lambda: e > 5)
+    assert t.dtype is snp.bool and bool(t) is True and type(t.uop._a) is np.bool_
+    s = _warm(lambda: e - a[0, 1])
+    assert float(s) == 5.0
+    n = e.numpy()  # materialized: a read-only 0-d array
+    assert isinstance(n, np.ndarray) and n.shape == () and n.dtype == np.float64 and float(n) == 6.0
+    assert type(e.uop._a) is type(None)
+    e[()] = 2.5  # a write into a 0-d value (into a copy: it was exported)
+    assert float(e) == 2.5 and float(n) == 6.0
+
+
+def test_consumers_explain_jit_lazy_mode_and_protocols():
+    a, r = _fresh_row()
+    # a lazy graph over a fresh value (eager off): the node is read as a leaf, the value is right
+    with svod.eager_mode(False):
+        g = r * 2.0 + a[0]
+        assert not g.is_realized
+        svod.explain(g)  # reads the graph, the fresh leaf included
+    np.testing.assert_array_equal(g.numpy(), (np.arange(4.0, 8.0) + np.arange(8.0, 12.0)) * 2 + np.arange(4.0))
+    # svod.jit: a fresh value as an argument and as a closure constant
+    _, r2 = _fresh_row()
+    f = svod.jit(lambda x: x * 3.0 + r2)
+    np.testing.assert_allclose(f(r).numpy(), r.numpy() * 3.0 + r2.numpy())
+    _, r3 = _fresh_row()
+    np.testing.assert_allclose(f(r3).numpy(), r3.numpy() * 3.0 + r2.numpy())
+    # numpy protocols, pickling, DLPack
+    _, r4 = _fresh_row()
+    want = np.arange(4.0, 8.0) + np.arange(8.0, 12.0)
+    np.testing.assert_array_equal(np.asarray(r4), want)
+    _, r5 = _fresh_row()
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(r5)).numpy(), want)
+    _, r6 = _fresh_row()
+    np.testing.assert_array_equal(np.from_dlpack(r6), want)
+    _, r7 = _fresh_row()
+    assert repr(r7).startswith("array(") and str(r7) == str(want)
+
+
+def test_in_place_writes_of_fresh_values_and_their_aliases():
+    a = snp.asarray(np.arange(12.0).reshape(3, 4))
+    x = _warm(lambda: a[1] * 1.0)
+    x[0] = 9.0
+    x[0] = 1.5  # sole owner: in place
+    assert eager.sole_owner(x)
+    arr_id = id(x.uop._a)
+    assert x.uop._a.flags.owndata
+    x[1:3] = _warm(lambda: a[0, :2] + 0.0)
+    assert id(x.uop._a) == arr_id, "a sole owner is written in place (no copy)"
+    np.testing.assert_array_equal(x.numpy(), [1.5, 0.0, 1.0, 7.0])
+    # an alias (the same Python object) sees the write; an exported view and a copy do not
+    y = x
+    held = x.numpy()
+    c = x[:]
+    x[3] = -0.0
+    assert float(y[3]) == 0.0 and np.signbit(y.numpy()[3])
+    np.testing.assert_array_equal(held, [1.5, 0.0, 1.0, 7.0])
+    np.testing.assert_array_equal(c.numpy(), [1.5, 0.0, 1.0, 7.0])
+    # another holder of the node keeps the old value (reference counts: not the sole owner)
+    z = _warm(lambda: a[2] + 0.0)
+    keep = z.uop
+    assert not eager.sole_owner(z)
+    z[0] = 100.0
+    assert float(z[0]) == 100.0 and type(keep) is Fresh
+    np.testing.assert_array_equal(keep.arg.array, np.arange(8.0, 12.0))
+
+
+def test_fast_setitem_keeps_svods_errors_and_leaves_the_target_unchanged():
+    a = snp.asarray(np.arange(12.0).reshape(3, 4))
+    x = _warm(lambda: a[1] + 0.0)
+    _warm(lambda: x.__setitem__(0, 1.0))
+    before = x.numpy().copy()
+    with pytest.raises(ShapeError, match="setitem"):
+        x[1:3] = _warm(lambda: snp.asarray(np.ones((1, 1, 2))) * 1.0)  # numpy would broadcast this
+    with pytest.raises(SvodIndexError, match="setitem"):
+        x[7] = 2.0
+    with pytest.raises(ShapeError):
+        x[0:2] = _warm(lambda: a[0] + 0.0)  # 4 values into 2
+    np.testing.assert_array_equal(x.numpy(), before)
+
+
+def test_fast_ops_silence_numpy_warnings_and_leave_the_users_errstate():
+    x = snp.asarray(np.array([np.inf, 1e308, 0.0, np.nan]))
+    y = snp.asarray(np.array([np.inf, 1e308, 0.0, 1.0]))
+    c = snp.asarray(np.array([np.nan + 1j, 1 + 1j]))
+    before = _fast.stats()["fast"]
+    before_err = np.geterr()
+    with np.errstate(all="raise"):
+        for _ in range(2):  # the first call learns, the second is fast
+            d = x - y  # inf - inf: invalid
+            m = x * y  # overflow
+            q = x / y  # 0/0
+            lt = x < y  # NaN comparisons
+            cl = c == c  # complex comparisons flag "invalid" on numpy
+            n = -x
+    assert _fast.stats()["fast"] > before
+    assert np.geterr() == before_err, "the error state is the user's again"
+    with np.errstate(all="raise"):
+        np.testing.assert_array_equal(d.numpy(), [np.nan, 0.0, 0.0, np.nan])
+        np.testing.assert_array_equal(m.numpy(), [np.inf, np.inf, 0.0, np.nan])
+        np.testing.assert_array_equal(q.numpy(), [np.nan, 1.0, np.nan, np.nan])
+        np.testing.assert_array_equal(lt.numpy(), [False, False, False, False])
+        np.testing.assert_array_equal(cl.numpy(), [False, True])
+        np.testing.assert_array_equal(n.numpy(), [-np.inf, -1e308, -0.0, np.nan])
+        assert np.signbit(n.numpy()[2])
+    with pytest.raises(FloatingPointError):  # the user's own numpy keeps its error state
+        with np.errstate(all="raise"):
+            np.array([np.inf]) - np.array([np.inf])
+
+
+def test_quiet_state_is_skipped_only_where_numpy_cannot_flag():
+    import svod as s
+    assert not _fast._noisy(("add", s.int64, s.int64)) and not _fast._noisy(("less", s.int32, int))
+    assert _fast._noisy(("divide", s.int64, s.int64)) and _fast._noisy(("add", s.float64, float))
+    assert _fast._noisy(("less", s.complex128, s.complex128)) and _fast._noisy(("less", s.float64, complex))
+    assert _fast._noisy(("sqrt", s.int64, None))
+    assert _fast._noisy(("less", s.float64, s.float64)) is not _fast._COMPARE_EXACT
+
+
+def test_fresh_values_in_a_loop_program_equal_numpy():
+    from svod.bench import loops
+
+    rows = loops.run(n=6, repeats=2)
+    assert all(r["ok"] for r in rows), [(r["program"], r["ok"]) for r in rows]
+    assert all(r["searches"] == 0 and r["kernels_compiled"] == 0 for r in rows)
+
+
+def test_refcounts_for_fresh_nodes_were_calibrated():
+    assert eager._BASE_FU >= 2 and eager._BASE_FA >= 2
+    t = snp.asarray(np.arange(3.0))
+    v = _warm(lambda: t + 1.0)
+    assert eager.sole_owner(v)
+    other = v.uop._a
+    assert not eager.sole_owner(v)  # a local holding the array
+    del other
+    assert eager.sole_owner(v)
+    assert sys.getrefcount(v) >= 2
+
+
+def test_a_value_with_more_axes_than_the_region_takes_the_full_path():
+    """numpy would write a (1,)-shaped value into one element (and a (1, 1, n) one into a
+    row); svod's broadcast rule decides, as with the fast path off."""
+    a = snp.asarray(np.arange(12.0).reshape(3, 4))
+    one = _warm(lambda: a[0, :1] + 0.0)
+    outcomes = []
+    for mode in (True, False):
+        x = _warm(lambda: a[1] + 0.0)
+        with svod.eager_mode(mode):
+            try:
+                x[0] = one
+                outcomes.append(("ok", x.numpy().tolist()))
+            except Exception as e:  # noqa: BLE001 - the two paths must agree on the outcome
+                outcomes.append((type(e), str(e)))
+    assert outcomes[0] == outcomes[1], outcomes
+
+
+SPECIAL = [0.0, -0.0, 1.5, -2.25, np.inf, -np.inf, np.nan, 1e308, 5e-324, 3.0]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "truediv", "lt", "le", "gt", "ge", "eq", "ne"])
+def test_scalar_math_of_0d_values_is_the_ufuncs_bit_for_bit(dtype, op):
+    """0-d values are numpy scalars: two of them (or one and a Python float/int) go
+    through numpy's scalar math, which must give the array loop's bits, dtype and no
+    warning (svod's compiled semantics)."""
+    import operator as o
+
+    ufunc = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide, "lt": np.less,
+             "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal}[op]
+    f = getattr(o, op)
+    vals = snp.asarray(np.array(SPECIAL, dtype=dtype))
+    arr = np.array(SPECIAL, dtype=dtype)
+    for i in range(len(SPECIAL)):
+        for j in range(len(SPECIAL)):
+            for other, ref in ((vals[j], arr[j:j + 1].reshape(())), (SPECIAL[j], SPECIAL[j]), (2, 2)):
+                x = vals[i]
+                with np.errstate(all="raise"):
+                    f(x, other)  # (learns the combination: the full path)
+                    got = f(x, other)
+                    f(other, x)
+                    rgot = f(other, x)
+                with np.errstate(all="ignore"):
+                    want = ufunc(arr[i:i + 1].reshape(()), ref)
+                    rwant = ufunc(ref, arr[i:i + 1].reshape(()))
+                for g, w in ((got, want), (rgot, rwant)):
+                    gn = g.numpy()
+                    assert gn.dtype == np.asarray(w).dtype and gn.tobytes() == np.asarray(w).tobytes(), \
+                        (op, dtype, SPECIAL[i], SPECIAL[j], gn, w)
