@@ -309,6 +309,30 @@ def test_errors_name_einsum_with_the_shapes_where_numpy_refuses(sub, shapes, mat
         svod.einsum(sub, *[svod.asarray(a) for a in arrs])
 
 
+def test_einsum_is_the_hand_written_contraction_and_repeats_its_errors():
+    """`einsum("ik,jk->ij")` builds the same graph as the contraction written by hand,
+    `(x[:, None, :] * w[None]).sum(-1)` (so the same plan and kernels: bench_algebra's
+    `einsum` and `contract_bmr` rows); the memoised parse gives the same graph on every
+    call, and a refused call is refused again with the same message (errors are not kept)."""
+    from svod.key import compact
+
+    rng = np.random.default_rng(5)
+    x, w = (rng.standard_normal(s).astype(np.float32) for s in ((6, 5), (4, 5)))
+    X, W = svod.asarray(x), svod.asarray(w)
+    by_hand = compact([svod.sum(X[:, None, :] * W[None], axis=-1).uop])[0]
+    for _ in range(3):
+        t = svod.einsum("ik,jk->ij", X, W)
+        assert compact([t.uop])[0] == by_hand
+        _close(t.numpy(), np.einsum("ik,jk->ij", x, w), np.float32)
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"^einsum: label 'k' has size 5 in operand 0"):
+            svod.einsum("ik,jk->ij", X, svod.asarray(np.ones((4, 3), np.float32)))
+    # another shape under the same subscripts is parsed for its own sizes
+    t = svod.einsum("ik,jk->ij", svod.asarray(x[:, :3]), svod.asarray(w[:, :3]))
+    assert t.shape == (6, 4)
+    _close(t.numpy(), np.einsum("ik,jk->ij", x[:, :3], w[:, :3]), np.float32)
+
+
 def test_bad_optimize_and_paths_are_refused():
     a = [svod.ones((2, 3)), svod.ones((3, 4)), svod.ones((4,))]
     with pytest.raises(ValueError, match="^einsum: optimize='fastest'"):
