@@ -371,9 +371,9 @@ def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: set[str], exact: boo
 
 
 def _exact_mode() -> bool:
-    from svod.config import limits
+    from svod.config import algebra
 
-    return getattr(limits(), "algebra", "reassoc") == "exact"
+    return algebra() == "exact"
 
 
 def _matmul_form(a: Tensor, la: str, b: Tensor, lb: str, sizes: dict[str, int], batch, con, fa, fb):

@@ -361,3 +361,32 @@ def test_einsum_under_jit_and_into_a_svod_out():
     out = svod.zeros((16,))
     assert svod.einsum("ij->j", svod.asarray(a), out=out) is out
     _close(out.numpy(), a.sum(0), np.float32)
+
+
+def test_the_algebra_mode_einsum_reads_is_the_search_limits_one(monkeypatch):
+    """`svod.config.algebra()` (what einsum reads once per call) agrees with
+    `limits().algebra` whichever sets it: the environment, a global `search_limits`, a
+    `search_limits` block (innermost wins); and einsum follows it (a MATMUL node only in
+    exact mode)."""
+    from svod import config
+    from svod.config import algebra, limits
+
+    X, W = svod.asarray(np.ones((3, 2), np.float32)), svod.asarray(np.ones((4, 2), np.float32))
+
+    def matmuls():
+        return sum(u.op is OP.MATMUL for u in toposort([svod.einsum("ik,jk->ij", X, W).uop]))
+
+    monkeypatch.delenv("SVOD_ALGEBRA", raising=False)
+    assert algebra() == limits().algebra == "reassoc" and matmuls() == 0
+    monkeypatch.setenv("SVOD_ALGEBRA", "exact")
+    assert algebra() == limits().algebra == "exact" and matmuls() == 1
+    with svod.search_limits(algebra="reassoc"):
+        assert algebra() == limits().algebra == "reassoc" and matmuls() == 0
+        with svod.search_limits(algebra="exact"):
+            assert algebra() == limits().algebra == "exact" and matmuls() == 1
+    monkeypatch.delenv("SVOD_ALGEBRA")
+    monkeypatch.setattr(config, "_global", config._global)  # the global setting below is undone after the test
+    svod.search_limits(algebra="exact")  # set globally
+    assert algebra() == limits().algebra == "exact" and matmuls() == 1
+    svod.search_limits(algebra="reassoc")
+    assert algebra() == limits().algebra == "reassoc" and matmuls() == 0
