@@ -367,10 +367,11 @@ def test_epilogue_operands_that_change_per_row_are_prefetched():
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
 
 
-def test_avx512_configuration_compiles_to_zmm_without_spills(monkeypatch):
-    """The AVX-512 blocking (12 x 32 f32: 24 zmm accumulators) cannot run on an AVX2 host,
-    but it must compile: asm for an AVX-512 CPU, FMAs on zmm, no stack traffic in the
-    micro-kernel."""
+@pytest.mark.parametrize("mr,nv,kc", [(6, 4, 384), (12, 2, 256)], ids=["gemm-6x4", "attention-12x2"])
+def test_avx512_configuration_compiles_to_zmm_without_spills(monkeypatch, mr, nv, kc):
+    """The AVX-512 blockings (the GEMM's 6 x 64 f32 and the attention kernel's 12 x 32: 24
+    zmm accumulators each) cannot run on an AVX2 host, but they must compile: asm for an
+    AVX-512 CPU, FMAs on zmm, no stack traffic in the micro-kernel."""
     import re
 
     import llvmlite.binding as llvm
@@ -380,8 +381,8 @@ def test_avx512_configuration_compiles_to_zmm_without_spills(monkeypatch):
     from svod.codegen.lower import lower_kernel
     from svod.kernel_examples import matmul_bias_gelu_kernel
 
-    cfg = schedule.GemmConfig(4, 16, 12, 2, 256, 240, 1024, 1020)
-    monkeypatch.setattr(schedule, "gemm_config", lambda itemsize, target=None: cfg)
+    cfg = schedule.GemmConfig(4, 16, mr, nv, kc, 240, 1024, 1020)
+    monkeypatch.setattr(schedule, "gemm_config", lambda itemsize, target=None, attention=False: cfg)
     monkeypatch.setattr(schedule, "_CACHE", {})
     low = lower_kernel(matmul_bias_gelu_kernel(100, 70, 90))
     _ensure_init()
@@ -398,6 +399,24 @@ def test_avx512_configuration_compiles_to_zmm_without_spills(monkeypatch):
     uk = uk[:uk.index("ret")]
     assert len(re.findall(r"vfmadd231ps\s+[^\n]*zmm", uk)) >= 24
     assert not re.findall(r"\(%rsp\)", uk), "the micro-kernel spills accumulators"
+
+
+def test_avx512_gemm_is_6x4_and_attention_keeps_12x2():
+    """On a 32-register target the GEMM's micro-tile is 6 x 4 vectors (KC up to `KC_MAX`)
+    and the attention kernel's stays 12 x 2 (its units are blocks of 12 query rows); both
+    are in the object-cache key; AVX2 keeps 6 x 2 for both."""
+    from svod.codegen.schedule import KC_MAX, gemm_config, gemm_fingerprint
+    from svod.codegen.target import Target
+
+    t512, t256 = Target(512, 32 << 10, 1 << 20, 32 << 20, 2), Target(256, 32 << 10, 512 << 10, 32 << 20, 2)
+    for isz, lanes in ((4, 16), (8, 8)):
+        c = gemm_config(isz, t512)
+        assert (c.mr, c.nv, c.nr) == (6, 4, 4 * lanes) and c.kc <= KC_MAX and c.mc % c.mr == 0 and c.nc % c.nr == 0
+        assert c.mr * isz * c.kc <= t512.l1 // 2  # the Ap micro-panel: half of L1
+        assert (gemm_config(isz, t256).mr, gemm_config(isz, t256).nv) == (6, 2)
+    a = gemm_config(4, t512, attention=True)
+    assert (a.mr, a.nv) == (12, 2) and gemm_config(4, t256, attention=True) == gemm_config(4, t256)
+    assert "g6x4" in gemm_fingerprint(t512) and "a12x2" in gemm_fingerprint(t512)
 
 
 def test_split_tiles_balances_units():
@@ -590,7 +609,7 @@ def test_interpreter_gather_skips_broadcast_axes_of_masked_and_chained_views():
 
 def _target_variants():
     """(name, Target): the AVX2 blocking (16 registers: 6 x 2 ymm) and the AVX-512 one (32:
-    12 x 2 zmm), each with a real cache hierarchy and with tiny caches (4 KiB L1, 16-32
+    6 x 4 zmm), each with a real cache hierarchy and with tiny caches (4 KiB L1, 16-32
     KiB L2) so small products take every path: many K blocks, MC blocks, unit tiles."""
     from svod.codegen.target import Target
 

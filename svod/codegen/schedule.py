@@ -468,12 +468,16 @@ KC_MAX = 384  # the deepest K block (measured: deeper blocks were not faster, do
 
 
 @functools.cache
-def gemm_config(itemsize: int, target: Target | None = None) -> GemmConfig:
-    """Blocking for float32 (itemsize 4) or float64 (8) on `target` (default the host).
+def gemm_config(itemsize: int, target: Target | None = None, attention: bool = False) -> GemmConfig:
+    """Blocking for float32 (itemsize 4) or float64 (8) on `target` (default the host);
+    `attention`: the attention kernel's tile (svod/codegen/attention.py), which keeps the
+    12 x 2 AVX-512 micro-tile it was measured with.
 
     * micro-tile: MR x NV vectors of accumulators within the vector registers, leaving
-      room for the NV vectors of B and one broadcast of A: 32 registers (AVX-512) 12 x 2,
-      16 (AVX2) 6 x 2;
+      room for the NV vectors of B and one broadcast of A: 32 registers (AVX-512) 6 x 4
+      (24 accumulators, 4 B vectors, 1 broadcast: 29 registers; per k step 6 broadcasts
+      instead of 12 x 2's 12, and a 6-row Ap panel, so KC reaches `KC_MAX`: measured
+      1.04-1.10x the 12 x 2 GEMM per core, docs/codegen.md), 16 (AVX2) 6 x 2;
     * KC: the Ap micro-panel (MR x KC), reused by every micro-kernel call of a row of
       panels, fills half of L1 (the Bp panels stream past it); at most `KC_MAX`. A deep
       K block means few passes over C (each K block reads and writes the C tile once);
@@ -489,9 +493,9 @@ def gemm_config(itemsize: int, target: Target | None = None) -> GemmConfig:
     `SVOD_GEMM` overrides (``"mr=6,nv=2,kc=256,..."``). Measured choices:
     docs/codegen.md, "Generated matmul"."""
     if target is None:
-        return gemm_config(itemsize, host_target())
+        return gemm_config(itemsize, host_target(), attention)
     vw = target.lanes(itemsize)
-    mr, nv = (12, 2) if target.vector_registers == 32 else (6, 2)
+    mr, nv = ((12, 2) if attention else (6, 4)) if target.vector_registers == 32 else (6, 2)
     over = _overrides()
     mr, nv = over.get("mr", mr), over.get("nv", nv)
     nr = vw * nv
@@ -508,10 +512,10 @@ def gemm_config(itemsize: int, target: Target | None = None) -> GemmConfig:
 def gemm_fingerprint(target: Target | None = None) -> str:
     """What generated GEMM code depends on beyond the kernel (part of the object-cache key)."""
     target = target or host_target()
-    c4, c8 = gemm_config(4, target), gemm_config(8, target)
+    c4, c8, ca = gemm_config(4, target), gemm_config(8, target), gemm_config(4, target, attention=True)
     return f"g{c4.mr}x{c4.nv}k{c4.kc}m{c4.mc}n{c4.nt}t{c4.mt}c{c4.nc}:g{c8.mr}x{c8.nv}k{c8.kc}m{c8.mc}n{c8.nt}" \
            f"t{c8.mt}c{c8.nc}" \
-           f":w{target.workers}"
+           f":a{ca.mr}x{ca.nv}k{ca.kc}:w{target.workers}"
 
 
 def supports_gemm(kernel: Kernel) -> bool:
@@ -599,7 +603,7 @@ def attention_units(kernel: Kernel, target: Target | None = None) -> int:
     """Units of an attention kernel: (batch index, block of the GEMM micro-tile's MR query rows)."""
     at = kernel.attention
     batch = math.prod(kernel.shape[:-2])
-    return batch * -(-at.m // gemm_config(4, target).mr) if kernel.size else 0
+    return batch * -(-at.m // gemm_config(4, target, attention=True).mr) if kernel.size else 0
 
 
 # ----------------------------------------------------------------------------- the schedule
