@@ -2,6 +2,7 @@
 
     python3 bench/bench_matmul.py [--repeats 11] [--sizes 1024,2048] [--threads 2] [--f64] [--no-mlp] [--no-gemv]
     python3 bench/bench_matmul.py --breakdown [--f64] [--sizes ...]   # micro-kernel alone vs whole, 1 thread
+    python3 bench/bench_matmul.py --products [MxKxN,...] [--f64]      # W4's / the algebra rows' products
 
 Same run, interleaved repeats (each repeat runs every contender once), medians and
 bests. Reports:
@@ -22,6 +23,10 @@ bests. Reports:
   tanh GELU so numpy computes it natively): svod through `svod.jit` (the planner's
   choice, kernels listed), svod with both matmuls fused into their epilogues (the
   generated GEMM, forced), numpy unfused, jax.jit;
+* `--products`: rectangular products (default W4's two, bench_algebra's contract/einsum
+  and siblings products, 2048³): svod's generated GEMM and OpenBLAS each on one thread in
+  CPU time (the per-core rate, robust to other load), both on `--threads` threads in wall
+  time, the unit tiling and the elements it packs per 1000 flops;
 * which BLAS numpy ran (threadpoolctl when installed, else numpy's build config) and
   the OpenBLAS environment variables, the GEMM blocking, and how busy the machine was
   with other processes during the run (/proc/stat), since a shared 2-core VM is noisy.
@@ -306,6 +311,94 @@ def bench_breakdown(sizes, dtypes, repeats):
                   f"{p:.0f} | {g / p:.0%} |")
 
 
+# W4's two products (x 512x1024 @ W1 1024x4096, h 512x4096 @ W2 4096x1024), bench_algebra's
+# contract_bmr / einsum product (512x256 @ 256x512), its siblings (2048x768 @ 768x768) and
+# their merged form (2048x768 @ 768x2304), and the big square for reference
+PRODUCTS = "512x1024x4096,512x4096x1024,512x256x512,2048x768x768,2048x768x2304,2048x2048x2048"
+
+
+def parse_products(text: str) -> list[tuple[int, int, int]]:
+    """``"MxKxN,..."`` -> [(m, k, n), ...] (an error names the bad item)."""
+    out = []
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        parts = item.lower().split("x")
+        if len(parts) != 3 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+            raise SystemExit(f"bench_matmul --products: {item!r} is not MxKxN with positive sizes")
+        out.append(tuple(int(p) for p in parts))
+    return out
+
+
+def packed_per_flop(m: int, k: int, n: int, dt=float32) -> float:
+    """Elements the generated GEMM packs (A rows once per column tile, B columns once per
+    row tile, micro-tile padding included) per 1000 flops of the product: the unit tiling's
+    repacking, which the per-core rate pays for."""
+    p = plan_gemm(matmul_kernel(m, k, n, dt))
+    rows = -(-m // p.cfg.mr) * p.cfg.mr
+    cols = -(-n // p.cfg.nr) * p.cfg.nr
+    return 1000.0 * k * (p.tiles_n * rows + p.tiles_m * cols) / (2.0 * m * n * k)
+
+
+def bench_products(shapes, dtypes, threads: int, repeats: int) -> None:
+    """Rectangular products (W4's, the algebra benchmark's): per core, svod's generated GEMM
+    and OpenBLAS on one thread (svod's library step with one thread: the same cblas call),
+    interleaved and timed in this thread's CPU time — what each does with a core, whatever
+    other processes do; then both on `threads` threads in wall time (numpy's own matmul),
+    with the plan's unit tiling and how much it packs."""
+    print(f"\n## products (per core: thread CPU time, one thread each, {repeats} interleaved repeats, medians; "
+          f"{threads} threads: wall time)\n")
+    print("| product m×k×n | dtype | svod 1 core GFLOP/s | OpenBLAS 1 core | svod / OpenBLAS per core | "
+          f"svod {threads} thr | numpy {threads} thr | svod / numpy | units (tiles m×n of mt×nt) | K blocks × kc | "
+          "packed elements per kflop | other load |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for dt in dtypes:
+        for m, k, n in shapes:
+            print(product_row(m, k, n, dt, threads, repeats))
+
+
+def product_row(m: int, k: int, n: int, dt, threads: int, repeats: int) -> str:
+    """One row of `bench_products`."""
+    from svod.codegen.blas import matmul_into
+
+    rng = np.random.default_rng(m + k + n)
+    a = rng.standard_normal((m, k)).astype(dt.np)
+    b = rng.standard_normal((k, n)).astype(dt.np)
+    out = np.empty(m * n, dt.np)
+    out_b = np.empty((m, n), dt.np)
+    out_np = np.empty((m, n), dt.np)
+    kern = matmul_kernel(m, k, n, dt)
+    prog = compile_kernel(kern)
+    bufs = {0: a.reshape(-1), 1: b.reshape(-1), 2: out}
+    prog.run(bufs, 1)
+    if not matmul_into(a, b, out_b, 1):
+        np.matmul(a, b, out=out_b)
+    tol = dict(rtol=1e-3, atol=1e-2) if dt.itemsize == 4 else dict(rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(out.reshape(m, n), a @ b, **tol)
+    np.testing.assert_allclose(out_b, a @ b, **tol)
+    flop = 2.0 * m * n * k
+    inner = max(1, int(2e8 // flop))  # small products: several calls per timing
+    one: dict[str, list[float]] = {"svod": [], "blas": []}
+    calls = {"svod": lambda: prog.run(bufs, 1),
+             "blas": lambda: matmul_into(a, b, out_b, 1) or np.matmul(a, b, out=out_b)}
+    for _ in range(repeats):
+        for name, f in calls.items():
+            t0 = time.thread_time()
+            for _ in range(inner):
+                f()
+            one[name].append(flop * inner / max(time.thread_time() - t0, 1e-9) / 1e9)
+    g1 = {name: median(sorted(v)) for name, v in one.items()}
+    with CpuLoad() as load:
+        t = interleaved({"svod": lambda: prog.run(bufs, threads),
+                         "numpy": lambda: np.matmul(a, b, out=out_np)}, repeats)
+    gt = {name: flop / median(v) / 1e9 for name, v in t.items()}
+    p = plan_gemm(kern)
+    return (f"| {m}×{k}×{n} | {dt.name} | {g1['svod']:.1f} | {g1['blas']:.1f} | {g1['svod'] / g1['blas']:.2f}x | "
+          f"{gt['svod']:.1f} | {gt['numpy']:.1f} | {gt['svod'] / gt['numpy']:.2f}x | "
+          f"{p.units} ({p.tiles_m}×{p.tiles_n} of {p.mt}×{p.nt}) | {p.nkb} × {p.kc} | "
+          f"{packed_per_flop(m, k, n, dt):.1f} | {load.other:.0%} |")
+
+
 def gelu_tanh_np(h):
     return 0.5 * h * (1 + np.tanh(np.float32(math.sqrt(2 / math.pi)) * (h + np.float32(0.044715) * h * h * h)))
 
@@ -375,6 +468,9 @@ def main() -> None:
     ap.add_argument("--no-mlp", action="store_true")
     ap.add_argument("--no-gemv", action="store_true")
     ap.add_argument("--gap", type=float, default=GAP, help="seconds of rest before each timed call")
+    ap.add_argument("--products", nargs="?", const=PRODUCTS, default=None, metavar="MxKxN,...",
+                    help="only: rectangular products per core (CPU time, svod vs OpenBLAS) and on --threads "
+                         f"(default {PRODUCTS})")
     ap.add_argument("--breakdown", action="store_true",
                     help="only: the micro-kernel alone vs the whole GEMM on one thread, in CPU time, vs the probe")
     opts = ap.parse_args()
@@ -400,6 +496,10 @@ def main() -> None:
     except ImportError:
         print("- jax: not installed")
     sizes = [int(s) for s in opts.sizes.split(",") if s]
+    if opts.products:
+        bench_products(parse_products(opts.products), [float32] + ([float64] if opts.f64 else []), opts.threads,
+                       opts.repeats)
+        return
     if opts.breakdown:
         bench_breakdown(sizes, [float32] + ([float64] if opts.f64 else []), opts.repeats)
         return

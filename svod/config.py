@@ -70,6 +70,18 @@ def limits() -> SearchLimits:
     return _global or _from_env()
 
 
+def algebra() -> str:
+    """`limits().algebra` without reading the other limits from the environment (einsum
+    asks once per call: building all of `SearchLimits` from the environment was a tenth
+    of a small einsum's Python time)."""
+    stack = getattr(_local, "stack", None)
+    if stack:
+        return stack[-1].algebra
+    if _global is not None:
+        return _global.algebra
+    return os.environ.get("SVOD_ALGEBRA", "reassoc")
+
+
 @contextlib.contextmanager
 def pinned(value: SearchLimits):
     """Use `value` as the limits of the calling thread within the block, whatever is set

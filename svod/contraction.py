@@ -180,6 +180,25 @@ def parse(subscripts: str, shapes: list[tuple]) -> tuple[list[str], str, dict[st
     return labels, out, sizes
 
 
+def _parsed(subscripts: str, shapes: list[tuple]) -> tuple[tuple[str, ...], str, dict[str, int]]:
+    """`parse`, memoised per (subscripts, shapes) like `_path`: a loop calls einsum with the
+    same ones, and parsing was a third of einsum's Python time (docs/einsum.md). Only
+    successful parses are kept (an error is raised again, with its message, each call);
+    callers must not mutate the result (the labels come back as a tuple)."""
+    key = (subscripts, tuple(tuple(s) for s in shapes))
+    hit = _PARSED.get(key)
+    if hit is None:
+        labels, out, sizes = parse(subscripts, shapes)
+        hit = (tuple(labels), out, sizes)
+        if len(_PARSED) >= 1024:
+            _PARSED.clear()
+        _PARSED[key] = hit
+    return hit
+
+
+_PARSED: dict = {}
+
+
 # ----------------------------------------------------------------------------- the path
 
 
@@ -322,7 +341,7 @@ def _align(t: Tensor, labels: str, order: str, sizes: dict[str, int]) -> Tensor:
     return _reshape(t, tuple(t.shape[own.index(c)] if c in labels else 1 for c in order))
 
 
-def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: set[str]) -> tuple[Tensor, str]:
+def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: set[str], exact: bool = False) -> tuple[Tensor, str]:
     """The pair's product, summed over the labels they share that `keep` lacks (labels of
     one operand only are kept: `_keep_only` ran first). Returns (tensor, its labels).
 
@@ -331,7 +350,8 @@ def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: set[str]) -> tuple[T
     broadcasting and summed over the summed labels. The fusion search turns a sum that is
     a matrix product into a (batched) matmul when that is cheaper (the `contract` rule
     set, search/contract.py); in `algebra="exact"` mode, where that rule set does not run,
-    the pair is written as the matmul directly (`_matmul_form`)."""
+    the pair is written as the matmul directly (`_matmul_form`; `exact`: that mode, read once
+    per einsum call by the caller)."""
     sizes = {c: n for c, n in zip(la, a.shape)}
     for c, n in zip(lb, b.shape):
         sizes[c] = n if sizes.get(c, 1) == 1 else sizes[c]
@@ -342,7 +362,7 @@ def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: set[str]) -> tuple[T
     if not con:  # nothing summed: an elementwise / outer product
         order = "".join(batch + fa + fb)
         return E.multiply(_align(a, la, order, sizes), _align(b, lb, order, sizes)), order
-    if (fa or fb) and _exact_mode():
+    if (fa or fb) and exact:
         return _matmul_form(a, la, b, lb, sizes, batch, con, fa, fb)
     order = "".join(batch + fa + fb + con)
     prod = E.multiply(_align(a, la, order, sizes), _align(b, lb, order, sizes))
@@ -351,9 +371,9 @@ def _contract(a: Tensor, la: str, b: Tensor, lb: str, keep: set[str]) -> tuple[T
 
 
 def _exact_mode() -> bool:
-    from svod.config import limits
+    from svod.config import algebra
 
-    return getattr(limits(), "algebra", "reassoc") == "exact"
+    return algebra() == "exact"
 
 
 def _matmul_form(a: Tensor, la: str, b: Tensor, lb: str, sizes: dict[str, int], batch, con, fa, fb):
@@ -407,7 +427,7 @@ def einsum(*args, out=None, optimize="greedy", dtype=None, casting="safe", order
     subscripts, raw = _split_args(args)
     ops = [_operand(o) for o in raw]
     shapes = [o.shape for o in ops]
-    labels, out_labels, sizes = parse(subscripts, shapes)
+    labels, out_labels, sizes = _parsed(subscripts, shapes)
     d = dt.result_type(*[o.dtype for o in ops]) if ops else dt.float64
     if dtype is not None:
         target = dt.dtype(dtype)
@@ -418,6 +438,7 @@ def einsum(*args, out=None, optimize="greedy", dtype=None, casting="safe", order
         d = target
     ops = [T.astype(o, d, copy=False) for o in ops]
     path = _path(subscripts, shapes, optimize)
+    exact = _exact_mode()
     cur = []
     for k, (o, ls) in enumerate(zip(ops, labels)):
         o, ls = _diagonals(o, ls)
@@ -430,7 +451,7 @@ def einsum(*args, out=None, optimize="greedy", dtype=None, casting="safe", order
         t, ls = picked[0]
         for k, (u, lu) in enumerate(picked[1:], start=1):
             keep = set(out_labels).union(*(lv for _, lv in cur), *(lv for _, lv in picked[k + 1:]))
-            t, ls = _contract(t, ls, u, lu, keep)
+            t, ls = _contract(t, ls, u, lu, keep, exact)
         keep = set(out_labels).union(*(lv for _, lv in cur))
         cur.append(_keep_only(t, ls, keep))
     (res, ls), = cur

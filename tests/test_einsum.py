@@ -309,6 +309,30 @@ def test_errors_name_einsum_with_the_shapes_where_numpy_refuses(sub, shapes, mat
         svod.einsum(sub, *[svod.asarray(a) for a in arrs])
 
 
+def test_einsum_is_the_hand_written_contraction_and_repeats_its_errors():
+    """`einsum("ik,jk->ij")` builds the same graph as the contraction written by hand,
+    `(x[:, None, :] * w[None]).sum(-1)` (so the same plan and kernels: bench_algebra's
+    `einsum` and `contract_bmr` rows); the memoised parse gives the same graph on every
+    call, and a refused call is refused again with the same message (errors are not kept)."""
+    from svod.key import compact
+
+    rng = np.random.default_rng(5)
+    x, w = (rng.standard_normal(s).astype(np.float32) for s in ((6, 5), (4, 5)))
+    X, W = svod.asarray(x), svod.asarray(w)
+    by_hand = compact([svod.sum(X[:, None, :] * W[None], axis=-1).uop])[0]
+    for _ in range(3):
+        t = svod.einsum("ik,jk->ij", X, W)
+        assert compact([t.uop])[0] == by_hand
+        _close(t.numpy(), np.einsum("ik,jk->ij", x, w), np.float32)
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"^einsum: label 'k' has size 5 in operand 0"):
+            svod.einsum("ik,jk->ij", X, svod.asarray(np.ones((4, 3), np.float32)))
+    # another shape under the same subscripts is parsed for its own sizes
+    t = svod.einsum("ik,jk->ij", svod.asarray(x[:, :3]), svod.asarray(w[:, :3]))
+    assert t.shape == (6, 4)
+    _close(t.numpy(), np.einsum("ik,jk->ij", x[:, :3], w[:, :3]), np.float32)
+
+
 def test_bad_optimize_and_paths_are_refused():
     a = [svod.ones((2, 3)), svod.ones((3, 4)), svod.ones((4,))]
     with pytest.raises(ValueError, match="^einsum: optimize='fastest'"):
@@ -337,3 +361,32 @@ def test_einsum_under_jit_and_into_a_svod_out():
     out = svod.zeros((16,))
     assert svod.einsum("ij->j", svod.asarray(a), out=out) is out
     _close(out.numpy(), a.sum(0), np.float32)
+
+
+def test_the_algebra_mode_einsum_reads_is_the_search_limits_one(monkeypatch):
+    """`svod.config.algebra()` (what einsum reads once per call) agrees with
+    `limits().algebra` whichever sets it: the environment, a global `search_limits`, a
+    `search_limits` block (innermost wins); and einsum follows it (a MATMUL node only in
+    exact mode)."""
+    from svod import config
+    from svod.config import algebra, limits
+
+    X, W = svod.asarray(np.ones((3, 2), np.float32)), svod.asarray(np.ones((4, 2), np.float32))
+
+    def matmuls():
+        return sum(u.op is OP.MATMUL for u in toposort([svod.einsum("ik,jk->ij", X, W).uop]))
+
+    monkeypatch.delenv("SVOD_ALGEBRA", raising=False)
+    assert algebra() == limits().algebra == "reassoc" and matmuls() == 0
+    monkeypatch.setenv("SVOD_ALGEBRA", "exact")
+    assert algebra() == limits().algebra == "exact" and matmuls() == 1
+    with svod.search_limits(algebra="reassoc"):
+        assert algebra() == limits().algebra == "reassoc" and matmuls() == 0
+        with svod.search_limits(algebra="exact"):
+            assert algebra() == limits().algebra == "exact" and matmuls() == 1
+    monkeypatch.delenv("SVOD_ALGEBRA")
+    monkeypatch.setattr(config, "_global", config._global)  # the global setting below is undone after the test
+    svod.search_limits(algebra="exact")  # set globally
+    assert algebra() == limits().algebra == "exact" and matmuls() == 1
+    svod.search_limits(algebra="reassoc")
+    assert algebra() == limits().algebra == "reassoc" and matmuls() == 0

@@ -367,10 +367,11 @@ def test_epilogue_operands_that_change_per_row_are_prefetched():
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
 
 
-def test_avx512_configuration_compiles_to_zmm_without_spills(monkeypatch):
-    """The AVX-512 blocking (12 x 32 f32: 24 zmm accumulators) cannot run on an AVX2 host,
-    but it must compile: asm for an AVX-512 CPU, FMAs on zmm, no stack traffic in the
-    micro-kernel."""
+@pytest.mark.parametrize("mr,nv,kc", [(6, 4, 384), (12, 2, 256)], ids=["gemm-6x4", "attention-12x2"])
+def test_avx512_configuration_compiles_to_zmm_without_spills(monkeypatch, mr, nv, kc):
+    """The AVX-512 blockings (the GEMM's 6 x 64 f32 and the attention kernel's 12 x 32: 24
+    zmm accumulators each) cannot run on an AVX2 host, but they must compile: asm for an
+    AVX-512 CPU, FMAs on zmm, no stack traffic in the micro-kernel."""
     import re
 
     import llvmlite.binding as llvm
@@ -380,8 +381,8 @@ def test_avx512_configuration_compiles_to_zmm_without_spills(monkeypatch):
     from svod.codegen.lower import lower_kernel
     from svod.kernel_examples import matmul_bias_gelu_kernel
 
-    cfg = schedule.GemmConfig(4, 16, 12, 2, 256, 240, 1024, 1020)
-    monkeypatch.setattr(schedule, "gemm_config", lambda itemsize, target=None: cfg)
+    cfg = schedule.GemmConfig(4, 16, mr, nv, kc, 240, 1024, 1020)
+    monkeypatch.setattr(schedule, "gemm_config", lambda itemsize, target=None, tall=False: cfg)
     monkeypatch.setattr(schedule, "_CACHE", {})
     low = lower_kernel(matmul_bias_gelu_kernel(100, 70, 90))
     _ensure_init()
@@ -398,6 +399,35 @@ def test_avx512_configuration_compiles_to_zmm_without_spills(monkeypatch):
     uk = uk[:uk.index("ret")]
     assert len(re.findall(r"vfmadd231ps\s+[^\n]*zmm", uk)) >= 24
     assert not re.findall(r"\(%rsp\)", uk), "the micro-kernel spills accumulators"
+
+
+def test_avx512_gemm_is_6x4_and_attention_keeps_12x2():
+    """On a 32-register target the GEMM's micro-tile is 6 x 4 vectors (KC up to `KC_MAX`)
+    and the attention kernel's stays 12 x 2 (its units are blocks of 12 query rows); a
+    product whose padding the tall 12 x 2 tile cuts by more than `TALL_PADDING` (narrow
+    columns: 197 pads to 256 with 64-wide panels, to 224 with 32) gets it; both are in the
+    object-cache key; AVX2 keeps 6 x 2 for everything."""
+    from svod.codegen.schedule import KC_MAX, TALL_PADDING, gemm_config, gemm_fingerprint, gemm_tiling
+    from svod.codegen.target import Target
+
+    t512, t256 = Target(512, 32 << 10, 1 << 20, 32 << 20, 2), Target(256, 32 << 10, 512 << 10, 32 << 20, 2)
+    for isz, lanes in ((4, 16), (8, 8)):
+        c = gemm_config(isz, t512)
+        assert (c.mr, c.nv, c.nr) == (6, 4, 4 * lanes) and c.kc <= KC_MAX and c.mc % c.mr == 0 and c.nc % c.nr == 0
+        assert c.mr * isz * c.kc <= t512.l1 // 2  # the Ap micro-panel: half of L1
+        assert (gemm_config(isz, t256).mr, gemm_config(isz, t256).nv) == (6, 2)
+    a = gemm_config(4, t512, tall=True)
+    assert (a.mr, a.nv) == (12, 2) and gemm_config(4, t256, tall=True) == gemm_config(4, t256)
+    assert "g6x4" in gemm_fingerprint(t512) and "g12x2" in gemm_fingerprint(t512)
+    # per product: the tall tile where it pads m x n less by more than TALL_PADDING
+    for (m, n), mr in {(197, 197): 12, (2048, 2048): 6, (512, 4096): 6, (100, 40): 6, (48, 33): 6, (48, 30): 12,
+                       (1, 1): 6}.items():
+        p = gemm_tiling(1, m, n, 64, 4, t512)
+        assert p.cfg.mr == mr, (m, n, p.cfg)
+        pads = {c.mr: -(-m // c.mr) * c.mr * (-(-n // c.nr) * c.nr) for c in (gemm_config(4, t512),
+                                                                           gemm_config(4, t512, tall=True))}
+        assert (pads[12] < TALL_PADDING * pads[6]) == (mr == 12)
+        assert gemm_tiling(1, m, n, 64, 4, t256).cfg == gemm_config(4, t256)
 
 
 def test_split_tiles_balances_units():
@@ -590,7 +620,7 @@ def test_interpreter_gather_skips_broadcast_axes_of_masked_and_chained_views():
 
 def _target_variants():
     """(name, Target): the AVX2 blocking (16 registers: 6 x 2 ymm) and the AVX-512 one (32:
-    12 x 2 zmm), each with a real cache hierarchy and with tiny caches (4 KiB L1, 16-32
+    6 x 4 zmm), each with a real cache hierarchy and with tiny caches (4 KiB L1, 16-32
     KiB L2) so small products take every path: many K blocks, MC blocks, unit tiles."""
     from svod.codegen.target import Target
 
@@ -693,20 +723,26 @@ def test_hypothesis_every_target_blocking_matches_float64_reference(case):
 
 @pytest.mark.parametrize("name,target", _target_variants(), ids=[v[0] for v in _target_variants()])
 @pytest.mark.parametrize("dt", [float32, float64])
-def test_every_target_blocking_takes_every_path(name, target, dt):
-    """Per target: the micro-kernel's registers are the target's (ymm for AVX2, zmm for
-    AVX-512), and a product with many K blocks, units and edge tiles in both directions
-    (tiny caches: also several NC column blocks and, by `SVOD_GEMM`'s mc, several MC row
-    blocks a unit) is right on 1 and 2 threads, bit for bit the same."""
+@pytest.mark.parametrize("tall", [False, True], ids=["default-tile", "tall-tile"])
+def test_every_target_blocking_takes_every_path(name, target, dt, tall):
+    """Per target and micro-tile (the default one and the tall one `gemm_tiling` takes
+    for narrow products: 6 x 4 and 12 x 2 zmm on AVX-512, 6 x 2 ymm both on AVX2): the
+    micro-kernel's registers are the target's (ymm for AVX2, zmm for AVX-512), and a
+    product with many K blocks, units and edge tiles in both directions (tiny caches:
+    also several NC column blocks and, by `SVOD_GEMM`'s mc, several MC row blocks a unit)
+    is right on 1 and 2 threads, bit for bit the same."""
     if not _host_runs(target):
         pytest.skip(f"this host cannot run {target.vector_bits}-bit vectors")
     from svod.codegen.schedule import gemm_config as cfg_for
 
     with pytest.MonkeyPatch.context() as mp:
         if "tiny" in name:
-            mp.setenv("SVOD_GEMM", f"mc={2 * (12 if target.vector_bits == 512 else 6)}")
+            mp.setenv("SVOD_GEMM", "mc=24")
+        import svod.codegen.schedule as schedule
+
+        mp.setattr(schedule, "TALL_PADDING", 1e9 if tall else 0.0)  # this tile whatever the padding
         cfg_for.cache_clear()
-        cfg = cfg_for(dt.itemsize, target)
+        cfg = cfg_for(dt.itemsize, target, tall)
         m, n = 3 * cfg.mr + 5, 2 * cfg.nr + 3
         k = 2 * cfg.kc + 7
         if "tiny" in name:
@@ -718,6 +754,7 @@ def test_every_target_blocking_takes_every_path(name, target, dt):
         got, plan, asm = _run_for_target(kern, target, [a, b, bias])
         one, _, _ = _run_for_target(kern, target, [a, b, bias], threads=1)
     cfg_for.cache_clear()
+    assert plan.cfg == cfg, (name, tall, plan.cfg)
     assert plan.nkb == 3
     if "tiny" in name:
         assert plan.units > 1 and plan.mc < plan.mt and 0 < cfg.nc < plan.nt, plan

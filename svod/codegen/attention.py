@@ -43,9 +43,10 @@ __all__ = ["lower_attention", "tile"]
 
 
 def tile() -> tuple[int, int]:
-    """(MR, NR): query rows per unit and the panel width n and dv are padded to (the GEMM
-    micro-tile of this host: 6 x 16 with AVX2, 12 x 32 with AVX-512)."""
-    c = gemm_config(4)
+    """(MR, NR): query rows per unit and the panel width n and dv are padded to (the
+    attention tile of this host, `gemm_config(4, tall=True)`: 6 x 16 with AVX2, 12 x
+    32 with AVX-512, where the GEMM itself uses 6 x 64)."""
+    c = gemm_config(4, tall=True)
     return c.mr, c.nr
 
 
@@ -53,7 +54,7 @@ def lower_attention(kernel: Kernel, symbol: str, sched: Schedule) -> Lowered:
     """Kernel (with `attention`) -> LLVM IR text with entry ``void symbol(i8** slots, i64 ub,
     i64 ue)``, over the units of its schedule (the GEMM micro-tile of its target)."""
     at = kernel.attention
-    cfg = gemm_config(4, sched.target)
+    cfg = gemm_config(4, sched.target, tall=True)
     mr, nr, vw = cfg.mr, cfg.nr, cfg.vw
     m, n, d, dv = at.m, at.n, at.d, at.dv
     if kernel.inputs[at.q].dtype.itemsize != 4:

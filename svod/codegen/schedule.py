@@ -469,12 +469,17 @@ KC_MAX = 384  # the deepest K block (measured: deeper blocks were not faster, do
 
 
 @functools.cache
-def gemm_config(itemsize: int, target: Target | None = None) -> GemmConfig:
-    """Blocking for float32 (itemsize 4) or float64 (8) on `target` (default the host).
+def gemm_config(itemsize: int, target: Target | None = None, tall: bool = False) -> GemmConfig:
+    """Blocking for float32 (itemsize 4) or float64 (8) on `target` (default the host);
+    `tall`: the 12 x 2 AVX-512 micro-tile (the same as the default elsewhere), which the
+    attention kernel keeps (svod/codegen/attention.py: it was measured with it) and
+    `gemm_tiling` takes for products it pads less (narrow columns: `TALL_PADDING`).
 
     * micro-tile: MR x NV vectors of accumulators within the vector registers, leaving
-      room for the NV vectors of B and one broadcast of A: 32 registers (AVX-512) 12 x 2,
-      16 (AVX2) 6 x 2;
+      room for the NV vectors of B and one broadcast of A: 32 registers (AVX-512) 6 x 4
+      (24 accumulators, 4 B vectors, 1 broadcast: 29 registers; per k step 6 broadcasts
+      instead of 12 x 2's 12, and a 6-row Ap panel, so KC reaches `KC_MAX`: measured
+      1.04-1.10x the 12 x 2 GEMM per core, docs/codegen.md), 16 (AVX2) 6 x 2;
     * KC: the Ap micro-panel (MR x KC), reused by every micro-kernel call of a row of
       panels, fills half of L1 (the Bp panels stream past it); at most `KC_MAX`. A deep
       K block means few passes over C (each K block reads and writes the C tile once);
@@ -490,9 +495,9 @@ def gemm_config(itemsize: int, target: Target | None = None) -> GemmConfig:
     `SVOD_GEMM` overrides (``"mr=6,nv=2,kc=256,..."``). Measured choices:
     docs/codegen.md, "Generated matmul"."""
     if target is None:
-        return gemm_config(itemsize, host_target())
+        return gemm_config(itemsize, host_target(), tall)
     vw = target.lanes(itemsize)
-    mr, nv = (12, 2) if target.vector_registers == 32 else (6, 2)
+    mr, nv = ((12, 2) if tall else (6, 4)) if target.vector_registers == 32 else (6, 2)
     over = _overrides()
     mr, nv = over.get("mr", mr), over.get("nv", nv)
     nr = vw * nv
@@ -509,10 +514,12 @@ def gemm_config(itemsize: int, target: Target | None = None) -> GemmConfig:
 def gemm_fingerprint(target: Target | None = None) -> str:
     """What generated GEMM code depends on beyond the kernel (part of the object-cache key)."""
     target = target or host_target()
-    c4, c8 = gemm_config(4, target), gemm_config(8, target)
-    return f"g{c4.mr}x{c4.nv}k{c4.kc}m{c4.mc}n{c4.nt}t{c4.mt}c{c4.nc}:g{c8.mr}x{c8.nv}k{c8.kc}m{c8.mc}n{c8.nt}" \
-           f"t{c8.mt}c{c8.nc}" \
-           f":w{target.workers}"
+    out = []
+    for tall in (False, True):
+        c4, c8 = gemm_config(4, target, tall), gemm_config(8, target, tall)
+        out.append(f"g{c4.mr}x{c4.nv}k{c4.kc}m{c4.mc}n{c4.nt}t{c4.mt}c{c4.nc}:g{c8.mr}x{c8.nv}k{c8.kc}m{c8.mc}"
+                   f"n{c8.nt}t{c8.mt}c{c8.nc}")
+    return ":".join(out) + f":w{target.workers}"
 
 
 def supports_gemm(kernel: Kernel) -> bool:
@@ -579,10 +586,24 @@ def split_tiles(batch: int, m: int, n: int, mr: int, nr: int, mt_max: int, nt_ma
     return (mt, nt) + ((-(-m // mt), -(-n // nt)) if m and n else (0, 0))
 
 
+TALL_PADDING = 0.95  # the tall micro-tile when its padded m x n is below this share of the default's
+
+
+def _padded(m: int, n: int, cfg: GemmConfig) -> int:
+    return -(-max(m, 1) // cfg.mr) * cfg.mr * (-(-max(n, 1) // cfg.nr) * cfg.nr)
+
+
 def gemm_tiling(batch: int, m: int, n: int, k: int, itemsize: int, target: Target | None = None) -> GemmPlan:
-    """The unit tiles and K blocks of a (batch, m, k) x (k, n) float product on `target`."""
+    """The unit tiles and K blocks of a (batch, m, k) x (k, n) float product on `target`.
+    The micro-tile is the target's default unless the tall one computes less padding by
+    more than `TALL_PADDING` (AVX-512: 6 x 64 f32 pads n to 64 columns, 12 x 32 to 32 —
+    197 x 64 x 197 measured 66-67 GFLOP/s a core with 6 x 64, 74-76 with 12 x 32;
+    docs/codegen.md)."""
     target = target or host_target()
     cfg = gemm_config(itemsize, target)
+    tall = gemm_config(itemsize, target, tall=True)
+    if tall != cfg and _padded(m, n, tall) < TALL_PADDING * _padded(m, n, cfg):
+        cfg = tall
     mt, nt, tm, tn = split_tiles(batch, m, n, cfg.mr, cfg.nr, cfg.mt, cfg.nt, target.workers)
     mc = _balanced(mt, -(-mt // cfg.mc), cfg.mr)
     nkb = max(1, -(-k // cfg.kc))
@@ -600,7 +621,7 @@ def attention_units(kernel: Kernel, target: Target | None = None) -> int:
     """Units of an attention kernel: (batch index, block of the GEMM micro-tile's MR query rows)."""
     at = kernel.attention
     batch = math.prod(kernel.shape[:-2])
-    return batch * -(-at.m // gemm_config(4, target).mr) if kernel.size else 0
+    return batch * -(-at.m // gemm_config(4, target, tall=True).mr) if kernel.size else 0
 
 
 # ----------------------------------------------------------------------------- the schedule
