@@ -206,15 +206,19 @@ def _apply_becomes(mapping: dict[UOp, UOp]) -> None:
         return
     if _pending:
         _flush()
-    if len(mapping) == 1 and None not in _by_leaf:  # one root (the common case): often nothing to rebind
+    if None not in _by_leaf:  # often nothing to rebind: no live tensor's graph holds a root's leaf
         for r in mapping:
             leaves = r._leaves
-            if leaves:
-                for leaf in leaves:
-                    if leaf in _by_leaf:
-                        break
-                else:  # no live tensor's graph holds one of the root's leaves, so none holds the root
-                    return
+            if not leaves:  # a constant graph (or a very wide one): the general path
+                break
+            for leaf in leaves:
+                if leaf in _by_leaf:
+                    break
+            else:
+                continue
+            break
+        else:  # (a graph holding a root holds that root's leaves)
+            return
     memo: dict[UOp, UOp] | None = None
     root_leaves: set | None = set()
     for r in mapping:
@@ -818,21 +822,45 @@ def _node1(op, dtype: DType, u: UOp) -> Tensor:
     """`Tensor._from(UOp(op, dtype, (u,)))` for an op without arg, the node found by its
     hash-consing key first (the frontends' per-op hot path: an expression rebuilt over
     the same inputs is a lookup per op, and a type call with its `__new__` costs more
-    than the lookup). Same node, same Tensor, same eager and depth handling."""
+    than the lookup). Same node, same Tensor, same eager and depth handling: `_from`'s
+    body inline (keep the three in step)."""
     ref = _NODE_CACHE.get((op, dtype, (u,), None))
     n = ref() if ref is not None else None
     if n is None:
         n = UOp(op, dtype, (u,))
-    return _from(n)
+    if _EAGER is not None:  # (`n` is never a BUFFER: a computed node)
+        e = _EAGER(n)
+        if e is not None:
+            return _from(e)
+    t = _new(Tensor)
+    t.uop = n
+    _pending.append(_weak(t))
+    if len(_pending) > _PENDING_MAX:
+        _flush()
+    if n._depth > PENDING_DEPTH > 0:
+        _cut(t)
+    return t
 
 
 def _node2(op, dtype: DType, a: UOp, b: UOp) -> Tensor:
-    """`Tensor._from(UOp(op, dtype, (a, b)))` for an op without arg (`_node1`'s lookup)."""
+    """`Tensor._from(UOp(op, dtype, (a, b)))` for an op without arg (`_node1`'s lookup and
+    `_from`'s body inline)."""
     ref = _NODE_CACHE.get((op, dtype, (a, b), None))
     n = ref() if ref is not None else None
     if n is None:
         n = UOp(op, dtype, (a, b))
-    return _from(n)
+    if _EAGER is not None:
+        e = _EAGER(n)
+        if e is not None:
+            return _from(e)
+    t = _new(Tensor)
+    t.uop = n
+    _pending.append(_weak(t))
+    if len(_pending) > _PENDING_MAX:
+        _flush()
+    if n._depth > PENDING_DEPTH > 0:
+        _cut(t)
+    return t
 
 # ----------------------------------------------------------------------------- casting & broadcasting
 
