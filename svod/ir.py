@@ -498,6 +498,15 @@ def signature_of(roots) -> tuple[int | None, tuple | None]:
     """(signature, leaves) of several roots together, or (None, None)."""
     if len(roots) == 1:
         return roots[0]._sig, roots[0]._leaves
+    if len(roots) == 2:  # `_merged_signature(("R",), roots)` when both have one leaf list or one has none
+        a, b = roots
+        sa, sb = a._sig, b._sig
+        if sa is None or sb is None:
+            return None, None
+        la, lb = a._leaves, b._leaves
+        if la == lb or not lb or not la:
+            k = ("R", (sa, sb), 0)
+            return _SIGS.get(k) or _intern(k), la or lb
     return _merged_signature(("R",), roots)
 
 

@@ -200,3 +200,14 @@ def test_engine_realize_uops_single_buffer_root_is_a_no_op():
     x = svod.asarray(_x(4))
     assert engine.realize_uops([x.uop]) == {}
     assert engine.realize_uops([x.uop, x.uop]) == {}
+
+
+def test_two_root_signature_is_the_merged_one():
+    from svod.ir import _merged_signature, signature_of
+
+    x, y = svod.asarray(_x(8)), svod.asarray(_x(8, 1))
+    c = svod.zeros(8) + 1.0  # no leaves
+    for a, b in ((x * 2.0, x + 1.0), (x * 2.0, c * 3.0), (c * 3.0, x * 2.0), (x * 2.0, y * 2.0),
+                 (x * 2.0, x * 2.0)):
+        assert signature_of([a.uop, b.uop]) == _merged_signature(("R",), [a.uop, b.uop])
+    assert signature_of([(x * 2.0).uop, (x + 1.0).uop]) != signature_of([(x + 1.0).uop, (x * 2.0).uop])
