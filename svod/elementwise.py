@@ -40,6 +40,8 @@ from svod.tensor import (
     _expand_uop,
     _is_scalar,
     _no_complex,
+    _node1,
+    _node2,
     _scalar_value,
     asarray,
     astype,
@@ -164,12 +166,37 @@ def broadcast_arrays(*arrays: Tensor) -> list[Tensor]:
 # ----------------------------------------------------------------------------- elementwise
 
 
+def _fast2(op: Ops, a, b) -> Tensor | None:
+    """`op` of a float Tensor `a` and a Python float or int, or a Tensor of its dtype and
+    shape, as `_operands` would build it (the scalar weak: `a`'s dtype); None for every
+    other case (the general path: promotion, broadcasting, errors). Exact types only: a
+    subclass (svod.numpy's ndarray, a traced WeakScalar) takes the general path."""
+    if type(a) is Tensor:
+        u = a.uop
+        d = u.dtype
+        if d.kind == "f":
+            tb = type(b)
+            if tb is float or tb is int:
+                return _node2(op, d, u, _const(b, d, u.shape))
+            if tb is Tensor:
+                v = b.uop
+                if v.dtype is d and v.shape == u.shape:
+                    return _node2(op, d, u, v)
+    return None
+
+
 def add(a, b, /) -> Tensor:
+    r = _fast2(OP.ADD, a, b)
+    if r is not None:
+        return r
     (ua, ub), d = _operands("add", a, b)
     return Tensor._from(UOp(OP.OR if d.is_bool else OP.ADD, d, (ua, ub)))
 
 
 def subtract(a, b, /) -> Tensor:
+    r = _fast2(OP.SUB, a, b)
+    if r is not None:
+        return r
     (ua, ub), d = _operands("subtract", a, b)
     if d.is_bool:
         raise DTypeError("subtract: boolean subtract is not supported, use logical_xor or bitwise_xor")
@@ -177,23 +204,35 @@ def subtract(a, b, /) -> Tensor:
 
 
 def multiply(a, b, /) -> Tensor:
+    r = _fast2(OP.MUL, a, b)
+    if r is not None:
+        return r
     (ua, ub), d = _operands("multiply", a, b)
     return Tensor._from(UOp(OP.AND if d.is_bool else OP.MUL, d, (ua, ub)))
 
 
 def divide(a, b, /) -> Tensor:
     """True division; integers divide in the default float dtype (float32)."""
+    r = _fast2(OP.DIV, a, b)
+    if r is not None:
+        return r
     return _binop(OP.DIV, "divide", a, b, dtype_fn=_float_result)
 
 
 def maximum(a, b, /) -> Tensor:
     """Elementwise maximum; NaN propagates (numpy semantics)."""
+    r = _fast2(OP.MAX, a, b)
+    if r is not None:
+        return r
     (ua, ub), d = _operands("maximum", a, b)
     _no_complex("maximum", d, "; complex numbers have no order")
     return Tensor._from(UOp(OP.OR if d.is_bool else OP.MAX, d, (ua, ub)))
 
 
 def minimum(a, b, /) -> Tensor:
+    r = _fast2(OP.MIN, a, b)
+    if r is not None:
+        return r
     (ua, ub), d = _operands("minimum", a, b)
     _no_complex("minimum", d, "; complex numbers have no order")
     return Tensor._from(UOp(OP.AND if d.is_bool else OP.MIN, d, (ua, ub)))
@@ -273,6 +312,10 @@ def abs(x, /) -> Tensor:  # noqa: A001
     """|x|; of a complex value its modulus in the parts' float dtype, computed as numpy's
     SIMD loop: ``max * sqrt(1 + (min/max)**2)`` of the parts' magnitudes; inf if either
     part is infinite (even with a NaN), else NaN if either is NaN."""
+    if type(x) is Tensor:  # a real float tensor: one node (the hot case)
+        d = x.uop.dtype
+        if d.kind == "f":
+            return _node1(OP.ABS, d, x.uop)
     x = asarray(x)
     if x.dtype.is_complex:
         return Tensor._from(UOp(OP.ABS, x.dtype.real, (x.uop,)))
@@ -476,6 +519,11 @@ def imag(x, /) -> Tensor:
 def _unary(name: str, op: Ops, doc: str | None = None, *, float_only=False, allow_bool=True,
            identity_for_int=False, real_only=False):
     def fn(x, /) -> Tensor:
+        if type(x) is Tensor:  # a real float tensor: one node of its dtype (`_unop`'s first case, inline)
+            u = x.uop
+            d = u.dtype
+            if d.kind == "f":
+                return _node1(op, d, u)
         return _unop(op, name, x, float_only, allow_bool, identity_for_int, real_only)
 
     fn.__doc__ = doc

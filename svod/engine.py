@@ -37,8 +37,8 @@ from svod import tensor as _tensor
 from svod.caches import PLAN_CACHE, RECENT, REPLAY
 from svod.executable import Executable
 from svod.firstcall import prefetch_search
+from svod.flags import DEBUG_KEY, ENV_DATA, debug_log, profile_switch
 from svod.flags import debug as _debug
-from svod.flags import debug_log, profile_switch
 from svod.ir import Ops, UOp, signature_of
 from svod.key import Bindings, GraphKey, compact
 from svod.planner import LAST_SEARCH, cost_model, decide, import_search, start_background
@@ -112,34 +112,51 @@ _dynamic_on = dynamic_enabled
 _BUFFER = Ops.BUFFER
 _WHERE = Ops.WHERE
 _buffer = UOp.buffer
+# NOTE: the replay hit path's calls, bound once: `REPLAY.get` and `RECENT.keep` are one C
+# call each on containers the caches never rebind (their `clear` empties them in place)
+_replay_get = REPLAY._d.get
+_plan_use = PLAN_CACHE.use
+_recent_keep = RECENT._q.append
+_ENV, _DEBUG_KEY = ENV_DATA, DEBUG_KEY  # SVOD_DEBUG unset: no `debug()` call (svod.flags)
 
 
 def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
     """Compute every pending root in one plan; returns the becomes-map root -> BUFFER."""
-    if len(roots) == 1:  # the common case, without the dedup set
-        if roots[0].op is _BUFFER:
+    if len(roots) == 1:  # the common case, without the dedup set and the merged signature
+        r = roots[0]
+        if r.op is _BUFFER:
             return {}
-        pending: list[UOp] = list(roots)
+        pending: list[UOp] = [r]
+        sig, leaves = r._sig, r._leaves  # `signature_of` of one root
     else:
         pending = list({id(r): r for r in roots if r.op is not _BUFFER}.values())
         if not pending:
             return {}
-    sig, leaves = signature_of(pending) if RECORDER is None and not _debug() and not PROFILING \
-        else (None, None)
+        sig, leaves = signature_of(pending)
+    if RECORDER is not None or PROFILING or (_ENV is None or _ENV.get(_DEBUG_KEY) is not None) and _debug():
+        sig = leaves = None
     # lookup by signature: a structure seen before (same signature => same GraphKey, leaves
     # in a known order) replays its plan with no compaction and no lookup by key
-    fast = REPLAY.get(sig) if sig is not None else None
-    exe = PLAN_CACHE.use(fast[0]) if fast is not None else None
+    fast = _replay_get(sig) if sig is not None else None
+    exe = _plan_use(fast[0]) if fast is not None else None
     if exe is not None:
         _REPLAY_TICK()
         dyn = fast[3]
         if dyn is None:
-            outs = exe.run([leaves[j].array for j in fast[1]])
+            order = fast[1]
+            arrays = [leaves[order[0]].array] if len(order) == 1 else [leaves[j].array for j in order]
+            quick = exe.quick  # the straight-line runner once set up (`Executable.quick`)
+            outs = quick(arrays) if quick else None
+            if outs is None:
+                outs = exe.run(arrays)
         else:
             outs = dyn.run(exe, [leaves[j].array for j in fast[1]])  # svod.shapes: n rows of the bucket's plan
         if fast[2]:
-            RECENT.keep(pending)
+            _recent_keep(pending)
         # NOTE: no `_wrap` checks: this Executable's outputs were checked on its first run
+        if len(pending) == 1:
+            r = pending[0]
+            return {r: _buffer(outs[0], r.dtype)}
         return {r: _buffer(arr, r.dtype) for r, arr in zip(pending, outs)}
     return _realize_new(pending, sig, leaves)
 

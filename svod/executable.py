@@ -42,6 +42,11 @@ class Executable:
     # the persistent store key its plan is saved or loaded under (svod.planner); a plan
     # with one stores a warm record when its graph program is built (svod.warmplan)
     store_key: str | None = None
+    # the straight-line replay, `quick(arrays) -> outputs`, or None from it for a call that
+    # needs `run` (an input to convert, another thread in the program); set by `run` once
+    # a validated run built it (None before, False when there is none). The engine's
+    # replay calls it first: the same outputs and counters as `run`, one call less.
+    quick: Callable | None | bool = None
 
     def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:  # pragma: no cover - interface
         raise NotImplementedError
@@ -162,7 +167,7 @@ class KernelPlan(Executable):
         self._programs = None
         self._gp = None  # GraphProgram, built on the first run
         self._tally = None  # Tally of inlined replays (`quick_parts`)
-        self._fast = None  # QuickParts.runner once set up; False: the program has none
+        self.quick = None  # QuickParts.runner once set up; False: the program has none
         self._n_kernels = len(plan.kernels)
         self._n_nodes = sum(len(k.nodes) for k in plan.kernels)
         self._footprint = None  # (own bytes, {program identity: bytes}) once settled
@@ -270,7 +275,7 @@ class KernelPlan(Executable):
         return parts, self._tally
 
     def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-        fast = self._fast
+        fast = self.quick
         if fast:
             outs = fast(arrays)
             if outs is not None:
@@ -282,7 +287,7 @@ class KernelPlan(Executable):
             self._validated = True
         elif fast is None:  # from the second run: the straight-line runner, when the program has one
             got = self.quick_parts()
-            self._fast = got[0].runner(got[1]) if got is not None else False
+            self.quick = got[0].runner(got[1]) if got is not None else False
         return outs
 
 
@@ -314,7 +319,7 @@ class WarmPlan(KernelPlan):
         self._programs = None
         self._gp = None
         self._tally = None
-        self._fast = None
+        self.quick = None
         self._n_kernels = runner.n_kernels
         self._n_nodes = runner.n_nodes
         self._footprint = None
@@ -370,7 +375,7 @@ class WarmPlan(KernelPlan):
                     else:
                         self._warm = False
                     self._started = True
-        fast = self._fast
+        fast = self.quick
         if fast:  # from the second run: the straight-line runner (`quick_parts`), as a KernelPlan's
             outs = fast(arrays)
             if outs is not None:
@@ -385,6 +390,6 @@ class WarmPlan(KernelPlan):
                     self._validated = True
                 elif fast is None and self._gp is None:
                     got = self.quick_parts()
-                    self._fast = got[0].runner(got[1]) if got is not None else False
+                    self.quick = got[0].runner(got[1]) if got is not None else False
                 return outs
         return super().run(arrays)

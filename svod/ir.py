@@ -61,6 +61,9 @@ class BufferRef:
         return f"buf{self.serial}"
 
 
+_INTS = object()  # `_canon`'s tag of a tuple of plain ints (no arg can hold it)
+
+
 def _canon(arg: Any) -> Any:
     """Hash-consing key for an arg: keeps -0.0 apart from 0.0, 1 from 1.0 and True, NaN equal.
     (In-memory only; content hashes use `_hash_arg`.)"""
@@ -69,8 +72,11 @@ def _canon(arg: Any) -> Any:
         return ("f", arg) if arg == arg and arg != 0.0 else ("f", arg.hex())
     if t is int:
         return ("i", arg)
-    if t is tuple:
-        return tuple([_canon(a) for a in arg])
+    if t is tuple:  # NOTE: shapes and axes (every movement and reduction arg) are tuples of ints
+        for a in arg:
+            if type(a) is not int:
+                return tuple([_canon(a) for a in arg])
+        return (_INTS, arg)  # equal int tuples are equal keys; the private tag keeps them apart from all else
     if t is complex:
         return ("c", arg.real.hex(), arg.imag.hex())
     if isinstance(arg, bool):
@@ -492,6 +498,15 @@ def signature_of(roots) -> tuple[int | None, tuple | None]:
     """(signature, leaves) of several roots together, or (None, None)."""
     if len(roots) == 1:
         return roots[0]._sig, roots[0]._leaves
+    if len(roots) == 2:  # `_merged_signature(("R",), roots)` when both have one leaf list or one has none
+        a, b = roots
+        sa, sb = a._sig, b._sig
+        if sa is None or sb is None:
+            return None, None
+        la, lb = a._leaves, b._leaves
+        if la == lb or not lb or not la:
+            k = ("R", (sa, sb), 0)
+            return _SIGS.get(k) or _intern(k), la or lb
     return _merged_signature(("R",), roots)
 
 

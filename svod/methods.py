@@ -39,7 +39,7 @@ from svod.movement import expand_dims, flip, permute_dims, reshape, squeeze
 from svod.nn import relu, sigmoid, softmax
 from svod.searching import nonzero, searchsorted
 from svod.sorting import sort
-from svod.tensor import Tensor, WeakScalar, _cast, _const, _normalize_axis, _realized, _register, _weak_kind
+from svod.tensor import Tensor, WeakScalar, _cast, _const, _node2, _normalize_axis, _realized, _register, _weak_kind
 
 # ----------------------------------------------------------------------------- Tensor
 
@@ -59,11 +59,11 @@ def _fast_binary(op: Ops, f, reflected: bool):
             t = type(o)
             if t is float or t is int:
                 if u.op is _BUFFER and (t is float or -2**53 <= o <= 2**53):  # eager small work (svod.eager)
-                    r = _eager_direct(interp, d, u, np.array(o, d.np), reflected)
+                    r = _eager_direct(interp, d, u, o, reflected, scalar=True)
                     if r is not None:
                         return r
                 c = _const(o, d, u.shape)
-                return Tensor._from(UOp(op, d, (c, u) if reflected else (u, c)))
+                return _node2(op, d, c, u) if reflected else _node2(op, d, u, c)
             if t is Tensor or t is not WeakScalar and isinstance(o, Tensor):
                 v = o.uop
                 if v.dtype is d:
@@ -75,7 +75,7 @@ def _fast_binary(op: Ops, f, reflected: bool):
                         if r is not None:
                             return r
                     if same:
-                        return Tensor._from(UOp(op, d, (v, u) if reflected else (u, v)))
+                        return _node2(op, d, v, u) if reflected else _node2(op, d, u, v)
         return f(o, self) if reflected else f(self, o)
 
     return named(method, f"__{'r' if reflected else ''}{f.__name__}__")
@@ -84,13 +84,16 @@ def _fast_binary(op: Ops, f, reflected: bool):
 _BUFFER = OP.BUFFER
 
 
-def _eager_direct(interp, d, u: UOp, other, reflected: bool, shape=None) -> Tensor | None:
-    """`u OP other` of a realized float `u` (and a buffer's array or a 0-d constant of its
-    dtype) computed at once when eager small work is on and the result is small: the op
-    table's numpy implementation, as `svod.eager.try_eager` would run on the node."""
+def _eager_direct(interp, d, u: UOp, other, reflected: bool, shape=None, scalar: bool = False) -> Tensor | None:
+    """`u OP other` of a realized float `u` (and a buffer's array, or with `scalar` a Python
+    float or int taken as a 0-d value of its dtype) computed at once when eager small work
+    is on and the result is small: the op table's numpy implementation, as
+    `svod.eager.try_eager` would run on the node."""
     lim = _eager.limit()
     if not lim or _T._READ_HOOK is not None:
         return None
+    if scalar:  # (made after the checks: the lazy path never needs it)
+        other = np.array(other, d.np)
     shape = u.shape if shape is None else shape
     n = 1
     for s in shape:

@@ -47,7 +47,7 @@ import numpy as np
 from svod import dtype as dt
 from svod.dtype import DType, DTypeError
 from svod.errors import AxisError, ShapeError, SvodOverflowError, SvodTypeError, SvodValueError
-from svod.ir import OP, UOp, _canon, check_size, shape_str, substitute
+from svod.ir import _NODE_CACHE, OP, UOp, _canon, check_size, shape_str, substitute
 from svod.shapes import DYNAMIC as _DYNAMIC
 from svod.shapes import bucket as _bucket
 from svod.shapes import with_room as _with_room
@@ -173,7 +173,7 @@ def _flush() -> None:
     batch, _pending = _pending, []  # NOTE: a note racing this swap is lost: a missed rebind, never a result
     for w in batch:
         t = w()
-        if t is not None and t.uop.op is not OP.BUFFER:
+        if t is not None and t.uop.op is not _BUFFER:
             _register(t)
 
 
@@ -206,6 +206,19 @@ def _apply_becomes(mapping: dict[UOp, UOp]) -> None:
         return
     if _pending:
         _flush()
+    if None not in _by_leaf:  # often nothing to rebind: no live tensor's graph holds a root's leaf
+        for r in mapping:
+            leaves = r._leaves
+            if not leaves:  # a constant graph (or a very wide one): the general path
+                break
+            for leaf in leaves:
+                if leaf in _by_leaf:
+                    break
+            else:
+                continue
+            break
+        else:  # (a graph holding a root holds that root's leaves)
+            return
     memo: dict[UOp, UOp] | None = None
     root_leaves: set | None = set()
     for r in mapping:
@@ -247,6 +260,28 @@ _engine_realize = None  # svod.engine.realize_uops: the engine sets it when impo
 _EAGER = None
 
 
+def _realize_one(t: Tensor) -> None:
+    """`realize(t)` for one tensor, without its loops: compute `t`, rebind it and every
+    live tensor that contains its node."""
+    u = t.uop
+    if u.op is _BUFFER:
+        if _READ_HOOK is not None:  # a traced input read directly (svod.jit: a guard or an error)
+            _READ_HOOK((u,))
+        return
+    f = _engine_realize
+    if _READ_HOOK is not None or f is None:
+        mapping = _realize_uops((u,))
+    else:  # `_realize_uops`, inlined
+        mapping = f((u,))
+    nu = mapping.get(u)
+    if nu is not None:
+        t.uop = nu
+        if _live:  # `_realized(t)`: a tensor that was never flushed is not registered
+            _realized(t)
+    if mapping:
+        _apply_becomes(mapping)
+
+
 def _realize_uops(roots):
     hook = _READ_HOOK
     if hook is not None:
@@ -269,6 +304,9 @@ def realize(*tensors: Tensor) -> tuple[Tensor, ...]:
     >>> b.tolist(), c.tolist()
     ([1, 3, 5, 7], [-1, 1, 3, 5])
     """
+    if len(tensors) == 1 and isinstance(tensors[0], Tensor):  # one tensor: its method (the same steps)
+        _realize_one(tensors[0])
+        return tensors
     for t in tensors:
         if not isinstance(t, Tensor):
             raise SvodTypeError(f"realize: expected Tensors, got {type(t).__name__}")
@@ -359,6 +397,10 @@ class Tensor:
 
     @staticmethod
     def _from(u: UOp) -> Tensor:
+        """A Tensor of node `u` (the one constructor of every op's result): a small node
+        over concrete values runs now when eager small work is on (svod.eager); a lazy one
+        is noted for rebinding (`_note`) and cut at the pending-depth budget. `_node1` and
+        `_node2` are this with the node's hash-consing lookup inlined (keep them in step)."""
         t = _new(Tensor)
         if u.op is not _BUFFER and _EAGER is not None:  # small work on concrete values runs now (svod.eager)
             e = _EAGER(u)
@@ -403,17 +445,7 @@ class Tensor:
 
     # --- realization and conversion
     def realize(self) -> Tensor:
-        u = self.uop
-        if u.op is _BUFFER:
-            if _READ_HOOK is not None:  # a traced input read directly (svod.jit: a guard or an error)
-                _READ_HOOK((u,))
-            return self
-        mapping = _realize_uops((u,))  # `realize(self)` for one tensor, without its loops
-        nu = mapping.get(u)
-        if nu is not None:
-            self.uop = nu
-            _realized(self)
-        _apply_becomes(mapping)
+        _realize_one(self)
         return self
 
     def numpy(self) -> np.ndarray:
@@ -553,6 +585,9 @@ _KIND_VALUE = {"b": False, "i": 0, "f": 0.0, "c": 0j}  # a Python scalar of each
 # narrower integer dtype; checks the value fits (OverflowError, as outside the jit) and
 # guards its range.
 _WEAK_RANGE_HOOK = None
+
+
+_from = Tensor._from  # (a module global: one lookup less on the per-op paths)
 
 
 def _weak_kind(x) -> str | None:
@@ -763,8 +798,12 @@ _CONST_CACHE: dict = {}  # (value key, dtype, shape) -> broadcast constant UOp (
 
 def _const(value, dtype: DType, shape: tuple[int, ...]) -> UOp:
     """A constant broadcast to `shape` (CONST -> RESHAPE -> EXPAND), memoised: scalars in
-    expressions are the commonest operands and building the chain costs three nodes."""
-    ck = (_canon(value), dtype, shape)
+    expressions are the commonest operands and building the chain costs three nodes.
+    The memo's key: a nonzero, non-NaN Python float as it is (the hot case: `x * 1.5`;
+    no other key is a bare float, and equal such floats are one constant), any other
+    value by `_canon` (1 apart from 1.0 and True, -0.0 from 0.0, NaNs equal)."""
+    ck = (value, dtype, shape) if type(value) is float and value == value and value != 0.0 else \
+        (_canon(value), dtype, shape)
     u = _CONST_CACHE.get(ck)
     if u is not None:
         return u
@@ -777,6 +816,51 @@ def _const(value, dtype: DType, shape: tuple[int, ...]) -> UOp:
         _CONST_CACHE.clear()
     _CONST_CACHE[ck] = u
     return u
+
+
+def _node1(op, dtype: DType, u: UOp) -> Tensor:
+    """`Tensor._from(UOp(op, dtype, (u,)))` for an op without arg, the node found by its
+    hash-consing key first (the frontends' per-op hot path: an expression rebuilt over
+    the same inputs is a lookup per op, and a type call with its `__new__` costs more
+    than the lookup). Same node, same Tensor, same eager and depth handling: `_from`'s
+    body inline (keep the three in step)."""
+    ref = _NODE_CACHE.get((op, dtype, (u,), None))
+    n = ref() if ref is not None else None
+    if n is None:
+        n = UOp(op, dtype, (u,))
+    if _EAGER is not None:  # (`n` is never a BUFFER: a computed node)
+        e = _EAGER(n)
+        if e is not None:
+            return _from(e)
+    t = _new(Tensor)
+    t.uop = n
+    _pending.append(_weak(t))
+    if len(_pending) > _PENDING_MAX:
+        _flush()
+    if n._depth > PENDING_DEPTH > 0:
+        _cut(t)
+    return t
+
+
+def _node2(op, dtype: DType, a: UOp, b: UOp) -> Tensor:
+    """`Tensor._from(UOp(op, dtype, (a, b)))` for an op without arg (`_node1`'s lookup and
+    `_from`'s body inline)."""
+    ref = _NODE_CACHE.get((op, dtype, (a, b), None))
+    n = ref() if ref is not None else None
+    if n is None:
+        n = UOp(op, dtype, (a, b))
+    if _EAGER is not None:
+        e = _EAGER(n)
+        if e is not None:
+            return _from(e)
+    t = _new(Tensor)
+    t.uop = n
+    _pending.append(_weak(t))
+    if len(_pending) > _PENDING_MAX:
+        _flush()
+    if n._depth > PENDING_DEPTH > 0:
+        _cut(t)
+    return t
 
 # ----------------------------------------------------------------------------- casting & broadcasting
 
