@@ -106,6 +106,28 @@ _VEC_ANY = (Ops.ADD, Ops.SUB, Ops.MUL)
 _VEC_FLOAT = (Ops.NEG, Ops.DIV)
 
 
+def _vector_lanes(kernel: Kernel, reds: list[int]) -> int:
+    """Columns per vector step: four of the host's vector registers of the widest
+    reduced dtype (four independent accumulator chains per row reduction: a float max's
+    chain is several instructions deep)."""
+    from svod.codegen.schedule import gemm_config
+
+    vbytes = gemm_config(4).vw * 4
+    item = max((kernel.nodes[i].dtype.itemsize for i in reds), default=4)
+    return max(4, 4 * vbytes // item)
+
+
+def _skewed(n: int, nblk: int, parts: list[int], nodes) -> int:
+    """Lanes per block row of the partials: n, padded so that the partial arrays of two
+    reductions do not start at the same address modulo 4 KiB (a store to one and a load
+    of the other at the same column would alias in the load/store unit)."""
+    item = max((nodes[i].dtype.itemsize for i in parts), default=4)
+    pad = 0
+    while len(parts) > 1 and not 1024 <= (nblk * (n + pad) * item) % 4096 <= 3072 and pad < 4096:
+        pad += 64 // item
+    return n + pad
+
+
 def _vectorisable(kernel: Kernel, order: list[int]) -> bool:
     """The element nodes in `order` are loads along a unit-stride (or broadcast) row and
     `_VEC_ANY` / float `_VEC_FLOAT` ops (values of the whole: constants only)."""
@@ -206,25 +228,39 @@ def lower_rowcol(kernel: Kernel, symbol: str) -> Lowered:
     if any(sp[i] == ELEM for i in row_order + col_order + all_order):
         raise LoweringError(f"row-column kernel {kernel.name}: an element value after a reduction")
 
-    scratch = SplitScratch(f, symbol, [ty(i) for i in parts], 1, nblk, n, ub, ue, nblk)
+    scratch = SplitScratch(f, symbol, [ty(i) for i in parts], 1, nblk, _skewed(n, nblk, parts, nodes), ub, ue, nblk)
     zero = i64(0)
-    nfull, tail = divmod(n, LANES)
-    vec = _vectorisable(kernel, elem_order) and nfull > 0
-    if vec:  # one LANES-wide vector per row reduction
-        vtile = {i: f.alloca(ir.VectorType(ty(i), LANES), name=f"v{i}") for i in row_reds}
+    vl = _vector_lanes(kernel, row_reds + col_reds)
+    vec = _vectorisable(kernel, elem_order) and n >= vl
+    nfull, tail = divmod(n, vl if vec else LANES)
+    if vec:  # one vl-wide vector per row reduction (`_vector_lanes`: a few registers' worth)
+        vtile = {i: f.alloca(ir.VectorType(ty(i), vl), name=f"v{i}") for i in row_reds}
     else:  # LANES scalar chains per row reduction (the SLP vectoriser's to combine)
         tiles = {i: [f.alloca(ty(i), name=f"t{i}.{lane}") for lane in range(LANES)] for i in row_reds}
 
     def splat(x):
-        vt = ir.VectorType(x.type, LANES)
+        vt = ir.VectorType(x.type, vl)
         one = b.insert_element(ir.Constant(vt, ir.Undefined), x, ir.Constant(I32, 0))
-        return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, LANES), [0] * LANES))
+        return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, vl), [0] * vl))
+
+    def halves(i, v):
+        """Lane 0 of the pairwise fold of vector `v` by halves (lanes l and l + w/2, then
+        of the half, ...): log2(vl) vector steps."""
+        w = vl
+        while w > 1:
+            h = w // 2
+            undef = ir.Constant(v.type, ir.Undefined)
+            lo = b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(I32, h), list(range(h))))
+            hi = b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(I32, h), list(range(h, w))))
+            v = vfold(i, lo, hi)
+            w = h
+        return b.extract_element(v, ir.Constant(I32, 0))
 
     def vfold(i, cur, x):
         return _fold(f, nodes[i].dtype, nodes[i].arg, cur, x)
 
     def evaluate_vec(base, j0) -> dict:
-        """The element nodes at columns [j0, j0 + LANES) of the row at `base`, as vectors
+        """The element nodes at columns [j0, j0 + vl) of the row at `base`, as vectors
         (constants and values of the whole: scalars, splat where a vector op reads them)."""
         env: dict = {}
         scal: dict = {}
@@ -240,7 +276,7 @@ def lower_rowcol(kernel: Kernel, symbol: str) -> Lowered:
                 if v.strides[1] == 0:
                     x = splat(b.load(b.gep(ins[nd.arg], [base[nd.arg]])))
                 else:
-                    x = vload(b, b.gep(ins[nd.arg], [b.add(base[nd.arg], j0)]), ir.VectorType(mt, LANES),
+                    x = vload(b, b.gep(ins[nd.arg], [b.add(base[nd.arg], j0)]), ir.VectorType(mt, vl),
                               nd.dtype.itemsize)
                 if nd.dtype.is_bool:
                     x = b.icmp_unsigned("!=", x, ir.Constant(x.type, None))
@@ -254,15 +290,17 @@ def lower_rowcol(kernel: Kernel, symbol: str) -> Lowered:
     pc = {i: None for i in col_reds}
 
     def columns(step) -> None:
-        """step(j, lane) for every column: W lanes per iteration, the tail unrolled."""
+        """step(j, lane) for every column: LANES lanes per iteration, the tail unrolled."""
+        full, rest = divmod(n, LANES)
+
         def chunk(jc):
             base = b.mul(jc, i64(LANES))
             for lane in range(LANES):
                 step(b.add(base, i64(lane)), lane)
-        if nfull:
-            f.loop(zero, i64(nfull), chunk, "jc")
-        for lane in range(tail):
-            step(i64(nfull * LANES + lane), lane)
+        if full:
+            f.loop(zero, i64(full), chunk, "jc")
+        for lane in range(rest):
+            step(i64(full * LANES + lane), lane)
 
     def unit(u):
         r0 = b.mul(u, i64(rb))
@@ -299,13 +337,13 @@ def lower_rowcol(kernel: Kernel, symbol: str) -> Lowered:
                     p = b.gep(pc[i], [j])
                     b.store(fold(i, b.load(p), env[nodes[i].src[0]]), p)
 
-            def chunk(jc):  # LANES columns as vectors
-                j0 = b.mul(jc, i64(LANES))
+            def chunk(jc):  # vl columns as vectors
+                j0 = b.mul(jc, i64(vl))
                 env = evaluate_vec(base, j0)
                 for i in row_reds:
                     b.store(vfold(i, b.load(vtile[i]), env[nodes[i].src[0]]), vtile[i])
                 for i in col_reds:
-                    vt = ir.VectorType(ty(i), LANES)
+                    vt = ir.VectorType(ty(i), vl)
                     p = b.gep(pc[i], [j0])
                     vstore(b, vfold(i, vload(b, p, vt, nodes[i].dtype.itemsize), env[nodes[i].src[0]]), p, vt,
                            nodes[i].dtype.itemsize)
@@ -313,10 +351,8 @@ def lower_rowcol(kernel: Kernel, symbol: str) -> Lowered:
                 if nfull:
                     f.loop(zero, i64(nfull), chunk, "jc")
                 for lane in range(tail):
-                    element(i64(nfull * LANES + lane), lane)
-                env = {i: _tree(f, nodes[i].dtype, nodes[i].arg,
-                                [b.extract_element(b.load(vtile[i]), ir.Constant(I32, q)) for q in range(LANES)])
-                       for i in row_reds}
+                    element(i64(nfull * vl + lane), lane)
+                env = {i: halves(i, b.load(vtile[i])) for i in row_reds}
             else:
                 columns(element)
                 env = {i: _tree(f, nodes[i].dtype, nodes[i].arg, [b.load(t) for t in tiles[i]]) for i in row_reds}
