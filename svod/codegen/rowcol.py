@@ -107,14 +107,27 @@ _VEC_FLOAT = (Ops.NEG, Ops.DIV)
 
 
 def _vector_lanes(kernel: Kernel, reds: list[int]) -> int:
-    """Columns per vector step: four of the host's vector registers of the widest
-    reduced dtype (four independent accumulator chains per row reduction: a float max's
-    chain is several instructions deep)."""
+    """Columns per vector step: two of the host's vector registers of the widest
+    reduced dtype (with the rows of a group: several independent accumulator chains per
+    row reduction, a float max's chain being several instructions deep)."""
     from svod.codegen.schedule import gemm_config
 
     vbytes = gemm_config(4).vw * 4
     item = max((kernel.nodes[i].dtype.itemsize for i in reds), default=4)
-    return max(4, 4 * vbytes // item)
+    return max(4, 2 * vbytes // item)
+
+
+def _row_group(kernel: Kernel, row_reds: list[int]) -> int:
+    """Rows streamed together (each column partial loaded and stored once per group):
+    as many as keep the rows' accumulators (two registers each) within half the vector
+    registers (32 with AVX-512, 16 with AVX2), at most 4."""
+    from svod.codegen.schedule import gemm_config
+
+    regs = 32 if gemm_config(4).vw >= 16 else 16
+    g = 4
+    while g > 1 and g * 2 * max(1, len(row_reds)) > regs // 2:
+        g //= 2
+    return g
 
 
 def _skewed(n: int, nblk: int, parts: list[int], nodes) -> int:
@@ -233,8 +246,10 @@ def lower_rowcol(kernel: Kernel, symbol: str) -> Lowered:
     vl = _vector_lanes(kernel, row_reds + col_reds)
     vec = _vectorisable(kernel, elem_order) and n >= vl
     nfull, tail = divmod(n, vl if vec else LANES)
-    if vec:  # one vl-wide vector per row reduction (`_vector_lanes`: a few registers' worth)
-        vtile = {i: f.alloca(ir.VectorType(ty(i), vl), name=f"v{i}") for i in row_reds}
+    group = _row_group(kernel, row_reds) if vec else 1
+    if vec:  # one vl-wide vector per row reduction and row of a group
+        vtile = {(i, q): f.alloca(ir.VectorType(ty(i), vl), name=f"v{i}.{q}") for i in row_reds
+                 for q in range(group)}
     else:  # LANES scalar chains per row reduction (the SLP vectoriser's to combine)
         tiles = {i: [f.alloca(ty(i), name=f"t{i}.{lane}") for lane in range(LANES)] for i in row_reds}
 
@@ -312,56 +327,86 @@ def lower_rowcol(kernel: Kernel, symbol: str) -> Lowered:
         for i in all_row:
             b.store(ident(i), acc_r[i])
 
-        def row(r):
+        def scalar_row(r):  # the scalar form: LANES chains per row reduction
             base = [b.add(i64(v.offset), b.mul(r, i64(v.strides[0]))) for v in views]
-            if vec:
-                for i in row_reds:
-                    b.store(splat(ident(i)), vtile[i])
-            else:
-                for i in row_reds:
-                    for t in tiles[i]:
-                        b.store(ident(i), t)
+            for i in row_reds:
+                for t in tiles[i]:
+                    b.store(ident(i), t)
 
-            def element(j, lane):  # one column (the scalar form; the vector form's tail)
+            def element(j, lane):
                 env: dict = {}
                 evaluate(elem_order, env, base, j)
                 for i in row_reds:
-                    if vec:
-                        t = b.load(vtile[i])
-                        x = fold(i, b.extract_element(t, ir.Constant(I32, lane)), env[nodes[i].src[0]])
-                        b.store(b.insert_element(t, x, ir.Constant(I32, lane)), vtile[i])
-                    else:
-                        t = tiles[i][lane]
-                        b.store(fold(i, b.load(t), env[nodes[i].src[0]]), t)
+                    t = tiles[i][lane]
+                    b.store(fold(i, b.load(t), env[nodes[i].src[0]]), t)
                 for i in col_reds:
                     p = b.gep(pc[i], [j])
                     b.store(fold(i, b.load(p), env[nodes[i].src[0]]), p)
+            columns(element)
+            finish_row(r, {i: _tree(f, nodes[i].dtype, nodes[i].arg, [b.load(t) for t in tiles[i]])
+                           for i in row_reds})
 
-            def chunk(jc):  # vl columns as vectors
-                j0 = b.mul(jc, i64(vl))
-                env = evaluate_vec(base, j0)
+        def vector_rows(rows):
+            """Rows `rows` (consecutive) together: each column partial is loaded once,
+            folded with the rows' values in row order, stored once."""
+            bases = [[b.add(i64(v.offset), b.mul(r, i64(v.strides[0]))) for v in views] for r in rows]
+            for q in range(len(rows)):
                 for i in row_reds:
-                    b.store(vfold(i, b.load(vtile[i]), env[nodes[i].src[0]]), vtile[i])
+                    b.store(splat(ident(i)), vtile[i, q])
+
+            def chunk(jc):  # vl columns of each row as vectors
+                j0 = b.mul(jc, i64(vl))
+                envs = [evaluate_vec(base, j0) for base in bases]
+                for q, env in enumerate(envs):
+                    for i in row_reds:
+                        b.store(vfold(i, b.load(vtile[i, q]), env[nodes[i].src[0]]), vtile[i, q])
                 for i in col_reds:
                     vt = ir.VectorType(ty(i), vl)
                     p = b.gep(pc[i], [j0])
-                    vstore(b, vfold(i, vload(b, p, vt, nodes[i].dtype.itemsize), env[nodes[i].src[0]]), p, vt,
-                           nodes[i].dtype.itemsize)
-            if vec:
-                if nfull:
-                    f.loop(zero, i64(nfull), chunk, "jc")
-                for lane in range(tail):
-                    element(i64(nfull * vl + lane), lane)
-                env = {i: halves(i, b.load(vtile[i])) for i in row_reds}
-            else:
-                columns(element)
-                env = {i: _tree(f, nodes[i].dtype, nodes[i].arg, [b.load(t) for t in tiles[i]]) for i in row_reds}
+                    acc = vload(b, p, vt, nodes[i].dtype.itemsize)
+                    for env in envs:
+                        acc = vfold(i, acc, env[nodes[i].src[0]])
+                    vstore(b, acc, p, vt, nodes[i].dtype.itemsize)
+
+            def element(j, lane):  # a tail column
+                envs = []
+                for base in bases:
+                    env: dict = {}
+                    evaluate(elem_order, env, base, j)
+                    envs.append(env)
+                for q, env in enumerate(envs):
+                    for i in row_reds:
+                        t = b.load(vtile[i, q])
+                        x = fold(i, b.extract_element(t, ir.Constant(I32, lane)), env[nodes[i].src[0]])
+                        b.store(b.insert_element(t, x, ir.Constant(I32, lane)), vtile[i, q])
+                for i in col_reds:
+                    p = b.gep(pc[i], [j])
+                    acc = b.load(p)
+                    for env in envs:
+                        acc = fold(i, acc, env[nodes[i].src[0]])
+                    b.store(acc, p)
+            if nfull:
+                f.loop(zero, i64(nfull), chunk, "jc")
+            for lane in range(tail):
+                element(i64(nfull * vl + lane), lane)
+            for q, r in enumerate(rows):
+                finish_row(r, {i: halves(i, b.load(vtile[i, q])) for i in row_reds})
+
+        def finish_row(r, env):
+            """Row r's reductions are `env`: its per-row values, outputs, full reductions."""
             evaluate(row_order, env)
             for j in out_of[ROW]:
                 store(j, r, env[kernel.outputs[j].node])
             for i in all_row:
                 b.store(fold(i, b.load(acc_r[i]), env[nodes[i].src[0]]), acc_r[i])
-        f.loop(r0, r1, row, "r")
+
+        if vec:  # groups of `group` rows, then the block's last rows one at a time
+            ngrp = b.sdiv(b.sub(r1, r0), i64(group))
+            f.loop(zero, ngrp, lambda g: vector_rows(
+                [b.add(b.add(r0, b.mul(g, i64(group))), i64(q)) for q in range(group)]), "rg")
+            f.loop(b.add(r0, b.mul(ngrp, i64(group))), r1, lambda r: vector_rows([r]), "r")
+        else:
+            f.loop(r0, r1, scalar_row, "r")
         for q, i in enumerate(all_row, len(col_reds)):
             b.store(b.load(acc_r[i]), scratch.slot(q, zero, u, zero))
         f.if_then(scratch.arrive(zero), finish)
