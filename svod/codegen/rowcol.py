@@ -47,7 +47,6 @@ from svod.codegen.irbuild import (
     i64,
     mem_type,
     reg_type,
-    tsuf,
     vload,
     vstore,
 )
@@ -76,17 +75,20 @@ def _identity(dt, fn: str) -> ir.Constant:
 
 
 def _fold(f: Fn, dt, fn: str, cur: ir.Value, x: ir.Value) -> ir.Value:
-    """One reduction step, numpy's semantics (max/min: NaN wins; bool sum: or)."""
+    """One reduction step, numpy's semantics (max/min: NaN wins, whichever side it is on;
+    of equal values, signed zeros included, the accumulated one stays, so -0.0 vs 0.0
+    depends on the order, as in numpy; bool sum: or). Not ``llvm.maximum``: its
+    signed-zero ordering costs six instructions a step on x86, this three (the NaN test
+    of x is off the accumulator's chain and shared by the row and column folds)."""
     b = f.b
     if fn == "sum":
         if dt.is_float:
             return b.fadd(cur, x)
         return b.or_(cur, x) if dt.is_bool else b.add(cur, x)
     is_max = fn == "max"
-    if dt.is_float:
-        t = cur.type
-        suf = f"v{t.count}{tsuf(t.element)}" if isinstance(t, ir.VectorType) else tsuf(t)
-        return f.call_intr(f"llvm.{'maximum' if is_max else 'minimum'}.{suf}", t, [cur, x])
+    if dt.is_float:  # x wins when it is larger (smaller) or NaN: a NaN on either side stays
+        take = b.or_(b.fcmp_ordered(">" if is_max else "<", x, cur), b.fcmp_unordered("uno", x, x))
+        return b.select(take, x, cur)
     if dt.is_bool:
         return b.or_(cur, x) if is_max else b.and_(cur, x)
     return b.select(icmp(b, dt, ">" if is_max else "<", x, cur), x, cur)
@@ -417,11 +419,21 @@ def lower_rowcol(kernel: Kernel, symbol: str) -> Lowered:
             for c in range(0, nblk - step, 2 * step):
                 for q, i in enumerate(parts):
                     width = n if q < len(col_reds) else 1
+                    vw = vl if vec and width >= vl else 1  # vl lanes at a time, then the rest
+
+                    def vlane(jv, q=q, i=i, c=c, step=step):
+                        j = b.mul(jv, i64(vl))
+                        vt = ir.VectorType(ty(i), vl)
+                        pa, pb = scratch.slot(q, zero, c, j), scratch.slot(q, zero, c + step, j)
+                        al = nodes[i].dtype.itemsize
+                        vstore(b, vfold(i, vload(b, pa, vt, al), vload(b, pb, vt, al)), pa, vt, al)
 
                     def lane(j, q=q, i=i, c=c, step=step):
                         pa, pb = scratch.slot(q, zero, c, j), scratch.slot(q, zero, c + step, j)
                         b.store(fold(i, b.load(pa), b.load(pb)), pa)
-                    f.loop(zero, i64(width), lane, "cmb")
+                    if vw > 1:
+                        f.loop(zero, i64(width // vl), vlane, "cmbv")
+                    f.loop(i64(width // vw * vw), i64(width), lane, "cmb")
             step *= 2
         for i in all_col:
             for t in lanes_c[i]:
