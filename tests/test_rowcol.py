@@ -112,7 +112,7 @@ def test_fuse_rowcol_is_identity_without_pairs():
 # ----------------------------------------------------------------------------- values
 
 
-@pytest.mark.parametrize("shape", [(2, 2), (3, 17), (17, 3), (16, 16), (37, 53), (300, 5), (5, 300), (1000, 37),
+@pytest.mark.parametrize("shape", [(2, 2), (3, 17), (17, 3), (16, 16), (37, 53), (300, 5), (5, 300), (1000, 37), (400, 20), (33, 7),
                                    (129, 129)])
 def test_w6_shapes_against_numpy(shape):
     x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)

@@ -431,9 +431,10 @@ def lower_rowcol(kernel: Kernel, symbol: str) -> Lowered:
                     def lane(j, q=q, i=i, c=c, step=step):
                         pa, pb = scratch.slot(q, zero, c, j), scratch.slot(q, zero, c + step, j)
                         b.store(fold(i, b.load(pa), b.load(pb)), pa)
+                    done = width // vw * vw if vw > 1 else 0
                     if vw > 1:
-                        f.loop(zero, i64(width // vl), vlane, "cmbv")
-                    f.loop(i64(width // vw * vw), i64(width), lane, "cmb")
+                        f.loop(zero, i64(width // vw), vlane, "cmbv")
+                    f.loop(i64(done), i64(width), lane, "cmb")
             step *= 2
         for i in all_col:
             for t in lanes_c[i]:
