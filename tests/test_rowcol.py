@@ -112,8 +112,8 @@ def test_fuse_rowcol_is_identity_without_pairs():
 # ----------------------------------------------------------------------------- values
 
 
-@pytest.mark.parametrize("shape", [(2, 2), (3, 17), (17, 3), (16, 16), (37, 53), (300, 5), (5, 300), (1000, 37), (400, 20), (33, 7),
-                                   (129, 129)])
+@pytest.mark.parametrize("shape", [(2, 2), (3, 17), (17, 3), (16, 16), (37, 53), (300, 5), (5, 300), (1000, 37),
+                                   (400, 20), (33, 7), (129, 129)])
 def test_w6_shapes_against_numpy(shape):
     x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
     _check(_w6(svod.asarray(x)), _w6_np(x), rtol=1e-5, atol=1e-4)
@@ -228,3 +228,23 @@ def test_env_switch_name_is_documented():
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with open(os.path.join(here, "docs", "codegen.md")) as fh:
         assert "SVOD_FUSE_ROWCOL" in fh.read()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nan_and_inf_across_blocks_rows_and_columns(dtype):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((700, 130)).astype(dtype)
+    x[300, 5] = np.nan  # in the vector columns, a later block
+    x[650, 64] = np.inf
+    x[10, 100] = -np.inf
+    x[:, 77] = np.nan  # a whole column
+    x[123, :] = np.nan  # a whole row
+    x[400, 129] = np.nan  # a tail column
+    t = svod.asarray(x)
+    outs = (svod.max(t, axis=0), svod.max(t, axis=1), svod.min(t, axis=0), svod.min(t, axis=1), svod.max(t),
+            svod.min(t), svod.sum(t, axis=0))
+    plan, _ = _plan(*outs)
+    assert [k.kind for k in plan.kernels] == ["rowcol"], plan
+    with np.errstate(invalid="ignore"):
+        want = (x.max(0), x.max(1), x.min(0), x.min(1), x.max(), x.min(), x.sum(0))
+    _check(outs, want, rtol=1e-5, atol=1e-3)
