@@ -102,12 +102,6 @@ def _tree(f: Fn, dt, fn: str, vals: list[ir.Value]) -> ir.Value:
     return vals[0]
 
 
-# element ops written as LANES-wide vector instructions (`emit_op` on vectors): the
-# plain arithmetic, whose instructions take vectors as they take scalars
-_VEC_ANY = (Ops.ADD, Ops.SUB, Ops.MUL)
-_VEC_FLOAT = (Ops.NEG, Ops.DIV)
-
-
 def _vector_lanes(kernel: Kernel, reds: list[int]) -> int:
     """Columns per vector step: two of the host's vector registers of the widest
     reduced dtype (with the rows of a group: several independent accumulator chains per
@@ -145,7 +139,10 @@ def _skewed(n: int, nblk: int, parts: list[int], nodes) -> int:
 
 def _vectorisable(kernel: Kernel, order: list[int]) -> bool:
     """The element nodes in `order` are loads along a unit-stride (or broadcast) row and
-    `_VEC_ANY` / float `_VEC_FLOAT` ops (values of the whole: constants only)."""
+    `svod.lower.rowcol.VECTOR_OPS` (float `VECTOR_FLOAT_OPS`), whose instructions take
+    vectors as they take scalars (`emit_op` on vectors); values of the whole: constants."""
+    from svod.lower.rowcol import VECTOR_FLOAT_OPS, VECTOR_OPS
+
     sp = kernel.rowcol.spaces
     for i in order:
         nd = kernel.nodes[i]
@@ -155,7 +152,7 @@ def _vectorisable(kernel: Kernel, order: list[int]) -> bool:
         elif sp[i] == ALL:
             if nd.op is not Ops.CONST:
                 return False
-        elif not (nd.op in _VEC_ANY or (nd.op in _VEC_FLOAT and nd.dtype.is_float)):
+        elif not (nd.op in VECTOR_OPS or (nd.op in VECTOR_FLOAT_OPS and nd.dtype.is_float)):
             return False
     return True
 
