@@ -268,3 +268,29 @@ def test_interpreter_runs_rowcol_kernels_as_numpy():
         want = (*_w6_np(x), x.mean(1))
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
+def test_two_inputs_broadcasts_keepdims_and_epilogues():
+    rng = np.random.default_rng(11)
+    x, y = (rng.standard_normal((70, 90)).astype(np.float32) for _ in range(2))
+    v, w = rng.standard_normal(70).astype(np.float32), rng.standard_normal(90).astype(np.float32)
+    cases = [  # fresh tensors per case: realized results are reused by later graphs
+        (lambda tx, ty, tv, tw: ((tx + ty).sum(0), (tx - ty).max(1)), ((x + y).sum(0), (x - y).max(1))),
+        (lambda tx, ty, tv, tw: ((tx * tw).sum(0), (tx * tw).sum(1)), ((x * w).sum(0), (x * w).sum(1))),
+        (lambda tx, ty, tv, tw: ((tx + tv[:, None]).sum(0), (tx + tv[:, None]).min(1)),
+         ((x + v[:, None]).sum(0), (x + v[:, None]).min(1))),
+        (lambda tx, ty, tv, tw: (svod.sum(tx, axis=0, keepdims=True), svod.max(tx, axis=1, keepdims=True),
+                                 svod.sum(tx, keepdims=True)),
+         (x.sum(0, keepdims=True), x.max(1, keepdims=True), x.sum(keepdims=True))),
+        (lambda tx, ty, tv, tw: (svod.mean(tx, axis=0), svod.mean(tx, axis=1), svod.mean(tx)),
+         (x.mean(0), x.mean(1), x.mean())),
+        (lambda tx, ty, tv, tw: (tx.sum(0) * 3 + 1, tx.max(1) - 2), (x.sum(0) * 3 + 1, x.max(1) - 2)),
+    ]
+    for c, (make, want) in enumerate(cases):
+        outs = make(*(svod.asarray(a.copy()) for a in (x, y, v, w)))
+        plan, _ = _plan(*outs)
+        assert [k.kind for k in plan.kernels] == ["rowcol"], (c, str(plan))
+        _check(outs, want, rtol=1e-5, atol=1e-4)
+    tx = svod.asarray(x.copy())
+    plan, _ = _plan(tx.T.sum(0), tx.T.max(1))  # a transposed input: scalar code, left to the two kernels
+    assert "rowcol" not in [k.kind for k in plan.kernels]
