@@ -173,6 +173,8 @@ def _count(kernel: Kernel) -> Features:
     if k.library is not None:  # numpy's code (svod/library.py): no loops of ours to count
         return Features("library", n, 1, 1, 1, 1, input_bytes(k), _write_bytes(k), 0,
                         outputs=len(k.outputs), inputs=len(k.inputs))
+    if k.rowcol is not None:
+        return _count_rowcol(k)
     red = set(k.reduce_axes)
     row_len = math.prod(k.shape[a] for a in red) if red else 1
     rows = n // row_len if row_len else math.prod(s for d, s in enumerate(k.shape) if d not in red)
@@ -286,6 +288,39 @@ def _count(kernel: Kernel) -> Features:
             f.ops[cls] = f.ops.get(cls, 0.0) + c * OP_UNITS.get(node.op, 1.0) * factor
             if cls in _library_calls():
                 f.calls[cls] = f.calls.get(cls, 0.0) + c
+    return f
+
+
+def _count_rowcol(k: Kernel) -> Features:
+    """A row-column kernel (svod/codegen/rowcol.py): its inputs streamed once over the
+    (m, n) space, each element value computed once, each reduction of an element value
+    one accumulation per element (row lanes in registers, column partials in L1/L2); the
+    per-row and per-column values and the full reductions once per row / column."""
+    from svod.kernel import ALL, COL, ELEM, ROW
+
+    m, n = k.shape
+    sched = schedule(k)
+    f = Features("rowcol", k.size, sched.loops.units, m, n, 1, _unique_read_bytes(k), _write_bytes(k),
+                 sum(n * i.dtype.itemsize for i in k.inputs), outputs=len(k.outputs), inputs=len(k.inputs))
+    f.contig_read_bytes = f.read_bytes
+    per = {ELEM: float(k.size), ROW: float(m), COL: float(n), ALL: 1.0}
+    for node, space in zip(k.nodes, k.rowcol.spaces):
+        if node.op is Ops.CONST:
+            continue
+        if node.op == LOAD:
+            f.access["contig"] = f.access.get("contig", 0.0) + per[space]
+            continue
+        src = per[k.rowcol.spaces[node.src[0]]] if node.src else 1.0
+        if node.op is Ops.REDUCE:
+            key = "RED_" + ("SUM" if node.arg == "sum" else "MAXR") + ("64" if node.dtype.itemsize == 8 else "")
+            f.ops[key] = f.ops.get(key, 0.0) + src
+            f.reduce_elems += src
+            continue
+        factor, item = complex_units(node.op, [node.dtype] + [k.nodes[s].dtype for s in node.src])
+        cls = op_class(node.op, item)
+        f.ops[cls] = f.ops.get(cls, 0.0) + per[space] * OP_UNITS.get(node.op, 1.0) * factor
+        if cls in _library_calls():
+            f.calls[cls] = f.calls.get(cls, 0.0) + per[space]
     return f
 
 

@@ -118,6 +118,9 @@ def run_kernel(kernel, buffers: dict[int, np.ndarray]) -> None:
                 buffers[o.slot] = np.empty(math.prod(o.shape), o.dtype.np)
         store(kernel, results, buffers)
         return
+    if kernel.rowcol is not None:
+        _run_rowcol(kernel, buffers)
+        return
     at = kernel.attention
     if at is None:
         vals = _eval_body(kernel, buffers)
@@ -141,6 +144,37 @@ def run_kernel(kernel, buffers: dict[int, np.ndarray]) -> None:
             np.copyto(dst.reshape(space), v, casting="unsafe")  # a pre-allocated slot buffer
         else:
             buffers[o.slot] = np.array(v, dtype=o.dtype.np, order="C").reshape(-1)
+
+
+def _run_rowcol(kernel, buffers: dict[int, np.ndarray]) -> None:
+    """A row-column kernel (`svod.kernel.RowColSpec`): each node over its space's shape —
+    elements (m, n), per row (m, 1), per column (1, n), one value (1, 1)."""
+    from svod.kernel import ALL, COL, ELEM, LOAD, ROW
+
+    m, n = kernel.shape
+    shape = {ELEM: (m, n), ROW: (m, 1), COL: (1, n), ALL: (1, 1)}
+    sp = kernel.rowcol.spaces
+    vals: list[np.ndarray] = []
+    with np.errstate(all="ignore"):
+        for nd, s in zip(kernel.nodes, sp):
+            if nd.op == LOAD:
+                inp = kernel.inputs[nd.arg]
+                v = _gather(buffers[inp.slot], inp.view)
+            elif nd.op is Ops.REDUCE:
+                src = sp[nd.src[0]]
+                axes = (1,) if s == ROW else (0,) if s == COL else (0, 1)
+                x = np.broadcast_to(vals[nd.src[0]], shape[src])
+                v = np.asarray(reduce_numpy(nd.arg, x, axes, nd.dtype.np)).astype(nd.dtype.np, copy=False)
+            else:
+                v = eval_node(nd.op, nd.dtype, nd.arg, None, [vals[i] for i in nd.src])
+            vals.append(np.asarray(v))
+    for o in kernel.outputs:
+        v = np.broadcast_to(vals[o.node], shape[sp[o.node]]).reshape(-1)
+        dst = buffers.get(o.slot)
+        if dst is not None and dst.size == v.size and dst.dtype == o.dtype.np:
+            np.copyto(dst.reshape(-1), v, casting="unsafe")  # a pre-allocated slot buffer
+        else:
+            buffers[o.slot] = np.array(v, dtype=o.dtype.np, order="C")
 
 
 def _eval_body(kernel, buffers: dict[int, np.ndarray], acc: np.ndarray | None = None) -> list[np.ndarray]:

@@ -28,6 +28,10 @@ Structure made explicit, so every consumer reads it the same way:
   output's node, over the score space (batch..., m, n) from ACC (the score ``q · kᵀ``)
   and loads of its other inputs (a scale, a causal or additive mask): elementwise only.
   `svod.fuse_attention` forms it from a matmul, a row softmax and a matmul.
+- **Row-column reduction**: `rowcol` set (`RowColSpec`); over a 2-D space (m, n), each
+  node lives in one space — the elements, per row (m,), per column (n,) or one value —
+  and the kernel computes reductions over axis 1 and axis 0 (and full reductions of
+  those) reading its inputs once (`svod.lower.rowcol`, `svod.codegen.rowcol`).
 
 `check()` enforces legality with messages that say what is wrong; `key()` is the
 content key (slot numbers and thread counts excluded, so equal kernels in different
@@ -134,6 +138,25 @@ class AttentionSpec:
         return (self.q, self.k, self.v)
 
 
+# the spaces of a row-column kernel's nodes (RowColSpec.spaces)
+ELEM, ROW, COL, ALL = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class RowColSpec:
+    """A row-column reduction over the space (m, n): `spaces[i]` is node i's space —
+    ELEM (one value per element: loads and elementwise ops over them), ROW (per row:
+    a REDUCE over axis 1 of an ELEM value, and elementwise ops over those), COL (per
+    column: a REDUCE over axis 0) or ALL (one value: a REDUCE of a ROW or COL value, and
+    constants). Each output writes one ROW, COL or ALL node (`reduced` outputs of m, n or
+    1 elements). Checked by `Kernel.check`."""
+
+    spaces: tuple[int, ...]
+
+    def key(self) -> tuple:
+        return self.spaces
+
+
 @dataclass(frozen=True)
 class LibrarySpec:
     """A library step: function `fn` of `svod/library.py` with parameters `params` (a
@@ -164,6 +187,7 @@ class Kernel:
     matmul: MatmulSpec | None = None
     attention: AttentionSpec | None = None
     library: LibrarySpec | None = None
+    rowcol: RowColSpec | None = None
     # the memoised key: init=False, so `dataclasses.replace` gives the copy its own (a shared
     # list handed a changed kernel the original's key, and with it the original's Program)
     _key: list = field(default_factory=list, init=False, compare=False, repr=False)
@@ -194,6 +218,8 @@ class Kernel:
             return "library"
         if self.attention is not None:
             return "attention"
+        if self.rowcol is not None:
+            return "rowcol"
         if not self.reduce_axes:
             return "elementwise"
         return "rowwise" if self.passes > 1 or any(not o.reduced for o in self.outputs) else "reduce"
@@ -212,6 +238,8 @@ class Kernel:
                      self.attention.key() if self.attention else None)
             if self.library is not None:  # NOTE: appended only when set: other kernels keep their keys
                 parts += (self.library.key(),)
+            if self.rowcol is not None:  # likewise
+                parts += (("rowcol",) + self.rowcol.key(),)
             h.update(repr(parts).encode())
             self._key.append(h.hexdigest())
         return self._key[0]
@@ -229,6 +257,9 @@ class Kernel:
             raise err("has no outputs")
         if self.library is not None:
             self._check_library(err)
+            return
+        if self.rowcol is not None:
+            self._check_rowcol(err)
             return
         mm = self.matmul
         at = self.attention
@@ -333,6 +364,55 @@ class Kernel:
         if len(set(slots)) != len(slots) or set(slots) & {i.slot for i in self.inputs}:
             raise err(f"output slots {slots} repeat or are also inputs")
 
+    def _check_rowcol(self, err) -> None:
+        """The rules of `RowColSpec`: every node's space follows from its sources'."""
+        sp = self.rowcol.spaces
+        if self.matmul is not None or self.attention is not None or len(self.shape) != 2:
+            raise err("a row-column kernel is 2-D, with no matmul or attention")
+        if len(sp) != len(self.nodes) or any(s not in (ELEM, ROW, COL, ALL) for s in sp):
+            raise err(f"rowcol spaces {sp} do not give one space per node")
+        m, n = self.shape
+        late = [False] * len(sp)  # a value of the whole (after every row): read by ALL nodes only
+        for i, inp in enumerate(self.inputs):
+            if inp.view.shape != self.shape:
+                raise err(f"input {i} (slot {inp.slot}) is viewed as {inp.view.shape}, not over {self.shape}")
+        for i, nd in enumerate(self.nodes):
+            for s in nd.src:
+                if not 0 <= s < i:
+                    raise err(f"node %{i} ({_opname(nd.op)}) reads %{s}, which is not an earlier node")
+            srcs = [self.nodes[s] for s in nd.src]
+            if nd.op in (Ops.ARGMAX, Ops.ARGMIN, VALID, ACC, RESULT):
+                raise err(f"node %{i} ({_opname(nd.op)}) is not allowed in a row-column kernel")
+            self._check_node(i, nd, srcs, err)
+            have = {sp[s] for s in nd.src}
+            if nd.op == LOAD:
+                want = {ELEM}
+            elif nd.op is Ops.CONST:
+                want = {ALL}
+            elif nd.op is Ops.REDUCE:
+                if nd.arg not in ("sum", "max", "min") or nd.dtype.is_complex:
+                    raise err(f"node %{i} REDUCE({nd.arg}) of {nd.dtype}: a row-column kernel sums, maxes, mins")
+                want = {ROW, COL} if have == {ELEM} else ({ALL} if have in ({ROW}, {COL}) else set())
+            else:  # elementwise: the space of its non-constant sources (one of them)
+                live = have - {ALL}
+                want = live if len(live) == 1 else ({ALL} if not live else set())
+            if sp[i] not in want:
+                raise err(f"node %{i} ({_opname(nd.op)}) is in space {'eRCA'[sp[i]]}, its sources in "
+                          f"{sorted('eRCA'[s] for s in have)}")
+            late[i] = sp[i] == ALL and (nd.op is Ops.REDUCE or any(late[s] for s in nd.src))
+            if sp[i] != ALL and any(late[s] for s in nd.src):
+                raise err(f"node %{i} ({_opname(nd.op)}) reads a full reduction")
+        for j, o in enumerate(self.outputs):
+            if not 0 <= o.node < len(self.nodes) or self.nodes[o.node].dtype != o.dtype:
+                raise err(f"output {j} must write a node of dtype {o.dtype}")
+            s = sp[o.node]
+            size = {ROW: m, COL: n, ALL: 1}.get(s)
+            if size is None or not o.reduced or _prod(o.shape) != size:
+                raise err(f"output {j} of shape {o.shape} writes node %{o.node} of space {'eRCA'[s]}")
+        slots = [o.slot for o in self.outputs]
+        if len(set(slots)) != len(slots) or set(slots) & {i.slot for i in self.inputs}:
+            raise err(f"output slots {slots} repeat or are also inputs")
+
     def _check_attention(self, err) -> None:
         at = self.attention
         if self.matmul is not None or self.reduce_axes:
@@ -416,6 +496,8 @@ class Kernel:
             head += f" matmul(in{mm.a} @ in{mm.b}, m={mm.m} n={mm.n} k={mm.k}{', library' if mm.library else ''})"
         if self.library:
             head += f" library({self.library.fn}{self.library.params!r})"
+        if self.rowcol:
+            head += " rowcol(" + " ".join("eRCA"[s] for s in self.rowcol.spaces) + ")"
         if self.attention:
             at = self.attention
             head += (f" attention(softmax(%{self.outputs[0].node}) @ in{at.v}, ACC = in{at.q} @ in{at.k}.T, "
@@ -561,7 +643,8 @@ def kernel_to_json(k: Kernel) -> dict:
             "outputs": [[o.slot, o.node, o.dtype.name, list(o.shape), o.reduced, o.pass_] for o in k.outputs],
             "matmul": None if mm is None else [mm.a, mm.b, mm.m, mm.n, mm.k, mm.library],
             "attention": None if k.attention is None else list(k.attention.key()),
-            **({} if k.library is None else {"library": [k.library.fn, _arg_to_json(k.library.params)]})}
+            **({} if k.library is None else {"library": [k.library.fn, _arg_to_json(k.library.params)]}),
+            **({} if k.rowcol is None else {"rowcol": list(k.rowcol.spaces)})}
 
 
 def kernel_from_json(obj: dict) -> Kernel:
@@ -579,7 +662,8 @@ def kernel_from_json(obj: dict) -> Kernel:
                   tuple(KOutput(s, n, to_dtype(d), tuple(sh), r, p) for s, n, d, sh, r, p in obj["outputs"]),
                   tuple(obj["reduce_axes"]), None if mm is None else MatmulSpec(*mm),
                   None if at is None else AttentionSpec(*at),
-                  None if "library" not in obj else LibrarySpec(obj["library"][0], _arg_from_json(obj["library"][1])))
+                  None if "library" not in obj else LibrarySpec(obj["library"][0], _arg_from_json(obj["library"][1])),
+                  None if "rowcol" not in obj else RowColSpec(tuple(obj["rowcol"])))
 
 
 def plan_to_json(p: Plan) -> dict:

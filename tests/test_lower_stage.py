@@ -42,9 +42,10 @@ def _greedy_choice(key):
 
 
 def test_passes_are_listed_named_and_ordered():
-    assert [p.name for p in PLAN_PASSES] == ["sibling merge", "attention fusion"]
+    assert [p.name for p in PLAN_PASSES] == ["sibling merge", "attention fusion", "row-column fusion"]
     assert all(isinstance(p, PlanPass) and callable(p.run) for p in PLAN_PASSES)
     assert PLAN_PASSES[1].switch == "SVOD_FUSE_ATTENTION" and PLAN_PASSES[0].switch is None
+    assert PLAN_PASSES[2].switch == "SVOD_FUSE_ROWCOL" and PLAN_PASSES[2].planners is None
 
 
 def test_attention_fusion_is_a_pass_of_the_lowering(monkeypatch):

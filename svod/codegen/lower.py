@@ -54,6 +54,7 @@ from svod.codegen.columns import ColumnLowering
 from svod.codegen.gemm import emit_gemm
 from svod.codegen.irbuild import I1, I8, I64, VOID, Fn, Lowered, LoweringError, i64, matrix_ctx, mem_type, reg_type
 from svod.codegen.reduction import Reduction
+from svod.codegen.rowcol import lower_rowcol
 from svod.codegen.scalar import const, emit_op
 from svod.codegen.schedule import (
     COSTLY_OPS,
@@ -688,6 +689,8 @@ def lower_kernel(kernel: Kernel, symbol: str | None = None) -> Lowered:
     sched = schedule(kernel)
     if kernel.attention is not None:
         return lower_attention(kernel, symbol, sched)
+    if kernel.rowcol is not None:
+        return lower_rowcol(kernel, symbol)
     module = ir.Module(name=f"svod_{kernel.name}")
     low = KernelLowering(kernel, module, symbol, sched)
     low.lower()

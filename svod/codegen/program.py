@@ -161,7 +161,7 @@ class NativeProgram(Program):
         self._need = tuple(_extent(i.view) for i in kernel.inputs)
         self._cache: list = [None] * len(self.slots)
         self._split_counts = None  # (address, bytes) of a split reduction's shared counters
-        if kernel.kind in ("reduce", "rowwise"):
+        if kernel.kind in ("reduce", "rowwise", "rowcol"):
             plan = schedule(kernel).loops
             if plan.split > 1:
                 get = ctypes.CFUNCTYPE(ctypes.c_void_p)(module.address(symbol + ".split.counts"))

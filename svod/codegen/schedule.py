@@ -130,6 +130,9 @@ def plan_loops(kernel: Kernel, target: Target | None = None) -> LoopPlan:
         return LoopPlan(kind, (), (), (), 1)
     if kind == "attention":
         return LoopPlan(kind, (), (), (), attention_units(kernel, target))
+    if kind == "rowcol":  # blocks of rows, their column partials combined (svod/codegen/rowcol.py)
+        nblk = rowcol_blocks(kernel)[1]
+        return LoopPlan(kind, (), (), (), nblk, split=nblk)
     if kind in ("matmul", "blas"):
         mm = kernel.matmul
         batch = math.prod(kernel.shape[:-2])
@@ -617,6 +620,31 @@ def plan_gemm(kernel: Kernel, target: Target | None = None) -> GemmPlan:
     return gemm_tiling(math.prod(kernel.shape[:-2]), mm.m, mm.n, mm.k, kernel.inputs[mm.a].dtype.itemsize, target)
 
 
+ROWCOL_MIN_ROWS = 16  # a row-column kernel's block has at least this many rows
+ROWCOL_MAX_BLOCKS = 32  # its units at most (each adds n partials per column reduction to the combine)
+ROWCOL_SCRATCH = 8 << 20  # bytes of the partials of all blocks at most (module globals)
+
+
+def rowcol_partials(kernel: Kernel) -> list[int]:
+    """The nodes of a row-column kernel with partials per block: the column reductions,
+    then the full reductions of per-row values."""
+    from svod.kernel import ALL, COL, ROW
+
+    sp, nodes = kernel.rowcol.spaces, kernel.nodes
+    reds = [i for i, n in enumerate(nodes) if n.op is Ops.REDUCE]
+    return [i for i in reds if sp[i] == COL] + [i for i in reds if sp[i] == ALL and sp[nodes[i].src[0]] == ROW]
+
+
+def rowcol_blocks(kernel: Kernel) -> tuple[int, int]:
+    """(rows per block, blocks) of a row-column kernel: a function of its shape and
+    dtypes only (the results do not depend on the thread count)."""
+    m, n = kernel.shape
+    per_block = max(1, n * sum(kernel.nodes[i].dtype.itemsize for i in rowcol_partials(kernel)))
+    most = max(1, min(ROWCOL_MAX_BLOCKS, ROWCOL_SCRATCH // per_block, -(-m // ROWCOL_MIN_ROWS)))
+    rb = -(-m // most)
+    return rb, -(-m // rb)
+
+
 def attention_units(kernel: Kernel, target: Target | None = None) -> int:
     """Units of an attention kernel: (batch index, block of the GEMM micro-tile's MR query rows)."""
     at = kernel.attention
@@ -712,7 +740,8 @@ def _inner_dim(kernel: Kernel, loops: LoopPlan) -> int | None:
 def _build(kernel: Kernel, target: Target) -> Schedule:
     loops = plan_loops(kernel, target)
     inner_dim = _inner_dim(kernel, loops)
-    if kernel.matmul is not None or kernel.attention is not None or kernel.library is not None:
+    if kernel.matmul is not None or kernel.attention is not None or kernel.library is not None or \
+            kernel.rowcol is not None:
         gemm = plan_gemm(kernel, target) if supports_gemm(kernel) else None
         return Schedule(target, loops, gemm=gemm, inner_dim=inner_dim)
     groups = [a.dims for a in loops.axes]

@@ -17,7 +17,9 @@ search (`search/`), the oracle (`search/oracle.py`) and the greedy planner
   kernels over one iteration space as one multi-output kernel, and an elementwise
   kernel's stored output with its element-for-element elementwise consumer: computed
   once, stored, used in registers; opt-in: `SVOD_MERGE_STORED=1`),
-  `attention.py` (matmul -> row softmax -> matmul as one attention kernel).
+  `attention.py` (matmul -> row softmax -> matmul as one attention kernel),
+  `rowcol.py` (reductions of one 2-D input over axis 1 and axis 0, and full reductions
+  of them, as one row-column kernel; `SVOD_FUSE_ROWCOL=0` turns it off).
 
 Contract of `lower(key, materialized)`: the plan computes `key`'s outputs into their
 slots; every node of `materialized` and of `initial_materialized(key)` that a pass does
@@ -35,7 +37,7 @@ bounded by `MAX_DEPTH` as a plan decision (compile time), not by the interpreter
 >>> len(plan.kernels), plan.kernels[0].reduce_axes
 (1, (1,))
 >>> [p.name for p in PLAN_PASSES]
-['sibling merge', 'attention fusion']
+['sibling merge', 'attention fusion', 'row-column fusion']
 """
 
 from __future__ import annotations

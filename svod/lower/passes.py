@@ -22,6 +22,7 @@ from svod.flags import PLAN_SWITCHES, flag, plan_switches, warn_once  # noqa: F4
 from svod.kernel import KernelError, Plan
 from svod.lower.attention import fuse_attention
 from svod.lower.merge import merge_siblings
+from svod.lower.rowcol import fuse_rowcol
 
 
 @dataclass(frozen=True)
@@ -50,9 +51,14 @@ SIBLING_MERGE = PlanPass("sibling merge", merge_siblings)
 # the pass (docs/planning.md, "Attention").
 ATTENTION_FUSION = PlanPass("attention fusion", fuse_attention, "SVOD_FUSE_ATTENTION", ("greedy",))
 
+# Reductions of one 2-D input over axis 1 and axis 0 as one kernel reading it once
+# (svod/lower/rowcol.py); on every planner's plans: it never adds work or a read.
+ROWCOL_FUSION = PlanPass("row-column fusion", fuse_rowcol, "SVOD_FUSE_ROWCOL")
+
 # In order. Sibling merging first: attention fusion matches the merged kernels (a softmax
-# merged with a sibling is not a lone row softmax, and stays unfused).
-PLAN_PASSES: tuple[PlanPass, ...] = (SIBLING_MERGE, ATTENTION_FUSION)
+# merged with a sibling is not a lone row softmax, and stays unfused), and row-column
+# fusion pairs the merged row and column kernels.
+PLAN_PASSES: tuple[PlanPass, ...] = (SIBLING_MERGE, ATTENTION_FUSION, ROWCOL_FUSION)
 
 
 def validating() -> bool:
