@@ -125,7 +125,8 @@ class NoteLog(deque):
 # is made under one setting of them and used only under it (`plan_switches`, part of the
 # plan's store key and checked against the memory cache), so `SVOD_FUSE_ATTENTION=0` is
 # never served a stored attention plan. A new kind or pass with a switch lists it here.
-PLAN_SWITCHES: tuple[tuple[str, str], ...] = (("SVOD_FUSE_ATTENTION", "1"), ("SVOD_MERGE_STORED", "0"))
+PLAN_SWITCHES: tuple[tuple[str, str], ...] = (("SVOD_FUSE_ATTENTION", "1"), ("SVOD_MERGE_STORED", "0"),
+                                                ("SVOD_FUSE_ROWCOL", "1"))
 
 
 def plan_switches() -> str:
@@ -134,7 +135,7 @@ def plan_switches() -> str:
     for name, default in PLAN_SWITCHES:
         v = os.environ.get(name)
         if v is not None:
-            v = "0" if v in ("0", "false", "False", "") else "1"
+            v = "0" if v in ("0", "false", "False") else "1"
             if v != default:
                 out += f"+{name}={v}"
     return out
