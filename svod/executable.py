@@ -324,7 +324,10 @@ class WarmPlan(KernelPlan):
         self._n_nodes = runner.n_nodes
         self._footprint = None
         self._lock = threading.Lock()
-        self._warm_tick = Tally((("kernels_launched", runner.n_kernels), ("nodes_evaluated", runner.n_nodes))).tick
+        # (the Tally is kept: its counts fold into the process counters when it is read or
+        # dropped; a bare `.tick` would count into a Tally already gone)
+        self._warm_tally = Tally((("kernels_launched", runner.n_kernels), ("nodes_evaluated", runner.n_nodes)))
+        self._warm_tick = self._warm_tally.tick
 
     @property
     def plan(self):

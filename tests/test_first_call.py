@@ -681,7 +681,8 @@ _WARM_REC = """
                       "ok_again": bool(np.allclose(y2, w[::-1], rtol=1e-4, atol=1e-6)),
                       "ok_exp": bool(np.allclose(e, np.exp(x) * 2 + 1, rtol=1e-6)),
                       "y": float(y.astype(np.float64).sum()), "e": float(e.astype(np.float64).sum()),
-                      "compiled": s["kernels_compiled"], "disk": s["disk_cache_hits"]}))
+                      "compiled": s["kernels_compiled"], "disk": s["disk_cache_hits"],
+                      "launched": s["kernels_launched"]}))
 """.replace("HEAVY", repr(_HEAVY))
 
 
@@ -696,6 +697,7 @@ def test_a_warm_process_replays_stored_graph_programs_without_building_kernels(t
     assert warm["heavy"] == []  # no Kernel, graph, schedule, program, LLVM binding, search or model
     assert warm["ok"] and warm["ok_again"] and warm["ok_exp"]
     assert (warm["y"], warm["e"]) == (cold["y"], cold["e"])  # the same code: bit-identical sums
+    assert warm["launched"] == cold["launched"] > 0  # warm runs are counted like any other
     checked = _child(_WARM_REC, str(tmp_path), SVOD_PREFETCH="0", SVOD_VALIDATE="1")  # validated like a KernelPlan
     assert checked["started"] == 2 and checked["ok"] and checked["ok_exp"]
     one = _child(_WARM_REC, str(tmp_path), SVOD_PREFETCH="0", SVOD_VALIDATE="0", SVOD_THREADS="1")
