@@ -217,7 +217,15 @@ def explain(*tensors, k: int = 8, cost_model=None, machine=None) -> Explanation:
         raise ValueError("explain: every tensor is already realized; explain them before .numpy()/realize() "
                          "(small ops on realized values run eagerly in svod.numpy: build the graph under "
                          "`with svod.eager_mode(False):` to see its plan; docs/semantics.md, 'Eager small work')")
-    key, _ = compact(pending)
+    from svod.viewfold import fold_now
+    from svod.writes import explained
+
+    roots, written = explained(pending)
+    if roots is pending:
+        key, _ = compact(pending)
+    else:
+        with fold_now():  # as realize compacts a region write's value (svod.writes.run)
+            key, _ = compact(roots)
     from svod.shapes import DYNAMIC
 
     dyn, shapes = DYNAMIC.peek(key)
@@ -229,7 +237,7 @@ def explain(*tensors, k: int = 8, cost_model=None, machine=None) -> Explanation:
     e = explain_key(key, k=k, cost_model=cost_model, machine=machine)
     if cost_model is None and e.source != "memory cache":  # planned here: the realize that follows will not
         RECOMPILES.note(key, e.source)
-    e.shapes = f"{shapes}\n{replanned}"
+    e.shapes = f"{shapes}\n{replanned}" + (f"\n{written}" if written else "")
     from svod.sources import key_sources
 
     e.sources = key_sources(pending, text=True)  # empty unless svod.sources.record() was on

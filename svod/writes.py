@@ -111,6 +111,20 @@ class Writes:
             debug_log(f"svod recompile: {msg}")
         return True
 
+    def peek(self, root: UOp) -> bool:
+        """Whether `dynamic(root)` would take the region-write path now, without recording
+        anything (`svod.explain`: the plan realize runs)."""
+        from svod.eager import structure
+
+        struct = structure(root)
+        if struct is None:
+            return False
+        with self._lock:
+            if struct not in self._seen:
+                return False
+            first = self._seen[struct]
+        return first is None or first != root.src[0].arg[0]
+
     def __len__(self) -> int:
         return len(self._seen)
 
@@ -156,6 +170,23 @@ def run(root: UOp, m, realize) -> UOp:
     out.flags.writeable = False
     WRITES.runs += 1
     return UOp.buffer(out, root.dtype)
+
+
+def explained(pending: list[UOp]) -> tuple[list[UOp], str]:
+    """(the roots whose plan `svod.explain` shows, a note) for `pending`: a single region
+    write that realize would run as copy + value plan is explained by its value's plan
+    (compacted as realize compacts it, its view reads folded); a region write among other
+    roots is named in the note (realize runs it apart, then the others together)."""
+    if not enabled():
+        return pending, ""
+    writes = [r for r in pending if r.op is Ops.WHERE and match(r) is not None and WRITES.peek(r)]
+    if not writes:
+        return pending, ""
+    if len(pending) == 1 and match(pending[0])[2].op is not Ops.BUFFER:
+        return [match(pending[0])[2]], ("region write: realize copies x and places this value's result in "
+                                        "the region (svod.writes); the plan below is the value's")
+    return pending, (f"{len(writes)} of these roots are region writes: realize runs each as a copy of x plus "
+                     "its value's own plan (svod.writes), the others in the plan below")
 
 
 def recompiles() -> list[str]:

@@ -142,3 +142,25 @@ def test_random_row_segment_writes_equal_numpy_and_plan_a_bounded_number_of_time
     if distinct >= 3:
         first_new = [i for i, r in enumerate(rows) if r not in rows[:i]][2]  # the third distinct row
         assert plans[-1] == plans[first_new], (rows, RECOMPILES.log[-5:])
+
+
+def test_explain_shows_the_plan_a_region_write_runs():
+    """Once a structure writes regions dynamically, `svod.explain` of the next write
+    explains what realize runs: the value's plan (its key the one realize compacts, view
+    reads folded), with a note; before that, the write's own exact plan."""
+    a = _RNG.standard_normal((32, 256))
+    y = svod.asarray(a)
+    x = svod.asarray(np.zeros((32, 256)))
+    x[0] = svod.exp(y[1]) * 2.0
+    first = svod.explain(x)
+    assert "region write" not in first.shapes  # the first region: the where's exact plan
+    x.numpy()
+    x[1] = svod.exp(y[2]) * 2.0
+    x.numpy()  # the second region: dynamic from now on
+    x[2] = svod.exp(y[3]) * 2.0
+    e = svod.explain(x)
+    assert "region write" in e.shapes and e.key.hash != first.key.hash
+    assert not any(n.op.name == "WHERE" for n in e.key.nodes)  # the value's plan, not the where's
+    before = svod.stats()["searches"] + svod.stats()["kernels_compiled"]
+    np.testing.assert_allclose(x.numpy()[2], np.exp(a[3]) * 2.0)
+    assert svod.stats()["searches"] + svod.stats()["kernels_compiled"] == before  # explain planned what ran
