@@ -386,9 +386,9 @@ PLAN_FORMAT = 2
 def algebra_mode() -> str:
     """The algebra mode in force ("reassoc" or "exact": `svod.search_limits(algebra=)`,
     `SVOD_ALGEBRA`); a plan is made for one mode and used only in it."""
-    from svod.config import limits
+    from svod.config import algebra
 
-    return getattr(limits(), "algebra", "reassoc")
+    return algebra()
 
 
 def plan_mode() -> str:

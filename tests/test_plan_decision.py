@@ -252,3 +252,16 @@ def test_a_plan_switch_is_part_of_the_plans_store_key(isolated, monkeypatch):
     engine.reset_caches()
     source, ks = kinds()
     assert source == "disk cache" and "attention" in ks
+
+
+def test_every_plan_pass_and_kernel_kind_switch_is_a_plan_switch():
+    """A switch that changes what a planner builds is listed once more in
+    `svod.flags.PLAN_SWITCHES` (svod.flags may not import the lowering: warm processes
+    skip it); this keeps the two lists in step."""
+    from search.kinds import KINDS
+    from svod.flags import PLAN_SWITCHES
+    from svod.lower.passes import PLAN_PASSES
+
+    listed = {name for name, _ in PLAN_SWITCHES}
+    used = {p.switch for p in PLAN_PASSES if p.switch} | {k.switch for k in KINDS if k.switch}
+    assert used <= listed, used - listed
