@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from svod import planner as _planner
 from svod import tensor as _tensor
 from svod.caches import PLAN_CACHE, RECENT, REPLAY
+from svod.config import algebra as config_algebra
 from svod.executable import Executable
 from svod.firstcall import prefetch_search
 from svod.flags import DEBUG_KEY, ENV_DATA, debug_log, profile_switch
@@ -116,6 +117,7 @@ _buffer = UOp.buffer
 # call each on containers the caches never rebind (their `clear` empties them in place)
 _replay_get = REPLAY._d.get
 _plan_use = PLAN_CACHE.use
+_algebra = config_algebra
 _recent_keep = RECENT._q.append
 _ENV, _DEBUG_KEY = ENV_DATA, DEBUG_KEY  # SVOD_DEBUG unset: no `debug()` call (svod.flags)
 
@@ -139,6 +141,8 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
     # in a known order) replays its plan with no compaction and no lookup by key
     fast = _replay_get(sig) if sig is not None else None
     exe = _plan_use(fast[0]) if fast is not None else None
+    if exe is not None and exe.algebra != _algebra():
+        exe = None  # planned in the other algebra mode: the general path plans for this one
     if exe is not None:
         _REPLAY_TICK()
         dyn = fast[3]

@@ -39,6 +39,9 @@ class Executable:
     # searched again by `svod tune` (svod.planner)
     provisional: bool = False
     origin: str = ""  # where svod.planner.decide found or made it ("search", "disk cache", ...)
+    # the algebra mode and plan-switch setting it was planned under (svod.planner.plan_mode)
+    algebra: str = "reassoc"
+    mode: str = "reassoc"
     # the persistent store key its plan is saved or loaded under (svod.planner); a plan
     # with one stores a warm record when its graph program is built (svod.warmplan)
     store_key: str | None = None

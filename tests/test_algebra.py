@@ -168,6 +168,27 @@ def test_realize_plans_per_algebra_mode():
     assert kinds1 != kinds2  # (n, 1) products only vs an (n, n) product
 
 
+def test_replay_by_signature_runs_the_plan_of_the_mode_in_force():
+    """A structure replayed by signature in `reassoc` mode, realized again inside an
+    `exact` block, runs an `exact` plan (the replay table skips `decide`: it checks the
+    plan's mode), and back outside the block the `reassoc` one again."""
+    from svod import engine
+
+    n = 64
+    a, b, v = (svod.asarray(x) for x in (_arr(n, n), _arr(n, n, seed=1), _arr(n, seed=2)))
+    for _ in range(3):  # planned, then replayed by signature
+        ((a @ b) @ v).numpy()
+    key, _ = compact([((a @ b) @ v).uop])
+    assert engine.PLAN_CACHE.get(key).algebra == "reassoc"
+    want = (np.asarray(a.numpy(), np.float64) @ b.numpy()) @ v.numpy()
+    with svod.search_limits(algebra="exact"):
+        got = ((a @ b) @ v).numpy()
+        assert engine.PLAN_CACHE.get(key).algebra == "exact"
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    ((a @ b) @ v).numpy()
+    assert engine.PLAN_CACHE.get(key).algebra == "reassoc"
+
+
 def test_realize_and_explain_show_the_rewrite():
     n = 64
     a, b, v = _arr(n, n), _arr(n, n, seed=1), _arr(n, seed=2)
