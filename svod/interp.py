@@ -121,6 +121,9 @@ def run_kernel(kernel, buffers: dict[int, np.ndarray]) -> None:
     if kernel.rowcol is not None:
         _run_rowcol(kernel, buffers)
         return
+    if kernel.mlp is not None:
+        _run_mlp(kernel, buffers)
+        return
     at = kernel.attention
     if at is None:
         vals = _eval_body(kernel, buffers)
@@ -175,6 +178,36 @@ def _run_rowcol(kernel, buffers: dict[int, np.ndarray]) -> None:
             np.copyto(dst.reshape(-1), v, casting="unsafe")  # a pre-allocated slot buffer
         else:
             buffers[o.slot] = np.array(v, dtype=o.dtype.np, order="C")
+
+
+def _run_mlp(kernel, buffers: dict[int, np.ndarray]) -> None:
+    """An MLP kernel (`svod.kernel.MlpSpec`): nodes ``[:split]`` over (m, h) with ACC =
+    x @ w1, then nodes ``[split:]`` over (m, n) with ACC = hidden @ w2."""
+    from svod.kernel import ACC, LOAD
+
+    ml = kernel.mlp
+    x, w1, w2 = (_gather(buffers[kernel.inputs[i].slot], kernel.inputs[i].view) for i in ml.operands)
+    vals: list[np.ndarray] = []
+    with np.errstate(all="ignore"):
+        for i, n in enumerate(kernel.nodes):
+            if n.op == LOAD:
+                inp = kernel.inputs[n.arg]
+                v = _gather(buffers[inp.slot], inp.view)
+            elif n.op == ACC and i < ml.split:
+                v = np.matmul(x, w1).astype(n.dtype.np, copy=False)
+            elif n.op == ACC:
+                hidden = np.broadcast_to(vals[ml.hidden], (ml.m, ml.h))
+                v = np.matmul(hidden, w2).astype(n.dtype.np, copy=False)
+            else:
+                v = eval_node(n.op, n.dtype, n.arg, None, [vals[s] for s in n.src])
+            vals.append(np.asarray(v))
+    for o in kernel.outputs:
+        v = np.broadcast_to(vals[o.node], kernel.shape)
+        dst = buffers.get(o.slot)
+        if dst is not None and dst.size == v.size and dst.dtype == o.dtype.np:
+            np.copyto(dst.reshape(kernel.shape), v, casting="unsafe")  # a pre-allocated slot buffer
+        else:
+            buffers[o.slot] = np.array(v, dtype=o.dtype.np, order="C").reshape(-1)
 
 
 def _eval_body(kernel, buffers: dict[int, np.ndarray], acc: np.ndarray | None = None) -> list[np.ndarray]:

@@ -28,6 +28,12 @@ Structure made explicit, so every consumer reads it the same way:
   output's node, over the score space (batch..., m, n) from ACC (the score ``q · kᵀ``)
   and loads of its other inputs (a scale, a causal or additive mask): elementwise only.
   `svod.fuse_attention` forms it from a matmul, a row softmax and a matmul.
+- **Fused MLP**: `mlp` set (`MlpSpec`); the kernel computes ``e2(e1(x @ w1) @ w2)`` over
+  (m, n) without materialising the (m, h) hidden layer: nodes ``[:split]`` are the first
+  product's epilogue over the hidden space (m, h) (their ACC is ``x @ w1``; node `hidden`
+  is the hidden value), nodes ``[split:]`` the second's over (m, n) (their ACC is
+  ``hidden @ w2``). Inputs loaded by the first part are read over (m, h), by the second
+  over (m, n) (`svod.lower.mlp`, `svod.codegen.mlp`).
 - **Row-column reduction**: `rowcol` set (`RowColSpec`); over a 2-D space (m, n), each
   node lives in one space — the elements, per row (m,), per column (n,) or one value —
   and the kernel computes reductions over axis 1 and axis 0 (and full reductions of
@@ -138,6 +144,31 @@ class AttentionSpec:
         return (self.q, self.k, self.v)
 
 
+@dataclass(frozen=True)
+class MlpSpec:
+    """``out = e2(e1(x @ w1) @ w2)``: inputs `x` (m, d), `w1` (d, h), `w2` (h, n), each read
+    through its view; nodes ``[:split]`` are e1 over (m, h) (one ACC: ``x @ w1``; node
+    `hidden` its value), nodes ``[split:]`` e2 over (m, n) (one ACC: ``hidden @ w2``);
+    no node of one part reads a node of the other."""
+
+    x: int
+    w1: int
+    w2: int
+    m: int
+    d: int
+    h: int
+    n: int
+    split: int
+    hidden: int
+
+    def key(self) -> tuple:
+        return (self.x, self.w1, self.w2, self.m, self.d, self.h, self.n, self.split, self.hidden)
+
+    @property
+    def operands(self) -> tuple[int, int, int]:
+        return (self.x, self.w1, self.w2)
+
+
 # the spaces of a row-column kernel's nodes (RowColSpec.spaces)
 ELEM, ROW, COL, ALL = 0, 1, 2, 3
 
@@ -188,6 +219,7 @@ class Kernel:
     attention: AttentionSpec | None = None
     library: LibrarySpec | None = None
     rowcol: RowColSpec | None = None
+    mlp: MlpSpec | None = None
     # the memoised key: init=False, so `dataclasses.replace` gives the copy its own (a shared
     # list handed a changed kernel the original's key, and with it the original's Program)
     _key: list = field(default_factory=list, init=False, compare=False, repr=False)
@@ -220,6 +252,8 @@ class Kernel:
             return "attention"
         if self.rowcol is not None:
             return "rowcol"
+        if self.mlp is not None:
+            return "mlp"
         if not self.reduce_axes:
             return "elementwise"
         return "rowwise" if self.passes > 1 or any(not o.reduced for o in self.outputs) else "reduce"
@@ -240,6 +274,8 @@ class Kernel:
                 parts += (self.library.key(),)
             if self.rowcol is not None:  # likewise
                 parts += (("rowcol",) + self.rowcol.key(),)
+            if self.mlp is not None:  # likewise
+                parts += (("mlp",) + self.mlp.key(),)
             h.update(repr(parts).encode())
             self._key.append(h.hexdigest())
         return self._key[0]
@@ -260,6 +296,9 @@ class Kernel:
             return
         if self.rowcol is not None:
             self._check_rowcol(err)
+            return
+        if self.mlp is not None:
+            self._check_mlp(err)
             return
         mm = self.matmul
         at = self.attention
@@ -432,6 +471,56 @@ class Kernel:
         if self.nodes[self.outputs[0].node].dtype != self.inputs[at.q].dtype:
             raise err("the softmax input t must have the operands' dtype")
 
+    def _check_mlp(self, err) -> None:
+        """The rules of `MlpSpec` (no reductions, no VALID: two elementwise epilogues)."""
+        ml = self.mlp
+        if self.matmul is not None or self.attention is not None or self.reduce_axes or len(self.shape) != 2:
+            raise err("an MLP kernel is 2-D, with no matmul, attention or reduce of its own")
+        if self.shape != (ml.m, ml.n):
+            raise err(f"MLP output space {self.shape} is not (m, n) = ({ml.m}, {ml.n})")
+        ops = ml.operands
+        if len(set(ops)) != 3 or not all(0 <= i < len(self.inputs) for i in ops):
+            raise err(f"MLP operands x={ml.x} w1={ml.w1} w2={ml.w2} must be three distinct inputs")
+        dt = self.inputs[ml.x].dtype
+        if not dt.is_float or dt.is_complex or any(self.inputs[i].dtype != dt for i in ops):
+            raise err("MLP operands must share one real float dtype")
+        if not 0 < ml.split < len(self.nodes) or not 0 <= ml.hidden < ml.split:
+            raise err(f"MLP split {ml.split} / hidden %{ml.hidden} out of range")
+        if self.nodes[ml.hidden].dtype != dt:
+            raise err(f"the hidden value %{ml.hidden} must have the operands' dtype {dt}")
+        for part, (lo, hi) in enumerate(((0, ml.split), (ml.split, len(self.nodes)))):
+            if sum(1 for n in self.nodes[lo:hi] if n.op == ACC) != 1:
+                raise err(f"MLP part {part + 1} needs exactly one ACC node")
+            for i in range(lo, hi):
+                n = self.nodes[i]
+                if any(not lo <= s < i for s in n.src):
+                    raise err(f"node %{i} ({_opname(n.op)}) reads a node outside its MLP part or a later one")
+                if n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN, VALID, RESULT):
+                    raise err(f"node %{i} ({_opname(n.op)}): MLP epilogues are elementwise")
+                if n.op == ACC:
+                    if n.dtype != dt:
+                        raise err(f"node %{i} ACC has dtype {n.dtype}, operands {dt}")
+                    continue
+                if n.op == LOAD and isinstance(n.arg, int) and 0 <= n.arg < len(self.inputs):
+                    want = (ml.m, ml.h) if part == 0 else (ml.m, ml.n)
+                    if n.arg in ops:
+                        raise err(f"node %{i} loads MLP operand {n.arg} elementwise")
+                    if self.inputs[n.arg].view.shape != want:
+                        raise err(f"input {n.arg} is viewed as {self.inputs[n.arg].view.shape}, but MLP part "
+                                  f"{part + 1} reads it over {want}")
+                self._check_node(i, n, [self.nodes[s] for s in n.src], err)
+        want = {ml.x: (ml.m, ml.d), ml.w1: (ml.d, ml.h), ml.w2: (ml.h, ml.n)}
+        for i, w in want.items():
+            if self.inputs[i].view.shape != w:
+                raise err(f"MLP operand {i} is viewed as {self.inputs[i].view.shape}, not {w}")
+        for j, o in enumerate(self.outputs):
+            if not ml.split <= o.node < len(self.nodes) or self.nodes[o.node].dtype != o.dtype or o.reduced or \
+                    _prod(o.shape) != ml.m * ml.n:
+                raise err(f"output {j} must write a node of MLP part 2 over (m, n) as {o.dtype}")
+        slots = [o.slot for o in self.outputs]
+        if len(set(slots)) != len(slots) or set(slots) & {i.slot for i in self.inputs}:
+            raise err(f"output slots {slots} repeat or are also inputs")
+
     def _check_node(self, i: int, n: KNode, srcs: list[KNode], err) -> None:
         op = n.op
         if op == LOAD:
@@ -441,6 +530,8 @@ class Kernel:
                 raise err(f"node %{i} loads matmul operand {n.arg} elementwise")
             if self.attention is not None and n.arg in self.attention.operands:
                 raise err(f"node %{i} loads attention operand {n.arg} elementwise")
+            if self.mlp is not None and n.arg in self.mlp.operands:
+                raise err(f"node %{i} loads MLP operand {n.arg} elementwise")
             if self.inputs[n.arg].dtype != n.dtype:
                 raise err(f"node %{i} loads input {n.arg} of dtype {self.inputs[n.arg].dtype} as {n.dtype}")
         elif op == VALID:
@@ -496,6 +587,10 @@ class Kernel:
             head += f" matmul(in{mm.a} @ in{mm.b}, m={mm.m} n={mm.n} k={mm.k}{', library' if mm.library else ''})"
         if self.library:
             head += f" library({self.library.fn}{self.library.params!r})"
+        if self.mlp:
+            ml = self.mlp
+            head += (f" mlp(in{ml.x} @ in{ml.w1} -> %{ml.hidden} @ in{ml.w2}, m={ml.m} d={ml.d} h={ml.h} n={ml.n}, "
+                     f"part 2 from %{ml.split})")
         if self.rowcol:
             head += " rowcol(" + " ".join("eRCA"[s] for s in self.rowcol.spaces) + ")"
         if self.attention:
@@ -644,7 +739,8 @@ def kernel_to_json(k: Kernel) -> dict:
             "matmul": None if mm is None else [mm.a, mm.b, mm.m, mm.n, mm.k, mm.library],
             "attention": None if k.attention is None else list(k.attention.key()),
             **({} if k.library is None else {"library": [k.library.fn, _arg_to_json(k.library.params)]}),
-            **({} if k.rowcol is None else {"rowcol": list(k.rowcol.spaces)})}
+            **({} if k.rowcol is None else {"rowcol": list(k.rowcol.spaces)}),
+            **({} if k.mlp is None else {"mlp": list(k.mlp.key())})}
 
 
 def kernel_from_json(obj: dict) -> Kernel:
@@ -663,7 +759,8 @@ def kernel_from_json(obj: dict) -> Kernel:
                   tuple(obj["reduce_axes"]), None if mm is None else MatmulSpec(*mm),
                   None if at is None else AttentionSpec(*at),
                   None if "library" not in obj else LibrarySpec(obj["library"][0], _arg_from_json(obj["library"][1])),
-                  None if "rowcol" not in obj else RowColSpec(tuple(obj["rowcol"])))
+                  None if "rowcol" not in obj else RowColSpec(tuple(obj["rowcol"])),
+                  None if "mlp" not in obj else MlpSpec(*obj["mlp"]))
 
 
 def plan_to_json(p: Plan) -> dict:

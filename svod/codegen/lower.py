@@ -691,6 +691,10 @@ def lower_kernel(kernel: Kernel, symbol: str | None = None) -> Lowered:
         return lower_attention(kernel, symbol, sched)
     if kernel.rowcol is not None:
         return lower_rowcol(kernel, symbol)
+    if kernel.mlp is not None:
+        from svod.codegen.mlp import lower_mlp  # NOTE: it lowers its two GEMMs with KernelLowering
+
+        return lower_mlp(kernel, symbol, sched)
     module = ir.Module(name=f"svod_{kernel.name}")
     low = KernelLowering(kernel, module, symbol, sched)
     low.lower()

@@ -130,6 +130,10 @@ def plan_loops(kernel: Kernel, target: Target | None = None) -> LoopPlan:
         return LoopPlan(kind, (), (), (), 1)
     if kind == "attention":
         return LoopPlan(kind, (), (), (), attention_units(kernel, target))
+    if kind == "mlp":  # row blocks, two GEMMs each (svod/codegen/mlp.py)
+        from svod.codegen.mlp import mlp_units
+
+        return LoopPlan(kind, (), (), (), mlp_units(kernel, target))
     if kind == "rowcol":  # blocks of rows, their column partials combined (svod/codegen/rowcol.py)
         nblk = rowcol_blocks(kernel)[1]
         return LoopPlan(kind, (), (), (), nblk, split=nblk)
@@ -741,7 +745,7 @@ def _build(kernel: Kernel, target: Target) -> Schedule:
     loops = plan_loops(kernel, target)
     inner_dim = _inner_dim(kernel, loops)
     if kernel.matmul is not None or kernel.attention is not None or kernel.library is not None or \
-            kernel.rowcol is not None:
+            kernel.rowcol is not None or kernel.mlp is not None:
         gemm = plan_gemm(kernel, target) if supports_gemm(kernel) else None
         return Schedule(target, loops, gemm=gemm, inner_dim=inner_dim)
     groups = [a.dims for a in loops.axes]

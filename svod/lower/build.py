@@ -49,14 +49,18 @@ from svod.kernel import (
 from svod.key import GraphKey, KeyNode
 from svod.lower.attention import build_attention
 from svod.lower.cover import initial_materialized
+from svod.lower.mlp import build_mlp
 from svod.view import View, ViewChain, apply_movement
 
 MAX_BODY = 384  # body nodes per kernel before a producer is materialised (compile time stays bounded)
 # Kernel kinds (search/kinds.py): consumer op -> builders tried, in order, when a kernel of
 # that op finds an operand's producer not materialised; each returns what `_build_kernel`
 # returns, or None (the producer is then materialised, as without the kind)
-KERNEL_KINDS = {Ops.MATMUL: (build_attention,)}
-KIND_NAMES = ("attention",)  # the `Kernel.kind` of each kind's kernels (svod.explain's variants table)
+KERNEL_KINDS = {Ops.MATMUL: (build_attention, build_mlp)}
+# the kinds whose kernel also computes the consumer's elementwise epilogue: tried, like
+# KERNEL_KINDS, when a matmul with an epilogue finds its A operand's producer not materialised
+KERNEL_KINDS_EPILOGUE = {Ops.MATMUL: (build_mlp,)}
+KIND_NAMES = ("attention", "mlp")  # the `Kernel.kind` of each kind's kernels (svod.explain's variants table)
 MAX_DEPTH = 200  # expression depth below a kernel's root (movement ops count) before a producer is materialised
 
 Stack = tuple[tuple[str, object], ...]  # movement ops from the kernel's root down
@@ -350,6 +354,11 @@ def _build_kernel(key: GraphKey, root: int, materialized: set[int], slot_of: dic
         ib = None if ia is None else _operand_input(b, key, j.src[1], materialized)
         stack = (("RESHAPE", space),) if n.shape != space else ()
         body_root = None if ib is None else b.lower(inner, stack)
+        if ia is None and inner == root:  # a kernel kind may compute the A operand's producer too
+            for kind in KERNEL_KINDS_EPILOGUE.get(Ops.MATMUL, ()):
+                got = kind(key, root, materialized, slot_of, _build_kernel)
+                if got is not None:
+                    return got
         if body_root is None:
             return Cut(b.cut)
         a_shape, b_shape = key.nodes[j.src[0]].shape, key.nodes[j.src[1]].shape
