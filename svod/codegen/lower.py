@@ -53,6 +53,7 @@ from svod.codegen.attention import lower_attention
 from svod.codegen.columns import ColumnLowering
 from svod.codegen.gemm import emit_gemm
 from svod.codegen.irbuild import I1, I8, I64, VOID, Fn, Lowered, LoweringError, i64, matrix_ctx, mem_type, reg_type
+from svod.codegen.mlp import lower_mlp
 from svod.codegen.reduction import Reduction
 from svod.codegen.rowcol import lower_rowcol
 from svod.codegen.scalar import const, emit_op
@@ -691,10 +692,8 @@ def lower_kernel(kernel: Kernel, symbol: str | None = None) -> Lowered:
         return lower_attention(kernel, symbol, sched)
     if kernel.rowcol is not None:
         return lower_rowcol(kernel, symbol)
-    if kernel.mlp is not None:
-        from svod.codegen.mlp import lower_mlp  # NOTE: it lowers its two GEMMs with KernelLowering
-
-        return lower_mlp(kernel, symbol, sched)
+    if kernel.mlp is not None:  # its two GEMMs per row block are KernelLowerings
+        return lower_mlp(kernel, symbol, sched, KernelLowering)
     module = ir.Module(name=f"svod_{kernel.name}")
     low = KernelLowering(kernel, module, symbol, sched)
     low.lower()

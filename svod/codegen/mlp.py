@@ -3,7 +3,7 @@
 The kernel of an `MlpSpec` (built by `svod.lower.mlp` for search/kinds.py's `mlp` kind)
 lowers to::
 
-    unit u = block of R rows of x (R = `block_rows`; the last block may be shorter)
+    unit u = block of R rows of x (R = `svod.codegen.schedule.block_rows`; the last block may be shorter)
       H  = e1(x[rows] @ w1)        # GEMM 1 with its epilogue (bias, activation) -> H (R x h)
       out[rows] = e2(H @ w2)       # GEMM 2 with its epilogue, A = H
     H: one malloc'ed (R, h) block per body call (per thread), reused by every unit
@@ -35,34 +35,11 @@ import dataclasses
 import llvmlite.ir as ir
 
 from svod.codegen.irbuild import I8, I64, VOID, Fn, Lowered, func, i64, imin, mem_type
-from svod.codegen.schedule import Schedule, gemm_config, schedule
+from svod.codegen.schedule import Schedule, block_rows, schedule
 from svod.kernel import LOAD, Kernel, KInput, KNode, KOutput, MatmulSpec
 from svod.view import View, ViewChain
 
-__all__ = ["block_rows", "lower_mlp", "mlp_units", "parts", "row_strides"]
-
-HIDDEN_BYTES = 2 << 20  # an H block of at most this many bytes (two L2s of the host: one per thread's working set)
-MIN_BLOCKS = 2  # at least this many row blocks when m allows (one per worker)
-
-
-def block_rows(kernel: Kernel, target=None) -> int:
-    """R, the rows of x per unit: a multiple of the GEMM micro-tile's MR with an H block
-    of at most `HIDDEN_BYTES`, and at least `MIN_BLOCKS` blocks when m has the rows. A
-    function of the kernel's shape and the target only (results do not depend on it)."""
-    ml = kernel.mlp
-    isz = kernel.inputs[ml.x].dtype.itemsize
-    mr = gemm_config(isz, target).mr
-    most = max(mr, HIDDEN_BYTES // max(1, ml.h * isz) // mr * mr)
-    per = -(-ml.m // MIN_BLOCKS)
-    even = -(-per // mr) * mr  # m split into MIN_BLOCKS, rounded up to MR
-    return max(1, min(most, even, ml.m))
-
-
-def mlp_units(kernel: Kernel, target=None) -> int:
-    """Units of an MLP kernel: its row blocks."""
-    ml = kernel.mlp
-    return 0 if kernel.size == 0 or ml.d == 0 or ml.h == 0 else -(-ml.m // block_rows(kernel, target))
-
+__all__ = ["lower_mlp", "parts", "row_strides"]
 
 def row_strides(kernel: Kernel) -> list[int]:
     """Per input, its element stride along the kernel's row axis (0: the same for every
@@ -137,11 +114,11 @@ def parts(kernel: Kernel, rows: int) -> tuple[Kernel, Kernel, list[int], list[in
     return k1, k2, ins1, ins2
 
 
-def lower_mlp(kernel: Kernel, symbol: str, sched: Schedule) -> Lowered:
+def lower_mlp(kernel: Kernel, symbol: str, sched: Schedule, lowering) -> Lowered:
     """Kernel (with `mlp`) -> LLVM IR text with entry ``void symbol(i8** slots, i64 ub,
-    i64 ue)`` over its row blocks (see the module docstring)."""
-    from svod.codegen.lower import KernelLowering  # NOTE: lower.py dispatches here
-
+    i64 ue)`` over its row blocks (see the module docstring). `lowering`: the class
+    lowering one kernel into a module (`svod.codegen.lower.KernelLowering`; passed in,
+    lower.py dispatches here)."""
     why = lowerable(kernel)
     if why is not None:
         raise ValueError(f"MLP kernel {kernel.name}: {why}")
@@ -163,7 +140,7 @@ def lower_mlp(kernel: Kernel, symbol: str, sched: Schedule) -> Lowered:
         k1, k2, ins1, ins2 = parts(kernel, r)
         lows = []
         for k, name in ((k1, "g1"), (k2, "g2")):
-            low = KernelLowering(k, module, f"{symbol}.{tag}{name}", schedule(k, target))
+            low = lowering(k, module, f"{symbol}.{tag}{name}", schedule(k, target))
             low.lower()
             module.get_global(f"{symbol}.{tag}{name}").linkage = "internal"
             lows.append(low)

@@ -131,8 +131,6 @@ def plan_loops(kernel: Kernel, target: Target | None = None) -> LoopPlan:
     if kind == "attention":
         return LoopPlan(kind, (), (), (), attention_units(kernel, target))
     if kind == "mlp":  # row blocks, two GEMMs each (svod/codegen/mlp.py)
-        from svod.codegen.mlp import mlp_units
-
         return LoopPlan(kind, (), (), (), mlp_units(kernel, target))
     if kind == "rowcol":  # blocks of rows, their column partials combined (svod/codegen/rowcol.py)
         nblk = rowcol_blocks(kernel)[1]
@@ -649,6 +647,29 @@ def rowcol_blocks(kernel: Kernel) -> tuple[int, int]:
     return rb, -(-m // rb)
 
 
+MLP_HIDDEN_BYTES = 2 << 20  # an H block of at most this many bytes (two L2s of the host: one per thread's working set)
+MLP_MIN_BLOCKS = 2  # at least this many row blocks when m allows (one per worker)
+
+
+def block_rows(kernel: Kernel, target=None) -> int:
+    """R, the rows of x per unit: a multiple of the GEMM micro-tile's MR with an H block
+    of at most `MLP_HIDDEN_BYTES`, and at least `MLP_MIN_BLOCKS` blocks when m has the rows. A
+    function of the kernel's shape and the target only (results do not depend on it)."""
+    ml = kernel.mlp
+    isz = kernel.inputs[ml.x].dtype.itemsize
+    mr = gemm_config(isz, target).mr
+    most = max(mr, MLP_HIDDEN_BYTES // max(1, ml.h * isz) // mr * mr)
+    per = -(-ml.m // MLP_MIN_BLOCKS)
+    even = -(-per // mr) * mr  # m split into MLP_MIN_BLOCKS, rounded up to MR
+    return max(1, min(most, even, ml.m))
+
+
+def mlp_units(kernel: Kernel, target=None) -> int:
+    """Units of an MLP kernel (svod/codegen/mlp.py): its row blocks."""
+    ml = kernel.mlp
+    return 0 if kernel.size == 0 else -(-ml.m // block_rows(kernel, target))
+
+
 def attention_units(kernel: Kernel, target: Target | None = None) -> int:
     """Units of an attention kernel: (batch index, block of the GEMM micro-tile's MR query rows)."""
     at = kernel.attention
@@ -803,6 +824,6 @@ def clear_cache() -> None:
 
 
 __all__ = ["CHUNK", "COSTLY_OPS", "LOWER_VERSION", "MAX_SEGMENTS", "STASH_ELEMS", "SUM_BLOCK", "Access", "Axis",
-           "GemmConfig", "GemmPlan", "LoopPlan", "Schedule", "chan_variance", "chunking", "clear_cache",
-           "column_reduce", "gemm_config", "gemm_fingerprint", "gemm_tiling", "make_access", "merge_axes",
+           "GemmConfig", "GemmPlan", "LoopPlan", "Schedule", "block_rows", "chan_variance", "chunking", "clear_cache",
+           "column_reduce", "mlp_units", "gemm_config", "gemm_fingerprint", "gemm_tiling", "make_access", "merge_axes",
            "plan_gemm", "plan_loops", "schedule", "split_tiles", "supports_gemm"]

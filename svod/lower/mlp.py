@@ -77,6 +77,8 @@ def fuse_mlp_kernels(k1: Kernel, k2: Kernel) -> Kernel | None:
     if k1.nodes[o1.node].dtype != dt or not _elementwise(k1) or not _elementwise(k2):
         return None
     m, h = k1.shape
+    if 0 in (m, h, mm1.k, mm2.n):  # an empty product: the two-GEMM plan's edge cases
+        return None
     a2 = k2.inputs[mm2.a]
     if a2.slot != o1.slot or not a2.view.is_contiguous or a2.view.shape != (m, h) or mm2.m != m or mm2.k != h:
         return None
@@ -109,6 +111,29 @@ def fuse_mlp_kernels(k1: Kernel, k2: Kernel) -> Kernel | None:
     return fused
 
 
+def _consumer(key, root: int, materialized: set[int]) -> int | None:
+    """The MATMUL node `root` is, or the one matmul its value is an elementwise epilogue
+    of (through elementwise ops on values not materialised), else None."""
+    from svod.ir import ELEMENTWISE
+
+    todo, found, seen = [root], None, set()
+    while todo:
+        i = todo.pop()
+        if i in seen or (i in materialized and i != root):
+            continue
+        seen.add(i)
+        n = key.nodes[i]
+        if n.op is Ops.MATMUL:
+            if found is not None:
+                return None
+            found = i
+        elif n.op in ELEMENTWISE or n.op in (Ops.RESHAPE, Ops.EXPAND):
+            todo.extend(n.src)
+        if len(seen) > 512:
+            return None
+    return found
+
+
 def build_mlp(key, root: int, materialized: set[int], slot_of: dict[int, int], build):
     """The MLP kernel computing node `root` of `key` — a MATMUL, or the elementwise
     epilogue of one — with the matmul's A operand's producer (not materialised) inlined:
@@ -123,10 +148,8 @@ def build_mlp(key, root: int, materialized: set[int], slot_of: dict[int, int], b
     (both kernels' and P's)."""
     if switched_off():
         return None
-    from svod.lower.build import _find_matmul
-
     n_in = len(key.inputs)
-    mm2 = root if key.nodes[root].op is Ops.MATMUL else _find_matmul(key, root, materialized, set())
+    mm2 = _consumer(key, root, materialized)
     if mm2 is None:
         return None
     p = key.nodes[mm2].src[0]
