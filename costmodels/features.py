@@ -175,6 +175,8 @@ def _count(kernel: Kernel) -> Features:
                         outputs=len(k.outputs), inputs=len(k.inputs))
     if k.rowcol is not None:
         return _count_rowcol(k)
+    if k.mlp is not None:
+        return _count_mlp(k)
     red = set(k.reduce_axes)
     row_len = math.prod(k.shape[a] for a in red) if red else 1
     rows = n // row_len if row_len else math.prod(s for d, s in enumerate(k.shape) if d not in red)
@@ -288,6 +290,53 @@ def _count(kernel: Kernel) -> Features:
             f.ops[cls] = f.ops.get(cls, 0.0) + c * OP_UNITS.get(node.op, 1.0) * factor
             if cls in _library_calls():
                 f.calls[cls] = f.calls.get(cls, 0.0) + c
+    return f
+
+
+MLP_FIELDS = ("flops", "reduce_elems", "b_packed", "epilogue_read_bytes")
+# What packing one weight element once more costs, in flops of the generated GEMM: W4 per
+# core with 9 row blocks against 2 (7 more packings of w1 and w2, 8.4M elements each) ran
+# 22-30 ms slower, 0.4-0.5 ns an element, ~40 flops at its 86 GFLOP/s (docs/codegen.md,
+# "The MLP block"). The analytic model prices no contiguous packing (the two-GEMM plan's
+# is in its measured GEMM rate): the MLP kernel's extra packings are added as this work.
+MLP_PACK_FLOPS = 40.0
+
+
+def _count_mlp(k: Kernel) -> Features:
+    """A fused MLP kernel (svod/codegen/mlp.py) counted as what it runs: per row block,
+    the two generated GEMMs over the block's rows (`svod.codegen.mlp.parts`, each
+    counted as the GEMM kernel it is), summed over the blocks. What differs from the
+    two-GEMM plan is in the bytes: x and the epilogue operands are read once, the output
+    written once, no hidden layer written or read, but w1 and w2 are read (and packed)
+    once per block — the repacking the extraction weighs against the hidden layer's
+    traffic (docs/codegen.md, "The MLP block")."""
+    from svod.codegen.mlp import parts
+    from svod.codegen.schedule import block_rows
+
+    ml = k.mlp
+    sched = schedule(k)
+    blocks = sched.loops.units
+    rows = block_rows(k, sched.target)
+    sizes = [(rows, ml.m // rows), (ml.m % rows, 1 if ml.m % rows else 0)]
+    each = input_bytes_each(k)
+    weights = each[ml.w1] + each[ml.w2]
+    f = Features("mlp", k.size, blocks, blocks, 1, 1, _unique_read_bytes(k) + max(0, blocks - 1) * weights,
+                 _write_bytes(k), 0, outputs=len(k.outputs), inputs=len(k.inputs))
+    for r, count in sizes:
+        if not count or not r:
+            continue
+        for g in parts(k, r)[:2]:
+            sub = features(g)
+            for name in MLP_FIELDS:
+                setattr(f, name, getattr(f, name) + count * getattr(sub, name))
+            f.matmul_strided = f.matmul_strided or sub.matmul_strided
+            for table in ("ops", "access", "calls"):
+                mine = getattr(f, table)
+                for cls, x in getattr(sub, table).items():
+                    mine[cls] = mine.get(cls, 0.0) + count * x
+    # the packings beyond the two-GEMM plan's (it packs w1 about once, w2 once per row tile):
+    # one more of both weights per extra block
+    f.flops += MLP_PACK_FLOPS * max(0, blocks - 1) * (ml.d * ml.h + ml.h * ml.n)
     return f
 
 

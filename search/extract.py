@@ -73,6 +73,11 @@ class Extraction:
         return self.variants[0]
 
 
+def _kind_operands(key: GraphKey) -> set[int]:
+    """The nodes read as a MATMUL's A operand (what a kernel kind inlines)."""
+    return {n.src[0] for n in key.nodes if n.op is Ops.MATMUL}
+
+
 # ----------------------------------------------------------------------------- decode
 
 
@@ -605,6 +610,12 @@ def choose(key: GraphKey, fusible: set[tuple[int, int]], model: CostModel, machi
         # NOTE: the all-fused start recomputes every shared value everywhere: on big graphs
         # its kernels are huge and slow to lower, and it is rarely the better start
         starts = (greedy, frozenset()) if len(free) <= 64 else (greedy,)
+        # a kernel kind's choice (search/kinds.py: a matmul's A operand inlined) also starts
+        # materialised — the plan without the kinds — so a kind priced dearer than that plan
+        # cannot lead the first-improvement climb away from it
+        operands = frozenset(i for i in free if i in _kind_operands(key))
+        if operands:
+            starts += (operands,)
         for start in starts:
             cur = evaluate(start)
             improved = cur is not None

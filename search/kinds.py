@@ -7,7 +7,7 @@ model, like any other fusion choice, and the lowering (`svod.lower.build`) build
 kind's kernel where the producer is inlined, or materialises it when the kind's kernel
 cannot run the chain as written (legality adds boundaries, never removes them).
 
-Registered kind:
+Registered kinds:
 
 - `attention` (rule set `kind_attention`, status exact): at a MATMUL whose A operand is
   the row softmax (over the last axis) of an elementwise function of a MATMUL — a scale,
@@ -15,6 +15,13 @@ Registered kind:
   the second matmul. Lowered by `svod.lower.attention.build_attention` to one
   `Kernel.attention` (`svod.codegen.attention`): no (m, n) score buffer. Off with
   `SVOD_FUSE_ATTENTION=0` (no fact is written; the lowering builds no attention kernel).
+
+- `mlp` (rule set `kind_mlp`, status exact): at a 2-D MATMUL whose A operand is an
+  elementwise function (a bias row, an activation, none) of exactly one 2-D MATMUL — the
+  MLP block ``act(x @ W1 + b1) @ W2 + b2`` — the variant with the hidden value inlined
+  into the second matmul. Lowered by `svod.lower.mlp.build_mlp` to one `Kernel.mlp`
+  (`svod.codegen.mlp`): the two products a block of rows at a time, no (m, h) hidden
+  buffer. Off with `SVOD_FUSE_MLP=0`.
 
 How a rule set gets its facts: `_facts` (a `search.language.register_facts` hook, run by
 the encoder on every node of the written graph) calls each kind's `match(key, i)`, a
@@ -24,7 +31,7 @@ inlined producer p). The rule of the kind unions
 are gated on their facts: a graph without the pattern pays nothing per iteration.
 
 Adding a kind (e.g. RMSNorm + matmul: a MATMUL whose A operand is `x * rsqrt(mean(x²) +
-eps) * g`; a fused MLP: a MATMUL whose A operand is `act(x @ W1 + b1)`):
+eps) * g`; the fused MLP above is one, added this way):
 
 1. a `Kind` here — its name, the consumer op and operand position, a `match` pre-filter —
    appended to `KINDS` (search/rules.py registers every kind's rule set with
@@ -154,7 +161,49 @@ def _attention(key: GraphKey, i: int) -> int | None:
 
 
 ATTENTION = Kind("attention", Ops.MATMUL, 0, _attention, "SVOD_FUSE_ATTENTION")
-KINDS: tuple[Kind, ...] = (ATTENTION,)
+
+
+# ----------------------------------------------------------------------------- the MLP
+
+
+def hidden_matmul(key: GraphKey, p: int) -> int | None:
+    """The MATMUL node the hidden value p is an elementwise function of — p elementwise
+    (a bias, an activation: not itself a matmul or a copy), 2-D, real float, computed
+    through elementwise ops and broadcasts from exactly one MATMUL of p's shape — else
+    None. A pre-filter: the lowering (`svod.lower.mlp`) decides legality."""
+    n = key.nodes[p]
+    if n.op not in ELEMENTWISE or n.op is Ops.CONTIGUOUS or len(n.shape) != 2 or not n.dtype.is_float or \
+            n.dtype.is_complex:
+        return None
+    found, todo, seen = None, [p], set()
+    while todo:
+        i = todo.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        m = key.nodes[i]
+        if m.op is Ops.MATMUL:
+            if found is not None or m.shape != n.shape or m.dtype is not n.dtype:
+                return None
+            found = i
+        elif (m.op in ELEMENTWISE and m.op is not Ops.CONTIGUOUS) or m.op in (Ops.EXPAND, Ops.RESHAPE):
+            todo.extend(m.src)
+        if len(seen) > 256:  # an epilogue is a few dozen ops (a tanh GELU ~40): a big cone is not this pattern
+            return None
+    return found
+
+
+def _mlp(key: GraphKey, i: int) -> int | None:
+    """MATMUL node i = e1(x @ w1) @ w2, 2-D: its A operand (the hidden value), else None."""
+    n = key.nodes[i]
+    if n.op is not Ops.MATMUL or len(n.src) != 2 or len(n.shape) != 2 or not n.dtype.is_float:
+        return None
+    p = n.src[0]
+    return p if hidden_matmul(key, p) is not None else None
+
+
+MLP = Kind("mlp", Ops.MATMUL, 0, _mlp, "SVOD_FUSE_MLP")
+KINDS: tuple[Kind, ...] = (ATTENTION, MLP)
 # rule set name -> (egglog text, numerical status, on by default): registered by search/rules.py.
 # exact: the kind's kernel computes the written operations (to the tolerance every
 # fused kernel has: its sums and products in another order), not a rewritten program

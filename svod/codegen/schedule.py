@@ -647,8 +647,12 @@ def rowcol_blocks(kernel: Kernel) -> tuple[int, int]:
     return rb, -(-m // rb)
 
 
-MLP_HIDDEN_BYTES = 2 << 20  # an H block of at most this many bytes (two L2s of the host: one per thread's working set)
-MLP_MIN_BLOCKS = 2  # at least this many row blocks when m allows (one per worker)
+# An MLP kernel's hidden block (R rows x h) holds at most this many bytes: every row block
+# packs w1 and w2 again (the generated GEMM packs per unit), so few large blocks: a quarter
+# of L3, not one L2 (W4 per core: R = 60 rows, 9 blocks, 126-134 ms; R = 126, 5 blocks,
+# 104-119 ms; R = 258, 2 blocks, 100-104 ms; two GEMMs 101-102 ms; docs/codegen.md)
+MLP_HIDDEN_BYTES = 8 << 20
+MLP_MIN_BLOCKS = 2  # at least this many row blocks when m allows (one per worker of a 2-core host)
 
 
 def block_rows(kernel: Kernel, target=None) -> int:
