@@ -23,6 +23,13 @@ so this benchmark measures what each contender does with one core:
 Every contender's result is checked against the numpy reference (rtol/atol of the
 workload). `--small` runs the workload's small shapes (a smoke test).
 
+`--kind-ab` instead times the fused MLP kernel kind (search/kinds.py `mlp`: both
+products a block of rows at a time, no hidden buffer; docs/codegen.md, "The MLP block")
+against the two-GEMM plan, interleaved in one process (A, B, B, A, ...) on `--threads`
+threads, each plan lowered with its boundaries forced, both checked against numpy::
+
+    python3 bench/bench_mlp.py --kind-ab --threads 2 --repeats 15
+
 Where the time goes inside svod's kernels (micro-kernel, packing, epilogue): run the svod
 process alone under perf; `--perf-map` writes /tmp/perf-<pid>.map naming the JIT'd
 functions::
@@ -191,6 +198,60 @@ def _breakdown(arrays: dict, repeats: int, perf_map: bool = False) -> list[tuple
     return [(what, float(np.median(t)) * 1e3, min(t) * 1e3) for (what, _, _), t in zip(cases, times)]
 
 
+def kind_ab(repeats: int, threads: int, small: bool = False) -> str:
+    """The MLP kernel kind against the two-GEMM plan for W4, interleaved in one process:
+    a markdown table of wall and process CPU ms (median, min-max) per plan."""
+    import svod
+    from svod import workloads
+    from svod.codegen.program import compile_kernel
+    from svod.ir import Ops
+    from svod.key import compact
+    from svod.lower import lower
+
+    w = workloads.get("w4_mlp")
+    arrays = w.make_inputs(w.small_shapes if small else w.default_shapes)
+    with svod.eager_mode(False):
+        out = w.build(*[svod.asarray(arrays[k]) for k in NAMES])
+    key, bind = compact([out.uop])
+    inputs = {i for i, n in enumerate(key.nodes) if n.op is Ops.BUFFER} | set(key.outputs)
+    second = max(i for i, n in enumerate(key.nodes) if n.op is Ops.MATMUL)
+    plans = {"mlp kernel (one)": lower(key, inputs), "two GEMMs": lower(key, inputs | {key.nodes[second].src[0]})}
+    want = w.reference(*[arrays[k] for k in NAMES])
+    runs = {}
+    for name, plan in plans.items():
+        bufs = {i: np.ascontiguousarray(a).reshape(-1) for i, a in enumerate(bind.arrays)}
+        for k in plan.kernels:
+            for o in k.outputs:
+                bufs[o.slot] = np.empty(int(np.prod(o.shape)), o.dtype.np)
+        progs = [compile_kernel(k) for k in plan.kernels]
+
+        def call(progs=progs, bufs=bufs):
+            for prog in progs:
+                prog.run(bufs, threads)
+
+        call()
+        slot, shape = plan.outputs[0]
+        got = bufs[slot].reshape(shape)
+        if not np.allclose(got, want, rtol=w.rtol, atol=w.atol):
+            raise AssertionError(f"bench_mlp --kind-ab: {name} differs from numpy by {np.max(np.abs(got - want))}")
+        runs[name] = (call, "+".join(k.kind for k in plan.kernels), [], [])
+    order = list(runs)
+    for r in range(repeats):
+        for name in (order if r % 2 == 0 else order[::-1]):
+            call, _, wall, cpu = runs[name]
+            c0, t0 = time.process_time(), time.perf_counter()
+            call()
+            cpu.append(time.process_time() - c0)
+            wall.append(time.perf_counter() - t0)
+    lines = [f"# W4 ({'small' if small else 'default'} shapes): MLP kernel kind vs two GEMMs, {threads} thread(s), "
+             f"{repeats} interleaved calls each, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs\n",
+             "| plan | kernels | wall ms median (min-max) | CPU ms median (min-max) |", "|---|---|---|---|"]
+    for name, (_, kinds, wall, cpu) in runs.items():
+        ms = [f"{np.median(t) * 1e3:.1f} ({min(t) * 1e3:.1f}-{max(t) * 1e3:.1f})" for t in (wall, cpu)]
+        lines.append(f"| {name} | {kinds} | {ms[0]} | {ms[1]} |")
+    return "\n".join(lines)
+
+
 def worker(who: str, repeats: int, small: bool, breakdown: bool, perf_map: bool = False) -> dict:
     """Run in a child process: time `repeats` calls of contender `who` on one thread."""
     from svod import workloads
@@ -269,12 +330,17 @@ def main(argv=None) -> int:
     ap.add_argument("--small", action="store_true", help="the workload's small shapes (a smoke test)")
     ap.add_argument("--no-breakdown", action="store_true", help="skip svod's per-kernel breakdown")
     ap.add_argument("--json", default=None, help="write the raw results to this file")
+    ap.add_argument("--kind-ab", action="store_true", help="the MLP kernel kind against two GEMMs, interleaved")
+    ap.add_argument("--threads", type=int, default=2, help="threads of the --kind-ab runs")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--breakdown", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--perf-map", action="store_true", help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
     if opts.rounds < 1 or opts.repeats < 1:
         ap.error(f"--rounds and --repeats must be positive, got {opts.rounds} and {opts.repeats}")
+    if opts.kind_ab:
+        print(kind_ab(opts.repeats, max(1, opts.threads), opts.small))
+        return 0
     if opts.worker:
         print(json.dumps(worker(opts.worker, opts.repeats, opts.small, opts.breakdown, opts.perf_map)))
         return 0
