@@ -306,3 +306,26 @@ def test_w4_keeps_two_gemms():
     key, _ = compact([t.uop])
     choice = {i for i, n in enumerate(key.nodes) if n.op is Ops.BUFFER} | set(key.outputs)
     assert [k.kind for k in lower(key, choice).kernels] == ["mlp"]
+
+
+def test_an_mlp_kernel_merges_with_no_sibling():
+    """A sibling elementwise kernel over the MLP's output space reading the same x stays a
+    kernel of its own (sibling merging concatenates elementwise bodies only)."""
+    from svod.interp import run_plan
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((6, 8)).astype(np.float32)
+    w1, w2 = rng.standard_normal((8, 12)).astype(np.float32), rng.standard_normal((12, 8)).astype(np.float32)
+    X, W1, W2 = (svod.asarray(a) for a in (x, w1, w2))
+    with svod.eager_mode(False):
+        y = svod.nn.relu(X @ W1) @ W2 + X
+        z = X * 2.0
+    from svod.lower import lower
+
+    key, b = compact([y.uop, z.uop])
+    plan = lower(key, {i for i, n in enumerate(key.nodes) if n.op is Ops.BUFFER} | set(key.outputs))
+    assert sorted(k.kind for k in plan.kernels) == ["elementwise", "mlp"]
+    plan.check()
+    got = run_plan(plan, b.arrays)
+    np.testing.assert_allclose(got[0], np.maximum(x @ w1, 0) @ w2 + x, rtol=2e-5, atol=2e-5)
+    np.testing.assert_array_equal(got[1], 2 * x)

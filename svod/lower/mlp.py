@@ -155,7 +155,8 @@ def build_mlp(key, root: int, materialized: set[int], slot_of: dict[int, int], b
     p = key.nodes[mm2].src[0]
     pn = key.nodes[p]
     if p in materialized or len(pn.shape) != 2 or len(key.nodes[mm2].shape) != 2 or pn.op in \
-            (Ops.MATMUL, Ops.CONTIGUOUS, Ops.BUFFER) or not pn.dtype.is_float:
+            (Ops.MATMUL, Ops.CONTIGUOUS, Ops.BUFFER) or not pn.dtype.is_float or \
+            _consumer(key, p, materialized | {p}) is None:  # no product below p: cheap, before any build
         return None
     m = set(materialized) | {p}
     slots = dict(slot_of)
