@@ -334,9 +334,14 @@ def _count_mlp(k: Kernel) -> Features:
                 mine = getattr(f, table)
                 for cls, x in getattr(sub, table).items():
                     mine[cls] = mine.get(cls, 0.0) + count * x
-    # the packings beyond the two-GEMM plan's (it packs w1 about once, w2 once per row tile):
-    # one more of both weights per extra block
-    f.flops += MLP_PACK_FLOPS * max(0, blocks - 1) * (ml.d * ml.h + ml.h * ml.n)
+    # the packings beyond the two-GEMM plan's: a block packs each weight once (its GEMMs are
+    # tiled for one worker), the two-GEMM plan once per row tile of its product
+    from svod.codegen.schedule import gemm_tiling
+
+    isz = k.inputs[ml.x].dtype.itemsize
+    tiles1 = gemm_tiling(1, ml.m, ml.h, ml.d, isz, sched.target).tiles_m
+    tiles2 = gemm_tiling(1, ml.m, ml.n, ml.h, isz, sched.target).tiles_m
+    f.flops += MLP_PACK_FLOPS * (max(0, blocks - tiles1) * ml.d * ml.h + max(0, blocks - tiles2) * ml.h * ml.n)
     return f
 
 

@@ -126,6 +126,10 @@ def lower_mlp(kernel: Kernel, symbol: str, sched: Schedule, lowering) -> Lowered
     target = sched.target
     rows = block_rows(kernel, target)
     units = sched.loops.units
+    # a block's GEMMs run on the calling thread: tiled for one worker (whole-width tiles:
+    # each weight packed once per block, not once per column tile; the same KC, so the
+    # same sums)
+    one = dataclasses.replace(target, workers=1)
     module = ir.Module(name=f"svod_{kernel.name}")
     nin, nout = len(kernel.inputs), len(kernel.outputs)
     dt = kernel.inputs[ml.x].dtype
@@ -140,7 +144,7 @@ def lower_mlp(kernel: Kernel, symbol: str, sched: Schedule, lowering) -> Lowered
         k1, k2, ins1, ins2 = parts(kernel, r)
         lows = []
         for k, name in ((k1, "g1"), (k2, "g2")):
-            low = lowering(k, module, f"{symbol}.{tag}{name}", schedule(k, target))
+            low = lowering(k, module, f"{symbol}.{tag}{name}", schedule(k, one))
             low.lower()
             module.get_global(f"{symbol}.{tag}{name}").linkage = "internal"
             lows.append(low)
