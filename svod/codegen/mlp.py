@@ -22,10 +22,11 @@ and KC only), of the same epilogue operations the two-kernel plan runs: results 
 the two-GEMM plan's to the last bit when the blocks' GEMM tilings pick the same KC
 (they do: KC depends on K only), whatever R is.
 
-What it costs (docs/codegen.md, "The MLP block"): every block packs w1 and w2 again
-(the generated GEMM packs per unit), so the kernel packs the weights ceil(m / R) times
-where the two-GEMM plan packs them about once per column tile: the saving (the hidden
-layer's write and read) must pay for that.
+What it costs (docs/codegen.md, "The MLP block"): a block's GEMMs are tiled for one
+worker (whole-width column tiles), so each block packs w1 and w2 once: ceil(m / R)
+packings of each, where the two-GEMM plan packs each once per row tile of its product
+(W4: w1 once, w2 twice). The saving (the hidden layer's write and read, one launch) pays
+for the difference or not: `costmodels.features` prices both.
 """
 
 from __future__ import annotations
@@ -143,7 +144,7 @@ def lower_mlp(kernel: Kernel, symbol: str, sched: Schedule, lowering) -> Lowered
             continue
         k1, k2, ins1, ins2 = parts(kernel, r)
         lows = []
-        for k, name in ((k1, "g1"), (k2, "g2")):
+        for k, name in ((k1, "g1"), (k2, "g2")):  # (GEMM 1, GEMM 2) of a block of r rows
             low = lowering(k, module, f"{symbol}.{tag}{name}", schedule(k, one))
             low.lower()
             module.get_global(f"{symbol}.{tag}{name}").linkage = "internal"
