@@ -296,7 +296,7 @@ def _count(kernel: Kernel) -> Features:
 MLP_FIELDS = ("flops", "reduce_elems", "b_packed", "epilogue_read_bytes")
 # What packing one weight element once more costs, in flops of the generated GEMM: W4 per
 # core with 9 row blocks against 2 (7 more packings of w1 and w2, 8.4M elements each) ran
-# 22-30 ms slower, 0.4-0.5 ns an element, ~40 flops at its 86 GFLOP/s (docs/codegen.md,
+# 24 ms slower (119.8 vs 95.6 ms CPU), 0.4-0.5 ns an element, ~40 flops at its 86 GFLOP/s (docs/codegen.md,
 # "The MLP block"). The analytic model prices no contiguous packing (the two-GEMM plan's
 # is in its measured GEMM rate): the MLP kernel's extra packings are added as this work.
 MLP_PACK_FLOPS = 40.0
