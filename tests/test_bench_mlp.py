@@ -45,3 +45,12 @@ def test_bad_arguments_are_one_line_errors(tmp_path):
     assert p.returncode == 2 and "unknown contender" in p.stderr and "Traceback" not in p.stderr
     p = _run(tmp_path, "--rounds", "0")
     assert p.returncode == 2 and "must be positive" in p.stderr
+
+
+def test_kind_ab_times_the_mlp_kernel_against_two_gemms(tmp_path):
+    """--kind-ab: both plans lowered with their boundaries forced, checked against numpy,
+    one row each in the table."""
+    p = _run(tmp_path, "--kind-ab", "--small", "--repeats", "2", "--threads", "1")
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = [ln for ln in p.stdout.splitlines() if ln.startswith("| ") and "plan" not in ln]
+    assert [r.split("|")[2].strip() for r in rows] == ["mlp", "matmul+matmul"], p.stdout
