@@ -346,3 +346,20 @@ def test_an_mlp_kernel_merges_with_no_sibling():
     got = run_plan(plan, b.arrays)
     np.testing.assert_allclose(got[0], np.maximum(x @ w1, 0) @ w2 + x, rtol=2e-5, atol=2e-5)
     np.testing.assert_array_equal(got[1], 2 * x)
+
+
+def test_three_layers():
+    """relu(relu(x @ w1) @ w2) @ w3 with nothing but inputs and output materialised: the
+    first two products form one MLP kernel whose output (its epilogue, relu) is the third
+    product's materialised operand — an MLP kernel is never the hidden side of another —
+    and the result is numpy's."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((20, 9)).astype(np.float32)
+    ws = [rng.standard_normal(s).astype(np.float32) / 3 for s in ((9, 14), (14, 11), (11, 5))]
+    X, W1, W2, W3 = (svod.asarray(a) for a in (x, *ws))
+    with svod.eager_mode(False):
+        t = svod.nn.relu(svod.nn.relu(X @ W1) @ W2) @ W3
+    key, b, plan = _forced(t)
+    assert [k.kind for k in plan.kernels][0] == "mlp" and len(plan.kernels) == 2
+    want = np.maximum(np.maximum(x.astype(np.float64) @ ws[0], 0) @ ws[1], 0) @ ws[2]
+    np.testing.assert_allclose(_native(plan, b.arrays), want, rtol=2e-5, atol=2e-5)
