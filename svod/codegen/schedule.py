@@ -647,25 +647,27 @@ def rowcol_blocks(kernel: Kernel) -> tuple[int, int]:
     return rb, -(-m // rb)
 
 
-# An MLP kernel's hidden block (R rows x h) holds at most this many bytes: every row block
-# packs w1 and w2 again (the generated GEMM packs per unit), so few large blocks: a quarter
-# of L3, not one L2 (W4 per core: R = 60 rows, 9 blocks, 126-134 ms; R = 126, 5 blocks,
-# 104-119 ms; R = 258, 2 blocks, 100-104 ms; two GEMMs 101-102 ms; docs/codegen.md)
+# An MLP kernel's hidden block (R rows x h) holds about this many bytes at most: every row
+# block packs w1 and w2 again (the generated GEMM packs per unit), so few large blocks: a
+# quarter of L3, not one L2 (W4 per core, CPU ms: R = 60 rows, 9 blocks, 119.8; R = 126,
+# 5 blocks, 107.7; R = 258, 2 blocks, 95.6; two GEMMs 94.3-96.2; docs/codegen.md)
 MLP_HIDDEN_BYTES = 8 << 20
-MLP_MIN_BLOCKS = 2  # at least this many row blocks when m allows (one per worker of a 2-core host)
+MLP_MIN_BLOCKS = 2  # the blocks come in multiples of this (even over a 2-core host's workers)
 
 
 def block_rows(kernel: Kernel, target=None) -> int:
-    """R, the rows of x per unit: a multiple of the GEMM micro-tile's MR with an H block
-    of at most `MLP_HIDDEN_BYTES`, and at least `MLP_MIN_BLOCKS` blocks when m has the rows. A
-    function of the kernel's shape and the target only (results do not depend on it)."""
+    """R, the rows of x per unit: m split into a multiple of `MLP_MIN_BLOCKS` blocks (the
+    blocks even over two workers) with hidden blocks of about `MLP_HIDDEN_BYTES` at most,
+    R rounded up to the GEMM micro-tile's MR. A function of the kernel's shape and the
+    target only (results do not depend on it: the sums' order depends on K and KC)."""
     ml = kernel.mlp
     isz = kernel.inputs[ml.x].dtype.itemsize
     mr = gemm_config(isz, target).mr
-    most = max(mr, MLP_HIDDEN_BYTES // max(1, ml.h * isz) // mr * mr)
-    per = -(-ml.m // MLP_MIN_BLOCKS)
-    even = -(-per // mr) * mr  # m split into MLP_MIN_BLOCKS, rounded up to MR
-    return max(1, min(most, even, ml.m))
+    blocks = max(MLP_MIN_BLOCKS, -(-ml.m * ml.h * isz // MLP_HIDDEN_BYTES))
+    blocks = -(-blocks // MLP_MIN_BLOCKS) * MLP_MIN_BLOCKS
+    per = -(-ml.m // blocks)
+    rows = -(-per // mr) * mr
+    return max(1, min(rows, ml.m))
 
 
 def mlp_units(kernel: Kernel, target=None) -> int:
