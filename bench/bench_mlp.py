@@ -30,6 +30,13 @@ threads, each plan lowered with its boundaries forced, both checked against nump
 
     python3 bench/bench_mlp.py --kind-ab --threads 2 --repeats 15
 
+`--switch-ab WORKLOAD` times any workload (`svod.workloads`) with the kind on and off
+(`SVOD_FUSE_MLP=1` / `0`), each setting in processes of its own, alternating over
+`--rounds`, `--repeats` `svod.jit` calls a process on `--threads` threads (each checked
+against the workload's numpy reference; the plan's kernels named)::
+
+    python3 bench/bench_mlp.py --switch-ab residual_rmsnorm_mlp --rounds 3 --repeats 15 --threads 1
+
 Where the time goes inside svod's kernels (micro-kernel, packing, epilogue): run the svod
 process alone under perf; `--perf-map` writes /tmp/perf-<pid>.map naming the JIT'd
 functions::
@@ -252,6 +259,58 @@ def kind_ab(repeats: int, threads: int, small: bool = False) -> str:
     return "\n".join(lines)
 
 
+def switch_worker(name: str, repeats: int, small: bool) -> dict:
+    """In a child process: `repeats` svod.jit calls of workload `name` (this process's
+    SVOD_FUSE_MLP and SVOD_THREADS), wall and CPU seconds, the plan's kernel kinds."""
+    import svod
+    from svod import workloads
+
+    w = workloads.get(name)
+    arrays = w.make_inputs(w.small_shapes if small else w.default_shapes)
+    names = list(w.default_shapes)
+    fn = svod.jit(lambda *a: w.build(*a))
+    args = [svod.asarray(arrays[k]) for k in names]
+    got = np.asarray(fn(*args).numpy())
+    ok = bool(np.allclose(got, w.reference(*[arrays[k] for k in names]), rtol=w.rtol, atol=w.atol))
+    with svod.eager_mode(False):
+        kinds = [k.kind for k in svod.explain(w.build(*args)).plan.kernels]
+    for _ in range(3):
+        fn(*args).numpy()
+    wall, cpu = [], []
+    for _ in range(repeats):
+        c0, t0 = time.process_time(), time.perf_counter()
+        fn(*args).numpy()
+        cpu.append(time.process_time() - c0)
+        wall.append(time.perf_counter() - t0)
+    return {"kinds": kinds, "wall": wall, "cpu": cpu, "ok": ok}
+
+
+def switch_ab(name: str, rounds: int, repeats: int, threads: int, small: bool) -> str:
+    """The workload with SVOD_FUSE_MLP=1 and =0 in alternating processes: a markdown table."""
+    res: dict[str, list[dict]] = {"1": [], "0": []}
+    for _ in range(rounds):
+        for flag in res:
+            env = dict(os.environ, SVOD_FUSE_MLP=flag, SVOD_THREADS=str(threads))
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH", "")) if p)
+            cmd = [sys.executable, os.path.abspath(__file__), "--switch-worker", name, "--repeats", str(repeats)]
+            cmd += ["--small"] if small else []
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+            if proc.returncode != 0:
+                raise RuntimeError(f"bench_mlp --switch-ab: the SVOD_FUSE_MLP={flag} process failed: "
+                                   f"{proc.stderr.strip().splitlines()[-1:]}")
+            res[flag].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    lines = [f"# {name} ({'small' if small else 'default'} shapes), {threads} thread(s): SVOD_FUSE_MLP=1 vs 0, "
+             f"{rounds} alternating rounds x {repeats} calls, load average {os.getloadavg()[0]:.1f} on "
+             f"{os.cpu_count()} CPUs\n", "| SVOD_FUSE_MLP | kernels | wall ms per round (medians) | "
+             "CPU ms per round (medians) | check |", "|---|---|---|---|---|"]
+    for flag, runs in res.items():
+        walls = " / ".join(f"{np.median(r['wall']) * 1e3:.3g}" for r in runs)
+        cpus = " / ".join(f"{np.median(r['cpu']) * 1e3:.3g}" for r in runs)
+        lines.append(f"| {flag} | {'+'.join(runs[0]['kinds'])} | {walls} | {cpus} | "
+                     f"{'PASS' if all(r['ok'] for r in runs) else 'FAIL'} |")
+    return "\n".join(lines)
+
+
 def worker(who: str, repeats: int, small: bool, breakdown: bool, perf_map: bool = False) -> dict:
     """Run in a child process: time `repeats` calls of contender `who` on one thread."""
     from svod import workloads
@@ -331,7 +390,10 @@ def main(argv=None) -> int:
     ap.add_argument("--no-breakdown", action="store_true", help="skip svod's per-kernel breakdown")
     ap.add_argument("--json", default=None, help="write the raw results to this file")
     ap.add_argument("--kind-ab", action="store_true", help="the MLP kernel kind against two GEMMs, interleaved")
-    ap.add_argument("--threads", type=int, default=2, help="threads of the --kind-ab runs")
+    ap.add_argument("--threads", type=int, default=2, help="threads of the --kind-ab and --switch-ab runs")
+    ap.add_argument("--switch-ab", default=None, metavar="WORKLOAD",
+                    help="a workload with SVOD_FUSE_MLP=1 and =0 in alternating processes")
+    ap.add_argument("--switch-worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--breakdown", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--perf-map", action="store_true", help=argparse.SUPPRESS)
@@ -340,6 +402,12 @@ def main(argv=None) -> int:
         ap.error(f"--rounds and --repeats must be positive, got {opts.rounds} and {opts.repeats}")
     if opts.kind_ab:
         print(kind_ab(opts.repeats, max(1, opts.threads), opts.small))
+        return 0
+    if opts.switch_worker:
+        print(json.dumps(switch_worker(opts.switch_worker, opts.repeats, opts.small)))
+        return 0
+    if opts.switch_ab:
+        print(switch_ab(opts.switch_ab, opts.rounds, opts.repeats, max(1, opts.threads), opts.small))
         return 0
     if opts.worker:
         print(json.dumps(worker(opts.worker, opts.repeats, opts.small, opts.breakdown, opts.perf_map)))

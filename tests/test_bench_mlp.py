@@ -54,3 +54,12 @@ def test_kind_ab_times_the_mlp_kernel_against_two_gemms(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     rows = [ln for ln in p.stdout.splitlines() if ln.startswith("| ") and "plan" not in ln]
     assert [r.split("|")[2].strip() for r in rows] == ["mlp", "matmul+matmul"], p.stdout
+
+
+def test_switch_ab_runs_a_workload_with_the_kind_on_and_off(tmp_path):
+    p = _run(tmp_path, "--switch-ab", "residual_rmsnorm_mlp", "--small", "--rounds", "1", "--repeats", "2",
+             "--threads", "1")
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = [ln.split("|") for ln in p.stdout.splitlines() if ln.startswith("| 1 ") or ln.startswith("| 0 ")]
+    assert [(r[1].strip(), r[2].strip(), r[5].strip()) for r in rows] == [
+        ("1", "rowwise+mlp", "PASS"), ("0", "rowwise+matmul+matmul", "PASS")], p.stdout
