@@ -177,6 +177,7 @@ LOWERING = {("svod/codegen/scalar.py", "_FCMP"), ("svod/codegen/cplx.py", "_INVE
             ("svod/viewfold.py", "TOP_OPS"),  # and the view fold's rule of which views end a folded chain
             ("search/contract.py", "_CHAIN"),  # and the views a contraction's operand chain may hold
             ("svod/lower/build.py", "KERNEL_KINDS"),  # and the kernel kinds' builders, by the op they compute
+            ("svod/lower/build.py", "KERNEL_KINDS_EPILOGUE"),  # (those that also take a consumer's epilogue)
             # and the ops the row-column kernel's emitter has vector code for (svod/codegen/rowcol.py)
             ("svod/lower/rowcol.py", "VECTOR_OPS"), ("svod/lower/rowcol.py", "VECTOR_FLOAT_OPS")}
 
