@@ -393,3 +393,30 @@ def test_blas_steps_run_on_the_first_n_rows(monkeypatch):
         assert rp.ok and rp.runs >= 3, rp.reason
         assert sum(sp[0] == "lib" for sp in rp.specs.values()) == 2, rp.specs
         assert sum(seg[0] == "native" for seg in rp._segments) >= 2
+
+
+def test_integer_matmul_rows_variant_reads_and_writes_only_n_rows():
+    """The integer matmul's rows variant (blocks of 16 rows, the row count read at run
+    time): the first n rows equal numpy's, no row past n written."""
+    import ctypes
+
+    from svod.codegen.rows import _variant
+    from svod.codegen.schedule import MM_ROWS
+    from svod.dtype import int32
+    from svod.kernel import ACC, Kernel, KInput, KNode, KOutput, MatmulSpec
+    from svod.view import ViewChain
+
+    m, k, cols = 50, 13, 9
+    ins = (KInput(0, int32, ViewChain.of((m, k))), KInput(1, int32, ViewChain.of((k, cols))))
+    kern = Kernel("mm_i32", (m, cols), ins, (KNode(ACC, int32),), (KOutput(2, 0, int32, (m, cols)),), (),
+                  MatmulSpec(0, 1, m, cols, k))
+    mod, symbol = _variant(kern)
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(mod.address(symbol))
+    a = _RNG.integers(-100, 100, (m, k)).astype(np.int32)
+    w = _RNG.integers(-100, 100, (k, cols)).astype(np.int32)
+    for n in (2, 15, 16, 17, 49, 50):
+        out = np.full((m + 2, cols), -7, np.int32)
+        args = (ctypes.c_void_p * 4)(a.ctypes.data, w.ctypes.data, out.ctypes.data, n)
+        fn(ctypes.addressof(args), 0, -(-n // MM_ROWS))
+        np.testing.assert_array_equal(out[:n], a[:n] @ w)
+        assert (out[n:] == -7).all(), f"rows past {n} written"
