@@ -420,3 +420,65 @@ def test_integer_matmul_rows_variant_reads_and_writes_only_n_rows():
         fn(ctypes.addressof(args), 0, -(-n // MM_ROWS))
         np.testing.assert_array_equal(out[:n], a[:n] @ w)
         assert (out[n:] == -7).all(), f"rows past {n} written"
+
+
+_WARM_ROWS = """
+    import json, numpy as np, svod, svod.nn as nn
+    from svod import engine
+    rng = np.random.default_rng(5)
+
+    def f(x):
+        return nn.softmax(nn.layer_norm(x, (48,)))
+
+    def ref(x):
+        m = x.mean(-1, keepdims=True); v = ((x - m) ** 2).mean(-1, keepdims=True)
+        z = (x - m) / np.sqrt(v + 1e-5)
+        w = np.exp(z - z.max(-1, keepdims=True))
+        return w / w.sum(-1, keepdims=True)
+
+    ok = True
+    for n in (200, 201):  # the exact plan, then the bucket 208's
+        x = rng.standard_normal((n, 48)).astype(np.float32)
+        ok &= bool(np.allclose(f(svod.asarray(x)).numpy(), ref(x), rtol=1e-4, atol=1e-6))
+    _, exe = engine.plan_for([f(svod.asarray(x))])
+    later = exe.__dict__.get("_rows_later")
+    if later is not None:
+        later.join(60)
+    for n in (203, 205, 207):
+        x = rng.standard_normal((n, 48)).astype(np.float32)
+        ok &= bool(np.allclose(f(svod.asarray(x)).numpy(), ref(x), rtol=1e-4, atol=1e-6))
+    gp = exe._gp
+    rp = gp.__dict__.get("_rows_program") if gp is not None else None
+    s = svod.stats()
+    print(json.dumps({"ok": ok, "warm": type(exe).__name__, "later": later is not None,
+                      "runs": rp.runs if rp is not None else -1, "compiled": s["kernels_compiled"],
+                      "searches": s["searches"]}))
+"""
+
+
+def test_a_warm_process_builds_the_rows_program_off_the_call(tmp_path):
+    """A bucket plan replayed from its warm record (shared libraries, no Kernels, no
+    GraphProgram) pads its first calls and builds its graph program and rows program on a
+    background thread; later sizes of the bucket run their own rows. Nothing is compiled."""
+    import json
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+
+    def child() -> dict:
+        env = dict(os.environ, PYTHONPATH=str(root), SVOD_CACHE_DIR=str(tmp_path), SVOD_PREFETCH="0",
+                   SVOD_VALIDATE="0")
+        r = subprocess.run([sys.executable, "-c", textwrap.dedent(_WARM_ROWS)], capture_output=True, text=True,
+                           env=env, cwd=root, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    cold = child()
+    assert cold["ok"] and cold["warm"] == "KernelPlan" and cold["runs"] == 3 and not cold["later"]
+    warm = child()
+    assert warm["ok"] and warm["compiled"] == 0 and warm["searches"] == 0, warm
+    if warm["warm"] == "WarmPlan":  # (a record needs a linker: without one the plan is a KernelPlan)
+        assert warm["later"] and warm["runs"] == 3, warm
