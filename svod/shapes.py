@@ -17,8 +17,12 @@ rows and ``W`` free of them. Any other use of the row axis (a reduction over it,
 of it, a library step, a free value of ``n`` rows) keeps the graph exact. Every result
 must carry rows or be free of them.
 
-Running a size ``n`` in its bucket ``b`` (`SymbolicCall`): the bucket's plan runs on
-``b``-row inputs and the row-carrying results are the first ``n`` rows of its outputs.
+Running a size ``n`` in its bucket ``b`` (`SymbolicCall`): when the plan's launches
+allow it (row-wise, reduce and elementwise kernels, GEMMs through their rows variants,
+BLAS steps: `svod.codegen.rows`), its graph program runs at ``n`` rows on the caller's
+arrays (`rows_runner`). Otherwise — and on a bucket's first run, `SVOD_ROWS=0` — the
+bucket's plan runs on ``b``-row inputs and the row-carrying results are the first ``n``
+rows of its outputs.
 Rows past ``n`` never reach a result; they must only be readable memory. An input whose
 owning array reaches ``b`` rows — made by `with_room` (what `svod.asarray` makes once a
 structure is dynamic), a prefix of a bigger array, a bucket's own result — binds as a
@@ -267,8 +271,9 @@ class SymbolicCall:
 def rows_runner(exe, call: SymbolicCall):
     """The `svod.codegen.rows.RowsProgram` running `exe` (a bucket's plan) at a run-
     time row count, or None: the plan has not run yet (or not validated), has no graph
-    program built in this process (a `svod.warmplan` record replays without one),
-    `SVOD_ROWS=0`, or its kernels cannot (the program's `reason`)."""
+    program built in this process yet (a `svod.warmplan` record replays without one:
+    `build_later` builds it off the call), `SVOD_ROWS=0`, or its kernels cannot (the
+    program's `reason`)."""
     if not getattr(exe, "_validated", False) or not _rows_on():
         return None
     gp = getattr(exe, "_gp", None)

@@ -2,34 +2,52 @@
 
 A dynamic structure (svod.shapes) is planned and compiled once per size bucket ``b``.
 `rows_program(gp, b, row_inputs, row_outputs)` derives from the bucket's GraphProgram a
-`RowsProgram` whose native segment takes the row count ``n`` as an argument and sizes
+`RowsProgram` whose native segments take the row count ``n`` as an argument and size
 each launch from it, so a size ``n <= b`` runs on the caller's own ``n``-row arrays: no
 padding rows computed, no copy into a ``b``-row buffer, results of exactly ``n`` rows.
-The kernels are the bucket's, unchanged (same code, same object files); only the
-segment that launches them is generated again, once per bucket plan.
+The kernels are the bucket's, unchanged (same code, same object files), except each
+generated 2-D matmul, which runs as its *rows variant* (below); the segments that launch
+them are generated again (split by library steps as the GraphProgram's are), once per
+bucket plan.
 
 Which launches follow the row count (`analyse`). Row slots start as the row-carrying
 inputs (`SymbolicCall.row_inputs`); a launch reading a row slot is a *row launch* and
-its outputs become row slots. A row launch must
+its outputs become row slots. Every row launch reads each row slot through one view,
+with axis 0 stepping whole rows (stride = the slot's elements / ``b``, unmasked on axis
+0), and every other slot broadcast along axis 0 (stride 0), except a matmul's B. A row
+launch is one of:
 
-* be a generated kernel (not a library step, GEMM, attention or sort) of shape
-  ``(b, ...)`` that keeps axis 0 (not reduced), with no reshape chain in its reads;
-* read every row slot with axis 0 stepping whole rows (stride = the slot's elements /
-  ``b``, unmasked on axis 0) and every other slot broadcast along axis 0 (stride 0);
-* enumerate its units with axis 0 outermost and a whole number ``k`` per row (row-wise
-  and reduce kernels, multi-axis elementwise kernels, without a split reduction or a
-  column reduce): it runs ``n * k`` units — only rows ``< n`` are read or written; or
-* be a one-axis elementwise kernel (chunks of `CHUNK` elements that span rows): it runs
-  the chunks covering ``n`` rows, ``min(ceil(n * elems_per_row / CHUNK), units)``: up
-  to one chunk (4,096 elements) past row ``n``, never the bucket's whole padding. The
-  row slots it touches must then reach past row ``n``: such an input is bound as
-  `svod.shapes.pad_rows` does (a view when its memory has room for ``b`` rows — what
-  `svod.asarray` makes once a structure is dynamic — else a copy), and such an output is
-  a ``b``-row pool block whose first ``n`` rows are the result.
+* a row-wise, reduce, column-reduce or multi-axis elementwise kernel of shape ``(b,
+  ...)`` that keeps axis 0 and enumerates its units with axis 0 outermost, a whole
+  number ``k`` per row (``("row", k)``): it runs ``n * k`` units — only rows ``< n``
+  are read or written;
+* a one-axis elementwise kernel (chunks of `CHUNK` elements that span rows, ``("chunk",
+  elements per row, CHUNK)``): it runs the chunks covering ``n`` rows, ``min(ceil(n *
+  elems_per_row / CHUNK), units)``: up to one chunk (4,096 elements) past row ``n``,
+  never the bucket's whole padding. The row slots it touches must then reach past row
+  ``n``: such an input is bound as `svod.shapes.pad_rows` does (a view when its memory
+  has room for ``b`` rows — what `svod.asarray` makes once a structure is dynamic — else
+  a copy), and such an output is a ``b``-row pool block whose first ``n`` rows are the
+  result;
+* a generated ``(b, K) @ (K, N)`` matmul with the rows on A and B free (GEMM, or the
+  integer tile loop; ``("tiles", MT, k)``): it runs the row tiles covering ``n`` rows,
+  ``ceil(n / MT) * k`` units (``k`` column tiles each), as its rows variant: the same
+  kernel lowered with ``rows=True`` (`svod.codegen.lower`), which reads ``n`` from one
+  more argument-block entry, so the last row tile, its packing of A and its fused
+  epilogue stop at row ``n`` (`svod.codegen.gemm`). Variants are compiled with the
+  bucket's rows program (one more compile per GEMM kernel, counted in
+  `kernels_compiled`) and kept in the object cache under the kernel's key (a later
+  process loads them);
+* a batched matmul whose batch axis 0 is the rows (every operand carries them): whole
+  batch indices, ``("row", units per index)``, the kernel unchanged;
+* a BLAS (library) matmul step of either form (``("lib", batched)``): numpy's BLAS on
+  views of its operands' first ``n`` rows and of its output's, between the native
+  segments (`RowsProgram._library`).
 
 A launch reading no row slot (work on free values: a weight, a mean of a bias) runs its
-compiled unit count. A plan with any other launch (GEMM row tiles span rows, a library
-step, a column reduce, an output that is an input) keeps the padding path of
+compiled unit count. A plan with any other launch (a split reduction, whose partial unit
+ranges would share the kernel's global scratch; attention; a sort or LAPACK step; a
+row-column kernel; an output that is an input) keeps the padding path of
 `svod.shapes.SymbolicCall` (`analyse` returns the reason, `RowsProgram.reason`).
 
 Memory: temps keep the bucket's memory plan (sized at the upper bound ``b``: one
