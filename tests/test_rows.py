@@ -200,17 +200,34 @@ def test_explain_says_how_a_size_runs_in_its_bucket():
     assert "runs its 99 rows" in e.shapes.splitlines()[0]
 
 
-def test_split_reductions_pad_and_say_why():
-    """A row cut into chunks (few long rows): a part of its units would share the kernel's
-    global scratch with any other partial launch, so its bucket pads (and still equals numpy)."""
-    f = lambda x: svod.sum(x, axis=1)  # noqa: E731
-    for n in (5, 6, 7):
-        x = _RNG.standard_normal((n, 600_000)).astype(np.float32)
-        np.testing.assert_allclose(f(svod.asarray(x)).numpy(), x.astype(np.float64).sum(1), rtol=1e-4, atol=1e-2)
-    e = svod.explain(f(svod.asarray(x)))
-    assert "padded to 8 rows" in e.shapes and "split reduction" in e.shapes, e.shapes
+@pytest.mark.parametrize("form", ["row", "column"])
+def test_split_reductions_run_their_rows_as_a_rows_variant(form, monkeypatch):
+    """A few long rows cut into chunks (a split reduction: units (group, chunk), partials
+    combined by the unit completing a group): the bucket's kernel runs as its rows variant,
+    whose launch of every unit at n rows keeps to private scratch (a part of the units
+    would share the kernel's global scratch); equal to numpy, and to the padded run bit for
+    bit (SVOD_VALIDATE compares the first rows run); SVOD_ROWS=0 pads and says so."""
+    from svod.codegen.schedule import schedule
+
+    if form == "row":
+        f = lambda x: svod.sum(x, axis=1)  # noqa: E731
+        ref = lambda x: x.astype(np.float64).sum(1)  # noqa: E731
+        cols = 600_000
+    else:  # a column reduce cut along its reduced axis
+        f = lambda x: svod.sum(svod.reshape(x, (x.shape[0], -1, 64)), axis=1)  # noqa: E731
+        ref = lambda x: x.astype(np.float64).reshape(x.shape[0], -1, 64).sum(1)  # noqa: E731
+        cols = 64 * 20_000
+    for n in (3, 5, 6, 7, 5):  # 5-7: the bucket 8
+        x = _RNG.standard_normal((n, cols)).astype(np.float32)
+        x[0, 1], x[1, 2] = np.inf, -0.0
+        np.testing.assert_allclose(f(svod.asarray(x)).numpy(), ref(x), rtol=1e-4, atol=1e-2)
     rp = _rows_program(f, x)
-    assert not rp.ok and rp.runs == 0
+    _, exe = engine.plan_for([f(svod.asarray(x))])
+    assert any(schedule(k).loops.split for k in exe.plan.kernels), "not a split reduction"
+    assert rp.ok and rp.runs >= 2 and any(sp[0] == "tiles" for sp in rp.specs.values()), (rp.reason, rp.specs)
+    monkeypatch.setenv("SVOD_ROWS", "0")
+    e = svod.explain(f(svod.asarray(x)))
+    assert "padded to 8 rows (SVOD_ROWS=0)" in e.shapes, e.shapes
 
 
 class _FreshCache:

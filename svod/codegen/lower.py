@@ -8,9 +8,11 @@ Entry ABI (every native kernel)::
 per output (in `Kernel.outputs` order); the runtime splits ``[0, units)`` across threads.
 The entry loads the pointers and calls an internal body whose pointer arguments are
 ``noalias`` (the loop vectoriser needs that to vectorise without runtime checks). A
-matmul's *rows variant* (``KernelLowering(..., rows=True)``, built by
-`svod.codegen.rows` for a size bucket's plan) has one more entry after the outputs: its
-row count ``m`` as an integer, read at run time instead of the kernel's constant.
+*rows variant* (``KernelLowering(..., rows=True)``, built by `svod.codegen.rows` for a
+size bucket's plan: matmuls, split reductions) has one more entry after the outputs: its
+row count ``m`` as an integer, read at run time instead of the kernel's constant (a
+matmul's last row tile stops there; a split reduction's launch of every unit is ``m``
+times the units per row).
 
 Every decision about the loops is the kernel's `Schedule` (svod/codegen/schedule.py:
 loop plan, segments, per-row values, the stash, GEMM tiling); this module emits it.
@@ -160,6 +162,13 @@ class KernelLowering(ColumnLowering):
             if self.rows_m is not None else []
         b.call(self.body_fn, ptrs + [fn.args[1], fn.args[2]] + extra)
         b.ret_void()
+
+    def _all_units(self):
+        """The unit count of a launch that runs every unit: the constant, or for a rows
+        variant its run-time row count times the units per row (svod.codegen.rows)."""
+        if self.rows_m is None:
+            return self.plan.units
+        return self.f.b.mul(self.rows_m, i64(self.plan.units // self.k.shape[0]))
 
     # ---- index helpers
     def _unravel(self, u: ir.Value, axes: tuple[Axis, ...]) -> dict:
@@ -415,7 +424,7 @@ class KernelLowering(ColumnLowering):
         if nch > 1:
             reds = [i for i, n in enumerate(k.nodes) if n.op is Ops.REDUCE]
             scratch = SplitScratch(f, self.symbol, [reg_type(k.nodes[i].dtype) for i in reds],
-                                   plan.units // nch, nch, 1, self.ub, self.ue, plan.units)
+                                   plan.units // nch, nch, 1, self.ub, self.ue, self._all_units())
 
         def unit(u):
             row = b.udiv(u, i64(nch)) if nch > 1 else u

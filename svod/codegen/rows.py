@@ -20,7 +20,10 @@ launch is one of:
 * a row-wise, reduce, column-reduce or multi-axis elementwise kernel of shape ``(b,
   ...)`` that keeps axis 0 and enumerates its units with axis 0 outermost, a whole
   number ``k`` per row (``("row", k)``): it runs ``n * k`` units — only rows ``< n``
-  are read or written;
+  are read or written. A split reduction (units (group, chunk), svod/codegen/split.py)
+  runs so as its rows variant (``("tiles", 1, k)``): a launch of all its ``n * k`` units
+  on one thread must take private scratch, and only the variant knows that count (the
+  kernel's global scratch is for the pool's partial ranges, one job at a time);
 * a one-axis elementwise kernel (chunks of `CHUNK` elements that span rows, ``("chunk",
   elements per row, CHUNK)``): it runs the chunks covering ``n`` rows, ``min(ceil(n *
   elems_per_row / CHUNK), units)``: up to one chunk (4,096 elements) past row ``n``,
@@ -45,8 +48,7 @@ launch is one of:
   segments (`RowsProgram._library`).
 
 A launch reading no row slot (work on free values: a weight, a mean of a bias) runs its
-compiled unit count. A plan with any other launch (a split reduction, whose partial unit
-ranges would share the kernel's global scratch; attention; a sort or LAPACK step; a
+compiled unit count. A plan with any other launch (attention; a sort or LAPACK step; a
 row-column kernel; an output that is an input) keeps the padding path of
 `svod.shapes.SymbolicCall` (`analyse` returns the reason, `RowsProgram.reason`).
 
@@ -143,11 +145,6 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
             if node.op == VALID and (len(node.arg.views) != 1 or tuple(node.arg.views[0].valid_box()[0]) != (0, b)):
                 return f"kernel {k.name} masks its rows"
         loops = schedule(k).loops
-        if loops.split:
-            # NOTE: a split reduction's partial unit ranges share the module's global scratch
-            # (svod/codegen/split.py: only the pool's one job at a time may use it)
-            return (f"kernel {k.name} is a split reduction ({loops.split} chunks a row: a part of its units "
-                    "would share the kernel's global scratch)")
         if loops.units != prog.units:
             return f"kernel {k.name}: its units are not whole rows ({loops.kind}, cols {loops.cols})"
         if loops.chunk:
@@ -159,7 +156,10 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
         else:
             if not loops.unit_axes or loops.unit_axes[0].dims[0] != 0 or loops.units % b:
                 return f"kernel {k.name}: its units do not enumerate the rows outermost"
-            specs[idx] = ("row", loops.units // b)
+            # NOTE: a split reduction (units (group, chunk)) runs as its rows variant: its launch
+            # of every unit at n rows must use private scratch, not the kernel's globals, which
+            # only the pool's one job at a time may use (svod/codegen/split.py)
+            specs[idx] = ("tiles", 1, loops.units // b) if loops.split else ("row", loops.units // b)
         for o in k.outputs:
             e = per_row(o.slot)
             if e is None:
@@ -476,8 +476,8 @@ class RowsProgram:
 
 
 def _variant(kernel):
-    """(module, entry symbol) of the *rows variant* of matmul `kernel`: its code with the
-    row count read at run time (`svod.codegen.lower`, ``rows=True``), loaded from the
+    """(module, entry symbol) of the *rows variant* of `kernel` (a matmul, or a split
+    reduction): its code with the row count read at run time (`svod.codegen.lower`, ``rows=True``), loaded from the
     object cache (keyed by the kernel's content and the target, as kernels are: a warm
     process lowers nothing) or lowered, compiled and stored there. A compile counts in
     `kernels_compiled` (a load in `kernels_loaded`)."""
