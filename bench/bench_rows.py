@@ -41,16 +41,23 @@ def main() -> None:
 
     rng = np.random.default_rng(0)
     cols, n0 = a.cols, a.n
-    w = svod.asarray((rng.standard_normal((cols, cols)) / np.sqrt(cols)).astype(np.float32))
-    bias = svod.asarray(rng.standard_normal(cols).astype(np.float32))
-    w1 = svod.asarray((rng.standard_normal((cols, 4 * cols)) / np.sqrt(cols)).astype(np.float32))
-    w2 = svod.asarray((rng.standard_normal((4 * cols, cols)) / np.sqrt(4 * cols)).astype(np.float32))
+    weights: dict = {}
+
+    def wt(name: str, shape) -> svod.Tensor:  # made on first use (a long-rows run needs none)
+        if name not in weights:
+            weights[name] = svod.asarray((rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32))
+        return weights[name]
+
+    w = lambda: wt("w", (cols, cols))  # noqa: E731
+    bias = lambda: wt("b", (1, cols)).reshape(cols)  # noqa: E731
+    w1 = lambda: wt("w1", (cols, 4 * cols))  # noqa: E731
+    w2 = lambda: wt("w2", (4 * cols, cols))  # noqa: E731
     progs = {
         "softmax(layer_norm(x))": lambda x: svod.nn.softmax(svod.nn.layer_norm(x, (cols,))),
         "exp(x) * 2 + 1": lambda x: svod.exp(x) * 2.0 + 1.0,
         "sum(x * x, axis=1)": lambda x: svod.sum(x * x, axis=1),
-        "relu(x @ W + b)": lambda x: svod.maximum(x @ w + bias, 0.0),
-        "gelu(x @ W1) @ W2 + b (MLP)": lambda x: svod.nn.gelu(x @ w1, approximate="tanh") @ w2 + bias,
+        "relu(x @ W + b)": lambda x: svod.maximum(x @ w() + bias(), 0.0),
+        "gelu(x @ W1) @ W2 + b (MLP)": lambda x: svod.nn.gelu(x @ w1(), approximate="tanh") @ w2() + bias(),
     }
     if a.only:
         progs = {k: v for k, v in progs.items() if any(o in k for o in a.only.split(","))}

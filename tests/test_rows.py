@@ -499,3 +499,18 @@ def test_a_warm_process_builds_the_rows_program_off_the_call(tmp_path):
     assert warm["ok"] and warm["compiled"] == 0 and warm["searches"] == 0, warm
     if warm["warm"] == "WarmPlan":  # (a record needs a linker: without one the plan is a KernelPlan)
         assert warm["later"] and warm["runs"] == 3, warm
+
+
+def test_threaded_gemm_launches_at_run_time_row_counts():
+    """A GEMM big enough for several threads (its row tiles dispatched to the pool at the
+    run-time unit count) and its epilogue, at sizes across its bucket: equal to numpy."""
+    w = (_RNG.standard_normal((256, 192)) / 16).astype(np.float32)
+    b = _RNG.standard_normal(192).astype(np.float32)
+    f = lambda x: svod.nn.gelu(x @ svod.asarray(w) + svod.asarray(b), approximate="tanh")  # noqa: E731
+    for n in (600, 601, 577, 640, 613, 579):  # 601-640: the bucket 640
+        x = _RNG.standard_normal((n, 256)).astype(np.float32)
+        got = f(svod.asarray(x)).numpy()
+        assert got.shape == (n, 192)
+        np.testing.assert_allclose(got, _gelu_ref(x.astype(np.float64) @ w + b), rtol=2e-4, atol=2e-4)
+    rp = _rows_program(f, _RNG.standard_normal((613, 256)).astype(np.float32))
+    assert rp.ok and rp.runs >= 3, rp.reason
