@@ -332,10 +332,11 @@ def explained(pending: list[UOp]) -> tuple[list[UOp], str]:
     if not writes:
         return pending, ""
     if len(pending) == 1 and match(pending[0])[2].op is not Ops.BUFFER:
-        return [match(pending[0])[2]], ("region write: realize copies x and places this value's result in "
-                                        "the region (svod.writes); the plan below is the value's")
-    return pending, (f"{len(writes)} of these roots are region writes: realize runs each as a copy of x plus "
-                     "its value's own plan (svod.writes), the others in the plan below")
+        return [match(pending[0])[2]], ("region write: realize places this value's result in the region of "
+                                        "x's array (in place when nothing else can read that array, else in a "
+                                        "copy: svod.writes); the plan below is the value's")
+    return pending, (f"{len(writes)} of these roots are region writes: realize runs each as its value's own plan "
+                     "written into x's array or a copy of it (svod.writes), the others in the plan below")
 
 
 def recompiles() -> list[str]:

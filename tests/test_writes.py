@@ -1,7 +1,8 @@
-"""The write side of a loop (svod/writes.py): `x[key] = v` on a realized `x` runs as a
-copy of x plus the value's own plan once its structure has written a second region, so a
-loop writing rows (or columns, blocks, elements) of a realized array plans a bounded
-number of times; every result equals numpy's."""
+"""The write side of a loop (svod/writes.py): `x[key] = v` on a realized `x` runs as the
+value's own plan written into x's array (in place when nothing else can read it, else
+into a copy) once its structure has written a second region, so a loop writing rows (or
+columns, blocks, elements) of a realized array plans a bounded number of times; every
+result equals numpy's, and every alias of x's old array keeps seeing its old values."""
 
 from __future__ import annotations
 
