@@ -308,8 +308,15 @@ class RowsProgram:
         if tiles:
             table = (ctypes.c_void_p * len(gp._table))(*gp._table)
             try:
-                for kk in tiles:
-                    mod, symbol = _variant(gp.programs[kk].kernel)
+                kernels = [gp.programs[kk].kernel for kk in tiles]
+                if len(kernels) > 1 and nworkers:  # LLVM compiles outside the GIL: one thread each
+                    from concurrent.futures import ThreadPoolExecutor
+
+                    with ThreadPoolExecutor(min(len(kernels), nworkers + 1)) as ex:
+                        built = list(ex.map(_variant, kernels))
+                else:
+                    built = [_variant(k) for k in kernels]
+                for kk, (mod, symbol) in zip(tiles, built):
                     self._variants.append(mod)
                     table[fn_index[kk]] = mod.address(symbol)
             except Exception as e:  # noqa: BLE001 - a bug here must not lose the user's result: pad instead
