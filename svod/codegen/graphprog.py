@@ -287,12 +287,12 @@ def _segment_ir(name: str, ops: list, fn_index: dict[int, int], graph: CompiledG
     `rows` (svod.codegen.rows): the segment takes a fourth argument ``i64 %rows`` and
     the steps it names (by their index in `ops`) size themselves from it at run time —
     a Launch ``("row", k)`` runs ``rows * k`` units, ``("chunk", elems, chunk)`` runs
-    ``min(ceil(rows * elems / chunk), units)``, ``("tiles", mt, k)`` (a matmul's rows
-    variant: row tiles of ``mt`` rows, ``k`` units each) runs ``ceil(rows / mt) * k``
-    units and passes ``rows`` as one more argument-block entry (an integer after the
-    slot pointers), a Copy ``("row", nbytes)`` copies ``rows * nbytes`` bytes; other
-    steps keep their constant counts. None: the segment's text is exactly what it was
-    before the option existed."""
+    ``min(ceil(rows * elems / chunk), units)``, ``("tiles", mt, k)`` (a kernel's rows
+    variant: a matmul's row tiles of ``mt`` rows, ``k`` units each; a split reduction's
+    ``k`` units a row, ``mt`` 1) runs ``ceil(rows / mt) * k`` units and passes ``rows``
+    as one more argument-block entry (an integer after the slot pointers), a Copy
+    ``("row", nbytes)`` copies ``rows * nbytes`` bytes; other steps keep their constant
+    counts. None: the segment's text is exactly what it was before the option existed."""
     from svod.runtime import SLICES_PER_THREAD
 
     allocas, body = [], []

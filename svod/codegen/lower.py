@@ -99,8 +99,8 @@ class KernelLowering(ColumnLowering):
         nin, nout = len(kernel.inputs), len(kernel.outputs)
         ptr_types = [ir.PointerType(mem_type(i.dtype)) for i in kernel.inputs] + \
                     [ir.PointerType(mem_type(o.dtype)) for o in kernel.outputs]
-        # `rows` (a matmul's rows variant, svod.codegen.rows): the row count m is read at run
-        # time from one more entry slot (an integer) and passed to the body as a last argument
+        # `rows` (a rows variant, svod.codegen.rows): the row count m is read at run time from
+        # one more entry slot (an integer) and passed to the body as a last argument
         body_ty = ir.FunctionType(VOID, ptr_types + [I64, I64] + ([I64] if rows else []))
         self.body_fn = ir.Function(module, body_ty, symbol + ".body")
         self.body_fn.linkage = "internal"
@@ -110,7 +110,7 @@ class KernelLowering(ColumnLowering):
         self.in_ptrs = list(self.body_fn.args[:nin])
         self.out_ptrs = list(self.body_fn.args[nin:nin + nout])
         self.ub, self.ue = self.body_fn.args[nin + nout:nin + nout + 2]
-        self.rows_m = self.body_fn.args[-1] if rows else None  # run-time row count (matmul kernels)
+        self.rows_m = self.body_fn.args[-1] if rows else None  # run-time row count (a rows variant)
         self.accesses: dict[int, Access] = {}  # input index -> Access (kernel space)
         self.valid_access: dict[int, Access] = {}  # node index -> Access for VALID
         self.out_access: list[Access] = []
