@@ -514,3 +514,23 @@ def test_threaded_gemm_launches_at_run_time_row_counts():
         np.testing.assert_allclose(got, _gelu_ref(x.astype(np.float64) @ w + b), rtol=2e-4, atol=2e-4)
     rp = _rows_program(f, _RNG.standard_normal((613, 256)).astype(np.float32))
     assert rp.ok and rp.runs >= 3, rp.reason
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(2, 200), min_size=3, max_size=7))
+def test_gemm_plans_compile_only_for_new_buckets(sizes):
+    """Searched plans (generated GEMMs with their rows variants, or BLAS steps) over random
+    row counts: searches equal the plans touched (the first size's, then one per bucket),
+    nothing is compiled at a size whose bucket ran before, every result equals numpy."""
+    with _FreshCache():
+        seen: set = set()
+        for n in sizes:
+            plan = ("exact", n) if n == sizes[0] else ("bucket", shapes.bucket(n))
+            s0 = svod.stats()
+            _check("linear_relu", _data(n, np.float32))
+            s1 = svod.stats()
+            if plan in seen:  # (a bucket whose plan is the first size's builds its rows program at its first use)
+                assert s1["kernels_compiled"] == s0["kernels_compiled"], (sizes, n)
+            seen.add(plan)
+        buckets = {shapes.bucket(n) for n in sizes if n != sizes[0]}
+        assert svod.stats()["searches"] == len({sizes[0]} | buckets), sizes
