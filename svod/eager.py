@@ -575,7 +575,10 @@ def structure(u: UOp) -> tuple | None:
         parts.append((op, n.dtype, arg, tuple(srcs)))
         return i
 
-    return tuple(parts) if walk(u) is not None else None
+    try:
+        return tuple(parts) if walk(u) is not None else None
+    finally:
+        walk = None  # NOTE: a recursive closure is a reference cycle: it held the graph's nodes until a gc pass
 
 
 def realize_pending(t) -> None:

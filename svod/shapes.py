@@ -17,8 +17,12 @@ rows and ``W`` free of them. Any other use of the row axis (a reduction over it,
 of it, a library step, a free value of ``n`` rows) keeps the graph exact. Every result
 must carry rows or be free of them.
 
-Running a size ``n`` in its bucket ``b`` (`SymbolicCall`): the bucket's plan runs on
-``b``-row inputs and the row-carrying results are the first ``n`` rows of its outputs.
+Running a size ``n`` in its bucket ``b`` (`SymbolicCall`): when the plan's launches
+allow it (row-wise, reduce and elementwise kernels, GEMMs through their rows variants,
+BLAS steps: `svod.codegen.rows`), its graph program runs at ``n`` rows on the caller's
+arrays (`rows_runner`). Otherwise — and on a bucket's first run, `SVOD_ROWS=0` — the
+bucket's plan runs on ``b``-row inputs and the row-carrying results are the first ``n``
+rows of its outputs.
 Rows past ``n`` never reach a result; they must only be readable memory. An input whose
 owning array reaches ``b`` rows — made by `with_room` (what `svod.asarray` makes once a
 structure is dynamic), a prefix of a bigger array, a bucket's own result — binds as a
@@ -237,6 +241,8 @@ class SymbolicCall:
             gp = getattr(exe, "_gp", None)
             if gp is not None and "_rows_program" not in gp.__dict__:
                 rows_runner(exe, self)  # the bucket's first run: its rows program now, with the plan's compile
+            elif gp is None and getattr(exe, "warm", False) and _rows_on():
+                build_later(exe, self)  # a warm record's plan: its graph program and rows program, off the call
             return outs
         bump_many(exe._rows_tally)
         if not rp.checked and flag("SVOD_VALIDATE"):
@@ -265,24 +271,59 @@ class SymbolicCall:
 def rows_runner(exe, call: SymbolicCall):
     """The `svod.codegen.rows.RowsProgram` running `exe` (a bucket's plan) at a run-
     time row count, or None: the plan has not run yet (or not validated), has no graph
-    program built in this process (a `svod.warmplan` record replays without one),
-    `SVOD_ROWS=0`, or its kernels cannot (the program's `reason`)."""
+    program built in this process yet (a `svod.warmplan` record replays without one:
+    `build_later` builds it off the call), `SVOD_ROWS=0`, or its kernels cannot (the
+    program's `reason`)."""
     if not getattr(exe, "_validated", False) or not _rows_on():
         return None
     gp = getattr(exe, "_gp", None)
-    if gp is None:  # not run yet, or a WarmPlan replaying its record: building its program would import
-        return None  # LLVM and build every kernel (~0.7 s measured in a warm process): it pads
+    if gp is None:  # not run yet, or a WarmPlan replaying its record: its programs are built off the
+        return None  # call (`build_later`: ~0.7 s measured in a warm process); until then it pads
     rp = gp.__dict__.get("_rows_program")
     if rp is None:
-        from svod.codegen.rows import rows_program
-
-        rp = rows_program(gp, call.b, call.row_inputs, call.row_outputs)
-        if rp.ok and getattr(exe, "_rows_tally", None) is None:
-            exe._rows_tally = (("kernels_launched", exe._n_kernels), ("nodes_evaluated", exe._n_nodes))
-        if len(ROW_MODES) >= 4096:
-            ROW_MODES.clear()
-        ROW_MODES[call.key.hash] = "" if rp.ok else rp.reason
+        rp = _rows_program(exe, gp, call)
     return rp if rp.ok else None
+
+
+def _rows_program(exe, gp, call: SymbolicCall):
+    from svod.codegen.rows import rows_program
+
+    rp = rows_program(gp, call.b, call.row_inputs, call.row_outputs)
+    if rp.ok and getattr(exe, "_rows_tally", None) is None:
+        exe._rows_tally = (("kernels_launched", exe._n_kernels), ("nodes_evaluated", exe._n_nodes))
+    if len(ROW_MODES) >= 4096:
+        ROW_MODES.clear()
+    ROW_MODES[call.key.hash] = "" if rp.ok else rp.reason
+    return rp
+
+
+_LATER_LOCK = threading.Lock()
+
+
+def build_later(exe, call: SymbolicCall) -> threading.Thread | None:
+    """Build a warm record's plan (`svod.executable.WarmPlan`: it replays shared libraries,
+    without Kernels or a GraphProgram) as a GraphProgram, and its rows program, on a
+    background thread, once per plan: its kernels load from the object cache, but the
+    plan's Kernels, the LLVM import and the graph program cost ~0.7 s, which no call waits
+    for. The calls meanwhile pad to the bucket (the warm runner); once it is built,
+    `rows_runner` finds it. Returns the thread (None when one was started before)."""
+    with _LATER_LOCK:
+        if exe.__dict__.get("_rows_later") is not None:
+            return None
+        exe._rows_later = t = threading.Thread(target=_build, args=(exe, call), name="svod-rows-build", daemon=True)
+    t.start()
+    return t
+
+
+def _build(exe, call: SymbolicCall) -> None:
+    import logging
+
+    try:
+        gp = exe.graph_program()
+        if "_rows_program" not in gp.__dict__:
+            _rows_program(exe, gp, call)
+    except Exception as e:  # noqa: BLE001 - an optimisation: the calls keep padding
+        logging.getLogger("svod").debug("svod: building the rows program of a warm plan failed: %s", e)
 
 
 # bucket key hash -> "" (its plan runs a size's n rows, the row count read at run time)

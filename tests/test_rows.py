@@ -19,6 +19,11 @@ C = 24
 _RNG = np.random.default_rng(1)
 _B = _RNG.standard_normal(C).astype(np.float32)
 _W = _RNG.standard_normal((C, 8)).astype(np.float32)
+_WI = _RNG.integers(-5, 5, (C, 8)).astype(np.int32)
+
+
+def _gelu_ref(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
 def _ln_softmax(x):
@@ -52,9 +57,22 @@ PROGRAMS = {
     "mixed_outputs": (lambda x: (svod.exp(x - svod.mean(svod.asarray(_B))), svod.asarray(_W) * 2.0),
                       lambda x: (np.exp(x.astype(np.float64) - _B.astype(np.float64).mean()), _W * 2.0),
                       np.float32, True),
-    # GEMM row tiles span rows: padded to the bucket
+    # generated GEMM: its rows variant reads the row count (the last row tile stops at row n)
     "linear_relu": (lambda x: svod.maximum(x @ svod.asarray(_W), 0.0),
-                    lambda x: np.maximum(x.astype(np.float64) @ _W, 0.0), np.float32, False),
+                    lambda x: np.maximum(x.astype(np.float64) @ _W, 0.0), np.float32, True),
+    # two GEMMs, bias and GELU in the first's epilogue, a row temp between them (W4's shape)
+    "mlp_gelu": (lambda x: svod.nn.gelu(x @ svod.asarray(_W) + svod.asarray(_B[:8]), approximate="tanh")
+                 @ svod.asarray(_W.T.copy()) + svod.asarray(_B),
+                 lambda x: _gelu_ref(x.astype(np.float64) @ _W + _B[:8]) @ _W.T + _B, np.float32, True),
+    # an integer matmul (blocks of 16 rows, its rows variant too)
+    "int_matmul": (lambda x: x @ svod.asarray(_WI) + 1, lambda x: x @ _WI + 1, np.int32, True),
+    # a batched product whose batch axis is the rows: whole batch indices, no variant
+    "batched_matmul": (lambda x: svod.matmul(svod.reshape(x, (-1, 4, 6)), svod.reshape(x * 0.5, (-1, 6, 4))),
+                       lambda x: np.matmul(x.astype(np.float64).reshape(-1, 4, 6), 0.5 * x.reshape(-1, 6, 4)),
+                       np.float32, True),
+    # a column reduce (a kept innermost axis after the reduced one), one unit per row
+    "column_sum": (lambda x: svod.sum(svod.reshape(x, (-1, 4, 6)), axis=1),
+                   lambda x: x.astype(np.float64).reshape(-1, 4, 6).sum(axis=1), np.float32, True),
 }
 
 
@@ -109,7 +127,7 @@ def test_sizes_in_a_bucket_run_their_own_rows_and_equal_numpy(name):
     if runs_rows:
         assert rp.runs >= 5
     else:
-        assert "matmul" in rp.reason and rp.runs == 0
+        assert rp.reason and rp.runs == 0
 
 
 def test_results_have_exactly_n_rows_and_inputs_are_not_copied(monkeypatch):
@@ -179,7 +197,37 @@ def test_explain_says_how_a_size_runs_in_its_bucket():
     e = svod.explain(_ln_softmax(svod.asarray(_data(99, np.float32))))
     assert e.shapes.startswith("bucket 104 for 99 rows") and "runs its 99 rows" in e.shapes.splitlines()[0]
     e = svod.explain(PROGRAMS["linear_relu"][0](svod.asarray(_data(99, np.float32))))
-    assert "padded to 104 rows" in e.shapes and "matmul" in e.shapes
+    assert "runs its 99 rows" in e.shapes.splitlines()[0]
+
+
+@pytest.mark.parametrize("form", ["row", "column"])
+def test_split_reductions_run_their_rows_as_a_rows_variant(form, monkeypatch):
+    """A few long rows cut into chunks (a split reduction: units (group, chunk), partials
+    combined by the unit completing a group): the bucket's kernel runs as its rows variant,
+    whose launch of every unit at n rows keeps to private scratch (a part of the units
+    would share the kernel's global scratch); equal to numpy, and to the padded run bit for
+    bit (SVOD_VALIDATE compares the first rows run); SVOD_ROWS=0 pads and says so."""
+    from svod.codegen.schedule import schedule
+
+    if form == "row":
+        f = lambda x: svod.sum(x, axis=1)  # noqa: E731
+        ref = lambda x: x.astype(np.float64).sum(1)  # noqa: E731
+        cols = 600_000
+    else:  # a column reduce cut along its reduced axis
+        f = lambda x: svod.sum(svod.reshape(x, (x.shape[0], -1, 64)), axis=1)  # noqa: E731
+        ref = lambda x: x.astype(np.float64).reshape(x.shape[0], -1, 64).sum(1)  # noqa: E731
+        cols = 64 * 20_000
+    for n in (3, 5, 6, 7, 5):  # 5-7: the bucket 8
+        x = _RNG.standard_normal((n, cols)).astype(np.float32)
+        x[0, 1], x[1, 2] = np.inf, -0.0
+        np.testing.assert_allclose(f(svod.asarray(x)).numpy(), ref(x), rtol=1e-4, atol=1e-2)
+    rp = _rows_program(f, x)
+    _, exe = engine.plan_for([f(svod.asarray(x))])
+    assert any(schedule(k).loops.split for k in exe.plan.kernels), "not a split reduction"
+    assert rp.ok and rp.runs >= 2 and any(sp[0] == "tiles" for sp in rp.specs.values()), (rp.reason, rp.specs)
+    monkeypatch.setenv("SVOD_ROWS", "0")
+    e = svod.explain(f(svod.asarray(x)))
+    assert "padded to 8 rows (SVOD_ROWS=0)" in e.shapes, e.shapes
 
 
 class _FreshCache:
@@ -208,7 +256,7 @@ class _FreshCache:
         self._tmp.cleanup()
 
 
-@pytest.mark.parametrize("name", ["softmax_layer_norm", "row_max_argmax_sum"])
+@pytest.mark.parametrize("name", ["softmax_layer_norm", "row_max_argmax_sum", "mlp_gelu"])
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sizes=st.lists(st.integers(2, 300), min_size=2, max_size=7))
 def test_searches_and_compiles_equal_the_buckets_touched(name, sizes, monkeypatch):
@@ -276,3 +324,213 @@ def test_validate_compares_the_first_rows_run_with_the_padded_run(monkeypatch):
     assert bad.checked and not bad.ok and "differed from the padded run" in bad.reason
     _check("bias_tanh", _data(68, np.float32))
     assert bad.runs == 1 and isinstance(bad, rows.RowsProgram)
+
+
+@pytest.mark.parametrize("k", [300, 700])  # one K block; two (partial sums kept in the output)
+def test_gemm_rows_variant_reads_and_writes_only_n_rows(k):
+    """The rows variant of a generated GEMM (row count read at run time): on `n` rows it
+    equals the constant-size kernel bit for bit, reads no row of A past `n` and writes
+    no row of C past `n`, whatever the unit ranges it is called with (threads)."""
+    import ctypes
+
+    from svod.codegen.program import compile_kernel
+    from svod.codegen.rows import _variant
+    from svod.codegen.schedule import schedule
+    from svod.kernel_examples import matmul_bias_gelu_kernel
+
+    m, cols = 100, 70
+    kern = matmul_bias_gelu_kernel(m, k, cols)
+    g = schedule(kern).gemm
+    mod, symbol = _variant(kern)
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(mod.address(symbol))
+    a = _RNG.standard_normal((m, k)).astype(np.float32)
+    w = (_RNG.standard_normal((k, cols)) / np.sqrt(k)).astype(np.float32)
+    bias = _RNG.standard_normal(cols).astype(np.float32)
+    full = {0: a.reshape(-1), 1: w.reshape(-1), 2: bias, 3: np.empty(m * cols, np.float32)}
+    compile_kernel(kern).run(full)
+    want = full[3].reshape(m, cols)
+    for n in (2, 5, g.mt - 1, g.mt, g.mt + 1, 77, m):
+        a_n = np.full((m + 4, k), np.nan, np.float32)  # rows past n: NaN (no read of them may reach C)
+        a_n[:n] = a[:n]
+        out = np.full((m + 4, cols), 7.0, np.float32)
+        units = -(-n // g.mt) * g.tiles_n
+        args = (ctypes.c_void_p * 5)(a_n.ctypes.data, w.ctypes.data, bias.ctypes.data, out.ctypes.data, n)
+        for lo, hi in ((0, units // 2), (units // 2, units)):  # two slices, as two threads would run them
+            fn(ctypes.addressof(args), lo, hi)
+        assert out[:n].tobytes() == want[:n].tobytes(), n
+        assert (out[n:] == 7.0).all(), f"rows past {n} written"
+
+
+@pytest.mark.parametrize("name", ["linear_relu", "mlp_gelu", "int_matmul", "batched_matmul"])
+def test_matmul_plans_run_n_rows_and_new_sizes_compile_nothing(name, monkeypatch):
+    """Matmul plans in a bucket (generated GEMMs with their rows variants, or BLAS steps on
+    the operands' first n rows, whichever the search chose): results of exactly n rows, no
+    input padded or copied into the bucket's rows, and a new size of a known bucket
+    searches and compiles nothing (the rows variants are built with the bucket's first run)."""
+    f, _, dtype, _ = PROGRAMS[name]
+    for n in (120, 121):
+        _check(name, _data(n, dtype))
+    ins = []
+    for n in (122, 126, 127, 124):  # the bucket 128 (121-128)
+        t = svod.asarray(_data(n, dtype)) * 1  # inputs without room after their rows (results of a plan)
+        t.numpy()
+        ins.append(t)
+    s0 = svod.stats()
+    calls = []
+    real = shapes.pad_rows
+    monkeypatch.setattr(shapes, "pad_rows", lambda a, b: calls.append(a.shape) or real(a, b))
+    for t in ins:
+        got = f(t)
+        got = [g.numpy() for g in svod.realize(*got)] if isinstance(got, tuple) else [got.numpy()]
+        want = PROGRAMS[name][1](t.numpy())
+        for g, w in zip(got, list(want) if isinstance(want, tuple) else [want]):
+            assert g.shape == w.shape and g.shape[0] == t.shape[0]
+            np.testing.assert_allclose(g, w, rtol=3e-5, atol=3e-5)
+    s1 = svod.stats()
+    assert (s1["searches"], s1["kernels_compiled"]) == (s0["searches"], s0["kernels_compiled"])
+    rp = _rows_program(f, _data(126, dtype))
+    assert rp.ok and rp.runs >= 4, rp.reason
+    kinds = {sp[0] for sp in rp.specs.values()}
+    assert kinds & {"tiles", "lib", "row"}, rp.specs
+    if not any(sp[0] == "chunk" for sp in rp.specs.values()):
+        # no chunk reads past row n: nothing is bound to the bucket's rows (but the padded run
+        # SVOD_VALIDATE compares the first rows run with)
+        checks = 1 if os.environ.get("SVOD_VALIDATE", "0") != "0" else 0
+        assert len(calls) == checks, calls
+
+
+def test_blas_steps_run_on_the_first_n_rows(monkeypatch):
+    """The greedy plan (no search) runs products as BLAS steps: between native segments,
+    each on views of its operands' first n rows."""
+    monkeypatch.setenv("SVOD_SEARCH", "0")
+    with _FreshCache():
+        for n in (90, 91, 93, 89, 95):  # 91-95: the bucket 96
+            _check("mlp_gelu", _data(n, np.float32))
+        rp = _rows_program(PROGRAMS["mlp_gelu"][0], _data(94, np.float32))
+        assert rp.ok and rp.runs >= 3, rp.reason
+        assert sum(sp[0] == "lib" for sp in rp.specs.values()) == 2, rp.specs
+        assert sum(seg[0] == "native" for seg in rp._segments) >= 2
+
+
+def test_integer_matmul_rows_variant_reads_and_writes_only_n_rows():
+    """The integer matmul's rows variant (blocks of 16 rows, the row count read at run
+    time): the first n rows equal numpy's, no row past n written."""
+    import ctypes
+
+    from svod.codegen.rows import _variant
+    from svod.codegen.schedule import MM_ROWS
+    from svod.dtype import int32
+    from svod.kernel import ACC, Kernel, KInput, KNode, KOutput, MatmulSpec
+    from svod.view import ViewChain
+
+    m, k, cols = 50, 13, 9
+    ins = (KInput(0, int32, ViewChain.of((m, k))), KInput(1, int32, ViewChain.of((k, cols))))
+    kern = Kernel("mm_i32", (m, cols), ins, (KNode(ACC, int32),), (KOutput(2, 0, int32, (m, cols)),), (),
+                  MatmulSpec(0, 1, m, cols, k))
+    mod, symbol = _variant(kern)
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(mod.address(symbol))
+    a = _RNG.integers(-100, 100, (m, k)).astype(np.int32)
+    w = _RNG.integers(-100, 100, (k, cols)).astype(np.int32)
+    for n in (2, 15, 16, 17, 49, 50):
+        out = np.full((m + 2, cols), -7, np.int32)
+        args = (ctypes.c_void_p * 4)(a.ctypes.data, w.ctypes.data, out.ctypes.data, n)
+        fn(ctypes.addressof(args), 0, -(-n // MM_ROWS))
+        np.testing.assert_array_equal(out[:n], a[:n] @ w)
+        assert (out[n:] == -7).all(), f"rows past {n} written"
+
+
+_WARM_ROWS = """
+    import json, numpy as np, svod, svod.nn as nn
+    from svod import engine
+    rng = np.random.default_rng(5)
+
+    def f(x):
+        return nn.softmax(nn.layer_norm(x, (48,)))
+
+    def ref(x):
+        m = x.mean(-1, keepdims=True); v = ((x - m) ** 2).mean(-1, keepdims=True)
+        z = (x - m) / np.sqrt(v + 1e-5)
+        w = np.exp(z - z.max(-1, keepdims=True))
+        return w / w.sum(-1, keepdims=True)
+
+    ok = True
+    for n in (200, 201):  # the exact plan, then the bucket 208's
+        x = rng.standard_normal((n, 48)).astype(np.float32)
+        ok &= bool(np.allclose(f(svod.asarray(x)).numpy(), ref(x), rtol=1e-4, atol=1e-6))
+    _, exe = engine.plan_for([f(svod.asarray(x))])
+    later = exe.__dict__.get("_rows_later")
+    if later is not None:
+        later.join(60)
+    for n in (203, 205, 207):
+        x = rng.standard_normal((n, 48)).astype(np.float32)
+        ok &= bool(np.allclose(f(svod.asarray(x)).numpy(), ref(x), rtol=1e-4, atol=1e-6))
+    gp = exe._gp
+    rp = gp.__dict__.get("_rows_program") if gp is not None else None
+    s = svod.stats()
+    print(json.dumps({"ok": ok, "warm": type(exe).__name__, "later": later is not None,
+                      "runs": rp.runs if rp is not None else -1, "compiled": s["kernels_compiled"],
+                      "searches": s["searches"]}))
+"""
+
+
+def test_a_warm_process_builds_the_rows_program_off_the_call(tmp_path):
+    """A bucket plan replayed from its warm record (shared libraries, no Kernels, no
+    GraphProgram) pads its first calls and builds its graph program and rows program on a
+    background thread; later sizes of the bucket run their own rows. Nothing is compiled."""
+    import json
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+
+    def child() -> dict:
+        env = dict(os.environ, PYTHONPATH=str(root), SVOD_CACHE_DIR=str(tmp_path), SVOD_PREFETCH="0",
+                   SVOD_VALIDATE="0")
+        r = subprocess.run([sys.executable, "-c", textwrap.dedent(_WARM_ROWS)], capture_output=True, text=True,
+                           env=env, cwd=root, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    cold = child()
+    assert cold["ok"] and cold["warm"] == "KernelPlan" and cold["runs"] == 3 and not cold["later"]
+    warm = child()
+    assert warm["ok"] and warm["compiled"] == 0 and warm["searches"] == 0, warm
+    if warm["warm"] == "WarmPlan":  # (a record needs a linker: without one the plan is a KernelPlan)
+        assert warm["later"] and warm["runs"] == 3, warm
+
+
+def test_threaded_gemm_launches_at_run_time_row_counts():
+    """A GEMM big enough for several threads (its row tiles dispatched to the pool at the
+    run-time unit count) and its epilogue, at sizes across its bucket: equal to numpy."""
+    w = (_RNG.standard_normal((256, 192)) / 16).astype(np.float32)
+    b = _RNG.standard_normal(192).astype(np.float32)
+    f = lambda x: svod.nn.gelu(x @ svod.asarray(w) + svod.asarray(b), approximate="tanh")  # noqa: E731
+    for n in (600, 601, 577, 640, 613, 579):  # 601-640: the bucket 640
+        x = _RNG.standard_normal((n, 256)).astype(np.float32)
+        got = f(svod.asarray(x)).numpy()
+        assert got.shape == (n, 192)
+        np.testing.assert_allclose(got, _gelu_ref(x.astype(np.float64) @ w + b), rtol=2e-4, atol=2e-4)
+    rp = _rows_program(f, _RNG.standard_normal((613, 256)).astype(np.float32))
+    assert rp.ok and rp.runs >= 3, rp.reason
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(2, 200), min_size=3, max_size=7))
+def test_gemm_plans_compile_only_for_new_buckets(sizes):
+    """Searched plans (generated GEMMs with their rows variants, or BLAS steps) over random
+    row counts: searches equal the plans touched (the first size's, then one per bucket),
+    nothing is compiled at a size whose bucket ran before, every result equals numpy."""
+    with _FreshCache():
+        seen: set = set()
+        for n in sizes:
+            plan = ("exact", n) if n == sizes[0] else ("bucket", shapes.bucket(n))
+            s0 = svod.stats()
+            _check("linear_relu", _data(n, np.float32))
+            s1 = svod.stats()
+            if plan in seen:  # (a bucket whose plan is the first size's builds its rows program at its first use)
+                assert s1["kernels_compiled"] == s0["kernels_compiled"], (sizes, n)
+            seen.add(plan)
+        buckets = {shapes.bucket(n) for n in sizes if n != sizes[0]}
+        assert svod.stats()["searches"] == len({sizes[0]} | buckets), sizes

@@ -1,7 +1,8 @@
-"""The write side of a loop (svod/writes.py): `x[key] = v` on a realized `x` runs as a
-copy of x plus the value's own plan once its structure has written a second region, so a
-loop writing rows (or columns, blocks, elements) of a realized array plans a bounded
-number of times; every result equals numpy's."""
+"""The write side of a loop (svod/writes.py): `x[key] = v` on a realized `x` runs as the
+value's own plan written into x's array (in place when nothing else can read it, else
+into a copy) once its structure has written a second region, so a loop writing rows (or
+columns, blocks, elements) of a realized array plans a bounded number of times; every
+result equals numpy's, and every alias of x's old array keeps seeing its old values."""
 
 from __future__ import annotations
 
@@ -164,3 +165,109 @@ def test_explain_shows_the_plan_a_region_write_runs():
     before = svod.stats()["searches"] + svod.stats()["kernels_compiled"]
     np.testing.assert_allclose(x.numpy()[2], np.exp(a[3]) * 2.0)
     assert svod.stats()["searches"] + svod.stats()["kernels_compiled"] == before  # explain planned what ran
+
+
+# ---------------------------------------------------------------- writes in place (svod.writes.exclusive)
+
+
+def _row_loop(x, ref, rows, value):
+    """x[i] = value(x, i) for i in rows, realizing each step; returns the writes done in place."""
+    p0 = writes.WRITES.in_place
+    for i in rows:
+        x[i] = value(x, i, svod)
+        ref[i] = value(ref, i, np)
+        np.testing.assert_allclose(x.numpy(), ref, rtol=1e-13, atol=0)  # exp: within ulps of numpy's
+    return writes.WRITES.in_place - p0
+
+
+def _fresh(shape=(12, 16), dtype=np.float64):
+    a = (_RNG.standard_normal(shape) * 3).astype(dtype)
+    a[0, 0], a[1, 1], a[2, 2] = np.nan, -np.inf, -0.0
+    return svod.asarray(a), a.copy()
+
+
+def test_a_loop_nothing_else_sees_writes_in_place():
+    """After the structure's exact first write and the copy that turns it dynamic, every
+    write of a plain loop goes into x's own array: no copy of x per row."""
+    y = svod.asarray(_RNG.standard_normal((12, 16)))
+    x, ref = _fresh()
+    yn = y.numpy()
+    n = _row_loop(x, ref, range(10), lambda a, i, m: m.exp(y[i] if m is svod else yn[i]) * 2.0)
+    assert n >= 8, n
+    # a recurrence reading the array being written: in place too (the value is computed first)
+    n = _row_loop(x, ref, range(1, 12), lambda a, i, m: a[i - 1] * 0.5 - a[i])
+    assert n >= 9, n
+
+
+@pytest.mark.parametrize("alias", ["numpy", "asarray", "view", "lazy", "tensor", "dlpack", "value"])
+def test_aliases_of_the_written_array_keep_numpy_semantics(alias):
+    """Anything that can still read x's old array — an exported ndarray (``.numpy()``,
+    ``np.asarray``), a Tensor view or lazy expression over it, a second Tensor of the same
+    buffer, a DLPack capsule, a value Tensor that reads x — makes the write copy: the alias
+    keeps seeing the values it saw, as with numpy arrays (each svod array is written once)."""
+    x, ref = _fresh()
+    for i in range(3):  # the structure turns dynamic; x's array is now the write's own
+        x[i] = x[i] * 2.0 + 1.0
+        ref[i] = ref[i] * 2.0 + 1.0
+        x.numpy()
+    assert writes.WRITES.in_place >= 1  # (the same loop without an alias writes in place)
+    before = ref.copy()
+    holders = []
+    if alias == "numpy":
+        holders.append(x.numpy())
+    elif alias == "asarray":
+        holders.append(np.asarray(x)[2:])
+    elif alias == "view":
+        holders.append(x[3:5])
+    elif alias == "lazy":
+        holders.append(svod.exp(x) + 1.0)
+    elif alias == "tensor":
+        holders.append(type(x)(_uop=x.uop))  # a second Tensor of the same buffer node
+    elif alias == "dlpack":
+        holders.append(x.__dlpack__(max_version=(1, 0)))  # versioned: svod's buffer itself, read-only
+    p0 = writes.WRITES.in_place
+    for i in range(3, 6):
+        if alias == "value":
+            w = x[i - 1] * 2.0 + 1.0  # the value Tensor, held: realizing it again must read the old x
+            holders.append((w, ref[i - 1] * 2.0 + 1.0))
+            x[i] = w
+            ref[i] = ref[i - 1] * 2.0 + 1.0
+        else:
+            x[i] = x[i] * 2.0 + 1.0  # the loop's own structure: its writes run in svod.writes
+            ref[i] = ref[i] * 2.0 + 1.0
+        np.testing.assert_array_equal(x.numpy(), ref)
+    if alias == "value":
+        for w, want in holders:
+            np.testing.assert_array_equal(w.numpy(), want)
+        return
+    assert writes.WRITES.in_place - p0 <= 2  # the first write copies: later ones own their copy
+    assert writes.WRITES.runs >= 5
+    h = holders[0]
+    if alias == "numpy":
+        np.testing.assert_array_equal(h, before)
+    elif alias == "asarray":
+        np.testing.assert_array_equal(h, before[2:])
+    elif alias == "view":
+        np.testing.assert_array_equal(h.numpy(), before[3:5])
+    elif alias == "lazy":
+        np.testing.assert_allclose(h.numpy(), np.exp(before) + 1.0, rtol=1e-13, atol=0)
+    elif alias == "tensor":
+        np.testing.assert_array_equal(np.asarray(h), before)
+    elif alias == "dlpack":
+        class _Cap:
+            def __init__(self, c):
+                self.c = c
+
+            def __dlpack__(self, **kw):
+                return self.c
+
+            def __dlpack_device__(self):
+                return (1, 0)
+
+        np.testing.assert_array_equal(np.from_dlpack(_Cap(h)), before)
+
+
+def test_in_place_off_copies(monkeypatch):
+    monkeypatch.setenv("SVOD_WRITES_IN_PLACE", "0")
+    x, ref = _fresh()
+    assert _row_loop(x, ref, range(6), lambda a, i, m: a[i] - 1.0) == 0

@@ -55,7 +55,7 @@ class ColumnLowering:
         groups = math.prod(a.size for a in outer) * nblk
         types = [r.ty for r in reds] + ([reds[0].ty] if chan else [])  # a variance: its mean's low part too
         scratch = SplitScratch(f, self.symbol, types, groups, nch, plan.cols, self.ub, self.ue,
-                               plan.units) if nch > 1 else None
+                               self._all_units()) if nch > 1 else None
 
         def unit(u):
             g = b.udiv(u, i64(nch)) if nch > 1 else u

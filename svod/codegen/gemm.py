@@ -300,7 +300,9 @@ class _Gemm:
                 op.base_idx = op.base()
         self.cbase = b.mul(bu, i64(plan.m * plan.n))  # element offset of this batch's C
         self.i0 = b.mul(ti, i64(plan.mt))
-        self.i1 = imin(b, b.add(self.i0, i64(plan.mt)), i64(plan.m))
+        # a rows variant (svod.codegen.rows) reads its row count at run time: no row past it
+        m = i64(plan.m) if getattr(self.low, "rows_m", None) is None else self.low.rows_m
+        self.i1 = imin(b, b.add(self.i0, i64(plan.mt)), m)
         self.j0 = b.mul(tj, i64(plan.nt))
         self.j1 = imin(b, b.add(self.j0, i64(plan.nt)), i64(plan.n))
         self._loop(i64(0), i64(plan.nkb), self._kblock, "kb")

@@ -127,7 +127,7 @@ class GraphProgram:
             n += self._module.nbytes
         rows = self.__dict__.get("_rows_program")  # svod.codegen.rows: its segment module and scratch
         if rows is not None and rows._module is not None:
-            n += rows._module.nbytes + (sum(blk.nbytes for blk in rows._state[2].values()) if rows._state else 0)
+            n += rows.nbytes
         state = self._state
         if state is not None:
             n += sum(blk.nbytes for blk in state[2].values())
@@ -287,9 +287,12 @@ def _segment_ir(name: str, ops: list, fn_index: dict[int, int], graph: CompiledG
     `rows` (svod.codegen.rows): the segment takes a fourth argument ``i64 %rows`` and
     the steps it names (by their index in `ops`) size themselves from it at run time —
     a Launch ``("row", k)`` runs ``rows * k`` units, ``("chunk", elems, chunk)`` runs
-    ``min(ceil(rows * elems / chunk), units)``, a Copy ``("row", nbytes)`` copies
-    ``rows * nbytes`` bytes; other steps keep their constant counts. None: the
-    segment's text is exactly what it was before the option existed."""
+    ``min(ceil(rows * elems / chunk), units)``, ``("tiles", mt, k)`` (a kernel's rows
+    variant: a matmul's row tiles of ``mt`` rows, ``k`` units each; a split reduction's
+    ``k`` units a row, ``mt`` 1) runs ``ceil(rows / mt) * k`` units and passes ``rows``
+    as one more argument-block entry (an integer after the slot pointers), a Copy
+    ``("row", nbytes)`` copies ``rows * nbytes`` bytes; other steps keep their constant
+    counts. None: the segment's text is exactly what it was before the option existed."""
     from svod.runtime import SLICES_PER_THREAD
 
     allocas, body = [], []
@@ -308,13 +311,17 @@ def _segment_ir(name: str, ops: list, fn_index: dict[int, int], graph: CompiledG
                      f"  call void @llvm.memcpy.p0.p0.i64(ptr %cpd{j}, ptr %cps{j}, i64 {nb}, i1 false)"]
             continue
         prog = programs[step.kernel]
-        n = len(prog.slots)
+        n = len(prog.slots) + (spec is not None and spec[0] == "tiles")
         allocas.append(f"  %args{j} = alloca [{max(n, 1)} x ptr], align 8")
         for p, slot in enumerate(prog.slots):
             body += [f"  %s{j}_{p} = getelementptr ptr, ptr %slots, i64 {slot}",
                      f"  %v{j}_{p} = load ptr, ptr %s{j}_{p}, align 8",
                      f"  %a{j}_{p} = getelementptr [{max(n, 1)} x ptr], ptr %args{j}, i64 0, i64 {p}",
                      f"  store ptr %v{j}_{p}, ptr %a{j}_{p}, align 8"]
+        if n > len(prog.slots):  # the row count, read by the rows variant's entry
+            body += [f"  %rp{j} = inttoptr i64 %rows to ptr",
+                     f"  %ra{j} = getelementptr [{n} x ptr], ptr %args{j}, i64 0, i64 {n - 1}",
+                     f"  store ptr %rp{j}, ptr %ra{j}, align 8"]
         body += [f"  %fp{j} = getelementptr ptr, ptr %fns, i64 {fn_index[step.kernel]}",
                  f"  %fn{j} = load ptr, ptr %fp{j}, align 8"]
         units = prog.units
@@ -351,6 +358,11 @@ def _runtime_units(j: int, spec: tuple, units: int, nt: int, per_thread: int, bo
     workers; a run of one unit never dispatches."""
     if spec[0] == "row":
         body.append(f"  %u{j} = mul i64 %rows, {spec[1]}")
+    elif spec[0] == "tiles":  # whole row tiles covering the rows, `k` units each
+        _, mt, k = spec
+        body += [f"  %ut{j} = add i64 %rows, {mt - 1}",
+                 f"  %ud{j} = udiv i64 %ut{j}, {mt}",
+                 f"  %u{j} = mul i64 %ud{j}, {k}"]
     else:  # "chunk": whole chunks of `elems` per row, never past the compiled count
         _, elems, chunk = spec
         body += [f"  %ue{j} = mul i64 %rows, {elems}",

@@ -7,7 +7,12 @@ Entry ABI (every native kernel)::
 ``slots`` holds one pointer per kernel input (in `Kernel.inputs` order) followed by one
 per output (in `Kernel.outputs` order); the runtime splits ``[0, units)`` across threads.
 The entry loads the pointers and calls an internal body whose pointer arguments are
-``noalias`` (the loop vectoriser needs that to vectorise without runtime checks).
+``noalias`` (the loop vectoriser needs that to vectorise without runtime checks). A
+*rows variant* (``KernelLowering(..., rows=True)``, built by `svod.codegen.rows` for a
+size bucket's plan: matmuls, split reductions) has one more entry after the outputs: its
+row count ``m`` as an integer, read at run time instead of the kernel's constant (a
+matmul's last row tile stops there; a split reduction's launch of every unit is ``m``
+times the units per row).
 
 Every decision about the loops is the kernel's `Schedule` (svod/codegen/schedule.py:
 loop plan, segments, per-row values, the stash, GEMM tiling); this module emits it.
@@ -85,7 +90,8 @@ def symbol_for(kernel: Kernel) -> str:
 class KernelLowering(ColumnLowering):
     """Lower one Kernel into `module` as function `symbol`."""
 
-    def __init__(self, kernel: Kernel, module: ir.Module, symbol: str, sched: Schedule | None = None):
+    def __init__(self, kernel: Kernel, module: ir.Module, symbol: str, sched: Schedule | None = None,
+                 rows: bool = False):
         self.k = kernel
         self.module = module
         self.symbol = symbol
@@ -94,7 +100,9 @@ class KernelLowering(ColumnLowering):
         nin, nout = len(kernel.inputs), len(kernel.outputs)
         ptr_types = [ir.PointerType(mem_type(i.dtype)) for i in kernel.inputs] + \
                     [ir.PointerType(mem_type(o.dtype)) for o in kernel.outputs]
-        body_ty = ir.FunctionType(VOID, ptr_types + [I64, I64])
+        # `rows` (a rows variant, svod.codegen.rows): the row count m is read at run time from
+        # one more entry slot (an integer) and passed to the body as a last argument
+        body_ty = ir.FunctionType(VOID, ptr_types + [I64, I64] + ([I64] if rows else []))
         self.body_fn = ir.Function(module, body_ty, symbol + ".body")
         self.body_fn.linkage = "internal"
         for a in self.body_fn.args[:nin + nout]:
@@ -102,7 +110,8 @@ class KernelLowering(ColumnLowering):
         self.f = Fn(module, self.body_fn)
         self.in_ptrs = list(self.body_fn.args[:nin])
         self.out_ptrs = list(self.body_fn.args[nin:nin + nout])
-        self.ub, self.ue = self.body_fn.args[nin + nout:]
+        self.ub, self.ue = self.body_fn.args[nin + nout:nin + nout + 2]
+        self.rows_m = self.body_fn.args[-1] if rows else None  # run-time row count (a rows variant)
         self.accesses: dict[int, Access] = {}  # input index -> Access (kernel space)
         self.valid_access: dict[int, Access] = {}  # node index -> Access for VALID
         self.out_access: list[Access] = []
@@ -150,8 +159,17 @@ class KernelLowering(ColumnLowering):
         for j, dt in enumerate(types):
             raw = b.load(b.gep(fn.args[0], [ir.Constant(I64, j)]))
             ptrs.append(b.bitcast(raw, ir.PointerType(mem_type(dt))))
-        b.call(self.body_fn, ptrs + [fn.args[1], fn.args[2]])
+        extra = [b.ptrtoint(b.load(b.gep(fn.args[0], [ir.Constant(I64, len(types))])), I64)] \
+            if self.rows_m is not None else []
+        b.call(self.body_fn, ptrs + [fn.args[1], fn.args[2]] + extra)
         b.ret_void()
+
+    def _all_units(self):
+        """The unit count of a launch that runs every unit: the constant, or for a rows
+        variant its run-time row count times the units per row (svod.codegen.rows)."""
+        if self.rows_m is None:
+            return self.plan.units
+        return self.f.b.mul(self.rows_m, i64(self.plan.units // self.k.shape[0]))
 
     # ---- index helpers
     def _unravel(self, u: ir.Value, axes: tuple[Axis, ...]) -> dict:
@@ -407,7 +425,7 @@ class KernelLowering(ColumnLowering):
         if nch > 1:
             reds = [i for i, n in enumerate(k.nodes) if n.op is Ops.REDUCE]
             scratch = SplitScratch(f, self.symbol, [reg_type(k.nodes[i].dtype) for i in reds],
-                                   plan.units // nch, nch, 1, self.ub, self.ue, plan.units)
+                                   plan.units // nch, nch, 1, self.ub, self.ue, self._all_units())
 
         def unit(u):
             row = b.udiv(u, i64(nch)) if nch > 1 else u
@@ -619,7 +637,8 @@ class KernelLowering(ColumnLowering):
             bctx = self._unravel(bu, batch_axes) if batch_axes else {}
             i0 = b.mul(mbk, i64(MM_ROWS))
             i1 = b.add(i0, i64(MM_ROWS))
-            i1 = b.select(b.icmp_signed("<", i1, i64(mm.m)), i1, i64(mm.m))
+            m = i64(mm.m) if self.rows_m is None else self.rows_m
+            i1 = b.select(b.icmp_signed("<", i1, m), i1, m)
             rows = b.sub(i1, i0)
 
             def colblock(jb):

@@ -2,34 +2,54 @@
 
 A dynamic structure (svod.shapes) is planned and compiled once per size bucket ``b``.
 `rows_program(gp, b, row_inputs, row_outputs)` derives from the bucket's GraphProgram a
-`RowsProgram` whose native segment takes the row count ``n`` as an argument and sizes
+`RowsProgram` whose native segments take the row count ``n`` as an argument and size
 each launch from it, so a size ``n <= b`` runs on the caller's own ``n``-row arrays: no
 padding rows computed, no copy into a ``b``-row buffer, results of exactly ``n`` rows.
-The kernels are the bucket's, unchanged (same code, same object files); only the
-segment that launches them is generated again, once per bucket plan.
+The kernels are the bucket's, unchanged (same code, same object files), except each
+generated 2-D matmul, which runs as its *rows variant* (below); the segments that launch
+them are generated again (split by library steps as the GraphProgram's are), once per
+bucket plan.
 
 Which launches follow the row count (`analyse`). Row slots start as the row-carrying
 inputs (`SymbolicCall.row_inputs`); a launch reading a row slot is a *row launch* and
-its outputs become row slots. A row launch must
+its outputs become row slots. Every row launch reads each row slot through one view,
+with axis 0 stepping whole rows (stride = the slot's elements / ``b``, unmasked on axis
+0), and every other slot broadcast along axis 0 (stride 0), except a matmul's B. A row
+launch is one of:
 
-* be a generated kernel (not a library step, GEMM, attention or sort) of shape
-  ``(b, ...)`` that keeps axis 0 (not reduced), with no reshape chain in its reads;
-* read every row slot with axis 0 stepping whole rows (stride = the slot's elements /
-  ``b``, unmasked on axis 0) and every other slot broadcast along axis 0 (stride 0);
-* enumerate its units with axis 0 outermost and a whole number ``k`` per row (row-wise
-  and reduce kernels, multi-axis elementwise kernels, without a split reduction or a
-  column reduce): it runs ``n * k`` units — only rows ``< n`` are read or written; or
-* be a one-axis elementwise kernel (chunks of `CHUNK` elements that span rows): it runs
-  the chunks covering ``n`` rows, ``min(ceil(n * elems_per_row / CHUNK), units)``: up
-  to one chunk (4,096 elements) past row ``n``, never the bucket's whole padding. The
-  row slots it touches must then reach past row ``n``: such an input is bound as
-  `svod.shapes.pad_rows` does (a view when its memory has room for ``b`` rows — what
-  `svod.asarray` makes once a structure is dynamic — else a copy), and such an output is
-  a ``b``-row pool block whose first ``n`` rows are the result.
+* a row-wise, reduce, column-reduce or multi-axis elementwise kernel of shape ``(b,
+  ...)`` that keeps axis 0 and enumerates its units with axis 0 outermost, a whole
+  number ``k`` per row (``("row", k)``): it runs ``n * k`` units — only rows ``< n``
+  are read or written. A split reduction (units (group, chunk), svod/codegen/split.py)
+  runs so as its rows variant (``("tiles", 1, k)``): a launch of all its ``n * k`` units
+  on one thread must take private scratch, and only the variant knows that count (the
+  kernel's global scratch is for the pool's partial ranges, one job at a time);
+* a one-axis elementwise kernel (chunks of `CHUNK` elements that span rows, ``("chunk",
+  elements per row, CHUNK)``): it runs the chunks covering ``n`` rows, ``min(ceil(n *
+  elems_per_row / CHUNK), units)``: up to one chunk (4,096 elements) past row ``n``,
+  never the bucket's whole padding. The row slots it touches must then reach past row
+  ``n``: such an input is bound as `svod.shapes.pad_rows` does (a view when its memory
+  has room for ``b`` rows — what `svod.asarray` makes once a structure is dynamic — else
+  a copy), and such an output is a ``b``-row pool block whose first ``n`` rows are the
+  result;
+* a generated ``(b, K) @ (K, N)`` matmul with the rows on A and B free (GEMM, or the
+  integer tile loop; ``("tiles", MT, k)``): it runs the row tiles covering ``n`` rows,
+  ``ceil(n / MT) * k`` units (``k`` column tiles each), as its rows variant: the same
+  kernel lowered with ``rows=True`` (`svod.codegen.lower`), which reads ``n`` from one
+  more argument-block entry, so the last row tile, its packing of A and its fused
+  epilogue stop at row ``n`` (`svod.codegen.gemm`). Variants are compiled with the
+  bucket's rows program (one more compile per GEMM kernel, counted in
+  `kernels_compiled`) and kept in the object cache under the kernel's key (a later
+  process loads them);
+* a batched matmul whose batch axis 0 is the rows (every operand carries them): whole
+  batch indices, ``("row", units per index)``, the kernel unchanged;
+* a BLAS (library) matmul step of either form (``("lib", batched)``): numpy's BLAS on
+  views of its operands' first ``n`` rows and of its output's, between the native
+  segments (`RowsProgram._library`).
 
 A launch reading no row slot (work on free values: a weight, a mean of a bias) runs its
-compiled unit count. A plan with any other launch (GEMM row tiles span rows, a library
-step, a column reduce, an output that is an input) keeps the padding path of
+compiled unit count. A plan with any other launch (attention; a sort or LAPACK step; a
+row-column kernel; an output that is an input) keeps the padding path of
 `svod.shapes.SymbolicCall` (`analyse` returns the reason, `RowsProgram.reason`).
 
 Memory: temps keep the bucket's memory plan (sized at the upper bound ``b``: one
@@ -41,6 +61,7 @@ outputs are pool blocks of ``n`` rows.
 from __future__ import annotations
 
 import ctypes
+import logging
 import math
 import threading
 
@@ -50,6 +71,8 @@ import svod.pool as _pool
 from svod.codegen.buffers import data_address
 from svod.graph import CompiledGraph, Copy, Launch, slot_nbytes
 from svod.kernel import VALID
+
+log = logging.getLogger("svod")
 
 _ROWS_SEGMENT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 _OK_KINDS = ("rowwise", "reduce", "elementwise")
@@ -92,6 +115,17 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
             if any(o.slot in rows_of for o in k.outputs):
                 return f"kernel {k.name} writes a row slot without reading one"
             continue  # free work: its compiled unit count
+        if k.matmul is not None and k.kind in ("matmul", "blas"):
+            got = _matmul_spec(k, prog, b, rows_of)
+            if isinstance(got, str):
+                return got
+            specs[idx] = got
+            for o in k.outputs:
+                e = per_row(o.slot)
+                if e is None:
+                    return f"kernel {k.name} writes slot {o.slot} of {plan.slots[o.slot].shape}, not {b} rows"
+                rows_of[o.slot] = e
+            continue
         if k.kind not in _OK_KINDS or k.matmul is not None or k.attention is not None or k.library is not None:
             return f"kernel {k.name} is a {k.kind} kernel (its units span rows)"
         if getattr(prog, "units", None) is None or not hasattr(prog, "address"):
@@ -111,9 +145,8 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
             if node.op == VALID and (len(node.arg.views) != 1 or tuple(node.arg.views[0].valid_box()[0]) != (0, b)):
                 return f"kernel {k.name} masks its rows"
         loops = schedule(k).loops
-        if loops.units != prog.units or loops.split or loops.cols:
-            return (f"kernel {k.name}: its units are not whole rows ({loops.kind}, split {loops.split}, "
-                    f"cols {loops.cols})")
+        if loops.units != prog.units:
+            return f"kernel {k.name}: its units are not whole rows ({loops.kind}, cols {loops.cols})"
         if loops.chunk:
             if len(loops.axes) != 1 or loops.axes[0].dims[0] != 0:
                 return f"kernel {k.name}: its chunks do not start with the rows"
@@ -123,7 +156,10 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
         else:
             if not loops.unit_axes or loops.unit_axes[0].dims[0] != 0 or loops.units % b:
                 return f"kernel {k.name}: its units do not enumerate the rows outermost"
-            specs[idx] = ("row", loops.units // b)
+            # NOTE: a split reduction (units (group, chunk)) runs as its rows variant: its launch
+            # of every unit at n rows must use private scratch, not the kernel's globals, which
+            # only the pool's one job at a time may use (svod/codegen/split.py)
+            specs[idx] = ("tiles", 1, loops.units // b) if loops.split else ("row", loops.units // b)
         for o in k.outputs:
             e = per_row(o.slot)
             if e is None:
@@ -138,7 +174,71 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
             return f"output {j} (slot {slot}) {'carries' if r else 'does not carry'} rows, its kernels disagree"
     if not specs:
         return "no launch reads the rows"
+    tiles = {graph.steps[i].kernel for i, sp in specs.items() if sp[0] == "tiles"}
+    for idx, step in enumerate(graph.steps):
+        if isinstance(step, Launch) and step.kernel in tiles and specs.get(idx, ("",))[0] != "tiles":
+            return f"kernel {programs[step.kernel].kernel.name} is launched on free values too"
     return specs, room
+
+
+def _matmul_spec(k, prog, b: int, rows_of: dict):
+    """The launch spec of matmul kernel `k` reading row slots (`analyse`), or why not.
+
+    * ``(b, M) @ (M, N)`` with the rows on ``A``'s axis 0 and ``B`` free: ``("tiles", mt,
+      k)`` — whole row tiles of ``mt`` rows (``k`` units per tile: the column tiles),
+      run by the kernel's *rows variant*, which reads the row count at run time so the
+      last tile stops at row ``n`` (`svod.codegen.lower`, ``rows=True``);
+    * a batched product whose batch axis 0 is the rows (every operand carries them):
+      ``("row", units per batch index)`` — the batch index is the outermost unit;
+    * a BLAS (library) step of either form: ``("lib", batched)`` — numpy's BLAS on the
+      operands' first ``n`` rows (views, no copy; `RowsProgram._library`).
+    Every operand is read through one view; row slots row by row (axis-0 stride = the
+    slot's row, unmasked), epilogue operands free of the rows broadcast along them."""
+    from svod.codegen.schedule import MM_ROWS, schedule, supports_gemm
+
+    mm = k.matmul
+    if k.attention is not None or k.library is not None:
+        return f"kernel {k.name} is a library step (its units span rows)"
+    if not k.shape or k.shape[0] != b or getattr(prog, "units", None) is None or \
+            not (mm.library or hasattr(prog, "address")):
+        return f"kernel {k.name} of shape {k.shape} does not keep the {b} rows on its axis 0"
+    batched = len(k.shape) > 2
+    for i, inp in enumerate(k.inputs):
+        if len(inp.view.views) != 1:
+            return f"kernel {k.name} reads slot {inp.slot} through a chain of views"
+        v = inp.view.views[0]
+        if inp.slot in rows_of:
+            if i == mm.b and not batched:
+                return f"kernel {k.name}: its B operand (slot {inp.slot}) carries the rows"
+            if v.strides[0] != rows_of[inp.slot] or tuple(v.valid_box()[0]) != (0, b) or v.offset < 0 or \
+                    (mm.library and v.mask is not None):
+                return f"kernel {k.name} does not read slot {inp.slot} row by row"
+        elif i == mm.a:
+            return f"kernel {k.name}: its A operand (slot {inp.slot}) does not carry the rows"
+        elif i != mm.b and v.strides[0] != 0:
+            return f"kernel {k.name} reads free slot {inp.slot} along the rows"
+        elif i == mm.b and batched:
+            return f"kernel {k.name}: its batched B operand (slot {inp.slot}) does not carry the rows"
+    for node in k.nodes:
+        if node.op == VALID and (len(node.arg.views) != 1 or tuple(node.arg.views[0].valid_box()[0]) != (0, b)):
+            return f"kernel {k.name} masks its rows"
+    if mm.library:  # BLAS on the operands' first n rows (`RowsProgram._library`)
+        if len(k.outputs) != 1:
+            return f"kernel {k.name}: a library step with {len(k.outputs)} outputs"
+        return ("lib", batched)
+    units = prog.units
+    if batched:
+        if units % b:
+            return f"kernel {k.name}: its {units} units are not whole batch indices of {b}"
+        return ("row", units // b)
+    if supports_gemm(k):
+        g = schedule(k).gemm
+        if g is None or g.batch != 1 or g.units != units or g.m != b:
+            return f"kernel {k.name}: its GEMM tiling does not match its units"
+        return ("tiles", g.mt, g.tiles_n)
+    if units != -(-b // MM_ROWS):
+        return f"kernel {k.name}: its {units} units are not blocks of {MM_ROWS} rows"
+    return ("tiles", MM_ROWS, 1)
 
 
 class RowsProgram:
@@ -157,13 +257,14 @@ class RowsProgram:
         self.checked = False  # SVOD_VALIDATE: the first run was compared with the padded run
         self._lock = threading.Lock()
         self._state = None
-        self._fn = None
+        self._segments = None  # ("native", ctypes fn) | ("library", program, its slots, spec or None)
         self._module = None
+        self._variants: list = []  # the matmul rows variants' modules (kept alive with their table)
+        self._table = None  # gp's function table with the rows variants in place of their kernels
+        self._fns = None
         got = None
         if gp.kind != "native":
             self.reason = f"the graph program is a fallback ({gp.reason})"
-        elif any(s[0] != "native" for s in gp.segments) or len(gp.segments) != 1:
-            self.reason = "library steps split the graph program"
         else:
             got = analyse(gp.graph, gp.programs, b, row_inputs, row_outputs)
             if isinstance(got, str):
@@ -183,12 +284,15 @@ class RowsProgram:
                            (slot, shape, dt, bool(r), bool(r) and slot in room, count)
                            for (slot, shape, dt, count, _), r in zip(gp._out_specs, row_outputs))
         self._build(gp, specs)
-        self.ok = self._fn is not None
+        self.ok = self._segments is not None
 
     def _build(self, gp, specs: dict) -> None:
+        """The segments as `svod.codegen.graphprog.compile_graph` groups them (native
+        steps between library steps), the native ones generated again with the row count
+        as an argument, in one module; the matmul rows variants compiled or loaded."""
         import hashlib
 
-        from svod.codegen.graphprog import _segment_ir, _segment_module, log
+        from svod.codegen.graphprog import _segment_ir, _segment_module
         from svod.runtime import pool_size
 
         nworkers = max(1, pool_size() - 1) if pool_size() > 1 else 0
@@ -196,23 +300,68 @@ class RowsProgram:
                  or (isinstance(s, Launch) and gp.programs[s.kernel].units > 0)]
         index = {id(s): i for i, s in enumerate(gp.graph.steps)}
         fn_index: dict[int, int] = {}
-        for s in gp.graph.steps:
-            if isinstance(s, Launch) and gp.programs[s.kernel].units > 0:
+        for s in gp.graph.steps:  # as compile_graph numbers them (native programs only)
+            if isinstance(s, Launch) and gp.programs[s.kernel].units > 0 and hasattr(gp.programs[s.kernel], "address"):
                 fn_index.setdefault(s.kernel, len(fn_index) + 1)
         local = {j: specs[index[id(s)]] for j, s in enumerate(steps) if index[id(s)] in specs}
+        tiles = sorted({s.kernel for j, s in enumerate(steps) if local.get(j, ("",))[0] == "tiles"})
+        if tiles:
+            table = (ctypes.c_void_p * len(gp._table))(*gp._table)
+            try:
+                kernels = [gp.programs[kk].kernel for kk in tiles]
+                if len(kernels) > 1 and nworkers:  # LLVM compiles outside the GIL: one thread each
+                    from concurrent.futures import ThreadPoolExecutor
+
+                    with ThreadPoolExecutor(min(len(kernels), nworkers + 1)) as ex:
+                        built = list(ex.map(_variant, kernels))
+                else:
+                    built = [_variant(k) for k in kernels]
+                for kk, (mod, symbol) in zip(tiles, built):
+                    self._variants.append(mod)
+                    table[fn_index[kk]] = mod.address(symbol)
+            except Exception as e:  # noqa: BLE001 - a bug here must not lose the user's result: pad instead
+                log.warning("svod: compiling a matmul rows variant failed (%s); padding to the bucket", e)
+                self.reason = f"{type(e).__name__}: {e}"
+                return
+            self._table = table
+            self._fns = ctypes.addressof(table)
         tag = hashlib.blake2b(repr((gp.graph.steps, sorted(local.items()))).encode(), digest_size=6).hexdigest()
-        name = f"svod_r{tag}"
-        text, par = _segment_ir(name, steps, fn_index, gp.graph, gp.programs, nworkers, local)
-        ir = "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)\n\n" + text
+        groups: list = []  # ("native", [(step, its spec)]) or ("library", step, its spec)
+        for j, s in enumerate(steps):
+            if isinstance(s, Launch) and not hasattr(gp.programs[s.kernel], "address"):
+                groups.append(("library", s, specs.get(index[id(s)])))
+            elif groups and groups[-1][0] == "native":
+                groups[-1][1].append((s, local.get(j)))
+            else:
+                groups.append(("native", [(s, local.get(j))]))
+        texts, names, par = [], [], False
+        for gi, g in enumerate(groups):
+            if g[0] == "native":
+                names.append(f"svod_r{tag}_{gi}")
+                seg = [s for s, _ in g[1]]
+                text, p = _segment_ir(names[-1], seg, fn_index, gp.graph, gp.programs, nworkers,
+                                      {j: sp for j, (_, sp) in enumerate(g[1]) if sp is not None})
+                texts.append(text)
+                par |= p
+        ir = "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)\n\n" + "\n\n".join(texts)
+        segments = []
         try:
-            self._module = _segment_module(ir, [name], f"rows_{tag}")
+            if names:
+                self._module = _segment_module(ir, names, f"rows_{tag}")
         except Exception as e:  # noqa: BLE001 - a bug here must not lose the user's result: pad instead
             log.warning("svod: compiling the rows program %s failed (%s); padding to the bucket", tag, e)
             self.reason = f"{type(e).__name__}: {e}"
             return
+        fns = iter(names)
+        for g in groups:
+            if g[0] == "native":
+                segments.append(("native", _ROWS_SEGMENT(self._module.address(next(fns)))))
+            else:
+                prog = gp.programs[g[1].kernel]
+                segments.append(("library", prog, tuple(dict.fromkeys(prog.slots)), g[2]))
         self.ir = ir
         self._parallel = par
-        self._fn = _ROWS_SEGMENT(self._module.address(name))
+        self._segments = segments
 
     def run(self, gp, arrays, n: int, pad_rows) -> list[np.ndarray]:
         """Run at `n` rows. `gp`: the GraphProgram this was derived from (its kernels, its
@@ -253,32 +402,120 @@ class RowsProgram:
             pool = _pool.POOL
             small = _pool.SMALL
             outs = []
+            by_slot = {}
             for slot, shape, dt, r, room, count in self._outs:
                 if r and not room:
                     shape = (n,) + shape
                     count *= n
                 o = pool.small_array(shape, dt, count) if count * dt.itemsize <= small else pool.array(shape, dt)
                 slots[slot] = data_address(o)
+                by_slot[slot] = o
                 outs.append(o[:n] if room else o)
-            gp._count.n += 1
             self.runs += 1
-            if self._parallel:
-                from svod.runtime import _get_pool
+            fns = self._fns or gp._fns
+            for seg in self._segments:
+                if seg[0] == "library":
+                    self._library(gp, seg, n, arrays, by_slot, blocks)
+                    continue
+                gp._count.n += 1
+                fn = seg[1]
+                if self._parallel:
+                    from svod.runtime import _get_pool
 
-                rt = _get_pool()
-                if rt.lock.acquire(False):
-                    try:
-                        self._fn(addr, gp._fns, rt.addr, n)
-                    finally:
-                        rt.lock.release()
+                    rt = _get_pool()
+                    if rt.lock.acquire(False):
+                        try:
+                            fn(addr, fns, rt.addr, n)
+                        finally:
+                            rt.lock.release()
+                    else:
+                        fn(addr, fns, None, n)
                 else:
-                    self._fn(addr, gp._fns, None, n)
-            else:
-                self._fn(addr, gp._fns, None, n)
+                    fn(addr, fns, None, n)
         finally:
             if mine:
                 self._lock.release()
         return outs
+
+
+    @staticmethod
+    def _library(gp, seg, n: int, arrays, by_slot: dict, blocks: dict) -> None:
+        """A library (BLAS) step: on its whole slots when it reads no row slot, else
+        numpy's BLAS (`svod.codegen.blas.matmul_into`) on the first `n` rows of its
+        row operands and output — views of the slots' memory, bounds checked."""
+        _, prog, needed, spec = seg
+        bufs = gp._views(needed, arrays, by_slot, blocks)
+        if spec is None:
+            prog.run(bufs, 1)
+            return
+        from svod.codegen.blas import matmul_into
+        from svod.codegen.program import _operand
+
+        k = prog.kernel
+        mm = k.matmul
+
+        def rows(inp) -> np.ndarray:
+            flat = bufs[inp.slot]
+            v = inp.view.views[0]
+            shape = (n,) + tuple(v.shape[1:])
+            end = v.offset + sum((d - 1) * st for d, st in zip(shape, v.strides) if d) + 1
+            if v.offset < 0 or min(v.strides) < 0 or end > flat.size:
+                raise ValueError(f"rows program: {k.name} reads slot {inp.slot} past its {n} rows")
+            return np.lib.stride_tricks.as_strided(flat[v.offset:], shape, tuple(st * flat.itemsize for st in
+                                                                                  v.strides), writeable=False)
+
+        a = rows(k.inputs[mm.a])
+        bm = rows(k.inputs[mm.b]) if spec[1] else _operand(bufs[k.inputs[mm.b].slot], k.inputs[mm.b].view)
+        shape = (n,) + tuple(k.shape[1:])
+        out = bufs[k.outputs[0].slot][:math.prod(shape)].reshape(shape)
+        if out.size and not matmul_into(a, bm, out):
+            np.matmul(a, bm, out=out)
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held: the segment module, the rows variants' code, scratch temps."""
+        n = sum(m.nbytes for m in self._variants)
+        if self._module is not None:
+            n += self._module.nbytes
+        if self._state is not None:
+            n += sum(blk.nbytes for blk in self._state[2].values())
+        return n
+
+
+def _variant(kernel):
+    """(module, entry symbol) of the *rows variant* of `kernel` (a matmul, or a split
+    reduction): its code with the row count read at run time (`svod.codegen.lower`, ``rows=True``), loaded from the
+    object cache (keyed by the kernel's content and the target, as kernels are: a warm
+    process lowers nothing) or lowered, compiled and stored there. A compile counts in
+    `kernels_compiled` (a load in `kernels_loaded`)."""
+    import time
+
+    from svod.codegen.objcache import load_cached, object_key, store_object
+    from svod.codegen.program import cached_symbol
+    from svod.stats import bump
+
+    symbol = cached_symbol(kernel) + "_rows"
+    okey = "rows:" + object_key(kernel)
+    t0 = time.perf_counter()
+    mod = load_cached(okey, [symbol], kernel.name + "_rows")
+    if mod is not None:
+        bump("kernels_loaded")
+        bump("compile_seconds", time.perf_counter() - t0)
+        return mod, symbol
+    import llvmlite.ir as lir
+
+    from svod.codegen.jit import compile_ir
+    from svod.codegen.lower import KernelLowering
+    from svod.codegen.schedule import schedule
+
+    module = lir.Module(name=f"svod_{kernel.name}_rows")
+    low = KernelLowering(kernel, module, symbol, schedule(kernel), rows=True)
+    low.lower()
+    mod = compile_ir(str(module), name=kernel.name + "_rows", lean=True, keep_ir=False)
+    bump("kernels_compiled")
+    bump("compile_seconds", time.perf_counter() - t0)
+    store_object(okey, mod, {"kernel": kernel.name + "_rows", "symbol": symbol})
+    return mod, symbol
 
 
 def rows_program(gp, b: int, row_inputs, row_outputs) -> RowsProgram:
