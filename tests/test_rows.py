@@ -38,6 +38,14 @@ def _ln_softmax_ref(x):
     return e / e.sum(-1, keepdims=True)
 
 
+@pytest.fixture(autouse=True)
+def _two_gemm_plans(monkeypatch):
+    """The GEMM programs here are planned as GEMMs (their rows variants are what is tested):
+    the fused MLP kind (`SVOD_FUSE_MLP`) runs at a bucket's size, see
+    `test_an_mlp_kernel_plan_pads_and_says_why`."""
+    monkeypatch.setenv("SVOD_FUSE_MLP", "0")
+
+
 # name -> (svod program, numpy reference, dtype, whether its bucket plan runs n rows)
 PROGRAMS = {
     "softmax_layer_norm": (_ln_softmax, _ln_softmax_ref, np.float32, True),
@@ -534,3 +542,18 @@ def test_gemm_plans_compile_only_for_new_buckets(sizes):
             seen.add(plan)
         buckets = {shapes.bucket(n) for n in sizes if n != sizes[0]}
         assert svod.stats()["searches"] == len({sizes[0]} | buckets), sizes
+
+
+def test_an_mlp_kernel_plan_pads_and_says_why(monkeypatch):
+    """A plan holding a fused MLP kernel (its units are blocks of rows through both GEMMs)
+    has no rows variant yet: its bucket plan pads, gives numpy's results, and the rows
+    program names the kernel."""
+    monkeypatch.setenv("SVOD_FUSE_MLP", "1")
+    f = PROGRAMS["mlp_gelu"][0]
+    for n in (100, 101, 102, 97):
+        _check("mlp_gelu", _data(n, np.float32))
+    _, exe = engine.plan_for([f(svod.asarray(_data(102, np.float32)))])
+    if not any(k.kind == "mlp" for k in exe.plan.kernels):
+        pytest.skip("the search did not choose the MLP kernel for this program")
+    rp = _rows_program(f, _data(102, np.float32))
+    assert rp is not None and rp.ok is False and "mlp" in rp.reason
