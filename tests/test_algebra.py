@@ -392,6 +392,43 @@ def test_sum_merge_keeps_nan_and_signed_zero():
     assert np.isnan(got[1]) and got[2] == np.inf and np.isnan(got[3])
 
 
+@pytest.mark.parametrize("cols", [2048, 700])
+def test_merged_row_sum_keeps_its_block_loop_and_its_bits(monkeypatch, cols):
+    """The row sum of `a - b` (what `sum_merge` makes) keeps the loop over its SUM_BLOCK
+    blocks (`svod.codegen.reduction.BLOCK_LOOP_HINTS`): LLVM fully unrolled it into one
+    straight-line row of vector loads, which ran 1.5-2x slower than the loop
+    (docs/algebra.md, "sum_merge"). The hint changes the code layout only: the result
+    bits are those of the unrolled kernel, NaN, ±inf and signed zeros included."""
+    import svod.codegen.lower as lower
+    from costmodels.measure import kernel_buffers
+    from svod.codegen.program import _build
+
+    a, b = _arr(16, cols, seed=1), _arr(16, cols, seed=2)
+    a[1, 3], b[2, 700 - 9], a[3, :] = np.nan, np.inf, -0.0
+    b[3, :] = 0.0
+    x, y = svod.asarray(a), svod.asarray(b)
+    key, bind, r, (got,) = _plan(svod.sum(x - y, axis=1), run=False)
+    (k,) = r.plan.kernels
+    hinted = _build(k)
+    hinted_loads = hinted.ir.count("load <")  # (the IR is made again from the kernel when asked)
+    monkeypatch.setattr(lower, "BLOCK_LOOP_HINTS", ())
+    unrolled = _build(k)
+    bufs = kernel_buffers(k, 3)
+    bufs_u = {s: v.copy() for s, v in bufs.items()}
+    hinted.run(bufs, 1)
+    unrolled.run(bufs_u, 1)
+    for s in bufs:
+        _same_bits(bufs[s], bufs_u[s])
+    if cols == 2048:  # 8 blocks of 256: one block's vector loads in the loop, all of them unrolled
+        assert hinted_loads <= 64 and unrolled.ir.count("load <") >= 4 * hinted_loads, hinted_loads
+    want = a.astype(np.float64).sum(1) - b.astype(np.float64).sum(1)
+    fin = np.isfinite(want)
+    bound = np.abs(a[fin]).astype(np.float64).sum(1) + np.abs(b[fin]).sum(1)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.all(np.abs(got[fin] - want[fin]) <= 2 * (cols + 1) * EPS32 * bound)
+    assert not np.signbit(got[3])
+
+
 def test_sums_over_other_axes_or_shapes_do_not_merge():
     a, b, c = _arr(16, 16, seed=1), _arr(16, 4, 4, seed=2), _arr(16, 8, seed=3)
     x, y, z = svod.asarray(a), svod.asarray(b), svod.asarray(c)
