@@ -190,7 +190,7 @@ def _sum_merge() -> str:
     def s(p: str, x: str) -> str:
         return f'(Load (Kernel (E "REDUCE" {p} (Cons {x} (Nil)))))'
 
-    out = ["(ruleset sum_merge)"]
+    out = ["(ruleset sum_merge)", "(relation SumMergeable (i64))"]
     for op in ("ADD", "SUB"):
         out.append(f'(rule ((= r (E "{op}" n (Cons {s("p", "x")} (Cons {s("q", "y")} (Nil))))))\n'
                    f'      ((SumPair r "{op}" n p q x y)) :ruleset sum_merge)')
@@ -208,6 +208,37 @@ def _sum_merge() -> str:
                f'{_mark("sum_merge", "(E op n (Cons x (Cons y (Nil))))")} {_mark("sum_merge", merged)})'
                f' :ruleset sum_merge)')
     return "\n".join(out)
+
+
+def _sum_signature(key, i: int) -> str | None:
+    """Node i's `SumIs` text (search.saturate: axes, operand shape, dtype) when it is a
+    float sum of an operand of its dtype, else None."""
+    n = key.nodes[i]
+    if n.op is not Ops.REDUCE or n.arg[0] != "sum" or not n.dtype.is_float:
+        return None
+    x = key.nodes[n.src[0]]
+    return f"{n.arg[1]}|{x.shape}|{n.dtype}" if x.dtype == n.dtype else None
+
+
+@register_facts(("sum_merge",))
+def _merge_facts(key, i: int, t: Templates) -> list[str]:
+    """(SumMergeable n): the written sum n has the `SumIs` signature of another written
+    sum. `sum_merge` pairs two sums by their templates' signatures, and every sum term,
+    rewritten or not, has a written sum as template; so a graph with no two written sums
+    of one signature gives the rule set nothing to merge and the search skips it (the
+    gate: it costs no egglog run per iteration there)."""
+    sig = _sum_signature(key, i)
+    if sig is None:
+        return []
+    counts = key.__dict__.get("_svod_sum_sigs")
+    if counts is None:
+        counts = {}
+        for j in range(len(key.nodes)):
+            g = _sum_signature(key, j)
+            if g is not None:
+                counts[g] = counts.get(g, 0) + 1
+        object.__setattr__(key, "_svod_sum_sigs", counts)
+    return [f"(SumMergeable {i})"] if counts[sig] > 1 else []
 
 
 def _matmul_distribute() -> str:
