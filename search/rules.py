@@ -583,6 +583,34 @@ def _minmax_shift() -> str:
     return "\n".join(out)
 
 
+@register_facts((_contract.NAME,))
+def _contract_gate(key, i: int, t: Templates) -> list[str]:
+    """(ContractAt n): node n is a sum of a product, the pattern every `contract` form
+    starts from (search.contract.recognise); a graph without one skips the rule set."""
+    n = key.nodes[i]
+    if n.op is Ops.REDUCE and n.arg[0] == "sum" and key.nodes[n.src[0]].op is Ops.MUL:
+        return [f"(ContractAt {i})"]
+    return []
+
+
+@register_facts((_contract.SIBLINGS,))
+def _siblings_gate(key, i: int, t: Templates) -> list[str]:
+    """(SiblingAt n): the product n shares its left operand with another product, which
+    every `matmul_siblings` form needs (search.contract._siblings); a graph without such a
+    pair skips the rule set."""
+    n = key.nodes[i]
+    if n.op is not Ops.MATMUL:
+        return []
+    left = key.__dict__.get("_svod_mm_left")
+    if left is None:
+        left = {}
+        for m in key.nodes:
+            if m.op is Ops.MATMUL:
+                left[m.src[0]] = left.get(m.src[0], 0) + 1
+        object.__setattr__(key, "_svod_mm_left", left)
+    return [f"(SiblingAt {i})"] if left.get(n.src[0], 0) > 1 else []
+
+
 # fusion rule set -> (producer class, consumer class): the relations of `facts()`
 FUSIONS: dict[str, tuple[str, str]] = {
     "fuse_elementwise": ("Elementwise", "Elementwise"),
@@ -644,7 +672,9 @@ FUSION = tuple(n for n in RULESETS if n.startswith("fuse_"))
 # `movement_reduce` make many equivalent programs on movement-heavy graphs, and the
 # extraction's exploration (search.extract.explore) then prices programs until its time
 # limit: a 21-node chain of transposes and reshapes 77 ms -> 1.1-1.4 s ("Movement
-# algebra"). The reduction algebra (`sum_merge`, `sum_scale`, `minmax_shift`) is on:
+# algebra"). `matmul_siblings` is on: its forms are made for small groups only
+# (search.contract.SIBLING_MAX_FLOPS). The reduction algebra (`sum_merge`, `sum_scale`,
+# `minmax_shift`) is on:
 # where the cost model prices the rewritten and the written program alike the written
 # one is kept (a rewritten e-node costs 0.001 more), and the merged row sum that made
 # `sum_merge` opt-in runs as fast as the two sums since its block loop is no longer
