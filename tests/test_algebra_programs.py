@@ -351,6 +351,21 @@ def test_big_sibling_groups_get_no_merged_form():
     assert templates(group(2048, 768, 768), siblings=True)[1] == {}  # bench_algebra's siblings
 
 
+def test_contract_and_siblings_run_only_on_graphs_with_their_pattern():
+    """`contract` needs a sum of a product and `matmul_siblings` two products of one left
+    operand (gates `ContractAt`, `SiblingAt`): other graphs skip their egglog runs; graphs
+    with the pattern run them and get the forms."""
+    from search import plan_search
+    from search.contract import NAME, SIBLINGS
+
+    x, w, v = _t(8, 6), _t(6, 5, seed=1), _t(6, 4, seed=2)
+    plain = plan_search(_key(svod.tanh(x @ w) + 1.0))
+    assert NAME not in plain.report.saturation.rulesets and SIBLINGS not in plain.report.saturation.rulesets
+    both = plan_search(_key(x @ w, x @ v, svod.sum(x[:, None, :] * x[None], axis=-1)))
+    assert {NAME, SIBLINGS} <= set(both.report.saturation.rulesets)
+    assert both.report.saturation.added.get(SIBLINGS, 0) > 0 and both.report.saturation.added.get(NAME, 0) > 0
+
+
 def test_products_whose_right_operand_reads_a_sibling_are_not_merged():
     """x @ W and x @ (x @ W): merging would make the product read itself."""
     from search.contract import templates
