@@ -42,13 +42,15 @@ the e-graph linear in the graph (at most 2^arity variants per op).
 - `sum_scale` (reassoc): `sum(c * x) -> c * sum(x) + 0.0`, `sum(x / c) ->
   sum(x) / c + 0.0` (the `+ 0.0`: a sum is never -0.0, a product can be) for a constant
   c that is finite and non-zero (not 0: `0 * sum(x)` is NaN where the sum overflows and
-  `sum(0 * x)` is 0; not ±inf: `inf * x` is NaN where x is 0).
+  `sum(0 * x)` is 0; not ±inf: `inf * x` is NaN where x is 0), and a product read by the
+  sum alone (`reads`).
 - `sum_bcast` (reassoc): `sum(broadcast(y))` over axes including every broadcast one ->
   `y' * count + 0.0` (y' = y summed over the other reduced axes); the count must be exact in
   the dtype.
 - `minmax_shift` (exact): `max(x + c) -> max(x) + c` (and min; `c + x`, `x - c`),
-  `max(c - x) -> c - min(x)`, c a finite constant: rounding is monotone, so the
-  results are bit-identical (NaN, ±inf and signed zeros included).
+  `max(c - x) -> c - min(x)`, c a finite constant, the shifted value read by the
+  reduction alone: rounding is monotone, so the results are bit-identical (NaN, ±inf
+  and signed zeros included).
 
 Rules that need an argument no node of the written program has (the constant at the
 reduced shape, the count, the opposite reduction) get it from a fact hook
