@@ -56,8 +56,8 @@ def _ruleset(name: str, relation: str) -> str:
 
 RULESET = _ruleset(NAME, "ContractForm")
 # rule set name -> (egglog text, numerical status, on by default): registered by search/rules.py
-RULESETS = {NAME: (RULESET, "reassoc", True),
-            SIBLINGS: (_ruleset(SIBLINGS, "SiblingForm"), "reassoc", False)}
+RULESETS = {NAME: (RULESET + "\n(relation ContractAt (i64))", "reassoc", True),
+            SIBLINGS: (_ruleset(SIBLINGS, "SiblingForm") + "\n(relation SiblingAt (i64))", "reassoc", True)}
 
 _CHAIN = (Ops.EXPAND, Ops.PERMUTE, Ops.RESHAPE)
 
@@ -230,12 +230,24 @@ def _reaches(key: GraphKey, i: int, targets: set[int], floor: int) -> bool:
     return False
 
 
+# the most flops (2 * batch * m * k * (n_1 + n_2 + ...)) a group of sibling products may
+# have to get the merged form. Measured (docs/algebra.md, "Sibling products"): for x (n, 3n/8)
+# times three (3n/8)² weights the merged plan ran 1.1-2x faster up to n = 256 (14 Mflop:
+# three library calls' fixed cost dominates) and 10-50% slower from n = 512 (113 Mflop)
+# to 1024, where the cost model still chose it: it prices each library step on one thread
+# and a wider GEMM as more efficient, which OpenBLAS is not by enough to pay for the copy
+# of the weights and of the slices out (a 2% predicted saving against 13% measured loss).
+SIBLING_MAX_FLOPS = 32e6
+
+
 def _siblings(key: GraphKey, b: _Builder) -> dict[int, int]:
     """Products of one left operand, `x @ W1`, `x @ W2`, ... (rule set `matmul_siblings`):
     each gets the form `(x @ concat(W1, W2, ...))[..., off:off + n_i]` — one wider product,
     sliced. Right operands must agree in every axis but the last, with one dtype, and none
     may depend on a product of the group (the form would read itself). The concatenation
-    is a node of the form: it is priced with it (a copy of the weights every call)."""
+    is a node of the form: it is priced with it (a copy of the weights every call). Groups
+    over `SIBLING_MAX_FLOPS` get no form (measured slower there, where the cost model
+    still preferred it)."""
     groups: dict[int, list[int]] = {}
     for i, n in enumerate(key.nodes):
         if n.op is Ops.MATMUL and len(n.src) == 2 and all(isinstance(d, int) for d in n.shape):
@@ -251,6 +263,9 @@ def _siblings(key: GraphKey, b: _Builder) -> dict[int, int]:
         if any(key.nodes[m].dtype != key.nodes[mms[0]].dtype for m in mms):
             continue
         if any(_reaches(key, w, set(mms), min(mms)) for w in ws):
+            continue
+        flops = 2 * sum(math.prod(key.nodes[m].shape) * key.nodes[x].shape[-1] for m in mms)
+        if flops > SIBLING_MAX_FLOPS:
             continue
         axis = len(w0.shape) - 1
         cat = b.add(Ops.CAT, tuple(ws), axis)

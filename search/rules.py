@@ -36,19 +36,21 @@ the e-graph linear in the graph (at most 2^arity variants per op).
   association by cost (a chain ending in a vector becomes matrix-vector products).
 - `matmul_distribute` (reassoc): `A @ B +- A @ C -> A @ (B +- C)`, and on the right.
 - `matmul_transpose` (reassoc): `(A @ B).T <-> B.T @ A.T` (last two axes).
-- `sum_merge` (reassoc, opt-in: not in `DEFAULT`): `sum(x) + sum(y) -> sum(x + y)` and
+- `sum_merge` (reassoc): `sum(x) + sum(y) -> sum(x + y)` and
   `sum(x) - sum(y) -> sum(x - y)` over the same axes of floating operands of one shape
   and dtype.
-- `sum_scale` (reassoc, opt-in): `sum(c * x) -> c * sum(x) + 0.0`, `sum(x / c) ->
+- `sum_scale` (reassoc): `sum(c * x) -> c * sum(x) + 0.0`, `sum(x / c) ->
   sum(x) / c + 0.0` (the `+ 0.0`: a sum is never -0.0, a product can be) for a constant
   c that is finite and non-zero (not 0: `0 * sum(x)` is NaN where the sum overflows and
-  `sum(0 * x)` is 0; not ±inf: `inf * x` is NaN where x is 0).
+  `sum(0 * x)` is 0; not ±inf: `inf * x` is NaN where x is 0), and a product read by the
+  sum alone (`reads`).
 - `sum_bcast` (reassoc): `sum(broadcast(y))` over axes including every broadcast one ->
   `y' * count + 0.0` (y' = y summed over the other reduced axes); the count must be exact in
   the dtype.
-- `minmax_shift` (exact, opt-in): `max(x + c) -> max(x) + c` (and min; `c + x`, `x - c`),
-  `max(c - x) -> c - min(x)`, c a finite constant: rounding is monotone, so the
-  results are bit-identical (NaN, ±inf and signed zeros included).
+- `minmax_shift` (exact): `max(x + c) -> max(x) + c` (and min; `c + x`, `x - c`),
+  `max(c - x) -> c - min(x)`, c a finite constant, the shifted value read by the
+  reduction alone: rounding is monotone, so the results are bit-identical (NaN, ±inf
+  and signed zeros included).
 
 Rules that need an argument no node of the written program has (the constant at the
 reduced shape, the count, the opposite reduction) get it from a fact hook
@@ -190,7 +192,7 @@ def _sum_merge() -> str:
     def s(p: str, x: str) -> str:
         return f'(Load (Kernel (E "REDUCE" {p} (Cons {x} (Nil)))))'
 
-    out = ["(ruleset sum_merge)"]
+    out = ["(ruleset sum_merge)", "(relation SumMergeable (i64))"]
     for op in ("ADD", "SUB"):
         out.append(f'(rule ((= r (E "{op}" n (Cons {s("p", "x")} (Cons {s("q", "y")} (Nil))))))\n'
                    f'      ((SumPair r "{op}" n p q x y)) :ruleset sum_merge)')
@@ -208,6 +210,37 @@ def _sum_merge() -> str:
                f'{_mark("sum_merge", "(E op n (Cons x (Cons y (Nil))))")} {_mark("sum_merge", merged)})'
                f' :ruleset sum_merge)')
     return "\n".join(out)
+
+
+def _sum_signature(key, i: int) -> str | None:
+    """Node i's `SumIs` text (search.saturate: axes, operand shape, dtype) when it is a
+    float sum of an operand of its dtype, else None."""
+    n = key.nodes[i]
+    if n.op is not Ops.REDUCE or n.arg[0] != "sum" or not n.dtype.is_float:
+        return None
+    x = key.nodes[n.src[0]]
+    return f"{n.arg[1]}|{x.shape}|{n.dtype}" if x.dtype == n.dtype else None
+
+
+@register_facts(("sum_merge",))
+def _merge_facts(key, i: int, t: Templates) -> list[str]:
+    """(SumMergeable n): the written sum n has the `SumIs` signature of another written
+    sum. `sum_merge` pairs two sums by their templates' signatures, and every sum term,
+    rewritten or not, has a written sum as template; so a graph with no two written sums
+    of one signature gives the rule set nothing to merge and the search skips it (the
+    gate: it costs no egglog run per iteration there)."""
+    sig = _sum_signature(key, i)
+    if sig is None:
+        return []
+    counts = key.__dict__.get("_svod_sum_sigs")
+    if counts is None:
+        counts = {}
+        for j in range(len(key.nodes)):
+            g = _sum_signature(key, j)
+            if g is not None:
+                counts[g] = counts.get(g, 0) + 1
+        object.__setattr__(key, "_svod_sum_sigs", counts)
+    return [f"(SumMergeable {i})"] if counts[sig] > 1 else []
 
 
 def _matmul_distribute() -> str:
@@ -290,13 +323,33 @@ def operands(key, i: int, ops: tuple) -> list[int]:
     return out
 
 
+def reads(key, j: int) -> int:
+    """How many times node j is read: by other nodes' operands and as an output (counted
+    once per key, kept on it)."""
+    counts = key.__dict__.get("_svod_reads")
+    if counts is None:
+        counts = [0] * len(key.nodes)
+        for n in key.nodes:
+            for s in n.src:
+                counts[s] += 1
+        for o in key.outputs:
+            counts[o] += 1
+        object.__setattr__(key, "_svod_reads", counts)
+    return counts[j]
+
+
 def scale_match(key, i: int, prod_node: int | None = None):
     """`sum_scale` at node i: (constant operand node, its value, its position, op name)
     when node i sums `c * x`, `x * c` or `x / c` (node `prod_node`, default its operand;
-    c a constant of the sum's dtype, finite and non-zero), else None."""
+    c a constant of the sum's dtype, finite and non-zero) that nothing else reads, else
+    None. A product read elsewhere too is computed anyway (`f - mean(f)` with `f = c *
+    x`): the rewrite saves the multiply in the reduction's pass only, which a
+    memory-bound kernel does not notice, and it measured 3-8% slower on workload
+    `flip_center` (docs/algebra.md, "Reduction algebra on by default")."""
     m = _sum_of(key, i)
-    prod = m and key.nodes[m[0].src[0] if prod_node is None else prod_node]
-    if m is None or prod.op not in (Ops.MUL, Ops.DIV) or prod.dtype is not m[0].dtype:
+    j = m and (m[0].src[0] if prod_node is None else prod_node)
+    prod = m and key.nodes[j]
+    if m is None or prod.op not in (Ops.MUL, Ops.DIV) or prod.dtype is not m[0].dtype or reads(key, j) != 1:
         return None
     for pos in ((0, 1) if prod.op is Ops.MUL else (1,)):
         k = prod.src[pos]
@@ -432,12 +485,15 @@ def shift_match(key, i: int, add_node: int | None = None):
     """`minmax_shift` at node i: (constant operand node, its value, its position, op
     name) when node i is a float max or min of `x + c`, `c + x`, `x - c` or `c - x`
     (node `add_node`, default its operand; c a finite constant of the reduction's
-    dtype), else None."""
+    dtype) that nothing else reads (as `scale_match`: a shifted value read elsewhere is
+    computed anyway), else None."""
     n = key.nodes[i]
     if not _minmax(key, i):
         return None
-    a = key.nodes[n.src[0] if add_node is None else add_node]
-    if a.op not in (Ops.ADD, Ops.SUB) or a.dtype is not n.dtype or a.shape != key.nodes[n.src[0]].shape:
+    j = n.src[0] if add_node is None else add_node
+    a = key.nodes[j]
+    if a.op not in (Ops.ADD, Ops.SUB) or a.dtype is not n.dtype or a.shape != key.nodes[n.src[0]].shape \
+            or reads(key, j) != 1:
         return None
     for pos in (1, 0):
         k = a.src[pos]
@@ -529,6 +585,34 @@ def _minmax_shift() -> str:
     return "\n".join(out)
 
 
+@register_facts((_contract.NAME,))
+def _contract_gate(key, i: int, t: Templates) -> list[str]:
+    """(ContractAt n): node n is a sum of a product, the pattern every `contract` form
+    starts from (search.contract.recognise); a graph without one skips the rule set."""
+    n = key.nodes[i]
+    if n.op is Ops.REDUCE and n.arg[0] == "sum" and key.nodes[n.src[0]].op is Ops.MUL:
+        return [f"(ContractAt {i})"]
+    return []
+
+
+@register_facts((_contract.SIBLINGS,))
+def _siblings_gate(key, i: int, t: Templates) -> list[str]:
+    """(SiblingAt n): the product n shares its left operand with another product, which
+    every `matmul_siblings` form needs (search.contract._siblings); a graph without such a
+    pair skips the rule set."""
+    n = key.nodes[i]
+    if n.op is not Ops.MATMUL:
+        return []
+    left = key.__dict__.get("_svod_mm_left")
+    if left is None:
+        left = {}
+        for m in key.nodes:
+            if m.op is Ops.MATMUL:
+                left[m.src[0]] = left.get(m.src[0], 0) + 1
+        object.__setattr__(key, "_svod_mm_left", left)
+    return [f"(SiblingAt {i})"] if left.get(n.src[0], 0) > 1 else []
+
+
 # fusion rule set -> (producer class, consumer class): the relations of `facts()`
 FUSIONS: dict[str, tuple[str, str]] = {
     "fuse_elementwise": ("Elementwise", "Elementwise"),
@@ -586,17 +670,18 @@ def fusing_ruleset(producer: str, consumer: str, names=None) -> str | None:
             return name
     return None
 FUSION = tuple(n for n in RULESETS if n.startswith("fuse_"))
-# rule sets that run only when named (docs/algebra.md, "Measured"): `sum_merge` gives one
-# reduction instead of two, but svod's generated row sum of `x - y` measured 2-5x slower
-# than the two row sums, and the cost model prices both alike; `sum_scale` and
-# `minmax_shift` save one multiply/add per element of a memory-bound reduction: the cost
-# model prices the rewritten and the written program alike (the written one is kept) and
-# the benchmark (flip_center, bench_algebra's scaled_reductions) measured no difference
-# `movement_reshape` and `movement_reduce` make many equivalent programs on movement-heavy
-# graphs, and the extraction's exploration (search.extract.explore) then prices programs
-# until its time limit: a 21-node chain of transposes and reshapes 77 ms -> 1.1-1.4 s
-# (docs/algebra.md, "Movement algebra")
-OPT_IN = ("sum_merge", "sum_scale", "minmax_shift", "movement_reshape", "movement_reduce",
+# rule sets that run only when named (docs/algebra.md): `movement_reshape` and
+# `movement_reduce` make many equivalent programs on movement-heavy graphs, and the
+# extraction's exploration (search.extract.explore) then prices programs until its time
+# limit: a 21-node chain of transposes and reshapes 77 ms -> 1.1-1.4 s ("Movement
+# algebra"). `matmul_siblings` is on: its forms are made for small groups only
+# (search.contract.SIBLING_MAX_FLOPS). The reduction algebra (`sum_merge`, `sum_scale`,
+# `minmax_shift`) is on:
+# where the cost model prices the rewritten and the written program alike the written
+# one is kept (a rewritten e-node costs 0.001 more), and the merged row sum that made
+# `sum_merge` opt-in runs as fast as the two sums since its block loop is no longer
+# unrolled (svod.codegen.reduction.BLOCK_LOOP_HINTS; docs/algebra.md, "Measured")
+OPT_IN = ("movement_reshape", "movement_reduce",
           *(n for n, (_, _, on) in _contract.RULESETS.items() if not on))
 DEFAULT = tuple(n for n in RULESETS if n not in OPT_IN)
 ALL = tuple(RULESETS)

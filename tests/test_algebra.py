@@ -392,6 +392,43 @@ def test_sum_merge_keeps_nan_and_signed_zero():
     assert np.isnan(got[1]) and got[2] == np.inf and np.isnan(got[3])
 
 
+@pytest.mark.parametrize("cols", [2048, 700])
+def test_merged_row_sum_keeps_its_block_loop_and_its_bits(monkeypatch, cols):
+    """The row sum of `a - b` (what `sum_merge` makes) keeps the loop over its SUM_BLOCK
+    blocks (`svod.codegen.reduction.BLOCK_LOOP_HINTS`): LLVM fully unrolled it into one
+    straight-line row of vector loads, which ran 1.5-2x slower than the loop
+    (docs/algebra.md, "sum_merge"). The hint changes the code layout only: the result
+    bits are those of the unrolled kernel, NaN, ±inf and signed zeros included."""
+    import svod.codegen.lower as lower
+    from costmodels.measure import kernel_buffers
+    from svod.codegen.program import _build
+
+    a, b = _arr(16, cols, seed=1), _arr(16, cols, seed=2)
+    a[1, 3], b[2, 700 - 9], a[3, :] = np.nan, np.inf, -0.0
+    b[3, :] = 0.0
+    x, y = svod.asarray(a), svod.asarray(b)
+    key, bind, r, (got,) = _plan(svod.sum(x - y, axis=1), run=False)
+    (k,) = r.plan.kernels
+    hinted = _build(k)
+    hinted_loads = hinted.ir.count("load <")  # (the IR is made again from the kernel when asked)
+    monkeypatch.setattr(lower, "BLOCK_LOOP_HINTS", ())
+    unrolled = _build(k)
+    bufs = kernel_buffers(k, 3)
+    bufs_u = {s: v.copy() for s, v in bufs.items()}
+    hinted.run(bufs, 1)
+    unrolled.run(bufs_u, 1)
+    for s in bufs:
+        _same_bits(bufs[s], bufs_u[s])
+    if cols == 2048:  # 8 blocks of 256: one block's vector loads in the loop, all of them unrolled
+        assert hinted_loads <= 64 and unrolled.ir.count("load <") >= 4 * hinted_loads, hinted_loads
+    want = a.astype(np.float64).sum(1) - b.astype(np.float64).sum(1)
+    fin = np.isfinite(want)
+    bound = np.abs(a[fin]).astype(np.float64).sum(1) + np.abs(b[fin]).sum(1)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.all(np.abs(got[fin] - want[fin]) <= 2 * (cols + 1) * EPS32 * bound)
+    assert not np.signbit(got[3])
+
+
 def test_sums_over_other_axes_or_shapes_do_not_merge():
     a, b, c = _arr(16, 16, seed=1), _arr(16, 4, 4, seed=2), _arr(16, 8, seed=3)
     x, y, z = svod.asarray(a), svod.asarray(b), svod.asarray(c)
@@ -749,7 +786,7 @@ def test_sums_of_broadcasts_that_are_not_counts_stay(case):
 @pytest.mark.parametrize("form", ["c*x", "x*c", "x/c"])
 @pytest.mark.parametrize("c", [3.0, 0.5, -2.0])
 def test_sum_of_scaled_values_scales_the_sum(form, c):
-    """`sum_scale` (opt-in): every program it makes is within the reassoc bound of
+    """`sum_scale` (reassoc, on by default): every program it makes is within the reassoc bound of
     float64 numpy, and has numpy's NaN, ±inf and signed zeros."""
     a = _arr(6, 40, seed=7)
     a[1] = 0.0  # a row of +0.0: numpy's sum is +0.0 whatever the sign of c
@@ -791,7 +828,7 @@ _NP_SHIFTS = {"max(x+c)": lambda x, c: np.max(x + c, axis=1), "min(c+x)": lambda
 @pytest.mark.parametrize("form", list(_SHIFTS))
 @pytest.mark.parametrize("c", [1.5, 0.0, -3e38])
 def test_max_of_shifted_values_is_bit_identical(form, c):
-    """`minmax_shift` (exact, opt-in): rounding is monotone, so `max(x + c)` and
+    """`minmax_shift` (exact, on by default): rounding is monotone, so `max(x + c)` and
     `max(x) + c` are the same bits (NaN, ±inf, signed zeros, overflow included)."""
     a = _arr(7, 33, seed=9)
     a[1, 3], a[2, 0], a[3, 4], a[4, :] = np.nan, np.inf, -np.inf, -0.0
@@ -875,7 +912,7 @@ def _check_reduction(got, a, build, red, count):
 
 def test_reductions_of_scaled_and_broadcast_values_match_numpy():
     """Hypothesis programs: every program the reduction rule sets reach (each single
-    rewrite, opt-in sets included) and the search's chosen plan agree with numpy: sums
+    rewrite, every rule set) and the search's chosen plan agree with numpy: sums
     within the reassoc bound, max/min bit-identical, NaN, ±inf and signed zeros where
     numpy has them (data within the float32 range: overflow of an intermediate is the
     reassoc caveat, docs/algebra.md)."""
@@ -927,3 +964,94 @@ def test_exact_mode_is_bit_identical_to_the_rewrite_free_plan_on_reductions():
         _same_bits(np.where(np.isnan(got), np.float32(np.nan), got), np.where(np.isnan(free), np.float32(np.nan), free))
 
     run()
+
+
+# ----------------------------------------------------------------------------- the reduction algebra by default
+
+
+def test_reduction_algebra_is_on_by_default_and_exact_mode_keeps_only_minmax_shift():
+    """`sum_merge`, `sum_scale` (reassoc) and `minmax_shift` (exact) run in the default
+    search (docs/algebra.md, "Reduction algebra on by default"); `algebra="exact"`
+    keeps the exact one only."""
+    for name in ("sum_merge", "sum_scale", "minmax_shift", "sum_bcast"):
+        assert name in rules.DEFAULT and name not in rules.OPT_IN
+    assert rules.STATUS["sum_merge"] == rules.STATUS["sum_scale"] == "reassoc"
+    assert rules.STATUS["minmax_shift"] == "exact"
+    exact = rules.default_rulesets("exact")
+    assert "minmax_shift" in exact and not {"sum_merge", "sum_scale", "sum_bcast"} & set(exact)
+    x = svod.asarray(_arr(64, 300))
+    key, _ = compact([svod.sum(3.0 * x, axis=1).uop, svod.max(x + 1.5, axis=1).uop])
+    r = plan_search(key, cost_model=MODEL, machine=MACHINE, limits=LIM)  # the default rule sets
+    assert r.report.saturation.added.get("sum_scale", 0) > 0 and r.report.saturation.added.get("minmax_shift", 0) > 0
+
+
+def test_a_scaled_value_read_elsewhere_is_not_rewritten():
+    """`sum_scale`/`minmax_shift` only where the scaled or shifted value is read by the
+    reduction alone: `f - mean(f)` with `f = flip(x) * 3` (workload flip_center) computes
+    `f` anyway, and `mean(x) * 3` measured 3-8% slower there (docs/algebra.md)."""
+    a = _arr(16, 64, seed=5)
+    x = svod.asarray(a)
+    f = svod.flip(x, axis=1) * 3.0
+    t = f - svod.mean(f, axis=1, keepdims=True)
+    key, bind, r, (got,) = _plan(t, run=False)
+    assert "sum_scale" not in r.report.saturation.rulesets and not r.report.rewrites
+    want = np.flip(a, 1) * np.float32(3) - (np.flip(a, 1) * np.float32(3)).mean(1, keepdims=True)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    g = x + 2.0
+    key, _ = compact([svod.max(g, axis=1).uop, (g * 2.0).uop])
+    assert rules.shift_match(key, next(i for i, n in enumerate(key.nodes) if n.op is Ops.REDUCE)) is None
+    # read by the sum alone: rewritten (the program the extraction may pick)
+    key, _ = compact([svod.sum(svod.flip(x, axis=1) * 3.0, axis=1).uop])
+    assert rules.scale_match(key, next(i for i, n in enumerate(key.nodes) if n.op is Ops.REDUCE)) is not None
+
+
+def test_default_search_on_sums_of_sums_and_scaled_reductions_matches_numpy():
+    """Hypothesis programs, planned by the default search (reduction algebra on) and
+    compiled as realize runs them: `sum(a, ax) ± sum(b, ax)`, `sum(c * a, ax)`,
+    `max(a + c, ax)` agree with float64 numpy within the reassoc bound `2 (n + 2) eps
+    sum|terms|` (max: numpy's bits), NaN and ±inf where numpy has them."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    fired: set = set()
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None, derandomize=True)
+    @given(st.data())
+    def run(data):
+        draw = data.draw
+        shape = tuple(draw(st.lists(st.integers(1, 40), min_size=2, max_size=3)))
+        axes = tuple(sorted(draw(st.sets(st.integers(0, len(shape) - 1), min_size=1, max_size=len(shape)))))
+        form = draw(st.sampled_from(["a+b", "a-b", "c*a", "a+c"]))
+        c = draw(st.sampled_from([3.0, -0.5, 2.0]))
+        rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+        a, b = (rng.standard_normal(shape).astype(np.float32) * 10 for _ in range(2))
+        if draw(st.booleans()):
+            a.reshape(-1)[int(rng.integers(a.size))] = draw(st.sampled_from([np.nan, np.inf, -np.inf]))
+        x, y = svod.asarray(a), svod.asarray(b)
+
+        def build(xp, p, q):
+            cc = np.float32(c) if xp is np else c
+            return {"a+b": lambda: xp.sum(p, axis=axes) + xp.sum(q, axis=axes),
+                    "a-b": lambda: xp.sum(p, axis=axes) - xp.sum(q, axis=axes),
+                    "c*a": lambda: xp.sum(cc * p, axis=axes), "a+c": lambda: xp.max(p + cc, axis=axes)}[form]()
+
+        _, _, r, (got,) = _plan(build(svod, x, y), run=False)
+        fired.update(n for w in r.report.rewrites for n in w.rulesets)
+        with np.errstate(all="ignore"):
+            want32 = np.asarray(build(np, a, b))
+            want = np.asarray(build(np, a.astype(np.float64), b.astype(np.float64)))
+            terms = np.sum(np.abs(a.astype(np.float64)), axis=axes) + \
+                (np.sum(np.abs(b.astype(np.float64)), axis=axes) if form in ("a+b", "a-b") else 0.0)
+        got = np.asarray(got)
+        assert np.array_equal(np.isnan(got), np.isnan(want32)) and np.array_equal(np.isinf(got), np.isinf(want32))
+        if form == "a+c":
+            _same_bits(np.where(np.isnan(got), np.float32(np.nan), got),
+                       np.where(np.isnan(want32), np.float32(np.nan), want32))
+            return
+        n = int(np.prod([shape[j] for j in axes]))
+        fin = np.isfinite(want32)
+        terms = terms * (abs(c) if form == "c*a" else 1.0)
+        assert np.all(np.abs(got[fin] - want[fin]) <= 2 * (n + 2) * EPS32 * terms[fin] + 1e-30), (got, want)
+
+    run()
+    assert fired & {"sum_merge", "sum_scale", "minmax_shift"}, fired

@@ -14,6 +14,8 @@ written by numpy, svod and the installed peers (torch eager, torch.compile, jax.
 * ``bcast_sum``: ``sum(broadcast_to(v, (n, n)), axis=0)`` and its mean — a multiply by
   the count;
 * ``sum_of_sums``: ``sum(a, 0) + sum(b, 0)`` — one reduction of ``a + b``;
+* ``sum_rows``: ``sum(a, 1) - sum(b, 1)`` — the row sums ``sum_merge`` may merge into one
+  reduction of ``a - b`` (docs/algebra.md, "Measured");
 * ``transposed_chain``: ``(tanh(a.T + b.T) * 2).T`` — the transposes cancel: one
   contiguous elementwise pass, memory-bound (it costs what ``a + b`` costs; the gap to
   jax.jit is the output's write-allocate traffic, docs/algebra.md);
@@ -78,6 +80,10 @@ def sum_of_sums(xp, a, b):
     return (xp.sum(a, axis=0) + xp.sum(b, axis=0),)
 
 
+def sum_rows(xp, a, b):
+    return (xp.sum(a, axis=1) - xp.sum(b, axis=1),)
+
+
 def transposed_chain(xp, a, b):
     t = xp.tanh(xp.matrix_transpose(a) + xp.matrix_transpose(b)) * 2.0
     return (xp.matrix_transpose(t),)
@@ -111,6 +117,7 @@ def _shapes(n: int, m: int, d: int) -> dict[str, tuple[Callable, list[tuple[int,
         "scaled_reductions": (scaled_reductions, [(2 * n, 2 * n)]),
         "bcast_sum": (bcast_sum, [(2 * n,)]),
         "sum_of_sums": (sum_of_sums, [(2 * n, 2 * n), (2 * n, 2 * n)]),
+        "sum_rows": (sum_rows, [(n, n), (n, n)]),
         "transposed_chain": (transposed_chain, [(n, n), (n, n)]),
         "attention": (attention, [(h, n // 2, d)] * 3),
         "attention_softcap": (attention_softcap, [(h, n // 2, d)] * 3),

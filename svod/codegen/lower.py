@@ -59,7 +59,7 @@ from svod.codegen.columns import ColumnLowering
 from svod.codegen.gemm import emit_gemm
 from svod.codegen.irbuild import I1, I8, I64, VOID, Fn, Lowered, LoweringError, i64, matrix_ctx, mem_type, reg_type
 from svod.codegen.mlp import lower_mlp
-from svod.codegen.reduction import Reduction
+from svod.codegen.reduction import BLOCK_LOOP_HINTS, Reduction
 from svod.codegen.rowcol import lower_rowcol
 from svod.codegen.scalar import const, emit_op
 from svod.codegen.schedule import (
@@ -535,7 +535,7 @@ class KernelLowering(ColumnLowering):
                 end = f.b.select(f.b.icmp_signed("<", end, hi), end, hi)
                 in_block(lambda: f.loop(start, end, body, "r"))
 
-            f.loop(first, last, block, "rb")
+            f.loop(first, last, block, "rb", hints=BLOCK_LOOP_HINTS)
 
         def nest(level: int, ctx: dict, lin):
             b = f.b

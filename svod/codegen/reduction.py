@@ -20,6 +20,17 @@ from svod.codegen.scalar import const, icmp
 from svod.codegen.schedule import CASCADE_LEVELS
 from svod.ir import Ops
 
+# Loop hints of the loop over a row's SUM_BLOCK blocks (`svod.codegen.lower`, "rb"): not
+# unrolled. The block's own loop is vectorised and interleaved by LLVM (4 vector
+# accumulators); when the row is a few blocks long and the body small (`sum(a - b, 1)`
+# over 2048 columns: 8 blocks) LLVM unrolled the block loop too, into one straight-line
+# row of 256 vector loads, and that row ran 1.5-2x slower than the loop (1.75-2.7 ms
+# against 1.1-1.3 ms for 2048² float32, one thread; docs/algebra.md, "sum_merge"): each
+# load instruction then runs once per row, 8 KB apart, and the hardware's per-instruction
+# stride prefetcher no longer follows the row. The hint changes no arithmetic (the
+# block's and the cascade's order are the same), only the code layout.
+BLOCK_LOOP_HINTS = (("llvm.loop.unroll.disable", None),)
+
 
 def combine(f: Fn, red: Reduction, cur: ir.Value, x: ir.Value) -> ir.Value:
     """One step of a REDUCE: cur (accumulator) with x.
@@ -183,4 +194,4 @@ class Reduction:
         f.loop(i64(0), i64(CASCADE_LEVELS), level, "lv")
         return b.load(total)
 
-__all__ = ["Reduction", "combine"]
+__all__ = ["BLOCK_LOOP_HINTS", "Reduction", "combine"]
