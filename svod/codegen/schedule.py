@@ -54,6 +54,7 @@ SPLIT_MIN_BYTES = 1 << 20  # least input a chunk of a split reduction reads (svo
 SPLIT_MAX_CHUNKS = 32  # most chunks a split reduction's axis is cut into
 SPLIT_MAX_ROWS = 16  # a reduce kernel with fewer rows than this cuts its rows into chunks
 SPLIT_SCRATCH_MAX = 8 << 20  # most bytes of partial results one kernel keeps (globals)
+FLAT_VAR_BYTES = 2 << 20  # least input a variance of every element reads as columns, once (`flat_variance`)
 MM_ROWS = 16  # integer/bool matmul rows per unit (float matmuls: the GEMM tiling below)
 MM_COLS = 256  # integer/bool matmul columns per accumulator tile
 SMALL_FLOPS = 2e6  # a BLAS step below this many flops runs as one call on the calling thread (~25 µs)
@@ -155,6 +156,14 @@ def plan_loops(kernel: Kernel, target: Target | None = None) -> LoopPlan:
         return LoopPlan(kind, tuple(axes), tuple(axes[:-1]), (axes[-1],), math.prod(a.size for a in axes[:-1]))
     unit_axes = tuple(a for a in axes if not a.reduce)
     inner = tuple(a for a in axes if a.reduce)
+    flat = flat_variance(kernel, axes)
+    if flat:  # a variance of every element: its one axis read as rows of `flat` columns (columns.py)
+        rows = axes[0].size // flat
+        clen, chunks = _split_chunks(kernel, rows, flat, column=True)
+        if chunks * flat * _partial_bytes(kernel) > SPLIT_SCRATCH_MAX:
+            clen, chunks = rows, 1
+        return LoopPlan(kind, tuple(axes), (), inner, chunks, cols=flat, split=chunks if chunks > 1 else 0,
+                        chunk_len=clen if chunks > 1 else 0)
     if column_reduce(kernel, axes):
         last = axes[-1]
         cols = _column_width(kernel, last.size, math.prod(a.size for a in unit_axes[:-1]))
@@ -294,6 +303,27 @@ def chan_variance(kernel: Kernel) -> tuple[int, int, int] | None:
     if nodes[d.src[0]].dtype != nodes[r1].dtype:
         return None
     return r1, r2, d.src[0]
+
+
+def flat_variance(kernel: Kernel, axes: list[Axis] | tuple[Axis, ...]) -> int:
+    """Columns a variance of every element (`chan_variance`, its reduce axes merged into
+    one axis of n elements, float32/float64) is read as, or 0: the axis as n / cols rows
+    of cols columns, a column variance of each in one read, split over the threads, and
+    the columns' (mean, M2) merged (`ColumnLowering._lower_flat_variance`). Else it is
+    one unit reading x twice. cols: the most columns whose tiles fit `COL_TILE_BYTES`, a
+    power of two dividing n, at least `COL_BLOCK`; taken from `FLAT_VAR_BYTES` of input."""
+    if kernel.kind not in ("reduce", "rowwise") or len(axes) != 1 or not axes[0].reduce:
+        return 0
+    chan = chan_variance(kernel)
+    if chan is None or kernel.nodes[chan[0]].dtype.itemsize not in (4, 8):
+        return 0
+    n = axes[0].size
+    if n * max([i.dtype.itemsize for i in kernel.inputs] + [1]) < FLAT_VAR_BYTES:
+        return 0
+    cols = 1 << ((COL_TILE_BYTES // _tile_bytes(kernel)).bit_length() - 1)
+    while cols >= COL_BLOCK and n % cols:
+        cols //= 2
+    return cols if cols >= COL_BLOCK and n // cols >= 2 else 0
 
 
 def chan_rows(target: Target, cols: int, itemsize: int) -> int:
@@ -800,5 +830,5 @@ def clear_cache() -> None:
 
 __all__ = ["CHUNK", "COSTLY_OPS", "LOWER_VERSION", "MAX_SEGMENTS", "STASH_ELEMS", "SUM_BLOCK", "Access", "Axis",
            "GemmConfig", "GemmPlan", "LoopPlan", "Schedule", "chan_variance", "chunking", "clear_cache",
-           "column_reduce", "gemm_config", "gemm_fingerprint", "gemm_tiling", "make_access", "merge_axes",
-           "plan_gemm", "plan_loops", "schedule", "split_tiles", "supports_gemm"]
+           "column_reduce", "flat_variance", "gemm_config", "gemm_fingerprint", "gemm_tiling", "make_access",
+           "merge_axes", "plan_gemm", "plan_loops", "schedule", "split_tiles", "supports_gemm"]
