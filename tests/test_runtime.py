@@ -212,7 +212,8 @@ def test_the_runtime_code_comes_from_the_object_cache_in_a_new_process(tmp_path,
         reset_default_store()
 
 
-@pytest.mark.skipif(not runtime._use_futex() or runtime.pool_size() < 2, reason="futex sleepers: Linux x86-64, 2+ threads")
+@pytest.mark.skipif(not runtime._use_futex() or runtime.pool_size() < 2,
+                    reason="futex sleepers: Linux x86-64, 2+ threads")
 def test_wake_rouses_sleeping_workers_without_a_job(count_fn):
     """`runtime.wake()` (called before a kernel is likely to follow) wakes the workers that
     sleep on the futex (the kernel's count of woken waiters); they run no job and sleep
