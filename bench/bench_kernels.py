@@ -302,7 +302,8 @@ def reductions(R: int, T: int) -> list[str]:
     full reductions (to one value: split into chunks over the threads, combined in a
     fixed order; var and std in one read, `schedule.flat_variance`), then float64,
     tall-skinny (4M x 16) and wide (64 x 1M) inputs of the same 256 MiB; for the
-    one-kernel cases also the kernel alone on one thread and on T (the split's speed-up), and every median's spread (25th-75th percentile)."""
+    one-kernel cases also the kernel alone on one thread and on T (the split's
+    speed-up), and every median's spread (25th-75th percentile)."""
     from svod.bench.peak import describe, probe, read_bandwidth
 
     rng = np.random.default_rng(1)
