@@ -55,6 +55,7 @@ SPLIT_MAX_CHUNKS = 32  # most chunks a split reduction's axis is cut into
 SPLIT_MAX_ROWS = 16  # a reduce kernel with fewer rows than this cuts its rows into chunks
 SPLIT_SCRATCH_MAX = 8 << 20  # most bytes of partial results one kernel keeps (globals)
 FLAT_VAR_BYTES = 2 << 20  # least input a variance of every element reads as columns, once (`flat_variance`)
+FLAT_VAR_COLS = int(os.environ.get("SVOD_FLAT_VAR_COLS", "4096"))  # most columns it reads it as (a power of two)
 MM_ROWS = 16  # integer/bool matmul rows per unit (float matmuls: the GEMM tiling below)
 MM_COLS = 256  # integer/bool matmul columns per accumulator tile
 SMALL_FLOPS = 2e6  # a BLAS step below this many flops runs as one call on the calling thread (~25 µs)
@@ -320,7 +321,7 @@ def flat_variance(kernel: Kernel, axes: list[Axis] | tuple[Axis, ...]) -> int:
     n = axes[0].size
     if n * max([i.dtype.itemsize for i in kernel.inputs] + [1]) < FLAT_VAR_BYTES:
         return 0
-    cols = 1 << ((COL_TILE_BYTES // _tile_bytes(kernel)).bit_length() - 1)
+    cols = 1 << ((min(FLAT_VAR_COLS, COL_TILE_BYTES // _tile_bytes(kernel))).bit_length() - 1)
     while cols >= COL_BLOCK and n % cols:
         cols //= 2
     return cols if cols >= COL_BLOCK and n // cols >= 2 else 0
