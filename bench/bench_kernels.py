@@ -1,6 +1,6 @@
 """Benchmark compiled kernels against numpy and a hand-written C loop (same run).
 
-    python3 bench/bench_kernels.py [--repeats 9] [--threads N] [--reductions]
+    python3 bench/bench_kernels.py [--repeats 9] [--threads N] [--reductions | --wake]
 
 Kernels are built with svod's frontend + the greedy planner + `compile_kernel`, output
 buffers allocated with numpy. Times are medians of interleaved repeats (each repeat
@@ -122,8 +122,19 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--threads", type=int, default=runtime.pool_size())
     ap.add_argument("--reductions", action="store_true", help="only the reductions (DRAM-sized, bandwidth shares)")
+    ap.add_argument("--wake", action="store_true",
+                    help="only the pool's wake-up after idle gaps (svod.bench.peak.wake_latency)")
     args = ap.parse_args()
     R, T = args.repeats, args.threads
+    if args.wake:
+        from svod.bench.peak import wake_latency
+
+        for work in (50.0, 200.0):
+            res = wake_latency(work, repeats=max(R, 15))
+            print(f"job of 2 units x {work:g} us on 2 threads (1x: the worker took its unit, 2x: it never came):")
+            for k, v in res.items():
+                print(f"  {k:22} {v * 1e6:8.1f} us  {v * 1e6 / work:5.2f}x")
+        return
     if args.reductions:
         print("\n".join(reductions(R, T)))
         return

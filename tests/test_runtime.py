@@ -243,3 +243,16 @@ def test_wake_without_a_pool_is_a_no_op():
     runtime.shutdown()
     assert runtime.wake() == 0  # no pool: nothing to wake, nothing started
     assert runtime._pool is None
+
+
+@pytest.mark.skipif(runtime.pool_size() < 2, reason="needs 2 threads")
+def test_wake_latency_probe_times_each_mode():
+    """`svod.bench.peak.wake_latency`: every mode times a job of two units that each spin
+    `work_us`, so no median is below one unit's time (nor absurdly above on any machine
+    that runs the suite: the caller steals a late worker's unit)."""
+    from svod.bench.peak import wake_latency
+
+    res = wake_latency(300.0, gap_s=0.001, pre_us=(0.0, 50.0), repeats=3)
+    assert set(res) == {"busy gap", "sleep gap", "sleep, wake, 0 us", "sleep, wake, 50 us"}
+    for k, v in res.items():
+        assert 0.5 * 300e-6 < v < 1.0, (k, v)
