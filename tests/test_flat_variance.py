@@ -170,3 +170,34 @@ def test_flat_is_closer_to_truth_than_or_as_close_as_two_passes(small_flat, monk
     e_flat, e_two = abs(float(flat) - truth) / truth, abs(float(two) - truth) / truth
     assert e_flat <= max(2 * e_two, 1e-6), (e_flat, e_two)
     program_mod._programs.clear()
+
+
+def test_default_threshold_results_equal_for_svod_threads_1_2_and_3_in_subprocesses():
+    """At the default threshold (no patching) a 16 MiB input takes the flat path, and the
+    result bytes are the same whatever SVOD_THREADS says (3: units do not divide evenly)."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = textwrap.dedent("""
+        import numpy as np, svod
+        from svod.key import compact
+        from svod.plan_greedy import plan_greedy
+        from svod.codegen.schedule import plan_loops
+        x = (np.random.default_rng(11).standard_normal((2048, 2048)) + 5).astype(np.float32)
+        t = svod.asarray(x)
+        k = plan_greedy(compact([svod.var(t).uop])[0]).kernels[0]
+        assert plan_loops(k).cols == 4096 and plan_loops(k).split >= 2, plan_loops(k)
+        outs = svod.realize(svod.var(t), svod.std(t.astype(np.float64), correction=1))
+        print("".join(o.numpy().tobytes().hex() for o in outs))
+    """)
+    got = []
+    for n in ("1", "2", "3"):
+        env = {**os.environ, "SVOD_THREADS": n, "PYTHONPATH": root}
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
+                           cwd=root)
+        assert r.returncode == 0, r.stderr
+        got.append(r.stdout.strip())
+    assert got[0] and got[0] == got[1] == got[2]
