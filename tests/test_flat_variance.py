@@ -55,14 +55,15 @@ def _cols(kernel) -> int:
 
 # (shape, dtype, columns the flat path reads it as; 0: the two-pass form)
 CASES = [
-    ((64, 512), np.float32, 4096),
-    ((3, 1024), np.float64, 1024),
-    ((8, 64, 128), np.float32, 4096),
-    ((1 << 14,), np.float32, 4096),
-    ((512, 4096), np.float32, 4096),  # 8 MiB: split into chunks of rows
-    ((256, 4096), np.float64, 2048),  # 8 MiB: split, float64 tiles
-    ((1000, 300), np.float32, 0),  # 2^5 divides 300000: too few columns
-    ((2, 128), np.float32, 0),  # 1 KiB, 256 elements: one row only
+    ((64, 512), np.float32, 16),
+    ((3, 1024), np.float64, 16),
+    ((8, 64, 128), np.float32, 16),
+    ((1 << 14,), np.float32, 16),
+    ((512, 4096), np.float32, 16),  # 8 MiB: split into chunks of rows
+    ((256, 4096), np.float64, 16),  # 8 MiB: split, float64
+    ((3, 1000), np.float64, 8),  # 16 does not divide 3000: 8 columns
+    ((1001, 301), np.float32, 0),  # odd length: the two-pass form
+    ((2, 100), np.float32, 0),  # 800 bytes: under the (lowered) threshold
 ]
 
 
@@ -90,7 +91,7 @@ def test_flat_variance_matches_numpy(small_flat, shape, dtype, cols):
 def test_split_path_is_taken(small_flat):
     k, _ = _kernel(svod.var(svod.asarray(np.ones((512, 4096), np.float32))))
     lp = plan_loops(k)
-    assert lp.split >= 2 and lp.units == lp.split and lp.cols == 4096
+    assert lp.split >= 2 and lp.units == lp.split and lp.cols == 16
 
 
 @pytest.mark.parametrize("offset", [0.0, 1e3, 1e5])
@@ -136,7 +137,7 @@ def test_expression_and_integer_inputs(small_flat):
     x = rng.standard_normal((64, 1024)).astype(np.float32)
     t = svod.asarray(x)
     k, _ = _kernel(svod.var(svod.exp(t) * 2 - t))
-    assert _cols(k) == 4096  # the element is an expression, read through the same index
+    assert _cols(k) == 16  # the element is an expression, read through the same index
     np.testing.assert_allclose(svod.var(svod.exp(t) * 2 - t).numpy(), (np.exp(x) * 2 - x).var(), rtol=1e-6)
     i = rng.integers(-1000, 1000, (64, 1024)).astype(np.int32)
     np.testing.assert_allclose(svod.var(svod.asarray(i)).numpy(), i.var(), rtol=1e-6)
@@ -189,7 +190,7 @@ def test_default_threshold_results_equal_for_svod_threads_1_2_and_3_in_subproces
         x = (np.random.default_rng(11).standard_normal((2048, 2048)) + 5).astype(np.float32)
         t = svod.asarray(x)
         k = plan_greedy(compact([svod.var(t).uop])[0]).kernels[0]
-        assert plan_loops(k).cols == 4096 and plan_loops(k).split >= 2, plan_loops(k)
+        assert plan_loops(k).cols == 16 and plan_loops(k).split >= 2, plan_loops(k)
         outs = svod.realize(svod.var(t), svod.std(t.astype(np.float64), correction=1))
         print("".join(o.numpy().tobytes().hex() for o in outs))
     """)

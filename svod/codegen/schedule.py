@@ -55,7 +55,8 @@ SPLIT_MAX_CHUNKS = 32  # most chunks a split reduction's axis is cut into
 SPLIT_MAX_ROWS = 16  # a reduce kernel with fewer rows than this cuts its rows into chunks
 SPLIT_SCRATCH_MAX = 8 << 20  # most bytes of partial results one kernel keeps (globals)
 FLAT_VAR_BYTES = 2 << 20  # least input a variance of every element reads as columns, once (`flat_variance`)
-FLAT_VAR_COLS = 4096  # most columns it reads it as (a power of two; docs/codegen.md)
+FLAT_VAR_COLS = 16  # columns it reads it as (a power of two: one zmm of float32; docs/codegen.md)
+FLAT_VAR_MIN_COLS = 8  # fewest, when FLAT_VAR_COLS does not divide its length
 MM_ROWS = 16  # integer/bool matmul rows per unit (float matmuls: the GEMM tiling below)
 MM_COLS = 256  # integer/bool matmul columns per accumulator tile
 SMALL_FLOPS = 2e6  # a BLAS step below this many flops runs as one call on the calling thread (~25 µs)
@@ -311,8 +312,9 @@ def flat_variance(kernel: Kernel, axes: list[Axis] | tuple[Axis, ...]) -> int:
     one axis of n elements, float32/float64) is read as, or 0: the axis as n / cols rows
     of cols columns, a column variance of each in one read, split over the threads, and
     the columns' (mean, M2) merged (`ColumnLowering._lower_flat_variance`). Else it is
-    one unit reading x twice. cols: the most columns whose tiles fit `COL_TILE_BYTES`, a
-    power of two dividing n, at least `COL_BLOCK`; taken from `FLAT_VAR_BYTES` of input."""
+    one unit reading x twice. cols: `FLAT_VAR_COLS`, halved down to `FLAT_VAR_MIN_COLS`
+    until it divides n (few columns: one sequential stream, the tiles in registers);
+    taken from `FLAT_VAR_BYTES` of input."""
     if kernel.kind not in ("reduce", "rowwise") or len(axes) != 1 or not axes[0].reduce:
         return 0
     chan = chan_variance(kernel)
@@ -321,10 +323,10 @@ def flat_variance(kernel: Kernel, axes: list[Axis] | tuple[Axis, ...]) -> int:
     n = axes[0].size
     if n * max([i.dtype.itemsize for i in kernel.inputs] + [1]) < FLAT_VAR_BYTES:
         return 0
-    cols = 1 << ((min(FLAT_VAR_COLS, COL_TILE_BYTES // _tile_bytes(kernel))).bit_length() - 1)
-    while cols >= COL_BLOCK and n % cols:
+    cols = FLAT_VAR_COLS
+    while cols > FLAT_VAR_MIN_COLS and n % cols:
         cols //= 2
-    return cols if cols >= COL_BLOCK and n // cols >= 2 else 0
+    return cols if n % cols == 0 and n // cols >= 2 else 0
 
 
 def chan_rows(target: Target, cols: int, itemsize: int) -> int:
