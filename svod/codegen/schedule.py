@@ -57,6 +57,7 @@ SPLIT_SCRATCH_MAX = 8 << 20  # most bytes of partial results one kernel keeps (g
 FLAT_VAR_BYTES = 2 << 20  # least input a variance of every element reads as columns, once (`flat_variance`)
 FLAT_VAR_COLS = 16  # columns it reads it as (a power of two: one zmm of float32; docs/codegen.md)
 FLAT_VAR_MIN_COLS = 8  # fewest, when FLAT_VAR_COLS does not divide its length
+FLAT_VAR_MAX_CHUNKS = 1024  # most chunks (units) its rows are cut into
 MM_ROWS = 16  # integer/bool matmul rows per unit (float matmuls: the GEMM tiling below)
 MM_COLS = 256  # integer/bool matmul columns per accumulator tile
 SMALL_FLOPS = 2e6  # a BLAS step below this many flops runs as one call on the calling thread (~25 µs)
@@ -161,7 +162,10 @@ def plan_loops(kernel: Kernel, target: Target | None = None) -> LoopPlan:
     flat = flat_variance(kernel, axes)
     if flat:  # a variance of every element: its one axis read as rows of `flat` columns (columns.py)
         rows = axes[0].size // flat
-        clen, chunks = _split_chunks(kernel, rows, flat, column=True)
+        isz = max([i.dtype.itemsize for i in kernel.inputs] + [1])
+        # chunks of >= SPLIT_MIN_BYTES: a chunk's M2 adds its sub-chunks' in order, so
+        # up to FLAT_VAR_MAX_CHUNKS of them keep that chain short (then pairwise)
+        clen, chunks = chunking(rows, flat, SUM_BLOCK, max(1, SPLIT_MIN_BYTES // isz), FLAT_VAR_MAX_CHUNKS)
         if chunks * flat * _partial_bytes(kernel) > SPLIT_SCRATCH_MAX:
             clen, chunks = rows, 1
         return LoopPlan(kind, tuple(axes), (), inner, chunks, cols=flat, split=chunks if chunks > 1 else 0,
