@@ -203,3 +203,19 @@ def test_default_threshold_results_equal_for_svod_threads_1_2_and_3_in_subproces
         assert r.returncode == 0, r.stderr
         got.append(r.stdout.strip())
     assert got[0] and got[0] == got[1] == got[2]
+
+
+def test_realize_runs_the_one_read_kernel(tmp_path, monkeypatch):
+    """The plan `realize` runs for x.var() (the search, its cost model: the flat kernel is
+    priced as one read, `costmodels.features`) is the one flat kernel, not two full sums
+    each reading x."""
+    monkeypatch.setenv("SVOD_CACHE_DIR", str(tmp_path / "cache"))
+    svod.reset()
+    x = np.random.default_rng(12).standard_normal((2048, 2048)).astype(np.float32)  # 16 MiB
+    t = svod.asarray(x)
+    ks = svod.explain(svod.var(t)).kernels
+    big = [k for k in ks if k.size >= x.size]
+    assert len(big) == 1, ks
+    assert plan_loops(big[0]).cols == 16
+    np.testing.assert_allclose(svod.var(t).numpy(), x.var(), rtol=1e-6)
+    svod.reset()
