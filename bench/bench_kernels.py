@@ -1,6 +1,6 @@
 """Benchmark compiled kernels against numpy and a hand-written C loop (same run).
 
-    python3 bench/bench_kernels.py [--repeats 9] [--threads N] [--reductions]
+    python3 bench/bench_kernels.py [--repeats 9] [--threads N] [--reductions | --wake]
 
 Kernels are built with svod's frontend + the greedy planner + `compile_kernel`, output
 buffers allocated with numpy. Times are medians of interleaved repeats (each repeat
@@ -122,8 +122,19 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--threads", type=int, default=runtime.pool_size())
     ap.add_argument("--reductions", action="store_true", help="only the reductions (DRAM-sized, bandwidth shares)")
+    ap.add_argument("--wake", action="store_true",
+                    help="only the pool's wake-up after idle gaps (svod.bench.peak.wake_latency)")
     args = ap.parse_args()
     R, T = args.repeats, args.threads
+    if args.wake:
+        from svod.bench.peak import wake_latency
+
+        for work in (50.0, 200.0):
+            res = wake_latency(work, repeats=max(R, 15))
+            print(f"job of 2 units x {work:g} us on 2 threads (1x: the worker took its unit, 2x: it never came):")
+            for k, v in res.items():
+                print(f"  {k:22} {v * 1e6:8.1f} us  {v * 1e6 / work:5.2f}x")
+        return
     if args.reductions:
         print("\n".join(reductions(R, T)))
         return
@@ -300,8 +311,10 @@ def reductions(R: int, T: int) -> list[str]:
 
     Axis-0 rows (sum, mean, var, std: column reduces, var and std in one read) and
     full reductions (to one value: split into chunks over the threads, combined in a
-    fixed order); for the one-kernel cases also the kernel alone on one thread and on
-    T (the split's speed-up), and every median's spread (25th-75th percentile)."""
+    fixed order; var and std in one read, `schedule.flat_variance`), then float64,
+    tall-skinny (4M x 16) and wide (64 x 1M) inputs of the same 256 MiB; for the
+    one-kernel cases also the kernel alone on one thread and on T (the split's
+    speed-up), and every median's spread (25th-75th percentile)."""
     from svod.bench.peak import describe, probe, read_bandwidth
 
     rng = np.random.default_rng(1)
@@ -317,9 +330,27 @@ def reductions(R: int, T: int) -> list[str]:
         ("sum, 16384x4096 -> one value", lambda t: svod.sum(t), lambda: big.sum()),
         ("max, 16384x4096 -> one value", lambda t: svod.max(t), lambda: big.max()),
         ("mean, 16384x4096 -> one value", lambda t: svod.mean(t), lambda: big.mean()),
+        ("var, 16384x4096 -> one value", lambda t: svod.var(t), lambda: big.var()),
+        ("std, 16384x4096 -> one value", lambda t: svod.std(t), lambda: big.std()),
         ("sum axis 1, 16384x4096", lambda t: svod.sum(t, axis=1), lambda: big.sum(axis=1)),
     ]
     cases = [(name, lambda fn=fn: svod.realize(fn(tb)), nm, big, fn) for name, fn, nm in one]
+    # other dtypes and aspect ratios, 256 MiB each: float64, tall-skinny, wide
+    b64 = rng.standard_normal((8192, 4096))
+    tall = rng.standard_normal((1 << 22, 16)).astype(np.float32)
+    wide = rng.standard_normal((64, 1 << 20)).astype(np.float32)
+    more = [
+        ("var axis 0, 8192x4096 float64", b64, lambda t: svod.var(t, axis=0), lambda a: a.var(axis=0)),
+        ("var, 8192x4096 float64 -> one value", b64, lambda t: svod.var(t), lambda a: a.var()),
+        ("sum axis 0, 4Mx16 (tall)", tall, lambda t: svod.sum(t, axis=0), lambda a: a.sum(axis=0)),
+        ("var axis 0, 4Mx16 (tall)", tall, lambda t: svod.var(t, axis=0), lambda a: a.var(axis=0)),
+        ("var, 4Mx16 (tall) -> one value", tall, lambda t: svod.var(t), lambda a: a.var()),
+        ("var axis 0, 64x1M (wide)", wide, lambda t: svod.var(t, axis=0), lambda a: a.var(axis=0)),
+        ("var, 64x1M (wide) -> one value", wide, lambda t: svod.var(t), lambda a: a.var()),
+    ]
+    for name, arr, fn, nf in more:
+        ta = svod.asarray(arr)
+        cases.append((name, lambda fn=fn, ta=ta: svod.realize(fn(ta)), lambda nf=nf, arr=arr: nf(arr), arr, fn))
     cases.append(("W6: sum/max over 0, 1, all of 4096x4096",
                   lambda: svod.realize(svod.sum(t6, axis=0), svod.sum(t6, axis=1), svod.sum(t6),
                                        svod.max(t6, axis=0), svod.max(t6, axis=1), svod.max(t6)),

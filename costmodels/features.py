@@ -183,6 +183,10 @@ def _count(kernel: Kernel) -> Features:
     sched = schedule(k)
     units = sched.loops.units
     column = sched.column
+    # a variance of every element read as rows of a few columns (svod.codegen.schedule.
+    # flat_variance): one sequential read like a row reduction, not a strided column one
+    flat = column and bool(sched.loops.axes) and sched.loops.axes[-1].reduce
+    column = column and not flat
     kind = k.kind
     if kind == "elementwise":
         rows = units
@@ -200,8 +204,8 @@ def _count(kernel: Kernel) -> Features:
     for inp, a in zip(k.inputs, acc_of):
         slot_class.setdefault(inp.slot, set()).add(a)
     contig = sum(nb for slot, nb in read_bytes_by_slot(k).items() if slot_class.get(slot) == {"contig"})
-    f = Features(kind, n, units, rows, row_len, k.passes, _unique_read_bytes(k), _write_bytes(k), row_bytes,
-                 column=column, outputs=len(k.outputs), inputs=len(k.inputs), strided_span=span,
+    f = Features(kind, n, units, rows, row_len, 1 if flat else k.passes, _unique_read_bytes(k), _write_bytes(k),
+                 row_bytes, column=column, outputs=len(k.outputs), inputs=len(k.inputs), strided_span=span,
                  contig_read_bytes=contig)
     counts = [0.0] * len(k.nodes)  # evaluations of each node
     if k.attention is not None:  # two products, a row softmax of the (m, n) scores in between

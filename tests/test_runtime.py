@@ -210,3 +210,49 @@ def test_the_runtime_code_comes_from_the_object_cache_in_a_new_process(tmp_path,
             assert again.address(name)
     finally:
         reset_default_store()
+
+
+@pytest.mark.skipif(not runtime._use_futex() or runtime.pool_size() < 2,
+                    reason="futex sleepers: Linux x86-64, 2+ threads")
+def test_wake_rouses_sleeping_workers_without_a_job(count_fn):
+    """`runtime.wake()` (called before a kernel is likely to follow) wakes the workers that
+    sleep on the futex (the kernel's count of woken waiters); they run no job and sleep
+    again; jobs right after a wake run every unit once."""
+    import time
+
+    _, addr = count_fn
+    runtime.run_parallel(addr, np.zeros(4, np.int64).ctypes.data, 4, 2)  # the pool exists
+    pool = runtime._get_pool()
+    gen = pool.mem[runtime.GEN]
+    woke = 0
+    for _ in range(50):  # idle workers sleep after SPIN_SECONDS (a loaded machine: later)
+        time.sleep(0.01)
+        if pool.mem[runtime.SLEEPERS] == pool.nworkers:
+            woke = runtime.wake()
+            break
+    assert woke == pool.nworkers  # every sleeper was on the futex and was woken
+    assert pool.mem[runtime.GEN] == gen  # no job was published
+    a = np.zeros(1001, np.int64)
+    for _ in range(50):
+        runtime.wake()
+        runtime.run_parallel(addr, a.ctypes.data, 1001, 2)
+    assert (a == 50).all()
+
+
+def test_wake_without_a_pool_is_a_no_op():
+    runtime.shutdown()
+    assert runtime.wake() == 0  # no pool: nothing to wake, nothing started
+    assert runtime._pool is None
+
+
+@pytest.mark.skipif(runtime.pool_size() < 2, reason="needs 2 threads")
+def test_wake_latency_probe_times_each_mode():
+    """`svod.bench.peak.wake_latency`: every mode times a job of two units that each spin
+    `work_us`, so no median is below one unit's time (nor absurdly above on any machine
+    that runs the suite: the caller steals a late worker's unit)."""
+    from svod.bench.peak import wake_latency
+
+    res = wake_latency(300.0, gap_s=0.001, pre_us=(0.0, 50.0), repeats=3)
+    assert set(res) == {"busy gap", "sleep gap", "sleep, wake, 0 us", "sleep, wake, 50 us"}
+    for k, v in res.items():
+        assert 0.5 * 300e-6 < v < 1.0, (k, v)

@@ -8,6 +8,10 @@
   (eight accumulators, no stores), split into contiguous slices over svod's pool:
   GB/s read from L2, L3 or DRAM depending on the size. The buffer is read once untimed
   (paged in, and cached when it fits).
+* `wake_latency()`: how late the pool's worker joins a job after an idle gap (a job
+  of two units that each spin a fixed time: ~1x when the worker takes its unit, ~2x
+  when the calling thread runs both), after a busy gap, a sleep, and a sleep followed
+  by `svod.runtime.wake()` some microseconds before the job.
 * `probe()`: both, quickly (~0.5 s; `svod calibrate` stores it, `bench/bench_matmul.py`
   and `bench/bench_kernels.py` print shares of it).
 
@@ -221,6 +225,71 @@ __all__ = ["describe", "fma_peak", "probe", "read_bandwidth"]
 
 if __name__ == "__main__":  # pragma: no cover
     print(describe(probe(quick=False)))
+
+
+_SPIN_IR = """
+define void @svod_peak_spin(ptr %a, i64 %b, i64 %e) {
+entry:
+  %n0 = load i64, ptr %a
+  %cnt = sub i64 %e, %b
+  %n = mul i64 %n0, %cnt
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %i1, %loop ]
+  call void asm sideeffect "", ""()
+  %i1 = add i64 %i, 1
+  %c = icmp ult i64 %i1, %n
+  br i1 %c, label %loop, label %exit
+exit:
+  ret void
+}
+"""
+
+
+def wake_latency(work_us: float = 200.0, gap_s: float = 0.003, pre_us: tuple = (0.0, 20.0, 100.0),
+                 repeats: int = 30) -> dict:
+    """Median seconds of a 2-unit job on 2 threads, each unit spinning `work_us`, after
+    a `gap_s` gap between jobs: {"busy gap", "sleep gap", "sleep, wake, P us"...}. With
+    the worker on time a job takes ~work_us; when it never comes, 2 x work_us (the
+    caller steals its unit). "sleep, wake, P us": `runtime.wake()` P µs (busy) before
+    the job, what a wake at the start of a call's Python work buys (docs/codegen.md,
+    "Threads"). Modes interleaved, `repeats` rounds. Meaningless on a loaded machine:
+    there the other core is taken whatever the pool does."""
+    import ctypes
+    import statistics
+
+    from svod import runtime
+    from svod.codegen.jit import compile_ir
+
+    mod = compile_ir(_SPIN_IR, name="svod_peak_spin")
+    fn = mod.address("svod_peak_spin")
+    n = 1 << 16
+    arg = (ctypes.c_int64 * 1)(n)
+    best = float("inf")
+    for _ in range(5):  # the fastest of five: a preempted timing would shorten the units
+        t0 = time.perf_counter()
+        runtime.run_parallel(fn, ctypes.addressof(arg), 1, 1)
+        best = min(best, time.perf_counter() - t0)
+    arg[0] = max(1, int(n * work_us * 1e-6 / max(best, 1e-9)))
+
+    def busy(s):
+        end = time.perf_counter() + s
+        while time.perf_counter() < end:
+            pass
+
+    modes = {"busy gap": lambda: busy(gap_s), "sleep gap": lambda: time.sleep(gap_s)}
+    for pre in pre_us:
+        modes[f"sleep, wake, {pre:g} us"] = lambda pre=pre: (time.sleep(gap_s), runtime.wake(), busy(pre * 1e-6))
+    times: dict[str, list[float]] = {k: [] for k in modes}
+    runtime.run_parallel(fn, ctypes.addressof(arg), 2, 2)
+    for _ in range(repeats):
+        for k, before in modes.items():
+            before()
+            t0 = time.perf_counter()
+            runtime.run_parallel(fn, ctypes.addressof(arg), 2, 2)
+            times[k].append(time.perf_counter() - t0)
+    del mod
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def _open_unit_function(m, ety, name: str):

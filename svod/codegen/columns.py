@@ -37,6 +37,9 @@ class ColumnLowering:
         Deterministic; independent of the thread count."""
         k, f, b, plan = self.k, self.f, self.f.b, self.plan
         last = plan.axes[-1]
+        if last.reduce:  # no kept axis: a variance of every element (schedule.flat_variance)
+            self._lower_flat_variance()
+            return
         outer = plan.unit_axes[:-1]
         red_axes = plan.inner_axes
         ax0 = red_axes[0]
@@ -219,6 +222,91 @@ class ColumnLowering:
         sb = SUM_BLOCK
         f.loop(b.udiv(r0, i64(sb)), b.udiv(b.add(r1, i64(sb - 1)), i64(sb)), block, "rb")
 
+    def _lower_flat_variance(self) -> None:
+        """A variance of every element (`schedule.flat_variance`): its one axis of n
+        elements read as R = n / L rows of L columns (L = plan.cols, a power of two). A
+        unit is a chunk of rows (`plan.split`, else one unit of all R): `_chan_unit` takes
+        each column's (mean high, mean low, M2) over the chunk in one read, the chunks
+        merge in the split's fixed tree (`_chan_combine`), then the L columns in a
+        pairwise tree (`_merge_lanes`), and the outputs see s1 = mean * n and s2 = M2.
+        Every order depends on the shape only: bit-identical for any thread count."""
+        k, f, b, plan = self.k, self.f, self.f.b, self.plan
+        L, n = plan.cols, plan.axes[0].size
+        R, nch = n // L, plan.split or 1
+        consts = {i: emit_op(f, nd.op, nd.dtype, nd.arg, [], []) for i, nd in enumerate(k.nodes) if nd.op is Ops.CONST}
+        reds = [Reduction(self, i) for i, nd in enumerate(k.nodes) if nd.op is Ops.REDUCE]
+        chan = chan_variance(k)
+        tiles, totals = self._column_tiles(reds, True)
+        low = self._column_tiles(reds[:1], False, skew=len(reds) * 2)[0][0]
+        i1 = next(i for i, r in enumerate(reds) if r.node == chan[0])
+        i2 = next(i for i, r in enumerate(reds) if r.node == chan[1])
+        il = len(reds)
+        scratch = SplitScratch(f, self.symbol, [r.ty for r in reds] + [reds[0].ty], 1, nch, L, self.ub, self.ue,
+                               plan.units) if nch > 1 else None
+
+        def finish(ptr):
+            """Merge the L columns' partials (`ptr(r, column)`) and store the outputs."""
+            self._merge_lanes(ptr, i1, i2, il, reds[i1].ty, L, R)
+            env = dict(consts)
+            mean = b.fadd(b.load(ptr(i1, i64(0))), b.load(ptr(il, i64(0))))
+            env[chan[0]] = b.fmul(mean, ir.Constant(reds[i1].ty, float(n)))
+            env[chan[1]] = b.load(ptr(i2, i64(0)))
+            self._eval([o.node for o in k.outputs], env, {})
+            for j, o in enumerate(k.outputs):
+                self._store(self.out_ptrs[j], o.dtype, self.out_access[j], {}, env[o.node])
+
+        def unit(u):
+            if nch > 1:
+                r0 = b.mul(u, i64(plan.chunk_len))
+                r1 = b.add(r0, i64(plan.chunk_len))
+                r1 = b.select(b.icmp_signed("<", r1, i64(R)), r1, i64(R))
+            else:
+                r0, r1 = i64(0), i64(R)
+            result = [tot if r.cascade else t for r, t, tot in zip(reds, tiles, totals)]
+            self._chan_unit(chan, reds, tiles, result, low, consts, {}, i64(0), i64(L), r0, r1)
+            result = result + [low]
+            if scratch is None:
+                finish(lambda ri, c: b.gep(result[ri], [c]))
+                return
+
+            def put(c):
+                for ri, t in enumerate(result):
+                    b.store(b.load(b.gep(t, [c])), scratch.slot(ri, i64(0), u, c))
+            f.loop(i64(0), i64(L), put, "cp")
+
+            def last():
+                self._chan_combine(scratch, i64(0), i64(L), reds, R)
+                finish(lambda ri, c: scratch.slot(ri, i64(0), 0, c))
+            f.if_then(scratch.arrive(i64(0)), last)
+
+        f.loop(self.ub, self.ue, unit, "u")
+        if scratch is not None:
+            scratch.release()
+
+    def _merge_lanes(self, ptr, i1: int, i2: int, il: int, ty, lanes: int, rows: int) -> None:
+        """Pairwise tree over `lanes` (a power of two) columns of `rows` rows each, in
+        place (column 0 ends with the whole): column c merges column c + step, both of
+        rows * step rows, ``d = (hb - ha) + (lb - la); M2 += M2b + d^2 rows step / 2;
+        (h, l) = two_sum(ha, la + d / 2)`` (`_chan_combine` with equal counts)."""
+        f, b = self.f, self.f.b
+        half = ir.Constant(ty, 0.5)
+        step = 1
+        while step < lanes:
+            wab = ir.Constant(ty, rows * step / 2)
+
+            def pair(p, step=step, wab=wab):
+                ca = b.mul(p, i64(2 * step))
+                cb = b.add(ca, i64(step))
+                ph, pl, pq = ptr(i1, ca), ptr(il, ca), ptr(i2, ca)
+                ha, la = b.load(ph), b.load(pl)
+                d = b.fadd(b.fsub(b.load(ptr(i1, cb)), ha), b.fsub(b.load(ptr(il, cb)), la))
+                b.store(b.fadd(b.fadd(b.load(pq), b.load(ptr(i2, cb))), b.fmul(b.fmul(d, d), wab)), pq)
+                h, lo = two_sum(b, ha, b.fadd(la, b.fmul(d, half)))
+                b.store(h, ph)
+                b.store(lo, pl)
+            f.loop(i64(0), i64(lanes // (2 * step)), pair, "lm")
+            step *= 2
+
     def _column_tiles(self, reds: list[Reduction], blocked: bool, skew: int = 0) -> tuple[list, list]:
         """The accumulator tiles of a column reduce: one 64-byte aligned stack block, tile
         i starting `TILE_SKEW` bytes further past a 4 KiB boundary than tile i - 1.
@@ -289,7 +377,11 @@ class ColumnLowering:
 
         def x_at(j, c):
             env = dict(consts)
-            self._eval([chan[2]], env, {**ctx, ax0.dims: j, last.dims: b.add(c0, c)})
+            if last.reduce:  # a flat variance (`_lower_flat_variance`): row j, column c of its one axis
+                at = {**ctx, last.dims: b.add(b.mul(j, i64(self.plan.cols)), b.add(c0, c))}
+            else:
+                at = {**ctx, ax0.dims: j, last.dims: b.add(c0, c)}
+            self._eval([chan[2]], env, at)
             return env[chan[2]]
 
         def pairwise(vals):

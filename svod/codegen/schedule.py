@@ -54,6 +54,10 @@ SPLIT_MIN_BYTES = 1 << 20  # least input a chunk of a split reduction reads (svo
 SPLIT_MAX_CHUNKS = 32  # most chunks a split reduction's axis is cut into
 SPLIT_MAX_ROWS = 16  # a reduce kernel with fewer rows than this cuts its rows into chunks
 SPLIT_SCRATCH_MAX = 8 << 20  # most bytes of partial results one kernel keeps (globals)
+FLAT_VAR_BYTES = 2 << 20  # least input a variance of every element reads as columns, once (`flat_variance`)
+FLAT_VAR_COLS = 16  # columns it reads it as (a power of two: one zmm of float32; docs/codegen.md)
+FLAT_VAR_MIN_COLS = 8  # fewest, when FLAT_VAR_COLS does not divide its length
+FLAT_VAR_MAX_CHUNKS = 1024  # most chunks (units) its rows are cut into
 MM_ROWS = 16  # integer/bool matmul rows per unit (float matmuls: the GEMM tiling below)
 MM_COLS = 256  # integer/bool matmul columns per accumulator tile
 SMALL_FLOPS = 2e6  # a BLAS step below this many flops runs as one call on the calling thread (~25 µs)
@@ -157,6 +161,17 @@ def plan_loops(kernel: Kernel, target: Target | None = None) -> LoopPlan:
         return LoopPlan(kind, tuple(axes), tuple(axes[:-1]), (axes[-1],), math.prod(a.size for a in axes[:-1]))
     unit_axes = tuple(a for a in axes if not a.reduce)
     inner = tuple(a for a in axes if a.reduce)
+    flat = flat_variance(kernel, axes)
+    if flat:  # a variance of every element: its one axis read as rows of `flat` columns (columns.py)
+        rows = axes[0].size // flat
+        isz = max([i.dtype.itemsize for i in kernel.inputs] + [1])
+        # chunks of >= SPLIT_MIN_BYTES: a chunk's M2 adds its sub-chunks' in order, so
+        # up to FLAT_VAR_MAX_CHUNKS of them keep that chain short (then pairwise)
+        clen, chunks = chunking(rows, flat, SUM_BLOCK, max(1, SPLIT_MIN_BYTES // isz), FLAT_VAR_MAX_CHUNKS)
+        if chunks * flat * _partial_bytes(kernel) > SPLIT_SCRATCH_MAX:
+            clen, chunks = rows, 1
+        return LoopPlan(kind, tuple(axes), (), inner, chunks, cols=flat, split=chunks if chunks > 1 else 0,
+                        chunk_len=clen if chunks > 1 else 0)
     if column_reduce(kernel, axes):
         last = axes[-1]
         cols = _column_width(kernel, last.size, math.prod(a.size for a in unit_axes[:-1]))
@@ -296,6 +311,28 @@ def chan_variance(kernel: Kernel) -> tuple[int, int, int] | None:
     if nodes[d.src[0]].dtype != nodes[r1].dtype:
         return None
     return r1, r2, d.src[0]
+
+
+def flat_variance(kernel: Kernel, axes: list[Axis] | tuple[Axis, ...]) -> int:
+    """Columns a variance of every element (`chan_variance`, its reduce axes merged into
+    one axis of n elements, float32/float64) is read as, or 0: the axis as n / cols rows
+    of cols columns, a column variance of each in one read, split over the threads, and
+    the columns' (mean, M2) merged (`ColumnLowering._lower_flat_variance`). Else it is
+    one unit reading x twice. cols: `FLAT_VAR_COLS`, halved down to `FLAT_VAR_MIN_COLS`
+    until it divides n (few columns: one sequential stream, the tiles in registers);
+    taken from `FLAT_VAR_BYTES` of input."""
+    if kernel.kind not in ("reduce", "rowwise") or len(axes) != 1 or not axes[0].reduce:
+        return 0
+    chan = chan_variance(kernel)
+    if chan is None or kernel.nodes[chan[0]].dtype.itemsize not in (4, 8):
+        return 0
+    n = axes[0].size
+    if n * max([i.dtype.itemsize for i in kernel.inputs] + [1]) < FLAT_VAR_BYTES:
+        return 0
+    cols = FLAT_VAR_COLS
+    while cols > FLAT_VAR_MIN_COLS and n % cols:
+        cols //= 2
+    return cols if n % cols == 0 and n // cols >= 2 else 0
 
 
 def chan_rows(target: Target, cols: int, itemsize: int) -> int:
@@ -831,5 +868,5 @@ def clear_cache() -> None:
 
 __all__ = ["CHUNK", "COSTLY_OPS", "LOWER_VERSION", "MAX_SEGMENTS", "STASH_ELEMS", "SUM_BLOCK", "Access", "Axis",
            "GemmConfig", "GemmPlan", "LoopPlan", "Schedule", "block_rows", "chan_variance", "chunking", "clear_cache",
-           "column_reduce", "mlp_units", "gemm_config", "gemm_fingerprint", "gemm_tiling", "make_access", "merge_axes",
-           "plan_gemm", "plan_loops", "schedule", "split_tiles", "supports_gemm"]
+           "column_reduce", "flat_variance", "gemm_config", "gemm_fingerprint", "gemm_tiling", "make_access",
+           "merge_axes", "mlp_units", "plan_gemm", "plan_loops", "schedule", "split_tiles", "supports_gemm"]
