@@ -592,11 +592,9 @@ FUSION = tuple(n for n in RULESETS if n.startswith("fuse_"))
 # `minmax_shift` save one multiply/add per element of a memory-bound reduction: the cost
 # model prices the rewritten and the written program alike (the written one is kept) and
 # the benchmark (flip_center, bench_algebra's scaled_reductions) measured no difference
-# `movement_reshape` and `movement_reduce` make many equivalent programs on movement-heavy
-# graphs, and the extraction's exploration (search.extract.explore) then prices programs
-# until its time limit: a 21-node chain of transposes and reshapes 77 ms -> 1.1-1.4 s
-# (docs/algebra.md, "Movement algebra")
-OPT_IN = ("sum_merge", "sum_scale", "minmax_shift", "movement_reshape", "movement_reduce",
+# (`movement_reshape` and `movement_reduce` are on: the exploration prices one program per
+# movement form, search.algebra_movement.movement_form; docs/algebra.md, "Movement algebra")
+OPT_IN = ("sum_merge", "sum_scale", "minmax_shift",
           *(n for n, (_, _, on) in _contract.RULESETS.items() if not on))
 DEFAULT = tuple(n for n in RULESETS if n not in OPT_IN)
 ALL = tuple(RULESETS)
@@ -620,5 +618,6 @@ def program(names=DEFAULT) -> str:
 
 
 def schedule(names=DEFAULT) -> str:
-    """One iteration of every named rule set, as an egglog schedule."""
-    return "(run-schedule " + " ".join(f"(run {n})" for n in names) + ")"
+    """One iteration of every named rule set, as an egglog schedule (the movement sets
+    repeated up to a bound within it: `search.algebra_movement.run_text`)."""
+    return "(run-schedule " + " ".join(_mv.run_text(n) for n in names) + ")"
