@@ -537,7 +537,7 @@ def _reachable(d: Decoded) -> Decoded:
 
 
 def explore(prog, model: CostModel, machine: Machine, *, deadline: float = INF, max_tries: int = 256,
-            exact_limit: int = 6) -> Exploration:
+            exact_limit: int = 6, by_form: bool = True) -> Exploration:
     """Choose among the programs of the e-graph `prog` (a `Program`), best first: from
     the fewest-ops program, the cheapest program found so far is expanded by switching
     one of its e-classes to another of its e-nodes (each distinct program priced once).
@@ -545,7 +545,17 @@ def explore(prog, model: CostModel, machine: Machine, *, deadline: float = INF, 
     cover (`choose`, exact), a bigger one by its greedy kernel boundaries. Exhaustive
     when the e-graph holds fewer than `max_tries` programs reachable that way and time
     allows (small graphs); else bounded by `max_tries` and `deadline`. Choices that make
-    a cycle are skipped (the programs are acyclic by construction)."""
+    a cycle are skipped (the programs are acyclic by construction).
+
+    `by_form`: programs that differ only in where their views (permutes, reshapes,
+    broadcasts) sit — one *movement form*, `search.algebra_movement.movement_form` —
+    are priced and expanded once, by the first found of the best rank (fewest views,
+    then fewest elements computed); a later one of that form and a better rank is
+    priced too. The movement rule sets make such programs by the dozen (each position
+    of each view), all lowered to the same kernels where the views are fused; pricing
+    them one by one took the exploration to its time limit on chains of transposes and
+    reshapes (docs/algebra.md, "Movement algebra"). `by_form=False` prices every
+    program (the tests compare the two)."""
     import heapq
 
     t0 = time.perf_counter()
@@ -609,11 +619,12 @@ def explore(prog, model: CostModel, machine: Machine, *, deadline: float = INF, 
                 if new.key.hash in seen:
                     continue
                 seen.add(new.key.hash)
-                sig, rank = movement_form(new.key)
-                if sig in forms and forms[sig] <= rank:
-                    ex.merged += 1
-                    continue
-                forms[sig] = rank
+                if by_form:
+                    sig, rank = movement_form(new.key)
+                    if sig in forms and forms[sig] <= rank:
+                        ex.merged += 1
+                        continue
+                    forms[sig] = rank
                 ex.tried += 1
                 v = cost(prog.complete(new))
                 if v < best_cost * (1 - 1e-9):
