@@ -7,14 +7,17 @@
 Graphs (float32 8 x 8 values, transposes of square matrices):
 
 - `chain2`: 2 rounds of `x = tanh(T(x)) + T(y); y = T(y); x = reshape(reshape(x) *
-  reshape(y))` (reshape to 64 values and back), summed over axis 0 at the end (21 nodes);
-  `chain4`: 4 rounds of it (37 nodes);
+  reshape(y))` (reshape to 64 values and back), summed over axis 0 at the end (20 nodes);
+  `chain4`: 4 rounds of it (36 nodes);
 - `reshape4`: 4 rounds of `x = reshape(tanh(reshape(x)) * reshape(y))` (19 nodes);
-- `transpose4`: 4 rounds of `x = tanh(T(x)) + T(y)` (18 nodes);
-- `random11`, `random27`: bench/bench_search.py's random graphs.
+- `transpose4`: 4 rounds of `x = tanh(T(x)) + T(y)` (15 nodes);
+- `random11`, `random27`: bench/bench_search.py's random graphs;
+- `w:NAME`: the workload NAME of svod.workloads at its small shapes (`--graphs
+  workloads`: all of them).
 
 For each graph and rule-set choice: median planning time (`plan_search` at the default
 limits) over `--repeats` runs after a first one (egglog's session warm), its min-max,
+the median CPU time of the process (steadier than wall time on a loaded machine),
 the programs the exploration priced, the kernels chosen and the movement ops (PERMUTE,
 RESHAPE, EXPAND of non-constants) left in the chosen program. `--sets`: `without` runs
 `rules.DEFAULT` minus `movement_reshape` and `movement_reduce`, `with` runs it plus
@@ -64,12 +67,26 @@ def transpose_rounds(rounds: int):
     return x
 
 
+def workload(name: str):
+    """The named workload (svod.workloads) at its small shapes, as a graph of tensors."""
+    from svod import workloads
+
+    w = workloads.get(name)
+    arrays = {k: np.zeros(s, np.float32) for k, s in w.small_shapes.items()}
+    with svod.eager_mode(False):
+        out = w.build(**w.tensors(arrays))
+    return out if isinstance(out, tuple) else (out,)
+
+
 def graphs():
     from bench.bench_search import random_graph
+    from svod import workloads
 
-    return {"chain2": lambda: chain(2), "chain4": lambda: chain(4), "reshape4": lambda: reshape_rounds(4),
-            "transpose4": lambda: transpose_rounds(4), "random11": lambda: random_graph(11),
-            "random27": lambda: random_graph(27)}
+    out = {"chain2": lambda: chain(2), "chain4": lambda: chain(4), "reshape4": lambda: reshape_rounds(4),
+           "transpose4": lambda: transpose_rounds(4), "random11": lambda: random_graph(11),
+           "random27": lambda: random_graph(27)}
+    out.update({f"w:{n}": (lambda n=n: workload(n)) for n in workloads.names()})
+    return out
 
 
 def movement_left(key) -> int:
@@ -96,19 +113,23 @@ def main(argv=None) -> None:
              "with": tuple(dict.fromkeys(rules.DEFAULT + MOVES))}[args.sets]
     gs = graphs()
     print(f"sets: {args.sets} ({', '.join(n for n in MOVES if n in names) or 'no movement_reshape/reduce'})")
-    print(f"{'graph':>11} {'nodes':>5} {'median ms':>9} {'min-max ms':>13} {'priced':>6} {'kernels':>7} "
+    print(f"{'graph':>22} {'nodes':>5} {'median ms':>9} {'min-max ms':>13} {'cpu ms':>7} {'priced':>6} {'kernels':>7} "
           f"{'moves':>5} {'stop':>12}")
-    for g in args.graphs.split(","):
-        key, _ = compact([gs[g]().uop])
+    todo = [g for g in gs if g.startswith("w:")] if args.graphs == "workloads" else args.graphs.split(",")
+    for g in todo:
+        t = gs[g]()
+        key, _ = compact([u.uop for u in (t if isinstance(t, tuple) else (t,))])
         plan_search(key, rulesets=names)  # warm: egglog's session for these rule sets
-        times, r = [], None
+        times, cpu, r = [], [], None
         for _ in range(args.repeats):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             r = plan_search(key, rulesets=names)
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
         a = r.report.algebra
-        print(f"{g:>11} {len(key.nodes):>5} {statistics.median(times) * 1e3:>9.1f} "
-              f"{min(times) * 1e3:>6.1f}-{max(times) * 1e3:<6.1f} {a.tried if a else 0:>6} {len(r.plan.kernels):>7} "
+        print(f"{g[:22]:>22} {len(key.nodes):>5} {statistics.median(times) * 1e3:>9.1f} "
+              f"{min(times) * 1e3:>6.1f}-{max(times) * 1e3:<6.1f} {statistics.median(cpu) * 1e3:>7.1f} "
+              f"{a.tried if a else 0:>6} {len(r.plan.kernels):>7} "
               f"{movement_left(r.decoded if r.decoded is not None else key):>5} "
               f"{(a.stop_reason if a else '-')[:12]:>12}")
 

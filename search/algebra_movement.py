@@ -2,9 +2,11 @@
 algebra"). A movement op relabels elements without computing, so moving it through a
 pointwise op changes which tensor the op runs on, never a value: `movement` and
 `movement_reshape` are *exact* (bit-identical). `movement_reduce` is *reassoc*: the
-same elements are reduced, but svod's kernels sum in a layout-dependent order.
-`movement_reshape` and `movement_reduce` are opt-in (search/rules.py `OPT_IN`: the
-extraction prices the many equivalent programs they make one by one).
+same elements are reduced, but svod's kernels sum in a layout-dependent order. Both are
+on by default (`movement_reduce` off in the exact algebra mode). They make many
+equivalent programs (each position of each view): the extraction prices one program
+per *movement form* (`movement_form`, used by `search.extract.explore`), and the sets
+repeat within a search iteration (`run_text`).
 
 - `movement` (search/rules.py) gains composed permutations: `T_q(T_p(x)) -> T_{p∘q}(x)`
   for any two permutes (not only inverse pairs; `compose`), and
@@ -16,7 +18,9 @@ extraction prices the many equivalent programs they make one by one).
   `f(R(x)) -> R(f(x))`, `R(a) op R(b) -> R(a op b)` when both views are the same (same
   source and target shape), the same for EXPAND (the op then runs on the unbroadcast
   values) — and reshapes composed or cancelled: `reshape(reshape(x))` is one reshape of x,
-  or x itself when it comes back to x's shape.
+  or x itself when it comes back to x's shape; a permute of a reshape that moves whole
+  groups of its axes goes below it, `T_p(reshape(x)) -> reshape'(T_p'(x))`
+  (`permute_through_reshape`), where it may meet another permute of x.
 
 egglog cannot compute a composed permutation, a reshape's source shape or mapped axes, so
 the fact hooks below compute them in Python over the written program, closed under
