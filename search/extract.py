@@ -520,7 +520,7 @@ class Exploration:
 
     base: Decoded  # the fewest-ops program (the program as written on ties)
     best: Decoded  # the cheapest program found (priced with greedy boundaries)
-    tried: int = 0  # programs decoded and priced
+    tried: int = 0  # programs priced (none when every other program is of the base's movement form)
     merged: int = 0  # programs not priced: another of their movement form was (`movement_form`)
     alternatives: int = 0  # classes of the base program with another program
     seconds: float = 0.0
@@ -578,8 +578,8 @@ def explore(prog, model: CostModel, machine: Machine, *, deadline: float = INF, 
             return INF
         return price(plan)
 
-    best_cost = cost(base)
-    ex.tried = 1
+    # the base is priced once another program is (all others may be of its movement form)
+    best_cost: float | None = None
     seen = {base.key.hash}
     # choices decoded already: a program is decoded once per choice of the classes it
     # computes (switches made in another order, or in classes the program no longer
@@ -590,7 +590,7 @@ def explore(prog, model: CostModel, machine: Machine, *, deadline: float = INF, 
     forms: dict[bytes, tuple[int, int]] = {}
     sig, rank = movement_form(base.key)
     forms[sig] = rank
-    heap = [(best_cost, 0, base)]
+    heap = [(0.0, 0, base)]
     n = 0
     while heap and ex.stop_reason == "complete":
         _, _, d = heapq.heappop(heap)
@@ -625,6 +625,9 @@ def explore(prog, model: CostModel, machine: Machine, *, deadline: float = INF, 
                         ex.merged += 1
                         continue
                     forms[sig] = rank
+                if best_cost is None:
+                    best_cost = cost(base)
+                    ex.tried += 1
                 ex.tried += 1
                 v = cost(prog.complete(new))
                 if v < best_cost * (1 - 1e-9):
