@@ -2,9 +2,11 @@
 algebra"). A movement op relabels elements without computing, so moving it through a
 pointwise op changes which tensor the op runs on, never a value: `movement` and
 `movement_reshape` are *exact* (bit-identical). `movement_reduce` is *reassoc*: the
-same elements are reduced, but svod's kernels sum in a layout-dependent order.
-`movement_reshape` and `movement_reduce` are opt-in (search/rules.py `OPT_IN`: the
-extraction prices the many equivalent programs they make one by one).
+same elements are reduced, but svod's kernels sum in a layout-dependent order. Both are
+on by default (`movement_reduce` off in the exact algebra mode). They make many
+equivalent programs (each position of each view): the extraction prices one program
+per *movement form* (`movement_form`, used by `search.extract.explore`), and the sets
+repeat within a search iteration (`run_text`).
 
 - `movement` (search/rules.py) gains composed permutations: `T_q(T_p(x)) -> T_{p∘q}(x)`
   for any two permutes (not only inverse pairs; `compose`), and
@@ -16,7 +18,9 @@ extraction prices the many equivalent programs they make one by one).
   `f(R(x)) -> R(f(x))`, `R(a) op R(b) -> R(a op b)` when both views are the same (same
   source and target shape), the same for EXPAND (the op then runs on the unbroadcast
   values) — and reshapes composed or cancelled: `reshape(reshape(x))` is one reshape of x,
-  or x itself when it comes back to x's shape.
+  or x itself when it comes back to x's shape; a permute of a reshape that moves whole
+  groups of its axes goes below it, `T_p(reshape(x)) -> reshape'(T_p'(x))`
+  (`permute_through_reshape`), where it may meet another permute of x.
 
 egglog cannot compute a composed permutation, a reshape's source shape or mapped axes, so
 the fact hooks below compute them in Python over the written program, closed under
@@ -32,8 +36,11 @@ so a signature fact is true of every term its template id appears in.
 
 from __future__ import annotations
 
+import hashlib
+
 from search.language import Templates, register_facts, swaps_last
-from svod.ir import Ops
+from svod.ir import Ops, _hash_arg
+from svod.ops import fusion_class
 
 CLOSURE_CAP = 24  # permutations per rank, reshape signatures per graph
 
@@ -73,12 +80,15 @@ def _closed(items: list, step) -> list:
 
 
 def perm_closure(key) -> dict[int, list[tuple[int, ...]]]:
-    """rank -> the written PERMUTE orders of that rank closed under composition
+    """rank -> the written PERMUTE orders of that rank, and those a permute moved below
+    a written reshape gets (`permute_through_reshape`), closed under composition
     (identities dropped: an inverse pair cancels, `movement`'s first rule)."""
     by_rank: dict[int, list] = {}
     for n in key.nodes:
         if n.op is Ops.PERMUTE:
             by_rank.setdefault(len(n.arg), []).append(tuple(n.arg))
+    for q, _, _ in _through(key):
+        by_rank.setdefault(len(q), []).append(q)
 
     def step(a, b):
         c = compose(a, b)
@@ -111,12 +121,28 @@ def sig(src: tuple, dst: tuple) -> str:
 
 
 def reshape_closure(key) -> list[tuple[tuple, tuple]]:
-    """The written reshapes' (source, target) shapes closed under composition (a chain
-    back to its source is a cancellation, not a reshape)."""
+    """The written reshapes' (source, target) shapes, and those of the reshapes a
+    permute moved below one makes (`permute_through_reshape`), closed under composition
+    (a chain back to its source is a cancellation, not a reshape)."""
     def step(a, b):
         return (a[0], b[1]) if a[1] == b[0] and a[0] != b[1] else None
 
-    return _closed([(s, d) for _, s, d in _views(key, Ops.RESHAPE)], step)
+    sigs = [(s, d) for _, s, d in _views(key, Ops.RESHAPE)]
+    return _closed(sigs + [(mid, out) for _, mid, out in _through(key)], step)
+
+
+def _through(key) -> list[tuple[tuple, tuple, tuple]]:
+    """`permute_through_reshape` of every written PERMUTE over every written reshape
+    signature (not of constants) where it applies."""
+    perms = list(dict.fromkeys(tuple(n.arg) for n in key.nodes if n.op is Ops.PERMUTE))
+    sigs = list(dict.fromkeys((s, d) for _, s, d in _views(key, Ops.RESHAPE)))
+    out = []
+    for p in perms:
+        for s, d in sigs:
+            r = permute_through_reshape(s, d, p)
+            if r is not None:
+                out.append(r)
+    return out
 
 
 def reduce_through(arg, perm: tuple[int, ...]):
@@ -127,6 +153,121 @@ def reduce_through(arg, perm: tuple[int, ...]):
     if list(mapped) != sorted(mapped):
         return None
     return (arg[0], mapped, *arg[2:])
+
+
+def reshape_groups(src: tuple, dst: tuple) -> list[tuple[tuple[int, ...], tuple[int, ...]]] | None:
+    """A reshape `src -> dst` as groups of consecutive axes, (src axes, dst axes) with
+    equal products, each as fine as possible: the reshape splits or merges within each
+    group only (row-major order). None for shapes with a zero-size axis or of different
+    sizes. Size-1 axes at the end join the last group."""
+    if 0 in src or 0 in dst or _prod(src) != _prod(dst):
+        return None
+    out: list = []
+    i = j = 0
+    while i < len(src) or j < len(dst):
+        a, b, pa, pb = [], [], 1, 1
+        while not (a and b and pa == pb) or (i < len(src) and src[i] == 1 and not b) \
+                or (j < len(dst) and dst[j] == 1 and not a):
+            if (pa <= pb or j >= len(dst)) and i < len(src):
+                pa *= src[i]
+                a.append(i)
+                i += 1
+            elif j < len(dst):
+                pb *= dst[j]
+                b.append(j)
+                j += 1
+            else:
+                break
+        if not a or not b:  # trailing size-1 axes of one side
+            if not out:
+                return None
+            la, lb = out[-1]
+            out[-1] = (la + tuple(a), lb + tuple(b))
+            continue
+        out.append((tuple(a), tuple(b)))
+    return out
+
+
+def _prod(shape) -> int:
+    out = 1
+    for d in shape:
+        out *= d
+    return out
+
+
+def permute_through_reshape(src: tuple, dst: tuple, p: tuple[int, ...]):
+    """`T_p(reshape_dst(x)) = reshape'(T_p'(x))` for x of shape `src`: (p', the shape of
+    T_p'(x), the shape of the result) when the permutation keeps every group of the
+    reshape (`reshape_groups`) together and in order, so it moves whole groups; else None
+    (also when p' is the identity or the reshape does nothing)."""
+    if src == dst or len(p) != len(dst):
+        return None
+    groups = reshape_groups(src, dst)
+    if groups is None:
+        return None
+    at = {b[0]: g for g, (_, b) in enumerate(groups)}  # first dst axis -> its group
+    order, k = [], 0
+    while k < len(p):
+        g = at.get(p[k])
+        if g is None:
+            return None
+        b = groups[g][1]
+        if tuple(p[k:k + len(b)]) != b:
+            return None
+        order.append(g)
+        k += len(b)
+    q = tuple(a for g in order for a in groups[g][0])
+    if q == tuple(range(len(src))):
+        return None
+    return q, tuple(src[a] for a in q), tuple(dst[a] for a in p)
+
+
+VIEWS = (Ops.PERMUTE, Ops.RESHAPE, Ops.EXPAND)  # the movement ops the rules move
+
+
+def movement_form(key) -> tuple[bytes, tuple[int, int]]:
+    """(signature, rank) of a program for the extraction's exploration
+    (`search.extract.explore`). The signature is the program with its views (`VIEWS`)
+    read through — each value hashed from its op, dtype, argument, its sources' hashes
+    and (but for pointwise ops, whose shape is where the views sit) its shape, a view
+    hashed as its source — so programs that differ only in where their views sit (and
+    how many there are: `T(T(x))` and `x`) share it; anything else (another op, argument,
+    operand or reduction) makes another signature. The rank orders the programs of one
+    signature: fewest views of computed values first (each is index arithmetic in a
+    kernel at best, a copy at worst), then fewest elements computed by the other ops (a
+    pointwise op before a broadcast runs on fewer values)."""
+    h: list[bytes] = []
+    views = elements = 0
+    const = [False] * len(key.nodes)
+    for i, n in enumerate(key.nodes):
+        if n.op in VIEWS:
+            h.append(h[n.src[0]])
+            const[i] = const[n.src[0]]
+            views += not const[i]
+            continue
+        const[i] = n.op is Ops.CONST
+        d = hashlib.blake2b(digest_size=16)
+        d.update(n.op.value.encode() + b"|" + n.dtype.name.encode() + b"|" + _arg_bytes(n))
+        for s in n.src:
+            d.update(h[s])
+        h.append(d.digest())
+        if n.op is not Ops.BUFFER and not const[i]:
+            size = 1
+            for e in n.shape:
+                size *= e
+            elements += size
+    return b"".join(h[o] for o in key.outputs), (views, elements)
+
+
+def _arg_bytes(n) -> bytes:
+    # a pointwise op's shape is where the views around it sit (`T(f(x))`, `f(T(x))`); any
+    # other op's result shape is part of what it computes (a reduction of x or of x.T)
+    return _hash_arg(n.arg) + (b"" if n.op.value in _POINTWISE else b"|" + repr(n.shape).encode())
+
+
+# search.rules.POINTWISE_OPS (this module is imported by search/rules.py)
+_POINTWISE = frozenset(fusion_class("Elementwise")) - frozenset(fusion_class("Movement")) \
+    - {"CONST", "CAT", "CONTIGUOUS"}
 
 
 _memo: dict = {}
@@ -204,7 +345,7 @@ def _reshape_facts(key, i: int, t: Templates) -> list[str]:
     views = _views(key, Ops.RESHAPE)
     if views[0][0] != i:
         return out
-    sigs = _closures(key)[2]
+    perms, _, sigs = _closures(key)
     written = {(s, d) for _, s, d in views}
     for a in sigs:
         if a not in written:
@@ -219,10 +360,41 @@ def _reshape_facts(key, i: int, t: Templates) -> list[str]:
             elif (a[0], b[1]) in sigs:
                 u = t.add(Ops.RESHAPE, b[1], shape_in=a[0])
                 out.append(f'(ReshapeComp "{sig(*a)}" "{sig(*b)}" {u})')
+    # a permute of a reshape that moves whole groups of its axes: (PermReshape "p" "sig"
+    # p' r'), p' the permute of the source (with its PermIs facts, so `movement` composes
+    # or cancels it), r' the reshape after it
+    for a in sigs:
+        for p in perms.get(len(a[1]), ()):
+            r = permute_through_reshape(a[0], a[1], p)
+            if r is None:
+                continue
+            q, mid, res = r
+            pq, rq = t.add(Ops.PERMUTE, q), t.add(Ops.RESHAPE, res, shape_in=mid)
+            out += [f'(PermReshape "{perm_text(p)}" "{sig(*a)}" {pq} {rq})', f'(PermIs {pq} "{perm_text(q)}")',
+                    f'(PermInvIs {pq} "{perm_text(inverse(q))}")', f'(ReshapeIs {rq} "{sig(mid, res)}")']
+            if swaps_last(q):
+                out.append(f"(SwapLast {pq})")
     return out
 
 
 # ----------------------------------------------------------------------------- the rules
+
+# The movement sets move a view one level per run (a pointwise op at a time): a chain of
+# k ops needs k runs, and every run of the search's iteration runs every rule set (the
+# fusion sets re-match whatever changed). Within one iteration they are repeated up to
+# `REPEAT` times: the iterations go on until no rule set changes anything, so this
+# changes the order in which rules fire, not the saturated e-graph (measured on the
+# chains of docs/algebra.md's table: 13-14 iterations -> 3-5, the same e-node count,
+# saturation 2-3x faster). A bound, not `saturate`: the search's e-node and time limits
+# are checked between iterations only.
+REPEATED = ("movement", "movement_reshape", "movement_reduce")
+REPEAT = 8
+
+
+def run_text(name: str) -> str:
+    """The egglog schedule of rule set `name` within one iteration of the search."""
+    return f"(repeat {REPEAT} (run {name}))" if name in REPEATED else f"(run {name})"
+
 
 
 def _mark(name: str, var: str = "r") -> str:
@@ -264,6 +436,14 @@ def movement_reshape() -> str:
                f'      ((union r x) {_mark(name)}) :ruleset {name})')
     out.append(f'(rule ((RPair r p q x) (ReshapeIs p s1) (ReshapeIs q s2) (ReshapeComp s1 s2 u))\n'
                f'      ((union r (E "RESHAPE" u (Cons x (Nil)))) {_mark(name)}) :ruleset {name})')
+    # T_p(reshape(x)) -> reshape'(T_p'(x)) where p moves whole groups of the reshape's axes
+    tp = '(E "PERMUTE" p2 (Cons x (Nil)))'
+    out.append("(relation PermReshape (String String i64 i64))\n(relation PRPair (F i64 i64 F))")
+    out.append(f'(rule ((= r (E "PERMUTE" p (Cons {_view("RESHAPE", "q", "x")} (Nil))))) ((PRPair r p q x))'
+               f' :ruleset {name})')
+    out.append(f'(rule ((PRPair r p q x) (PermIs p s1) (ReshapeIs q s2) (PermReshape s1 s2 p2 q2))\n'
+               f'      ((union r (E "RESHAPE" q2 (Cons (Load (Kernel {tp})) (Nil)))) {_mark(name)} '
+               f'{_mark(name, tp)}) :ruleset {name})')
     for op, rel in (("RESHAPE", "ReshapeIs"), ("EXPAND", "ExpandIs")):
         un = '(E op n (Cons x (Nil)))'
         out.append(f'(rule ((= r (E op n (Cons {_view(op, "p", "x")} (Nil)))) (Pointwise op) ({rel} p s))\n'

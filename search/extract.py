@@ -32,6 +32,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from search.algebra_movement import movement_form
 from search.language import Templates, template_facts
 from svod.costing import CostModel, Machine, fewer_kernels_on_ties
 from svod.ir import BINARY, Ops, _infer_shape
@@ -93,6 +94,9 @@ class _EG:
         for nid, n in self.nodes.items():
             for c in n["children"]:
                 self.parents[self.nodes[c]["eclass"]].append(nid)
+        # read once: the exploration decodes hundreds of programs over the same e-graph
+        self._kids = {nid: [self.nodes[c]["eclass"] for c in n["children"]] for nid, n in self.nodes.items()}
+        self.items_memo: dict[str, list[str]] = {}  # list class -> its item classes (`_list_items`)
 
     def cls(self, nid: str) -> str:
         return self.nodes[nid]["eclass"]
@@ -101,7 +105,7 @@ class _EG:
         return self.nodes[nid]["op"]
 
     def child_classes(self, nid: str) -> list[str]:
-        return [self.nodes[c]["eclass"] for c in self.nodes[nid]["children"]]
+        return self._kids[nid]
 
     def prim(self, nid: str) -> str:
         return self.nodes[nid]["op"]
@@ -159,16 +163,25 @@ def _costs(eg: _EG, body: dict[int, str] | None = None):
 
 
 def _list_items(eg: _EG, rep: dict, fl_class: str) -> list[str]:
-    """F-classes of a source list (lists are never unioned: one Cons per class)."""
+    """F-classes of a source list (lists are never unioned: one Cons per class, so the
+    items do not depend on `rep` and are memoised per list class)."""
+    hit = eg.items_memo.get(fl_class)
+    if hit is not None:
+        return hit
     out = []
     c = fl_class
+    single = True
     while True:
+        single &= len(eg.classes[c]) == 1
         nid = rep.get(c) or eg.classes[c][0]
         if eg.op(nid) != "Cons":
-            return out
+            break
         h, t = eg.child_classes(nid)
         out.append(h)
         c = t
+    if single:
+        eg.items_memo[fl_class] = out
+    return out
 
 
 class Cycle(Exception):
@@ -320,6 +333,7 @@ class Decoded:
     choice: dict = field(default_factory=dict)  # class -> e-node overriding the fewest-ops representative
     classes: tuple = ()  # the E-classes the program computes (where another choice may apply)
     replaced: dict = field(default_factory=dict)  # original node -> (decoded node, rule sets) where rewritten
+    pending: object = field(default=None, repr=False, compare=False)  # `Program.complete`'s input (lazy decode)
 
 
 class Program:
@@ -335,6 +349,7 @@ class Program:
         self.cost, self.rep = _costs(eg, self.body)
         self.t_of = _tensor_classes(eg)
         self.marks: dict[str, set[str]] = defaultdict(set)  # class -> rule sets that rewrote it
+        self._e_classes: set[str] | None = None  # classes holding an E-node (built on first decode)
         for n in eg.nodes.values():
             if n["op"] == "Rewritten":
                 c, name = n["children"]
@@ -392,9 +407,11 @@ class Program:
             c = self.eg.child_classes(nid)[0]
         return c
 
-    def decode(self, choice: dict | None = None) -> Decoded:
+    def decode(self, choice: dict | None = None, *, lazy: bool = False) -> Decoded:
         """The program with `choice`'s representatives (class -> E-node) where given;
-        raises `Cycle` when they make a value its own operand."""
+        raises `Cycle` when they make a value its own operand. `lazy`: the GraphKey, node
+        map and classes only — the fusible edges and rewrites follow from
+        `complete(d)` (the exploration decodes many programs it has seen already)."""
         eg, key = self.eg, self.key
         rep, base = self.reps(choice)
         dec = _Decoder(eg, key, rep, self.body, base, self.templates)
@@ -407,9 +424,23 @@ class Program:
                 v = dec.add(KeyNode(Ops.CONTIGUOUS, n.dtype, (v,), None, n.shape))
             outs.append(v)
         decoded = GraphKey(tuple(dec.nodes), tuple(outs))
+        if self._e_classes is None:
+            self._e_classes = {c for c, ns in eg.classes.items() if any(eg.op(m) == "E" for m in ns)}
+        classes = tuple(sorted(c for c in dec.value if isinstance(c, str) and c in rep and c in self._e_classes))
+        d = Decoded(decoded, set(), dec.orig_of, {}, dict(choice or {}), classes, {})
+        d.pending = (dec, rep, base)
+        return d if lazy else self.complete(d)
+
+    def complete(self, d: Decoded) -> Decoded:
+        """Fill in the fusible edges and the rewrites of a program `decode(lazy=True)` made
+        (nothing to do for one decoded in full)."""
+        if d.pending is None:
+            return d
+        (dec, rep, base), d.pending = d.pending, None
+        eg, key = self.eg, self.key
         # a fusible edge: the consumer's class has a variant whose source there is the
         # producer's body (an E-class), not a Load of it
-        fusible: set[tuple[int, int]] = set()
+        fusible = d.fusible
         for kc, u in dec.value.items():
             c = kc[1] if isinstance(kc, tuple) else kc
             nid = base.get(c) if isinstance(kc, tuple) else rep.get(c)
@@ -426,8 +457,7 @@ class Program:
                         fusible.add((u, dec.value[k]))
         # the rewrites the program uses: original nodes computed another way (or by another
         # node), and values no original node computes, with the rule sets that made them
-        rewrites: dict[int, tuple[str, ...]] = {}
-        replaced: dict[int, tuple[int, tuple[str, ...]]] = {}
+        rewrites, replaced = d.rewrites, d.replaced
         back = {o: v for v, o in dec.orig_of.items()}
         for i, bc in self.body.items():
             v = dec.value.get(bc)
@@ -444,9 +474,7 @@ class Program:
         for v, c in dec.made.items():
             if v not in dec.orig_of:
                 rewrites[v] = tuple(sorted(self.marks.get(c, ()))) or ("rewrite",)
-        classes = tuple(sorted(c for c in dec.value if isinstance(c, str) and c in rep and
-                               any(eg.op(m) == "E" for m in eg.classes[c])))
-        return Decoded(decoded, fusible, dec.orig_of, rewrites, dict(choice or {}), classes, replaced)
+        return d
 
 
 def decode(js: dict, key: GraphKey, templates: Templates | None = None):
@@ -497,14 +525,24 @@ class Exploration:
 
     base: Decoded  # the fewest-ops program (the program as written on ties)
     best: Decoded  # the cheapest program found (priced with greedy boundaries)
-    tried: int = 0  # programs decoded and priced
+    tried: int = 0  # programs priced (none when every other program is of the base's movement form)
+    merged: int = 0  # programs not priced: another of their movement form was (`movement_form`)
     alternatives: int = 0  # classes of the base program with another program
     seconds: float = 0.0
     stop_reason: str = "complete"
 
 
+def _reachable(d: Decoded) -> Decoded:
+    """`d` with its choice restricted to the classes it computes (the others are not
+    read: the same program)."""
+    keep = set(d.classes)
+    if any(c not in keep for c in d.choice):
+        d.choice = {c: v for c, v in d.choice.items() if c in keep}
+    return d
+
+
 def explore(prog, model: CostModel, machine: Machine, *, deadline: float = INF, max_tries: int = 256,
-            exact_limit: int = 6) -> Exploration:
+            exact_limit: int = 6, by_form: bool = True) -> Exploration:
     """Choose among the programs of the e-graph `prog` (a `Program`), best first: from
     the fewest-ops program, the cheapest program found so far is expanded by switching
     one of its e-classes to another of its e-nodes (each distinct program priced once).
@@ -512,7 +550,17 @@ def explore(prog, model: CostModel, machine: Machine, *, deadline: float = INF, 
     cover (`choose`, exact), a bigger one by its greedy kernel boundaries. Exhaustive
     when the e-graph holds fewer than `max_tries` programs reachable that way and time
     allows (small graphs); else bounded by `max_tries` and `deadline`. Choices that make
-    a cycle are skipped (the programs are acyclic by construction)."""
+    a cycle are skipped (the programs are acyclic by construction).
+
+    `by_form`: programs that differ only in where their views (permutes, reshapes,
+    broadcasts) sit — one *movement form*, `search.algebra_movement.movement_form` —
+    are priced and expanded once, by the first found of the best rank (fewest views,
+    then fewest elements computed); a later one of that form and a better rank is
+    priced too. The movement rule sets make such programs by the dozen (each position
+    of each view), all lowered to the same kernels where the views are fused; pricing
+    them one by one took the exploration to its time limit on chains of transposes and
+    reshapes (docs/algebra.md, "Movement algebra"). `by_form=False` prices every
+    program (the tests compare the two)."""
     import heapq
 
     t0 = time.perf_counter()
@@ -535,10 +583,19 @@ def explore(prog, model: CostModel, machine: Machine, *, deadline: float = INF, 
             return INF
         return price(plan)
 
-    best_cost = cost(base)
-    ex.tried = 1
+    # the base is priced once another program is (all others may be of its movement form)
+    best_cost: float | None = None
     seen = {base.key.hash}
-    heap = [(best_cost, 0, base)]
+    # choices decoded already: a program is decoded once per choice of the classes it
+    # computes (switches made in another order, or in classes the program no longer
+    # reads, give the same choice: `_reachable`)
+    decoded: set[frozenset] = {frozenset()}
+    # one program per movement form: programs that differ only in where their views sit
+    # are priced and expanded once, by the best-ranked one found (fewest views first)
+    forms: dict[bytes, tuple[int, int]] = {}
+    sig, rank = movement_form(base.key)
+    forms[sig] = rank
+    heap = [(0.0, 0, base)]
     n = 0
     while heap and ex.stop_reason == "complete":
         _, _, d = heapq.heappop(heap)
@@ -554,15 +611,30 @@ def explore(prog, model: CostModel, machine: Machine, *, deadline: float = INF, 
                 if ex.tried >= max_tries or time.perf_counter() > deadline:
                     ex.stop_reason = "time limit" if ex.tried < max_tries else "try limit"
                     break
+                choice = {**d.choice, c: alt}
+                fc = frozenset(choice.items())
+                if fc in decoded:
+                    continue
+                decoded.add(fc)
                 try:
-                    new = prog.decode({**d.choice, c: alt})
+                    new = _reachable(prog.decode(choice, lazy=True))
                 except Cycle:
                     continue
+                decoded.add(frozenset(new.choice.items()))
                 if new.key.hash in seen:
                     continue
                 seen.add(new.key.hash)
+                if by_form:
+                    sig, rank = movement_form(new.key)
+                    if sig in forms and forms[sig] <= rank:
+                        ex.merged += 1
+                        continue
+                    forms[sig] = rank
+                if best_cost is None:
+                    best_cost = cost(base)
+                    ex.tried += 1
                 ex.tried += 1
-                v = cost(new)
+                v = cost(prog.complete(new))
                 if v < best_cost * (1 - 1e-9):
                     ex.best, best_cost = new, v
                 n += 1

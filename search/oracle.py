@@ -287,7 +287,8 @@ def rewrites(key: GraphKey, rulesets) -> list[tuple[str, GraphKey]]:
 
 def _reshape_rewrites(key: GraphKey, i: int) -> list[tuple[str, GraphKey]]:
     """`movement_reshape` at node i: reshapes composed or cancelled, reshapes and
-    broadcasts (not of constants, as the fact hooks) moved out of pointwise ops."""
+    broadcasts (not of constants, as the fact hooks) moved out of pointwise ops, a
+    permute moved below a reshape whose groups of axes it keeps together."""
     from search import algebra_movement as M
     from search import rules as R
 
@@ -299,6 +300,14 @@ def _reshape_rewrites(key: GraphKey, i: int) -> list[tuple[str, GraphKey]]:
         ed = _Editor(key)
         by = x if nodes[x].shape == n.shape else ed.make(Ops.RESHAPE, n.dtype, (x,), n.arg)
         out.append(("movement_reshape", ed.replace(i, by)))
+    if n.op is Ops.PERMUTE and nodes[n.src[0]].op is Ops.RESHAPE and not M._of_const(key, n.src[0]):
+        r = nodes[n.src[0]]  # T_p(reshape(x)) -> reshape'(T_p'(x)) when p moves whole groups of axes
+        x = r.src[0]
+        hit = M.permute_through_reshape(nodes[x].shape, r.shape, n.arg)
+        if hit is not None:
+            ed = _Editor(key)
+            t = ed.make(Ops.PERMUTE, n.dtype, (x,), hit[0])
+            out.append(("movement_reshape", ed.replace(i, ed.make(Ops.RESHAPE, n.dtype, (t,), hit[2]))))
     if n.op.value in R.POINTWISE_OPS and 1 <= len(n.src) <= 2:
         ins = [nodes[s] for s in n.src]
         if all(m.op in views and m.op is ins[0].op and not M._of_const(key, s) for m, s in zip(ins, n.src)) \

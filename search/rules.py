@@ -670,19 +670,17 @@ def fusing_ruleset(producer: str, consumer: str, names=None) -> str | None:
             return name
     return None
 FUSION = tuple(n for n in RULESETS if n.startswith("fuse_"))
-# rule sets that run only when named (docs/algebra.md): `movement_reshape` and
-# `movement_reduce` make many equivalent programs on movement-heavy graphs, and the
-# extraction's exploration (search.extract.explore) then prices programs until its time
-# limit: a 21-node chain of transposes and reshapes 77 ms -> 1.1-1.4 s ("Movement
-# algebra"). `matmul_siblings` is on: its forms are made for small groups only
+# rule sets that run only when named (docs/algebra.md): none of the algebra's own sets
+# today, only contraction forms marked off in search.contract.RULESETS. `movement_reshape`
+# and `movement_reduce` are on: the exploration prices one program per movement form
+# (search.algebra_movement.movement_form; docs/algebra.md, "Movement algebra").
+# `matmul_siblings` is on: its forms are made for small groups only
 # (search.contract.SIBLING_MAX_FLOPS). The reduction algebra (`sum_merge`, `sum_scale`,
-# `minmax_shift`) is on:
-# where the cost model prices the rewritten and the written program alike the written
-# one is kept (a rewritten e-node costs 0.001 more), and the merged row sum that made
-# `sum_merge` opt-in runs as fast as the two sums since its block loop is no longer
-# unrolled (svod.codegen.reduction.BLOCK_LOOP_HINTS; docs/algebra.md, "Measured")
-OPT_IN = ("movement_reshape", "movement_reduce",
-          *(n for n, (_, _, on) in _contract.RULESETS.items() if not on))
+# `minmax_shift`) is on: where the cost model prices the rewritten and the written program
+# alike the written one is kept (a rewritten e-node costs 0.001 more), and the merged row
+# sum that made `sum_merge` opt-in runs as fast as the two sums since its block loop is no
+# longer unrolled (svod.codegen.reduction.BLOCK_LOOP_HINTS; docs/algebra.md, "Measured")
+OPT_IN = tuple(n for n, (_, _, on) in _contract.RULESETS.items() if not on)
 DEFAULT = tuple(n for n in RULESETS if n not in OPT_IN)
 ALL = tuple(RULESETS)
 EXACT = tuple(n for n in DEFAULT if STATUS[n] == "exact")
@@ -705,5 +703,6 @@ def program(names=DEFAULT) -> str:
 
 
 def schedule(names=DEFAULT) -> str:
-    """One iteration of every named rule set, as an egglog schedule."""
-    return "(run-schedule " + " ".join(f"(run {n})" for n in names) + ")"
+    """One iteration of every named rule set, as an egglog schedule (the movement sets
+    repeated up to a bound within it: `search.algebra_movement.run_text`)."""
+    return "(run-schedule " + " ".join(_mv.run_text(n) for n in names) + ")"

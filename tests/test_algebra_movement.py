@@ -6,6 +6,8 @@ layout-dependent order)."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,7 +22,7 @@ from tests.programs import movement_programs
 from tests.test_algebra import EXACT_LIM, _arr, _compiled, _plan, _programs_of, _same_bits
 
 MOVE = ("algebra", "movement", "movement_reshape")  # the exact movement rule sets (and identities)
-WITH_MOVES = rules.DEFAULT + ("movement_reshape", "movement_reduce")  # the default sets and the opt-in moves
+WITH_MOVES = rules.DEFAULT  # the default sets: the movement sets among them (reassoc mode)
 
 
 def _nan_same_bits(got, want):
@@ -96,16 +98,18 @@ def test_reshapes_of_a_sum_move_out_and_the_copy_disappears():
     assert r.report.saturation.added["movement_reshape"] > 0
     assert any("movement_reshape" in w.rulesets for w in r.report.rewrites), r.report
     assert "[movement_reshape]" in str(r.report)
-    # opt-in: not in the default search
+    # on by default; exact too, so the exact mode runs it
     _, _, r, _ = _plan(t)
-    assert "movement_reshape" not in r.report.saturation.rulesets
+    assert "movement_reshape" in r.report.saturation.rulesets and not _ops(r.decoded, Ops.RESHAPE), r.report
+    _, _, r, _ = _plan(t, limits=EXACT_LIM)
+    assert "movement_reshape" in r.report.saturation.rulesets and not _ops(r.decoded, Ops.RESHAPE), r.report
 
 
 def test_a_reshape_round_trip_cancels():
     a = _special(6, 4)
     x = svod.asarray(a)
     t = svod.tanh(svod.reshape(svod.abs(svod.reshape(x, (-1,))), (6, 4)))
-    key, _, r, (got,) = _plan(t, run=False, rulesets=rules.EXACT + ("movement_reshape",))
+    key, _, r, (got,) = _plan(t, run=False, rulesets=rules.EXACT)
     assert len(_ops(key, Ops.RESHAPE)) == 2
     assert not _ops(r.decoded, Ops.RESHAPE), r.report
     _, _, _, (plain,) = _plan(svod.tanh(svod.abs(svod.asarray(a))), run=False)
@@ -249,5 +253,122 @@ def test_new_movement_sets_are_gated_on_their_facts(ruleset):
     x = svod.asarray(_arr(8, 8))
     _, _, r, _ = _plan(svod.exp(x) * 2.0 + 1.0, rulesets=rules.ALL)
     assert ruleset not in r.report.saturation.rulesets
-    assert ruleset in rules.OPT_IN  # measured: docs/algebra.md
+    # on by default (docs/algebra.md, "Movement algebra": measured); movement_reduce is
+    # reassoc, so the exact mode drops it as the other reassoc sets
+    assert ruleset in rules.DEFAULT and ruleset not in rules.OPT_IN
     assert rules.STATUS[ruleset] == ("exact" if ruleset == "movement_reshape" else "reassoc")
+    assert (ruleset in rules.default_rulesets("exact")) == (ruleset == "movement_reshape")
+
+
+def test_permute_through_reshape_follows_numpy():
+    """`T_p(reshape(x)) = reshape'(T_p'(x))` exactly where p moves whole groups of the
+    reshape's axes (split or merged together), and is refused where it would split one."""
+    rng = np.random.default_rng(0)
+    applied = refused = 0
+    for src, dst in (((6, 4), (2, 3, 4)), ((2, 3, 4), (6, 4)), ((2, 3, 4), (2, 12)), ((8, 8), (64,)),
+                     ((4, 6, 5), (4, 2, 3, 5)), ((2, 1, 3), (2, 3)), ((2, 3), (2, 1, 3)), ((6,), (1, 2, 3, 1)),
+                     ((2, 3, 4, 5), (6, 20)), ((4, 6), (6, 4)), ((3, 4, 5), (3, 20, 1))):
+        x = rng.standard_normal(src)
+        for p in itertools.permutations(range(len(dst))):
+            hit = M.permute_through_reshape(src, dst, p)
+            if hit is None:
+                refused += 1
+                continue
+            q, mid, out = hit
+            assert q != tuple(range(len(src)))
+            moved = np.transpose(x, q)
+            assert moved.shape == mid
+            np.testing.assert_array_equal(moved.reshape(out), np.transpose(x.reshape(dst), p))
+            applied += 1
+    assert applied >= 10 and refused >= 40, (applied, refused)
+    assert M.permute_through_reshape((6, 4), (2, 3, 4), (1, 0, 2)) is None  # splits the group (2, 3) of 6
+    assert M.reshape_groups((6, 4), (4, 6)) == [((0, 1), (0, 1))]  # no finer grouping
+    assert M.reshape_groups((0, 4), (4, 0)) is None
+
+
+def test_a_permute_of_a_reshape_moves_below_it_and_the_permutes_cancel():
+    """`x.T.reshape(4, 2, 3).transpose(1, 2, 0)` is `x.reshape(2, 3, 4)`: the permute moves
+    below the reshape (`movement_reshape`), meets x.T and cancels (`movement`); the add
+    reads x as it is. Exact: bit-identical, in both algebra modes."""
+    a, b = _special(6, 4), _special(2, 3, 4, seed=1)
+    for lim in (None, EXACT_LIM):
+        kw = {} if lim is None else {"limits": lim}
+        x, y = svod.asarray(a), svod.asarray(b)
+        t = svod.permute_dims(x.T.reshape(4, 2, 3), (1, 2, 0)) + y
+        key, _, r, (got,) = _plan(t, run=False, **kw)
+        assert len(_ops(key, Ops.PERMUTE)) == 2
+        assert not _ops(r.decoded, Ops.PERMUTE), r.report
+        assert any("movement_reshape" in w.rulesets for w in r.report.rewrites), r.report
+        _nan_same_bits(got, a.reshape(2, 3, 4) + b)
+    # a permute that splits a group of the reshape stays above it
+    x = svod.asarray(a)
+    t = x.reshape(2, 3, 4).transpose(1, 0, 2) * 2.0
+    _, _, r, (got,) = _plan(t, run=False)
+    assert _ops(r.decoded, Ops.PERMUTE) and _ops(r.decoded, Ops.RESHAPE)
+    _nan_same_bits(got, a.reshape(2, 3, 4).transpose(1, 0, 2) * np.float32(2))
+
+
+def _chain(rounds: int, n: int = 8):
+    """The chain of docs/algebra.md's table: transposes, reshapes and a sum."""
+    x, y = svod.asarray(_arr(n, n)), svod.asarray(_arr(n, n, seed=1))
+    for _ in range(rounds):
+        x = svod.tanh(x.T) + y.T
+        y = y.T
+        x = svod.reshape(svod.reshape(x, (n * n,)) * svod.reshape(y, (n * n,)), (n, n))
+    return svod.sum(x, axis=0)
+
+
+def _rounds(kind: str, rounds: int = 4, n: int = 8):
+    x, y = svod.asarray(_arr(n, n)), svod.asarray(_arr(n, n, seed=1))
+    for _ in range(rounds):
+        if kind == "reshape":
+            x = svod.reshape(svod.tanh(svod.reshape(x, (n * n,))) * svod.reshape(y, (n * n,)), (n, n))
+        else:
+            x = svod.tanh(x.T) + y.T
+    return x
+
+
+def test_programs_of_one_movement_form_share_a_signature():
+    x, y = svod.asarray(_arr(4, 6)), svod.asarray(_arr(4, 6, seed=1))
+
+    def form(t):
+        return M.movement_form(compact([t.uop])[0])
+
+    s1, r1 = form(svod.exp(x.T).T + y)
+    s2, r2 = form(svod.exp(x) + y)
+    s3, r3 = form((svod.exp(x.T) + y.T).T)
+    assert s1 == s2 == s3 and r2 < r1 and r2 < r3  # where the views sit; fewer views rank first
+    assert r1[0] == 2 and r2[0] == 0 and r3[0] == 3
+    assert form(svod.tanh(x) + y)[0] != s2  # another op
+    assert form(svod.exp(x) + x)[0] != s2  # other operands
+    assert form(svod.sum(svod.exp(x), axis=0))[0] != form(svod.sum(svod.exp(x.T), axis=0))[0]  # another reduction
+    v = svod.asarray(_arr(1, 6, seed=2))
+    (s4, r4), (s5, r5) = form(svod.exp(svod.broadcast_to(v, (4, 6)))), form(svod.broadcast_to(svod.exp(v), (4, 6)))
+    assert s4 == s5 and r5 < r4  # the exp before the broadcast runs on 6 values, not 24
+    assert M._POINTWISE == frozenset(rules.POINTWISE_OPS)
+
+
+@pytest.mark.parametrize("graph", ["chain2", "reshape4", "transpose4"])
+def test_the_exploration_prices_one_program_per_movement_form(graph):
+    """On chains of transposes and reshapes the exploration prices a few programs where
+    pricing every program of the e-graph priced 9-80, and finds a program as cheap."""
+    from search.extract import explore
+    from svod.costing import Machine, RooflineModel
+
+    t = {"chain2": lambda: _chain(2), "reshape4": lambda: _rounds("reshape"),
+         "transpose4": lambda: _rounds("transpose")}[graph]()
+    _, prog = _programs_of(t)
+    model, mach = RooflineModel(), Machine()
+    merged = explore(prog, model, mach, max_tries=1000)
+    every = explore(prog, model, mach, max_tries=1000, by_form=False)
+    assert merged.stop_reason == every.stop_reason == "complete"
+    assert merged.tried <= 3 and every.tried >= 3 * merged.tried and merged.merged > 0, (merged, every)
+
+    def price(d):
+        from search.extract import choose
+
+        prog.complete(d)
+        return choose(d.key, d.fusible, model, mach, exact_limit=16).best.seconds
+
+    assert price(merged.best) <= price(every.best) * (1 + 1e-9)
+    assert not [n for n in merged.best.key.nodes if n.op is Ops.PERMUTE and graph != "transpose4"]

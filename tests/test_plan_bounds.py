@@ -240,3 +240,36 @@ def test_pending_depth_does_not_cut_a_jit_trace(monkeypatch):
     out = f(svod.asarray(np.ones(4, np.float32)))  # replayed
     np.testing.assert_array_equal(out.numpy(), np.full(4, 201, np.float32))
     assert svod.stats()["jit_traces"] == 1
+
+
+@pytest.mark.parametrize("rounds", [2, 4])
+def test_movement_chains_search_to_the_end_within_the_budget(rounds):
+    """The chain of docs/algebra.md's "Movement algebra" table (transposes, reshapes and a
+    sum; `movement_reshape` and `movement_reduce` on by default): saturation and the
+    exploration of programs both complete at the default limits — the exploration prices
+    one program per movement form, a few, where pricing every placement of every view ran
+    it to its time limit (1.4 s of a 2 s budget at 4 rounds) — and the chosen program has
+    no permute and no reshape but the sum's left."""
+    from search import plan_search
+    from svod.config import SearchLimits
+    from svod.ir import Ops
+    from svod.key import compact
+
+    rng = np.random.default_rng(0)
+    x, y = (svod.asarray(rng.standard_normal((8, 8)).astype(np.float32)) for _ in range(2))
+    for _ in range(rounds):
+        x = svod.tanh(x.T) + y.T
+        y = y.T
+        x = svod.reshape(svod.reshape(x, (64,)) * svod.reshape(y, (64,)), (8, 8))
+    key, _ = compact([svod.sum(x, axis=0).uop])
+    lim = SearchLimits()
+    r = plan_search(key, limits=lim)
+    rep = r.report
+    assert rep.saturation.stop_reason == "saturated" and rep.algebra.stop_reason == "complete", rep
+    assert {"movement_reshape", "movement_reduce"} <= set(rep.saturation.rulesets)
+    assert rep.algebra.tried <= 4 and rep.algebra.merged > 0, rep.algebra
+    d = r.decoded  # (the sum's own reshape, dropping its kept axis, stays)
+    assert not [n for n in d.nodes if n.op is Ops.PERMUTE or
+                (n.op is Ops.RESHAPE and d.nodes[n.src[0]].op is not Ops.REDUCE)], rep
+    assert rep.seconds < lim.seconds, rep
+    assert not r.provisional
