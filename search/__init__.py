@@ -75,7 +75,8 @@ class SearchReport:
                          f"serialise {self.serialize_seconds * 1e3:.1f} ms")
         a = self.algebra
         if a is not None and a.alternatives:
-            lines.append(f"algebra: {a.alternatives} value(s) with another program, {a.tried} program(s) priced, "
+            same = f", {a.merged} skipped (the movement form of a program already seen)" if a.merged else ""
+            lines.append(f"algebra: {a.alternatives} value(s) with another program, {a.tried} program(s) priced{same}, "
                          f"{a.seconds * 1e3:.1f} ms ({a.stop_reason}); {len(self.rewrites)} rewrite(s) chosen")
         lines.extend(f"  {r}" for r in self.rewrites)
         return "\n".join(lines)

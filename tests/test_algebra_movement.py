@@ -372,3 +372,19 @@ def test_the_exploration_prices_one_program_per_movement_form(graph):
 
     assert price(merged.best) <= price(every.best) * (1 + 1e-9)
     assert not [n for n in merged.best.key.nodes if n.op is Ops.PERMUTE and graph != "transpose4"]
+
+
+def test_the_search_report_says_which_programs_shared_a_movement_form():
+    """svod.explain's `algebra:` line counts the programs the exploration skipped because a
+    program of their movement form was already seen (they differ only in where views sit),
+    so a researcher sees why fewer programs were priced than the e-graph holds."""
+    rng = np.random.default_rng(3)
+    x = svod.asarray(rng.random((8, 6), dtype=np.float32))
+    y = svod.asarray(rng.random((6, 8), dtype=np.float32))
+    for _ in range(2):
+        x = svod.tanh(x.T) + y
+        y = y.T.T + 1.0
+        x = x.T
+    line = [s for s in str(svod.explain(x)).splitlines() if s.startswith("algebra:")]
+    assert len(line) == 1, line
+    assert " skipped (the movement form of a program already seen)" in line[0], line[0]
