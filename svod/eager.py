@@ -401,10 +401,15 @@ class Fresh(UOp):
       0-d value may be held as a numpy scalar of the node's numpy dtype (an element read
       `A[i, j]`, a 0-d result): numpy's functions take it as the 0-d array it stands for, and
       materialization makes it one;
-    * invariant: while `_a` is set (not materialized), `_a` is a fresh array that owns its
-      memory, held only by this node (and transient locals of the fast path); it may be
-      writeable. Materialization sets it read-only (as `UOp.buffer`'s arrays are) and sets
-      `_a` to None, after which the node is a plain realized leaf.
+    * invariant: while `_a` is set (not materialized), `_a` is either a fresh array that
+      owns its memory, held only by this node (and transient locals of the fast path; it
+      may be writeable), or a view of another array's memory (`x[key]` on the fast path:
+      `a.base` is not None), which nothing writes while the view lives (every in-place
+      write needs `sole_owner`, and the view holds a reference to the array owning its
+      memory). Materialization copies a view into its own C-ordered memory (so a plan sees
+      the buffer a copy made before: same strides, nothing else kept alive), sets the
+      array read-only (as `UOp.buffer`'s arrays are) and sets `_a` to None, after which
+      the node is a plain realized leaf.
 
     `sole_owner` / `write_in_place` know both states: an unmaterialized node is
     written in place when nothing but its tensor holds the node and the array (reference
@@ -421,6 +426,8 @@ class Fresh(UOp):
             if a is not None:
                 if type(a) is not np.ndarray:  # a numpy scalar: a 0-d value read from an array
                     a = np.array(a)
+                elif a.base is not None:  # a view of another array's memory (`x[key]`): its own copy
+                    a = np.array(a, order="C")
                 n = UOp.buffer(a, self.dtype)
                 a.setflags(write=False)  # (a realized buffer is read-only; `UOp.buffer`'s callers set it)
                 self.src, self._hash, self._kb = n.src, n._hash, n._kb

@@ -79,6 +79,10 @@ if _EXTOBJ is None:  # pragma: no cover - another numpy: the public context, per
 else:
     _set, _reset = _EXTOBJ.set, _EXTOBJ.reset
 _BIG = 2 ** 53
+# `x[key]` of a realized x is a view of x's memory when the part is at least a quarter of
+# the array owning that memory, or that array has at most this many bytes; else a copy
+# (`_getitem`)
+_VIEW_SMALL = 8192
 _FC = frozenset("fc")
 _add_reduce = np.add.reduce
 
@@ -407,6 +411,19 @@ def _plain_slice(s: slice) -> bool:
 
 
 def _getitem(slow):
+    """`x[key]` of a realized x with a basic key (Python ints and slices) and a result
+    within the eager limit: numpy's indexing. An element is the numpy scalar numpy returns;
+    a part is a *view* of x's memory when it is at least a quarter of the array owning that
+    memory or that array is small (`_VIEW_SMALL` bytes), else a copy. A view is a value all
+    the same (svod's slices are not numpy's views): nothing writes memory that a live view
+    reads — an in-place write needs `svod.eager.sole_owner`, and a view holds a reference
+    to the array owning its memory (numpy collapses `base` to it), so while one lives a
+    write of x goes into a copy of x; a view-holding node copies itself into its own memory
+    when it is materialized (`svod.eager.Fresh`). The copy of a small part of a big array
+    bounds that: a loop that keeps a part alive while it writes x copies x, at most 4x the
+    part (or `_VIEW_SMALL` bytes), where copying every part up front cost that part each
+    time (Jacobi's `a[:-2] + a[1:-1] + a[2:]`: three copies of the array per step)."""
+
     def __getitem__(self, key):
         u = self.uop
         if type(u) is _Fresh:
@@ -448,7 +465,11 @@ def _getitem(slow):
                 if type(v) is np.ndarray:
                     if v.size > lim:
                         return slow(self, key)
-                    v = v.copy()  # (C order: a slice is a value, not a view)
+                    b = arr.base  # (the array owning the memory: numpy collapses a view's base)
+                    b = (arr if b is None else b).nbytes
+                    if b > _VIEW_SMALL and v.nbytes * 4 < b:
+                        v = v.copy()  # a small part of a big array: a copy (`_getitem`: why)
+                    # else a view of x's memory (a value all the same: `_getitem`)
                 # else one element: a numpy scalar, kept as the node's value (an array when materialized)
                 _stats["fast"] += 1
                 n = _new(_Fresh)
