@@ -58,6 +58,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import weakref
 
 import numpy as np
 
@@ -510,6 +511,53 @@ def _calibrate() -> tuple[int, int, int]:
 _BASE_U, _BASE_REF, _BASE_ARR, _BASE_FU, _BASE_FA = _calibrate()
 
 
+# views of realized arrays held by unmaterialized `Fresh` nodes (svod.numpy's `x[key]`):
+# id(array owning the memory) -> weak references to those nodes
+_views: dict = {}
+_VIEWS_MAX = 1024  # owners remembered before the dead entries are dropped
+_weak = weakref.ref
+
+
+def note_view(owner: np.ndarray, node: Fresh) -> None:
+    """Record that unmaterialized node `node` holds a view of `owner`'s memory (`owner`:
+    the view's `base`), so that a later write of `owner`'s tensor can give the node its
+    own copy instead of copying `owner` (`detach_views`)."""
+    refs = _views.get(id(owner))
+    if refs is None:
+        if len(_views) >= _VIEWS_MAX:
+            for k in [k for k, rs in _views.items() if all(r() is None for r in rs)]:
+                del _views[k]
+        _views[id(owner)] = [_weak(node)]
+        return
+    if len(refs) >= 8:
+        refs[:] = [r for r in refs if r() is not None]
+    refs.append(_weak(node))
+
+
+def detach_views(t) -> bool:
+    """Give every unmaterialized node that holds a view of realized tensor `t`'s array
+    (`note_view`) a C-ordered copy of its own: the same value, no longer `t`'s memory, so
+    that `sole_owner(t)` can hold again and a write of `t` goes in place instead of into
+    a copy of all of `t` (a loop that keeps a row while it writes others). Whether there
+    was any. Safe whatever else holds a view: `sole_owner` still counts every reference
+    (a view in a local, an exported array) after this."""
+    u = t.uop
+    arr = array_of(u)
+    if arr is None or type(arr) is not np.ndarray:
+        return False
+    refs = _views.pop(id(arr), None)
+    if not refs:
+        return False
+    with _FRESH_LOCK:  # (materialization replaces `_a` under it too)
+        for r in refs:
+            n = r()
+            if n is not None:
+                a = n._a
+                if a is not None and a.base is arr:
+                    n._a = np.array(a, order="C")
+    return True
+
+
 def write_in_place(t, key, value) -> None:
     """Write `value` (a numpy array or scalar of `t`'s dtype) at `key` of `t`'s buffer,
     which `sole_owner(t)` allows, and rebind `t` to a fresh node over it (a new BufferRef:
@@ -622,7 +670,7 @@ def stats() -> dict:
     return dict(_stats)
 
 
-__all__ = ["DEFAULT_MAX", "concrete", "disabled", "eager_mode", "evaluate", "limit", "numpy_limit", "realize_pending",
-           "sole_owner", "stats", "structure", "try_eager", "write_in_place"]
+__all__ = ["DEFAULT_MAX", "concrete", "detach_views", "disabled", "eager_mode", "evaluate", "limit", "note_view",
+           "numpy_limit", "realize_pending", "sole_owner", "stats", "structure", "try_eager", "write_in_place"]
 
 T._EAGER = try_eager

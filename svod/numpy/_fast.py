@@ -67,6 +67,7 @@ _limit = _eager.numpy_limit
 _local = _eager._local  # NOTE: `numpy_limit()` inline in the hot paths: `_local.limit`, else `_POLICY`
 _POLICY = _eager.NUMPY_POLICY_LIMIT
 _sole_owner = _eager.sole_owner
+_detach_views, _note_view = _eager.detach_views, _eager.note_view
 _EXTOBJ, _QUIET = _eager._EXTOBJ, getattr(_eager, "_QUIET", None)
 if _EXTOBJ is None:  # pragma: no cover - another numpy: the public context, per call
     def _set(_):
@@ -79,10 +80,9 @@ if _EXTOBJ is None:  # pragma: no cover - another numpy: the public context, per
 else:
     _set, _reset = _EXTOBJ.set, _EXTOBJ.reset
 _BIG = 2 ** 53
-# `x[key]` of a realized x is a view of x's memory when the part is at least a quarter of
-# the array owning that memory, or that array has at most this many bytes; else a copy
-# (`_getitem`)
-_VIEW_SMALL = 8192
+# `x[key]` of a realized x with a result of more bytes than this is a view of x's memory, a
+# smaller one a copy (`_getitem`)
+_VIEW_MIN = 2048
 _FC = frozenset("fc")
 _add_reduce = np.add.reduce
 
@@ -413,16 +413,18 @@ def _plain_slice(s: slice) -> bool:
 def _getitem(slow):
     """`x[key]` of a realized x with a basic key (Python ints and slices) and a result
     within the eager limit: numpy's indexing. An element is the numpy scalar numpy returns;
-    a part is a *view* of x's memory when it is at least a quarter of the array owning that
-    memory or that array is small (`_VIEW_SMALL` bytes), else a copy. A view is a value all
-    the same (svod's slices are not numpy's views): nothing writes memory that a live view
-    reads — an in-place write needs `svod.eager.sole_owner`, and a view holds a reference
-    to the array owning its memory (numpy collapses `base` to it), so while one lives a
-    write of x goes into a copy of x; a view-holding node copies itself into its own memory
-    when it is materialized (`svod.eager.Fresh`). The copy of a small part of a big array
-    bounds that: a loop that keeps a part alive while it writes x copies x, at most 4x the
-    part (or `_VIEW_SMALL` bytes), where copying every part up front cost that part each
-    time (Jacobi's `a[:-2] + a[1:-1] + a[2:]`: three copies of the array per step)."""
+    a part of more than `_VIEW_MIN` bytes is a *view* of x's memory, a smaller one a copy
+    (cheaper than recording a view). A view is a value all the same (svod's slices are not
+    numpy's views): nothing writes memory that a live view reads. An in-place write needs
+    `svod.eager.sole_owner`, and a view holds a reference to the array owning its memory
+    (numpy collapses `base` to it), so while one lives a write of x goes into a copy of x —
+    unless the view is held by the unmaterialized node made here, recorded with
+    `svod.eager.note_view`: the write first gives such nodes copies of their own
+    (`svod.eager.detach_views`) and then writes in place (a loop that keeps a row while it
+    writes the others copies the row once). A node holding a view copies it into its own
+    memory when it is materialized (`svod.eager.Fresh`). So a loop reading big parts
+    (Jacobi's `a[:-2] + a[1:-1] + a[2:]`, Cholesky's `ell[j + 1:, :j] @ ell[j, :j]`) does
+    not copy them, as numpy does not."""
 
     def __getitem__(self, key):
         u = self.uop
@@ -465,11 +467,20 @@ def _getitem(slow):
                 if type(v) is np.ndarray:
                     if v.size > lim:
                         return slow(self, key)
-                    b = arr.base  # (the array owning the memory: numpy collapses a view's base)
-                    b = (arr if b is None else b).nbytes
-                    if b > _VIEW_SMALL and v.nbytes * 4 < b:
-                        v = v.copy()  # a small part of a big array: a copy (`_getitem`: why)
-                    # else a view of x's memory (a value all the same: `_getitem`)
+                    if v.nbytes <= _VIEW_MIN:
+                        v = v.copy()  # (C order)
+                    else:  # a view of x's memory, a value all the same (`_getitem`)
+                        _stats["fast"] += 1
+                        n = _new(_Fresh)
+                        n.op = _BUFFER
+                        n.dtype = u.dtype
+                        n.shape = v.shape
+                        n._a = v
+                        b = v.base  # (the array owning the memory: numpy collapses a view's base)
+                        _note_view(b, n)
+                        res = _new(_ndarray)
+                        res.uop = n
+                        return res
                 # else one element: a numpy scalar, kept as the node's value (an array when materialized)
                 _stats["fast"] += 1
                 n = _new(_Fresh)
@@ -526,7 +537,7 @@ def _setitem(slow):
                     return slow(self, key, value)
                 del u, arr  # NOTE: no reference to x's node, BufferRef or array while ownership is checked
                 try:
-                    if _sole_owner(self):
+                    if _sole_owner(self) or _detach_views(self) and _sole_owner(self):
                         _eager.write_in_place(self, key, varr)
                     else:
                         new = np.array(_array(self.uop), order="C", copy=True)
