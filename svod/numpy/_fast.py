@@ -86,10 +86,38 @@ _VIEW_MIN = 2048
 _FC = frozenset("fc")
 _add_reduce = np.add.reduce
 
-# (op name, dtype of a, dtype of b or type of a Python scalar) -> (svod DType, numpy dtype,
-# whether numpy's floating-point errors must be silenced) of the result, or False: this
-# combination always takes the full path
-_memo: dict = {}
+
+
+class _Memo(dict):
+    """(op name, dtype of a, dtype of b or type of a Python scalar) -> (svod DType, numpy
+    dtype, whether numpy's floating-point errors must be silenced) of the result, or False:
+    this combination always takes the full path. Also kept as one table per op name,
+    `table(name)[dtype of a][dtype of b]`, which the hot paths read (two lookups of
+    identity-hashed keys: no tuple built and hashed per op). Written only through
+    `m[key] = v` and `clear()`, which keep the two in step."""
+
+    __slots__ = ("_by_op",)
+
+    def __init__(self):
+        super().__init__()
+        self._by_op: dict = {}
+
+    def table(self, name: str) -> dict:
+        """op name's table (the same dict for the life of the process)."""
+        return self._by_op.setdefault(name, {})
+
+    def __setitem__(self, key, value) -> None:
+        dict.__setitem__(self, key, value)
+        name, d, kb = key
+        self.table(name).setdefault(d, {})[kb] = value
+
+    def clear(self) -> None:
+        dict.clear(self)
+        for t in self._by_op.values():
+            t.clear()
+
+
+_memo = _Memo()
 _stats = {"fast": 0, "learned": 0}
 _ndarray = None  # svod.numpy.ndarray (set by `install`)
 _Tensor = _T.Tensor
@@ -158,9 +186,7 @@ def _wrap(arr, d):
     """A realized `svod.numpy.ndarray` over `arr` — a fresh array (or numpy scalar) of svod
     dtype `d` that nothing else holds — as an unmaterialized `svod.eager.Fresh` node."""
     n = _new(_Fresh)
-    n.op = _BUFFER
     n.dtype = d
-    n.shape = arr.shape
     n._a = arr
     t = _new(_ndarray)
     t.uop = n
@@ -241,6 +267,8 @@ def _binary(name: str, npf, slow, reflected: bool, pyop=None):
     where the ufunc call costs ~0.6); integer scalars do not (their scalar math warns on
     overflow where the array loop wraps silently), nor complex ones."""
 
+    table = _memo.table(name)
+
     def method(self, o):
         u = self.uop
         if type(u) is _Fresh:
@@ -250,8 +278,6 @@ def _binary(name: str, npf, slow, reflected: bool, pyop=None):
         elif u.op is _BUFFER:
             a = u.arg.array
         else:
-            return slow(self, o)
-        if _T._READ_HOOK is not None:
             return slow(self, o)
         d = u.dtype
         t = type(o)
@@ -266,43 +292,50 @@ def _binary(name: str, npf, slow, reflected: bool, pyop=None):
             else:
                 return slow(self, o)
             kb = v.dtype
-            small = b.shape == a.shape
         elif t is float or t is complex or t is int and d.kind in _FC and -_BIG <= o <= _BIG:
-            b, kb, small = o, t, True  # (a weak Python scalar: the array's shape)
+            b, kb = o, t  # (a weak Python scalar: the array's shape)
         else:
             return slow(self, o)
-        key = (name, d, kb)
-        want = _memo.get(key)
+        want = table.get(d)
+        if want is not None:
+            want = want.get(kb)
         if want:
+            if _T._READ_HOOK is not None:
+                return slow(self, o)
             lim = _local.limit
             if lim is None:
                 lim = _POLICY
-            if lim and (a.size <= lim if small else _size_ok(a, b, lim)):
+            # the result's size: `a`'s with a Python scalar; at most the larger operand's when
+            # neither has more than one axis; else the broadcast shape's (NOTE: no shape tuples
+            # on the common paths)
+            if lim and a.size <= lim and (kb is t or (b.size <= lim and (a.ndim <= 1 and b.ndim <= 1 or
+                                                                      _size_ok(a, b, lim)))):
                 f = npf
                 if pyop is not None and type(a) is not np.ndarray and type(b) is not np.ndarray and \
                         d.kind == "f" and (kb is d or kb is float or kb is int):
                     f = pyop  # (two real-float scalars: numpy's scalar math)
-                if want[2]:
-                    tok = _set(_QUIET)
-                    try:
+                try:
+                    if want[2]:
+                        tok = _set(_QUIET)
+                        try:
+                            r = f(b, a) if reflected else f(a, b)
+                        finally:
+                            _reset(tok)
+                    else:
                         r = f(b, a) if reflected else f(a, b)
-                    finally:
-                        _reset(tok)
-                else:
-                    r = f(b, a) if reflected else f(a, b)
+                except ValueError:  # shapes that do not broadcast (1-D operands): svod's error
+                    return slow(self, o)
                 if r.dtype is want[1]:  # (an array, or a numpy scalar for a 0-d result: kept as it is)
                     _stats["fast"] += 1
                     n = _new(_Fresh)
-                    n.op = _BUFFER
                     n.dtype = want[0]
-                    n.shape = r.shape
                     n._a = r
                     res = _new(_ndarray)
                     res.uop = n
                     return res
-                _memo[key] = False  # numpy's dtype is not svod's: the full path from now on
+                _memo[(name, d, kb)] = False  # numpy's dtype is not svod's: the full path from now on
         elif want is None:
-            return _learn(key, slow(self, o))
+            return _learn((name, d, kb), slow(self, o))
         return slow(self, o)
 
     method.__name__ = method.__qualname__ = slow.__name__
@@ -472,9 +505,7 @@ def _getitem(slow):
                     else:  # a view of x's memory, a value all the same (`_getitem`)
                         _stats["fast"] += 1
                         n = _new(_Fresh)
-                        n.op = _BUFFER
                         n.dtype = u.dtype
-                        n.shape = v.shape
                         n._a = v
                         b = v.base  # (the array owning the memory: numpy collapses a view's base)
                         _note_view(b, n)
@@ -484,9 +515,7 @@ def _getitem(slow):
                 # else one element: a numpy scalar, kept as the node's value (an array when materialized)
                 _stats["fast"] += 1
                 n = _new(_Fresh)
-                n.op = _BUFFER
                 n.dtype = u.dtype
-                n.shape = v.shape
                 n._a = v
                 res = _new(_ndarray)
                 res.uop = n
