@@ -48,6 +48,7 @@ path is taken.
 from __future__ import annotations
 
 import functools
+import itertools
 import operator
 
 import numpy as np
@@ -68,6 +69,9 @@ _local = _eager._local  # NOTE: `numpy_limit()` inline in the hot paths: `_local
 _POLICY = _eager.NUMPY_POLICY_LIMIT
 _sole_owner = _eager.sole_owner
 _detach_views, _note_view = _eager.detach_views, _eager.note_view
+_rc = __import__("sys").getrefcount
+_BASE_FU, _BASE_FA = _eager._BASE_FU, _eager._BASE_FA
+_live = _T._live  # (tensors noted pending: a written tensor leaves it, `svod.tensor._realized`)
 _EXTOBJ, _QUIET = _eager._EXTOBJ, getattr(_eager, "_QUIET", None)
 if _EXTOBJ is None:  # pragma: no cover - another numpy: the public context, per call
     def _set(_):
@@ -118,7 +122,10 @@ class _Memo(dict):
 
 
 _memo = _Memo()
-_stats = {"fast": 0, "learned": 0}
+_stats = {"learned": 0}
+# the fast-path count: `_tick()` per op (three bytecodes where `_stats["fast"] += 1` takes ten)
+_ticks = itertools.count()
+_tick = _ticks.__next__
 _ndarray = None  # svod.numpy.ndarray (set by `install`)
 _Tensor = _T.Tensor
 
@@ -167,7 +174,7 @@ def _noisy(key) -> bool:
 
 def stats() -> dict:
     """How many ops took the fast path, and how many op/dtype combinations were learned."""
-    return dict(_stats)
+    return {"fast": int(repr(_ticks)[len("count("):-1]), **_stats}
 
 
 def _quiet(f, *args):
@@ -326,7 +333,7 @@ def _binary(name: str, npf, slow, reflected: bool, pyop=None):
                 except ValueError:  # shapes that do not broadcast (1-D operands): svod's error
                     return slow(self, o)
                 if r.dtype is want[1]:  # (an array, or a numpy scalar for a 0-d result: kept as it is)
-                    _stats["fast"] += 1
+                    _tick()
                     n = _new(_Fresh)
                     n.dtype = want[0]
                     n._a = r
@@ -372,7 +379,7 @@ def _inplace(name: str, npf, slow):
                         else:
                             r = npf(a, b)
                         if r.dtype is want[1] and r.shape == a.shape:
-                            _stats["fast"] += 1
+                            _tick()
                             self.uop = _fresh(r, d)
                             return self
         return slow(self, o)
@@ -394,7 +401,7 @@ def _unary(name: str, npf, slow):
                 if lim and a.size <= lim:
                     r = _result(_call1(npf, a, want), want)
                     if r is not None:
-                        _stats["fast"] += 1
+                        _tick()
                         return _wrap(r, want[0])
                     _memo[key] = False
             elif want is None:
@@ -404,6 +411,9 @@ def _unary(name: str, npf, slow):
     method.__name__ = method.__qualname__ = slow.__name__
     method.__doc__ = slow.__doc__
     return method
+
+
+_BOUND = frozenset((int, type(None)))  # the types of a basic slice's start, stop and step
 
 
 def _ints(key) -> int:
@@ -418,20 +428,10 @@ def _ints(key) -> int:
         return -1
     n = 0
     for k in key:
-        t = type(k)
-        if t is int:
+        if type(k) is int:
             n += 1
-            continue
-        if t is not slice:
-            return -1
-        v = k.start
-        if v is not None and type(v) is not int:
-            return -1
-        v = k.stop
-        if v is not None and type(v) is not int:
-            return -1
-        v = k.step
-        if v is not None and (type(v) is not int or not v):
+        elif type(k) is not slice or type(k.start) not in _BOUND or type(k.stop) not in _BOUND or \
+                type(k.step) not in _BOUND or k.step == 0:
             return -1
     return n
 
@@ -470,23 +470,13 @@ def _getitem(slow):
         else:
             return slow(self, key)
         tk = type(key)
-        if tk is tuple:  # (`_ints`' check of a basic key, inline)
+        if tk is tuple:  # (`_ints`' check of a basic key, inline; a zero step: numpy's ValueError below)
             for k in key:
-                tk = type(k)
-                if tk is int:
-                    continue
-                if tk is not slice:
+                if type(k) is not int and (type(k) is not slice or type(k.start) not in _BOUND or
+                                           type(k.stop) not in _BOUND or type(k.step) not in _BOUND):
                     return slow(self, key)
-                tk = k.start
-                if tk is not None and type(tk) is not int:
-                    return slow(self, key)
-                tk = k.stop
-                if tk is not None and type(tk) is not int:
-                    return slow(self, key)
-                tk = k.step
-                if tk is not None and (type(tk) is not int or not tk):
-                    return slow(self, key)
-        elif tk is not int and not (tk is slice and _plain_slice(key)):
+        elif tk is not int and (tk is not slice or type(key.start) not in _BOUND or
+                                type(key.stop) not in _BOUND or type(key.step) not in _BOUND):
             return slow(self, key)
         if _T._READ_HOOK is None:
             lim = _local.limit
@@ -503,7 +493,7 @@ def _getitem(slow):
                     if v.nbytes <= _VIEW_MIN:
                         v = v.copy()  # (C order)
                     else:  # a view of x's memory, a value all the same (`_getitem`)
-                        _stats["fast"] += 1
+                        _tick()
                         n = _new(_Fresh)
                         n.dtype = u.dtype
                         n._a = v
@@ -513,7 +503,7 @@ def _getitem(slow):
                         res.uop = n
                         return res
                 # else one element: a numpy scalar, kept as the node's value (an array when materialized)
-                _stats["fast"] += 1
+                _tick()
                 n = _new(_Fresh)
                 n.dtype = u.dtype
                 n._a = v
@@ -566,6 +556,24 @@ def _setitem(slow):
                     return slow(self, key, value)
                 del u, arr  # NOTE: no reference to x's node, BufferRef or array while ownership is checked
                 try:
+                    u = self.uop
+                    if type(u) is _Fresh:
+                        # `sole_owner`'s check of an unmaterialized node, inline (the same counts: the
+                        # node held by x and `u`, the array by the node and `arr`), then `write_in_place`
+                        arr = u._a
+                        if type(arr) is np.ndarray and arr.base is None and _rc(u) <= _BASE_FU and \
+                                _rc(arr) <= _BASE_FA:
+                            arr[key] = varr
+                            n = _new(_Fresh)
+                            n.dtype = d
+                            n._a = arr
+                            self.uop = n
+                            _tick()
+                            if id(self) in _live:
+                                _T._realized(self)
+                            return
+                        del arr
+                    del u
                     if _sole_owner(self) or _detach_views(self) and _sole_owner(self):
                         _eager.write_in_place(self, key, varr)
                     else:
@@ -576,8 +584,9 @@ def _setitem(slow):
                     # a bad key or a value numpy cannot broadcast: numpy checks both before it writes
                     # anything, and x is not rebound, so the full path raises svod's error
                     return slow(self, key, value)
-                _stats["fast"] += 1
-                _T._realized(self)
+                _tick()
+                if id(self) in _live:
+                    _T._realized(self)
                 return
         slow(self, key, value)
 
@@ -662,7 +671,7 @@ def _function(name: str, npf, slow, nin: int):
                                 else:
                                     r = npf(a) if nin == 1 else npf(a, b)
                                 if r.dtype is want[1]:
-                                    _stats["fast"] += 1
+                                    _tick()
                                     return _wrap(r, want[0])
                                 _memo[key] = False
                         elif want is None:
@@ -713,7 +722,7 @@ def _matmul_like(name: str, slow):
                                     (x.shape[0] if nx == 2 else 1) * (y.shape[1] if ny == 2 else 1) <= lim:
                                 r = _call2(np.matmul, x, y, want)
                                 if r.dtype is want[1]:
-                                    _stats["fast"] += 1
+                                    _tick()
                                     return _wrap(r, want[0])
                                 _memo[key] = False
                     elif want is None:
@@ -732,7 +741,7 @@ def _taken(key, r, want):
     if r is None:
         _memo[key] = False
         return None
-    _stats["fast"] += 1
+    _tick()
     return _wrap(r, want[0])
 
 
@@ -783,7 +792,7 @@ def _sum(slow):
                             r = _result(_quiet(_add_reduce, x, axes, want[1]) if want[2] else
                                         _add_reduce(x, axes, want[1]), want)
                             if r is not None:
-                                _stats["fast"] += 1
+                                _tick()
                                 return _wrap(r, want[0])
                             _memo[key] = False
                     elif want is None:
