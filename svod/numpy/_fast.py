@@ -641,22 +641,33 @@ def _function(name: str, npf, slow, nin: int):
     `nin` positional operands and nothing else; `slow(*args, **kwargs)` otherwise. (The
     ufunc object's class gets it as `__call__`: one Python frame per call, not two.)"""
 
+    table = _memo.table(name)
+
     def fn(_self, *args, **kwargs):
         if not kwargs and len(args) == nin and _T._READ_HOOK is None:
             x = args[0]
             tx = type(x)
             if tx is _ndarray or tx is _Tensor:
                 u = x.uop
-                a = _array(u)
+                if type(u) is _Fresh:  # (`_array`, inline)
+                    a = u._a
+                    if a is None:
+                        a = u.arg.array
+                elif u.op is _BUFFER:
+                    a = u.arg.array
+                else:
+                    a = None
                 if a is not None:
                     d = u.dtype
                     if nin == 1:
-                        key, b = (name, d, None), None
+                        b = kb = None
                     else:
                         b, kb = _operand(args[1], d.kind in _FC)
-                        key = (name, d, kb) if kb is not None else None
-                    if key is not None:
-                        want = _memo.get(key)
+                    if nin == 1 or kb is not None:
+                        want = table.get(d)
+                        if want is not None:
+                            want = want.get(kb)
+                        key = (name, d, kb)
                         if want:
                             lim = _local.limit
                             if lim is None:
@@ -672,7 +683,12 @@ def _function(name: str, npf, slow, nin: int):
                                     r = npf(a) if nin == 1 else npf(a, b)
                                 if r.dtype is want[1]:
                                     _tick()
-                                    return _wrap(r, want[0])
+                                    n = _new(_Fresh)  # (`_wrap`, inline)
+                                    n.dtype = want[0]
+                                    n._a = r
+                                    res = _new(_ndarray)
+                                    res.uop = n
+                                    return res
                                 _memo[key] = False
                         elif want is None:
                             return _learn(key, slow(*args))
@@ -701,6 +717,8 @@ def _matmul_like(name: str, slow):
     matching inner sizes: `np.matmul` (the op table's MATMUL), as `svod.reductions` does.
     (`_two_realized`, `_call2` and `_wrap` inline: a loop's dot products pass here.)"""
 
+    table = _memo.table(name)
+
     def fn(a, b, *rest, **kwargs):
         if not rest and not kwargs and _T._READ_HOOK is None:
             ta, tb = type(a), type(b)
@@ -711,7 +729,9 @@ def _matmul_like(name: str, slow):
                 y = _array(v) if x is not None else None
                 if y is not None:
                     key = (name, d, d)
-                    want = _memo.get(key)
+                    want = table.get(d)
+                    if want is not None:
+                        want = want.get(d)
                     if want:
                         nx, ny = x.ndim, y.ndim  # (a numpy scalar of a 0-d value: ndim 0, not taken)
                         if 1 <= nx <= 2 and 1 <= ny <= 2 and x.shape[-1] == y.shape[0]:
