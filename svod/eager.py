@@ -551,6 +551,7 @@ _BASE_U, _BASE_REF, _BASE_ARR, _BASE_FU, _BASE_FA = _calibrate()
 # id(array owning the memory) -> weak references to those nodes
 _views: dict = {}
 _VIEWS_MAX = 1024  # owners remembered before the dead entries are dropped
+_views_limit = _VIEWS_MAX
 _weak = weakref.ref
 
 
@@ -558,11 +559,15 @@ def note_view(owner: np.ndarray, node: Fresh) -> None:
     """Record that unmaterialized node `node` holds a view of `owner`'s memory (`owner`:
     the view's `base`), so that a later write of `owner`'s tensor can give the node its
     own copy instead of copying `owner` (`detach_views`)."""
+    global _views_limit
     refs = _views.get(id(owner))
     if refs is None:
-        if len(_views) >= _VIEWS_MAX:
+        if len(_views) >= _views_limit:
             for k in [k for k, rs in _views.items() if all(r() is None for r in rs)]:
                 del _views[k]
+            # (many owners with live views: the next sweep after twice as many, so that
+            # recording stays O(1) amortized)
+            _views_limit = max(_VIEWS_MAX, 2 * len(_views))
         _views[id(owner)] = [_weak(node)]
         return
     if len(refs) >= 8:

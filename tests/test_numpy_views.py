@@ -181,3 +181,9 @@ def test_the_view_registry_stays_bounded():
         x[1:]  # noqa: B018 - a view recorded, then dropped
     assert len(eager._views) <= eager._VIEWS_MAX
     assert sys.getrefcount(x) >= 2
+    held = [_owned(np.zeros(N)) for _ in range(eager._VIEWS_MAX + 10)]
+    views = [h[1:] for h in held]  # more owners with live views than the sweep limit
+    assert eager._views_limit >= len(eager._views) >= eager._VIEWS_MAX
+    for h, v in zip(held, views):
+        h[3] = 1.0  # detached: in place; the view keeps its value
+        assert v.numpy()[2] == 0.0 and h.numpy()[3] == 1.0
