@@ -308,3 +308,47 @@ def test_keys_with_zero_steps_or_other_bounds_take_the_full_path():
         before = _fast.stats()["fast"]
         np.testing.assert_array_equal(np.asarray(a[key]), want[key])  # the full path's answer
         assert _fast.stats()["fast"] == before
+
+
+def test_the_quiet_context_per_thread_and_when_entered_already():
+    """Noisy fast ops run in a per-thread context whose numpy error state is quiet
+    (`_fast._QuietContext`); another thread gets its own; an op run while this thread's
+    context is entered (a finaliser during the call) falls back to setting the state."""
+    import threading
+
+    x = snp.asarray(np.array([np.inf, 1e308, 0.0, -0.0]))
+    y = snp.asarray(np.array([np.inf, 1e308, 0.0, 1.0]))
+    _warm(lambda: x - y)
+    _warm(lambda: x / y)
+    with np.errstate(all="ignore"):  # (numpy's own bits: the NaN of inf - inf has its sign bit set on x86)
+        want_d = x.numpy() - y.numpy()
+        want_q = x.numpy() / y.numpy()
+    out, errors = {}, []
+
+    def work(i):
+        try:
+            with np.errstate(all="raise"):
+                for _ in range(50):
+                    d, q = x - y, x / y
+            out[i] = (d.numpy(), q.numpy())
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(out) == 4
+    for d, q in out.values():
+        _bits = lambda a, b: a.tobytes() == b.tobytes() or (np.array_equal(a, b, equal_nan=True)  # noqa: E731
+                                                            and np.array_equal(np.signbit(a), np.signbit(b)))
+        assert _bits(d, want_d) and _bits(q, want_q), (d, q)
+    before = _fast.stats()["fast"]
+    with np.errstate(all="raise"):
+        nested = _fast._q.run(lambda: x / y)  # this thread's quiet context entered: the fallback
+    assert _fast.stats()["fast"] == before + 1
+    np.testing.assert_array_equal(nested.numpy(), want_q)
+    with pytest.raises(FloatingPointError):  # the caller's state is untouched
+        with np.errstate(all="raise"):
+            np.array([np.inf]) - np.array([np.inf])
