@@ -58,6 +58,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import weakref
 
 import numpy as np
 
@@ -377,11 +378,58 @@ def concrete(t) -> np.ndarray | None:
 
 _new_obj = object.__new__
 _FRESH_LOCK = threading.Lock()
-# the slots `fresh` leaves unset: the first read of any of them materializes the node
-_LAZY = frozenset(("arg", "src", "_sig", "_leaves", "_hash", "_kb", "_depth"))
 
 
-class Fresh(UOp):
+class FreshLeaf(UOp):
+    """A `Fresh` node since materialized: a plain realized leaf (every UOp slot set; `_a`
+    is None). Its own class so that a `Fresh` can become one (`__class__` assignment needs
+    the same slots)."""
+
+    __slots__ = ("_a",)
+    op = _BUFFER  # NOTE: a class attribute over UOp's slot: every fresh node is a BUFFER (one store less per op)
+
+
+_UOP_SLOTS = {name: UOp.__dict__[name] for name in ("arg", "src", "_sig", "_leaves", "_hash", "_kb", "_depth", "shape")}
+
+
+def _materialize(node) -> None:
+    """Fill `node`'s UOp slots with what `UOp.buffer` makes of its value and make it a
+    `FreshLeaf` (nothing when another thread did first)."""
+    with _FRESH_LOCK:  # NOTE: two threads must not give one node two BufferRefs
+        if type(node) is not Fresh:
+            return
+        a = node._a
+        if type(a) is not np.ndarray:  # a numpy scalar: a 0-d value read from an array
+            a = np.array(a)
+        elif a.base is not None:  # a view of another array's memory (`x[key]`): its own copy
+            a = np.array(a, order="C")
+        n = UOp.buffer(a, node.dtype)
+        a.setflags(write=False)  # (a realized buffer is read-only; `UOp.buffer`'s callers set it)
+        for name, slot in _UOP_SLOTS.items():
+            slot.__set__(node, getattr(n, name))
+        node._a = None
+        node.__class__ = FreshLeaf
+
+
+def _lazy_slot(name: str) -> property:
+    get = _UOP_SLOTS[name].__get__
+
+    def read(self):
+        _materialize(self)
+        return get(self)
+
+    read.__name__ = name
+    return property(read, doc=f"UOp's `{name}` (the first read materializes the node)")
+
+
+def _shape(self):
+    a = self._a
+    if a is not None:
+        return a.shape
+    return _UOP_SLOTS["shape"].__get__(self)  # (materialized by another thread meanwhile)
+
+
+class Fresh(FreshLeaf):
     """A realized leaf (op BUFFER) made on the fast path, whose BufferRef is built when
     something reads it.
 
@@ -389,9 +437,14 @@ class Fresh(UOp):
     set on `arr` — costs more than numpy's own op on a 30-element row (~0.8 µs against
     ~0.5). `svod.numpy`'s fast path (svod/numpy/_fast.py) makes one per op, and most of
     those values are read by the next fast op and dropped. `fresh(arr, dtype)` makes a
-    `Fresh` node instead: a `UOp` of op BUFFER whose `op`, `dtype` and `shape` are
-    set, and whose other slots (`arg`, `src`, `_sig`, `_leaves`, `_hash`, `_kb`, `_depth`) are
-    filled by `UOp.buffer`'s own code on the first read of any of them ("materialized"). So
+    `Fresh` node instead: a `UOp` of op BUFFER (a class attribute) whose `dtype` and `_a`
+    (the value) are set, whose `shape` reads `_a`'s, and whose other slots (`arg`, `src`,
+    `_sig`, `_leaves`, `_hash`, `_kb`, `_depth`) are properties that fill UOp's slots with
+    what `UOp.buffer` makes on the first read of any of them ("materialized") and turn the
+    node into a `FreshLeaf` (same slots, no properties: a plain realized leaf whose `_a` is
+    None). NOTE: properties, not `__getattr__`: a class with `__getattr__` has no
+    specialized attribute reads, and the fast path reads `_a` and `dtype` of every operand.
+    So
 
     * every reader of a tensor's `.uop` sees a correct realized node: reading `u.arg`,
       `u.src`, `u._sig` ... of a `Fresh` returns what `UOp.buffer(arr, dtype)` would have;
@@ -401,32 +454,25 @@ class Fresh(UOp):
       0-d value may be held as a numpy scalar of the node's numpy dtype (an element read
       `A[i, j]`, a 0-d result): numpy's functions take it as the 0-d array it stands for, and
       materialization makes it one;
-    * invariant: while `_a` is set (not materialized), `_a` is a fresh array that owns its
-      memory, held only by this node (and transient locals of the fast path); it may be
-      writeable. Materialization sets it read-only (as `UOp.buffer`'s arrays are) and sets
-      `_a` to None, after which the node is a plain realized leaf.
+    * invariant: while the node is a `Fresh` (not materialized), `_a` is either a fresh array that
+      owns its memory, held only by this node (and transient locals of the fast path; it
+      may be writeable), or a view of another array's memory (`x[key]` on the fast path:
+      `a.base` is not None), which nothing writes while the view lives (every in-place
+      write needs `sole_owner`, and the view holds a reference to the array owning its
+      memory). Materialization copies a view into its own C-ordered memory (so a plan sees
+      the buffer a copy made before: same strides, nothing else kept alive), sets the
+      array read-only (as `UOp.buffer`'s arrays are), sets `_a` to None and makes the node
+      a `FreshLeaf`.
 
     `sole_owner` / `write_in_place` know both states: an unmaterialized node is
     written in place when nothing but its tensor holds the node and the array (reference
     counts, as for a materialized one), and its tensor is rebound to a new `Fresh` node.
     """
 
-    __slots__ = ("_a",)
-
-    def __getattr__(self, name):  # called only for a slot that is not set
-        if name not in _LAZY:
-            raise AttributeError(f"'UOp' object has no attribute {name!r}")
-        with _FRESH_LOCK:  # NOTE: two threads must not give one node two BufferRefs
-            a = self._a
-            if a is not None:
-                if type(a) is not np.ndarray:  # a numpy scalar: a 0-d value read from an array
-                    a = np.array(a)
-                n = UOp.buffer(a, self.dtype)
-                a.setflags(write=False)  # (a realized buffer is read-only; `UOp.buffer`'s callers set it)
-                self.src, self._hash, self._kb = n.src, n._hash, n._kb
-                self._sig, self._leaves, self._depth, self.arg = n._sig, n._leaves, n._depth, n.arg
-                self._a = None
-        return object.__getattribute__(self, name)
+    __slots__ = ()
+    arg, src, _sig, _leaves = _lazy_slot("arg"), _lazy_slot("src"), _lazy_slot("_sig"), _lazy_slot("_leaves")
+    _hash, _kb, _depth = _lazy_slot("_hash"), _lazy_slot("_kb"), _lazy_slot("_depth")
+    shape = property(_shape, doc="The value's shape (no materialization)")
 
 
 def fresh(arr: np.ndarray, dtype) -> Fresh:
@@ -434,9 +480,7 @@ def fresh(arr: np.ndarray, dtype) -> Fresh:
     that owns its memory and that nothing else holds, or a numpy scalar of that dtype) of
     svod dtype `dtype`."""
     n = _new_obj(Fresh)
-    n.op = _BUFFER
     n.dtype = dtype
-    n.shape = arr.shape
     n._a = arr
     return n
 
@@ -501,6 +545,58 @@ def _calibrate() -> tuple[int, int, int]:
 
 
 _BASE_U, _BASE_REF, _BASE_ARR, _BASE_FU, _BASE_FA = _calibrate()
+
+
+# views of realized arrays held by unmaterialized `Fresh` nodes (svod.numpy's `x[key]`):
+# id(array owning the memory) -> weak references to those nodes
+_views: dict = {}
+_VIEWS_MAX = 1024  # owners remembered before the dead entries are dropped
+_views_limit = _VIEWS_MAX
+_weak = weakref.ref
+
+
+def note_view(owner: np.ndarray, node: Fresh) -> None:
+    """Record that unmaterialized node `node` holds a view of `owner`'s memory (`owner`:
+    the view's `base`), so that a later write of `owner`'s tensor can give the node its
+    own copy instead of copying `owner` (`detach_views`)."""
+    global _views_limit
+    refs = _views.get(id(owner))
+    if refs is None:
+        if len(_views) >= _views_limit:
+            for k in [k for k, rs in _views.items() if all(r() is None for r in rs)]:
+                del _views[k]
+            # (many owners with live views: the next sweep after twice as many, so that
+            # recording stays O(1) amortized)
+            _views_limit = max(_VIEWS_MAX, 2 * len(_views))
+        _views[id(owner)] = [_weak(node)]
+        return
+    if len(refs) >= 8:
+        refs[:] = [r for r in refs if r() is not None]
+    refs.append(_weak(node))
+
+
+def detach_views(t) -> bool:
+    """Give every unmaterialized node that holds a view of realized tensor `t`'s array
+    (`note_view`) a C-ordered copy of its own: the same value, no longer `t`'s memory, so
+    that `sole_owner(t)` can hold again and a write of `t` goes in place instead of into
+    a copy of all of `t` (a loop that keeps a row while it writes others). Whether there
+    was any. Safe whatever else holds a view: `sole_owner` still counts every reference
+    (a view in a local, an exported array) after this."""
+    u = t.uop
+    arr = array_of(u)
+    if arr is None or type(arr) is not np.ndarray:
+        return False
+    refs = _views.pop(id(arr), None)
+    if not refs:
+        return False
+    with _FRESH_LOCK:  # (materialization replaces `_a` under it too)
+        for r in refs:
+            n = r()
+            if n is not None:
+                a = n._a
+                if a is not None and a.base is arr:
+                    n._a = np.array(a, order="C")
+    return True
 
 
 def write_in_place(t, key, value) -> None:
@@ -618,7 +714,7 @@ def stats() -> dict:
     return dict(_stats)
 
 
-__all__ = ["DEFAULT_MAX", "concrete", "disabled", "eager_mode", "evaluate", "limit", "numpy_limit", "realize_pending",
-           "sole_owner", "stats", "structure", "try_eager", "write_in_place"]
+__all__ = ["DEFAULT_MAX", "concrete", "detach_views", "disabled", "eager_mode", "evaluate", "limit", "note_view",
+           "numpy_limit", "realize_pending", "sole_owner", "stats", "structure", "try_eager", "write_in_place"]
 
 T._EAGER = try_eager

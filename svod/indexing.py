@@ -276,7 +276,7 @@ def _eager_setitem(x, key, value):
         return x
     # NOTE: after the value is computed (a pending value's graph, which may read x, is gone)
     # and while this function holds no reference to x's node, BufferRef or array
-    if _eager.sole_owner(x):
+    if _eager.sole_owner(x) or _eager.detach_views(x) and _eager.sole_owner(x):
         _eager.write_in_place(x, key, varr)
         return x
     u = x.uop

@@ -250,3 +250,105 @@ def test_scalar_math_of_0d_values_is_the_ufuncs_bit_for_bit(dtype, op):
                     gn = g.numpy()
                     assert gn.dtype == np.asarray(w).dtype and gn.tobytes() == np.asarray(w).tobytes(), \
                         (op, dtype, SPECIAL[i], SPECIAL[j], gn, w)
+
+
+def test_materialization_turns_a_fresh_node_into_a_plain_leaf():
+    """A Fresh node has no `__getattr__` (attribute reads of the fast path stay specialized):
+    its lazy slots are properties, its shape is its value's; the first read of a lazy slot
+    fills UOp's slots and makes it a FreshLeaf, whose reads are plain slot reads."""
+    from svod.eager import FreshLeaf
+
+    _, r = _fresh_row()
+    u = r.uop
+    assert type(u) is Fresh and "__getattr__" not in vars(Fresh) and "__getattr__" not in vars(FreshLeaf)
+    assert u.shape == (4,) and u.op is Ops.BUFFER and type(u) is Fresh, "shape and op build nothing"
+    ref = u._leaves[0]  # a lazy slot: materializes
+    assert type(u) is FreshLeaf and isinstance(u, UOp) and u._a is None and u.arg is ref
+    assert u.shape == (4,) and u.op is Ops.BUFFER and u.src == () and u._depth == 0
+    assert not eager.sole_owner(r) or r.uop is u  # (a materialized leaf: the BufferRef path)
+    # a FreshLeaf is a realized BUFFER for the fast path, the frontend and the engine
+    s = _warm(lambda: r + 1.0)
+    np.testing.assert_array_equal(s.numpy(), np.arange(4.0, 8.0) + np.arange(8.0, 12.0) + 1.0)
+    with svod.eager_mode(False):
+        g = r * 2.0
+    np.testing.assert_array_equal(g.numpy(), (np.arange(4.0, 8.0) + np.arange(8.0, 12.0)) * 2.0)
+    r[0] = -0.0  # written: in place or into a copy, rebound to a new Fresh node
+    assert type(r.uop) is Fresh and np.signbit(r.numpy()[0])
+
+
+def test_memo_tables_follow_the_memo():
+    """The hot paths read `_memo.table(name)[dtype][kind]`; writes and `clear()` of the memo
+    keep the tables in step (a cleared memo relearns; a combination marked slow stays slow)."""
+    x = snp.asarray(np.arange(3.0))
+    _fast._memo.clear()
+    assert not _fast._memo.table("add")
+    x + x
+    key = ("add", snp.float64, snp.float64)
+    assert _fast._memo[key] == _fast._memo.table("add")[snp.float64][snp.float64] and _fast._memo[key][0] is snp.float64
+    _fast._memo[key] = False
+    before = _fast.stats()["fast"]
+    np.testing.assert_array_equal((x + x).numpy(), np.arange(3.0) * 2)
+    assert _fast.stats()["fast"] == before, "marked slow: the full path"
+    _fast._memo.clear()
+    assert _fast._memo.table("add") == {} and key not in _fast._memo
+    x + x
+    before = _fast.stats()["fast"]
+    x + x
+    assert _fast.stats()["fast"] == before + 1
+
+
+def test_keys_with_zero_steps_or_other_bounds_take_the_full_path():
+    a = snp.asarray(np.arange(12.0).reshape(3, 4))
+    a[1, ::2]  # (warm)
+    for bad in (lambda: a[1, ::0], lambda: a[::0], lambda: a.__setitem__((1, slice(None, None, 0)), 1.0)):
+        with pytest.raises(ValueError, match="step"):  # the full path's error (numpy's too)
+            bad()
+    want = np.arange(12.0).reshape(3, 4)
+    for key in [(1, slice(np.int64(1), None)), slice(True, None), (1, slice(None, 3, np.int64(2)))]:
+        before = _fast.stats()["fast"]
+        np.testing.assert_array_equal(np.asarray(a[key]), want[key])  # the full path's answer
+        assert _fast.stats()["fast"] == before
+
+
+def test_the_quiet_context_per_thread_and_when_entered_already():
+    """Noisy fast ops run in a per-thread context whose numpy error state is quiet
+    (`_fast._QuietContext`); another thread gets its own; an op run while this thread's
+    context is entered (a finaliser during the call) falls back to setting the state."""
+    import threading
+
+    x = snp.asarray(np.array([np.inf, 1e308, 0.0, -0.0]))
+    y = snp.asarray(np.array([np.inf, 1e308, 0.0, 1.0]))
+    _warm(lambda: x - y)
+    _warm(lambda: x / y)
+    with np.errstate(all="ignore"):  # (numpy's own bits: the NaN of inf - inf has its sign bit set on x86)
+        want_d = x.numpy() - y.numpy()
+        want_q = x.numpy() / y.numpy()
+    out, errors = {}, []
+
+    def work(i):
+        try:
+            with np.errstate(all="raise"):
+                for _ in range(50):
+                    d, q = x - y, x / y
+            out[i] = (d.numpy(), q.numpy())
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(out) == 4
+    for d, q in out.values():
+        _bits = lambda a, b: a.tobytes() == b.tobytes() or (np.array_equal(a, b, equal_nan=True)  # noqa: E731
+                                                            and np.array_equal(np.signbit(a), np.signbit(b)))
+        assert _bits(d, want_d) and _bits(q, want_q), (d, q)
+    before = _fast.stats()["fast"]
+    with np.errstate(all="raise"):
+        nested = _fast._q.run(lambda: x / y)  # this thread's quiet context entered: the fallback
+    assert _fast.stats()["fast"] == before + 1
+    np.testing.assert_array_equal(nested.numpy(), want_q)
+    with pytest.raises(FloatingPointError):  # the caller's state is untouched
+        with np.errstate(all="raise"):
+            np.array([np.inf]) - np.array([np.inf])

@@ -47,8 +47,11 @@ path is taken.
 
 from __future__ import annotations
 
+import contextvars
 import functools
+import itertools
 import operator
+import threading
 
 import numpy as np
 
@@ -67,26 +70,54 @@ _limit = _eager.numpy_limit
 _local = _eager._local  # NOTE: `numpy_limit()` inline in the hot paths: `_local.limit`, else `_POLICY`
 _POLICY = _eager.NUMPY_POLICY_LIMIT
 _sole_owner = _eager.sole_owner
+_detach_views, _note_view = _eager.detach_views, _eager.note_view
+_rc = __import__("sys").getrefcount
+_BASE_FU, _BASE_FA = _eager._BASE_FU, _eager._BASE_FA
+_live = _T._live  # (tensors noted pending: a written tensor leaves it, `svod.tensor._realized`)
 _EXTOBJ, _QUIET = _eager._EXTOBJ, getattr(_eager, "_QUIET", None)
-if _EXTOBJ is None:  # pragma: no cover - another numpy: the public context, per call
-    def _set(_):
-        ctx = np.errstate(all="ignore")
-        ctx.__enter__()
-        return ctx
-
-    def _reset(ctx):
-        ctx.__exit__(None, None, None)
-else:
-    _set, _reset = _EXTOBJ.set, _EXTOBJ.reset
 _BIG = 2 ** 53
+# `x[key]` of a realized x with a result of more bytes than this is a view of x's memory, a
+# smaller one a copy (`_getitem`)
+_VIEW_MIN = 2048
 _FC = frozenset("fc")
 _add_reduce = np.add.reduce
 
-# (op name, dtype of a, dtype of b or type of a Python scalar) -> (svod DType, numpy dtype,
-# whether numpy's floating-point errors must be silenced) of the result, or False: this
-# combination always takes the full path
-_memo: dict = {}
-_stats = {"fast": 0, "learned": 0}
+
+
+class _Memo(dict):
+    """(op name, dtype of a, dtype of b or type of a Python scalar) -> (svod DType, numpy
+    dtype, whether numpy's floating-point errors must be silenced) of the result, or False:
+    this combination always takes the full path. Also kept as one table per op name,
+    `table(name)[dtype of a][dtype of b]`, which the hot paths read (two lookups of
+    identity-hashed keys: no tuple built and hashed per op). Written only through
+    `m[key] = v` and `clear()`, which keep the two in step."""
+
+    __slots__ = ("_by_op",)
+
+    def __init__(self):
+        super().__init__()
+        self._by_op: dict = {}
+
+    def table(self, name: str) -> dict:
+        """op name's table (the same dict for the life of the process)."""
+        return self._by_op.setdefault(name, {})
+
+    def __setitem__(self, key, value) -> None:
+        dict.__setitem__(self, key, value)
+        name, d, kb = key
+        self.table(name).setdefault(d, {})[kb] = value
+
+    def clear(self) -> None:
+        dict.clear(self)
+        for t in self._by_op.values():
+            t.clear()
+
+
+_memo = _Memo()
+_stats = {"learned": 0}
+# the fast-path count: `_tick()` per op (three bytecodes where `_stats["fast"] += 1` takes ten)
+_ticks = itertools.count()
+_tick = _ticks.__next__
 _ndarray = None  # svod.numpy.ndarray (set by `install`)
 _Tensor = _T.Tensor
 
@@ -135,11 +166,12 @@ def _noisy(key) -> bool:
 
 def stats() -> dict:
     """How many ops took the fast path, and how many op/dtype combinations were learned."""
-    return dict(_stats)
+    return {"fast": int(repr(_ticks)[len("count("):-1]), **_stats}
 
 
-def _quiet(f, *args):
-    """`f(*args)` with numpy's floating-point errors ignored (svod's compiled semantics)."""
+def _quiet_set(f, *args):
+    """`f(*args)` with numpy's error state set quiet for the call (the context variable set
+    and reset in the caller's context)."""
     if _EXTOBJ is None:  # pragma: no cover - another numpy
         with np.errstate(all="ignore"):
             return f(*args)
@@ -150,13 +182,40 @@ def _quiet(f, *args):
         _EXTOBJ.reset(tok)
 
 
+class _QuietContext(threading.local):
+    """Per thread: `run(f, *args)` runs `f(*args)` inside a context of its own whose numpy
+    error state is quiet (`contextvars.Context.run`: entering a context is a pointer swap,
+    where setting and resetting numpy's context variable builds a new context mapping and a
+    token per call — ~900 of a fast op's ~15,000 CPU instructions). Only for numpy's own
+    functions on numpy arrays and scalars, which read no other context variable and call no
+    Python code. A context cannot be entered twice at once: a fast op run while this
+    thread's is entered (from a finaliser during the call) takes `_quiet_set` (`_quiet`)."""
+
+    def __init__(self):
+        if _EXTOBJ is None:  # pragma: no cover - another numpy
+            self.run = _quiet_set
+            return
+        ctx = contextvars.Context()
+        ctx.run(_EXTOBJ.set, _QUIET)
+        self.run = ctx.run
+
+
+_q = _QuietContext()
+
+
+def _quiet(f, *args):
+    """`f(*args)` with numpy's floating-point errors ignored (svod's compiled semantics)."""
+    try:
+        return _q.run(f, *args)
+    except RuntimeError:  # (this thread's quiet context is entered already: see `_QuietContext`)
+        return _quiet_set(f, *args)
+
+
 def _wrap(arr, d):
     """A realized `svod.numpy.ndarray` over `arr` — a fresh array (or numpy scalar) of svod
     dtype `d` that nothing else holds — as an unmaterialized `svod.eager.Fresh` node."""
     n = _new(_Fresh)
-    n.op = _BUFFER
     n.dtype = d
-    n.shape = arr.shape
     n._a = arr
     t = _new(_ndarray)
     t.uop = n
@@ -237,6 +296,8 @@ def _binary(name: str, npf, slow, reflected: bool, pyop=None):
     where the ufunc call costs ~0.6); integer scalars do not (their scalar math warns on
     overflow where the array loop wraps silently), nor complex ones."""
 
+    table = _memo.table(name)
+
     def method(self, o):
         u = self.uop
         if type(u) is _Fresh:
@@ -246,8 +307,6 @@ def _binary(name: str, npf, slow, reflected: bool, pyop=None):
         elif u.op is _BUFFER:
             a = u.arg.array
         else:
-            return slow(self, o)
-        if _T._READ_HOOK is not None:
             return slow(self, o)
         d = u.dtype
         t = type(o)
@@ -262,43 +321,51 @@ def _binary(name: str, npf, slow, reflected: bool, pyop=None):
             else:
                 return slow(self, o)
             kb = v.dtype
-            small = b.shape == a.shape
         elif t is float or t is complex or t is int and d.kind in _FC and -_BIG <= o <= _BIG:
-            b, kb, small = o, t, True  # (a weak Python scalar: the array's shape)
+            b, kb = o, t  # (a weak Python scalar: the array's shape)
         else:
             return slow(self, o)
-        key = (name, d, kb)
-        want = _memo.get(key)
+        want = table.get(d)
+        if want is not None:
+            want = want.get(kb)
         if want:
+            if _T._READ_HOOK is not None:
+                return slow(self, o)
             lim = _local.limit
             if lim is None:
                 lim = _POLICY
-            if lim and (a.size <= lim if small else _size_ok(a, b, lim)):
+            # the result's size: `a`'s with a Python scalar; at most the larger operand's when
+            # neither has more than one axis; else the broadcast shape's (NOTE: no shape tuples
+            # on the common paths)
+            if lim and a.size <= lim and (kb is t or (b.size <= lim and (a.ndim <= 1 and b.ndim <= 1 or
+                                                                      _size_ok(a, b, lim)))):
                 f = npf
                 if pyop is not None and type(a) is not np.ndarray and type(b) is not np.ndarray and \
                         d.kind == "f" and (kb is d or kb is float or kb is int):
                     f = pyop  # (two real-float scalars: numpy's scalar math)
-                if want[2]:
-                    tok = _set(_QUIET)
-                    try:
-                        r = f(b, a) if reflected else f(a, b)
-                    finally:
-                        _reset(tok)
-                else:
-                    r = f(b, a) if reflected else f(a, b)
+                if reflected:
+                    a, b = b, a
+                try:
+                    if want[2]:
+                        try:
+                            r = _q.run(f, a, b)
+                        except RuntimeError:  # (the quiet context entered already: `_QuietContext`)
+                            r = _quiet_set(f, a, b)
+                    else:
+                        r = f(a, b)
+                except ValueError:  # shapes that do not broadcast (1-D operands): svod's error
+                    return slow(self, o)
                 if r.dtype is want[1]:  # (an array, or a numpy scalar for a 0-d result: kept as it is)
-                    _stats["fast"] += 1
+                    _tick()
                     n = _new(_Fresh)
-                    n.op = _BUFFER
                     n.dtype = want[0]
-                    n.shape = r.shape
                     n._a = r
                     res = _new(_ndarray)
                     res.uop = n
                     return res
-                _memo[key] = False  # numpy's dtype is not svod's: the full path from now on
+                _memo[(name, d, kb)] = False  # numpy's dtype is not svod's: the full path from now on
         elif want is None:
-            return _learn(key, slow(self, o))
+            return _learn((name, d, kb), slow(self, o))
         return slow(self, o)
 
     method.__name__ = method.__qualname__ = slow.__name__
@@ -326,16 +393,9 @@ def _inplace(name: str, npf, slow):
                     if lim is None:
                         lim = _POLICY
                     if lim and a.size <= lim:
-                        if want[2]:
-                            tok = _set(_QUIET)
-                            try:
-                                r = npf(a, b)
-                            finally:
-                                _reset(tok)
-                        else:
-                            r = npf(a, b)
+                        r = _quiet(npf, a, b) if want[2] else npf(a, b)
                         if r.dtype is want[1] and r.shape == a.shape:
-                            _stats["fast"] += 1
+                            _tick()
                             self.uop = _fresh(r, d)
                             return self
         return slow(self, o)
@@ -357,7 +417,7 @@ def _unary(name: str, npf, slow):
                 if lim and a.size <= lim:
                     r = _result(_call1(npf, a, want), want)
                     if r is not None:
-                        _stats["fast"] += 1
+                        _tick()
                         return _wrap(r, want[0])
                     _memo[key] = False
             elif want is None:
@@ -367,6 +427,9 @@ def _unary(name: str, npf, slow):
     method.__name__ = method.__qualname__ = slow.__name__
     method.__doc__ = slow.__doc__
     return method
+
+
+_BOUND = frozenset((int, type(None)))  # the types of a basic slice's start, stop and step
 
 
 def _ints(key) -> int:
@@ -381,20 +444,10 @@ def _ints(key) -> int:
         return -1
     n = 0
     for k in key:
-        t = type(k)
-        if t is int:
+        if type(k) is int:
             n += 1
-            continue
-        if t is not slice:
-            return -1
-        v = k.start
-        if v is not None and type(v) is not int:
-            return -1
-        v = k.stop
-        if v is not None and type(v) is not int:
-            return -1
-        v = k.step
-        if v is not None and (type(v) is not int or not v):
+        elif type(k) is not slice or type(k.start) not in _BOUND or type(k.stop) not in _BOUND or \
+                type(k.step) not in _BOUND or k.step == 0:
             return -1
     return n
 
@@ -407,6 +460,21 @@ def _plain_slice(s: slice) -> bool:
 
 
 def _getitem(slow):
+    """`x[key]` of a realized x with a basic key (Python ints and slices) and a result
+    within the eager limit: numpy's indexing. An element is the numpy scalar numpy returns;
+    a part of more than `_VIEW_MIN` bytes is a *view* of x's memory, a smaller one a copy
+    (cheaper than recording a view). A view is a value all the same (svod's slices are not
+    numpy's views): nothing writes memory that a live view reads. An in-place write needs
+    `svod.eager.sole_owner`, and a view holds a reference to the array owning its memory
+    (numpy collapses `base` to it), so while one lives a write of x goes into a copy of x —
+    unless the view is held by the unmaterialized node made here, recorded with
+    `svod.eager.note_view`: the write first gives such nodes copies of their own
+    (`svod.eager.detach_views`) and then writes in place (a loop that keeps a row while it
+    writes the others copies the row once). A node holding a view copies it into its own
+    memory when it is materialized (`svod.eager.Fresh`). So a loop reading big parts
+    (Jacobi's `a[:-2] + a[1:-1] + a[2:]`, Cholesky's `ell[j + 1:, :j] @ ell[j, :j]`) does
+    not copy them, as numpy does not."""
+
     def __getitem__(self, key):
         u = self.uop
         if type(u) is _Fresh:
@@ -418,23 +486,13 @@ def _getitem(slow):
         else:
             return slow(self, key)
         tk = type(key)
-        if tk is tuple:  # (`_ints`' check of a basic key, inline)
+        if tk is tuple:  # (`_ints`' check of a basic key, inline; a zero step: numpy's ValueError below)
             for k in key:
-                tk = type(k)
-                if tk is int:
-                    continue
-                if tk is not slice:
+                if type(k) is not int and (type(k) is not slice or type(k.start) not in _BOUND or
+                                           type(k.stop) not in _BOUND or type(k.step) not in _BOUND):
                     return slow(self, key)
-                tk = k.start
-                if tk is not None and type(tk) is not int:
-                    return slow(self, key)
-                tk = k.stop
-                if tk is not None and type(tk) is not int:
-                    return slow(self, key)
-                tk = k.step
-                if tk is not None and (type(tk) is not int or not tk):
-                    return slow(self, key)
-        elif tk is not int and not (tk is slice and _plain_slice(key)):
+        elif tk is not int and (tk is not slice or type(key.start) not in _BOUND or
+                                type(key.stop) not in _BOUND or type(key.step) not in _BOUND):
             return slow(self, key)
         if _T._READ_HOOK is None:
             lim = _local.limit
@@ -448,13 +506,22 @@ def _getitem(slow):
                 if type(v) is np.ndarray:
                     if v.size > lim:
                         return slow(self, key)
-                    v = v.copy()  # (C order: a slice is a value, not a view)
+                    if v.nbytes <= _VIEW_MIN:
+                        v = v.copy()  # (C order)
+                    else:  # a view of x's memory, a value all the same (`_getitem`)
+                        _tick()
+                        n = _new(_Fresh)
+                        n.dtype = u.dtype
+                        n._a = v
+                        b = v.base  # (the array owning the memory: numpy collapses a view's base)
+                        _note_view(b, n)
+                        res = _new(_ndarray)
+                        res.uop = n
+                        return res
                 # else one element: a numpy scalar, kept as the node's value (an array when materialized)
-                _stats["fast"] += 1
+                _tick()
                 n = _new(_Fresh)
-                n.op = _BUFFER
                 n.dtype = u.dtype
-                n.shape = v.shape
                 n._a = v
                 res = _new(_ndarray)
                 res.uop = n
@@ -505,7 +572,25 @@ def _setitem(slow):
                     return slow(self, key, value)
                 del u, arr  # NOTE: no reference to x's node, BufferRef or array while ownership is checked
                 try:
-                    if _sole_owner(self):
+                    u = self.uop
+                    if type(u) is _Fresh:
+                        # `sole_owner`'s check of an unmaterialized node, inline (the same counts: the
+                        # node held by x and `u`, the array by the node and `arr`), then `write_in_place`
+                        arr = u._a
+                        if type(arr) is np.ndarray and arr.base is None and _rc(u) <= _BASE_FU and \
+                                _rc(arr) <= _BASE_FA:
+                            arr[key] = varr
+                            n = _new(_Fresh)
+                            n.dtype = d
+                            n._a = arr
+                            self.uop = n
+                            _tick()
+                            if id(self) in _live:
+                                _T._realized(self)
+                            return
+                        del arr
+                    del u
+                    if _sole_owner(self) or _detach_views(self) and _sole_owner(self):
                         _eager.write_in_place(self, key, varr)
                     else:
                         new = np.array(_array(self.uop), order="C", copy=True)
@@ -515,8 +600,9 @@ def _setitem(slow):
                     # a bad key or a value numpy cannot broadcast: numpy checks both before it writes
                     # anything, and x is not rebound, so the full path raises svod's error
                     return slow(self, key, value)
-                _stats["fast"] += 1
-                _T._realized(self)
+                _tick()
+                if id(self) in _live:
+                    _T._realized(self)
                 return
         slow(self, key, value)
 
@@ -571,38 +657,50 @@ def _function(name: str, npf, slow, nin: int):
     `nin` positional operands and nothing else; `slow(*args, **kwargs)` otherwise. (The
     ufunc object's class gets it as `__call__`: one Python frame per call, not two.)"""
 
+    table = _memo.table(name)
+
     def fn(_self, *args, **kwargs):
         if not kwargs and len(args) == nin and _T._READ_HOOK is None:
             x = args[0]
             tx = type(x)
             if tx is _ndarray or tx is _Tensor:
                 u = x.uop
-                a = _array(u)
+                if type(u) is _Fresh:  # (`_array`, inline)
+                    a = u._a
+                    if a is None:
+                        a = u.arg.array
+                elif u.op is _BUFFER:
+                    a = u.arg.array
+                else:
+                    a = None
                 if a is not None:
                     d = u.dtype
                     if nin == 1:
-                        key, b = (name, d, None), None
+                        b = kb = None
                     else:
                         b, kb = _operand(args[1], d.kind in _FC)
-                        key = (name, d, kb) if kb is not None else None
-                    if key is not None:
-                        want = _memo.get(key)
+                    if nin == 1 or kb is not None:
+                        want = table.get(d)
+                        if want is not None:
+                            want = want.get(kb)
+                        key = (name, d, kb)
                         if want:
                             lim = _local.limit
                             if lim is None:
                                 lim = _POLICY
                             if lim and (a.size <= lim if nin == 1 else _size_ok(a, b, lim)):
                                 if want[2]:
-                                    tok = _set(_QUIET)
-                                    try:
-                                        r = npf(a) if nin == 1 else npf(a, b)
-                                    finally:
-                                        _reset(tok)
+                                    r = _quiet(npf, a) if nin == 1 else _quiet(npf, a, b)
                                 else:
                                     r = npf(a) if nin == 1 else npf(a, b)
                                 if r.dtype is want[1]:
-                                    _stats["fast"] += 1
-                                    return _wrap(r, want[0])
+                                    _tick()
+                                    n = _new(_Fresh)  # (`_wrap`, inline)
+                                    n.dtype = want[0]
+                                    n._a = r
+                                    res = _new(_ndarray)
+                                    res.uop = n
+                                    return res
                                 _memo[key] = False
                         elif want is None:
                             return _learn(key, slow(*args))
@@ -631,6 +729,8 @@ def _matmul_like(name: str, slow):
     matching inner sizes: `np.matmul` (the op table's MATMUL), as `svod.reductions` does.
     (`_two_realized`, `_call2` and `_wrap` inline: a loop's dot products pass here.)"""
 
+    table = _memo.table(name)
+
     def fn(a, b, *rest, **kwargs):
         if not rest and not kwargs and _T._READ_HOOK is None:
             ta, tb = type(a), type(b)
@@ -641,7 +741,9 @@ def _matmul_like(name: str, slow):
                 y = _array(v) if x is not None else None
                 if y is not None:
                     key = (name, d, d)
-                    want = _memo.get(key)
+                    want = table.get(d)
+                    if want is not None:
+                        want = want.get(d)
                     if want:
                         nx, ny = x.ndim, y.ndim  # (a numpy scalar of a 0-d value: ndim 0, not taken)
                         if 1 <= nx <= 2 and 1 <= ny <= 2 and x.shape[-1] == y.shape[0]:
@@ -652,7 +754,7 @@ def _matmul_like(name: str, slow):
                                     (x.shape[0] if nx == 2 else 1) * (y.shape[1] if ny == 2 else 1) <= lim:
                                 r = _call2(np.matmul, x, y, want)
                                 if r.dtype is want[1]:
-                                    _stats["fast"] += 1
+                                    _tick()
                                     return _wrap(r, want[0])
                                 _memo[key] = False
                     elif want is None:
@@ -671,7 +773,7 @@ def _taken(key, r, want):
     if r is None:
         _memo[key] = False
         return None
-    _stats["fast"] += 1
+    _tick()
     return _wrap(r, want[0])
 
 
@@ -722,7 +824,7 @@ def _sum(slow):
                             r = _result(_quiet(_add_reduce, x, axes, want[1]) if want[2] else
                                         _add_reduce(x, axes, want[1]), want)
                             if r is not None:
-                                _stats["fast"] += 1
+                                _tick()
                                 return _wrap(r, want[0])
                             _memo[key] = False
                     elif want is None:
