@@ -35,12 +35,12 @@ import dataclasses
 
 import llvmlite.ir as ir
 
-from svod.codegen.irbuild import I8, I64, VOID, Fn, Lowered, func, i64, imin, mem_type
+from svod.codegen.irbuild import I8, I64, VOID, Fn, Lowered, ceil_div, func, i64, imin, mem_type
 from svod.codegen.schedule import Schedule, block_rows, schedule
 from svod.kernel import LOAD, Kernel, KInput, KNode, KOutput, MatmulSpec
 from svod.view import View, ViewChain
 
-__all__ = ["lower_mlp", "parts", "row_strides"]
+__all__ = ["MLP_KEPT_BLOCKS", "lower_mlp", "parts", "row_strides"]
 
 def row_strides(kernel: Kernel) -> list[int]:
     """Per input, its element stride along the kernel's row axis (0: the same for every
@@ -115,41 +115,104 @@ def parts(kernel: Kernel, rows: int) -> tuple[Kernel, Kernel, list[int], list[in
     return k1, k2, ins1, ins2
 
 
-def lower_mlp(kernel: Kernel, symbol: str, sched: Schedule, lowering) -> Lowered:
+MLP_KEPT_BLOCKS = 2  # scratch blocks an MLP kernel keeps between calls (one per concurrent body call)
+
+
+def _cache(module: ir.Module, symbol: str) -> ir.GlobalVariable:
+    name = f"{symbol}.scratch"
+    try:
+        return module.get_global(name)
+    except KeyError:
+        pass
+    ty = ir.ArrayType(ir.PointerType(I8), MLP_KEPT_BLOCKS)
+    g = ir.GlobalVariable(module, ty, name)
+    g.linkage = "internal"
+    g.initializer = ir.Constant(ty, None)
+    return g
+
+
+def _take_block(f: Fn, module: ir.Module, symbol: str, nbytes: int) -> ir.Value:
+    """An alloca holding this body call's scratch block of `nbytes`: one the kernel kept
+    from an earlier call (taken with an atomic exchange, so no two calls share one), else
+    a fresh malloc. Why kept: the block (W4: 33 MB of packed weights) is an mmap for
+    malloc, and its first touch page-faulted 8400 times a call (16-19 ms of system time
+    against ~100 ms of work, docs/codegen.md)."""
+    b = f.b
+    i8p = ir.PointerType(I8)
+    cache = _cache(module, symbol)
+    got = f.alloca(i8p, 1, "blk")
+    b.store(ir.Constant(i8p, None), got)
+    for j in range(MLP_KEPT_BLOCKS):
+        def take(j=j):
+            slot = b.gep(cache, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), j)])
+            b.store(b.atomic_rmw("xchg", slot, ir.Constant(i8p, None), "acq_rel"), got)
+
+        f.if_then(b.icmp_unsigned("==", b.ptrtoint(b.load(got), I64), i64(0)), take)
+
+    def fresh():
+        raw = b.call(func(module, "malloc", i8p, [I64]), [i64(nbytes)])
+        # NOTE: no memory for the hidden block or the packed weights: stop here (SIGILL)
+        # rather than return garbage
+        f.if_then(b.icmp_unsigned("==", b.ptrtoint(raw, I64), i64(0)),
+                  lambda: b.call(func(module, "llvm.trap", VOID, []), []))
+        b.store(raw, got)
+
+    f.if_then(b.icmp_unsigned("==", b.ptrtoint(b.load(got), I64), i64(0)), fresh)
+    return got
+
+
+def _give_block(f: Fn, module: ir.Module, symbol: str, got: ir.Value) -> None:
+    """Keep the call's block for the next call (an empty cache slot, compare-and-swap),
+    or free it when every slot is taken."""
+    b = f.b
+    i8p = ir.PointerType(I8)
+    cache = _cache(module, symbol)
+    null = ir.Constant(i8p, None)
+    for j in range(MLP_KEPT_BLOCKS):
+        def give(j=j):
+            slot = b.gep(cache, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), j)])
+            res = b.cmpxchg(slot, null, b.load(got), "acq_rel", "monotonic")
+            f.if_then(b.extract_value(res, 1), lambda: b.store(null, got))
+
+        f.if_then(b.icmp_unsigned("!=", b.ptrtoint(b.load(got), I64), i64(0)), give)
+    f.if_then(b.icmp_unsigned("!=", b.ptrtoint(b.load(got), I64), i64(0)),
+              lambda: b.call(func(module, "free", VOID, [i8p]), [b.load(got)]))
+
+
+def lower_mlp(kernel: Kernel, symbol: str, sched: Schedule, lowering, rows: bool = False) -> Lowered:
     """Kernel (with `mlp`) -> LLVM IR text with entry ``void symbol(i8** slots, i64 ub,
     i64 ue)`` over its row blocks (see the module docstring). `lowering`: the class
     lowering one kernel into a module (`svod.codegen.lower.KernelLowering`; passed in,
-    lower.py dispatches here)."""
+    lower.py dispatches here). `rows` (the *rows variant*, `svod.codegen.rows`): the row
+    count m is read at run time from the slot after the last output (an integer, at most
+    the kernel's m), and only its ceil(m / R) blocks have work; the rows past it are
+    neither read nor written."""
     why = lowerable(kernel)
     if why is not None:
         raise ValueError(f"MLP kernel {kernel.name}: {why}")
     ml = kernel.mlp
     target = sched.target
+    runtime_rows = rows
     rows = block_rows(kernel, target)
     units = sched.loops.units
-    # a block's GEMMs run on the calling thread: tiled for one worker (whole-width tiles:
-    # each weight packed once per block, not once per column tile; the same KC, so the
-    # same sums)
+    # a block's GEMMs run on the calling thread: tiled for one worker (whole-width column
+    # tiles: each weight packed once per block; the same KC, so the same sums), their row
+    # count read at run time (GEMM rows variants: one pair serves every block, the short
+    # last one too)
     one = dataclasses.replace(target, workers=1)
     module = ir.Module(name=f"svod_{kernel.name}")
     nin, nout = len(kernel.inputs), len(kernel.outputs)
     dt = kernel.inputs[ml.x].dtype
-    hty = ir.PointerType(mem_type(dt))
-    full = ml.m // rows
-    tail = ml.m - full * rows
-    subs = []  # per block size: (GEMM 1 lowering, GEMM 2 lowering, input maps)
-    for r, tag in ((rows, "f"), (tail, "t")):
-        if r == 0 or (tag == "f" and full == 0):
-            subs.append(None)
-            continue
-        k1, k2, ins1, ins2 = parts(kernel, r)
-        lows = []
-        for k, name in ((k1, "g1"), (k2, "g2")):  # (GEMM 1, GEMM 2) of a block of r rows
-            low = lowering(k, module, f"{symbol}.{tag}{name}", schedule(k, one))
-            low.lower()
-            module.get_global(f"{symbol}.{tag}{name}").linkage = "internal"
-            lows.append(low)
-        subs.append((lows[0], lows[1], ins1, ins2))
+    ty = mem_type(dt)
+    hty = ir.PointerType(ty)
+    k1, k2, ins1, ins2 = parts(kernel, rows)
+    gs = []
+    for k, name in ((k1, "g1"), (k2, "g2")):
+        low = lowering(k, module, f"{symbol}.{name}", schedule(k, one), rows=True)
+        low.lower()
+        module.get_global(f"{symbol}.{name}").linkage = "internal"
+        gs.append(low)
+    g1, g2 = gs
 
     fnty = ir.FunctionType(VOID, [ir.PointerType(ir.PointerType(I8)), I64, I64])
     fn = ir.Function(module, fnty, symbol)
@@ -159,37 +222,33 @@ def lower_mlp(kernel: Kernel, symbol: str, sched: Schedule, lowering) -> Lowered
     ptrs = [b.bitcast(b.load(b.gep(fn.args[0], [i64(j)])), ir.PointerType(mem_type(t))) for j, t in enumerate(types)]
     strides = row_strides(kernel)
     isz = dt.itemsize
-    i8p = ir.PointerType(I8)
-    raw = b.call(func(module, "malloc", i8p, [I64]), [i64(max(1, rows * ml.h) * isz + 64)])
-    # NOTE: no memory for the hidden block: stop here (SIGILL) rather than return garbage
-    f.if_then(b.icmp_unsigned("==", b.ptrtoint(raw, I64), i64(0)),
-              lambda: b.call(func(module, "llvm.trap", VOID, []), []))
-    hid = b.inttoptr(b.and_(b.add(b.ptrtoint(raw, I64), i64(63)), i64(-64)), hty)
+    m = i64(ml.m) if not runtime_rows else b.ptrtoint(b.load(b.gep(fn.args[0], [i64(len(types))])), I64)
+    ue = imin(b, fn.args[2], imin(b, ceil_div(b, m, rows), i64(units)) if runtime_rows else i64(units))
+    nbytes = max(1, rows * ml.h) * isz + 64
+    got = _take_block(f, module, symbol, nbytes)
+    hid = b.inttoptr(b.and_(b.add(b.ptrtoint(b.load(got), I64), i64(63)), i64(-64)), hty)
 
-    def block(sub, r0):
-        g1, g2, ins1, ins2 = sub
+    def moved(i, r0):  # MLP input i's pointer at row r0
+        return ptrs[i] if strides[i] == 0 else b.gep(ptrs[i], [b.mul(r0, i64(strides[i]))])
 
-        def moved(i):  # MLP input i's pointer at row r0
-            return ptrs[i] if strides[i] == 0 else b.gep(ptrs[i], [b.mul(r0, i64(strides[i]))])
+    def gemm(g, args, r):  # one rows-variant GEMM over r rows: its row tiles covering r
+        p = g.sched.gemm
+        n_units = b.mul(ceil_div(b, r, p.mt), i64(p.tiles_n))
+        b.call(g.body_fn, args + [i64(0), n_units, r])
 
-        a1 = [moved(i) for i in ins1] + [hid]
-        b.call(g1.body_fn, a1 + [i64(0), i64(g1.plan.units)])
+    def block(r0, r):  # the r rows from r0: GEMM 1 into the hidden block, GEMM 2 from it
+        a1 = [moved(i, r0) for i in ins1] + [hid]
+        gemm(g1, a1, r)
         outs = [b.gep(ptrs[nin + j], [b.mul(r0, i64(ml.n))]) for j in range(nout)]
-        a2 = [hid if i < 0 else moved(i) for i in ins2] + outs
-        b.call(g2.body_fn, a2 + [i64(0), i64(g2.plan.units)])
+        a2 = [hid if i < 0 else moved(i, r0) for i in ins2] + outs
+        gemm(g2, a2, r)
 
     def unit(u):
         r0 = b.mul(u, i64(rows))
-        if subs[1] is None:
-            block(subs[0], r0)
-        elif subs[0] is None:
-            block(subs[1], r0)
-        else:
-            f.if_else(b.icmp_signed("<", u, i64(full)), lambda: block(subs[0], r0), lambda: block(subs[1], r0))
+        block(r0, imin(b, i64(rows), b.sub(m, r0)))
 
-    f.loop(fn.args[1], imin(b, fn.args[2], i64(units)), unit, "blk")
-    b.call(func(module, "free", VOID, [i8p]), [raw])
+    f.loop(fn.args[1], ue, unit, "blk")
+    _give_block(f, module, symbol, got)
     b.ret_void()
     f.finish()
     return Lowered(str(module), symbol, units, sched.loops)
-
