@@ -382,8 +382,7 @@ def _slots(plan, arrays):
 @pytest.mark.parametrize("m", [200, 257])
 def test_blocks_threads_and_repeated_calls_are_bit_identical(m):
     """Several row blocks with a short last one (one pair of GEMM rows variants serves
-    both): on 1 and 2 threads and over repeated calls (the kernel keeps its hidden block
-    between calls) the result is the two-GEMM plan's to the last bit, and numpy's."""
+    both): on 1 and 2 threads and over repeated calls the result is the two-GEMM plan's to the last bit, and numpy's."""
     from svod.codegen.schedule import block_rows
 
     arrs = _arrays(m, 37, 3000, 23, seed=m)
@@ -403,8 +402,8 @@ def test_blocks_threads_and_repeated_calls_are_bit_identical(m):
 
 
 def test_concurrent_calls_keep_their_own_hidden_blocks():
-    """Calls of one MLP program from several Python threads at once (each takes a kept
-    hidden block with an atomic exchange, or mallocs one): every result is its inputs'."""
+    """Calls of one MLP program from several Python threads at once (each body call has
+    its own hidden block): every result is its inputs'."""
     import threading
 
     arrs = _arrays(150, 16, 2500, 9, seed=3)

@@ -3,19 +3,25 @@
 The kernel of an `MlpSpec` (built by `svod.lower.mlp` for search/kinds.py's `mlp` kind)
 lowers to::
 
-    unit u = block of R rows of x (R = `svod.codegen.schedule.block_rows`; the last block may be shorter)
-      H  = e1(x[rows] @ w1)        # GEMM 1 with its epilogue (bias, activation) -> H (R x h)
+    unit u = block of r = min(R, m - u*R) rows of x (R = `svod.codegen.schedule.block_rows`)
+      H  = e1(x[rows] @ w1)        # GEMM 1 with its epilogue (bias, activation) -> H (r x h)
       out[rows] = e2(H @ w2)       # GEMM 2 with its epilogue, A = H
     H: one malloc'ed (R, h) block per body call (per thread), reused by every unit
 
 The (m, h) hidden layer never exists in memory: each thread's H block is written by
 GEMM 1 and read back by GEMM 2's packing while it is in L2/L3. Both products are the
-generated GEMM of `svod.codegen.gemm`, unchanged: each block's two products are
+generated GEMM of `svod.codegen.gemm`, unchanged: the two products of a block are
 ordinary matmul kernels over R rows (`parts`), lowered into the same LLVM module by
-`KernelLowering` and called here with their operand pointers moved to the block's first
-row (every input is one unmasked strided view, so a block is the same view at an offset).
-A block's GEMMs run all their units on the calling thread; the runtime splits the row
-blocks across threads.
+`KernelLowering` as *rows variants* (their row count r is an argument: one pair of
+GEMMs serves every block, the short last one too) and called here with their operand
+pointers moved to the block's first row (every input is one unmasked strided view, so a
+block is the same view at an offset). A block's GEMMs run all their units on the
+calling thread; the runtime splits the row blocks across threads.
+
+The MLP kernel's own rows variant (``lower_mlp(..., rows=True)``, built by
+`svod.codegen.rows` for a bucket plan run at n rows) reads m from the slot after the
+outputs and runs the ceil(m / R) blocks that hold rows; no row past m is read or written.
+
 
 Numerics: each output element is the GEMM's sum, in the GEMM's order (it depends on K
 and KC only), of the same epilogue operations the two-kernel plan runs: results equal
@@ -40,7 +46,7 @@ from svod.codegen.schedule import Schedule, block_rows, schedule
 from svod.kernel import LOAD, Kernel, KInput, KNode, KOutput, MatmulSpec
 from svod.view import View, ViewChain
 
-__all__ = ["MLP_KEPT_BLOCKS", "lower_mlp", "parts", "row_strides"]
+__all__ = ["lower_mlp", "parts", "row_strides"]
 
 def row_strides(kernel: Kernel) -> list[int]:
     """Per input, its element stride along the kernel's row axis (0: the same for every
@@ -115,70 +121,6 @@ def parts(kernel: Kernel, rows: int) -> tuple[Kernel, Kernel, list[int], list[in
     return k1, k2, ins1, ins2
 
 
-MLP_KEPT_BLOCKS = 2  # scratch blocks an MLP kernel keeps between calls (one per concurrent body call)
-
-
-def _cache(module: ir.Module, symbol: str) -> ir.GlobalVariable:
-    name = f"{symbol}.scratch"
-    try:
-        return module.get_global(name)
-    except KeyError:
-        pass
-    ty = ir.ArrayType(ir.PointerType(I8), MLP_KEPT_BLOCKS)
-    g = ir.GlobalVariable(module, ty, name)
-    g.linkage = "internal"
-    g.initializer = ir.Constant(ty, None)
-    return g
-
-
-def _take_block(f: Fn, module: ir.Module, symbol: str, nbytes: int) -> ir.Value:
-    """An alloca holding this body call's scratch block of `nbytes`: one the kernel kept
-    from an earlier call (taken with an atomic exchange, so no two calls share one), else
-    a fresh malloc. Why kept: the block (W4: 33 MB of packed weights) is an mmap for
-    malloc, and its first touch page-faulted 8400 times a call (16-19 ms of system time
-    against ~100 ms of work, docs/codegen.md)."""
-    b = f.b
-    i8p = ir.PointerType(I8)
-    cache = _cache(module, symbol)
-    got = f.alloca(i8p, 1, "blk")
-    b.store(ir.Constant(i8p, None), got)
-    for j in range(MLP_KEPT_BLOCKS):
-        def take(j=j):
-            slot = b.gep(cache, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), j)])
-            b.store(b.atomic_rmw("xchg", slot, ir.Constant(i8p, None), "acq_rel"), got)
-
-        f.if_then(b.icmp_unsigned("==", b.ptrtoint(b.load(got), I64), i64(0)), take)
-
-    def fresh():
-        raw = b.call(func(module, "malloc", i8p, [I64]), [i64(nbytes)])
-        # NOTE: no memory for the hidden block or the packed weights: stop here (SIGILL)
-        # rather than return garbage
-        f.if_then(b.icmp_unsigned("==", b.ptrtoint(raw, I64), i64(0)),
-                  lambda: b.call(func(module, "llvm.trap", VOID, []), []))
-        b.store(raw, got)
-
-    f.if_then(b.icmp_unsigned("==", b.ptrtoint(b.load(got), I64), i64(0)), fresh)
-    return got
-
-
-def _give_block(f: Fn, module: ir.Module, symbol: str, got: ir.Value) -> None:
-    """Keep the call's block for the next call (an empty cache slot, compare-and-swap),
-    or free it when every slot is taken."""
-    b = f.b
-    i8p = ir.PointerType(I8)
-    cache = _cache(module, symbol)
-    null = ir.Constant(i8p, None)
-    for j in range(MLP_KEPT_BLOCKS):
-        def give(j=j):
-            slot = b.gep(cache, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), j)])
-            res = b.cmpxchg(slot, null, b.load(got), "acq_rel", "monotonic")
-            f.if_then(b.extract_value(res, 1), lambda: b.store(null, got))
-
-        f.if_then(b.icmp_unsigned("!=", b.ptrtoint(b.load(got), I64), i64(0)), give)
-    f.if_then(b.icmp_unsigned("!=", b.ptrtoint(b.load(got), I64), i64(0)),
-              lambda: b.call(func(module, "free", VOID, [i8p]), [b.load(got)]))
-
-
 def lower_mlp(kernel: Kernel, symbol: str, sched: Schedule, lowering, rows: bool = False) -> Lowered:
     """Kernel (with `mlp`) -> LLVM IR text with entry ``void symbol(i8** slots, i64 ub,
     i64 ue)`` over its row blocks (see the module docstring). `lowering`: the class
@@ -224,9 +166,12 @@ def lower_mlp(kernel: Kernel, symbol: str, sched: Schedule, lowering, rows: bool
     isz = dt.itemsize
     m = i64(ml.m) if not runtime_rows else b.ptrtoint(b.load(b.gep(fn.args[0], [i64(len(types))])), I64)
     ue = imin(b, fn.args[2], imin(b, ceil_div(b, m, rows), i64(units)) if runtime_rows else i64(units))
-    nbytes = max(1, rows * ml.h) * isz + 64
-    got = _take_block(f, module, symbol, nbytes)
-    hid = b.inttoptr(b.and_(b.add(b.ptrtoint(b.load(got), I64), i64(63)), i64(-64)), hty)
+    i8p = ir.PointerType(I8)
+    raw = b.call(func(module, "malloc", i8p, [I64]), [i64(max(1, rows * ml.h) * isz + 64)])
+    # NOTE: no memory for the hidden block: stop here (SIGILL) rather than return garbage
+    f.if_then(b.icmp_unsigned("==", b.ptrtoint(raw, I64), i64(0)),
+              lambda: b.call(func(module, "llvm.trap", VOID, []), []))
+    hid = b.inttoptr(b.and_(b.add(b.ptrtoint(raw, I64), i64(63)), i64(-64)), hty)
 
     def moved(i, r0):  # MLP input i's pointer at row r0
         return ptrs[i] if strides[i] == 0 else b.gep(ptrs[i], [b.mul(r0, i64(strides[i]))])
@@ -248,7 +193,7 @@ def lower_mlp(kernel: Kernel, symbol: str, sched: Schedule, lowering, rows: bool
         block(r0, imin(b, i64(rows), b.sub(m, r0)))
 
     f.loop(fn.args[1], ue, unit, "blk")
-    _give_block(f, module, symbol, got)
+    b.call(func(module, "free", VOID, [i8p]), [raw])
     b.ret_void()
     f.finish()
     return Lowered(str(module), symbol, units, sched.loops)
