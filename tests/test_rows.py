@@ -587,3 +587,29 @@ def test_an_mlp_kernel_plan_runs_n_rows(threads, monkeypatch):
     for t, g in zip(ins[:2], got[:2]):
         exact = f(svod.asarray(t.numpy().copy())).numpy()
         assert np.array_equal(g.view(np.uint32), exact.view(np.uint32)), t.shape[0]
+
+
+def test_an_mlp_kernel_with_a_residual_runs_n_rows(monkeypatch):
+    """The MLP kernel's epilogue reading x again (a residual: a row-carrying operand
+    besides x) runs n rows too; a size past the last full block of R rows included."""
+    monkeypatch.setenv("SVOD_FUSE_MLP", "1")
+    w1 = svod.asarray(_W)
+    w2 = svod.asarray(_W.T.copy())
+
+    def f(x):
+        return svod.nn.gelu(x @ w1 + svod.asarray(_B[:8]), approximate="tanh") @ w2 + x
+
+    def ref(x):
+        return _gelu_ref(x.astype(np.float64) @ _W + _B[:8]) @ _W.T + x
+
+    for n in (300, 301, 302, 317, 319, 305):  # 301-320: one bucket
+        x = _data(n, np.float32)
+        got = f(svod.asarray(x)).numpy()
+        assert got.shape == (n, C)
+        np.testing.assert_allclose(got, ref(x), rtol=3e-5, atol=3e-5)
+    _, exe = engine.plan_for([f(svod.asarray(_data(302, np.float32)))])
+    if not any(k.kind == "mlp" for k in exe.plan.kernels):
+        pytest.skip("the search did not choose the MLP kernel for this program")
+    rp = _rows_program(f, _data(302, np.float32))
+    assert rp is not None and rp.ok and rp.runs >= 4, rp and rp.reason
+    assert any(sp[0] == "tiles" for sp in rp.specs.values()), rp.specs
