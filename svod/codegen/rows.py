@@ -41,6 +41,10 @@ launch is one of:
   bucket's rows program (one more compile per GEMM kernel, counted in
   `kernels_compiled`) and kept in the object cache under the kernel's key (a later
   process loads them);
+* a fused MLP kernel (`svod.codegen.mlp`) with the rows on x and the weights free
+  (``("tiles", R, 1)``, `_mlp_spec`): the ``ceil(n / R)`` row blocks holding rows, run
+  by its rows variant (``lower_mlp(..., rows=True)``), whose last block stops at row
+  ``n``; a compile per MLP kernel, cached like the GEMM variants;
 * a batched matmul whose batch axis 0 is the rows (every operand carries them): whole
   batch indices, ``("row", units per index)``, the kernel unchanged;
 * a BLAS (library) matmul step of either form (``("lib", batched)``): numpy's BLAS on
