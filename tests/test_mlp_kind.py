@@ -363,3 +363,109 @@ def test_three_layers():
     assert [k.kind for k in plan.kernels][0] == "mlp" and len(plan.kernels) == 2
     want = np.maximum(np.maximum(x.astype(np.float64) @ ws[0], 0) @ ws[1], 0) @ ws[2]
     np.testing.assert_allclose(_native(plan, b.arrays), want, rtol=2e-5, atol=2e-5)
+
+
+# ----------------------------------------------------------------------------- blocks, threads, rows variant
+
+
+def _slots(plan, arrays):
+    """(kernel, its program, the bufs by slot, the output array) of a forced one-kernel plan."""
+    from svod.codegen.program import compile_kernel
+
+    (k,) = plan.kernels
+    bufs = {i: np.ascontiguousarray(a).reshape(-1) for i, a in enumerate(arrays)}
+    for o in k.outputs:
+        bufs[o.slot] = np.empty(int(np.prod(o.shape)), o.dtype.np)
+    return k, compile_kernel(k), bufs, bufs[plan.outputs[0][0]].reshape(plan.outputs[0][1])
+
+
+@pytest.mark.parametrize("m", [200, 257])
+def test_blocks_threads_and_repeated_calls_are_bit_identical(m):
+    """Several row blocks with a short last one (one pair of GEMM rows variants serves
+    both): on 1 and 2 threads and over repeated calls the result is the two-GEMM plan's to the last bit, and numpy's."""
+    from svod.codegen.schedule import block_rows
+
+    arrs = _arrays(m, 37, 3000, 23, seed=m)
+    t = _graph(arrs, "gelu")
+    key, b, plan = _forced(t)
+    k, prog, bufs, out = _slots(plan, b.arrays)
+    rows = block_rows(k)
+    assert m % rows and m // rows >= 1, (m, rows)  # full blocks and a short last one
+    _, _, two = _forced(t, keep=(_hidden(key),))
+    assert {kk.kind for kk in two.kernels} == {"matmul"}
+    want = _native(two, b.arrays)
+    np.testing.assert_allclose(want, _ref(arrs, "gelu"), rtol=2e-5, atol=2e-5)
+    for threads in (1, 2, 1, 2):
+        out[...] = np.nan
+        prog.run(bufs, threads)
+        assert np.array_equal(out.view(np.uint32), want.view(np.uint32)), threads
+
+
+def test_concurrent_calls_keep_their_own_hidden_blocks():
+    """Calls of one MLP program from several Python threads at once (each body call has
+    its own hidden block): every result is its inputs'."""
+    import threading
+
+    arrs = _arrays(150, 16, 2500, 9, seed=3)
+    key, b, plan = _forced(_graph(arrs, "silu"))
+    (k,) = plan.kernels
+    assert k.kind == "mlp"
+    from svod.codegen.program import compile_kernel
+
+    prog = compile_kernel(k)
+    xslot = next(i for i, a in enumerate(b.arrays) if a.shape == arrs[0].shape)
+    errors = []
+
+    def worker(seed):
+        rng = np.random.default_rng(seed)
+        bufs = {i: np.ascontiguousarray(a).reshape(-1).copy() for i, a in enumerate(b.arrays)}
+        for o in k.outputs:
+            bufs[o.slot] = np.empty(int(np.prod(o.shape)), o.dtype.np)
+        slot, shape = plan.outputs[0]
+        for _ in range(6):
+            x = rng.standard_normal(arrs[0].shape).astype(np.float32)
+            bufs[xslot][...] = x.reshape(-1)
+            prog.run(bufs, 1)
+            want = _ref((x,) + arrs[1:], "silu")
+            if not np.allclose(bufs[slot].reshape(shape), want, rtol=2e-5, atol=2e-5):
+                errors.append(seed)
+
+    ts = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for th in ts:
+        th.start()
+    for th in ts:
+        th.join()
+    assert errors == []
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rows_variant_reads_and_writes_only_n_rows(dtype):
+    """The MLP kernel's rows variant (`svod.codegen.rows._variant`: the row count read
+    at run time, whole blocks of R rows): its first n rows are the kernel's own, bit for
+    bit (the same sums), and no row past n is written — n inside a block, at a block's
+    end, one past it, and all m rows."""
+    import ctypes
+
+    from svod.codegen.rows import _variant
+    from svod.codegen.schedule import block_rows
+
+    m = 203
+    arrs = _arrays(m, 19, 2200, 11, dtype, seed=9)
+    arrs[0][4, 3] = np.nan
+    arrs[0][7, 1] = np.inf
+    key, b, plan = _forced(_graph(arrs, "gelu"))
+    k, prog, bufs, out = _slots(plan, b.arrays)
+    prog.run(bufs, 1)
+    full = out.copy()
+    rows = block_rows(k)
+    assert rows < m
+    mod, symbol = _variant(k)
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(mod.address(symbol))
+    ins = [np.ascontiguousarray(b.arrays[inp.slot]) for inp in k.inputs]
+    ity = np.uint32 if dtype == np.float32 else np.uint64
+    for n in (1, 5, rows - 1, rows, rows + 1, m - 1, m):
+        res = np.full((m + 2, k.shape[1]), -7, dtype)
+        args = (ctypes.c_void_p * (len(ins) + 2))(*[a.ctypes.data for a in ins], res.ctypes.data, n)
+        fn(ctypes.addressof(args), 0, -(-n // rows))
+        assert np.array_equal(res[:n].view(ity), full[:n].view(ity)), n
+        assert (res[n:] == -7).all(), f"rows past {n} written"

@@ -41,8 +41,8 @@ def _ln_softmax_ref(x):
 @pytest.fixture(autouse=True)
 def _two_gemm_plans(monkeypatch):
     """The GEMM programs here are planned as GEMMs (their rows variants are what is tested):
-    the fused MLP kind (`SVOD_FUSE_MLP`) runs at a bucket's size, see
-    `test_an_mlp_kernel_plan_pads_and_says_why`."""
+    the fused MLP kind (`SVOD_FUSE_MLP`) has its own rows variant, see
+    `test_an_mlp_kernel_plan_runs_n_rows`."""
     monkeypatch.setenv("SVOD_FUSE_MLP", "0")
 
 
@@ -544,16 +544,72 @@ def test_gemm_plans_compile_only_for_new_buckets(sizes):
         assert svod.stats()["searches"] == len({sizes[0]} | buckets), sizes
 
 
-def test_an_mlp_kernel_plan_pads_and_says_why(monkeypatch):
-    """A plan holding a fused MLP kernel (its units are blocks of rows through both GEMMs)
-    has no rows variant yet: its bucket plan pads, gives numpy's results, and the rows
-    program names the kernel."""
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_an_mlp_kernel_plan_runs_n_rows(threads, monkeypatch):
+    """A plan holding a fused MLP kernel runs n rows through the kernel's rows variant
+    (`svod.codegen.mlp`, ``rows=True``: whole blocks of R rows, the last one stopping at
+    row n): results of exactly n rows equal to numpy's (NaN, ±inf, -0.0 included) and bit
+    for bit to the exact plan's, no input padded, and a new size compiles nothing."""
     monkeypatch.setenv("SVOD_FUSE_MLP", "1")
+    monkeypatch.setenv("SVOD_THREADS", threads)
     f = PROGRAMS["mlp_gelu"][0]
-    for n in (100, 101, 102, 97):
+    for n in (500, 501):  # the exact plan, then the bucket 512's (several MLP blocks)
         _check("mlp_gelu", _data(n, np.float32))
-    _, exe = engine.plan_for([f(svod.asarray(_data(102, np.float32)))])
+    _, exe = engine.plan_for([f(svod.asarray(_data(502, np.float32)))])
     if not any(k.kind == "mlp" for k in exe.plan.kernels):
         pytest.skip("the search did not choose the MLP kernel for this program")
-    rp = _rows_program(f, _data(102, np.float32))
-    assert rp is not None and rp.ok is False and "mlp" in rp.reason
+    ins = []
+    for n in (502, 509, 503, 512, 505):
+        t = svod.asarray(_data(n, np.float32)) * 1  # inputs without room after their rows
+        t.numpy()
+        ins.append(t)
+    s0 = svod.stats()
+    calls = []
+    real = shapes.pad_rows
+    monkeypatch.setattr(shapes, "pad_rows", lambda a, b: calls.append(a.shape) or real(a, b))
+    got = [f(t).numpy() for t in ins]
+    s1 = svod.stats()
+    monkeypatch.setattr(shapes, "pad_rows", real)
+    assert (s1["searches"], s1["kernels_compiled"]) == (s0["searches"], s0["kernels_compiled"])
+    for t, g in zip(ins, got):
+        x = t.numpy()
+        assert g.shape == (x.shape[0], C)
+        np.testing.assert_allclose(g, PROGRAMS["mlp_gelu"][1](x), rtol=3e-5, atol=3e-5)
+        nan = np.isnan(g)
+        assert nan.any() and np.array_equal(nan, np.isnan(PROGRAMS["mlp_gelu"][1](x)))
+    rp = _rows_program(f, _data(502, np.float32))
+    assert rp.ok and rp.runs >= 4, rp.reason  # 502, 509, 503, 505 (512: the bucket's own size)
+    specs = [sp for sp in rp.specs.values() if sp[0] == "tiles"]
+    assert specs, rp.specs
+    checks = 1 if os.environ.get("SVOD_VALIDATE", "0") != "0" else 0  # the padded run it is compared with
+    assert len([c for c in calls if c[0] != 512]) == checks, calls  # 512 rows: the bucket's size, nothing to pad
+    monkeypatch.setenv("SVOD_DYNAMIC", "0")  # exact plans: the rows variant's sums are the same, bit for bit
+    for t, g in zip(ins[:2], got[:2]):
+        exact = f(svod.asarray(t.numpy().copy())).numpy()
+        assert np.array_equal(g.view(np.uint32), exact.view(np.uint32)), t.shape[0]
+
+
+def test_an_mlp_kernel_with_a_residual_runs_n_rows(monkeypatch):
+    """The MLP kernel's epilogue reading x again (a residual: a row-carrying operand
+    besides x) runs n rows too; a size past the last full block of R rows included."""
+    monkeypatch.setenv("SVOD_FUSE_MLP", "1")
+    w1 = svod.asarray(_W)
+    w2 = svod.asarray(_W.T.copy())
+
+    def f(x):
+        return svod.nn.gelu(x @ w1 + svod.asarray(_B[:8]), approximate="tanh") @ w2 + x
+
+    def ref(x):
+        return _gelu_ref(x.astype(np.float64) @ _W + _B[:8]) @ _W.T + x
+
+    for n in (300, 301, 302, 317, 319, 305):  # 301-320: one bucket
+        x = _data(n, np.float32)
+        got = f(svod.asarray(x)).numpy()
+        assert got.shape == (n, C)
+        np.testing.assert_allclose(got, ref(x), rtol=3e-5, atol=3e-5)
+    _, exe = engine.plan_for([f(svod.asarray(_data(302, np.float32)))])
+    if not any(k.kind == "mlp" for k in exe.plan.kernels):
+        pytest.skip("the search did not choose the MLP kernel for this program")
+    rp = _rows_program(f, _data(302, np.float32))
+    assert rp is not None and rp.ok and rp.runs >= 4, rp and rp.reason
+    assert any(sp[0] == "tiles" for sp in rp.specs.values()), rp.specs

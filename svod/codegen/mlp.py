@@ -3,19 +3,25 @@
 The kernel of an `MlpSpec` (built by `svod.lower.mlp` for search/kinds.py's `mlp` kind)
 lowers to::
 
-    unit u = block of R rows of x (R = `svod.codegen.schedule.block_rows`; the last block may be shorter)
-      H  = e1(x[rows] @ w1)        # GEMM 1 with its epilogue (bias, activation) -> H (R x h)
+    unit u = block of r = min(R, m - u*R) rows of x (R = `svod.codegen.schedule.block_rows`)
+      H  = e1(x[rows] @ w1)        # GEMM 1 with its epilogue (bias, activation) -> H (r x h)
       out[rows] = e2(H @ w2)       # GEMM 2 with its epilogue, A = H
     H: one malloc'ed (R, h) block per body call (per thread), reused by every unit
 
 The (m, h) hidden layer never exists in memory: each thread's H block is written by
 GEMM 1 and read back by GEMM 2's packing while it is in L2/L3. Both products are the
-generated GEMM of `svod.codegen.gemm`, unchanged: each block's two products are
+generated GEMM of `svod.codegen.gemm`, unchanged: the two products of a block are
 ordinary matmul kernels over R rows (`parts`), lowered into the same LLVM module by
-`KernelLowering` and called here with their operand pointers moved to the block's first
-row (every input is one unmasked strided view, so a block is the same view at an offset).
-A block's GEMMs run all their units on the calling thread; the runtime splits the row
-blocks across threads.
+`KernelLowering` as *rows variants* (their row count r is an argument: one pair of
+GEMMs serves every block, the short last one too) and called here with their operand
+pointers moved to the block's first row (every input is one unmasked strided view, so a
+block is the same view at an offset). A block's GEMMs run all their units on the
+calling thread; the runtime splits the row blocks across threads.
+
+The MLP kernel's own rows variant (``lower_mlp(..., rows=True)``, built by
+`svod.codegen.rows` for a bucket plan run at n rows) reads m from the slot after the
+outputs and runs the ceil(m / R) blocks that hold rows; no row past m is read or written.
+
 
 Numerics: each output element is the GEMM's sum, in the GEMM's order (it depends on K
 and KC only), of the same epilogue operations the two-kernel plan runs: results equal
@@ -35,7 +41,7 @@ import dataclasses
 
 import llvmlite.ir as ir
 
-from svod.codegen.irbuild import I8, I64, VOID, Fn, Lowered, func, i64, imin, mem_type
+from svod.codegen.irbuild import I8, I64, VOID, Fn, Lowered, ceil_div, func, i64, imin, mem_type
 from svod.codegen.schedule import Schedule, block_rows, schedule
 from svod.kernel import LOAD, Kernel, KInput, KNode, KOutput, MatmulSpec
 from svod.view import View, ViewChain
@@ -115,41 +121,40 @@ def parts(kernel: Kernel, rows: int) -> tuple[Kernel, Kernel, list[int], list[in
     return k1, k2, ins1, ins2
 
 
-def lower_mlp(kernel: Kernel, symbol: str, sched: Schedule, lowering) -> Lowered:
+def lower_mlp(kernel: Kernel, symbol: str, sched: Schedule, lowering, rows: bool = False) -> Lowered:
     """Kernel (with `mlp`) -> LLVM IR text with entry ``void symbol(i8** slots, i64 ub,
     i64 ue)`` over its row blocks (see the module docstring). `lowering`: the class
     lowering one kernel into a module (`svod.codegen.lower.KernelLowering`; passed in,
-    lower.py dispatches here)."""
+    lower.py dispatches here). `rows` (the *rows variant*, `svod.codegen.rows`): the row
+    count m is read at run time from the slot after the last output (an integer, at most
+    the kernel's m), and only its ceil(m / R) blocks have work; the rows past it are
+    neither read nor written."""
     why = lowerable(kernel)
     if why is not None:
         raise ValueError(f"MLP kernel {kernel.name}: {why}")
     ml = kernel.mlp
     target = sched.target
+    runtime_rows = rows
     rows = block_rows(kernel, target)
     units = sched.loops.units
-    # a block's GEMMs run on the calling thread: tiled for one worker (whole-width tiles:
-    # each weight packed once per block, not once per column tile; the same KC, so the
-    # same sums)
+    # a block's GEMMs run on the calling thread: tiled for one worker (whole-width column
+    # tiles: each weight packed once per block; the same KC, so the same sums), their row
+    # count read at run time (GEMM rows variants: one pair serves every block, the short
+    # last one too)
     one = dataclasses.replace(target, workers=1)
     module = ir.Module(name=f"svod_{kernel.name}")
     nin, nout = len(kernel.inputs), len(kernel.outputs)
     dt = kernel.inputs[ml.x].dtype
-    hty = ir.PointerType(mem_type(dt))
-    full = ml.m // rows
-    tail = ml.m - full * rows
-    subs = []  # per block size: (GEMM 1 lowering, GEMM 2 lowering, input maps)
-    for r, tag in ((rows, "f"), (tail, "t")):
-        if r == 0 or (tag == "f" and full == 0):
-            subs.append(None)
-            continue
-        k1, k2, ins1, ins2 = parts(kernel, r)
-        lows = []
-        for k, name in ((k1, "g1"), (k2, "g2")):  # (GEMM 1, GEMM 2) of a block of r rows
-            low = lowering(k, module, f"{symbol}.{tag}{name}", schedule(k, one))
-            low.lower()
-            module.get_global(f"{symbol}.{tag}{name}").linkage = "internal"
-            lows.append(low)
-        subs.append((lows[0], lows[1], ins1, ins2))
+    ty = mem_type(dt)
+    hty = ir.PointerType(ty)
+    k1, k2, ins1, ins2 = parts(kernel, rows)
+    gs = []
+    for k, name in ((k1, "g1"), (k2, "g2")):
+        low = lowering(k, module, f"{symbol}.{name}", schedule(k, one), rows=True)
+        low.lower()
+        module.get_global(f"{symbol}.{name}").linkage = "internal"
+        gs.append(low)
+    g1, g2 = gs
 
     fnty = ir.FunctionType(VOID, [ir.PointerType(ir.PointerType(I8)), I64, I64])
     fn = ir.Function(module, fnty, symbol)
@@ -159,6 +164,8 @@ def lower_mlp(kernel: Kernel, symbol: str, sched: Schedule, lowering) -> Lowered
     ptrs = [b.bitcast(b.load(b.gep(fn.args[0], [i64(j)])), ir.PointerType(mem_type(t))) for j, t in enumerate(types)]
     strides = row_strides(kernel)
     isz = dt.itemsize
+    m = i64(ml.m) if not runtime_rows else b.ptrtoint(b.load(b.gep(fn.args[0], [i64(len(types))])), I64)
+    ue = imin(b, fn.args[2], imin(b, ceil_div(b, m, rows), i64(units)) if runtime_rows else i64(units))
     i8p = ir.PointerType(I8)
     raw = b.call(func(module, "malloc", i8p, [I64]), [i64(max(1, rows * ml.h) * isz + 64)])
     # NOTE: no memory for the hidden block: stop here (SIGILL) rather than return garbage
@@ -166,30 +173,27 @@ def lower_mlp(kernel: Kernel, symbol: str, sched: Schedule, lowering) -> Lowered
               lambda: b.call(func(module, "llvm.trap", VOID, []), []))
     hid = b.inttoptr(b.and_(b.add(b.ptrtoint(raw, I64), i64(63)), i64(-64)), hty)
 
-    def block(sub, r0):
-        g1, g2, ins1, ins2 = sub
+    def moved(i, r0):  # MLP input i's pointer at row r0
+        return ptrs[i] if strides[i] == 0 else b.gep(ptrs[i], [b.mul(r0, i64(strides[i]))])
 
-        def moved(i):  # MLP input i's pointer at row r0
-            return ptrs[i] if strides[i] == 0 else b.gep(ptrs[i], [b.mul(r0, i64(strides[i]))])
+    def gemm(g, args, r):  # one rows-variant GEMM over r rows: its row tiles covering r
+        p = g.sched.gemm
+        n_units = b.mul(ceil_div(b, r, p.mt), i64(p.tiles_n))
+        b.call(g.body_fn, args + [i64(0), n_units, r])
 
-        a1 = [moved(i) for i in ins1] + [hid]
-        b.call(g1.body_fn, a1 + [i64(0), i64(g1.plan.units)])
+    def block(r0, r):  # the r rows from r0: GEMM 1 into the hidden block, GEMM 2 from it
+        a1 = [moved(i, r0) for i in ins1] + [hid]
+        gemm(g1, a1, r)
         outs = [b.gep(ptrs[nin + j], [b.mul(r0, i64(ml.n))]) for j in range(nout)]
-        a2 = [hid if i < 0 else moved(i) for i in ins2] + outs
-        b.call(g2.body_fn, a2 + [i64(0), i64(g2.plan.units)])
+        a2 = [hid if i < 0 else moved(i, r0) for i in ins2] + outs
+        gemm(g2, a2, r)
 
     def unit(u):
         r0 = b.mul(u, i64(rows))
-        if subs[1] is None:
-            block(subs[0], r0)
-        elif subs[0] is None:
-            block(subs[1], r0)
-        else:
-            f.if_else(b.icmp_signed("<", u, i64(full)), lambda: block(subs[0], r0), lambda: block(subs[1], r0))
+        block(r0, imin(b, i64(rows), b.sub(m, r0)))
 
-    f.loop(fn.args[1], imin(b, fn.args[2], i64(units)), unit, "blk")
+    f.loop(fn.args[1], ue, unit, "blk")
     b.call(func(module, "free", VOID, [i8p]), [raw])
     b.ret_void()
     f.finish()
     return Lowered(str(module), symbol, units, sched.loops)
-

@@ -41,6 +41,10 @@ launch is one of:
   bucket's rows program (one more compile per GEMM kernel, counted in
   `kernels_compiled`) and kept in the object cache under the kernel's key (a later
   process loads them);
+* a fused MLP kernel (`svod.codegen.mlp`) with the rows on x and the weights free
+  (``("tiles", R, 1)``, `_mlp_spec`): the ``ceil(n / R)`` row blocks holding rows, run
+  by its rows variant (``lower_mlp(..., rows=True)``), whose last block stops at row
+  ``n``; a compile per MLP kernel, cached like the GEMM variants;
 * a batched matmul whose batch axis 0 is the rows (every operand carries them): whole
   batch indices, ``("row", units per index)``, the kernel unchanged;
 * a BLAS (library) matmul step of either form (``("lib", batched)``): numpy's BLAS on
@@ -115,8 +119,8 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
             if any(o.slot in rows_of for o in k.outputs):
                 return f"kernel {k.name} writes a row slot without reading one"
             continue  # free work: its compiled unit count
-        if k.matmul is not None and k.kind in ("matmul", "blas"):
-            got = _matmul_spec(k, prog, b, rows_of)
+        if (k.matmul is not None and k.kind in ("matmul", "blas")) or k.mlp is not None:
+            got = _mlp_spec(k, prog, b, rows_of) if k.mlp is not None else _matmul_spec(k, prog, b, rows_of)
             if isinstance(got, str):
                 return got
             specs[idx] = got
@@ -239,6 +243,39 @@ def _matmul_spec(k, prog, b: int, rows_of: dict):
     if units != -(-b // MM_ROWS):
         return f"kernel {k.name}: its {units} units are not blocks of {MM_ROWS} rows"
     return ("tiles", MM_ROWS, 1)
+
+
+def _mlp_spec(k, prog, b: int, rows_of: dict):
+    """The launch spec of fused MLP kernel `k` (`svod.codegen.mlp`) reading row slots, or
+    why not: ``("tiles", R, 1)`` — whole blocks of R rows (`block_rows`: one unit each),
+    run by the kernel's rows variant, which reads the row count at run time so the last
+    block stops at row ``n``. x carries the rows (read row by row), the weights do not,
+    every other operand (a bias, a residual) either carries them row by row or is the
+    same for every row."""
+    from svod.codegen.schedule import block_rows, schedule
+
+    ml = k.mlp
+    if not k.shape or k.shape[0] != b or ml.m != b or getattr(prog, "units", None) is None or \
+            not hasattr(prog, "address"):
+        return f"MLP kernel {k.name} of shape {k.shape} does not keep the {b} rows on its axis 0"
+    for i, inp in enumerate(k.inputs):
+        if len(inp.view.views) != 1:
+            return f"MLP kernel {k.name} reads slot {inp.slot} through a chain of views"
+        v = inp.view.views[0]
+        if inp.slot in rows_of:
+            if i in (ml.w1, ml.w2):
+                return f"MLP kernel {k.name}: its weight (slot {inp.slot}) carries the rows"
+            if v.strides[0] != rows_of[inp.slot] or tuple(v.valid_box()[0]) != (0, b) or v.offset < 0 or \
+                    v.mask is not None:
+                return f"MLP kernel {k.name} does not read slot {inp.slot} row by row"
+        elif i == ml.x:
+            return f"MLP kernel {k.name}: its x operand (slot {inp.slot}) does not carry the rows"
+        elif i not in (ml.w1, ml.w2) and v.strides[0] != 0:
+            return f"MLP kernel {k.name} reads free slot {inp.slot} along the rows"
+    rows = block_rows(k, schedule(k).target)
+    if prog.units != -(-b // rows):
+        return f"MLP kernel {k.name}: its {prog.units} units are not blocks of {rows} rows"
+    return ("tiles", rows, 1)
 
 
 class RowsProgram:
@@ -508,10 +545,16 @@ def _variant(kernel):
     from svod.codegen.lower import KernelLowering
     from svod.codegen.schedule import schedule
 
-    module = lir.Module(name=f"svod_{kernel.name}_rows")
-    low = KernelLowering(kernel, module, symbol, schedule(kernel), rows=True)
-    low.lower()
-    mod = compile_ir(str(module), name=kernel.name + "_rows", lean=True, keep_ir=False)
+    if kernel.mlp is not None:  # its entry reads the row count; its GEMMs are rows variants already
+        from svod.codegen.mlp import lower_mlp
+
+        text = lower_mlp(kernel, symbol, schedule(kernel), KernelLowering, rows=True).ir
+    else:
+        module = lir.Module(name=f"svod_{kernel.name}_rows")
+        low = KernelLowering(kernel, module, symbol, schedule(kernel), rows=True)
+        low.lower()
+        text = str(module)
+    mod = compile_ir(text, name=kernel.name + "_rows", lean=True, keep_ir=False)
     bump("kernels_compiled")
     bump("compile_seconds", time.perf_counter() - t0)
     store_object(okey, mod, {"kernel": kernel.name + "_rows", "symbol": symbol})
