@@ -334,7 +334,7 @@ def is_bare_matmul(kernel: Kernel) -> bool:
     """Whether `kernel` is a product alone (no epilogue): the kernels `bare_matmul_choice`
     decides between the BLAS step and the generated GEMM."""
     return kernel.matmul is not None and kernel.attention is None and getattr(kernel, "mlp", None) is None and \
-        all(n.op is ACC for n in kernel.nodes) and len(kernel.outputs) == 1
+        all(n.op == ACC for n in kernel.nodes) and len(kernel.outputs) == 1
 
 
 def bare_matmul_lines(plan: Plan, machine: Machine | None = None) -> list[str]:
