@@ -11,7 +11,7 @@ import pytest
 import svod
 from svod import costing
 from svod.dtype import float32, float64, int32
-from svod.kernel import ACC, KInput, KNode, KOutput, Kernel, MatmulSpec
+from svod.kernel import ACC, Kernel, KInput, KNode, KOutput, MatmulSpec
 from svod.view import ViewChain
 
 AVX512 = costing.Machine(name="avx512", cores=2, vector_bits=512)
