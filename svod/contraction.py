@@ -32,6 +32,10 @@ is realized); an explicit ``['einsum_path', (0, 1), ...]`` list is followed as g
 whole product in one C loop, whose summation order no pairwise evaluation reproduces
 bit for bit anyway, so svod defaults to the cheaper order; results agree with numpy to
 float rounding (docs/einsum.md).
+
+A call on realized operands records the nodes it built (a recipe, `_record`); a later
+call with operands of the same shapes, dtypes and aliasing under the same options replays
+them (`_replay`): the same hash-consed graph for a fraction of the Python.
 """
 
 from __future__ import annotations
