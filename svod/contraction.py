@@ -32,6 +32,10 @@ is realized); an explicit ``['einsum_path', (0, 1), ...]`` list is followed as g
 whole product in one C loop, whose summation order no pairwise evaluation reproduces
 bit for bit anyway, so svod defaults to the cheaper order; results agree with numpy to
 float rounding (docs/einsum.md).
+
+A call on realized operands records the nodes it built (a recipe, `_record`); a later
+call with operands of the same shapes, dtypes and aliasing under the same options replays
+them (`_replay`): the same hash-consed graph for a fraction of the Python.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from svod import linalg as LA
 from svod import movement as M
 from svod import reductions as R
 from svod.errors import ShapeError, SvodTypeError, SvodValueError
+from svod.ir import OP, UOp
 from svod.tensor import Tensor, asarray, shape_str
 
 __all__ = ["einsum", "einsum_path"]
@@ -426,6 +431,125 @@ def einsum(*args, out=None, optimize="greedy", dtype=None, casting="safe", order
         raise SvodValueError(f"einsum: order must be one of 'K', 'C', 'F', 'A', got {order!r}")
     subscripts, raw = _split_args(args)
     ops = [_operand(o) for o in raw]
+    key = _recipe_key(subscripts, ops, optimize, dtype, casting)
+    if key is not None:
+        recipe = _RECIPES.get(key)
+        if recipe is not None:
+            return _store_out(_replay(recipe, ops), out)
+    res = _build(subscripts, ops, optimize, dtype, casting)
+    if key is not None:
+        recipe = _record(res.uop, [o.uop for o in ops])
+        if recipe is not None:
+            if len(_RECIPES) >= 256:
+                _RECIPES.clear()
+            _RECIPES[key] = recipe
+    return _store_out(res, out)
+
+
+# ----------------------------------------------------------------------------- recipes
+# An einsum call builds 5-10 lazy ops (operands aligned, multiplied, summed), ~80 us of
+# Python against ~15 us for `x @ w.T`. Each graph node is hash-consed (svod.ir.UOp), so the
+# nodes einsum builds are a function of the operand nodes, the subscripts, the shapes and
+# dtypes and the mode: the first call records them as a recipe (op, dtype, sources by
+# position, arg), later calls with realized operands of the same shapes replay it: the
+# same nodes, each through `Tensor._from` as the op functions do (eager small work
+# included), at a fraction of the cost.
+
+
+def _recipe_key(subscripts, ops, optimize, dtype, casting):
+    """The memo key of a call whose graph a recipe may give, or None: operands realized
+    (BUFFER nodes: no operand is derived from another, so no node einsum builds can be
+    one of them), `optimize` hashable, ``algebra`` mode and the eager limit in the key."""
+    if not isinstance(subscripts, str) or not all(o.uop.op is _BUFFER for o in ops):
+        return None
+    uops = [o.uop for o in ops]
+    alias = tuple(uops.index(u) for u in uops)  # the same tensor twice gives other nodes
+    try:
+        opt = optimize if not isinstance(optimize, list) else \
+            tuple(tuple(x) if isinstance(x, (list, tuple)) else x for x in optimize)
+        key = (subscripts, tuple((o.shape, o.dtype) for o in ops), alias, opt,
+               None if dtype is None else dt.dtype(dtype), casting, _exact_mode(), _eager_limit())
+        hash(key)
+    except Exception:  # noqa: BLE001 - an unhashable `optimize`, a bad dtype: the plain path (and its error)
+        return None
+    return key
+
+
+def _eager_limit():
+    from svod.eager import limit
+
+    return limit()
+
+
+def _record(root, operands) -> tuple | None:
+    """The nodes from `operands` to `root` in build order as (op, dtype, sources, arg),
+    a source being ("in", k) for operand k, ("n", i) for recipe step i or ("c", node) for a
+    node built from no operand (a constant); None when a step cannot be replayed: a
+    realized buffer that is not an operand (eager small work ran) or a deep graph."""
+    index = {}
+    for k, u in enumerate(operands):
+        index.setdefault(id(u), ("in", k))
+    steps: list = []
+    order: list = []
+    todo = [(root, False)]
+    seen: set = set()
+    while todo:
+        u, done = todo.pop()
+        if id(u) in index:
+            continue
+        if done:
+            srcs = tuple(index.get(id(s)) or ("c", s) for s in u.src)
+            index[id(u)] = ("n", len(steps))
+            steps.append((u.op, u.dtype, srcs, u.arg))
+            order.append(u)
+            continue
+        if id(u) in seen:
+            continue
+        seen.add(id(u))
+        if u.op is _BUFFER or len(seen) > 64:
+            return None
+        if not _depends(u, operands):
+            index[id(u)] = ("c", u)
+            continue
+        todo.append((u, True))
+        todo.extend((s, False) for s in u.src)
+    if index.get(id(root), ("", 0))[0] != "n":
+        return None
+    return tuple(steps)
+
+
+def _depends(u, operands) -> bool:
+    """Whether node `u` reads one of `operands` (a small walk: einsum's graphs are)."""
+    ids = {id(o) for o in operands}
+    todo, seen = [u], set()
+    while todo:
+        v = todo.pop()
+        if id(v) in ids:
+            return True
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        todo.extend(v.src)
+    return False
+
+
+def _replay(recipe: tuple, ops: list) -> Tensor:
+    """The recipe's nodes over `ops`' nodes (each through `Tensor._from`, as an op builds it)."""
+    made: list = []
+    t = None
+    for op, dtype, srcs, arg in recipe:
+        src = tuple(ops[i].uop if kind == "in" else made[i].uop if kind == "n" else i for kind, i in srcs)
+        t = Tensor._from(UOp(op, dtype, src, arg))
+        made.append(t)
+    return t
+
+
+_RECIPES: dict = {}
+_BUFFER = OP.BUFFER
+
+
+def _build(subscripts: str, ops: list, optimize, dtype, casting) -> Tensor:
+    """einsum's graph over `ops` (svod tensors), without `out=`."""
     shapes = [o.shape for o in ops]
     labels, out_labels, sizes = _parsed(subscripts, shapes)
     d = dt.result_type(*[o.dtype for o in ops]) if ops else dt.float64
@@ -460,4 +584,4 @@ def einsum(*args, out=None, optimize="greedy", dtype=None, casting="safe", order
     full = tuple(sizes[c] for c in out_labels)
     if res.shape != full:  # a label of size 1 in the operands that kept it, broadcast elsewhere
         res = _bcast(res, full)
-    return _store_out(res, out)
+    return res

@@ -235,7 +235,7 @@ def price_matmul(kernel: Kernel, machine: Machine) -> Price:
     mem = nbytes / bw
     flops = 2.0 * batch * mm.m * mm.n * mm.k
     if mm.library:
-        rate = BLAS_FLOPS_PER_OP * machine.flops_per_core * width
+        rate = BLAS_FLOPS_PER_OP * machine.flops_per_core * width * blas_relative_rate(machine, flops)
         cores = machine.cores if flops > SMALL_FLOPS else 1  # small products run on the calling thread
         gather = 0.0
         for i in (mm.a, mm.b):  # masked / chained operand views are gathered into a copy first
@@ -270,6 +270,83 @@ def price_matmul(kernel: Kernel, machine: Machine) -> Price:
         if split < one:
             return Price(split + machine.launch_seconds, threads)
     return Price(one + machine.launch_seconds, 1)
+
+
+# ----------------------------------------------------------------------------- bare products
+# A matmul with no elementwise epilogue runs as the BLAS step or as the generated GEMM; the
+# lowering asks `bare_matmul_choice` (svod/lower/build.py), which prices both. Per core on
+# the AVX-512 CI VM (bench/bench_matmul.py --products, thread CPU time, docs/codegen.md
+# "Bare products"), the generated GEMM ran 1.05-1.21x numpy's OpenBLAS on products up to
+# ~1e8 flops (128³, 256³, 512×256×512, 512×64×512, float32 and float64) and 0.94-1.00x on
+# 2048×768×768; its padded micro-tiles cost it 6-10% where m pads badly (64×512×512). So
+# on a host of at least `BARE_GEMM_MIN_BITS` the BLAS step's rate is `BLAS_CACHED_RATE` of
+# the GEMM's up to `BLAS_CACHED_FLOPS`, equal above; the GEMM's price counts its padding
+# and repacking. Narrower hosts were not measured: the BLAS step stays (the snapshot's
+# reference host is AVX2).
+BARE_GEMM_MIN_BITS = 512
+BLAS_CACHED_RATE = 0.91  # BLAS per-core rate / the GEMM's up to BLAS_CACHED_FLOPS (1 / the median 1.10x)
+BLAS_CACHED_FLOPS = float(1 << 28)
+BARE_GEMM_MIN_FLOPS = SMALL_FLOPS  # below: the BLAS step (no JIT compile for a tiny product)
+
+
+def blas_relative_rate(machine: Machine, flops: float) -> float:
+    """The BLAS step's per-core rate relative to the generated GEMM's unit rate (see above)."""
+    if machine.vector_bits >= BARE_GEMM_MIN_BITS and flops <= BLAS_CACHED_FLOPS:
+        return BLAS_CACHED_RATE
+    return 1.0
+
+
+def bare_matmul_choice(kernel: Kernel, machine: Machine | None = None) -> tuple[bool, str]:
+    """(library, why) for a matmul kernel with no epilogue (`kernel.matmul` set, its flag
+    ignored): True runs the BLAS step, False svod's generated GEMM. Deterministic for a
+    host (its `Machine`) and the kernel's shapes and dtypes. The BLAS step when: the
+    operands are not float32/float64 (numpy's matmul), ``SVOD_BARE_GEMM=0``, a
+    matrix-vector product (BLAS gemv runs at memory bandwidth; the GEMM pads a row or
+    column to a whole micro-tile), a product below `BARE_GEMM_MIN_FLOPS`, a host narrower
+    than `BARE_GEMM_MIN_BITS` bits (not measured), or when it prices no dearer than the
+    GEMM (`price_matmul` of both forms)."""
+    import dataclasses
+
+    machine = machine or Machine.host()
+    mm = kernel.matmul
+    dt = kernel.inputs[mm.a].dtype
+    batch = kernel.size // max(mm.m * mm.n, 1) if mm.m * mm.n else 0
+    flops = 2.0 * batch * mm.m * mm.n * mm.k
+    if dt.name not in ("float32", "float64") or kernel.inputs[mm.b].dtype != dt:
+        return True, f"{dt.name} operands: numpy's matmul"
+    if os.environ.get("SVOD_BARE_GEMM", "1") in ("0", "false", "False"):
+        return True, "SVOD_BARE_GEMM=0"
+    if mm.m == 1 or mm.n == 1:
+        return True, "matrix-vector product: BLAS gemv at memory bandwidth"
+    if flops < BARE_GEMM_MIN_FLOPS:
+        return True, f"{flops:.3g} flops < {BARE_GEMM_MIN_FLOPS:.3g}: BLAS, no GEMM to compile"
+    if machine.vector_bits < BARE_GEMM_MIN_BITS:
+        return True, f"{machine.vector_bits}-bit host: the GEMM is not measured faster than BLAS here"
+    gemm = dataclasses.replace(kernel, matmul=dataclasses.replace(mm, library=False))
+    lib = dataclasses.replace(kernel, matmul=dataclasses.replace(mm, library=True))
+    pg, pb = price_matmul(gemm, machine).seconds, price_matmul(lib, machine).seconds
+    if pg < pb:
+        return False, f"generated GEMM priced {pg * 1e6:.1f}us < BLAS {pb * 1e6:.1f}us"
+    return True, f"BLAS priced {pb * 1e6:.1f}us <= generated GEMM {pg * 1e6:.1f}us"
+
+
+def is_bare_matmul(kernel: Kernel) -> bool:
+    """Whether `kernel` is a product alone (no epilogue): the kernels `bare_matmul_choice`
+    decides between the BLAS step and the generated GEMM."""
+    return kernel.matmul is not None and kernel.attention is None and getattr(kernel, "mlp", None) is None and \
+        all(n.op == ACC for n in kernel.nodes) and len(kernel.outputs) == 1
+
+
+def bare_matmul_lines(plan: Plan, machine: Machine | None = None) -> list[str]:
+    """One line per bare product of `plan`: which step runs it and why (`svod.explain`)."""
+    out = []
+    for k in plan.kernels:
+        if is_bare_matmul(k):
+            mm = k.matmul
+            _, why = bare_matmul_choice(k, machine)
+            step = "BLAS step" if mm.library else "generated GEMM"
+            out.append(f"{k.name}: {mm.m}x{mm.k}x{mm.n} {k.inputs[mm.a].dtype.name}: {step} ({why})")
+    return out
 
 
 LIBRARY_CALL_SECONDS = 5e-6  # a library step: Python, operand views, numpy's checks

@@ -108,6 +108,13 @@ class Explanation:
                        f"{has[0].seconds * 1e6:.2f}us with it, {other}")
         return out
 
+    def bare_products(self) -> list[str]:
+        """One line per product of the plan with no epilogue: whether the BLAS step or svod's
+        generated GEMM runs it, and why (`svod.costing.bare_matmul_choice`)."""
+        from svod.costing import bare_matmul_lines
+
+        return bare_matmul_lines(self.plan)
+
     def why_not_fused(self) -> list:
         """Every kernel boundary of the chosen plan with its reason (`svod.boundaries`)."""
         from svod.boundaries import why_not_fused
@@ -157,6 +164,10 @@ class Explanation:
                f"{self.report}\n\nchosen {self.plan}\n\ncosts of the chosen plan "
                f"({getattr(self.cost_model, 'name', 'model')}, kernels priced in the plan):\n{self.costs_table()}"
                f"\n\nthe search's variants (cheapest first):\n{self.variants_table()}")
+        bare = self.bare_products()
+        if bare:
+            out += "\n\nproducts without an epilogue (the BLAS step or the generated GEMM, by price):\n" + \
+                "\n".join(bare)
         if self.searched is not None and _sig(self.searched) != _sig(self.plan):
             out += f"\n\nthe chosen plan is not the search's pick #0: it came from the {self.source}"
         from svod.boundaries import format_boundaries

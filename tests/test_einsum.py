@@ -390,3 +390,56 @@ def test_the_algebra_mode_einsum_reads_is_the_search_limits_one(monkeypatch):
     assert algebra() == limits().algebra == "exact" and matmuls() == 1
     svod.search_limits(algebra="reassoc")
     assert algebra() == limits().algebra == "reassoc" and matmuls() == 0
+
+
+RECIPE_SPECS = [("ij,jk->ik", [(30, 40), (40, 50)]), ("ik,jk->ij", [(30, 40), (50, 40)]),
+                ("bij,bjk->bik", [(3, 20, 30), (3, 30, 10)]), ("ii->i", [(20, 20)]), ("ij->", [(20, 30)]),
+                ("ij,ij->i", [(20, 30), (20, 30)]), ("...ij,...jk", [(2, 3, 4, 5), (2, 3, 5, 6)]),
+                ("ij,jk,kl->il", [(10, 20), (20, 30), (30, 5)]), ("i,j->ij", [(7,), (9,)])]
+
+
+@pytest.mark.parametrize("sub,shapes", RECIPE_SPECS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_a_recorded_call_is_replayed_as_the_same_graph(sub, shapes, dtype):
+    """The first call on realized operands records the nodes it built; a later call with
+    other operands of the same shapes replays them: the very nodes (hash-consed) the
+    plain path builds over those operands, and numpy's values."""
+    from svod import contraction as C
+
+    rng = np.random.default_rng(11)
+    arrs = [(rng.standard_normal(s) * 3).astype(dtype) for s in shapes]
+    C._RECIPES.clear()
+    svod.einsum(sub, *[svod.asarray(a) for a in arrs])
+    assert len(C._RECIPES) == 1
+    arrs2 = [(rng.standard_normal(s) * 3).astype(dtype) for s in shapes]
+    ops2 = [svod.asarray(a) for a in arrs2]
+    replayed = svod.einsum(sub, *ops2)
+    C._RECIPES.clear()
+    plain = svod.einsum(sub, *ops2)
+    assert replayed.uop is plain.uop
+    _close(replayed.numpy(), np.einsum(sub, *arrs2), dtype)
+
+
+def test_recipes_keep_aliasing_dtype_casts_and_lazy_operands_apart():
+    """The same tensor twice, a `dtype=` cast and a lazy operand each give their own
+    graph: a recipe recorded for distinct realized operands is not replayed for them."""
+    from svod import contraction as C
+
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((20, 20)).astype(np.float32)
+    b = rng.standard_normal((20, 20)).astype(np.float32)
+    ta, tb = svod.asarray(a), svod.asarray(b)
+    C._RECIPES.clear()
+    _close(svod.einsum("ij,jk->ik", ta, tb).numpy(), a @ b, np.float32)
+    _close(svod.einsum("ij,jk->ik", ta, ta).numpy(), a @ a, np.float32)  # aliased: its own recipe
+    _close(svod.einsum("ij,jk->ik", tb, tb).numpy(), b @ b, np.float32)
+    _close(svod.einsum("ij,jk->ik", tb, ta).numpy(), b @ a, np.float32)
+    got = svod.einsum("ij,jk->ik", ta, tb, dtype=np.float64)
+    assert got.dtype == svod.float64
+    _close(got.numpy(), a.astype(np.float64) @ b, np.float64)
+    lazy = ta * 2.0  # not realized: the plain path, no recipe for it
+    n = len(C._RECIPES)
+    _close(svod.einsum("ij,jk->ik", lazy, tb).numpy(), (a * 2) @ b, np.float32)
+    assert len(C._RECIPES) == n
+    with pytest.raises(ValueError, match=r"^einsum: label 'k' has size 20 in operand 0"):
+        svod.einsum("ik,jk->ij", ta, svod.asarray(np.ones((4, 3), np.float32)))

@@ -8,7 +8,8 @@ Contract:
   is not materialised, recomputing it in each kernel that reads it. Movement ops become
   the views of its loads; a reduction is hosted when its input is the kernel's iteration
   space (reduce-then-broadcast: softmax, layernorm as one row-wise multi-pass kernel); a
-  matmul is computed in the kernel of its elementwise epilogue, or alone (library step).
+  matmul is computed in the kernel of its elementwise epilogue, or alone: the BLAS step
+  or the generated GEMM, whichever `svod.costing.bare_matmul_choice` prices cheaper.
 - Kernel kinds (`KERNEL_KINDS`, search/kinds.py): a matmul whose A operand's producer is
   not materialised is built by a kind's builder when one takes it (the attention kernel:
   the row softmax of a scaled/masked matmul inlined, `svod.lower.attention`); else the
@@ -27,9 +28,11 @@ Contract:
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from dataclasses import dataclass
 
+from svod.costing import bare_matmul_choice
 from svod.dtype import bool_
 from svod.ir import ELEMENTWISE, MOVEMENT, Ops
 from svod.kernel import (
@@ -342,6 +345,9 @@ def _build_kernel(key: GraphKey, root: int, materialized: set[int], slot_of: dic
         spec = MatmulSpec(ia, ib, a_shape[-2], b_shape[-1], a_shape[-1], library=True)
         k = Kernel(name, n.shape, tuple(b.inputs), tuple(b.nodes),
                    (KOutput(slot_of[root], acc, n.dtype, rn.shape),), (), spec)
+        library, _ = bare_matmul_choice(k)  # the BLAS step or the generated GEMM, by price
+        if not library:
+            k = dataclasses.replace(k, matmul=dataclasses.replace(spec, library=False))
         return k, set(), seen
     is_reduce = n.op in (Ops.REDUCE, Ops.ARGMAX, Ops.ARGMIN)
     mm = None if is_reduce else _find_matmul(key, inner, materialized, seen)
