@@ -176,6 +176,7 @@ def _module_tables(path: pathlib.Path) -> list[str]:
 LOWERING = {("svod/codegen/scalar.py", "_FCMP"), ("svod/codegen/cplx.py", "_INVERSE"), ("svod/methods.py", "_BINARY"),
             ("svod/viewfold.py", "TOP_OPS"),  # and the view fold's rule of which views end a folded chain
             ("search/contract.py", "_CHAIN"),  # and the views a contraction's operand chain may hold
+            ("search/algebra_movement.py", "VIEWS"),  # and the views the movement rule sets move
             ("svod/lower/build.py", "KERNEL_KINDS"),  # and the kernel kinds' builders, by the op they compute
             ("svod/lower/build.py", "KERNEL_KINDS_EPILOGUE"),  # (those that also take a consumer's epilogue)
             # and the ops the row-column kernel's emitter has vector code for (svod/codegen/rowcol.py)
