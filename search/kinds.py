@@ -133,7 +133,15 @@ def softmax_matmul(key: GraphKey, d: int) -> int | None:
     t, mx = sub.src
     if not _row(key, _through(key, mx, Ops.REDUCE), "max", t) or key.nodes[t].shape != n.shape:
         return None
-    found, todo, seen = None, [t], set()
+    # a prologue is a few ops: a big cone is not this pattern
+    return _one_matmul(key, t, n.shape, float32, (), 64)
+
+
+def _one_matmul(key: GraphKey, start: int, shape, dtype, views: tuple, limit: int) -> int | None:
+    """The one MATMUL node of `shape` and `dtype` that `start` is computed from through
+    elementwise ops (not copies) and the movement ops in `views`, else None: none, two,
+    another shape or dtype, or a cone of more than `limit` nodes."""
+    found, todo, seen = None, [start], set()
     while todo:
         i = todo.pop()
         if i in seen:
@@ -141,12 +149,12 @@ def softmax_matmul(key: GraphKey, d: int) -> int | None:
         seen.add(i)
         m = key.nodes[i]
         if m.op is Ops.MATMUL:
-            if found is not None or m.shape != n.shape or m.dtype is not float32:
+            if found is not None or m.shape != shape or m.dtype is not dtype:
                 return None
             found = i
-        elif m.op in ELEMENTWISE and m.op is not Ops.CONTIGUOUS:
+        elif (m.op in ELEMENTWISE and m.op is not Ops.CONTIGUOUS) or m.op in views:
             todo.extend(m.src)
-        if len(seen) > 64:  # a prologue is a few ops: a big cone is not this pattern
+        if len(seen) > limit:
             return None
     return found
 
@@ -175,22 +183,8 @@ def hidden_matmul(key: GraphKey, p: int) -> int | None:
     if n.op not in ELEMENTWISE or n.op is Ops.CONTIGUOUS or len(n.shape) != 2 or not n.dtype.is_float or \
             n.dtype.is_complex:
         return None
-    found, todo, seen = None, [p], set()
-    while todo:
-        i = todo.pop()
-        if i in seen:
-            continue
-        seen.add(i)
-        m = key.nodes[i]
-        if m.op is Ops.MATMUL:
-            if found is not None or m.shape != n.shape or m.dtype is not n.dtype:
-                return None
-            found = i
-        elif (m.op in ELEMENTWISE and m.op is not Ops.CONTIGUOUS) or m.op in (Ops.EXPAND, Ops.RESHAPE):
-            todo.extend(m.src)
-        if len(seen) > 256:  # an epilogue is a few dozen ops (a tanh GELU ~40): a big cone is not this pattern
-            return None
-    return found
+    # an epilogue is a few dozen ops (a tanh GELU ~40): a big cone is not this pattern
+    return _one_matmul(key, p, n.shape, n.dtype, (Ops.EXPAND, Ops.RESHAPE), 256)
 
 
 def _mlp(key: GraphKey, i: int) -> int | None:
