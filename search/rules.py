@@ -670,9 +670,11 @@ def fusing_ruleset(producer: str, consumer: str, names=None) -> str | None:
             return name
     return None
 FUSION = tuple(n for n in RULESETS if n.startswith("fuse_"))
-# rule sets that run only when named (docs/algebra.md): none of the algebra's own sets
-# today, only contraction forms marked off in search.contract.RULESETS. `movement_reshape`
-# and `movement_reduce` are on: the exploration prices one program per movement form
+# rule sets that run only when named (docs/algebra.md), and contraction forms marked off in
+# search.contract.RULESETS. `movement_reshape` is opt-in again: on a 6-node program of
+# broadcasts, a row min and a matmul (tests/test_algebra_movement.py,
+# test_a_broadcast_min_matmul_program_searches_in_bounded_memory) its saturation grew past
+# 20 GB; `movement_reduce` is on: the exploration prices one program per movement form
 # (search.algebra_movement.movement_form; docs/algebra.md, "Movement algebra").
 # `matmul_siblings` is on: its forms are made for small groups only
 # (search.contract.SIBLING_MAX_FLOPS). The reduction algebra (`sum_merge`, `sum_scale`,
@@ -680,7 +682,8 @@ FUSION = tuple(n for n in RULESETS if n.startswith("fuse_"))
 # alike the written one is kept (a rewritten e-node costs 0.001 more), and the merged row
 # sum that made `sum_merge` opt-in runs as fast as the two sums since its block loop is no
 # longer unrolled (svod.codegen.reduction.BLOCK_LOOP_HINTS; docs/algebra.md, "Measured")
-OPT_IN = tuple(n for n, (_, _, on) in _contract.RULESETS.items() if not on)
+OPT_IN = ("movement_reshape",
+          *(n for n, (_, _, on) in _contract.RULESETS.items() if not on))
 DEFAULT = tuple(n for n in RULESETS if n not in OPT_IN)
 ALL = tuple(RULESETS)
 EXACT = tuple(n for n in DEFAULT if STATUS[n] == "exact")
