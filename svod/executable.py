@@ -108,14 +108,24 @@ class InterpretedKernel:
         run_kernel(self.kernel, buffers)
 
 
+def _pool_size() -> int:
+    from svod.codegen.target import pool_size
+
+    return pool_size()
+
+
 def stored_threads(obj: dict, fallback: Callable | None) -> Callable | dict | None:
     """The thread counts persisted with a plan (`KernelPlan.to_json`'s "threads": kernel
     index -> count) when present and well formed, else `fallback` (the planner's
     `kernel_threads`, which prices the plan). The persisted counts are those the cost
-    model of the plan's generation gave: the store key includes that generation."""
+    model of the plan's generation gave: the store key includes that generation. They
+    hold only for the pool size they were priced for ("pool", `svod.codegen.target.
+    pool_size`): a plan stored by a process of another size (``SVOD_THREADS=1``, a Ray
+    worker or a cache copied from another machine) is priced again here, else a plan
+    stored on one thread would run on one thread in a 16-thread process."""
     raw = obj.get("threads") if isinstance(obj, dict) else None
-    if not isinstance(raw, dict):
-        return fallback
+    if not isinstance(raw, dict) or obj.get("pool") != _pool_size():
+        return fallback  # counts priced for another pool (another SVOD_THREADS or machine): price again
     try:
         out = {int(i): int(n) for i, n in raw.items()}
     except (TypeError, ValueError):
@@ -257,7 +267,7 @@ class KernelPlan(Executable):
         # the thread counts travel with the plan (`stored_threads`): a warm process then
         # builds the graph without pricing it (docs/engine.md, first-call latency)
         threads = {} if env_int("SVOD_THREADS", 0) == 1 and self._thread_map is None else self.thread_map()
-        return {"kind": "plan", "plan": plan_to_json(self.plan),
+        return {"kind": "plan", "plan": plan_to_json(self.plan), "pool": _pool_size(),
                 "threads": {str(i): int(n) for i, n in sorted(threads.items())}}
 
     def quick_parts(self):
@@ -355,7 +365,8 @@ class WarmPlan(KernelPlan):
         return bool(self._warm)
 
     def to_json(self) -> dict:
-        return {"kind": "plan", "plan": self._obj["plan"], "threads": dict(self._obj.get("threads") or {})}
+        return {"kind": "plan", "plan": self._obj["plan"], "pool": self._obj.get("pool"),
+                "threads": dict(self._obj.get("threads") or {})}
 
     def footprint(self) -> tuple[int, dict[int, int]]:
         if self._gp is not None or not self._warm:

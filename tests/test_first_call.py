@@ -228,7 +228,15 @@ def test_stored_threads_falls_back_on_anything_malformed(monkeypatch):
     fb = object()
     for bad in ({}, {"threads": [1, 2]}, {"threads": {"x": 2}}, {"threads": {"0": 0}}, None):
         assert stored_threads(bad, fb) is fb
-    assert stored_threads({"threads": {"0": 1, "1": 4}}, fb) == {1: 4}
+    from svod.codegen.target import pool_size
+
+    pool = pool_size()
+    assert stored_threads({"threads": {"0": 1, "1": 4}, "pool": pool}, fb) == {1: 4}
+    # counts priced for another pool size (SVOD_THREADS=1, another machine) or of a record
+    # that does not say: priced again
+    for other in (pool + 1, None, "2"):
+        assert stored_threads({"threads": {"0": 1, "1": 4}, "pool": other}, fb) is fb
+    assert stored_threads({"threads": {"0": 1, "1": 4}}, fb) is fb
     key = _key(svod.exp(svod.asarray(_x(8, 8))))
     from svod.plan_greedy import plan_greedy
 
@@ -814,3 +822,28 @@ def test_a_warm_plan_takes_the_usual_path_for_inputs_it_cannot_take_and_from_thr
         t.join()
     for o in outs:
         np.testing.assert_array_equal(o, first)
+
+
+def test_a_plan_stored_on_one_thread_is_priced_again_in_a_bigger_pool(tmp_path):
+    """A plan persisted by a process with SVOD_THREADS=1 carries no thread counts; a
+    2-thread process that loads it prices its kernels again and splits the big
+    elementwise kernel, instead of running it on one thread. (bench_scaling on 16 cores
+    found W1 and W2 flat from 1 to 16 threads: its 1-thread child stored the plans that
+    every later child loaded.)"""
+    code = """
+        import json, numpy as np, svod
+        from svod import engine
+        x = svod.asarray(np.arange(1 << 22, dtype=np.float32))
+        y = (svod.exp(x * 1e-7) + 1.0) * 3.0
+        key, exe = engine.plan_for([y])
+        got = y.numpy()
+        ok = bool(np.allclose(got, (np.exp(np.arange(1 << 22, dtype=np.float32) * 1e-7) + 1) * 3, rtol=1e-6))
+        print(json.dumps({"threads": {str(k): v for k, v in exe.thread_map().items()}, "ok": ok,
+                          "stored": exe.to_json().get("pool"), "loaded": svod.stats()["disk_cache_hits"]}))
+    """
+    one = _child(code, str(tmp_path), SVOD_THREADS="1", SVOD_TIERED="0")
+    assert one["ok"] and one["threads"] == {} and one["stored"] == 1
+    two = _child(code, str(tmp_path), SVOD_THREADS="2", SVOD_TIERED="0")
+    assert two["ok"] and two["loaded"] >= 1, two  # the plan came from the disk cache ...
+    assert two["threads"] and max(two["threads"].values()) == 2, two  # ... and runs on both threads
+    assert two["stored"] == 2
