@@ -9,7 +9,9 @@ Where `profile()` finds one, first hit wins:
    written by an older svod version on this machine is reused (and re-stored under
    this version) until the next calibration: it describes the machine, not the code;
 3. the reference profile shipped with svod (`costmodels.reference`, measured on the
-   project's 2-core reference VM), so planning never needs a calibration first.
+   project's 2-core reference VM), so planning never needs a calibration first; its
+   thread count and all-core speed-ups are scaled to this process's pool
+   (`host_reference`).
 
 >>> p = reference()
 >>> p.cores >= 1 and p.bandwidth_at("copy1", 1 << 20) > 0
@@ -156,6 +158,43 @@ def reference() -> Profile:
     return Profile.from_json(PROFILE, "reference")
 
 
+def host_reference(threads: int | None = None) -> Profile:
+    """The reference profile for a pool of `threads` (default: this process's pool,
+    `svod.codegen.target.pool_size`): the profile the planner uses on a machine with no
+    calibration. The reference was measured on 2 cores, and its `cores` is the thread
+    count every split kernel is given; kept as it is, an uncalibrated 16-core machine ran
+    every planned kernel on 2 threads (bench_scaling and bench_kernels on a 16-core Xeon:
+    W1/W2 flat, full reductions at 21% of the read probe). So `cores` becomes the pool's
+    size, and the two all-core speed-ups the reference measured are extended at the
+    per-core gain it measured: `compute_scaling` (s on 2 cores -> 1 + (s - 1)(t - 1))
+    and the generated GEMM's all-core rate (`matmul_flops["native2:1024"]`), each at
+    most t. The all-core bandwidth curves stay the 2-core ones: a memory-bound kernel is
+    priced pessimistically (DRAM bandwidth grows with cores by a machine-dependent
+    factor: 2-3x on desktops, 15x on the 16-core Xeon), which changes its price, not
+    whether it splits. `svod calibrate` measures all of it on the machine itself."""
+    p = reference()
+    if threads is None:
+        from svod.codegen.target import pool_size
+
+        threads = pool_size()
+    ref = max(1, p.cores)
+    t = max(1, int(threads))
+    if t == ref:
+        return p
+    data = dict(p.data)
+    data["cores"] = t
+    data["scaled_from_cores"] = ref
+    gain = (p.compute_scaling - 1.0) / max(ref - 1, 1)  # measured speed-up per added core
+    data["compute_scaling"] = min(float(t), 1.0 + gain * (t - 1))
+    mm = dict(data.get("matmul_flops", {}))
+    one, two = mm.get("native"), mm.get("native2:1024")
+    if one and two and t > 1:
+        g = max(0.0, two / one - 1.0) / max(ref - 1, 1)
+        mm["native2:1024"] = one * min(float(t), 1.0 + g * (t - 1))
+        data["matmul_flops"] = mm
+    return Profile(data, f"reference (measured on {ref} cores, scaled to {t} threads)")
+
+
 def _from_store(store) -> Profile | None:
     obj = store.get_json("profiles", STORE_KEY)
     source = "store"
@@ -175,8 +214,8 @@ def _from_store(store) -> Profile | None:
 def profile(store=None, refresh: bool = False) -> Profile:
     """The profile this process plans with (see the module docstring for the order).
 
-    >>> profile().source in ("store", "reference", "store (older svod version)") or \
-        profile().source.startswith("file:")
+    >>> profile().source in ("store", "store (older svod version)") or \
+        profile().source.startswith(("file:", "reference"))
     True
     """
     path = machine_profile_path()
@@ -202,7 +241,7 @@ def profile(store=None, refresh: bool = False) -> Profile:
     key = f"store:{id(store)}"
     with _lock:
         if refresh or key not in _cached:
-            _cached[key] = _from_store(store) or reference()
+            _cached[key] = _from_store(store) or host_reference()
         return _cached[key]
 
 

@@ -841,9 +841,12 @@ def test_a_plan_stored_on_one_thread_is_priced_again_in_a_bigger_pool(tmp_path):
         print(json.dumps({"threads": {str(k): v for k, v in exe.thread_map().items()}, "ok": ok,
                           "stored": exe.to_json().get("pool"), "loaded": svod.stats()["disk_cache_hits"]}))
     """
-    one = _child(code, str(tmp_path), SVOD_THREADS="1", SVOD_TIERED="0")
+    # one profile file for both (a calibrated machine: the same plan generation for any
+    # pool; the uncalibrated reference is scaled to the pool, another generation each)
+    prof = str(ROOT / "tests" / "machine_profile.json")
+    one = _child(code, str(tmp_path), SVOD_THREADS="1", SVOD_TIERED="0", SVOD_MACHINE_PROFILE=prof)
     assert one["ok"] and one["threads"] == {} and one["stored"] == 1
-    two = _child(code, str(tmp_path), SVOD_THREADS="2", SVOD_TIERED="0")
+    two = _child(code, str(tmp_path), SVOD_THREADS="2", SVOD_TIERED="0", SVOD_MACHINE_PROFILE=prof)
     assert two["ok"] and two["loaded"] >= 1, two  # the plan came from the disk cache ...
     assert two["threads"] and max(two["threads"].values()) == 2, two  # ... and runs on both threads
     assert two["stored"] == 2
