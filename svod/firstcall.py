@@ -35,6 +35,7 @@ searches run in the search process, `svod.searchproc`).
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import threading
@@ -135,6 +136,7 @@ if hasattr(os, "register_at_fork"):
 
 # ----------------------------------------------------------------------------- prefetch
 
+PREFETCH_EXIT_WAIT = 30.0  # seconds an exiting process waits for the search's import (~0.4 s)
 _prefetch_lock = threading.Lock()
 _prefetch_thread: threading.Thread | None = None
 _at_fork_registered = False
@@ -162,6 +164,10 @@ def prefetch_search(importer: Callable[[], None]) -> bool:
         if not _at_fork_registered and hasattr(os, "register_at_fork"):
             os.register_at_fork(before=wait_prefetch)
             _at_fork_registered = True
+        # NOTE: the exit waits for the import: a daemon thread stopped by the interpreter's
+        # finalization inside egglog's native code aborted the process ("FATAL: exception not
+        # rethrown", rc -6) after the program's output was complete (seen in a test child)
+        atexit.register(wait_prefetch, PREFETCH_EXIT_WAIT)
         _prefetch_thread = t
         t.start()
     return True

@@ -141,6 +141,29 @@ def test_a_fresh_process_plans_a_no_choice_graph_without_egglog_then_prefetches_
     assert out["prefetch"] == "done" and out["search_after"] is True
 
 
+def test_a_process_that_exits_during_the_prefetch_waits_for_it(tmp_path):
+    """The search's import runs on a daemon thread; a process that exits while it runs
+    waits for it at exit, so the interpreter never stops that thread inside egglog's
+    native code (which aborted a test child with "FATAL: exception not rethrown" after
+    its output was complete). The hook registered first runs last: it sees the prefetch
+    done."""
+    code = """
+        import atexit, json, numpy as np
+        atexit.register(lambda: print(json.dumps({"at_exit": firstcall.prefetch_state()})))
+        import svod
+        from svod import firstcall
+        (svod.exp(svod.asarray(np.ones((4, 4), np.float32))) * 2).numpy()
+        print(json.dumps({"at_end": firstcall.prefetch_state()}))
+    """
+    e = dict(os.environ, PYTHONPATH=str(ROOT), SVOD_CACHE_DIR=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=e,
+                       cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = [json.loads(x) for x in r.stdout.strip().splitlines()]
+    assert lines[0]["at_end"] == "running"  # the program ended before the import did ...
+    assert lines[-1]["at_exit"] == "done"  # ... and the exit waited for it
+
+
 def test_prefetch_off_leaves_egglog_unimported(tmp_path):
     out = _child(_COLD, str(tmp_path), SVOD_PREFETCH="0")
     assert out["ok"] and out["prefetch"] == "not started" and out["search_after"] is False
