@@ -155,11 +155,7 @@ def _movement() -> str:
         f'(rule ((= r (E "PERMUTE" q (Cons {T("p", "x")} (Nil))))) ((PermPair r p q x)) :ruleset movement)',
         f'(rule ((PermPair r p q x) (PermIs p s) (PermInvIs q s))\n'
         f'      ((union r x) {_mark("movement")}) :ruleset movement)',
-        f'(rule ((= r (E op n (Cons {T("p", "x")} (Nil)))) (Pointwise op))\n'
-        f'      ((union r (E "PERMUTE" p (Cons (Load (Kernel (E op n (Cons x (Nil)))))  (Nil)))) '
-        f'{_mark("movement")} {_mark("movement", "(E op n (Cons x (Nil)))")}) :ruleset movement)',
-        f'(rule ((= r (E op n (Cons {T("p", "x")} (Cons {T("q", "y")} (Nil))))) (Pointwise op))\n'
-        f'      ((BinT r op n p q x y)) :ruleset movement)',
+        *_mv.through_pointwise("movement", "PERMUTE", None, "BinT r"),
         _mv.composed_perm_rule(),
         f'(rule ((BinT r op n p q x y) (PermIs p s) (PermIs q s))\n'
         f'      ((union r (E "PERMUTE" p (Cons (Load (Kernel (E op n (Cons x (Cons y (Nil))))))  (Nil)))) '
@@ -682,8 +678,7 @@ FUSION = tuple(n for n in RULESETS if n.startswith("fuse_"))
 # alike the written one is kept (a rewritten e-node costs 0.001 more), and the merged row
 # sum that made `sum_merge` opt-in runs as fast as the two sums since its block loop is no
 # longer unrolled (svod.codegen.reduction.BLOCK_LOOP_HINTS; docs/algebra.md, "Measured")
-OPT_IN = ("movement_reshape",
-          *(n for n, (_, _, on) in _contract.RULESETS.items() if not on))
+OPT_IN = tuple(n for n, (_, _, on) in _contract.RULESETS.items() if not on)
 DEFAULT = tuple(n for n in RULESETS if n not in OPT_IN)
 ALL = tuple(RULESETS)
 EXACT = tuple(n for n in DEFAULT if STATUS[n] == "exact")

@@ -22,7 +22,7 @@ from tests.programs import movement_programs
 from tests.test_algebra import EXACT_LIM, _arr, _compiled, _plan, _programs_of, _same_bits
 
 MOVE = ("algebra", "movement", "movement_reshape")  # the exact movement rule sets (and identities)
-WITH_MOVES = rules.DEFAULT + ("movement_reshape",)  # the default sets and the opt-in reshape moves
+WITH_MOVES = rules.DEFAULT  # the default sets, the movement sets among them
 
 
 def _nan_same_bits(got, want):
@@ -99,10 +99,10 @@ def test_reshapes_of_a_sum_move_out_and_the_copy_disappears():
     assert any("movement_reshape" in w.rulesets for w in r.report.rewrites), r.report
     assert "[movement_reshape]" in str(r.report)
     # on by default; exact too, so the exact mode runs it
-    # opt-in (a saturation blow-up: test_a_broadcast_min_matmul_program_searches_in_bounded_memory)
-    _, _, r, _ = _plan(t)
-    assert "movement_reshape" not in r.report.saturation.rulesets
-    _, _, r, _ = _plan(t, run=False, rulesets=rules.EXACT + ("movement_reshape",))
+    assert "movement_reshape" in rules.DEFAULT and "movement_reshape" in rules.EXACT
+    _, _, r, _ = _plan(t, run=False)
+    assert "movement_reshape" in r.report.saturation.rulesets and not _ops(r.decoded, Ops.RESHAPE), r.report
+    _, _, r, _ = _plan(t, run=False, rulesets=rules.EXACT)
     assert "movement_reshape" in r.report.saturation.rulesets and not _ops(r.decoded, Ops.RESHAPE), r.report
 
 
@@ -110,7 +110,7 @@ def test_a_reshape_round_trip_cancels():
     a = _special(6, 4)
     x = svod.asarray(a)
     t = svod.tanh(svod.reshape(svod.abs(svod.reshape(x, (-1,))), (6, 4)))
-    key, _, r, (got,) = _plan(t, run=False, rulesets=rules.EXACT + ("movement_reshape",))
+    key, _, r, (got,) = _plan(t, run=False, rulesets=rules.EXACT)
     assert len(_ops(key, Ops.RESHAPE)) == 2
     assert not _ops(r.decoded, Ops.RESHAPE), r.report
     _, _, _, (plain,) = _plan(svod.tanh(svod.abs(svod.asarray(a))), run=False)
@@ -254,11 +254,11 @@ def test_new_movement_sets_are_gated_on_their_facts(ruleset):
     x = svod.asarray(_arr(8, 8))
     _, _, r, _ = _plan(svod.exp(x) * 2.0 + 1.0, rulesets=rules.ALL)
     assert ruleset not in r.report.saturation.rulesets
-    # movement_reduce on by default (reassoc: the exact mode drops it); movement_reshape
-    # opt-in (docs/algebra.md, "Movement algebra": a saturation blow-up)
-    assert (ruleset in rules.OPT_IN) == (ruleset == "movement_reshape")
+    # both on by default; movement_reduce is reassoc (the exact mode drops it),
+    # movement_reshape exact (the exact mode runs it)
+    assert ruleset in rules.DEFAULT and ruleset not in rules.OPT_IN
     assert rules.STATUS[ruleset] == ("exact" if ruleset == "movement_reshape" else "reassoc")
-    assert ruleset not in rules.default_rulesets("exact")
+    assert (ruleset in rules.default_rulesets("exact")) == (ruleset == "movement_reshape")
 
 
 def test_permute_through_reshape_follows_numpy():
@@ -292,7 +292,7 @@ def test_a_permute_of_a_reshape_moves_below_it_and_the_permutes_cancel():
     below the reshape (`movement_reshape`), meets x.T and cancels (`movement`); the add
     reads x as it is. Exact: bit-identical, in both algebra modes."""
     a, b = _special(6, 4), _special(2, 3, 4, seed=1)
-    for sets in (WITH_MOVES, rules.EXACT + ("movement_reshape",)):
+    for sets in (WITH_MOVES, rules.EXACT):
         kw = {"rulesets": sets}
         x, y = svod.asarray(a), svod.asarray(b)
         t = svod.permute_dims(x.T.reshape(4, 2, 3), (1, 2, 0)) + y
