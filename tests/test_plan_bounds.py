@@ -250,7 +250,7 @@ def test_movement_chains_search_to_the_end_within_the_budget(rounds):
     one program per movement form, a few, where pricing every placement of every view ran
     it to its time limit (1.4 s of a 2 s budget at 4 rounds) — and the chosen program has
     no permute and no reshape but the sum's left."""
-    from search import plan_search, rules
+    from search import plan_search
     from svod.config import SearchLimits
     from svod.ir import Ops
     from svod.key import compact
