@@ -436,12 +436,12 @@ def through_pointwise(name: str, view: str, rel: str | None, pair: str) -> list[
     un = "(E op n (Cons (Load t) (Nil)))"
     diag = "(E op n (Cons (Load t) (Cons (Load t) (Nil))))"
     return [
-        f'(rule ((= a {v("p", "t")}) (= r (E op n (Cons a (Nil)))) (!= r a) (Pointwise op){cond})\n'
+        f'(rule ((= r (E op n (Cons a (Nil)))) (Pointwise op) (= a {v("p", "t")}) (!= r a){cond})\n'
         f'      {out_(un)} :ruleset {name})',
-        f'(rule ((= a {v("p", "t")}) (= r (E op n (Cons a (Cons a (Nil))))) (!= r a) (Pointwise op){cond})\n'
+        f'(rule ((= r (E op n (Cons a (Cons a (Nil))))) (Pointwise op) (= a {v("p", "t")}) (!= r a){cond})\n'
         f'      {out_(diag)} :ruleset {name})',
-        f'(rule ((= a {v("p", "t")}) (= b {v("q", "u")}) (!= a b) (= r (E op n (Cons a (Cons b (Nil)))))'
-        f' (!= r a) (!= r b) (Pointwise op))\n'
+        f'(rule ((= r (E op n (Cons a (Cons b (Nil))))) (Pointwise op) (= a {v("p", "t")}) (= b {v("q", "u")})'
+        f' (!= a b) (!= r a) (!= r b))\n'
         f'      (({pair} op n p q (Load t) (Load u))) :ruleset {name})',
     ]
 
