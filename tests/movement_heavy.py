@@ -138,9 +138,8 @@ def run_checks(n: int, seed: int = 0) -> None:
     """`check` on `n` drawn programs (hypothesis, derandomised by `seed`); raises with the
     falsifying program on a failure. Meant for a process held to a few GB
     (tests/test_algebra_movement.py)."""
-    from hypothesis import HealthCheck, given
+    from hypothesis import HealthCheck, given, settings
     from hypothesis import seed as hseed
-    from hypothesis import settings
 
     @hseed(seed)
     @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck))
