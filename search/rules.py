@@ -27,7 +27,8 @@ the e-graph linear in the graph (at most 2^arity variants per op).
 - `movement` (exact): a transpose of a transpose that undoes it cancels, any other two
   compose into one (`T_q(T_p(x)) -> T_{p∘q}(x)`); a pointwise op of transposed operands
   (same order) becomes the transpose of the op: `f(T(a)) -> T(f(a))`, `T(a) op T(b) ->
-  T(a op b)` — so transposes meet and cancel.
+  T(a op b)` — so transposes meet and cancel (the rules through pointwise ops are
+  `search.algebra_movement.through_pointwise`'s, with its guards).
 - `movement_reshape` (exact; search/algebra_movement.py): reshapes and broadcasts moved
   out of pointwise ops (the same view on both operands), reshapes composed or cancelled.
 - `movement_reduce` (reassoc; search/algebra_movement.py): a reduction of a permuted
@@ -666,12 +667,12 @@ def fusing_ruleset(producer: str, consumer: str, names=None) -> str | None:
             return name
     return None
 FUSION = tuple(n for n in RULESETS if n.startswith("fuse_"))
-# rule sets that run only when named (docs/algebra.md), and contraction forms marked off in
-# search.contract.RULESETS. `movement_reshape` is opt-in again: on a 6-node program of
-# broadcasts, a row min and a matmul (tests/test_algebra_movement.py,
-# test_a_broadcast_min_matmul_program_searches_in_bounded_memory) its saturation grew past
-# 20 GB; `movement_reduce` is on: the exploration prices one program per movement form
-# (search.algebra_movement.movement_form; docs/algebra.md, "Movement algebra").
+# rule sets that run only when named (docs/algebra.md): the contraction forms marked off in
+# search.contract.RULESETS. The movement sets are on: their rules through pointwise ops
+# keep the e-graph finite (search.algebra_movement.through_pointwise; docs/algebra.md, "Why
+# the movement sets grew the e-graph without bound"; tests/test_algebra_movement.py,
+# test_movement_heavy_programs_search_in_bounded_memory) and the exploration prices one
+# program per movement form (search.algebra_movement.movement_form).
 # `matmul_siblings` is on: its forms are made for small groups only
 # (search.contract.SIBLING_MAX_FLOPS). The reduction algebra (`sum_merge`, `sum_scale`,
 # `minmax_shift`) is on: where the cost model prices the rewritten and the written program

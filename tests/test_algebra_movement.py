@@ -397,12 +397,14 @@ resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
 import numpy as np, svod
 from svod.key import compact
 from search import plan_search, rules
+from svod.config import SearchLimits
 from tests.movement_heavy import enode_bound
 
 
 def searched(outs, want):
     key, _ = compact([o.uop for o in outs])
-    sat = plan_search(key).report.saturation
+    # a time limit far above the search's (~0.1 s here): a loaded machine must not stop it
+    sat = plan_search(key, limits=SearchLimits(seconds=60.0)).report.saturation
     assert "movement_reshape" in sat.rulesets or "movement" in sat.rulesets, sat
     assert sat.stop_reason == "saturated" and sat.enodes <= enode_bound(len(key.nodes)), str(sat)
     for o, w in zip(outs, want):
