@@ -110,10 +110,11 @@ def enode_bound(nodes: int) -> int:
 
 def check(prog) -> None:
     """Search one drawn program with the default rule sets (and a time limit no search
-    of these reaches), assert the saturation ended by saturating within `enode_bound`, and compare the realized result with numpy's:
-    within float32 rounding for exact programs (svod's tanh is its own polynomial), within
-    the reassociation bound for programs with sums and products; a non-finite reference
-    element must be non-finite in svod too (inf - inf orders differ)."""
+    of these reaches), assert the saturation ended by saturating within `enode_bound`,
+    and compare the realized result with numpy's: within float32 rounding for exact
+    programs (svod's tanh is its own polynomial), within the reassociation bound for
+    programs with sums and products; a non-finite reference element must be non-finite
+    in svod too (inf - inf orders differ)."""
     from search import plan_search
     from svod.config import SearchLimits
     from svod.key import compact
