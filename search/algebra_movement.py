@@ -414,7 +414,9 @@ def through_pointwise(name: str, view: str, rel: str | None, pair: str) -> list[
     `Load(Kernel(.))` form, the forms the fusion rules add); a binary rule that formed
     every pair of them made |S|^2 new classes per op, squared again by the next op of a
     chain (`a + a`, `(a + a) * (a + a)`, ...: 4 -> 20 -> 272 -> 65,792 within one
-    iteration), or fed them back into the op's own class:
+    iteration), or fed them back into the op's own class. The first two guards are the
+    fix (each of the programs that grew saturates with them alone); the third skips a
+    rewrite that adds nothing:
     - the sources are loads (`(Load t)`: the written views' and this rule's results; the
       fused forms of them are made by the fusion rules from these);
     - an op of one operand twice (`a + a`) is rewritten with the same source twice, not
