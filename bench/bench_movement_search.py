@@ -2,7 +2,7 @@
 (issue 30, docs/algebra.md "Movement algebra": the table of search times).
 
     python3 bench/bench_movement_search.py [--repeats 5] [--graphs chain2,reshape4,...]
-        [--sets default|without|with]
+        [--sets default|without|with|no_reshape] [--ab]
 
 Graphs (float32 8 x 8 values, transposes of square matrices):
 
@@ -21,7 +21,10 @@ the median CPU time of the process (steadier than wall time on a loaded machine)
 the programs the exploration priced, the kernels chosen and the movement ops (PERMUTE,
 RESHAPE, EXPAND of non-constants) left in the chosen program. `--sets`: `without` runs
 `rules.DEFAULT` minus `movement_reshape` and `movement_reduce`, `with` runs it plus
-them, `default` runs `rules.DEFAULT` as it is.
+them, `no_reshape` runs it minus `movement_reshape`, `default` runs `rules.DEFAULT` as it
+is. `--ab`: each graph planned with `rules.DEFAULT` and with `--sets` (default:
+`no_reshape`) alternately in this process, `--repeats` times each after a warm-up; prints
+the median CPU time of each, their ratio and both saturations' e-node counts.
 """
 
 from __future__ import annotations
@@ -102,7 +105,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--graphs", default="random11,random27,chain2,reshape4,transpose4")
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--sets", default="default", choices=("default", "without", "with"))
+    ap.add_argument("--sets", default="default", choices=("default", "without", "with", "no_reshape"))
+    ap.add_argument("--ab", action="store_true", help="rules.DEFAULT against --sets, interleaved")
     args = ap.parse_args(argv)
     from svod.planner import import_search
 
@@ -110,12 +114,17 @@ def main(argv=None) -> None:
     from search import plan_search, rules
 
     names = {"default": rules.DEFAULT, "without": tuple(n for n in rules.DEFAULT if n not in MOVES),
-             "with": tuple(dict.fromkeys(rules.DEFAULT + MOVES))}[args.sets]
+             "with": tuple(dict.fromkeys(rules.DEFAULT + MOVES)),
+             "no_reshape": tuple(n for n in rules.DEFAULT if n != "movement_reshape")}[args.sets]
     gs = graphs()
+    todo = [g for g in gs if g.startswith("w:")] if args.graphs == "workloads" else args.graphs.split(",")
+    if args.ab:
+        other = names if args.sets != "default" else tuple(n for n in rules.DEFAULT if n != "movement_reshape")
+        _ab(gs, todo, rules.DEFAULT, other, args.repeats)
+        return
     print(f"sets: {args.sets} ({', '.join(n for n in MOVES if n in names) or 'no movement_reshape/reduce'})")
     print(f"{'graph':>22} {'nodes':>5} {'median ms':>9} {'min-max ms':>13} {'cpu ms':>7} {'priced':>6} {'kernels':>7} "
           f"{'moves':>5} {'stop':>12}")
-    todo = [g for g in gs if g.startswith("w:")] if args.graphs == "workloads" else args.graphs.split(",")
     for g in todo:
         t = gs[g]()
         key, _ = compact([u.uop for u in (t if isinstance(t, tuple) else (t,))])
@@ -132,6 +141,35 @@ def main(argv=None) -> None:
               f"{a.tried if a else 0:>6} {len(r.plan.kernels):>7} "
               f"{movement_left(r.decoded if r.decoded is not None else key):>5} "
               f"{(a.stop_reason if a else '-')[:12]:>12}")
+
+
+def _ab(gs, todo, a_sets, b_sets, repeats: int) -> None:
+    from search import plan_search
+
+    print(f"A: rules.DEFAULT; B: without {', '.join(sorted(set(a_sets) - set(b_sets))) or '-'}; "
+          f"median CPU ms of {repeats} alternating calls each")
+    print(f"{'graph':>22} {'nodes':>5} {'A ms':>7} {'B ms':>7} {'A/B':>5} {'A e-nodes':>9} {'B e-nodes':>9} "
+          f"{'A stop':>10}")
+    ratios = []
+    for g in todo:
+        t = gs[g]()
+        key, _ = compact([u.uop for u in (t if isinstance(t, tuple) else (t,))])
+        cpu: dict = {0: [], 1: []}
+        rep: dict = {}
+        for sets in (a_sets, b_sets):
+            plan_search(key, rulesets=sets)  # warm
+        for i in range(2 * repeats):
+            j = (i + i // 2) % 2  # A B B A A B ...
+            c0 = time.process_time()
+            rep[j] = plan_search(key, rulesets=(a_sets, b_sets)[j]).report
+            cpu[j].append(time.process_time() - c0)
+        a, b = statistics.median(cpu[0]), statistics.median(cpu[1])
+        ratios.append(a / b)
+        print(f"{g[:22]:>22} {len(key.nodes):>5} {a * 1e3:>7.1f} {b * 1e3:>7.1f} {a / b:>5.2f} "
+              f"{rep[0].saturation.enodes:>9} {rep[1].saturation.enodes:>9} {rep[0].saturation.stop_reason[:10]:>10}")
+    if ratios:
+        print(f"A/B over {len(ratios)} graphs: median {statistics.median(ratios):.2f}, "
+              f"range {min(ratios):.2f}-{max(ratios):.2f}")
 
 
 if __name__ == "__main__":

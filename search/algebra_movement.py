@@ -401,6 +401,53 @@ def _mark(name: str, var: str = "r") -> str:
     return f'(Rewritten {var} "{name}")'
 
 
+def through_pointwise(name: str, view: str, rel: str | None, pair: str) -> list[str]:
+    """The rules of rule set `name` that move the view `view` (PERMUTE, RESHAPE, EXPAND;
+    `rel`: the relation `(rel p s)` naming the view template's signature, None: any) out
+    of a pointwise op: `f(V_p(x)) -> V_p(f(x))` and `V_p(x) op V_q(y) -> V_p(x op y)` when
+    p and q have one signature (stage two: the fact `(pair op n p q x y)`, `pair` naming
+    the relation and its leading fields, joined with the signatures by the caller's rule).
+
+    Three guards keep the e-graph finite (docs/algebra.md, "Why the movement sets grew
+    the e-graph without bound"). A class may hold one view over several *sources* that
+    are one value in different e-classes (a value and its materialised
+    `Load(Kernel(.))` form, the forms the fusion rules add); a binary rule that formed
+    every pair of them made |S|^2 new classes per op, squared again by the next op of a
+    chain (`a + a`, `(a + a) * (a + a)`, ...: 4 -> 20 -> 272 -> 65,792 within one
+    iteration), or fed them back into the op's own class. The first two guards are the
+    fix (each of the programs that grew saturates with them alone); the third skips a
+    rewrite that adds nothing:
+    - the sources are loads (`(Load t)`: the written views' and this rule's results; the
+      fused forms of them are made by the fusion rules from these);
+    - an op of one operand twice (`a + a`) is rewritten with the same source twice, not
+      every pair (`(!= a b)` for the general rule);
+    - an e-node in the class of its own operand is not rewritten (`(!= r a)`): an
+      idempotent identity (`max(x, x) = x`, search/rules.py's `algebra`) puts `max(C, C)`
+      into C, and the rule would add `V(max(s_i, s_j))` to C for every two sources, C's
+      sources squared every run (5 -> 42 -> 1,302 -> 915,306)."""
+    cond = "" if rel is None else f" ({rel} p s)"
+    mark = f'(Rewritten r "{name}")'
+
+    def v(p: str, t: str) -> str:
+        return f'(Load (Kernel (E "{view}" {p} (Cons (Load {t}) (Nil)))))'
+
+    def out_(inner: str) -> str:
+        return (f'((union r (E "{view}" p (Cons (Load (Kernel {inner})) (Nil)))) {mark} '
+                f'(Rewritten {inner} "{name}"))')
+
+    un = "(E op n (Cons (Load t) (Nil)))"
+    diag = "(E op n (Cons (Load t) (Cons (Load t) (Nil))))"
+    return [
+        f'(rule ((= r (E op n (Cons a (Nil)))) (Pointwise op) (= a {v("p", "t")}) (!= r a){cond})\n'
+        f'      {out_(un)} :ruleset {name})',
+        f'(rule ((= r (E op n (Cons a (Cons a (Nil))))) (Pointwise op) (= a {v("p", "t")}) (!= r a){cond})\n'
+        f'      {out_(diag)} :ruleset {name})',
+        f'(rule ((= r (E op n (Cons a (Cons b (Nil))))) (Pointwise op) (= a {v("p", "t")}) (= b {v("q", "u")})'
+        f' (!= a b) (!= r a) (!= r b))\n'
+        f'      (({pair} op n p q (Load t) (Load u))) :ruleset {name})',
+    ]
+
+
 def _view(op: str, v: str, x: str) -> str:
     return f'(Load (Kernel (E "{op}" {v} (Cons {x} (Nil)))))'
 
@@ -445,12 +492,7 @@ def movement_reshape() -> str:
                f'      ((union r (E "RESHAPE" q2 (Cons (Load (Kernel {tp})) (Nil)))) {_mark(name)} '
                f'{_mark(name, tp)}) :ruleset {name})')
     for op, rel in (("RESHAPE", "ReshapeIs"), ("EXPAND", "ExpandIs")):
-        un = '(E op n (Cons x (Nil)))'
-        out.append(f'(rule ((= r (E op n (Cons {_view(op, "p", "x")} (Nil)))) (Pointwise op) ({rel} p s))\n'
-                   f'      ((union r (E "{op}" p (Cons (Load (Kernel {un})) (Nil)))) {_mark(name)} '
-                   f'{_mark(name, un)}) :ruleset {name})')
-        out.append(f'(rule ((= r (E op n (Cons {_view(op, "p", "x")} (Cons {_view(op, "q", "y")} (Nil)))))'
-                   f' (Pointwise op))\n      ((BinV r "{op}" op n p q x y)) :ruleset {name})')
+        out += through_pointwise(name, op, rel, f'BinV r "{op}"')
         bi = '(E op n (Cons x (Cons y (Nil))))'
         out.append(f'(rule ((BinV r "{op}" op n p q x y) ({rel} p s) ({rel} q s))\n'
                    f'      ((union r (E "{op}" p (Cons (Load (Kernel {bi})) (Nil)))) {_mark(name)} '

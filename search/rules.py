@@ -27,7 +27,8 @@ the e-graph linear in the graph (at most 2^arity variants per op).
 - `movement` (exact): a transpose of a transpose that undoes it cancels, any other two
   compose into one (`T_q(T_p(x)) -> T_{p∘q}(x)`); a pointwise op of transposed operands
   (same order) becomes the transpose of the op: `f(T(a)) -> T(f(a))`, `T(a) op T(b) ->
-  T(a op b)` — so transposes meet and cancel.
+  T(a op b)` — so transposes meet and cancel (the rules through pointwise ops are
+  `search.algebra_movement.through_pointwise`'s, with its guards).
 - `movement_reshape` (exact; search/algebra_movement.py): reshapes and broadcasts moved
   out of pointwise ops (the same view on both operands), reshapes composed or cancelled.
 - `movement_reduce` (reassoc; search/algebra_movement.py): a reduction of a permuted
@@ -155,11 +156,7 @@ def _movement() -> str:
         f'(rule ((= r (E "PERMUTE" q (Cons {T("p", "x")} (Nil))))) ((PermPair r p q x)) :ruleset movement)',
         f'(rule ((PermPair r p q x) (PermIs p s) (PermInvIs q s))\n'
         f'      ((union r x) {_mark("movement")}) :ruleset movement)',
-        f'(rule ((= r (E op n (Cons {T("p", "x")} (Nil)))) (Pointwise op))\n'
-        f'      ((union r (E "PERMUTE" p (Cons (Load (Kernel (E op n (Cons x (Nil)))))  (Nil)))) '
-        f'{_mark("movement")} {_mark("movement", "(E op n (Cons x (Nil)))")}) :ruleset movement)',
-        f'(rule ((= r (E op n (Cons {T("p", "x")} (Cons {T("q", "y")} (Nil))))) (Pointwise op))\n'
-        f'      ((BinT r op n p q x y)) :ruleset movement)',
+        *_mv.through_pointwise("movement", "PERMUTE", None, "BinT r"),
         _mv.composed_perm_rule(),
         f'(rule ((BinT r op n p q x y) (PermIs p s) (PermIs q s))\n'
         f'      ((union r (E "PERMUTE" p (Cons (Load (Kernel (E op n (Cons x (Cons y (Nil))))))  (Nil)))) '
@@ -670,20 +667,19 @@ def fusing_ruleset(producer: str, consumer: str, names=None) -> str | None:
             return name
     return None
 FUSION = tuple(n for n in RULESETS if n.startswith("fuse_"))
-# rule sets that run only when named (docs/algebra.md), and contraction forms marked off in
-# search.contract.RULESETS. `movement_reshape` is opt-in again: on a 6-node program of
-# broadcasts, a row min and a matmul (tests/test_algebra_movement.py,
-# test_a_broadcast_min_matmul_program_searches_in_bounded_memory) its saturation grew past
-# 20 GB; `movement_reduce` is on: the exploration prices one program per movement form
-# (search.algebra_movement.movement_form; docs/algebra.md, "Movement algebra").
+# rule sets that run only when named (docs/algebra.md): the contraction forms marked off in
+# search.contract.RULESETS. The movement sets are on: their rules through pointwise ops
+# keep the e-graph finite (search.algebra_movement.through_pointwise; docs/algebra.md, "Why
+# the movement sets grew the e-graph without bound"; tests/test_algebra_movement.py,
+# test_movement_heavy_programs_search_in_bounded_memory) and the exploration prices one
+# program per movement form (search.algebra_movement.movement_form).
 # `matmul_siblings` is on: its forms are made for small groups only
 # (search.contract.SIBLING_MAX_FLOPS). The reduction algebra (`sum_merge`, `sum_scale`,
 # `minmax_shift`) is on: where the cost model prices the rewritten and the written program
 # alike the written one is kept (a rewritten e-node costs 0.001 more), and the merged row
 # sum that made `sum_merge` opt-in runs as fast as the two sums since its block loop is no
 # longer unrolled (svod.codegen.reduction.BLOCK_LOOP_HINTS; docs/algebra.md, "Measured")
-OPT_IN = ("movement_reshape",
-          *(n for n, (_, _, on) in _contract.RULESETS.items() if not on))
+OPT_IN = tuple(n for n, (_, _, on) in _contract.RULESETS.items() if not on)
 DEFAULT = tuple(n for n in RULESETS if n not in OPT_IN)
 ALL = tuple(RULESETS)
 EXACT = tuple(n for n in DEFAULT if STATUS[n] == "exact")

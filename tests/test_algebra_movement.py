@@ -22,7 +22,7 @@ from tests.programs import movement_programs
 from tests.test_algebra import EXACT_LIM, _arr, _compiled, _plan, _programs_of, _same_bits
 
 MOVE = ("algebra", "movement", "movement_reshape")  # the exact movement rule sets (and identities)
-WITH_MOVES = rules.DEFAULT + ("movement_reshape",)  # the default sets and the opt-in reshape moves
+WITH_MOVES = rules.DEFAULT  # the default sets, the movement sets among them
 
 
 def _nan_same_bits(got, want):
@@ -99,10 +99,10 @@ def test_reshapes_of_a_sum_move_out_and_the_copy_disappears():
     assert any("movement_reshape" in w.rulesets for w in r.report.rewrites), r.report
     assert "[movement_reshape]" in str(r.report)
     # on by default; exact too, so the exact mode runs it
-    # opt-in (a saturation blow-up: test_a_broadcast_min_matmul_program_searches_in_bounded_memory)
-    _, _, r, _ = _plan(t)
-    assert "movement_reshape" not in r.report.saturation.rulesets
-    _, _, r, _ = _plan(t, run=False, rulesets=rules.EXACT + ("movement_reshape",))
+    assert "movement_reshape" in rules.DEFAULT and "movement_reshape" in rules.EXACT
+    _, _, r, _ = _plan(t, run=False)
+    assert "movement_reshape" in r.report.saturation.rulesets and not _ops(r.decoded, Ops.RESHAPE), r.report
+    _, _, r, _ = _plan(t, run=False, rulesets=rules.EXACT)
     assert "movement_reshape" in r.report.saturation.rulesets and not _ops(r.decoded, Ops.RESHAPE), r.report
 
 
@@ -110,7 +110,7 @@ def test_a_reshape_round_trip_cancels():
     a = _special(6, 4)
     x = svod.asarray(a)
     t = svod.tanh(svod.reshape(svod.abs(svod.reshape(x, (-1,))), (6, 4)))
-    key, _, r, (got,) = _plan(t, run=False, rulesets=rules.EXACT + ("movement_reshape",))
+    key, _, r, (got,) = _plan(t, run=False, rulesets=rules.EXACT)
     assert len(_ops(key, Ops.RESHAPE)) == 2
     assert not _ops(r.decoded, Ops.RESHAPE), r.report
     _, _, _, (plain,) = _plan(svod.tanh(svod.abs(svod.asarray(a))), run=False)
@@ -254,11 +254,11 @@ def test_new_movement_sets_are_gated_on_their_facts(ruleset):
     x = svod.asarray(_arr(8, 8))
     _, _, r, _ = _plan(svod.exp(x) * 2.0 + 1.0, rulesets=rules.ALL)
     assert ruleset not in r.report.saturation.rulesets
-    # movement_reduce on by default (reassoc: the exact mode drops it); movement_reshape
-    # opt-in (docs/algebra.md, "Movement algebra": a saturation blow-up)
-    assert (ruleset in rules.OPT_IN) == (ruleset == "movement_reshape")
+    # both on by default; movement_reduce is reassoc (the exact mode drops it),
+    # movement_reshape exact (the exact mode runs it)
+    assert ruleset in rules.DEFAULT and ruleset not in rules.OPT_IN
     assert rules.STATUS[ruleset] == ("exact" if ruleset == "movement_reshape" else "reassoc")
-    assert ruleset not in rules.default_rulesets("exact")
+    assert (ruleset in rules.default_rulesets("exact")) == (ruleset == "movement_reshape")
 
 
 def test_permute_through_reshape_follows_numpy():
@@ -292,7 +292,7 @@ def test_a_permute_of_a_reshape_moves_below_it_and_the_permutes_cancel():
     below the reshape (`movement_reshape`), meets x.T and cancels (`movement`); the add
     reads x as it is. Exact: bit-identical, in both algebra modes."""
     a, b = _special(6, 4), _special(2, 3, 4, seed=1)
-    for sets in (WITH_MOVES, rules.EXACT + ("movement_reshape",)):
+    for sets in (WITH_MOVES, rules.EXACT):
         kw = {"rulesets": sets}
         x, y = svod.asarray(a), svod.asarray(b)
         t = svod.permute_dims(x.T.reshape(4, 2, 3), (1, 2, 0)) + y
@@ -391,33 +391,95 @@ def test_the_search_report_says_which_programs_shared_a_movement_form():
     assert " skipped (the movement form of a program already seen)" in line[0], line[0]
 
 
-_BLOWUP = r"""
+_BOUNDED = r"""
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
 import numpy as np, svod
 from svod.key import compact
 from search import plan_search, rules
+from svod.config import SearchLimits
+from tests.movement_heavy import enode_bound
+
+
+def searched(outs, want):
+    key, _ = compact([o.uop for o in outs])
+    # a time limit far above the search's (~0.1 s here): a loaded machine must not stop it
+    sat = plan_search(key, limits=SearchLimits(seconds=60.0)).report.saturation
+    assert "movement_reshape" in sat.rulesets or "movement" in sat.rulesets, sat
+    assert sat.stop_reason == "saturated" and sat.enodes <= enode_bound(len(key.nodes)), str(sat)
+    for o, w in zip(outs, want):
+        np.testing.assert_allclose(o.numpy(), w, rtol=1e-5, atol=1e-5)
+    print(len(key.nodes), sat.enodes, sat.iterations)
+
+
+rng = np.random.default_rng(0)
+# 1. the program the default test run drew: a broadcast input, max(x, x), a row min broadcast
+# back, a matmul (with movement_reshape on it once grew past 20 GB)
 rows, cols = 2, 6
-x = svod.broadcast_to(svod.asarray(np.arange(cols, dtype=np.float32) - 2.5), (rows, cols))
-a = svod.maximum(x, x)
-b = a * x
-m = svod.broadcast_to(svod.min(b, axis=1, keepdims=True), (rows, cols)) * 1.0
-w = svod.asarray(np.random.default_rng(0).standard_normal((cols, cols)).astype(np.float32))
-out = (m @ w) * a
-key, _ = compact([out.uop])
-plan_search(key, rulesets=rules.DEFAULT)
+v = np.arange(cols, dtype=np.float32) - 2.5
+w = rng.standard_normal((cols, cols)).astype(np.float32)
+for view in ("expand", "permute"):
+    if view == "expand":
+        x, xn = svod.broadcast_to(svod.asarray(v), (rows, cols)), np.broadcast_to(v, (rows, cols))
+    else:  # 2. the same through a transpose (`movement`, on by default before)
+        m0 = rng.standard_normal((cols, rows)).astype(np.float32)
+        x, xn = svod.asarray(m0).T, m0.T
+    a, an = svod.maximum(x, x), np.maximum(xn, xn)
+    b, bn = a * x, an * xn
+    m = svod.broadcast_to(svod.min(b, axis=1, keepdims=True), (rows, cols)) * 1.0
+    mn = np.broadcast_to(bn.min(axis=1, keepdims=True), (rows, cols)) * np.float32(1)
+    searched([(m @ svod.asarray(w)) * a], [(mn @ w) * an])
+# 3. an op of one broadcast value with itself, repeated: (a + a), ((a + a) + (a + a)), ...
+s0 = rng.standard_normal((4, 2, 2)).astype(np.float32)
+wt = rng.standard_normal((2, 2)).astype(np.float32)
+a = svod.broadcast_to(svod.reshape(svod.asarray(s0) @ svod.asarray(wt), (1, 4, 2, 2)), (2, 4, 2, 2))
+an = np.broadcast_to((s0 @ wt).reshape(1, 4, 2, 2), (2, 4, 2, 2))
+for f, fn in ((svod.add, np.add),) * 3 + ((svod.multiply, np.multiply), (svod.maximum, np.maximum)):
+    a, an = f(a, a), fn(an, an)
+searched([a], [an])
 print("ok")
 """
 
 
-def test_a_broadcast_min_matmul_program_searches_in_bounded_memory():
-    """A program the hypothesis generator found (a broadcast input, max, mul, a row min
-    broadcast back, a matmul): with `movement_reshape` on, egglog's saturation grew past
-    20 GB on it, so the set is opt-in. The default rule sets search it in a process held
-    to 4 GB of address space."""
+def test_movement_heavy_programs_search_in_bounded_memory():
+    """The programs that grew egglog's e-graph without bound within one saturation
+    iteration (docs/algebra.md, "Why the movement sets grew the e-graph without bound"),
+    searched with the default rule sets (`movement_reshape` among them) in a process held
+    to 4 GB of address space: each saturates within `enode_bound` and computes numpy's
+    result. Before the fix the first grew past 20 GB, the second (with `movement` alone)
+    and the third failed to allocate within the limit."""
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-c", _BLOWUP], capture_output=True, text=True, timeout=300,
+    r = subprocess.run([sys.executable, "-c", _BOUNDED], capture_output=True, text=True, timeout=300,
                        cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]))
-    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (r.returncode, r.stderr[-2000:])
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+
+
+def _heavy(n: int, seed: int) -> None:
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+            f"from tests.movement_heavy import run_checks; run_checks({n}, {seed}); print('ok')")
+    with tempfile.TemporaryDirectory() as d:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900,
+                           cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]),
+                           env={**os.environ, "SVOD_CACHE_DIR": d})
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (r.returncode, r.stdout[-3000:], r.stderr[-3000:])
+
+
+def test_random_movement_heavy_programs_are_bounded_and_right():
+    """Hypothesis programs of up to 10 steps mixing reshapes, permutes, broadcasts, ops of a
+    value with itself, exact identities, row reductions broadcast back and matmuls
+    (tests/movement_heavy.py), in a process held to 4 GB: each search saturates within
+    `enode_bound(nodes)` e-nodes and the result is numpy's."""
+    _heavy(12, 0)
+
+
+@pytest.mark.slow
+def test_random_movement_heavy_programs_are_bounded_and_right_many():
+    """The same over 150 programs of another seed."""
+    _heavy(150, 1)

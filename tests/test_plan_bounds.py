@@ -245,12 +245,12 @@ def test_pending_depth_does_not_cut_a_jit_trace(monkeypatch):
 @pytest.mark.parametrize("rounds", [2, 4])
 def test_movement_chains_search_to_the_end_within_the_budget(rounds):
     """The chain of docs/algebra.md's "Movement algebra" table (transposes, reshapes and a
-    sum; with the opt-in `movement_reshape` beside the default `movement_reduce`): saturation and the
+    sum; the default rule sets, `movement_reshape` and `movement_reduce` among them): saturation and the
     exploration of programs both complete at the default limits — the exploration prices
     one program per movement form, a few, where pricing every placement of every view ran
     it to its time limit (1.4 s of a 2 s budget at 4 rounds) — and the chosen program has
     no permute and no reshape but the sum's left."""
-    from search import plan_search, rules
+    from search import plan_search
     from svod.config import SearchLimits
     from svod.ir import Ops
     from svod.key import compact
@@ -263,7 +263,7 @@ def test_movement_chains_search_to_the_end_within_the_budget(rounds):
         x = svod.reshape(svod.reshape(x, (64,)) * svod.reshape(y, (64,)), (8, 8))
     key, _ = compact([svod.sum(x, axis=0).uop])
     lim = SearchLimits()
-    r = plan_search(key, limits=lim, rulesets=rules.DEFAULT + ("movement_reshape",))
+    r = plan_search(key, limits=lim)
     rep = r.report
     assert rep.saturation.stop_reason == "saturated" and rep.algebra.stop_reason == "complete", rep
     assert {"movement_reshape", "movement_reduce"} <= set(rep.saturation.rulesets)
