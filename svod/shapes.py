@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from svod.flags import NoteLog, flag
+from svod.flags import NoteLog
 from svod.ir import ELEMENTWISE, Ops
 from svod.key import Bindings, GraphKey, KeyNode
 from svod.recompiles import RECOMPILES
@@ -198,8 +198,12 @@ def _room(a: np.ndarray, b: int) -> np.ndarray | None:
 
 
 def pad_rows(a: np.ndarray, b: int) -> np.ndarray:
-    """`a` (n rows) as a C-contiguous array of `b` rows: a view when the memory `a` lives in
-    reaches `b` rows (`_room`), else a pooled copy whose rows past n repeat row n - 1."""
+    """`a` (n rows) as a C-contiguous array of `b` rows: `a` itself when it has `b` rows
+    already (a size at its bucket's upper bound: 1,024 rows, 2**20 elements), a view when
+    the memory `a` lives in reaches `b` rows (`_room`), else a pooled copy whose rows past
+    n repeat row n - 1."""
+    if a.ndim and a.shape[0] == b and a.flags.c_contiguous:
+        return a
     room = _room(a, b)
     if room is not None:
         return room
@@ -245,15 +249,16 @@ class SymbolicCall:
                 build_later(exe, self)  # a warm record's plan: its graph program and rows program, off the call
             return outs
         bump_many(exe._rows_tally)
-        if not rp.checked and flag("SVOD_VALIDATE"):
+        if not rp.checked:  # SVOD_VALIDATE when the program was built: compare its first run once
             return self._checked(exe, rp, arrays)
-        return rp.run(exe._gp, arrays, self.n, pad_rows)
+        return rp.run(exe._gp, arrays, self.n)
 
     def _checked(self, exe, rp, arrays) -> list[np.ndarray]:
-        """SVOD_VALIDATE: the rows program's first run against the padded run of the same
-        arrays (the same kernels on the same rows: bitwise equal); on a difference the
+        """SVOD_VALIDATE (set when the rows program was built, as a plan's validation is read
+        when the plan is made): the rows program's first run against the padded run of the
+        same arrays (the same kernels on the same rows: bitwise equal); on a difference the
         bucket pads from then on, and says why (`row_mode`)."""
-        got = rp.run(exe._gp, arrays, self.n, pad_rows)
+        got = rp.run(exe._gp, arrays, self.n)
         want = self.results(exe.run(self.bind(arrays)))
         rp.checked = True
         if all(g.shape == w.shape and g.dtype == w.dtype and g.tobytes() == w.tobytes() for g, w in zip(got, want)):

@@ -26,12 +26,11 @@ launch is one of:
   kernel's global scratch is for the pool's partial ranges, one job at a time);
 * a one-axis elementwise kernel (chunks of `CHUNK` elements that span rows, ``("chunk",
   elements per row, CHUNK)``): it runs the chunks covering ``n`` rows, ``min(ceil(n *
-  elems_per_row / CHUNK), units)``: up to one chunk (4,096 elements) past row ``n``,
-  never the bucket's whole padding. The row slots it touches must then reach past row
-  ``n``: such an input is bound as `svod.shapes.pad_rows` does (a view when its memory
-  has room for ``b`` rows — what `svod.asarray` makes once a structure is dynamic — else
-  a copy), and such an output is a ``b``-row pool block whose first ``n`` rows are the
-  result;
+  elems_per_row / CHUNK), units)``, as its rows variant (``rows=True``,
+  `svod.codegen.lower`), whose last chunk stops at element ``n * elems_per_row`` (the
+  loop and its tail as the constant kernel's last chunk): nothing read or written past
+  row ``n``, so its inputs are the caller's arrays and its outputs ``n``-row blocks, and
+  its results are bit-identical to the constant kernel's (the same element code);
 * a generated ``(b, K) @ (K, N)`` matmul with the rows on A and B free (GEMM, or the
   integer tile loop; ``("tiles", MT, k)``): it runs the row tiles covering ``n`` rows,
   ``ceil(n / MT) * k`` units (``k`` column tiles each), as its rows variant: the same
@@ -52,7 +51,9 @@ launch is one of:
   segments (`RowsProgram._library`).
 
 A launch reading no row slot (work on free values: a weight, a mean of a bias) runs its
-compiled unit count. A plan with any other launch (attention; a sort or LAPACK step; a
+compiled unit count. No launch reads or writes a row slot past row ``n``: the inputs are
+bound by address (a non-contiguous one is made contiguous, as the exact plan does), never
+padded to ``b`` rows. A plan with any other launch (attention; a sort or LAPACK step; a
 row-column kernel; an output that is an input) keeps the padding path of
 `svod.shapes.SymbolicCall` (`analyse` returns the reason, `RowsProgram.reason`).
 
@@ -73,6 +74,7 @@ import numpy as np
 
 import svod.pool as _pool
 from svod.codegen.buffers import data_address
+from svod.flags import flag
 from svod.graph import CompiledGraph, Copy, Launch, slot_nbytes
 from svod.kernel import VALID
 
@@ -80,12 +82,13 @@ log = logging.getLogger("svod")
 
 _ROWS_SEGMENT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 _OK_KINDS = ("rowwise", "reduce", "elementwise")
+# launch specs run by a kernel's rows variant (the row count one more argument-block entry)
+_VARIANT_SPECS = ("tiles", "chunk")
 
 
 def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
-    """(launch specs by step index, row slots that need room for ``b`` rows) for running
-    `graph` at a run-time row count (module docstring: the rules), or the reason it
-    cannot, in words."""
+    """The launch specs by step index for running `graph` at a run-time row count (module
+    docstring: the rules), or the reason it cannot, in words."""
     from svod.codegen.schedule import schedule
 
     plan = graph.plan
@@ -102,7 +105,6 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
                 return f"input {i} of shape {plan.slots[i].shape} is not {b} whole rows"
             rows_of[i] = e
     specs: dict[int, tuple] = {}
-    room: set[int] = set()
     for idx, step in enumerate(graph.steps):
         if isinstance(step, Copy):
             if step.src in rows_of:
@@ -155,8 +157,6 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
             if len(loops.axes) != 1 or loops.axes[0].dims[0] != 0:
                 return f"kernel {k.name}: its chunks do not start with the rows"
             specs[idx] = ("chunk", math.prod(k.shape) // b, loops.chunk)
-            room.update(inp.slot for inp in k.inputs if inp.slot in rows_of)
-            room.update(o.slot for o in k.outputs)
         else:
             if not loops.unit_axes or loops.unit_axes[0].dims[0] != 0 or loops.units % b:
                 return f"kernel {k.name}: its units do not enumerate the rows outermost"
@@ -178,11 +178,12 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
             return f"output {j} (slot {slot}) {'carries' if r else 'does not carry'} rows, its kernels disagree"
     if not specs:
         return "no launch reads the rows"
-    tiles = {graph.steps[i].kernel for i, sp in specs.items() if sp[0] == "tiles"}
+    variants = {graph.steps[i].kernel: sp[0] for i, sp in specs.items() if sp[0] in _VARIANT_SPECS}
     for idx, step in enumerate(graph.steps):
-        if isinstance(step, Launch) and step.kernel in tiles and specs.get(idx, ("",))[0] != "tiles":
+        if isinstance(step, Launch) and step.kernel in variants and \
+                specs.get(idx, ("",))[0] != variants[step.kernel]:
             return f"kernel {programs[step.kernel].kernel.name} is launched on free values too"
-    return specs, room
+    return specs
 
 
 def _matmul_spec(k, prog, b: int, rows_of: dict):
@@ -280,7 +281,7 @@ def _mlp_spec(k, prog, b: int, rows_of: dict):
 
 class RowsProgram:
     """The bucket's graph program with its unit counts read at run time:
-    `run(gp, arrays, n, pad_rows) -> outputs` (``n`` rows, ``2 <= n <= b``; the arrays as the exact
+    `run(gp, arrays, n) -> outputs` (``n`` rows, ``2 <= n <= b``; the arrays as the exact
     graph binds them: row inputs of ``n`` rows). `ok` is False with `reason` when the
     plan cannot run so (the caller pads instead)."""
 
@@ -291,7 +292,9 @@ class RowsProgram:
         self.ok = False
         self.reason = ""
         self.runs = 0  # runs so far (tests count them)
-        self.checked = False  # SVOD_VALIDATE: the first run was compared with the padded run
+        # False under SVOD_VALIDATE until the first run was compared with the padded run
+        # (svod.shapes.SymbolicCall._checked); read here once, not per call
+        self.checked = not flag("SVOD_VALIDATE")
         self._lock = threading.Lock()
         self._state = None
         self._segments = None  # ("native", ctypes fn) | ("library", program, its slots, spec or None)
@@ -308,17 +311,17 @@ class RowsProgram:
                 self.reason, got = got, None
         if got is None:
             return
-        specs, room = got
-        self.specs = specs  # step index -> ("row", units per row) | ("chunk", elements per row, chunk)
+        specs = got
+        # step index -> ("row", units per row) | ("chunk", elements per row, chunk) | ("tiles", mt, k)
+        # | ("lib", batched)
+        self.specs = specs
         plan = gp.graph.plan
         self.row_inputs = tuple(bool(r) for r in row_inputs[:plan.n_inputs])
-        # per input: (index, dtype, 0 free / 1 n rows / 2 b rows, elements needed, per row for 1 and 2)
-        self._ins = tuple((i, want, (2 if i in room else 1) if self.row_inputs[i] else 0,
-                           need // b if self.row_inputs[i] else need)
+        # per input: (index, dtype, n rows?, elements needed: per row for a row input)
+        self._ins = tuple((i, want, self.row_inputs[i], need // b if self.row_inputs[i] else need)
                           for i, (want, need) in enumerate(gp._in_specs))
-        # per output: (slot, shape (without the rows for an n-row output), dtype, rows?, b rows?, elements)
-        self._outs = tuple((slot, shape[1:], dt, True, False, count // b) if r and slot not in room else
-                           (slot, shape, dt, bool(r), bool(r) and slot in room, count)
+        # per output: (slot, shape (without the rows for an n-row output), dtype, rows?, elements (per row))
+        self._outs = tuple((slot, shape[1:], dt, True, count // b) if r else (slot, shape, dt, False, count)
                            for (slot, shape, dt, count, _), r in zip(gp._out_specs, row_outputs))
         self._build(gp, specs)
         self.ok = self._segments is not None
@@ -341,7 +344,7 @@ class RowsProgram:
             if isinstance(s, Launch) and gp.programs[s.kernel].units > 0 and hasattr(gp.programs[s.kernel], "address"):
                 fn_index.setdefault(s.kernel, len(fn_index) + 1)
         local = {j: specs[index[id(s)]] for j, s in enumerate(steps) if index[id(s)] in specs}
-        tiles = sorted({s.kernel for j, s in enumerate(steps) if local.get(j, ("",))[0] == "tiles"})
+        tiles = sorted({s.kernel for j, s in enumerate(steps) if local.get(j, ("",))[0] in _VARIANT_SPECS})
         if tiles:
             table = (ctypes.c_void_p * len(gp._table))(*gp._table)
             try:
@@ -357,7 +360,7 @@ class RowsProgram:
                     self._variants.append(mod)
                     table[fn_index[kk]] = mod.address(symbol)
             except Exception as e:  # noqa: BLE001 - a bug here must not lose the user's result: pad instead
-                log.warning("svod: compiling a matmul rows variant failed (%s); padding to the bucket", e)
+                log.warning("svod: compiling a rows variant failed (%s); padding to the bucket", e)
                 self.reason = f"{type(e).__name__}: {e}"
                 return
             self._table = table
@@ -400,10 +403,11 @@ class RowsProgram:
         self._parallel = par
         self._segments = segments
 
-    def run(self, gp, arrays, n: int, pad_rows) -> list[np.ndarray]:
+    def run(self, gp, arrays, n: int) -> list[np.ndarray]:
         """Run at `n` rows. `gp`: the GraphProgram this was derived from (its kernels, its
-        function table and temps; the caller holds it for the call); `pad_rows(a, b)`
-        binds a row input a chunk may read past row n (svod.shapes)."""
+        function table and temps; the caller holds it for the call). Row inputs are bound
+        by address (their first `n` rows are all any launch reads), outputs are fresh
+        blocks of exactly `n` rows."""
         b = self.b
         if not 2 <= n <= b:
             raise ValueError(f"rows program: {n} rows outside the bucket's 2..{b}")
@@ -416,20 +420,16 @@ class RowsProgram:
             else:
                 slots, addr, blocks = gp._new_state(False)
             arrays = list(arrays[:gp.n_inputs])
-            for i, want, kind, need in self._ins:
+            for i, want, r, need in self._ins:
                 a = arrays[i]
                 if a.dtype != want:
                     raise ValueError(f"rows program: input {i} needs dtype {want}, got {a.dtype}")
-                if kind:
+                if r:
                     if a.shape[0] != n:
                         raise ValueError(f"rows program: input {i} needs {n} rows, got shape {a.shape}")
                     if not a.flags.c_contiguous:
                         a = np.ascontiguousarray(a)
-                    if kind == 2:  # a chunk may read up to a chunk past row n: b rows (a view when it has room)
-                        a = pad_rows(a, b)
-                        need *= b
-                    else:
-                        need *= n
+                    need *= n
                 elif not a.flags.c_contiguous:
                     a = np.ascontiguousarray(a)
                 if a.size < need:
@@ -440,14 +440,14 @@ class RowsProgram:
             small = _pool.SMALL
             outs = []
             by_slot = {}
-            for slot, shape, dt, r, room, count in self._outs:
-                if r and not room:
+            for slot, shape, dt, r, count in self._outs:
+                if r:
                     shape = (n,) + shape
                     count *= n
                 o = pool.small_array(shape, dt, count) if count * dt.itemsize <= small else pool.array(shape, dt)
                 slots[slot] = data_address(o)
                 by_slot[slot] = o
-                outs.append(o[:n] if room else o)
+                outs.append(o)
             self.runs += 1
             fns = self._fns or gp._fns
             for seg in self._segments:
@@ -457,9 +457,7 @@ class RowsProgram:
                 gp._count.n += 1
                 fn = seg[1]
                 if self._parallel:
-                    from svod.runtime import _get_pool
-
-                    rt = _get_pool()
+                    rt = _runtime_pool()
                     if rt.lock.acquire(False):
                         try:
                             fn(addr, fns, rt.addr, n)
@@ -519,11 +517,21 @@ class RowsProgram:
         return n
 
 
+def _runtime_pool():
+    """`svod.runtime._get_pool()` (imported on first use: the runtime module loads LLVM code)."""
+    global _runtime_pool
+    from svod.runtime import _get_pool
+
+    _runtime_pool = _get_pool
+    return _get_pool()
+
+
 def _variant(kernel):
-    """(module, entry symbol) of the *rows variant* of `kernel` (a matmul, or a split
-    reduction): its code with the row count read at run time (`svod.codegen.lower`, ``rows=True``), loaded from the
-    object cache (keyed by the kernel's content and the target, as kernels are: a warm
-    process lowers nothing) or lowered, compiled and stored there. A compile counts in
+    """(module, entry symbol) of the *rows variant* of `kernel` (a matmul, a split
+    reduction, a one-axis elementwise kernel): its code with the row count read at run
+    time (`svod.codegen.lower`, ``rows=True``), loaded from the object cache (keyed by the
+    kernel's content and the target, as kernels are: a warm process lowers nothing) or
+    lowered, compiled and stored there. A compile counts in
     `kernels_compiled` (a load in `kernels_loaded`)."""
     import time
 
