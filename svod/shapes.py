@@ -61,7 +61,7 @@ from svod.flags import NoteLog
 from svod.ir import ELEMENTWISE, Ops
 from svod.key import Bindings, GraphKey, KeyNode
 from svod.recompiles import RECOMPILES
-from svod.stats import bump_many
+from svod.stats import Tally
 
 _FREE, _ROW = 0, 1
 _ROW_OPS = frozenset(ELEMENTWISE | {Ops.CONTIGUOUS})
@@ -248,10 +248,17 @@ class SymbolicCall:
             elif gp is None and getattr(exe, "warm", False) and _rows_on():
                 build_later(exe, self)  # a warm record's plan: its graph program and rows program, off the call
             return outs
-        bump_many(exe._rows_tally)
         if not rp.checked:  # SVOD_VALIDATE when the program was built: compare its first run once
+            rp.tally.tick()
             return self._checked(exe, rp, arrays)
-        return rp.run(exe._gp, arrays, self.n)
+        gp = exe._gp
+        fast = rp.runner(gp, self.n)
+        if fast:  # straight-line code for this row count (`RowsProgram.runner`: it counts on rp.tally)
+            outs = fast(arrays)
+            if outs is not None:
+                return outs
+        rp.tally.tick()
+        return rp.run(gp, arrays, self.n)
 
     def _checked(self, exe, rp, arrays) -> list[np.ndarray]:
         """SVOD_VALIDATE (set when the rows program was built, as a plan's validation is read
@@ -285,7 +292,7 @@ def rows_runner(exe, call: SymbolicCall):
     if gp is None:  # not run yet, or a WarmPlan replaying its record: its programs are built off the
         return None  # call (`build_later`: ~0.7 s measured in a warm process); until then it pads
     rp = gp.__dict__.get("_rows_program")
-    if rp is None:
+    if rp is None or (rp.ok and rp.tally is None):  # (one built without its plan's Tally: by hand)
         rp = _rows_program(exe, gp, call)
     return rp if rp.ok else None
 
@@ -294,8 +301,8 @@ def _rows_program(exe, gp, call: SymbolicCall):
     from svod.codegen.rows import rows_program
 
     rp = rows_program(gp, call.b, call.row_inputs, call.row_outputs)
-    if rp.ok and getattr(exe, "_rows_tally", None) is None:
-        exe._rows_tally = (("kernels_launched", exe._n_kernels), ("nodes_evaluated", exe._n_nodes))
+    if rp.ok and rp.tally is None:
+        rp.tally = Tally((("kernels_launched", exe._n_kernels), ("nodes_evaluated", exe._n_nodes)))
     if len(ROW_MODES) >= 4096:
         ROW_MODES.clear()
     ROW_MODES[call.key.hash] = "" if rp.ok else rp.reason
@@ -367,6 +374,22 @@ class BucketRun:
 
     def run(self, arrays) -> list[np.ndarray]:
         return self.call.run(self.exe, arrays)
+
+    def quick_parts(self):
+        """(QuickParts, Tally) for svod.jit's inlined replay of this size (`svod.capture`),
+        or None: at the bucket's own size the plan's (its inputs are bound as they are, its
+        outputs are this size's), else the rows program's at this row count
+        (`RowsProgram.quick_parts`). The inlined replay is made once per argument layout
+        and does not read SVOD_ROWS again (the general path reads it per call)."""
+        exe, call = self.exe, self.call
+        if call.n == call.b:
+            qp = getattr(exe, "quick_parts", None)
+            return qp() if qp is not None else None
+        rp = rows_runner(exe, call)
+        if rp is None or rp.tally is None:
+            return None
+        parts = rp.quick_parts(exe._gp, call.n)
+        return None if parts is None else (parts, rp.tally)
 
     def describe(self) -> str:
         return f"bucket {self.call.b} for {self.call.n} rows\n" + self.exe.describe()

@@ -615,3 +615,53 @@ def test_an_mlp_kernel_with_a_residual_runs_n_rows(monkeypatch):
     rp = _rows_program(f, _data(302, np.float32))
     assert rp is not None and rp.ok and rp.runs >= 4, rp and rp.reason
     assert any(sp[0] == "tiles" for sp in rp.specs.values()), rp.specs
+
+
+@pytest.mark.parametrize("mask", [None, "free", "rows"])
+def test_attention_whose_batch_axis_is_the_rows_runs_n_rows(mask, monkeypatch):
+    """A fused attention kernel (svod.codegen.attention) whose first batch axis is the rows:
+    its units (batch index, block of query rows) run for the batch indices below n, the
+    kernel unchanged — equal to numpy and to the constant-shape plan bit for bit; a mask
+    free of the rows is read broadcast, one carrying them row by row."""
+    monkeypatch.setenv("SVOD_SEARCH", "0")  # the greedy planner fuses the chain (tests/test_attention.py)
+    m, d = 37, 16
+    free = _RNG.standard_normal((m, m)).astype(np.float32)
+
+    def f(q, k, v, extra):
+        return svod.nn.scaled_dot_product_attention(q, k, v, attn_mask=extra)
+
+    def inputs(n):
+        q, k, v = (_RNG.standard_normal((n, m, d)).astype(np.float32) for _ in range(3))
+        extra = None if mask is None else free if mask == "free" else \
+            _RNG.standard_normal((n, m, m)).astype(np.float32)
+        return q, k, v, extra
+
+    def ref(q, k, v, extra):
+        s = (q.astype(np.float64) @ np.swapaxes(k, -1, -2)) / np.sqrt(d) + (0 if extra is None else extra)
+        e = np.exp(s - s.max(-1, keepdims=True))
+        return (e / e.sum(-1, keepdims=True)) @ v
+
+    def run(arrays):
+        return f(*[None if a is None else svod.asarray(a) for a in arrays])
+
+    cases = []
+    for n in (40, 33, 35, 34, 36, 34):  # exact, then the bucket 36 (33: its first run; 36: its own size)
+        arrays = inputs(n)
+        got = run(arrays).numpy()
+        np.testing.assert_allclose(got, ref(*arrays), rtol=3e-5, atol=3e-6)
+        cases.append((arrays, got))
+    out = run(inputs(35))
+    _, exe = engine.plan_for([out])
+    assert [k.kind for k in exe.plan.kernels] == ["attention"]
+    rp = exe._gp.__dict__.get("_rows_program")
+    assert rp is not None and rp.ok, getattr(rp, "reason", None)
+    assert list(rp.specs.values()) == [("row", -(-m // tile_rows()))] and rp.runs == 3
+    monkeypatch.setenv("SVOD_DYNAMIC", "0")
+    for arrays, got in cases[1:]:
+        assert run(arrays).numpy().tobytes() == got.tobytes()
+
+
+def tile_rows() -> int:
+    from svod.codegen.attention import tile
+
+    return tile()[0]

@@ -117,8 +117,9 @@ def test_plans_and_compiles_once_per_bucket(name, sizes, monkeypatch):
     buckets = {shapes.bucket(n) for n in sizes if n != sizes[0]}
     plans = len({sizes[0]} | buckets)
     assert s["searches"] == plans, (sizes, s["searches"])
-    # each bucket plan compiles its rows variants (one-axis elementwise kernels, GEMMs) once
-    assert len(variants) % max(1, len(buckets)) == 0 and len(variants) // max(1, len(buckets)) <= 3, variants
+    # a bucket plan compiles its rows variants (one-axis elementwise kernels, GEMMs: which ones its
+    # kernels at that size are) once, with its first run
+    assert len(variants) <= 3 * len(buckets), variants
     compiled = s["kernels_compiled"] - sum(variants)
     assert compiled % plans == 0 and compiled > 0, (sizes, s["kernels_compiled"], variants)
     assert compiled // plans <= 3

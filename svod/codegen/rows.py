@@ -46,6 +46,10 @@ launch is one of:
   ``n``; a compile per MLP kernel, cached like the GEMM variants;
 * a batched matmul whose batch axis 0 is the rows (every operand carries them): whole
   batch indices, ``("row", units per index)``, the kernel unchanged;
+* a fused attention kernel (`svod.codegen.attention`) whose first batch axis is the rows
+  (q, k, v and a mask carrying them, or a mask free of them): its units (batch index,
+  block of query rows) for the batch indices below ``n``, ``("row", blocks)``, the kernel
+  unchanged (`_attention_spec`; rows on the query axis pad);
 * a BLAS (library) matmul step of either form (``("lib", batched)``): numpy's BLAS on
   views of its operands' first ``n`` rows and of its output's, between the native
   segments (`RowsProgram._library`).
@@ -53,14 +57,19 @@ launch is one of:
 A launch reading no row slot (work on free values: a weight, a mean of a bias) runs its
 compiled unit count. No launch reads or writes a row slot past row ``n``: the inputs are
 bound by address (a non-contiguous one is made contiguous, as the exact plan does), never
-padded to ``b`` rows. A plan with any other launch (attention; a sort or LAPACK step; a
-row-column kernel; an output that is an input) keeps the padding path of
-`svod.shapes.SymbolicCall` (`analyse` returns the reason, `RowsProgram.reason`).
+padded to ``b`` rows. A plan with any other launch (attention with the rows on its
+query axis; a sort or LAPACK step; a row-column kernel; an output that is an input)
+keeps the padding path of `svod.shapes.SymbolicCall` (`analyse` returns the reason, `RowsProgram.reason`).
 
 Memory: temps keep the bucket's memory plan (sized at the upper bound ``b``: one
 storage layout per plan, its offsets in the segment module's slot array; a per-call
 plan would re-run the memory planner per size and cost at most 12.5% of the temps);
 outputs are pool blocks of ``n`` rows.
+
+Steady calls: a program of one native segment without threads and with small outputs
+gives `QuickParts` per row count (`quick_parts`, `runner`): straight-line code that binds
+the arrays and calls the segment with ``n`` bound, as an exact plan's graph program does
+(svod.jit inlines it: `svod.shapes.BucketRun.quick_parts`).
 """
 
 from __future__ import annotations
@@ -74,6 +83,7 @@ import numpy as np
 
 import svod.pool as _pool
 from svod.codegen.buffers import data_address
+from svod.codegen.quick import QuickParts, _Count
 from svod.flags import flag
 from svod.graph import CompiledGraph, Copy, Launch, slot_nbytes
 from svod.kernel import VALID
@@ -132,7 +142,18 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
                     return f"kernel {k.name} writes slot {o.slot} of {plan.slots[o.slot].shape}, not {b} rows"
                 rows_of[o.slot] = e
             continue
-        if k.kind not in _OK_KINDS or k.matmul is not None or k.attention is not None or k.library is not None:
+        if k.attention is not None:
+            got = _attention_spec(k, prog, b, rows_of)
+            if isinstance(got, str):
+                return got
+            specs[idx] = got
+            for o in k.outputs:
+                e = per_row(o.slot)
+                if e is None:
+                    return f"kernel {k.name} writes slot {o.slot} of {plan.slots[o.slot].shape}, not {b} rows"
+                rows_of[o.slot] = e
+            continue
+        if k.kind not in _OK_KINDS or k.matmul is not None or k.library is not None:
             return f"kernel {k.name} is a {k.kind} kernel (its units span rows)"
         if getattr(prog, "units", None) is None or not hasattr(prog, "address"):
             return f"kernel {k.name} has no native entry"
@@ -246,6 +267,43 @@ def _matmul_spec(k, prog, b: int, rows_of: dict):
     return ("tiles", MM_ROWS, 1)
 
 
+def _attention_spec(k, prog, b: int, rows_of: dict):
+    """The launch spec of attention kernel `k` (`svod.codegen.attention`) reading row
+    slots, or why not: ``("row", units per batch index)`` when the rows are its first
+    batch axis — its units are (batch index, block of query rows) with the batch index
+    outermost, so the first ``n * k`` units are the batch indices below ``n``, the kernel
+    unchanged. Every row-carrying operand (q, k, v, a mask) is read row by row (axis-0
+    stride = the slot's row, unmasked), every other one broadcast along the rows (stride
+    0). Rows on the query axis (a 2-D attention) would need a rows variant (its last
+    block of query rows computes, and stores, up to the compiled row count): they pad."""
+    at = k.attention
+    if len(k.shape) < 3 or k.shape[0] != b or getattr(prog, "units", None) is None or not hasattr(prog, "address"):
+        return f"attention kernel {k.name} of shape {k.shape}: the rows are not its first batch axis"
+    for inp in k.inputs:
+        if len(inp.view.views) != 1:
+            return f"attention kernel {k.name} reads slot {inp.slot} through a chain of views"
+        v = inp.view.views[0]
+        if inp.slot in rows_of:
+            if v.strides[0] != rows_of[inp.slot] or tuple(v.valid_box()[0]) != (0, b) or v.offset < 0 or \
+                    v.shape[0] != b:
+                return f"attention kernel {k.name} does not read slot {inp.slot} row by row"
+        elif v.strides[0] != 0:
+            return f"attention kernel {k.name} reads free slot {inp.slot} along the rows"
+    for node in k.nodes:
+        if node.op == VALID and (len(node.arg.views) != 1 or tuple(node.arg.views[0].valid_box()[0]) != (0, b)):
+            return f"attention kernel {k.name} masks its rows"
+    units = prog.units
+    if units % b or units != math.prod(k.shape[:-2]) * -(-at.m // _attention_rows()):
+        return f"attention kernel {k.name}: its {units} units are not whole batch indices of {b}"
+    return ("row", units // b)
+
+
+def _attention_rows() -> int:
+    from svod.codegen.attention import tile
+
+    return tile()[0]
+
+
 def _mlp_spec(k, prog, b: int, rows_of: dict):
     """The launch spec of fused MLP kernel `k` (`svod.codegen.mlp`) reading row slots, or
     why not: ``("tiles", R, 1)`` — whole blocks of R rows (`block_rows`: one unit each),
@@ -291,7 +349,9 @@ class RowsProgram:
         self.b = b
         self.ok = False
         self.reason = ""
-        self.runs = 0  # runs so far (tests count them)
+        self._count = _Count()  # runs so far, the straight-line runner's included (`runs`)
+        self.tally = None  # the plan's Tally of kernels launched per run (set by svod.shapes)
+        self._runners: dict = {}  # n -> QuickParts.runner for runs at n rows, or False (`runner`)
         # False under SVOD_VALIDATE until the first run was compared with the padded run
         # (svod.shapes.SymbolicCall._checked); read here once, not per call
         self.checked = not flag("SVOD_VALIDATE")
@@ -448,7 +508,7 @@ class RowsProgram:
                 slots[slot] = data_address(o)
                 by_slot[slot] = o
                 outs.append(o)
-            self.runs += 1
+            self._count.n += 1
             fns = self._fns or gp._fns
             for seg in self._segments:
                 if seg[0] == "library":
@@ -472,6 +532,57 @@ class RowsProgram:
                 self._lock.release()
         return outs
 
+
+    @property
+    def runs(self) -> int:
+        """Runs so far, straight-line ones included (tests count them)."""
+        return self._count.n
+
+    def quick_parts(self, gp, n: int) -> QuickParts | None:
+        """The replay hot path's pieces (`svod.codegen.quick.QuickParts`) for runs at `n`
+        rows — what svod.jit's inlined replay and `runner` generate straight-line code
+        from, as for an exact plan's graph program (`GraphProgram.quick_parts`): the
+        segment is called with `n` bound, the inputs are the caller's arrays (row inputs
+        of `n` rows, needing ``n *`` their elements per row), the outputs fresh arrays of
+        `n` rows. None unless the program runs at all (`ok`), its SVOD_VALIDATE comparison
+        is done, a run has built its kept state (scratch temps), and it is one native
+        segment without threads whose outputs are small (`svod.pool.SMALL`): the cases
+        where the Python around a launch is most of a call."""
+        if not (self.ok and self.checked and self._state is not None and 2 <= n <= self.b) or self._parallel \
+                or len(self._segments) != 1 or self._segments[0][0] != "native":
+            return None
+        outs = []
+        for slot, shape, dt, r, count in self._outs:
+            if r:
+                shape, count = (n,) + shape, count * n
+            if count * dt.itemsize > _pool.SMALL:
+                return None
+            outs.append((slot, shape, dt))
+        ins = tuple((want, need * n if r else need) for _, want, r, need in self._ins)
+        fn = self._segments[0][1]
+
+        def segment(slots_addr, fns, pool, _fn=fn, _n=n):
+            _fn(slots_addr, fns, pool, _n)
+
+        slots, addr, blocks = self._state
+        # NOTE: the code and tables the call reads, without `gp` (which holds this program)
+        keep = (self, self._module, tuple(self._variants), self._table, gp._module, gp._table, tuple(gp.programs),
+                blocks)
+        return QuickParts(self._count, keep, slots, addr, self._fns or gp._fns, segment, self._lock, ins, tuple(outs))
+
+    def runner(self, gp, n: int):
+        """`QuickParts.runner` of `quick_parts(gp, n)` (made once per row count, kept;
+        counting on `tally`), or None when there are no parts yet, or False when the
+        program cannot have them."""
+        got = self._runners.get(n)
+        if got is None:
+            if not (self.ok and self.checked and self._state is not None):
+                return None
+            parts = self.quick_parts(gp, n)
+            got = parts.runner(self.tally) if parts is not None else False
+            if len(self._runners) < 4096:
+                self._runners[n] = got
+        return got
 
     @staticmethod
     def _library(gp, seg, n: int, arrays, by_slot: dict, blocks: dict) -> None:
