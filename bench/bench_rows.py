@@ -27,7 +27,9 @@ bucket 2**20, odd ones included; W2-style ``softmax(layer_norm(x))`` of (n, 256)
 (layer norm with weight and bias) of (n, 1024) at row counts in their buckets. Reported:
 median and quartiles of wall and process CPU time per call (batches of calls of ~2 ms),
 symbolic / constant, input copies per call (`svod.shapes.pad_rows` calls that copied) and
-whether the two results are bit-identical.
+whether the two results are bit-identical. On a shared machine run it with
+``SVOD_THREADS=1``: the process CPU time is then the calls' own work (with pool workers
+it includes their waits). Figures: docs/shapes.md ("Symbolic against constant shapes").
 """
 
 from __future__ import annotations
