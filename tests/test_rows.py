@@ -656,12 +656,74 @@ def test_attention_whose_batch_axis_is_the_rows_runs_n_rows(mask, monkeypatch):
     rp = exe._gp.__dict__.get("_rows_program")
     assert rp is not None and rp.ok, getattr(rp, "reason", None)
     assert list(rp.specs.values()) == [("row", -(-m // tile_rows()))] and rp.runs == 3
+    engine.reset_caches()  # the constant-shape plan of each size (not a replay of the bucket's)
     monkeypatch.setenv("SVOD_DYNAMIC", "0")
     for arrays, got in cases[1:]:
-        assert run(arrays).numpy().tobytes() == got.tobytes()
+        out = run(arrays)
+        _, exe = engine.plan_for([out])
+        n, b = len(arrays[0]), shapes.bucket(len(arrays[0]))  # the exact plan: no node of the bucket's rows
+        assert n == b or all(nd.shape[:1] != (b,) for nd in exe.key.nodes), "not the exact plan"
+        assert out.numpy().tobytes() == got.tobytes()
 
 
 def tile_rows() -> int:
     from svod.codegen.attention import tile
 
     return tile()[0]
+
+
+def test_attention_whose_query_rows_are_the_rows_runs_its_rows_variant(monkeypatch):
+    """A 2-D attention (q's rows dynamic, K and V free: cross-attention over a fixed memory):
+    its blocks of query rows run as the kernel's rows variant, whose last block reads and
+    stores rows below n only — equal to numpy and to the constant-shape plan bit for bit,
+    nothing written past row n."""
+    from svod.codegen import rows
+
+    monkeypatch.setenv("SVOD_SEARCH", "0")
+    s, d, dv = 45, 16, 24
+    k = _RNG.standard_normal((s, d)).astype(np.float32)
+    v = _RNG.standard_normal((s, dv)).astype(np.float32)
+
+    def f(q):
+        return svod.nn.scaled_dot_product_attention(q, svod.asarray(k), svod.asarray(v))
+
+    def ref(q):
+        sc = (q.astype(np.float64) @ k.T) / np.sqrt(d)
+        e = np.exp(sc - sc.max(-1, keepdims=True))
+        return (e / e.sum(-1, keepdims=True)) @ v
+
+    cases = []
+    for n in (100, 97, 99, 101, 103, 104, 98):  # exact, then the bucket 104 (97: its first run)
+        q = _RNG.standard_normal((n, d)).astype(np.float32)
+        q[0, 1] = np.nan
+        got = f(svod.asarray(q)).numpy()
+        assert got.shape == (n, dv)
+        np.testing.assert_allclose(got[1:], ref(q)[1:], rtol=3e-5, atol=3e-6)
+        assert np.isnan(got[0]).all()
+        cases.append((q, got))
+    _, exe = engine.plan_for([f(svod.asarray(cases[-1][0]))])
+    assert [kk.kind for kk in exe.plan.kernels] == ["attention"]
+    rp = exe._gp.__dict__.get("_rows_program")
+    assert rp is not None and rp.ok, getattr(rp, "reason", None)
+    assert list(rp.specs.values()) == [("tiles", tile_rows(), 1)] and rp.runs == 4
+    # the variant alone: rows past n of a guarded output keep their pattern
+    kern = exe.plan.kernels[0]
+    mod, symbol = rows._variant(kern)
+    import ctypes
+
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(mod.address(symbol))
+    n, b = 98, 104
+    q = cases[-1][0]
+    out = np.full((b, dv), 7.0, np.float32)
+    ins = {kern.inputs[i].slot: a for i, a in ((kern.attention.q, q), (kern.attention.k, k), (kern.attention.v, v))}
+    ptrs = [ins[inp.slot].ctypes.data for inp in kern.inputs] + [out.ctypes.data, n]
+    argv = (ctypes.c_void_p * len(ptrs))(*ptrs)
+    fn(ctypes.addressof(argv), 0, -(-n // tile_rows()))
+    assert out[:n].tobytes() == cases[-1][1].tobytes() and (out[n:] == 7.0).all()
+    engine.reset_caches()  # the constant-shape plan of each size (not a replay of the bucket's)
+    monkeypatch.setenv("SVOD_DYNAMIC", "0")
+    for q, got in cases[1:]:
+        out = f(svod.asarray(q))
+        _, exe = engine.plan_for([out])
+        assert all(nd.shape[:1] != (104,) for nd in exe.key.nodes) or len(q) == 104, "not the exact plan"
+        assert out.numpy().tobytes() == got.tobytes()

@@ -49,7 +49,9 @@ launch is one of:
 * a fused attention kernel (`svod.codegen.attention`) whose first batch axis is the rows
   (q, k, v and a mask carrying them, or a mask free of them): its units (batch index,
   block of query rows) for the batch indices below ``n``, ``("row", blocks)``, the kernel
-  unchanged (`_attention_spec`; rows on the query axis pad);
+  unchanged (`_attention_spec`); a 2-D one whose query rows are the rows (k and v free):
+  the ``ceil(n / MR)`` blocks of query rows, ``("tiles", MR, 1)``, as its rows variant
+  (``lower_attention(..., rows=True)``: the last block stops at row ``n``);
 * a BLAS (library) matmul step of either form (``("lib", batched)``): numpy's BLAS on
   views of its operands' first ``n`` rows and of its output's, between the native
   segments (`RowsProgram._library`).
@@ -57,9 +59,9 @@ launch is one of:
 A launch reading no row slot (work on free values: a weight, a mean of a bias) runs its
 compiled unit count. No launch reads or writes a row slot past row ``n``: the inputs are
 bound by address (a non-contiguous one is made contiguous, as the exact plan does), never
-padded to ``b`` rows. A plan with any other launch (attention with the rows on its
-query axis; a sort or LAPACK step; a row-column kernel; an output that is an input)
-keeps the padding path of `svod.shapes.SymbolicCall` (`analyse` returns the reason, `RowsProgram.reason`).
+padded to ``b`` rows. A plan with any other launch (a sort or LAPACK step; a row-column
+kernel; an output that is an input) keeps the padding path of
+`svod.shapes.SymbolicCall` (`analyse` returns the reason, `RowsProgram.reason`).
 
 Memory: temps keep the bucket's memory plan (sized at the upper bound ``b``: one
 storage layout per plan, its offsets in the segment module's slot array; a per-call
@@ -274,11 +276,12 @@ def _attention_spec(k, prog, b: int, rows_of: dict):
     outermost, so the first ``n * k`` units are the batch indices below ``n``, the kernel
     unchanged. Every row-carrying operand (q, k, v, a mask) is read row by row (axis-0
     stride = the slot's row, unmasked), every other one broadcast along the rows (stride
-    0). Rows on the query axis (a 2-D attention) would need a rows variant (its last
-    block of query rows computes, and stores, up to the compiled row count): they pad."""
+    0). Rows on the query axis (a 2-D attention): `_query_rows_spec`."""
     at = k.attention
-    if len(k.shape) < 3 or k.shape[0] != b or getattr(prog, "units", None) is None or not hasattr(prog, "address"):
-        return f"attention kernel {k.name} of shape {k.shape}: the rows are not its first batch axis"
+    if getattr(prog, "units", None) is None or not hasattr(prog, "address") or not k.shape or k.shape[0] != b:
+        return f"attention kernel {k.name} of shape {k.shape} does not keep the {b} rows on its axis 0"
+    if len(k.shape) == 2:
+        return _query_rows_spec(k, prog, b, rows_of)
     for inp in k.inputs:
         if len(inp.view.views) != 1:
             return f"attention kernel {k.name} reads slot {inp.slot} through a chain of views"
@@ -296,6 +299,35 @@ def _attention_spec(k, prog, b: int, rows_of: dict):
     if units % b or units != math.prod(k.shape[:-2]) * -(-at.m // _attention_rows()):
         return f"attention kernel {k.name}: its {units} units are not whole batch indices of {b}"
     return ("row", units // b)
+
+
+def _query_rows_spec(k, prog, b: int, rows_of: dict):
+    """The launch spec of a 2-D attention kernel whose query rows are the rows (q carries
+    them, k and v do not), or why not: ``("tiles", MR, 1)`` — the ``ceil(n / MR)`` blocks
+    of query rows, run by the kernel's rows variant (``lower_attention(..., rows=True)``),
+    whose last block reads and stores rows below ``n`` only. q (and a mask carrying the
+    rows) is read row by row, a mask free of them broadcast along them (stride 0)."""
+    at = k.attention
+    mr = _attention_rows()
+    for i, inp in enumerate(k.inputs):
+        if len(inp.view.views) != 1:
+            return f"attention kernel {k.name} reads slot {inp.slot} through a chain of views"
+        v = inp.view.views[0]
+        if i == at.q:
+            if inp.slot not in rows_of or v.strides[0] != rows_of[inp.slot] or v.offset < 0 or \
+                    tuple(v.valid_box()[0]) != (0, b):
+                return f"attention kernel {k.name} does not read its queries (slot {inp.slot}) row by row"
+        elif i in (at.k, at.v):
+            if inp.slot in rows_of:
+                return f"attention kernel {k.name}: its keys or values (slot {inp.slot}) carry the rows"
+        elif inp.slot in rows_of:
+            if v.strides[0] != rows_of[inp.slot] or v.offset < 0 or tuple(v.valid_box()[0]) != (0, b):
+                return f"attention kernel {k.name} does not read slot {inp.slot} row by row"
+        elif v.strides[0] != 0:
+            return f"attention kernel {k.name} reads free slot {inp.slot} along the rows"
+    if at.m != b or prog.units != -(-b // mr):
+        return f"attention kernel {k.name}: its {prog.units} units are not blocks of {mr} query rows"
+    return ("tiles", mr, 1)
 
 
 def _attention_rows() -> int:
@@ -668,6 +700,10 @@ def _variant(kernel):
         from svod.codegen.mlp import lower_mlp
 
         text = lower_mlp(kernel, symbol, schedule(kernel), KernelLowering, rows=True).ir
+    elif kernel.attention is not None:  # a 2-D attention whose query rows are the rows
+        from svod.codegen.attention import lower_attention
+
+        text = lower_attention(kernel, symbol, schedule(kernel), rows=True).ir
     else:
         module = lir.Module(name=f"svod_{kernel.name}_rows")
         low = KernelLowering(kernel, module, symbol, schedule(kernel), rows=True)
