@@ -18,11 +18,13 @@ of it, a library step, a free value of ``n`` rows) keeps the graph exact. Every 
 must carry rows or be free of them.
 
 Running a size ``n`` in its bucket ``b`` (`SymbolicCall`): when the plan's launches
-allow it (row-wise, reduce and elementwise kernels, GEMMs through their rows variants,
+allow it (row-wise, reduce and elementwise kernels, attention; GEMMs, MLPs, split
+reductions, flat elementwise kernels and 2-D attention through their rows variants;
 BLAS steps: `svod.codegen.rows`), its graph program runs at ``n`` rows on the caller's
-arrays (`rows_runner`). Otherwise — and on a bucket's first run, `SVOD_ROWS=0` — the
+arrays (`rows_runner`): nothing read or written past row ``n``, no input copied, results
+of exactly ``n`` rows. Otherwise — and on a bucket's first run, `SVOD_ROWS=0` — the
 bucket's plan runs on ``b``-row inputs and the row-carrying results are the first ``n``
-rows of its outputs.
+rows of its outputs (at ``n == b``: the inputs as they are).
 Rows past ``n`` never reach a result; they must only be readable memory. An input whose
 owning array reaches ``b`` rows — made by `with_room` (what `svod.asarray` makes once a
 structure is dynamic), a prefix of a bigger array, a bucket's own result — binds as a

@@ -612,7 +612,7 @@ class RowsProgram:
                 return None
             parts = self.quick_parts(gp, n)
             got = parts.runner(self.tally) if parts is not None else False
-            if len(self._runners) < 4096:
+            if len(self._runners) < 256:  # (a program run at more sizes of its bucket: the Python path)
                 self._runners[n] = got
         return got
 
