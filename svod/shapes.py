@@ -241,9 +241,13 @@ class SymbolicCall:
         ``n`` rows on the arrays as they are (`rows_runner`) when the plan allows it,
         else the padded run (`bind`, the plan at ``b`` rows, `results`). The plan's first
         run is always the padded one (it builds, compiles and validates the plan)."""
-        rp = rows_runner(exe, self) if self.n != self.b else None
+        if self.n == self.b:  # the bucket's own size: its plan on the arrays as they are (b rows pad nothing)
+            rp = None
+            outs = exe.run(arrays)
+        else:
+            rp = rows_runner(exe, self)
+            outs = self.results(exe.run(self.bind(arrays))) if rp is None else None
         if rp is None:
-            outs = self.results(exe.run(self.bind(arrays)))
             gp = getattr(exe, "_gp", None)
             if gp is not None and "_rows_program" not in gp.__dict__:
                 rows_runner(exe, self)  # the bucket's first run: its rows program now, with the plan's compile
