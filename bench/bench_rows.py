@@ -13,6 +13,23 @@ at run time, and the same with SVOD_ROWS=0 (padded to the bucket: a copy of the 
 when it has no room, the padding rows computed). Inputs: `svod.asarray` copies (with
 room after the rows once a structure is dynamic) and, "no room", the exact-size result
 of another plan. Figures: docs/shapes.md.
+
+    python3 bench/bench_rows.py --vs-constant [--repeats 41] [--only w1]
+
+Symbolic against constant shapes (issue 28: "a symbolic kernel must not be slower than
+its constant-shape twin by more than 5%"): per program and size ``n``, two `svod.jit`
+functions of the same program on the same Tensors, interleaved in one process: the
+*constant* one traced with ``SVOD_DYNAMIC=0`` (the exact plan of ``n``), the *symbolic*
+one run first at another size (the structure's first, exact size), so that ``n`` runs in
+its bucket's plan (the rows program, or at the bucket's own size the bucket's plan).
+Programs: W1 (``relu(a*b+c)*0.5 - a/(1+exp(-b))``, float32, one axis) at sizes in the
+bucket 2**20, odd ones included; W2-style ``softmax(layer_norm(x))`` of (n, 256) and W3
+(layer norm with weight and bias) of (n, 1024) at row counts in their buckets. Reported:
+median and quartiles of wall and process CPU time per call (batches of calls of ~2 ms),
+symbolic / constant, input copies per call (`svod.shapes.pad_rows` calls that copied) and
+whether the two results are bit-identical. On a shared machine run it with
+``SVOD_THREADS=1``: the process CPU time is then the calls' own work (with pool workers
+it includes their waits). Figures: docs/shapes.md ("Symbolic against constant shapes").
 """
 
 from __future__ import annotations
@@ -32,9 +49,14 @@ def main() -> None:
     ap.add_argument("--steady", type=int, default=40)
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--only", default="", help="comma-separated parts of program names")
+    ap.add_argument("--vs-constant", action="store_true", help="symbolic against constant shapes (above)")
+    ap.add_argument("--repeats", type=int, default=41, help="--vs-constant: interleaved samples per case")
     a = ap.parse_args()
     os.environ.setdefault("SVOD_CACHE_DIR", tempfile.mkdtemp(prefix="svod-rows-"))
     sys.path.insert(0, ROOT)
+    if a.vs_constant:
+        vs_constant(a.repeats, a.only)
+        return
     import numpy as np
 
     import svod
@@ -115,6 +137,93 @@ def main() -> None:
                   f"({med / base:.2f}x the exact plan)")
         on, off = (sorted(news[r])[len(news[r]) // 2] for r in ("1", "0"))
         print(f"  first call of a new size (median of 10): rows {on:.2f} ms, padded {off:.2f} ms")
+
+
+def _samples(fns: dict, repeats: int, target_s: float = 2e-3) -> dict:
+    """Per contender: (wall seconds per call, CPU seconds per call) samples, contenders
+    interleaved; a batch of calls of about `target_s` per sample, after one untimed call."""
+    inner = {}
+    for k, f in fns.items():
+        f()
+        t = time.perf_counter()
+        f()
+        inner[k] = max(1, min(1000, int(target_s / max(time.perf_counter() - t, 1e-7))))
+    out = {k: ([], []) for k in fns}
+    for _ in range(repeats):
+        for k, f in fns.items():
+            f()
+            w0, c0 = time.perf_counter(), time.process_time()
+            for _ in range(inner[k]):
+                f()
+            out[k][0].append((time.perf_counter() - w0) / inner[k])
+            out[k][1].append((time.process_time() - c0) / inner[k])
+    return out
+
+
+def _stat(xs: list) -> tuple:
+    xs = sorted(xs)
+    m = len(xs)
+    return xs[m // 2], xs[m // 4], xs[(3 * m) // 4]
+
+
+def vs_constant(repeats: int, only: str) -> None:
+    import numpy as np
+
+    import svod
+    from svod import shapes
+    from svod.workloads import get
+
+    copies = [0]
+    real = shapes.pad_rows
+
+    def counted(arr, b):
+        got = real(arr, b)
+        copies[0] += got.ctypes.data != arr.ctypes.data
+        return got
+
+    shapes.pad_rows = counted
+    rng = np.random.default_rng(0)
+    w1, w3 = get("w1_elementwise"), get("w3_layernorm")
+    cases = {  # name: (program, inputs at n rows, the symbolic function's first size, sizes)
+        "w1": (w1.build, lambda n: w1.make_inputs({"a": (n,), "b": (n,), "c": (n,)}), 16 << 20,
+               [1 << 20, (1 << 20) - 4096, 1_000_003, 999_999, 1_048_575]),
+        "softmax(layer_norm(x)) (n, 256)": (
+            lambda x: svod.nn.softmax(svod.nn.layer_norm(x, (256,))),
+            lambda n: {"x": rng.standard_normal((n, 256)).astype(np.float32)}, 4096, [1000, 1001, 1023, 1024]),
+        "w3 layer_norm (n, 1024)": (w3.build, lambda n: w3.make_inputs({"x": (n, 1024), "weight": (1024,),
+                                                                        "bias": (1024,)}), 8192, [1000, 999]),
+    }
+    if only:
+        cases = {k: v for k, v in cases.items() if any(o in k for o in only.split(","))}
+    print(f"symbolic (bucket plan) against constant (exact plan) shapes, {repeats} interleaved samples; "
+          f"median (quartiles) per call, wall and process CPU time")
+    for name, (build, inputs, first, sizes) in cases.items():
+        sym = svod.jit(build)
+        args0 = list(inputs(first).values())
+        sym(*[svod.asarray(x) for x in args0])  # the structure's first size: exact
+        for n in sizes:
+            arrs = inputs(n)
+            tens = [svod.asarray(x) for x in arrs.values()]
+            os.environ["SVOD_DYNAMIC"] = "0"
+            const = svod.jit(build)
+            want = const(*tens).numpy()
+            os.environ["SVOD_DYNAMIC"] = "1"
+            got = sym(*tens).numpy()
+            same = got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
+            c0 = copies[0]
+            sym(*tens).numpy()
+            per_call = copies[0] - c0
+            fns = {"constant": lambda c=const, t=tens: c(*t), "symbolic": lambda s=sym, t=tens: s(*t)}
+            out = _samples(fns, repeats)
+            (cw, cl, ch), (sw, sl, sh) = _stat(out["constant"][0]), _stat(out["symbolic"][0])
+            (cc, ccl, cch), (sc, scl, sch) = _stat(out["constant"][1]), _stat(out["symbolic"][1])
+            ratios = sorted(s / c for s, c in zip(out["symbolic"][1], out["constant"][1]))
+            print(f"{name} n={n} (bucket {shapes.bucket(n)}): wall constant {cw * 1e3:.3f} ({cl * 1e3:.3f}-"
+                  f"{ch * 1e3:.3f}) ms, symbolic {sw * 1e3:.3f} ({sl * 1e3:.3f}-{sh * 1e3:.3f}) ms, "
+                  f"{sw / cw:.3f}x; CPU constant {cc * 1e3:.3f} ({ccl * 1e3:.3f}-{cch * 1e3:.3f}), symbolic "
+                  f"{sc * 1e3:.3f} ({scl * 1e3:.3f}-{sch * 1e3:.3f}) ms, {sc / cc:.3f}x (paired ratio quartiles "
+                  f"{ratios[len(ratios) // 4]:.3f}-{ratios[(3 * len(ratios)) // 4]:.3f}); "
+                  f"input copies per call {per_call}; bit-identical {same}", flush=True)
 
 
 if __name__ == "__main__":

@@ -18,11 +18,13 @@ of it, a library step, a free value of ``n`` rows) keeps the graph exact. Every 
 must carry rows or be free of them.
 
 Running a size ``n`` in its bucket ``b`` (`SymbolicCall`): when the plan's launches
-allow it (row-wise, reduce and elementwise kernels, GEMMs through their rows variants,
+allow it (row-wise, reduce and elementwise kernels, attention; GEMMs, MLPs, split
+reductions, flat elementwise kernels and 2-D attention through their rows variants;
 BLAS steps: `svod.codegen.rows`), its graph program runs at ``n`` rows on the caller's
-arrays (`rows_runner`). Otherwise — and on a bucket's first run, `SVOD_ROWS=0` — the
+arrays (`rows_runner`): nothing read or written past row ``n``, no input copied, results
+of exactly ``n`` rows. Otherwise — and on a bucket's first run, `SVOD_ROWS=0` — the
 bucket's plan runs on ``b``-row inputs and the row-carrying results are the first ``n``
-rows of its outputs.
+rows of its outputs (at ``n == b``: the inputs as they are).
 Rows past ``n`` never reach a result; they must only be readable memory. An input whose
 owning array reaches ``b`` rows — made by `with_room` (what `svod.asarray` makes once a
 structure is dynamic), a prefix of a bigger array, a bucket's own result — binds as a
@@ -57,11 +59,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from svod.flags import NoteLog, flag
+from svod.flags import NoteLog
 from svod.ir import ELEMENTWISE, Ops
 from svod.key import Bindings, GraphKey, KeyNode
 from svod.recompiles import RECOMPILES
-from svod.stats import bump_many
+from svod.stats import Tally
 
 _FREE, _ROW = 0, 1
 _ROW_OPS = frozenset(ELEMENTWISE | {Ops.CONTIGUOUS})
@@ -198,8 +200,12 @@ def _room(a: np.ndarray, b: int) -> np.ndarray | None:
 
 
 def pad_rows(a: np.ndarray, b: int) -> np.ndarray:
-    """`a` (n rows) as a C-contiguous array of `b` rows: a view when the memory `a` lives in
-    reaches `b` rows (`_room`), else a pooled copy whose rows past n repeat row n - 1."""
+    """`a` (n rows) as a C-contiguous array of `b` rows: `a` itself when it has `b` rows
+    already (a size at its bucket's upper bound: 1,024 rows, 2**20 elements), a view when
+    the memory `a` lives in reaches `b` rows (`_room`), else a pooled copy whose rows past
+    n repeat row n - 1."""
+    if a.ndim and a.shape[0] == b and a.flags.c_contiguous:
+        return a
     room = _room(a, b)
     if room is not None:
         return room
@@ -235,25 +241,37 @@ class SymbolicCall:
         ``n`` rows on the arrays as they are (`rows_runner`) when the plan allows it,
         else the padded run (`bind`, the plan at ``b`` rows, `results`). The plan's first
         run is always the padded one (it builds, compiles and validates the plan)."""
-        rp = rows_runner(exe, self) if self.n != self.b else None
+        if self.n == self.b:  # the bucket's own size: its plan on the arrays as they are (b rows pad nothing)
+            rp = None
+            outs = exe.run(arrays)
+        else:
+            rp = rows_runner(exe, self)
+            outs = self.results(exe.run(self.bind(arrays))) if rp is None else None
         if rp is None:
-            outs = self.results(exe.run(self.bind(arrays)))
             gp = getattr(exe, "_gp", None)
             if gp is not None and "_rows_program" not in gp.__dict__:
                 rows_runner(exe, self)  # the bucket's first run: its rows program now, with the plan's compile
             elif gp is None and getattr(exe, "warm", False) and _rows_on():
                 build_later(exe, self)  # a warm record's plan: its graph program and rows program, off the call
             return outs
-        bump_many(exe._rows_tally)
-        if not rp.checked and flag("SVOD_VALIDATE"):
+        if not rp.checked:  # SVOD_VALIDATE when the program was built: compare its first run once
+            rp.tally.tick()
             return self._checked(exe, rp, arrays)
-        return rp.run(exe._gp, arrays, self.n, pad_rows)
+        gp = exe._gp
+        fast = rp.runner(gp, self.n)
+        if fast:  # straight-line code for this row count (`RowsProgram.runner`: it counts on rp.tally)
+            outs = fast(arrays)
+            if outs is not None:
+                return outs
+        rp.tally.tick()
+        return rp.run(gp, arrays, self.n)
 
     def _checked(self, exe, rp, arrays) -> list[np.ndarray]:
-        """SVOD_VALIDATE: the rows program's first run against the padded run of the same
-        arrays (the same kernels on the same rows: bitwise equal); on a difference the
+        """SVOD_VALIDATE (set when the rows program was built, as a plan's validation is read
+        when the plan is made): the rows program's first run against the padded run of the
+        same arrays (the same kernels on the same rows: bitwise equal); on a difference the
         bucket pads from then on, and says why (`row_mode`)."""
-        got = rp.run(exe._gp, arrays, self.n, pad_rows)
+        got = rp.run(exe._gp, arrays, self.n)
         want = self.results(exe.run(self.bind(arrays)))
         rp.checked = True
         if all(g.shape == w.shape and g.dtype == w.dtype and g.tobytes() == w.tobytes() for g, w in zip(got, want)):
@@ -280,7 +298,7 @@ def rows_runner(exe, call: SymbolicCall):
     if gp is None:  # not run yet, or a WarmPlan replaying its record: its programs are built off the
         return None  # call (`build_later`: ~0.7 s measured in a warm process); until then it pads
     rp = gp.__dict__.get("_rows_program")
-    if rp is None:
+    if rp is None or (rp.ok and rp.tally is None):  # (one built without its plan's Tally: by hand)
         rp = _rows_program(exe, gp, call)
     return rp if rp.ok else None
 
@@ -289,8 +307,8 @@ def _rows_program(exe, gp, call: SymbolicCall):
     from svod.codegen.rows import rows_program
 
     rp = rows_program(gp, call.b, call.row_inputs, call.row_outputs)
-    if rp.ok and getattr(exe, "_rows_tally", None) is None:
-        exe._rows_tally = (("kernels_launched", exe._n_kernels), ("nodes_evaluated", exe._n_nodes))
+    if rp.ok and rp.tally is None:
+        rp.tally = Tally((("kernels_launched", exe._n_kernels), ("nodes_evaluated", exe._n_nodes)))
     if len(ROW_MODES) >= 4096:
         ROW_MODES.clear()
     ROW_MODES[call.key.hash] = "" if rp.ok else rp.reason
@@ -362,6 +380,22 @@ class BucketRun:
 
     def run(self, arrays) -> list[np.ndarray]:
         return self.call.run(self.exe, arrays)
+
+    def quick_parts(self):
+        """(QuickParts, Tally) for svod.jit's inlined replay of this size (`svod.capture`),
+        or None: at the bucket's own size the plan's (its inputs are bound as they are, its
+        outputs are this size's), else the rows program's at this row count
+        (`RowsProgram.quick_parts`). The inlined replay is made once per argument layout
+        and does not read SVOD_ROWS again (the general path reads it per call)."""
+        exe, call = self.exe, self.call
+        if call.n == call.b:
+            qp = getattr(exe, "quick_parts", None)
+            return qp() if qp is not None else None
+        rp = rows_runner(exe, call)
+        if rp is None or rp.tally is None:
+            return None
+        parts = rp.quick_parts(exe._gp, call.n)
+        return None if parts is None else (parts, rp.tally)
 
     def describe(self) -> str:
         return f"bucket {self.call.b} for {self.call.n} rows\n" + self.exe.describe()

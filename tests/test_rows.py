@@ -282,8 +282,9 @@ def test_searches_and_compiles_equal_the_buckets_touched(name, sizes, monkeypatc
 
 def test_flat_chunks_run_the_chunks_covering_n_rows(monkeypatch):
     """A one-axis elementwise kernel (chunks of 4,096 elements spanning rows): its launch
-    runs the chunks covering n rows; inputs without room after their rows are copied into
-    the bucket's rows (a chunk may read past row n), with room they are read in place."""
+    runs the chunks covering n rows as its rows variant, whose last chunk stops at row n:
+    only the bucket's first (padded) run binds inputs with `pad_rows`; later sizes read
+    the caller's arrays in place, with or without room after their rows."""
     f = lambda x, y: svod.exp(x) * 2.0 - y  # noqa: E731
     cols = 100  # n * cols is not a multiple of the chunk
     for n in (1000, 1001):
@@ -303,12 +304,13 @@ def test_flat_chunks_run_the_chunks_covering_n_rows(monkeypatch):
     rp = _rows_program(lambda a: f(a, svod.asarray(y)), x)
     assert rp.ok and rp.runs == 3 and any(s[0] == "chunk" for s in rp.specs.values()), rp.specs
     checks = 2 if os.environ.get("SVOD_VALIDATE", "0") != "0" else 0  # the padded run SVOD_VALIDATE compares with
-    assert len(calls) == 6 + checks
+    assert len(calls) == checks  # 1001 was the bucket's first (padded) run: no size pads since
     assert all(shapes._room(svod.asarray(a).uop.arg.array, 1024) is not None for a in (x, y))
-    # an input without room (the exact-size result of another plan): copied, still right
+    # an input without room (the exact-size result of another plan): read in place, still right
     t = svod.asarray(x) + 0.0
     t.numpy()
     np.testing.assert_allclose(f(t, svod.asarray(y)).numpy(), np.exp(x + 0.0) * 2.0 - y, rtol=1e-5, atol=1e-6)
+    assert len(calls) == checks and rp.runs == 4
 
 
 def test_validate_compares_the_first_rows_run_with_the_padded_run(monkeypatch):
@@ -326,8 +328,8 @@ def test_validate_compares_the_first_rows_run_with_the_padded_run(monkeypatch):
     assert bad.ok and not bad.checked
     real = bad.run
     # a broken rows program: a wrong last row
-    monkeypatch.setattr(bad, "run", lambda gp, arrays, n, pad: [np.concatenate([o[:-1], np.full_like(o[:1], 7)])
-                                                                 for o in real(gp, arrays, n, pad)])
+    monkeypatch.setattr(bad, "run", lambda gp, arrays, n: [np.concatenate([o[:-1], np.full_like(o[:1], 7)])
+                                                           for o in real(gp, arrays, n)])
     _check("bias_tanh", _data(69, np.float32))  # the padded run's result
     assert bad.checked and not bad.ok and "differed from the padded run" in bad.reason
     _check("bias_tanh", _data(68, np.float32))
@@ -613,3 +615,115 @@ def test_an_mlp_kernel_with_a_residual_runs_n_rows(monkeypatch):
     rp = _rows_program(f, _data(302, np.float32))
     assert rp is not None and rp.ok and rp.runs >= 4, rp and rp.reason
     assert any(sp[0] == "tiles" for sp in rp.specs.values()), rp.specs
+
+
+@pytest.mark.parametrize("mask", [None, "free", "rows"])
+def test_attention_whose_batch_axis_is_the_rows_runs_n_rows(mask, monkeypatch):
+    """A fused attention kernel (svod.codegen.attention) whose first batch axis is the rows:
+    its units (batch index, block of query rows) run for the batch indices below n, the
+    kernel unchanged — equal to numpy and to the constant-shape plan bit for bit; a mask
+    free of the rows is read broadcast, one carrying them row by row."""
+    monkeypatch.setenv("SVOD_SEARCH", "0")  # the greedy planner fuses the chain (tests/test_attention.py)
+    m, d = 37, 16
+    free = _RNG.standard_normal((m, m)).astype(np.float32)
+
+    def f(q, k, v, extra):
+        return svod.nn.scaled_dot_product_attention(q, k, v, attn_mask=extra)
+
+    def inputs(n):
+        q, k, v = (_RNG.standard_normal((n, m, d)).astype(np.float32) for _ in range(3))
+        extra = None if mask is None else free if mask == "free" else \
+            _RNG.standard_normal((n, m, m)).astype(np.float32)
+        return q, k, v, extra
+
+    def ref(q, k, v, extra):
+        s = (q.astype(np.float64) @ np.swapaxes(k, -1, -2)) / np.sqrt(d) + (0 if extra is None else extra)
+        e = np.exp(s - s.max(-1, keepdims=True))
+        return (e / e.sum(-1, keepdims=True)) @ v
+
+    def run(arrays):
+        return f(*[None if a is None else svod.asarray(a) for a in arrays])
+
+    cases = []
+    for n in (40, 33, 35, 34, 36, 34):  # exact, then the bucket 36 (33: its first run; 36: its own size)
+        arrays = inputs(n)
+        got = run(arrays).numpy()
+        np.testing.assert_allclose(got, ref(*arrays), rtol=3e-5, atol=3e-6)
+        cases.append((arrays, got))
+    out = run(inputs(35))
+    _, exe = engine.plan_for([out])
+    assert [k.kind for k in exe.plan.kernels] == ["attention"]
+    rp = exe._gp.__dict__.get("_rows_program")
+    assert rp is not None and rp.ok, getattr(rp, "reason", None)
+    assert list(rp.specs.values()) == [("row", -(-m // tile_rows()))] and rp.runs == 3
+    engine.reset_caches()  # the constant-shape plan of each size (not a replay of the bucket's)
+    monkeypatch.setenv("SVOD_DYNAMIC", "0")
+    for arrays, got in cases[1:]:
+        out = run(arrays)
+        _, exe = engine.plan_for([out])
+        n, b = len(arrays[0]), shapes.bucket(len(arrays[0]))  # the exact plan: no node of the bucket's rows
+        assert n == b or all(nd.shape[:1] != (b,) for nd in exe.key.nodes), "not the exact plan"
+        assert out.numpy().tobytes() == got.tobytes()
+
+
+def tile_rows() -> int:
+    from svod.codegen.attention import tile
+
+    return tile()[0]
+
+
+def test_attention_whose_query_rows_are_the_rows_runs_its_rows_variant(monkeypatch):
+    """A 2-D attention (q's rows dynamic, K and V free: cross-attention over a fixed memory):
+    its blocks of query rows run as the kernel's rows variant, whose last block reads and
+    stores rows below n only — equal to numpy and to the constant-shape plan bit for bit,
+    nothing written past row n."""
+    from svod.codegen import rows
+
+    monkeypatch.setenv("SVOD_SEARCH", "0")
+    s, d, dv = 45, 16, 24
+    k = _RNG.standard_normal((s, d)).astype(np.float32)
+    v = _RNG.standard_normal((s, dv)).astype(np.float32)
+
+    def f(q):
+        return svod.nn.scaled_dot_product_attention(q, svod.asarray(k), svod.asarray(v))
+
+    def ref(q):
+        sc = (q.astype(np.float64) @ k.T) / np.sqrt(d)
+        e = np.exp(sc - sc.max(-1, keepdims=True))
+        return (e / e.sum(-1, keepdims=True)) @ v
+
+    cases = []
+    for n in (100, 97, 99, 101, 103, 104, 98):  # exact, then the bucket 104 (97: its first run)
+        q = _RNG.standard_normal((n, d)).astype(np.float32)
+        q[0, 1] = np.nan
+        got = f(svod.asarray(q)).numpy()
+        assert got.shape == (n, dv)
+        np.testing.assert_allclose(got[1:], ref(q)[1:], rtol=3e-5, atol=3e-6)
+        assert np.isnan(got[0]).all()
+        cases.append((q, got))
+    _, exe = engine.plan_for([f(svod.asarray(cases[-1][0]))])
+    assert [kk.kind for kk in exe.plan.kernels] == ["attention"]
+    rp = exe._gp.__dict__.get("_rows_program")
+    assert rp is not None and rp.ok, getattr(rp, "reason", None)
+    assert list(rp.specs.values()) == [("tiles", tile_rows(), 1)] and rp.runs == 4
+    # the variant alone: rows past n of a guarded output keep their pattern
+    kern = exe.plan.kernels[0]
+    mod, symbol = rows._variant(kern)
+    import ctypes
+
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(mod.address(symbol))
+    n, b = 98, 104
+    q = cases[-1][0]
+    out = np.full((b, dv), 7.0, np.float32)
+    ins = {kern.inputs[i].slot: a for i, a in ((kern.attention.q, q), (kern.attention.k, k), (kern.attention.v, v))}
+    ptrs = [ins[inp.slot].ctypes.data for inp in kern.inputs] + [out.ctypes.data, n]
+    argv = (ctypes.c_void_p * len(ptrs))(*ptrs)
+    fn(ctypes.addressof(argv), 0, -(-n // tile_rows()))
+    assert out[:n].tobytes() == cases[-1][1].tobytes() and (out[n:] == 7.0).all()
+    engine.reset_caches()  # the constant-shape plan of each size (not a replay of the bucket's)
+    monkeypatch.setenv("SVOD_DYNAMIC", "0")
+    for q, got in cases[1:]:
+        out = f(svod.asarray(q))
+        _, exe = engine.plan_for([out])
+        assert all(nd.shape[:1] != (104,) for nd in exe.key.nodes) or len(q) == 104, "not the exact plan"
+        assert out.numpy().tobytes() == got.tobytes()

@@ -50,9 +50,14 @@ def tile() -> tuple[int, int]:
     return c.mr, c.nr
 
 
-def lower_attention(kernel: Kernel, symbol: str, sched: Schedule) -> Lowered:
+def lower_attention(kernel: Kernel, symbol: str, sched: Schedule, rows: bool = False) -> Lowered:
     """Kernel (with `attention`) -> LLVM IR text with entry ``void symbol(i8** slots, i64 ub,
-    i64 ue)``, over the units of its schedule (the GEMM micro-tile of its target)."""
+    i64 ue)``, over the units of its schedule (the GEMM micro-tile of its target).
+
+    `rows` (a *rows variant*, svod.codegen.rows; no batch axis): the query row count is
+    read at run time from one more slot after the output (an integer), so the last block
+    of query rows reads and stores rows below it only (the padding rows of a block repeat
+    the last real one, as at the compiled count)."""
     at = kernel.attention
     cfg = gemm_config(4, sched.target, tall=True)
     mr, nr, vw = cfg.mr, cfg.nr, cfg.vw
@@ -76,11 +81,15 @@ def lower_attention(kernel: Kernel, symbol: str, sched: Schedule) -> Lowered:
     vt = ir.VectorType(F32, vw)
     nin = len(kernel.inputs)
     in_types = [ir.PointerType(mem_type(i.dtype)) for i in kernel.inputs]
-    body = ir.Function(module, ir.FunctionType(VOID, in_types + [pt, I64, I64]), symbol + ".body")
+    if rows and batch_shape:
+        raise ValueError(f"attention kernel {kernel.name}: a rows variant needs no batch axis")
+    body = ir.Function(module, ir.FunctionType(VOID, in_types + [pt, I64, I64] + ([I64] if rows else [])),
+                       symbol + ".body")
     body.linkage = "internal"
     for a in body.args[:nin + 1]:
         a.add_attribute("noalias")
     ins, op, ub, ue = list(body.args[:nin]), body.args[nin], body.args[nin + 1], body.args[nin + 2]
+    m_rows = body.args[nin + 3] if rows else None  # the run-time query row count (a rows variant)
     qp, kp, vp = (ins[i] for i in at.operands)
     f = Fn(module, body)
     b = f.b
@@ -164,6 +173,8 @@ def lower_attention(kernel: Kernel, symbol: str, sched: Schedule) -> Lowered:
 
         def clamp(r):  # the query row of block row r (rows past m repeat the last one)
             row = b.add(i0, r)
+            if m_rows is not None:
+                return b.select(b.icmp_signed("<", row, m_rows), row, b.sub(m_rows, i64(1)))
             return b.select(b.icmp_signed("<", row, i64(m)), row, i64(m - 1))
 
         def qrow(r):
@@ -238,7 +249,7 @@ def lower_attention(kernel: Kernel, symbol: str, sched: Schedule) -> Lowered:
         f.loop(i64(0), i64(dp // nr), lambda c: b.call(uk_pv, [
             S, at_(Vp, b.mul(c, i64(np_ * nr))), i64(np_), null, i64(0), no, at_(Ob, b.mul(c, i64(nr))),
             i64(dp)]), "pv")
-        rows = b.sub(i64(m), i0)
+        rows = b.sub(i64(m) if m_rows is None else m_rows, i0)
         rows = b.select(b.icmp_signed("<", rows, i64(mr)), rows, i64(mr))
         obase = b.mul(b.add(b.mul(bi, i64(m)), i0), i64(dv))
 
@@ -263,6 +274,7 @@ def lower_attention(kernel: Kernel, symbol: str, sched: Schedule) -> Lowered:
     fn = ir.Function(module, ir.FunctionType(VOID, [ir.PointerType(i8p), I64, I64]), symbol)
     eb = ir.IRBuilder(fn.append_basic_block("entry"))
     ptrs = [eb.bitcast(eb.load(eb.gep(fn.args[0], [i64(j)])), t) for j, t in enumerate(in_types + [pt])]
-    eb.call(body, ptrs + [fn.args[1], fn.args[2]])
+    extra = [eb.ptrtoint(eb.load(eb.gep(fn.args[0], [i64(nin + 1)])), I64)] if rows else []
+    eb.call(body, ptrs + [fn.args[1], fn.args[2]] + extra)
     eb.ret_void()
     return Lowered(str(module), symbol, units, LoopPlan("attention", (), (), (), units))

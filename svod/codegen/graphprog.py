@@ -290,7 +290,8 @@ def _segment_ir(name: str, ops: list, fn_index: dict[int, int], graph: CompiledG
     ``min(ceil(rows * elems / chunk), units)``, ``("tiles", mt, k)`` (a kernel's rows
     variant: a matmul's row tiles of ``mt`` rows, ``k`` units each; a split reduction's
     ``k`` units a row, ``mt`` 1) runs ``ceil(rows / mt) * k`` units and passes ``rows``
-    as one more argument-block entry (an integer after the slot pointers), a Copy
+    as one more argument-block entry (an integer after the slot pointers), as a
+    ``"chunk"`` launch does too (its rows variant stops at element ``rows * elems``), a Copy
     ``("row", nbytes)`` copies ``rows * nbytes`` bytes; other steps keep their constant
     counts. None: the segment's text is exactly what it was before the option existed."""
     from svod.runtime import SLICES_PER_THREAD
@@ -311,7 +312,7 @@ def _segment_ir(name: str, ops: list, fn_index: dict[int, int], graph: CompiledG
                      f"  call void @llvm.memcpy.p0.p0.i64(ptr %cpd{j}, ptr %cps{j}, i64 {nb}, i1 false)"]
             continue
         prog = programs[step.kernel]
-        n = len(prog.slots) + (spec is not None and spec[0] == "tiles")
+        n = len(prog.slots) + (spec is not None and spec[0] in ("tiles", "chunk"))
         allocas.append(f"  %args{j} = alloca [{max(n, 1)} x ptr], align 8")
         for p, slot in enumerate(prog.slots):
             body += [f"  %s{j}_{p} = getelementptr ptr, ptr %slots, i64 {slot}",

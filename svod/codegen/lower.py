@@ -9,10 +9,11 @@ per output (in `Kernel.outputs` order); the runtime splits ``[0, units)`` across
 The entry loads the pointers and calls an internal body whose pointer arguments are
 ``noalias`` (the loop vectoriser needs that to vectorise without runtime checks). A
 *rows variant* (``KernelLowering(..., rows=True)``, built by `svod.codegen.rows` for a
-size bucket's plan: matmuls, split reductions) has one more entry after the outputs: its
-row count ``m`` as an integer, read at run time instead of the kernel's constant (a
-matmul's last row tile stops there; a split reduction's launch of every unit is ``m``
-times the units per row).
+size bucket's plan: matmuls, split reductions, one-axis elementwise kernels) has one more
+entry after the outputs: its row count ``m`` as an integer, read at run time instead of
+the kernel's constant (a matmul's last row tile stops there; a split reduction's launch
+of every unit is ``m`` times the units per row; a one-axis elementwise kernel's last chunk
+stops at element ``m`` times the elements per row).
 
 Every decision about the loops is the kernel's `Schedule` (svod/codegen/schedule.py:
 loop plan, segments, per-row values, the stash, GEMM tiling); this module emits it.
@@ -390,7 +391,9 @@ class KernelLowering(ColumnLowering):
             a = plan.axes[0]
             start = b.mul(self.ub, i64(plan.chunk))
             end = b.mul(self.ue, i64(plan.chunk))
-            end = b.select(b.icmp_signed("<", end, i64(a.size)), end, i64(a.size))
+            # a rows variant stops at its run-time row count's last element (svod.codegen.rows)
+            last = i64(a.size) if self.rows_m is None else b.mul(self.rows_m, i64(a.size // k.shape[0]))
+            end = b.select(b.icmp_signed("<", end, last), end, last)
             if self.sched.stream:
                 self._stream_chunk(a.dims, start, end, element, consts)
                 return

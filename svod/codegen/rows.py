@@ -26,12 +26,11 @@ launch is one of:
   kernel's global scratch is for the pool's partial ranges, one job at a time);
 * a one-axis elementwise kernel (chunks of `CHUNK` elements that span rows, ``("chunk",
   elements per row, CHUNK)``): it runs the chunks covering ``n`` rows, ``min(ceil(n *
-  elems_per_row / CHUNK), units)``: up to one chunk (4,096 elements) past row ``n``,
-  never the bucket's whole padding. The row slots it touches must then reach past row
-  ``n``: such an input is bound as `svod.shapes.pad_rows` does (a view when its memory
-  has room for ``b`` rows — what `svod.asarray` makes once a structure is dynamic — else
-  a copy), and such an output is a ``b``-row pool block whose first ``n`` rows are the
-  result;
+  elems_per_row / CHUNK), units)``, as its rows variant (``rows=True``,
+  `svod.codegen.lower`), whose last chunk stops at element ``n * elems_per_row`` (the
+  loop and its tail as the constant kernel's last chunk): nothing read or written past
+  row ``n``, so its inputs are the caller's arrays and its outputs ``n``-row blocks, and
+  its results are bit-identical to the constant kernel's (the same element code);
 * a generated ``(b, K) @ (K, N)`` matmul with the rows on A and B free (GEMM, or the
   integer tile loop; ``("tiles", MT, k)``): it runs the row tiles covering ``n`` rows,
   ``ceil(n / MT) * k`` units (``k`` column tiles each), as its rows variant: the same
@@ -47,19 +46,32 @@ launch is one of:
   ``n``; a compile per MLP kernel, cached like the GEMM variants;
 * a batched matmul whose batch axis 0 is the rows (every operand carries them): whole
   batch indices, ``("row", units per index)``, the kernel unchanged;
+* a fused attention kernel (`svod.codegen.attention`) whose first batch axis is the rows
+  (q, k, v and a mask carrying them, or a mask free of them): its units (batch index,
+  block of query rows) for the batch indices below ``n``, ``("row", blocks)``, the kernel
+  unchanged (`_attention_spec`); a 2-D one whose query rows are the rows (k and v free):
+  the ``ceil(n / MR)`` blocks of query rows, ``("tiles", MR, 1)``, as its rows variant
+  (``lower_attention(..., rows=True)``: the last block stops at row ``n``);
 * a BLAS (library) matmul step of either form (``("lib", batched)``): numpy's BLAS on
   views of its operands' first ``n`` rows and of its output's, between the native
   segments (`RowsProgram._library`).
 
 A launch reading no row slot (work on free values: a weight, a mean of a bias) runs its
-compiled unit count. A plan with any other launch (attention; a sort or LAPACK step; a
-row-column kernel; an output that is an input) keeps the padding path of
+compiled unit count. No launch reads or writes a row slot past row ``n``: the inputs are
+bound by address (a non-contiguous one is made contiguous, as the exact plan does), never
+padded to ``b`` rows. A plan with any other launch (a sort or LAPACK step; a row-column
+kernel; an output that is an input) keeps the padding path of
 `svod.shapes.SymbolicCall` (`analyse` returns the reason, `RowsProgram.reason`).
 
 Memory: temps keep the bucket's memory plan (sized at the upper bound ``b``: one
 storage layout per plan, its offsets in the segment module's slot array; a per-call
 plan would re-run the memory planner per size and cost at most 12.5% of the temps);
 outputs are pool blocks of ``n`` rows.
+
+Steady calls: a program of one native segment without threads and with small outputs
+gives `QuickParts` per row count (`quick_parts`, `runner`): straight-line code that binds
+the arrays and calls the segment with ``n`` bound, as an exact plan's graph program does
+(svod.jit inlines it: `svod.shapes.BucketRun.quick_parts`).
 """
 
 from __future__ import annotations
@@ -73,6 +85,8 @@ import numpy as np
 
 import svod.pool as _pool
 from svod.codegen.buffers import data_address
+from svod.codegen.quick import QuickParts, _Count
+from svod.flags import flag
 from svod.graph import CompiledGraph, Copy, Launch, slot_nbytes
 from svod.kernel import VALID
 
@@ -80,12 +94,13 @@ log = logging.getLogger("svod")
 
 _ROWS_SEGMENT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 _OK_KINDS = ("rowwise", "reduce", "elementwise")
+# launch specs run by a kernel's rows variant (the row count one more argument-block entry)
+_VARIANT_SPECS = ("tiles", "chunk")
 
 
 def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
-    """(launch specs by step index, row slots that need room for ``b`` rows) for running
-    `graph` at a run-time row count (module docstring: the rules), or the reason it
-    cannot, in words."""
+    """The launch specs by step index for running `graph` at a run-time row count (module
+    docstring: the rules), or the reason it cannot, in words."""
     from svod.codegen.schedule import schedule
 
     plan = graph.plan
@@ -102,7 +117,6 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
                 return f"input {i} of shape {plan.slots[i].shape} is not {b} whole rows"
             rows_of[i] = e
     specs: dict[int, tuple] = {}
-    room: set[int] = set()
     for idx, step in enumerate(graph.steps):
         if isinstance(step, Copy):
             if step.src in rows_of:
@@ -130,7 +144,18 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
                     return f"kernel {k.name} writes slot {o.slot} of {plan.slots[o.slot].shape}, not {b} rows"
                 rows_of[o.slot] = e
             continue
-        if k.kind not in _OK_KINDS or k.matmul is not None or k.attention is not None or k.library is not None:
+        if k.attention is not None:
+            got = _attention_spec(k, prog, b, rows_of)
+            if isinstance(got, str):
+                return got
+            specs[idx] = got
+            for o in k.outputs:
+                e = per_row(o.slot)
+                if e is None:
+                    return f"kernel {k.name} writes slot {o.slot} of {plan.slots[o.slot].shape}, not {b} rows"
+                rows_of[o.slot] = e
+            continue
+        if k.kind not in _OK_KINDS or k.matmul is not None or k.library is not None:
             return f"kernel {k.name} is a {k.kind} kernel (its units span rows)"
         if getattr(prog, "units", None) is None or not hasattr(prog, "address"):
             return f"kernel {k.name} has no native entry"
@@ -155,8 +180,6 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
             if len(loops.axes) != 1 or loops.axes[0].dims[0] != 0:
                 return f"kernel {k.name}: its chunks do not start with the rows"
             specs[idx] = ("chunk", math.prod(k.shape) // b, loops.chunk)
-            room.update(inp.slot for inp in k.inputs if inp.slot in rows_of)
-            room.update(o.slot for o in k.outputs)
         else:
             if not loops.unit_axes or loops.unit_axes[0].dims[0] != 0 or loops.units % b:
                 return f"kernel {k.name}: its units do not enumerate the rows outermost"
@@ -178,11 +201,12 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
             return f"output {j} (slot {slot}) {'carries' if r else 'does not carry'} rows, its kernels disagree"
     if not specs:
         return "no launch reads the rows"
-    tiles = {graph.steps[i].kernel for i, sp in specs.items() if sp[0] == "tiles"}
+    variants = {graph.steps[i].kernel: sp[0] for i, sp in specs.items() if sp[0] in _VARIANT_SPECS}
     for idx, step in enumerate(graph.steps):
-        if isinstance(step, Launch) and step.kernel in tiles and specs.get(idx, ("",))[0] != "tiles":
+        if isinstance(step, Launch) and step.kernel in variants and \
+                specs.get(idx, ("",))[0] != variants[step.kernel]:
             return f"kernel {programs[step.kernel].kernel.name} is launched on free values too"
-    return specs, room
+    return specs
 
 
 def _matmul_spec(k, prog, b: int, rows_of: dict):
@@ -245,6 +269,73 @@ def _matmul_spec(k, prog, b: int, rows_of: dict):
     return ("tiles", MM_ROWS, 1)
 
 
+def _attention_spec(k, prog, b: int, rows_of: dict):
+    """The launch spec of attention kernel `k` (`svod.codegen.attention`) reading row
+    slots, or why not: ``("row", units per batch index)`` when the rows are its first
+    batch axis — its units are (batch index, block of query rows) with the batch index
+    outermost, so the first ``n * k`` units are the batch indices below ``n``, the kernel
+    unchanged. Every row-carrying operand (q, k, v, a mask) is read row by row (axis-0
+    stride = the slot's row, unmasked), every other one broadcast along the rows (stride
+    0). Rows on the query axis (a 2-D attention): `_query_rows_spec`."""
+    at = k.attention
+    if getattr(prog, "units", None) is None or not hasattr(prog, "address") or not k.shape or k.shape[0] != b:
+        return f"attention kernel {k.name} of shape {k.shape} does not keep the {b} rows on its axis 0"
+    if len(k.shape) == 2:
+        return _query_rows_spec(k, prog, b, rows_of)
+    for inp in k.inputs:
+        if len(inp.view.views) != 1:
+            return f"attention kernel {k.name} reads slot {inp.slot} through a chain of views"
+        v = inp.view.views[0]
+        if inp.slot in rows_of:
+            if v.strides[0] != rows_of[inp.slot] or tuple(v.valid_box()[0]) != (0, b) or v.offset < 0 or \
+                    v.shape[0] != b:
+                return f"attention kernel {k.name} does not read slot {inp.slot} row by row"
+        elif v.strides[0] != 0:
+            return f"attention kernel {k.name} reads free slot {inp.slot} along the rows"
+    for node in k.nodes:
+        if node.op == VALID and (len(node.arg.views) != 1 or tuple(node.arg.views[0].valid_box()[0]) != (0, b)):
+            return f"attention kernel {k.name} masks its rows"
+    units = prog.units
+    if units % b or units != math.prod(k.shape[:-2]) * -(-at.m // _attention_rows()):
+        return f"attention kernel {k.name}: its {units} units are not whole batch indices of {b}"
+    return ("row", units // b)
+
+
+def _query_rows_spec(k, prog, b: int, rows_of: dict):
+    """The launch spec of a 2-D attention kernel whose query rows are the rows (q carries
+    them, k and v do not), or why not: ``("tiles", MR, 1)`` — the ``ceil(n / MR)`` blocks
+    of query rows, run by the kernel's rows variant (``lower_attention(..., rows=True)``),
+    whose last block reads and stores rows below ``n`` only. q (and a mask carrying the
+    rows) is read row by row, a mask free of them broadcast along them (stride 0)."""
+    at = k.attention
+    mr = _attention_rows()
+    for i, inp in enumerate(k.inputs):
+        if len(inp.view.views) != 1:
+            return f"attention kernel {k.name} reads slot {inp.slot} through a chain of views"
+        v = inp.view.views[0]
+        if i == at.q:
+            if inp.slot not in rows_of or v.strides[0] != rows_of[inp.slot] or v.offset < 0 or \
+                    tuple(v.valid_box()[0]) != (0, b):
+                return f"attention kernel {k.name} does not read its queries (slot {inp.slot}) row by row"
+        elif i in (at.k, at.v):
+            if inp.slot in rows_of:
+                return f"attention kernel {k.name}: its keys or values (slot {inp.slot}) carry the rows"
+        elif inp.slot in rows_of:
+            if v.strides[0] != rows_of[inp.slot] or v.offset < 0 or tuple(v.valid_box()[0]) != (0, b):
+                return f"attention kernel {k.name} does not read slot {inp.slot} row by row"
+        elif v.strides[0] != 0:
+            return f"attention kernel {k.name} reads free slot {inp.slot} along the rows"
+    if at.m != b or prog.units != -(-b // mr):
+        return f"attention kernel {k.name}: its {prog.units} units are not blocks of {mr} query rows"
+    return ("tiles", mr, 1)
+
+
+def _attention_rows() -> int:
+    from svod.codegen.attention import tile
+
+    return tile()[0]
+
+
 def _mlp_spec(k, prog, b: int, rows_of: dict):
     """The launch spec of fused MLP kernel `k` (`svod.codegen.mlp`) reading row slots, or
     why not: ``("tiles", R, 1)`` — whole blocks of R rows (`block_rows`: one unit each),
@@ -280,7 +371,7 @@ def _mlp_spec(k, prog, b: int, rows_of: dict):
 
 class RowsProgram:
     """The bucket's graph program with its unit counts read at run time:
-    `run(gp, arrays, n, pad_rows) -> outputs` (``n`` rows, ``2 <= n <= b``; the arrays as the exact
+    `run(gp, arrays, n) -> outputs` (``n`` rows, ``2 <= n <= b``; the arrays as the exact
     graph binds them: row inputs of ``n`` rows). `ok` is False with `reason` when the
     plan cannot run so (the caller pads instead)."""
 
@@ -290,8 +381,12 @@ class RowsProgram:
         self.b = b
         self.ok = False
         self.reason = ""
-        self.runs = 0  # runs so far (tests count them)
-        self.checked = False  # SVOD_VALIDATE: the first run was compared with the padded run
+        self._count = _Count()  # runs so far, the straight-line runner's included (`runs`)
+        self.tally = None  # the plan's Tally of kernels launched per run (set by svod.shapes)
+        self._runners: dict = {}  # n -> QuickParts.runner for runs at n rows, or False (`runner`)
+        # False under SVOD_VALIDATE until the first run was compared with the padded run
+        # (svod.shapes.SymbolicCall._checked); read here once, not per call
+        self.checked = not flag("SVOD_VALIDATE")
         self._lock = threading.Lock()
         self._state = None
         self._segments = None  # ("native", ctypes fn) | ("library", program, its slots, spec or None)
@@ -308,17 +403,17 @@ class RowsProgram:
                 self.reason, got = got, None
         if got is None:
             return
-        specs, room = got
-        self.specs = specs  # step index -> ("row", units per row) | ("chunk", elements per row, chunk)
+        specs = got
+        # step index -> ("row", units per row) | ("chunk", elements per row, chunk) | ("tiles", mt, k)
+        # | ("lib", batched)
+        self.specs = specs
         plan = gp.graph.plan
         self.row_inputs = tuple(bool(r) for r in row_inputs[:plan.n_inputs])
-        # per input: (index, dtype, 0 free / 1 n rows / 2 b rows, elements needed, per row for 1 and 2)
-        self._ins = tuple((i, want, (2 if i in room else 1) if self.row_inputs[i] else 0,
-                           need // b if self.row_inputs[i] else need)
+        # per input: (index, dtype, n rows?, elements needed: per row for a row input)
+        self._ins = tuple((i, want, self.row_inputs[i], need // b if self.row_inputs[i] else need)
                           for i, (want, need) in enumerate(gp._in_specs))
-        # per output: (slot, shape (without the rows for an n-row output), dtype, rows?, b rows?, elements)
-        self._outs = tuple((slot, shape[1:], dt, True, False, count // b) if r and slot not in room else
-                           (slot, shape, dt, bool(r), bool(r) and slot in room, count)
+        # per output: (slot, shape (without the rows for an n-row output), dtype, rows?, elements (per row))
+        self._outs = tuple((slot, shape[1:], dt, True, count // b) if r else (slot, shape, dt, False, count)
                            for (slot, shape, dt, count, _), r in zip(gp._out_specs, row_outputs))
         self._build(gp, specs)
         self.ok = self._segments is not None
@@ -341,7 +436,7 @@ class RowsProgram:
             if isinstance(s, Launch) and gp.programs[s.kernel].units > 0 and hasattr(gp.programs[s.kernel], "address"):
                 fn_index.setdefault(s.kernel, len(fn_index) + 1)
         local = {j: specs[index[id(s)]] for j, s in enumerate(steps) if index[id(s)] in specs}
-        tiles = sorted({s.kernel for j, s in enumerate(steps) if local.get(j, ("",))[0] == "tiles"})
+        tiles = sorted({s.kernel for j, s in enumerate(steps) if local.get(j, ("",))[0] in _VARIANT_SPECS})
         if tiles:
             table = (ctypes.c_void_p * len(gp._table))(*gp._table)
             try:
@@ -357,7 +452,7 @@ class RowsProgram:
                     self._variants.append(mod)
                     table[fn_index[kk]] = mod.address(symbol)
             except Exception as e:  # noqa: BLE001 - a bug here must not lose the user's result: pad instead
-                log.warning("svod: compiling a matmul rows variant failed (%s); padding to the bucket", e)
+                log.warning("svod: compiling a rows variant failed (%s); padding to the bucket", e)
                 self.reason = f"{type(e).__name__}: {e}"
                 return
             self._table = table
@@ -400,10 +495,11 @@ class RowsProgram:
         self._parallel = par
         self._segments = segments
 
-    def run(self, gp, arrays, n: int, pad_rows) -> list[np.ndarray]:
+    def run(self, gp, arrays, n: int) -> list[np.ndarray]:
         """Run at `n` rows. `gp`: the GraphProgram this was derived from (its kernels, its
-        function table and temps; the caller holds it for the call); `pad_rows(a, b)`
-        binds a row input a chunk may read past row n (svod.shapes)."""
+        function table and temps; the caller holds it for the call). Row inputs are bound
+        by address (their first `n` rows are all any launch reads), outputs are fresh
+        blocks of exactly `n` rows."""
         b = self.b
         if not 2 <= n <= b:
             raise ValueError(f"rows program: {n} rows outside the bucket's 2..{b}")
@@ -416,20 +512,16 @@ class RowsProgram:
             else:
                 slots, addr, blocks = gp._new_state(False)
             arrays = list(arrays[:gp.n_inputs])
-            for i, want, kind, need in self._ins:
+            for i, want, r, need in self._ins:
                 a = arrays[i]
                 if a.dtype != want:
                     raise ValueError(f"rows program: input {i} needs dtype {want}, got {a.dtype}")
-                if kind:
+                if r:
                     if a.shape[0] != n:
                         raise ValueError(f"rows program: input {i} needs {n} rows, got shape {a.shape}")
                     if not a.flags.c_contiguous:
                         a = np.ascontiguousarray(a)
-                    if kind == 2:  # a chunk may read up to a chunk past row n: b rows (a view when it has room)
-                        a = pad_rows(a, b)
-                        need *= b
-                    else:
-                        need *= n
+                    need *= n
                 elif not a.flags.c_contiguous:
                     a = np.ascontiguousarray(a)
                 if a.size < need:
@@ -440,15 +532,15 @@ class RowsProgram:
             small = _pool.SMALL
             outs = []
             by_slot = {}
-            for slot, shape, dt, r, room, count in self._outs:
-                if r and not room:
+            for slot, shape, dt, r, count in self._outs:
+                if r:
                     shape = (n,) + shape
                     count *= n
                 o = pool.small_array(shape, dt, count) if count * dt.itemsize <= small else pool.array(shape, dt)
                 slots[slot] = data_address(o)
                 by_slot[slot] = o
-                outs.append(o[:n] if room else o)
-            self.runs += 1
+                outs.append(o)
+            self._count.n += 1
             fns = self._fns or gp._fns
             for seg in self._segments:
                 if seg[0] == "library":
@@ -457,9 +549,7 @@ class RowsProgram:
                 gp._count.n += 1
                 fn = seg[1]
                 if self._parallel:
-                    from svod.runtime import _get_pool
-
-                    rt = _get_pool()
+                    rt = _runtime_pool()
                     if rt.lock.acquire(False):
                         try:
                             fn(addr, fns, rt.addr, n)
@@ -474,6 +564,57 @@ class RowsProgram:
                 self._lock.release()
         return outs
 
+
+    @property
+    def runs(self) -> int:
+        """Runs so far, straight-line ones included (tests count them)."""
+        return self._count.n
+
+    def quick_parts(self, gp, n: int) -> QuickParts | None:
+        """The replay hot path's pieces (`svod.codegen.quick.QuickParts`) for runs at `n`
+        rows — what svod.jit's inlined replay and `runner` generate straight-line code
+        from, as for an exact plan's graph program (`GraphProgram.quick_parts`): the
+        segment is called with `n` bound, the inputs are the caller's arrays (row inputs
+        of `n` rows, needing ``n *`` their elements per row), the outputs fresh arrays of
+        `n` rows. None unless the program runs at all (`ok`), its SVOD_VALIDATE comparison
+        is done, a run has built its kept state (scratch temps), and it is one native
+        segment without threads whose outputs are small (`svod.pool.SMALL`): the cases
+        where the Python around a launch is most of a call."""
+        if not (self.ok and self.checked and self._state is not None and 2 <= n <= self.b) or self._parallel \
+                or len(self._segments) != 1 or self._segments[0][0] != "native":
+            return None
+        outs = []
+        for slot, shape, dt, r, count in self._outs:
+            if r:
+                shape, count = (n,) + shape, count * n
+            if count * dt.itemsize > _pool.SMALL:
+                return None
+            outs.append((slot, shape, dt))
+        ins = tuple((want, need * n if r else need) for _, want, r, need in self._ins)
+        fn = self._segments[0][1]
+
+        def segment(slots_addr, fns, pool, _fn=fn, _n=n):
+            _fn(slots_addr, fns, pool, _n)
+
+        slots, addr, blocks = self._state
+        # NOTE: the code and tables the call reads, without `gp` (which holds this program)
+        keep = (self, self._module, tuple(self._variants), self._table, gp._module, gp._table, tuple(gp.programs),
+                blocks)
+        return QuickParts(self._count, keep, slots, addr, self._fns or gp._fns, segment, self._lock, ins, tuple(outs))
+
+    def runner(self, gp, n: int):
+        """`QuickParts.runner` of `quick_parts(gp, n)` (made once per row count, kept;
+        counting on `tally`), or None when there are no parts yet, or False when the
+        program cannot have them."""
+        got = self._runners.get(n)
+        if got is None:
+            if not (self.ok and self.checked and self._state is not None):
+                return None
+            parts = self.quick_parts(gp, n)
+            got = parts.runner(self.tally) if parts is not None else False
+            if len(self._runners) < 256:  # (a program run at more sizes of its bucket: the Python path)
+                self._runners[n] = got
+        return got
 
     @staticmethod
     def _library(gp, seg, n: int, arrays, by_slot: dict, blocks: dict) -> None:
@@ -519,11 +660,21 @@ class RowsProgram:
         return n
 
 
+def _runtime_pool():
+    """`svod.runtime._get_pool()` (imported on first use: the runtime module loads LLVM code)."""
+    global _runtime_pool
+    from svod.runtime import _get_pool
+
+    _runtime_pool = _get_pool
+    return _get_pool()
+
+
 def _variant(kernel):
-    """(module, entry symbol) of the *rows variant* of `kernel` (a matmul, or a split
-    reduction): its code with the row count read at run time (`svod.codegen.lower`, ``rows=True``), loaded from the
-    object cache (keyed by the kernel's content and the target, as kernels are: a warm
-    process lowers nothing) or lowered, compiled and stored there. A compile counts in
+    """(module, entry symbol) of the *rows variant* of `kernel` (a matmul, a split
+    reduction, a one-axis elementwise kernel): its code with the row count read at run
+    time (`svod.codegen.lower`, ``rows=True``), loaded from the object cache (keyed by the
+    kernel's content and the target, as kernels are: a warm process lowers nothing) or
+    lowered, compiled and stored there. A compile counts in
     `kernels_compiled` (a load in `kernels_loaded`)."""
     import time
 
@@ -549,6 +700,10 @@ def _variant(kernel):
         from svod.codegen.mlp import lower_mlp
 
         text = lower_mlp(kernel, symbol, schedule(kernel), KernelLowering, rows=True).ir
+    elif kernel.attention is not None:  # a 2-D attention whose query rows are the rows
+        from svod.codegen.attention import lower_attention
+
+        text = lower_attention(kernel, symbol, schedule(kernel), rows=True).ir
     else:
         module = lir.Module(name=f"svod_{kernel.name}_rows")
         low = KernelLowering(kernel, module, symbol, schedule(kernel), rows=True)
