@@ -197,7 +197,51 @@ def _mlp(key: GraphKey, i: int) -> int | None:
 
 
 MLP = Kind("mlp", Ops.MATMUL, 0, _mlp, "SVOD_FUSE_MLP")
-KINDS: tuple[Kind, ...] = (ATTENTION, MLP)
+
+
+# ----------------------------------------------------------------------------- row prologue
+
+
+def row_prologue(key: GraphKey, p: int) -> bool:
+    """Whether the A operand p is a row normalisation: p elementwise (not a copy), 2-D,
+    real float, computed through elementwise ops, broadcasts and reshapes from values of
+    which at least one is a REDUCE over the last axis of a tensor of p's shape (RMSNorm's
+    mean square, layer norm's mean and variance), with no MATMUL below (the attention and
+    MLP kinds' patterns) within a cone of 256 nodes. A pre-filter: the lowering
+    (`svod.lower.rmsnorm`) decides legality."""
+    n = key.nodes[p]
+    if n.op not in ELEMENTWISE or n.op is Ops.CONTIGUOUS or len(n.shape) != 2 or not n.dtype.is_float or \
+            n.dtype.is_complex:
+        return False
+    found, todo, seen = False, [p], set()
+    while todo:
+        i = todo.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        m = key.nodes[i]
+        if m.op is Ops.MATMUL or len(seen) > 256:
+            return False
+        if m.op is Ops.REDUCE:
+            src = key.nodes[m.src[0]]
+            found = found or (src.shape == n.shape and tuple(m.arg[1]) == (1,))
+            todo.extend(m.src)
+        elif (m.op in ELEMENTWISE and m.op is not Ops.CONTIGUOUS) or m.op in (Ops.EXPAND, Ops.RESHAPE):
+            todo.extend(m.src)
+    return found
+
+
+def _rmsnorm(key: GraphKey, i: int) -> int | None:
+    """MATMUL node i = f(x) @ w, 2-D, f a row normalisation of x: its A operand, else None."""
+    n = key.nodes[i]
+    if n.op is not Ops.MATMUL or len(n.src) != 2 or len(n.shape) != 2 or not n.dtype.is_float:
+        return None
+    p = n.src[0]
+    return p if row_prologue(key, p) else None
+
+
+RMSNORM = Kind("rmsnorm", Ops.MATMUL, 0, _rmsnorm, "SVOD_FUSE_RMSNORM")
+KINDS: tuple[Kind, ...] = (ATTENTION, MLP, RMSNORM)
 # rule set name -> (egglog text, numerical status, on by default): registered by search/rules.py.
 # exact: the kind's kernel computes the written operations (to the tolerance every
 # fused kernel has: its sums and products in another order), not a rewritten program
