@@ -7,9 +7,10 @@ micro-kernel, its epilogue, unchanged — with two additions (`_PrologueGemm`, a
 of the GEMM emitter)::
 
     unit u = (row tile [i0, i1), column tile)           # the GEMM's units
-      at the first K block: for each row i of the tile:  # the row statistics
-        the prologue's passes over x[i, :] (the row kernel's code: blocked sums)
-        -> each REDUCE value in a per-call stack array (MT values each)
+      at the first K block, when the call's previous unit had another row tile:
+        for each row i of the tile:                      # the row statistics
+          the prologue's passes over x[i, :] (the row kernel's code: blocked sums)
+          -> each REDUCE value in a per-call stack array (MT values each)
       for pc in K step KC: for ic in tile rows step MC:
         pack A[ic:ic+mc, pc:pc+kc]: per row, its per-row values (rsqrt(ms + eps)) once,
           then A[i, p] = the prologue's value at (i, pc + p) (x * s * g) -> Ap
@@ -118,10 +119,20 @@ class _PrologueGemm(_Gemm):
     def _row_ctx(self, i: ir.Value) -> dict:
         return {self.row_dims: i} if self.row_dims is not None else {}
 
+    def _unit(self, u: ir.Value) -> None:
+        # a unit's row tile has fresh statistics to compute unless the previous unit of
+        # this call had the same row tile (units run column tiles fastest: a call's
+        # consecutive units share their rows, and the statistics stay in the stack arrays)
+        b, plan = self.f.b, self.plan
+        t = b.urem(u, i64(max(1, plan.tiles_m * plan.tiles_n)))
+        self.fresh = b.or_(b.icmp_signed("==", u, self.low.ub),
+                           b.icmp_signed("==", b.urem(t, i64(max(1, plan.tiles_n))), i64(0)))
+        super()._unit(u)
+
     def _kblock(self, kb: ir.Value) -> None:
         b = self.f.b
         if self.reds:
-            self.f.if_then(b.icmp_signed("==", kb, i64(0)), self._row_stats)
+            self.f.if_then(b.and_(b.icmp_signed("==", kb, i64(0)), self.fresh), self._row_stats)
         super()._kblock(kb)
 
     def _row_stats(self) -> None:
