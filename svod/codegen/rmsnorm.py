@@ -45,7 +45,7 @@ from svod.codegen.irbuild import I8, I64, VOID, Fn, Lowered, ceil_div, i64, mem_
 from svod.codegen.scalar import const, emit_op
 from svod.codegen.schedule import Schedule, make_access, per_row_nodes, schedule
 from svod.ir import Ops
-from svod.kernel import Kernel, KInput, KOutput, MatmulSpec
+from svod.kernel import LOAD, Kernel, KInput, KOutput, MatmulSpec
 from svod.view import ViewChain
 
 __all__ = ["lower_rmsnorm", "parts"]
@@ -74,7 +74,12 @@ def parts(kernel: Kernel) -> tuple[Kernel, Kernel]:
     shift = rs.split
     body = tuple(dataclasses.replace(n, src=tuple(s - shift for s in n.src)) for n in kernel.nodes[rs.split:])
     a = len(n1)
-    g_inputs = tuple(n1) + (KInput(2000, dt, ViewChain.of((rs.m, rs.k))),)
+    # the GEMM reads B and its epilogue's inputs; the prologue's are passed through (their
+    # pointers), viewed as its (m, n) space so its accesses are well formed (never loaded)
+    epi = {n.arg for n in body if n.op == LOAD}
+    g_in = tuple(inp if i in epi or i == rs.w else KInput(inp.slot, inp.dtype, ViewChain.of(kernel.shape))
+                 for i, inp in enumerate(n1))
+    g_inputs = g_in + (KInput(2000, dt, ViewChain.of((rs.m, rs.k))),)
     g_outs = tuple(KOutput(1001 + j, o.node - shift, o.dtype, o.shape) for j, o in enumerate(kernel.outputs))
     k2 = Kernel(f"{kernel.name}_gemm", kernel.shape, g_inputs, body, g_outs, (),
                 MatmulSpec(a, rs.w, rs.m, rs.n, rs.k))
