@@ -285,3 +285,51 @@ def test_decode_shape_keeps_the_blas_plan():
     e = svod.explain(t)
     assert "rmsnorm" not in [k.kind for k in e.plan.kernels], e.variants_table()
     np.testing.assert_allclose(t.numpy(), _ref(arrs), rtol=1e-4, atol=1e-4)
+
+
+def test_a_bucket_plan_runs_n_rows_through_the_kind():
+    """A bucket plan holding the kind's kernel (x's rows dynamic) runs n rows through the
+    kernel's rows variant (its GEMM's last row tile and its row statistics stop at row
+    n): each size's result has n rows and equals numpy's (a NaN row, ±inf included), no
+    new compile for a new size in the bucket."""
+    from svod import engine
+
+    rng = np.random.default_rng(8)
+    g = (rng.random(24) + 0.5).astype(np.float32)
+    w = (rng.standard_normal((24, 40)) / 5).astype(np.float32)
+    bias = rng.standard_normal(40).astype(np.float32)
+
+    def f(x):
+        return svod.nn.rms_norm(x, (24,), svod.asarray(g)) @ svod.asarray(w) + svod.asarray(bias)
+
+    def data(n):
+        x = (rng.standard_normal((n, 24)) * 3).astype(np.float32)
+        x[1, 2], x[2, 3] = np.nan, np.inf
+        return x
+
+    def ref(x):
+        xd = x.astype(np.float64)
+        with np.errstate(all="ignore"):
+            return (xd / np.sqrt((xd * xd).mean(-1, keepdims=True) + 1e-6) * g) @ w + bias
+
+    def check(x):
+        got = f(svod.asarray(x)).numpy()
+        want = ref(x)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        fin = np.isfinite(want)
+        np.testing.assert_allclose(got[fin], want[fin], rtol=3e-5, atol=3e-5)
+
+    for n in (100, 101):  # the exact plan, then the bucket 104's plan
+        check(data(n))
+    _, exe = engine.plan_for([f(svod.asarray(data(102)))])
+    if "rmsnorm" not in [k.kind for k in exe.plan.kernels]:
+        pytest.skip(f"the search did not choose the kind here: {[k.kind for k in exe.plan.kernels]}")
+    s0 = svod.stats()
+    for n in (102, 97, 103, 99):
+        check(data(n))
+    s1 = svod.stats()
+    assert (s1["searches"], s1["kernels_compiled"]) == (s0["searches"], s0["kernels_compiled"])
+    rp = exe._gp.__dict__.get("_rows_program") if exe._gp is not None else None
+    assert rp is not None and rp.ok and rp.runs >= 4, None if rp is None else rp.reason
+    assert [sp for sp in rp.specs.values() if sp[0] == "tiles"], rp.specs
