@@ -55,8 +55,9 @@ from dataclasses import dataclass
 
 from search.language import register_facts
 from svod.dtype import float32
-from svod.ir import ELEMENTWISE, Ops
+from svod.ir import Ops
 from svod.key import GraphKey
+from svod.lower.kindsites import hidden_matmul, one_matmul, row_prologue  # noqa: F401 - re-exported
 
 
 @dataclass(frozen=True)
@@ -134,29 +135,7 @@ def softmax_matmul(key: GraphKey, d: int) -> int | None:
     if not _row(key, _through(key, mx, Ops.REDUCE), "max", t) or key.nodes[t].shape != n.shape:
         return None
     # a prologue is a few ops: a big cone is not this pattern
-    return _one_matmul(key, t, n.shape, float32, (), 64)
-
-
-def _one_matmul(key: GraphKey, start: int, shape, dtype, views: tuple, limit: int) -> int | None:
-    """The one MATMUL node of `shape` and `dtype` that `start` is computed from through
-    elementwise ops (not copies) and the movement ops in `views`, else None: none, two,
-    another shape or dtype, or a cone of more than `limit` nodes."""
-    found, todo, seen = None, [start], set()
-    while todo:
-        i = todo.pop()
-        if i in seen:
-            continue
-        seen.add(i)
-        m = key.nodes[i]
-        if m.op is Ops.MATMUL:
-            if found is not None or m.shape != shape or m.dtype is not dtype:
-                return None
-            found = i
-        elif (m.op in ELEMENTWISE and m.op is not Ops.CONTIGUOUS) or m.op in views:
-            todo.extend(m.src)
-        if len(seen) > limit:
-            return None
-    return found
+    return one_matmul(key, t, n.shape, float32, (), 64)
 
 
 def _attention(key: GraphKey, i: int) -> int | None:
@@ -174,19 +153,6 @@ ATTENTION = Kind("attention", Ops.MATMUL, 0, _attention, "SVOD_FUSE_ATTENTION")
 # ----------------------------------------------------------------------------- the MLP
 
 
-def hidden_matmul(key: GraphKey, p: int) -> int | None:
-    """The MATMUL node the hidden value p is an elementwise function of — p elementwise
-    (a bias, an activation: not itself a matmul or a copy), 2-D, real float, computed
-    through elementwise ops and broadcasts from exactly one MATMUL of p's shape — else
-    None. A pre-filter: the lowering (`svod.lower.mlp`) decides legality."""
-    n = key.nodes[p]
-    if n.op not in ELEMENTWISE or n.op is Ops.CONTIGUOUS or len(n.shape) != 2 or not n.dtype.is_float or \
-            n.dtype.is_complex:
-        return None
-    # an epilogue is a few dozen ops (a tanh GELU ~40): a big cone is not this pattern
-    return _one_matmul(key, p, n.shape, n.dtype, (Ops.EXPAND, Ops.RESHAPE), 256)
-
-
 def _mlp(key: GraphKey, i: int) -> int | None:
     """MATMUL node i = e1(x @ w1) @ w2, 2-D: its A operand (the hidden value), else None."""
     n = key.nodes[i]
@@ -199,36 +165,7 @@ def _mlp(key: GraphKey, i: int) -> int | None:
 MLP = Kind("mlp", Ops.MATMUL, 0, _mlp, "SVOD_FUSE_MLP")
 
 
-# ----------------------------------------------------------------------------- row prologue
-
-
-def row_prologue(key: GraphKey, p: int) -> bool:
-    """Whether the A operand p is a row normalisation: p elementwise (not a copy), 2-D,
-    real float, computed through elementwise ops, broadcasts and reshapes from values of
-    which at least one is a REDUCE over the last axis of a tensor of p's shape (RMSNorm's
-    mean square, layer norm's mean and variance), with no MATMUL below (the attention and
-    MLP kinds' patterns) within a cone of 256 nodes. A pre-filter: the lowering
-    (`svod.lower.rmsnorm`) decides legality."""
-    n = key.nodes[p]
-    if n.op not in ELEMENTWISE or n.op is Ops.CONTIGUOUS or len(n.shape) != 2 or not n.dtype.is_float or \
-            n.dtype.is_complex:
-        return False
-    found, todo, seen = False, [p], set()
-    while todo:
-        i = todo.pop()
-        if i in seen:
-            continue
-        seen.add(i)
-        m = key.nodes[i]
-        if m.op is Ops.MATMUL or len(seen) > 256:
-            return False
-        if m.op is Ops.REDUCE:
-            src = key.nodes[m.src[0]]
-            found = found or (src.shape == n.shape and tuple(m.arg[1]) == (1,))
-            todo.extend(m.src)
-        elif (m.op in ELEMENTWISE and m.op is not Ops.CONTIGUOUS) or m.op in (Ops.EXPAND, Ops.RESHAPE):
-            todo.extend(m.src)
-    return found
+# ----------------------------------------------------------------------------- row prologue (RMSNorm, layer norm)
 
 
 def _rmsnorm(key: GraphKey, i: int) -> int | None:

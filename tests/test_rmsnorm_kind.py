@@ -333,3 +333,62 @@ def test_a_bucket_plan_runs_n_rows_through_the_kind():
     rp = exe._gp.__dict__.get("_rows_program") if exe._gp is not None else None
     assert rp is not None and rp.ok and rp.runs >= 4, None if rp is None else rp.reason
     assert [sp for sp in rp.specs.values() if sp[0] == "tiles"], rp.specs
+
+
+# ----------------------------------------------------------------------------- the greedy planner
+
+
+def _workload_key(name, small):
+    from svod import workloads
+
+    w = workloads.get(name)
+    arrs = {k: np.zeros(s, np.float32) for k, s in (w.small_shapes if small else w.default_shapes).items()}
+    with svod.eager_mode(False):
+        t = w.build(**w.tensors(arrs))
+    return compact([t.uop])[0]
+
+
+def test_greedy_planner_prices_the_kinds():
+    """Without a cost model the greedy plan holds no mlp/rmsnorm kernel (their operands are
+    greedy boundaries: nothing unpriced); with one it keeps each site's kind where the
+    model prices the plan holding it cheaper — and only then."""
+    from svod.costing import Machine, plan_prices
+    from svod.lower import greedy_boundaries, lower
+    from svod.lower.kindsites import kind_sites
+    from svod.plan_greedy import plan_greedy
+    from svod.planner import cost_model
+
+    model = cost_model()
+
+    def cost(p):
+        return sum(q.seconds for q in plan_prices(p, model, Machine.host()))
+
+    for name, small, kind in (("residual", False, "rmsnorm"), ("residual", True, "rmsnorm"), ("w4_mlp", True, "mlp"),
+                              ("w4_mlp", False, None)):
+        key = _workload_key(name, small)
+        plain = plan_greedy(key)
+        assert not {"mlp", "rmsnorm"} & {k.kind for k in plain.kernels}, (name, small)
+        priced = plan_greedy(key, model)
+        kinds = [k.kind for k in priced.kernels]
+        if kind is None:
+            assert priced.kernels == plain.kernels, (name, kinds)
+            continue
+        assert kind in kinds, (name, small, kinds)
+        assert cost(priced) < cost(plain)
+        (site,) = [s for s in kind_sites(key) if s.kind == kind]
+        assert site.operand in greedy_boundaries(key) or kind == "mlp"
+        assert [k.kind for k in lower(key, greedy_boundaries(key) - {site.operand} - set(site.also)).kernels] == kinds
+
+
+def test_search_off_realizes_the_kind(monkeypatch):
+    """SVOD_SEARCH=0 (the greedy planner for every graph) runs the kind where the cost model
+    prefers it, with numpy's result."""
+    from svod import engine
+
+    monkeypatch.setenv("SVOD_SEARCH", "0")
+    arrs = _arrays(384, 256, 96, seed=5)
+    t = _graph(arrs, bias=True)
+    _, exe = engine.plan_for([t])
+    # the greedy boundaries keep the product's bias in a kernel of its own
+    assert [k.kind for k in exe.plan.kernels] == ["rmsnorm", "elementwise"]
+    np.testing.assert_allclose(t.numpy(), _ref(arrs, bias=True), rtol=3e-5, atol=3e-5)

@@ -19,8 +19,9 @@ by the extraction against the row kernel + GEMM plan (`costmodels.features`).
 The pattern, as kernels (both built by `svod.lower.build` as if A were materialised,
 then merged by `fuse_rmsnorm_kernels`):
 
-1. a row-wise kernel over (m, k) reducing axis 1 (or an elementwise one, when the choice
-   materialised the row statistics) with one full output, A, of the operands' dtype;
+1. a row-wise kernel over (m, k) reducing axis 1 with one full output, A, of the
+   operands' dtype (a choice that materialised the row statistics leaves an elementwise
+   prologue: not this kind, A is materialised);
 2. a matmul kernel over (m, n) (the generated GEMM or the BLAS step, with any
    elementwise epilogue) whose A operand is A read contiguously, and nothing else
    reading it;
@@ -63,12 +64,12 @@ def _prologue_ok(k: Kernel) -> bool:
 
 def fuse_rmsnorm_kernels(k1: Kernel, k2: Kernel) -> Kernel | None:
     """The kernel computing k2 with k1's output (A) computed while packing A, when k1 is a
-    row-wise (or elementwise) kernel over (m, k) writing A and k2 a 2-D matmul kernel
+    row-wise kernel over (m, k), reducing axis 1, writing A and k2 a 2-D matmul kernel
     reading A contiguously as its A operand and nothing else, of one real float dtype;
     else None."""
     mm = k2.matmul
-    if mm is None or len(k2.shape) != 2 or k2.reduce_axes or not _prologue_ok(k1):
-        return None
+    if mm is None or len(k2.shape) != 2 or k2.reduce_axes or not _prologue_ok(k1) or k1.reduce_axes != (1,):
+        return None  # NOTE: a prologue without a row reduction (relu(x) @ w) is not this kind's
     o1 = k1.outputs[0]
     a_in, b_in = k2.inputs[mm.a], k2.inputs[mm.b]
     dt = b_in.dtype
