@@ -12,7 +12,8 @@ the row kernel + BLAS step — each compiled, checked against numpy, then timed 
 time, which a loaded machine disturbs less), plus numpy's two steps. The kind's result is
 compared with the generated-GEMM plan's bit for bit.
 
-`--peers`: the same program through `svod.jit` (the plan the search chooses), numpy,
+`--peers`: the same program through `svod.jit` (the plan the search chooses: ``SVOD_TIERED=0``,
+no provisional plan while the search runs in the background), numpy,
 torch.compile and jax.jit (each where importable; jax from ``PYTHONPATH=/tmp/jaxenv``),
 medians of `--repeats` calls after warm-up.
 
@@ -137,6 +138,7 @@ def peers(m: int, k: int, n: int, threads: int, repeats: int) -> str:
             res[name] = f"{type(e).__name__}: {str(e)[:80]}"
 
     os.environ.setdefault("SVOD_THREADS", str(threads))
+    os.environ.setdefault("SVOD_TIERED", "0")  # the searched plan from the first call (no provisional greedy plan)
     import svod
 
     args = [svod.asarray(a) for a in (xa, ga, wa)]
