@@ -8,14 +8,16 @@ against the row kernel + GEMM plan it replaces, numpy, torch.compile and jax.jit
 `--kind-ab`: one process; the graph ``(x * rsqrt(mean(x²) + 1e-6) * g) @ W`` (float32) lowered
 three ways with its boundaries forced — the kind's kernel, the row kernel + generated GEMM,
 the row kernel + BLAS step — each compiled, checked against numpy, then timed interleaved
-(A, B, C, A, ...) on `--threads` threads (wall time; with one thread also the thread's CPU
-time, which a loaded machine disturbs less), plus numpy's two steps. The kind's result is
+(A, B, C, A, ...) on `--threads` threads (wall time, and the process's CPU time over all its
+threads — BLAS's included —, which a loaded machine disturbs less), plus numpy's two steps. The kind's result is
 compared with the generated-GEMM plan's bit for bit.
 
 `--peers`: the same program through `svod.jit` (the plan the search chooses: ``SVOD_TIERED=0``,
 no provisional plan while the search runs in the background), numpy,
 torch.compile and jax.jit (each where importable; jax from ``PYTHONPATH=/tmp/jaxenv``),
-medians of `--repeats` calls after warm-up.
+medians of `--repeats` calls after warm-up, wall and process CPU time (all threads; with
+``--threads 1`` each contender is held to one thread: OpenBLAS by ``OPENBLAS_NUM_THREADS=1``
+in the environment, torch by ``set_num_threads``, XLA by its flags).
 
 `--switch-ab WORKLOAD`: any workload of `svod.workloads` with ``SVOD_FUSE_RMSNORM=1`` and
 ``=0`` in alternating processes (`--rounds`), `--repeats` jitted calls each, wall and CPU
@@ -99,19 +101,19 @@ def kind_ab(m: int, k: int, n: int, threads: int, repeats: int) -> str:
     cpu = {name: [] for name in runs}
     for _ in range(repeats):
         for name, r in runs.items():
-            c0, t0 = time.thread_time(), time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             r()
-            cpu[name].append(time.thread_time() - c0)
+            cpu[name].append(time.process_time() - c0)
             wall[name].append(time.perf_counter() - t0)
     flop = 2.0 * m * n * k
     lines = [f"# rmsnorm(x) @ W, ({m}, {k}) @ ({k}, {n}) float32, {threads} thread(s), {repeats} interleaved calls, "
              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; kind == row+GEMM bit for bit: {same}",
-             "| plan | kernels | wall ms median (min-max) | GFLOP/s | thread CPU ms median |", "|---|---|---|---|---|"]
+             "| plan | kernels | wall ms median (min-max) | GFLOP/s | process CPU ms median |", "|---|---|---|---|---|"]
     for name in runs:
         w = sorted(wall[name])
         kinds = "+".join(q.kind for q in plans[name]) if name in plans else "numpy"
         c = np.median(cpu[name]) * 1e3
-        note = " (BLAS threads not counted)" if "BLAS" in name or name == "numpy" else ""
+        note = ""
         lines.append(f"| {name} | {kinds} | {np.median(w) * 1e3:.2f} ({w[0] * 1e3:.2f}-{w[-1] * 1e3:.2f}) | "
                      f"{flop / np.median(w) / 1e9:.0f} | {c:.2f}{note} |")
     return "\n".join(lines)
@@ -120,7 +122,9 @@ def kind_ab(m: int, k: int, n: int, threads: int, repeats: int) -> str:
 def peers(m: int, k: int, n: int, threads: int, repeats: int) -> str:
     xa, ga, wa = _arrays(m, k, n)
     want = _numpy(xa, ga, wa)
-    res = {}
+    res, cpu = {}, {}
+    if threads == 1:  # XLA's CPU client on one thread too (set before jax is imported)
+        os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
     def timed(name, fn, check):
         try:
@@ -128,12 +132,14 @@ def peers(m: int, k: int, n: int, threads: int, repeats: int) -> str:
             np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
             for _ in range(2):
                 fn()
-            ts = []
+            ts, cs = [], []
             for _ in range(repeats):
-                t0 = time.perf_counter()
+                c0, t0 = time.process_time(), time.perf_counter()
                 fn()
                 ts.append(time.perf_counter() - t0)
+                cs.append(time.process_time() - c0)
             res[name] = sorted(ts)
+            cpu[name] = float(np.median(cs))
         except Exception as e:  # noqa: BLE001 - a peer that is missing or fails is reported, not fatal
             res[name] = f"{type(e).__name__}: {str(e)[:80]}"
 
@@ -167,13 +173,13 @@ def peers(m: int, k: int, n: int, threads: int, repeats: int) -> str:
         res["jax.jit"] = f"not installed ({e})"
     lines = [f"# rmsnorm(x) @ W, ({m}, {k}) @ ({k}, {n}) float32, {threads} thread(s), {repeats} calls, load average "
              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; svod's plan: {kinds}",
-             "| contender | wall ms median (min-max) | GFLOP/s |", "|---|---|---|"]
+             "| contender | wall ms median (min-max) | GFLOP/s | process CPU ms median |", "|---|---|---|---|"]
     for name, ts in res.items():
         if isinstance(ts, str):
-            lines.append(f"| {name} | {ts} | |")
+            lines.append(f"| {name} | {ts} | | |")
         else:
             lines.append(f"| {name} | {np.median(ts) * 1e3:.2f} ({ts[0] * 1e3:.2f}-{ts[-1] * 1e3:.2f}) | "
-                         f"{2.0 * m * n * k / np.median(ts) / 1e9:.0f} |")
+                         f"{2.0 * m * n * k / np.median(ts) / 1e9:.0f} | {cpu[name] * 1e3:.2f} |")
     return "\n".join(lines)
 
 
