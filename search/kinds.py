@@ -23,6 +23,17 @@ Registered kinds:
   (`svod.codegen.mlp`): the two products a block of rows at a time, no (m, h) hidden
   buffer. Off with `SVOD_FUSE_MLP=0`.
 
+- `rmsnorm` (rule set `kind_rmsnorm`, status exact): at a 2-D MATMUL whose A operand is a
+  row normalisation — elementwise over at least one REDUCE over the last axis of a tensor
+  of its shape, no MATMUL below: RMSNorm ``x * rsqrt(mean(x²) + eps) * g``, layer norm —
+  the variant with the normalised value inlined into the matmul. Lowered by
+  `svod.lower.rmsnorm.build_rmsnorm` to one `Kernel.rmsnorm` (`svod.codegen.rmsnorm`): the
+  generated GEMM computing the normalised x while packing A, no (m, k) buffer. Off with
+  `SVOD_FUSE_RMSNORM=0`.
+
+The mlp and rmsnorm pre-filters live in svod's core (`svod.lower.kindsites`), where the
+greedy planner (`svod.plan_greedy`) reads them too.
+
 How a rule set gets its facts: `_facts` (a `search.language.register_facts` hook, run by
 the encoder on every node of the written graph) calls each kind's `match(key, i)`, a
 cheap structural pre-filter in Python; for a match it writes `(<Rel> i p)` (consumer i,
@@ -30,8 +41,7 @@ inlined producer p). The rule of the kind unions
 `(E op i [... (Load (Node p)) ...])` with `(E op i [... (Body p) ...])`. The rule sets
 are gated on their facts: a graph without the pattern pays nothing per iteration.
 
-Adding a kind (e.g. RMSNorm + matmul: a MATMUL whose A operand is `x * rsqrt(mean(x²) +
-eps) * g`; the fused MLP above is one, added this way):
+Adding a kind (the fused MLP and RMSNorm + matmul above were added this way):
 
 1. a `Kind` here — its name, the consumer op and operand position, a `match` pre-filter —
    appended to `KINDS` (search/rules.py registers every kind's rule set with
