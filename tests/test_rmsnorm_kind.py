@@ -201,6 +201,17 @@ def test_chains_the_kind_leaves_alone():
     _, b, plan = _forced(t)
     assert "rmsnorm" not in [q.kind for q in plan.kernels]
     np.testing.assert_allclose(_native(plan, b.arrays), (x - x.mean(0, keepdims=True)) @ w, rtol=3e-5, atol=3e-5)
+    q, kk, v = (rng.standard_normal((9, 8)).astype(np.float32) for _ in range(3))
+    with svod.eager_mode(False):
+        s = svod.asarray(q) @ svod.asarray(kk).mT
+        t = svod.nn.softmax(s, axis=-1) @ svod.asarray(v)
+    key, b, _ = _forced(t)
+    scores = next(i for i, n in enumerate(key.nodes) if n.op is Ops.MATMUL)
+    _, _, plan = _forced(t, keep=(scores,))  # the attention kind's chain with its scores materialised
+    assert "rmsnorm" not in [q.kind for q in plan.kernels]
+    sd = q.astype(np.float64) @ kk.T
+    e = np.exp(sd - sd.max(-1, keepdims=True))
+    np.testing.assert_allclose(_native(plan, b.arrays), e / e.sum(-1, keepdims=True) @ v, rtol=3e-5, atol=3e-5)
 
 
 # ----------------------------------------------------------------------------- the form

@@ -106,26 +106,6 @@ def fuse_rmsnorm_kernels(k1: Kernel, k2: Kernel) -> Kernel | None:
     return fused
 
 
-def _below(key, p: int, materialized: set[int]) -> tuple[bool, bool]:
-    """(a MATMUL, a REDUCE over the last axis) in the non-materialised cone of node p."""
-    todo, seen = [p], set()
-    mm = red = False
-    while todo and len(seen) <= 512:
-        i = todo.pop()
-        if i in seen or (i in materialized and i != p):
-            continue
-        seen.add(i)
-        n = key.nodes[i]
-        if n.op is Ops.MATMUL:
-            mm = True
-        elif n.op is Ops.REDUCE:
-            red = red or tuple(n.arg[1]) == (len(key.nodes[n.src[0]].shape) - 1,)
-            todo.extend(n.src)
-        elif n.op in ELEMENTWISE or n.op in (Ops.RESHAPE, Ops.EXPAND):
-            todo.extend(n.src)
-    return mm, red
-
-
 def build_rmsnorm(key, root: int, materialized: set[int], slot_of: dict[int, int], build):
     """The row-prologue matmul kernel computing node `root` of `key` — a MATMUL, or the
     elementwise epilogue of one — with the matmul's A operand's producer (not
@@ -150,8 +130,12 @@ def build_rmsnorm(key, root: int, materialized: set[int], slot_of: dict[int, int
     if p in materialized or len(pn.shape) != 2 or len(key.nodes[mm2].shape) != 2 or pn.op in \
             (Ops.MATMUL, Ops.CONTIGUOUS, Ops.BUFFER) or not pn.dtype.is_float or pn.dtype.is_complex:
         return None
-    has_mm, _ = _below(key, p, materialized)
-    if has_mm:  # a product below A: the attention or MLP kinds', not this one
+    from svod.lower.kindsites import row_prologue
+
+    # this kind's own sites only (its pre-filter, on the written graph): a softmax of
+    # materialised scores is the attention kind's chain, an activation of a product the
+    # MLP kind's, even where the choice materialised their product
+    if not row_prologue(key, p):
         return None
     m = set(materialized) | {p}
     slots = dict(slot_of)
