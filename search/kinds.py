@@ -179,9 +179,10 @@ MLP = Kind("mlp", Ops.MATMUL, 0, _mlp, "SVOD_FUSE_MLP")
 
 
 def _rmsnorm(key: GraphKey, i: int) -> int | None:
-    """MATMUL node i = f(x) @ w, 2-D, f a row normalisation of x: its A operand, else None."""
+    """MATMUL node i = f(x) @ w, f a row normalisation of x (rows of a batch too): its A
+    operand, else None."""
     n = key.nodes[i]
-    if n.op is not Ops.MATMUL or len(n.src) != 2 or len(n.shape) != 2 or not n.dtype.is_float:
+    if n.op is not Ops.MATMUL or len(n.src) != 2 or len(n.shape) < 2 or not n.dtype.is_float:
         return None
     p = n.src[0]
     return p if row_prologue(key, p) else None

@@ -164,6 +164,33 @@ def test_layer_norm_variant_and_a_residual_epilogue():
     np.testing.assert_allclose(_native(plan, b.arrays), want, rtol=3e-5, atol=3e-5)
 
 
+@pytest.mark.parametrize("lead,k,n", [((2, 5), 8, 3), ((2, 3, 7), 33, 20), ((4, 9), 16, 16)])
+def test_a_batch_of_rows_times_one_weight(lead, k, n):
+    """``rmsnorm(x3) @ W`` with x of shape (b..., m, k) and W shared by the batch (the
+    transformer's form): the product of all b·m rows, one kernel, its output (b..., m, n);
+    with a residual read over the batch too (k == n). Numpy's result, bit for bit the two
+    kernel plan's on two threads."""
+    rng = np.random.default_rng(len(lead) + k)
+    x = rng.standard_normal(lead + (k,)).astype(np.float32)
+    g, w = (rng.random(k) + 0.5).astype(np.float32), (rng.standard_normal((k, n)) / 4).astype(np.float32)
+    X = svod.asarray(x)
+    with svod.eager_mode(False):
+        t = svod.nn.rms_norm(X, (k,), svod.asarray(g)) @ svod.asarray(w)
+        if k == n:
+            t = X + svod.nn.relu(t)
+    key, b, plan = _forced(t)
+    assert [q.kind for q in plan.kernels] == ["rmsnorm"]
+    xd = x.astype(np.float64)
+    want = (xd / np.sqrt((xd * xd).mean(-1, keepdims=True) + 1e-6) * g) @ w
+    if k == n:
+        want = xd + np.maximum(want, 0)
+    got = _native(plan, b.arrays, threads=2)
+    assert got.shape == lead + (n,)
+    np.testing.assert_allclose(got, want, rtol=3e-5, atol=3e-5)
+    _, _, two = _forced(t, keep=(_a_operand(key),))
+    np.testing.assert_array_equal(got, _native(_as_gemm(two), b.arrays))
+
+
 def test_strided_and_transposed_operands():
     """x a column slice of a wider array, W read transposed (``x @ w.T``): the statistics
     and the packing read x through its view, the GEMM packs the transposed B."""
@@ -181,17 +208,19 @@ def test_strided_and_transposed_operands():
 
 
 def test_chains_the_kind_leaves_alone():
-    """A batch axis, A used twice (an output too), a reduction over another axis, a
-    product below A (the MLP kind's pattern): no rmsnorm kernel, numpy's results."""
+    """A batched product (a weight per batch index), a reduction over another axis, a
+    softmax of materialised scores (the attention kind's chain): no rmsnorm kernel,
+    numpy's results."""
     rng = np.random.default_rng(2)
     x3 = rng.standard_normal((2, 5, 6)).astype(np.float32)
-    w = rng.standard_normal((6, 3)).astype(np.float32)
+    w3 = rng.standard_normal((2, 6, 3)).astype(np.float32)  # a weight per batch index: a batched product
+    w = w3[0]
     with svod.eager_mode(False):
-        t = svod.nn.rms_norm(svod.asarray(x3), (6,)) @ svod.asarray(w)
+        t = svod.nn.rms_norm(svod.asarray(x3), (6,)) @ svod.asarray(w3)
     _, b, plan = _forced(t)
     assert "rmsnorm" not in [q.kind for q in plan.kernels]
     x3d = x3.astype(np.float64)
-    np.testing.assert_allclose(_native(plan, b.arrays), x3d / np.sqrt((x3d ** 2).mean(-1, keepdims=True) + 1e-6) @ w,
+    np.testing.assert_allclose(_native(plan, b.arrays), x3d / np.sqrt((x3d ** 2).mean(-1, keepdims=True) + 1e-6) @ w3,
                                rtol=3e-5, atol=3e-5)
     x = rng.standard_normal((5, 6)).astype(np.float32)
     with svod.eager_mode(False):

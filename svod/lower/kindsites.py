@@ -66,16 +66,18 @@ def hidden_matmul(key: GraphKey, p: int) -> int | None:
 
 
 def row_prologue(key: GraphKey, p: int) -> bool:
-    """Whether the A operand p is a row normalisation: p elementwise (not a copy), 2-D,
-    real float, computed through elementwise ops, broadcasts and reshapes from values of
-    which at least one is a REDUCE over the last axis of a tensor of p's shape (RMSNorm's
+    """Whether the A operand p is a row normalisation: p elementwise (not a copy), of two
+    or more axes (the leading ones a batch of rows), real float, computed through
+    elementwise ops, broadcasts and reshapes from values of which at least one is a
+    REDUCE over the last axis of a tensor of p's shape (RMSNorm's
     mean square, layer norm's mean and variance), with no MATMUL below (the attention and
     MLP kinds' patterns) within a cone of 256 nodes (the `rmsnorm` kind's pre-filter;
     `svod.lower.rmsnorm` decides legality)."""
     n = key.nodes[p]
-    if n.op not in ELEMENTWISE or n.op is Ops.CONTIGUOUS or len(n.shape) != 2 or not n.dtype.is_float or \
+    if n.op not in ELEMENTWISE or n.op is Ops.CONTIGUOUS or len(n.shape) < 2 or not n.dtype.is_float or \
             n.dtype.is_complex:
         return False
+    last = len(n.shape) - 1
     found, todo, seen = False, [p], set()
     while todo:
         i = todo.pop()
@@ -87,7 +89,7 @@ def row_prologue(key: GraphKey, p: int) -> bool:
             return False
         if m.op is Ops.REDUCE:
             src = key.nodes[m.src[0]]
-            found = found or (src.shape == n.shape and tuple(m.arg[1]) == (1,))
+            found = found or (src.shape == n.shape and tuple(m.arg[1]) == (last,))
             todo.extend(m.src)
         elif (m.op in ELEMENTWISE and m.op is not Ops.CONTIGUOUS) or m.op in (Ops.EXPAND, Ops.RESHAPE):
             todo.extend(m.src)
@@ -110,10 +112,10 @@ def kind_sites(key: GraphKey) -> list[KindSite]:
     if not (mlp_on or rms_on):
         return out
     for i, n in enumerate(key.nodes):
-        if n.op is not Ops.MATMUL or len(n.src) != 2 or len(n.shape) != 2 or not n.dtype.is_float:
+        if n.op is not Ops.MATMUL or len(n.src) != 2 or len(n.shape) < 2 or not n.dtype.is_float:
             continue
         p = n.src[0]
-        if mlp_on:
+        if mlp_on and len(n.shape) == 2:
             h = hidden_matmul(key, p)
             if h is not None:
                 out.append(KindSite("mlp", i, p, frozenset({h})))

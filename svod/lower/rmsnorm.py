@@ -26,7 +26,8 @@ then merged by `fuse_rmsnorm_kernels`):
    elementwise epilogue) whose A operand is A read contiguously, and nothing else
    reading it;
 
-both 2-D, one real float dtype, no empty dimension, no VALID node. The fused kernel's
+both 2-D (a batch of rows times one weight, ``x3 @ W``, is folded into the 2-D product of
+all rows by `_flat_rows`), one real float dtype, no empty dimension, no VALID node. The fused kernel's
 nodes are kernel 1's, then kernel 2's: the same operations. A chain it cannot run is
 left to the two-kernel plan (the builder returns None and A is materialised).
 """
@@ -37,7 +38,7 @@ import dataclasses
 import os
 
 from svod.ir import ELEMENTWISE, Ops
-from svod.kernel import ACC, LOAD, VALID, Kernel, KNode, RmsNormSpec
+from svod.kernel import ACC, LOAD, VALID, Kernel, KInput, KNode, RmsNormSpec
 
 __all__ = ["build_rmsnorm", "fuse_rmsnorm_kernels", "switched_off"]
 
@@ -62,13 +63,63 @@ def _prologue_ok(k: Kernel) -> bool:
     return True
 
 
+def _flat_rows(k1: Kernel, k2: Kernel) -> tuple[Kernel, Kernel] | None:
+    """(k1, k2) with their batch axes folded into the rows when k2 is a batched product
+    ``(b..., m, k) @ (b..., k, n)`` whose B is the same matrix for every batch index (a
+    weight broadcast along the batch: ``x3 @ W``): then it is the 2-D product of the
+    b·m rows. Inputs are re-viewed by a reshape (a chain of views where one view cannot
+    say it); None when B varies along the batch or a view is masked along it."""
+    nb = len(k2.shape) - 2
+    if nb == 0:
+        return k1, k2
+    mm = k2.matmul
+    bv = k2.inputs[mm.b].view
+    if len(bv.views) != 1:
+        return None
+    v = bv.views[0]
+    if any(v.strides[d] != 0 for d in range(nb)) or (v.mask is not None and any(
+            v.mask[d] != (0, v.shape[d]) for d in range(nb))):
+        return None
+    from svod.view import View, ViewChain
+
+    rows = 1
+    for d in k2.shape[:-1]:
+        rows *= d
+    kdim, ndim = v.shape[-2:]
+    b_in = KInput(k2.inputs[mm.b].slot, k2.inputs[mm.b].dtype,
+                  ViewChain((View((kdim, ndim), v.strides[-2:], v.offset, None if v.mask is None else v.mask[-2:]),),
+                            bv.pad_value))
+    if len(k1.shape) != nb + 2 or k1.shape[:-1] != k2.shape[:-1] or k1.reduce_axes != (nb + 1,):
+        return None
+
+    def flat(k: Kernel, cols: int, inputs, reduce_axes) -> Kernel:
+        ins = []
+        for inp in inputs:  # every view over (b..., m, c) becomes one over (b·m, c); B is 2-D already
+            sh = inp.view.shape
+            ins.append(inp if len(sh) != nb + 2 else KInput(inp.slot, inp.dtype, inp.view.reshape((rows, sh[-1]))))
+        outs = tuple(dataclasses.replace(o, shape=o.shape) for o in k.outputs)
+        return dataclasses.replace(k, shape=(rows, cols), inputs=tuple(ins), outputs=outs, reduce_axes=reduce_axes)
+
+    f1 = flat(k1, k1.shape[-1], k1.inputs, (1,))
+    ins2 = [b_in if i == mm.b else inp for i, inp in enumerate(k2.inputs)]
+    f2 = flat(k2, ndim, ins2, ())
+    f2 = dataclasses.replace(f2, matmul=dataclasses.replace(mm, m=rows))
+    return f1, f2
+
+
 def fuse_rmsnorm_kernels(k1: Kernel, k2: Kernel) -> Kernel | None:
     """The kernel computing k2 with k1's output (A) computed while packing A, when k1 is a
     row-wise kernel over (m, k), reducing axis 1, writing A and k2 a 2-D matmul kernel
     reading A contiguously as its A operand and nothing else, of one real float dtype;
     else None."""
+    if k2.matmul is None or k2.reduce_axes or len(k2.shape) < 2:
+        return None
+    flat = _flat_rows(k1, k2)  # a batch of rows times one weight: the 2-D product of all rows
+    if flat is None:
+        return None
+    k1, k2 = flat
     mm = k2.matmul
-    if mm is None or len(k2.shape) != 2 or k2.reduce_axes or not _prologue_ok(k1) or k1.reduce_axes != (1,):
+    if len(k2.shape) != 2 or not _prologue_ok(k1) or k1.reduce_axes != (1,):
         return None  # NOTE: a prologue without a row reduction (relu(x) @ w) is not this kind's
     o1 = k1.outputs[0]
     a_in, b_in = k2.inputs[mm.a], k2.inputs[mm.b]
@@ -127,7 +178,7 @@ def build_rmsnorm(key, root: int, materialized: set[int], slot_of: dict[int, int
         return None
     p = key.nodes[mm2].src[0]
     pn = key.nodes[p]
-    if p in materialized or len(pn.shape) != 2 or len(key.nodes[mm2].shape) != 2 or pn.op in \
+    if p in materialized or len(pn.shape) < 2 or len(key.nodes[mm2].shape) != len(pn.shape) or pn.op in \
             (Ops.MATMUL, Ops.CONTIGUOUS, Ops.BUFFER) or not pn.dtype.is_float or pn.dtype.is_complex:
         return None
     from svod.lower.kindsites import row_prologue
