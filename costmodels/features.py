@@ -380,9 +380,12 @@ def _count_rmsnorm(k: Kernel) -> Features:
             mine = getattr(f, table)
             for cls, x in getattr(part, table).items():
                 mine[cls] = mine.get(cls, 0.0) + x
-    # the row kernel evaluates A once per element; the packing once per column tile
-    g = schedule(k2).gemm
-    extra = float(rs.m * rs.k * max(0, (g.tiles_n if g is not None else 1) - 1))
+    # the row kernel evaluates A once per element; the packing once per column tile (the
+    # GEMM's tiling on this kernel's target: the tiling svod.codegen.rmsnorm emits)
+    from svod.codegen.schedule import gemm_tiling
+
+    g = gemm_tiling(1, rs.m, rs.n, rs.k, k.inputs[rs.w].dtype.itemsize, sched.target)
+    extra = float(rs.m * rs.k * max(0, g.tiles_n - 1))
     per_row = per_row_nodes(dataclasses.replace(k1, reduce_axes=(1,)))
     for i in closure(k1, [rs.a], per_row):
         node = k1.nodes[i]
