@@ -355,8 +355,9 @@ def _count_mlp(k: Kernel) -> Features:
 def _count_rmsnorm(k: Kernel) -> Features:
     """A row-prologue matmul kernel (svod/codegen/rmsnorm.py) counted as what it runs:
     the generated GEMM over (m, n) (`svod.codegen.rmsnorm.parts`, counted as the GEMM
-    kernel it is), the prologue's row passes once per row (the row kernel's count of its
-    reduction passes), and A's per-element operations once per element packed — ``m·k``
+    kernel it is), the prologue's row passes once per row and column tile (the row
+    kernel's count of its reduction passes; see below), and A's per-element operations
+    once per element packed — ``m·k``
     per column tile of the GEMM (the plain GEMM's packing of A is in its measured rate;
     here each packed element is computed). The bytes are the kernel's own: x, the
     weights and the epilogue operands read once, the output written once — no (m, k)
@@ -386,6 +387,15 @@ def _count_rmsnorm(k: Kernel) -> Features:
 
     g = gemm_tiling(1, rs.m, rs.n, rs.k, k.inputs[rs.w].dtype.itemsize, sched.target)
     extra = float(rs.m * rs.k * max(0, g.tiles_n - 1))
+    # the row statistics: once per row tile and body call; the pool runs a slice of one
+    # unit per call when a kernel has few units (svod.runtime: 4 slices a thread), so
+    # count them once per column tile, as a two-thread run computes them
+    again = float(max(0, g.tiles_n - 1))
+    f.reduce_elems += again * pro.reduce_elems
+    for cls in [c for c in pro.ops if c.startswith("RED_")]:
+        f.ops[cls] = f.ops.get(cls, 0.0) + again * pro.ops[cls]
+    f.access["contig"] = f.access.get("contig", 0.0) + again * rs.m * rs.k * max(
+        1, max((n.pass_ + 1 for n in k1.nodes if n.op is Ops.REDUCE), default=0))
     per_row = per_row_nodes(dataclasses.replace(k1, reduce_axes=(1,)))
     for i in closure(k1, [rs.a], per_row):
         node = k1.nodes[i]
