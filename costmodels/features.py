@@ -17,6 +17,7 @@ through a chain of views), since a gather costs far more than a streaming load.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -177,6 +178,8 @@ def _count(kernel: Kernel) -> Features:
         return _count_rowcol(k)
     if k.mlp is not None:
         return _count_mlp(k)
+    if k.rmsnorm is not None:
+        return _count_rmsnorm(k)
     red = set(k.reduce_axes)
     row_len = math.prod(k.shape[a] for a in red) if red else 1
     rows = n // row_len if row_len else math.prod(s for d, s in enumerate(k.shape) if d not in red)
@@ -346,6 +349,61 @@ def _count_mlp(k: Kernel) -> Features:
     tiles1 = gemm_tiling(1, ml.m, ml.h, ml.d, isz, sched.target).tiles_m
     tiles2 = gemm_tiling(1, ml.m, ml.n, ml.h, isz, sched.target).tiles_m
     f.flops += MLP_PACK_FLOPS * (max(0, blocks - tiles1) * ml.d * ml.h + max(0, blocks - tiles2) * ml.h * ml.n)
+    return f
+
+
+def _count_rmsnorm(k: Kernel) -> Features:
+    """A row-prologue matmul kernel (svod/codegen/rmsnorm.py) counted as what it runs:
+    the generated GEMM over (m, n) (`svod.codegen.rmsnorm.parts`, counted as the GEMM
+    kernel it is), the prologue's row passes once per row and column tile (the row
+    kernel's count of its reduction passes; see below), and A's per-element operations
+    once per element packed — ``m·k``
+    per column tile of the GEMM (the plain GEMM's packing of A is in its measured rate;
+    here each packed element is computed). The bytes are the kernel's own: x, the
+    weights and the epilogue operands read once, the output written once — no (m, k)
+    value written by a row kernel and read back by the GEMM."""
+    from svod.codegen.rmsnorm import parts
+    from svod.codegen.schedule import closure, per_row_nodes
+
+    rs = k.rmsnorm
+    k1, k2 = parts(k)
+    gemm, pro = features(k2), features(k1)
+    sched = schedule(k)
+    f = Features("rmsnorm", k.size, sched.loops.units, sched.loops.units, 1, 1, _unique_read_bytes(k),
+                 _write_bytes(k), 0, outputs=len(k.outputs), inputs=len(k.inputs))
+    f.flops, f.b_packed, f.matmul_strided = gemm.flops, gemm.b_packed, gemm.matmul_strided
+    each = input_bytes_each(k)
+    epi = {n.arg for n in k.nodes[rs.split:] if n.op == LOAD}
+    f.epilogue_read_bytes = sum(each[i] for i in epi)
+    f.reduce_elems = pro.reduce_elems
+    for part in (gemm, pro):
+        for table in ("ops", "access", "calls"):
+            mine = getattr(f, table)
+            for cls, x in getattr(part, table).items():
+                mine[cls] = mine.get(cls, 0.0) + x
+    # the row kernel evaluates A once per element; the packing once per column tile (the
+    # GEMM's tiling on this kernel's target: the tiling svod.codegen.rmsnorm emits)
+    from svod.codegen.schedule import gemm_tiling
+
+    g = gemm_tiling(1, rs.m, rs.n, rs.k, k.inputs[rs.w].dtype.itemsize, sched.target)
+    extra = float(rs.m * rs.k * max(0, g.tiles_n - 1))
+    # the row statistics: once per row tile and body call; the pool runs a slice of one
+    # unit per call when a kernel has few units (svod.runtime: 4 slices a thread), so
+    # count them once per column tile, as a two-thread run computes them
+    again = float(max(0, g.tiles_n - 1))
+    f.reduce_elems += again * pro.reduce_elems
+    for cls in [c for c in pro.ops if c.startswith("RED_")]:
+        f.ops[cls] = f.ops.get(cls, 0.0) + again * pro.ops[cls]
+    f.access["contig"] = f.access.get("contig", 0.0) + again * rs.m * rs.k * max(
+        1, max((n.pass_ + 1 for n in k1.nodes if n.op is Ops.REDUCE), default=0))
+    per_row = per_row_nodes(dataclasses.replace(k1, reduce_axes=(1,)))
+    for i in closure(k1, [rs.a], per_row):
+        node = k1.nodes[i]
+        if node.op == LOAD:
+            f.access["contig"] = f.access.get("contig", 0.0) + extra
+        elif node.op not in (Ops.CONST, ACC):
+            cls = op_class(node.op, node.dtype.itemsize)
+            f.ops[cls] = f.ops.get(cls, 0.0) + extra * OP_UNITS.get(node.op, 1.0)
     return f
 
 

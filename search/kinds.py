@@ -23,6 +23,17 @@ Registered kinds:
   (`svod.codegen.mlp`): the two products a block of rows at a time, no (m, h) hidden
   buffer. Off with `SVOD_FUSE_MLP=0`.
 
+- `rmsnorm` (rule set `kind_rmsnorm`, status exact): at a 2-D MATMUL whose A operand is a
+  row normalisation — elementwise over at least one REDUCE over the last axis of a tensor
+  of its shape, no MATMUL below: RMSNorm ``x * rsqrt(mean(x²) + eps) * g``, layer norm —
+  the variant with the normalised value inlined into the matmul. Lowered by
+  `svod.lower.rmsnorm.build_rmsnorm` to one `Kernel.rmsnorm` (`svod.codegen.rmsnorm`): the
+  generated GEMM computing the normalised x while packing A, no (m, k) buffer. Off with
+  `SVOD_FUSE_RMSNORM=0`.
+
+The mlp and rmsnorm pre-filters live in svod's core (`svod.lower.kindsites`), where the
+greedy planner (`svod.plan_greedy`) reads them too.
+
 How a rule set gets its facts: `_facts` (a `search.language.register_facts` hook, run by
 the encoder on every node of the written graph) calls each kind's `match(key, i)`, a
 cheap structural pre-filter in Python; for a match it writes `(<Rel> i p)` (consumer i,
@@ -30,8 +41,7 @@ inlined producer p). The rule of the kind unions
 `(E op i [... (Load (Node p)) ...])` with `(E op i [... (Body p) ...])`. The rule sets
 are gated on their facts: a graph without the pattern pays nothing per iteration.
 
-Adding a kind (e.g. RMSNorm + matmul: a MATMUL whose A operand is `x * rsqrt(mean(x²) +
-eps) * g`; the fused MLP above is one, added this way):
+Adding a kind (the fused MLP and RMSNorm + matmul above were added this way):
 
 1. a `Kind` here — its name, the consumer op and operand position, a `match` pre-filter —
    appended to `KINDS` (search/rules.py registers every kind's rule set with
@@ -55,8 +65,9 @@ from dataclasses import dataclass
 
 from search.language import register_facts
 from svod.dtype import float32
-from svod.ir import ELEMENTWISE, Ops
+from svod.ir import Ops
 from svod.key import GraphKey
+from svod.lower.kindsites import hidden_matmul, one_matmul, row_prologue  # noqa: F401 - re-exported
 
 
 @dataclass(frozen=True)
@@ -134,29 +145,7 @@ def softmax_matmul(key: GraphKey, d: int) -> int | None:
     if not _row(key, _through(key, mx, Ops.REDUCE), "max", t) or key.nodes[t].shape != n.shape:
         return None
     # a prologue is a few ops: a big cone is not this pattern
-    return _one_matmul(key, t, n.shape, float32, (), 64)
-
-
-def _one_matmul(key: GraphKey, start: int, shape, dtype, views: tuple, limit: int) -> int | None:
-    """The one MATMUL node of `shape` and `dtype` that `start` is computed from through
-    elementwise ops (not copies) and the movement ops in `views`, else None: none, two,
-    another shape or dtype, or a cone of more than `limit` nodes."""
-    found, todo, seen = None, [start], set()
-    while todo:
-        i = todo.pop()
-        if i in seen:
-            continue
-        seen.add(i)
-        m = key.nodes[i]
-        if m.op is Ops.MATMUL:
-            if found is not None or m.shape != shape or m.dtype is not dtype:
-                return None
-            found = i
-        elif (m.op in ELEMENTWISE and m.op is not Ops.CONTIGUOUS) or m.op in views:
-            todo.extend(m.src)
-        if len(seen) > limit:
-            return None
-    return found
+    return one_matmul(key, t, n.shape, float32, (), 64)
 
 
 def _attention(key: GraphKey, i: int) -> int | None:
@@ -174,19 +163,6 @@ ATTENTION = Kind("attention", Ops.MATMUL, 0, _attention, "SVOD_FUSE_ATTENTION")
 # ----------------------------------------------------------------------------- the MLP
 
 
-def hidden_matmul(key: GraphKey, p: int) -> int | None:
-    """The MATMUL node the hidden value p is an elementwise function of — p elementwise
-    (a bias, an activation: not itself a matmul or a copy), 2-D, real float, computed
-    through elementwise ops and broadcasts from exactly one MATMUL of p's shape — else
-    None. A pre-filter: the lowering (`svod.lower.mlp`) decides legality."""
-    n = key.nodes[p]
-    if n.op not in ELEMENTWISE or n.op is Ops.CONTIGUOUS or len(n.shape) != 2 or not n.dtype.is_float or \
-            n.dtype.is_complex:
-        return None
-    # an epilogue is a few dozen ops (a tanh GELU ~40): a big cone is not this pattern
-    return _one_matmul(key, p, n.shape, n.dtype, (Ops.EXPAND, Ops.RESHAPE), 256)
-
-
 def _mlp(key: GraphKey, i: int) -> int | None:
     """MATMUL node i = e1(x @ w1) @ w2, 2-D: its A operand (the hidden value), else None."""
     n = key.nodes[i]
@@ -197,7 +173,23 @@ def _mlp(key: GraphKey, i: int) -> int | None:
 
 
 MLP = Kind("mlp", Ops.MATMUL, 0, _mlp, "SVOD_FUSE_MLP")
-KINDS: tuple[Kind, ...] = (ATTENTION, MLP)
+
+
+# ----------------------------------------------------------------------------- row prologue (RMSNorm, layer norm)
+
+
+def _rmsnorm(key: GraphKey, i: int) -> int | None:
+    """MATMUL node i = f(x) @ w, f a row normalisation of x (rows of a batch too): its A
+    operand, else None."""
+    n = key.nodes[i]
+    if n.op is not Ops.MATMUL or len(n.src) != 2 or len(n.shape) < 2 or not n.dtype.is_float:
+        return None
+    p = n.src[0]
+    return p if row_prologue(key, p) else None
+
+
+RMSNORM = Kind("rmsnorm", Ops.MATMUL, 0, _rmsnorm, "SVOD_FUSE_RMSNORM")
+KINDS: tuple[Kind, ...] = (ATTENTION, MLP, RMSNORM)
 # rule set name -> (egglog text, numerical status, on by default): registered by search/rules.py.
 # exact: the kind's kernel computes the written operations (to the tolerance every
 # fused kernel has: its sums and products in another order), not a rewritten program

@@ -127,7 +127,7 @@ class NoteLog(deque):
 # never served a stored attention plan. A new kind or pass with a switch lists it here.
 PLAN_SWITCHES: tuple[tuple[str, str], ...] = (("SVOD_FUSE_ATTENTION", "1"), ("SVOD_MERGE_STORED", "0"),
                                                 ("SVOD_FUSE_ROWCOL", "1"), ("SVOD_FUSE_MLP", "1"),
-                                                ("SVOD_BARE_GEMM", "1"))
+                                                ("SVOD_BARE_GEMM", "1"), ("SVOD_FUSE_RMSNORM", "1"))
 
 
 def plan_switches() -> str:

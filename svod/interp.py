@@ -124,6 +124,9 @@ def run_kernel(kernel, buffers: dict[int, np.ndarray]) -> None:
     if kernel.mlp is not None:
         _run_mlp(kernel, buffers)
         return
+    if kernel.rmsnorm is not None:
+        _run_rmsnorm(kernel, buffers)
+        return
     at = kernel.attention
     if at is None:
         vals = _eval_body(kernel, buffers)
@@ -198,6 +201,38 @@ def _run_mlp(kernel, buffers: dict[int, np.ndarray]) -> None:
             elif n.op == ACC:
                 hidden = np.broadcast_to(vals[ml.hidden], (ml.m, ml.h))
                 v = np.matmul(hidden, w2).astype(n.dtype.np, copy=False)
+            else:
+                v = eval_node(n.op, n.dtype, n.arg, None, [vals[s] for s in n.src])
+            vals.append(np.asarray(v))
+    for o in kernel.outputs:
+        v = np.broadcast_to(vals[o.node], kernel.shape)
+        dst = buffers.get(o.slot)
+        if dst is not None and dst.size == v.size and dst.dtype == o.dtype.np:
+            np.copyto(dst.reshape(kernel.shape), v, casting="unsafe")  # a pre-allocated slot buffer
+        else:
+            buffers[o.slot] = np.array(v, dtype=o.dtype.np, order="C").reshape(-1)
+
+
+def _run_rmsnorm(kernel, buffers: dict[int, np.ndarray]) -> None:
+    """A row-prologue matmul kernel (`svod.kernel.RmsNormSpec`): nodes ``[:split]`` over
+    (m, k), REDUCE nodes over axis 1 (kept as size 1); then nodes ``[split:]`` over (m, n)
+    with ACC = A @ w, A node `a` over (m, k)."""
+    from svod.kernel import ACC, LOAD
+
+    rs = kernel.rmsnorm
+    w = _gather(buffers[kernel.inputs[rs.w].slot], kernel.inputs[rs.w].view)
+    vals: list[np.ndarray] = []
+    with np.errstate(all="ignore"):
+        for n in kernel.nodes:
+            if n.op == LOAD:
+                inp = kernel.inputs[n.arg]
+                v = _gather(buffers[inp.slot], inp.view)
+            elif n.op is Ops.REDUCE:
+                src = np.broadcast_to(vals[n.src[0]], (rs.m, rs.k))
+                v = np.asarray(reduce_numpy(n.arg, src, (1,), n.dtype.np)).astype(n.dtype.np, copy=False)
+            elif n.op == ACC:
+                a = np.broadcast_to(vals[rs.a], (rs.m, rs.k))
+                v = np.matmul(a, w).astype(n.dtype.np, copy=False)
             else:
                 v = eval_node(n.op, n.dtype, n.arg, None, [vals[s] for s in n.src])
             vals.append(np.asarray(v))

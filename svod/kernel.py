@@ -38,6 +38,12 @@ Structure made explicit, so every consumer reads it the same way:
   node lives in one space — the elements, per row (m,), per column (n,) or one value —
   and the kernel computes reductions over axis 1 and axis 0 (and full reductions of
   those) reading its inputs once (`svod.lower.rowcol`, `svod.codegen.rowcol`).
+- **Row prologue + matmul** (RMSNorm, layer norm before a projection): `rmsnorm` set
+  (`RmsNormSpec`); the kernel computes ``e(A @ w)`` over (m, n) where A is a row-wise
+  function of its inputs over (m, k) — nodes ``[:split]``, with REDUCE nodes over the
+  row (axis 1 of (m, k)) in passes as a row-wise kernel's — applied while the GEMM packs
+  A, so A never exists in memory; nodes ``[split:]`` are the epilogue over (m, n) (their
+  ACC is ``A @ w``) (`svod.lower.rmsnorm`, `svod.codegen.rmsnorm`).
 
 `check()` enforces legality with messages that say what is wrong; `key()` is the
 content key (slot numbers and thread counts excluded, so equal kernels in different
@@ -169,6 +175,25 @@ class MlpSpec:
         return (self.x, self.w1, self.w2)
 
 
+@dataclass(frozen=True)
+class RmsNormSpec:
+    """``out = e(A @ w)``: nodes ``[:split]`` are the row prologue over (m, k) — loads of
+    inputs viewed over (m, k), elementwise ops, REDUCE nodes over axis 1 (the row) with
+    the pass numbers of a row-wise kernel — and node `a` (of the operands' dtype) is A;
+    nodes ``[split:]`` the epilogue over (m, n) (one ACC: ``A @ w``). Input `w` is B,
+    viewed as (k, n). No node of one part reads a node of the other."""
+
+    w: int
+    m: int
+    k: int
+    n: int
+    split: int
+    a: int
+
+    def key(self) -> tuple:
+        return (self.w, self.m, self.k, self.n, self.split, self.a)
+
+
 # the spaces of a row-column kernel's nodes (RowColSpec.spaces)
 ELEM, ROW, COL, ALL = 0, 1, 2, 3
 
@@ -220,6 +245,7 @@ class Kernel:
     library: LibrarySpec | None = None
     rowcol: RowColSpec | None = None
     mlp: MlpSpec | None = None
+    rmsnorm: RmsNormSpec | None = None
     # the memoised key: init=False, so `dataclasses.replace` gives the copy its own (a shared
     # list handed a changed kernel the original's key, and with it the original's Program)
     _key: list = field(default_factory=list, init=False, compare=False, repr=False)
@@ -254,6 +280,8 @@ class Kernel:
             return "rowcol"
         if self.mlp is not None:
             return "mlp"
+        if self.rmsnorm is not None:
+            return "rmsnorm"
         if not self.reduce_axes:
             return "elementwise"
         return "rowwise" if self.passes > 1 or any(not o.reduced for o in self.outputs) else "reduce"
@@ -276,6 +304,8 @@ class Kernel:
                 parts += (("rowcol",) + self.rowcol.key(),)
             if self.mlp is not None:  # likewise
                 parts += (("mlp",) + self.mlp.key(),)
+            if self.rmsnorm is not None:  # likewise
+                parts += (("rmsnorm",) + self.rmsnorm.key(),)
             h.update(repr(parts).encode())
             self._key.append(h.hexdigest())
         return self._key[0]
@@ -299,6 +329,9 @@ class Kernel:
             return
         if self.mlp is not None:
             self._check_mlp(err)
+            return
+        if self.rmsnorm is not None:
+            self._check_rmsnorm(err)
             return
         mm = self.matmul
         at = self.attention
@@ -521,6 +554,63 @@ class Kernel:
         if len(set(slots)) != len(slots) or set(slots) & {i.slot for i in self.inputs}:
             raise err(f"output slots {slots} repeat or are also inputs")
 
+    def _check_rmsnorm(self, err) -> None:
+        """The rules of `RmsNormSpec`: a row prologue over (m, k), an elementwise epilogue
+        over (m, n), B read as (k, n)."""
+        rs = self.rmsnorm
+        if self.matmul is not None or self.attention is not None or self.mlp is not None or self.rowcol is not None \
+                or self.reduce_axes or self.shape != (rs.m, rs.n):
+            raise err(f"a row-prologue matmul kernel is 2-D over (m, n) = ({rs.m}, {rs.n}), with no other spec "
+                      f"(space {self.shape})")
+        if not 0 <= rs.w < len(self.inputs) or self.inputs[rs.w].view.shape != (rs.k, rs.n):
+            raise err(f"B operand {rs.w} must be an input viewed as (k, n) = ({rs.k}, {rs.n})")
+        dt = self.inputs[rs.w].dtype
+        if not dt.is_float or dt.is_complex:
+            raise err(f"the operands must be of a real float dtype, not {dt}")
+        if not 0 < rs.split < len(self.nodes) or not 0 <= rs.a < rs.split or self.nodes[rs.a].dtype != dt:
+            raise err(f"split {rs.split} / A %{rs.a} out of range or A not of the operands' dtype {dt}")
+        avail = [0] * len(self.nodes)
+        for part, (lo, hi) in enumerate(((0, rs.split), (rs.split, len(self.nodes)))):
+            want = (rs.m, rs.k) if part == 0 else (rs.m, rs.n)
+            if sum(1 for n in self.nodes[lo:hi] if n.op == ACC) != part:
+                raise err(f"part {part + 1} needs {part} ACC node(s)")
+            for i in range(lo, hi):
+                n = self.nodes[i]
+                if any(not lo <= s < i for s in n.src):
+                    raise err(f"node %{i} ({_opname(n.op)}) reads a node outside its part or a later one")
+                if n.op in (Ops.ARGMAX, Ops.ARGMIN, VALID, RESULT) or (part == 1 and n.op is Ops.REDUCE):
+                    raise err(f"node %{i} ({_opname(n.op)}) is not allowed in part {part + 1}")
+                avail[i] = max((avail[s] for s in n.src), default=0)
+                if n.op is Ops.REDUCE:
+                    if n.pass_ is None or n.pass_ < avail[i] or n.arg not in REDUCE_OPS or \
+                            self.nodes[n.src[0]].dtype != n.dtype:
+                        raise err(f"node %{i} REDUCE needs a pass from {avail[i]} and its source's dtype")
+                    avail[i] = n.pass_ + 1
+                    continue
+                if n.op == ACC:
+                    if n.dtype != dt:
+                        raise err(f"node %{i} ACC has dtype {n.dtype}, operands {dt}")
+                    continue
+                if n.op == LOAD:
+                    if not isinstance(n.arg, int) or not 0 <= n.arg < len(self.inputs) or n.arg == rs.w:
+                        raise err(f"node %{i} loads input {n.arg!r}: not an input, or the B operand")
+                    if self.inputs[n.arg].view.shape != want:
+                        raise err(f"input {n.arg} is viewed as {self.inputs[n.arg].view.shape}, but part "
+                                  f"{part + 1} reads it over {want}")
+                    if self.inputs[n.arg].dtype != n.dtype:
+                        raise err(f"node %{i} loads input {n.arg} of dtype {self.inputs[n.arg].dtype} as {n.dtype}")
+                    continue
+                if n.op is Ops.CONST:
+                    continue
+                self._check_node(i, n, [self.nodes[s] for s in n.src], err)
+        for j, o in enumerate(self.outputs):
+            if not rs.split <= o.node < len(self.nodes) or self.nodes[o.node].dtype != o.dtype or o.reduced or \
+                    _prod(o.shape) != rs.m * rs.n:
+                raise err(f"output {j} must write a node of part 2 over (m, n) as {o.dtype}")
+        slots = [o.slot for o in self.outputs]
+        if len(set(slots)) != len(slots) or set(slots) & {i.slot for i in self.inputs}:
+            raise err(f"output slots {slots} repeat or are also inputs")
+
     def _check_node(self, i: int, n: KNode, srcs: list[KNode], err) -> None:
         op = n.op
         if op == LOAD:
@@ -591,6 +681,9 @@ class Kernel:
             ml = self.mlp
             head += (f" mlp(in{ml.x} @ in{ml.w1} -> %{ml.hidden} @ in{ml.w2}, m={ml.m} d={ml.d} h={ml.h} n={ml.n}, "
                      f"part 2 from %{ml.split})")
+        if self.rmsnorm:
+            rs = self.rmsnorm
+            head += f" rmsnorm(%{rs.a} @ in{rs.w}, m={rs.m} k={rs.k} n={rs.n}, part 2 from %{rs.split})"
         if self.rowcol:
             head += " rowcol(" + " ".join("eRCA"[s] for s in self.rowcol.spaces) + ")"
         if self.attention:
@@ -740,7 +833,8 @@ def kernel_to_json(k: Kernel) -> dict:
             "attention": None if k.attention is None else list(k.attention.key()),
             **({} if k.library is None else {"library": [k.library.fn, _arg_to_json(k.library.params)]}),
             **({} if k.rowcol is None else {"rowcol": list(k.rowcol.spaces)}),
-            **({} if k.mlp is None else {"mlp": list(k.mlp.key())})}
+            **({} if k.mlp is None else {"mlp": list(k.mlp.key())}),
+            **({} if k.rmsnorm is None else {"rmsnorm": list(k.rmsnorm.key())})}
 
 
 def kernel_from_json(obj: dict) -> Kernel:
@@ -760,7 +854,8 @@ def kernel_from_json(obj: dict) -> Kernel:
                   None if at is None else AttentionSpec(*at),
                   None if "library" not in obj else LibrarySpec(obj["library"][0], _arg_from_json(obj["library"][1])),
                   None if "rowcol" not in obj else RowColSpec(tuple(obj["rowcol"])),
-                  None if "mlp" not in obj else MlpSpec(*obj["mlp"]))
+                  None if "mlp" not in obj else MlpSpec(*obj["mlp"]),
+                  None if "rmsnorm" not in obj else RmsNormSpec(*obj["rmsnorm"]))
 
 
 def plan_to_json(p: Plan) -> dict:

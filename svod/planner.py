@@ -213,7 +213,9 @@ def _greedy(key: GraphKey, source: str, detail: str, provisional: bool,
     from svod.plan_greedy import plan_greedy
 
     try:
-        plan = plan_greedy(key)
+        # a final plan prices the kernel kinds (svod.plan_greedy.greedy_kinds); a provisional
+        # one does not (its search decides soon, and the cost model costs a first call ~80 ms)
+        plan = plan_greedy(key) if provisional else plan_greedy(key, cost_model())
         if _flag("SVOD_VALIDATE"):
             plan.check()
     except Exception as e:  # noqa: BLE001 - any planner bug must not lose the user's result

@@ -20,7 +20,10 @@ written by numpy, svod and the installed peers (torch eager, torch.compile, jax.
   contiguous elementwise pass, memory-bound (it costs what ``a + b`` costs; the gap to
   jax.jit is the output's write-allocate traffic, docs/algebra.md);
 * ``attention`` / ``attention_softcap``: ``softmax(q k^T / sqrt(d)) v``, the second with
-  a ``30 * tanh(s / 30)`` prologue on the scores.
+  a ``30 * tanh(s / 30)`` prologue on the scores;
+* ``rmsnorm_matmul``: ``(x / sqrt(mean(x², -1) + 1e-6) * g) @ W`` — a row kernel and a GEMM,
+  or one kernel whose GEMM normalises x while packing it (the ``rmsnorm`` kernel kind,
+  docs/algebra.md, "Kernel kinds").
 
 Per program and contender: the median seconds of interleaved repeats (each repeat runs
 every contender once; calls shorter than 2 ms are timed in batches), svod's first call
@@ -104,6 +107,10 @@ def attention_softcap(xp, q, k, v):
     return (_softmax(xp, 30.0 * xp.tanh(s / 30.0)) @ v,)
 
 
+def rmsnorm_matmul(xp, x, g, w):
+    return ((x / xp.sqrt(xp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * g) @ w,)
+
+
 def _shapes(n: int, m: int, d: int) -> dict[str, tuple[Callable, list[tuple[int, ...]]]]:
     """program -> (function, input shapes) at sizes n (matrix side), m (rows), d (head)."""
     h = max(1, n // 256)
@@ -121,6 +128,7 @@ def _shapes(n: int, m: int, d: int) -> dict[str, tuple[Callable, list[tuple[int,
         "transposed_chain": (transposed_chain, [(n, n), (n, n)]),
         "attention": (attention, [(h, n // 2, d)] * 3),
         "attention_softcap": (attention_softcap, [(h, n // 2, d)] * 3),
+        "rmsnorm_matmul": (rmsnorm_matmul, [(n, n // 2), (n // 2,), (n // 2, 2 * n)]),
     }
 
 
@@ -156,6 +164,12 @@ class _TorchXP:
 
     def einsum(self, sub, *ops):
         return self.t.einsum(sub, *ops)
+
+    def mean(self, x, axis=None, keepdims=False):
+        return x.mean() if axis is None else self.t.mean(x, dim=axis, keepdim=keepdims)
+
+    def sqrt(self, x):
+        return self.t.sqrt(x)
 
 
 def available_peers() -> dict[str, str | None]:

@@ -716,6 +716,10 @@ def lower_kernel(kernel: Kernel, symbol: str | None = None) -> Lowered:
         return lower_rowcol(kernel, symbol)
     if kernel.mlp is not None:  # its two GEMMs per row block are KernelLowerings
         return lower_mlp(kernel, symbol, sched, KernelLowering)
+    if kernel.rmsnorm is not None:  # the GEMM with A packed from the row prologue
+        from svod.codegen.rmsnorm import lower_rmsnorm
+
+        return lower_rmsnorm(kernel, symbol, sched, KernelLowering)
     module = ir.Module(name=f"svod_{kernel.name}")
     low = KernelLowering(kernel, module, symbol, sched)
     low.lower()

@@ -133,8 +133,9 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
             if any(o.slot in rows_of for o in k.outputs):
                 return f"kernel {k.name} writes a row slot without reading one"
             continue  # free work: its compiled unit count
-        if (k.matmul is not None and k.kind in ("matmul", "blas")) or k.mlp is not None:
-            got = _mlp_spec(k, prog, b, rows_of) if k.mlp is not None else _matmul_spec(k, prog, b, rows_of)
+        if (k.matmul is not None and k.kind in ("matmul", "blas")) or k.mlp is not None or k.rmsnorm is not None:
+            got = _mlp_spec(k, prog, b, rows_of) if k.mlp is not None else _rmsnorm_spec(k, prog, b, rows_of) \
+                if k.rmsnorm is not None else _matmul_spec(k, prog, b, rows_of)
             if isinstance(got, str):
                 return got
             specs[idx] = got
@@ -367,6 +368,35 @@ def _mlp_spec(k, prog, b: int, rows_of: dict):
     if prog.units != -(-b // rows):
         return f"MLP kernel {k.name}: its {prog.units} units are not blocks of {rows} rows"
     return ("tiles", rows, 1)
+
+
+def _rmsnorm_spec(k, prog, b: int, rows_of: dict):
+    """The launch spec of row-prologue matmul kernel `k` (`svod.codegen.rmsnorm`) reading
+    row slots, or why not: the GEMM's ``("tiles", MT, tiles_n)``, run by the kernel's rows
+    variant (its GEMM stops at row ``n``, its row statistics too). The prologue's inputs
+    carry the rows (read row by row) or are the same for every row (a weight g), B does
+    not carry them, the epilogue operands either."""
+    from svod.codegen.schedule import gemm_tiling, schedule
+
+    rs = k.rmsnorm
+    if not k.shape or k.shape[0] != b or rs.m != b or getattr(prog, "units", None) is None or \
+            not hasattr(prog, "address"):
+        return f"kernel {k.name} of shape {k.shape} does not keep the {b} rows on its axis 0"
+    for i, inp in enumerate(k.inputs):
+        if len(inp.view.views) != 1:
+            return f"kernel {k.name} reads slot {inp.slot} through a chain of views"
+        v = inp.view.views[0]
+        if inp.slot in rows_of:
+            if i == rs.w:
+                return f"kernel {k.name}: its B operand (slot {inp.slot}) carries the rows"
+            if v.strides[0] != rows_of[inp.slot] or tuple(v.valid_box()[0]) != (0, b) or v.offset < 0:
+                return f"kernel {k.name} does not read slot {inp.slot} row by row"
+        elif i != rs.w and v.strides[0] != 0:
+            return f"kernel {k.name} reads free slot {inp.slot} along the rows"
+    g = gemm_tiling(1, b, rs.n, rs.k, k.inputs[rs.w].dtype.itemsize, schedule(k).target)
+    if g.units != prog.units:
+        return f"kernel {k.name}: its GEMM tiling does not match its units"
+    return ("tiles", g.mt, g.tiles_n)
 
 
 class RowsProgram:
@@ -704,6 +734,10 @@ def _variant(kernel):
         from svod.codegen.attention import lower_attention
 
         text = lower_attention(kernel, symbol, schedule(kernel), rows=True).ir
+    elif kernel.rmsnorm is not None:  # its GEMM is a rows variant, its entry reads the row count
+        from svod.codegen.rmsnorm import lower_rmsnorm
+
+        text = lower_rmsnorm(kernel, symbol, schedule(kernel), KernelLowering, rows=True).ir
     else:
         module = lir.Module(name=f"svod_{kernel.name}_rows")
         low = KernelLowering(kernel, module, symbol, schedule(kernel), rows=True)

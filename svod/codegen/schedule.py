@@ -136,6 +136,10 @@ def plan_loops(kernel: Kernel, target: Target | None = None) -> LoopPlan:
         return LoopPlan(kind, (), (), (), attention_units(kernel, target))
     if kind == "mlp":  # row blocks, two GEMMs each (svod/codegen/mlp.py)
         return LoopPlan(kind, (), (), (), mlp_units(kernel, target))
+    if kind == "rmsnorm":  # the GEMM's unit tiles, A packed from the row prologue (svod/codegen/rmsnorm.py)
+        rs = kernel.rmsnorm
+        isz = kernel.inputs[rs.w].dtype.itemsize
+        return LoopPlan(kind, (), (), (), gemm_tiling(1, rs.m, rs.n, rs.k, isz, target).units if kernel.size else 0)
     if kind == "rowcol":  # blocks of rows, their column partials combined (svod/codegen/rowcol.py)
         nblk = rowcol_blocks(kernel)[1]
         return LoopPlan(kind, (), (), (), nblk, split=nblk)
@@ -809,7 +813,7 @@ def _build(kernel: Kernel, target: Target) -> Schedule:
     loops = plan_loops(kernel, target)
     inner_dim = _inner_dim(kernel, loops)
     if kernel.matmul is not None or kernel.attention is not None or kernel.library is not None or \
-            kernel.rowcol is not None or kernel.mlp is not None:
+            kernel.rowcol is not None or kernel.mlp is not None or kernel.rmsnorm is not None:
         gemm = plan_gemm(kernel, target) if supports_gemm(kernel) else None
         return Schedule(target, loops, gemm=gemm, inner_dim=inner_dim)
     groups = [a.dims for a in loops.axes]

@@ -53,17 +53,18 @@ from svod.key import GraphKey, KeyNode
 from svod.lower.attention import build_attention
 from svod.lower.cover import initial_materialized
 from svod.lower.mlp import build_mlp
+from svod.lower.rmsnorm import build_rmsnorm
 from svod.view import View, ViewChain, apply_movement
 
 MAX_BODY = 384  # body nodes per kernel before a producer is materialised (compile time stays bounded)
 # Kernel kinds (search/kinds.py): consumer op -> builders tried, in order, when a kernel of
 # that op finds an operand's producer not materialised; each returns what `_build_kernel`
 # returns, or None (the producer is then materialised, as without the kind)
-KERNEL_KINDS = {Ops.MATMUL: (build_attention, build_mlp)}
+KERNEL_KINDS = {Ops.MATMUL: (build_attention, build_mlp, build_rmsnorm)}
 # the kinds whose kernel also computes the consumer's elementwise epilogue: tried, like
 # KERNEL_KINDS, when a matmul with an epilogue finds its A operand's producer not materialised
-KERNEL_KINDS_EPILOGUE = {Ops.MATMUL: (build_mlp,)}
-KIND_NAMES = ("attention", "mlp")  # the `Kernel.kind` of each kind's kernels (svod.explain's variants table)
+KERNEL_KINDS_EPILOGUE = {Ops.MATMUL: (build_mlp, build_rmsnorm)}
+KIND_NAMES = ("attention", "mlp", "rmsnorm")  # the `Kernel.kind` of each kind's kernels (svod.explain's variants table)
 MAX_DEPTH = 200  # expression depth below a kernel's root (movement ops count) before a producer is materialised
 
 Stack = tuple[tuple[str, object], ...]  # movement ops from the kernel's root down

@@ -61,8 +61,13 @@ def subsets(free: Sequence[int]) -> Iterator[frozenset]:
 
 
 def greedy_materialized(key: GraphKey) -> set[int]:
-    """The forced boundaries and every matmul (a BLAS step)."""
-    return initial_materialized(key) | {i for i, n in enumerate(key.nodes) if n.op is Ops.MATMUL}
+    """The forced boundaries, every matmul (a BLAS step) and the A operands of the
+    `rmsnorm` kind's sites (`svod.lower.kindsites.kind_operands`: a kind is the greedy
+    planner's only where its priced pass, `svod.plan_greedy`, chose it)."""
+    from svod.lower.kindsites import kind_operands
+
+    return initial_materialized(key) | {i for i, n in enumerate(key.nodes) if n.op is Ops.MATMUL} | \
+        kind_operands(key)
 
 
 def shared_heavy(key: GraphKey, threshold: int = 12) -> set[int]:

@@ -47,7 +47,8 @@ def stored_merging() -> bool:
 
 
 def _plain_elementwise(k: Kernel) -> bool:
-    return not k.reduce_axes and k.matmul is None and k.library is None and k.attention is None and k.mlp is None
+    return not k.reduce_axes and k.matmul is None and k.library is None and k.attention is None and k.mlp is None \
+        and k.rmsnorm is None
 
 
 def _identity_read(k: Kernel, inp: KInput, out: KOutput) -> bool:
@@ -167,15 +168,15 @@ def _groups(kernels: list[Kernel] | tuple[Kernel, ...], stored: bool | None = No
                     g.add(root, k)
                     merged = True
                     break
-        elif k.matmul is None and k.mlp is None:  # NOTE: an MLP kernel (two products) merges with nothing
+        elif k.matmul is None and k.mlp is None and k.rmsnorm is None:  # NOTE: MLP/rmsnorm kernels merge with nothing
             reads = {i.slot for i in k.inputs}
             for gi in range(len(out) - 1, max(len(out) - MERGE_WINDOW, 0) - 1, -1):
                 g = out[gi]
                 f = g.first
                 if reads & g.writes and not (stored and _feeds(g, k, in_memory)):
                     break  # k depends on g: it cannot join g or anything before it
-                if f.matmul is None and f.library is None and f.mlp is None and f.shape == k.shape and \
-                        f.reduce_axes == k.reduce_axes and (g.reads & reads or reads & g.writes):
+                if f.matmul is None and f.library is None and f.mlp is None and f.rmsnorm is None and \
+                        f.shape == k.shape and f.reduce_axes == k.reduce_axes and (g.reads & reads or reads & g.writes):
                     if g.size + len(k.nodes) > MERGE_MAX_BODY:
                         break  # full: k starts a group of its own
                     # the merged kernel runs where g ran when k reads nothing written after g
