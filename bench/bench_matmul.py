@@ -146,21 +146,25 @@ def bench_square(sizes, dtypes, threads, repeats, jax_mm):
 
 
 def bench_gemv(threads, repeats):
-    """Matrix-vector products too big for the caches: svod's library step (cblas gemv bands
-    on svod's pool) against numpy, as a share of the DRAM read bandwidth probe."""
+    """Matrix-vector products too big for the caches: svod's library step (cblas gemv calls
+    on svod's pool: output bands for A @ x, bands of A's rows with partial vectors and a
+    combine for Aᵀ @ x) against numpy, as a share of the DRAM read bandwidth probe."""
     from svod.bench.peak import read_bandwidth
+    from svod.codegen.blas import gemv_split
 
     print(f"\n## matrix-vector products (A 4000x5000; {repeats} interleaved repeats; ms median / best; "
-          "share: A's bytes / time against the read-bandwidth probe of this run)\n")
-    print("| case | svod | numpy | svod / numpy | DRAM probe | svod share | numpy share | other load |")
-    print("|---|---|---|---|---|---|---|---|")
+          "share: A's bytes / time against the read-bandwidth probe of this run; split: how svod's "
+          "library step cuts the product on its pool)\n")
+    print("| case | svod | numpy | svod / numpy | DRAM probe | svod share | numpy share | other load | split |")
+    print("|---|---|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(1)
     probe_buf = np.ones(64 << 20, np.float32)
-    for dt, trans in ((np.float32, False), (np.float32, True), (np.float64, False)):
+    for dt, trans in ((np.float32, False), (np.float32, True), (np.float64, False), (np.float64, True)):
         a = rng.standard_normal((5000, 4000) if trans else (4000, 5000)).astype(dt)
         a2 = a.T if trans else a
         x = rng.standard_normal(5000).astype(dt)
         ta, tx = svod.asarray(a), svod.asarray(x)
+        split = gemv_split(a2, x.reshape(-1, 1), np.empty((4000, 1), dt))
 
         def mv(ta=ta, tx=tx, trans=trans):
             return ((ta.T if trans else ta) @ tx).numpy()
@@ -175,7 +179,7 @@ def bench_gemv(threads, repeats):
         sv, nv = median(t["svod"]), median(t["numpy"])
         print(f"| A{'ᵀ' if trans else ''} @ x {np.dtype(dt).name} | {sv * 1e3:.2f} / {t['svod'][0] * 1e3:.2f} | "
               f"{nv * 1e3:.2f} / {t['numpy'][0] * 1e3:.2f} | {nv / sv:.2f}x | {probe:.1f} GB/s | "
-              f"{a.nbytes / sv / 1e9 / probe:.0%} | {a.nbytes / nv / 1e9 / probe:.0%} | {load.other:.0%} |")
+              f"{a.nbytes / sv / 1e9 / probe:.0%} | {a.nbytes / nv / 1e9 / probe:.0%} | {load.other:.0%} | {split} |")
 
 
 def square_row(n: int, dt, threads: int, repeats: int, jax_mm) -> str:
