@@ -150,13 +150,14 @@ def bench_gemv(threads, repeats):
     on svod's pool: output bands for A @ x, bands of A's rows with partial vectors and a
     combine for Aᵀ @ x) against numpy, as a share of the DRAM read bandwidth probe."""
     from svod.bench.peak import read_bandwidth
-    from svod.codegen.blas import gemv_split
+    from svod.codegen.blas import gemv_split, matmul_into
 
     print(f"\n## matrix-vector products (A 4000x5000; {repeats} interleaved repeats; ms median / best; "
           "share: A's bytes / time against the read-bandwidth probe of this run; split: how svod's "
           "library step cuts the product on its pool)\n")
-    print("| case | svod | numpy | svod / numpy | DRAM probe | svod share | numpy share | other load | split |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| case | svod | svod library step alone | numpy | svod / numpy | DRAM probe | svod share | step share | "
+          "numpy share | other load | split |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(1)
     probe_buf = np.ones(64 << 20, np.float32)
     for dt, trans in ((np.float32, False), (np.float32, True), (np.float64, False), (np.float64, True)):
@@ -164,22 +165,26 @@ def bench_gemv(threads, repeats):
         a2 = a.T if trans else a
         x = rng.standard_normal(5000).astype(dt)
         ta, tx = svod.asarray(a), svod.asarray(x)
-        split = gemv_split(a2, x.reshape(-1, 1), np.empty((4000, 1), dt))
+        x2, y2 = x.reshape(-1, 1), np.empty((4000, 1), dt)
+        split = gemv_split(a2, x2, y2)
 
         def mv(ta=ta, tx=tx, trans=trans):
             return ((ta.T if trans else ta) @ tx).numpy()
 
         np.testing.assert_allclose(mv(), a2 @ x, rtol=1e-3, atol=1e-2)
         bw: list[float] = []
-        fns = {"svod": mv, "numpy": lambda a2=a2, x=x: a2 @ x,
+        # the step alone: `matmul_into` on the same views, without the realize around it
+        fns = {"svod": mv, "step": lambda a2=a2, x2=x2, y2=y2: matmul_into(a2, x2, y2),
+               "numpy": lambda a2=a2, x=x: a2 @ x,
                "probe": lambda bw=bw: bw.append(read_bandwidth(256 << 20, threads, repeats=1, buf=probe_buf)["gbps"])}
         with CpuLoad() as load:
             t = interleaved(fns, repeats)
         probe = sorted(bw)[len(bw) // 2]
-        sv, nv = median(t["svod"]), median(t["numpy"])
+        sv, st, nv = median(t["svod"]), median(t["step"]), median(t["numpy"])
         print(f"| A{'ᵀ' if trans else ''} @ x {np.dtype(dt).name} | {sv * 1e3:.2f} / {t['svod'][0] * 1e3:.2f} | "
-              f"{nv * 1e3:.2f} / {t['numpy'][0] * 1e3:.2f} | {nv / sv:.2f}x | {probe:.1f} GB/s | "
-              f"{a.nbytes / sv / 1e9 / probe:.0%} | {a.nbytes / nv / 1e9 / probe:.0%} | {load.other:.0%} | {split} |")
+              f"{st * 1e3:.2f} / {t['step'][0] * 1e3:.2f} | {nv * 1e3:.2f} / {t['numpy'][0] * 1e3:.2f} | "
+              f"{nv / sv:.2f}x | {probe:.1f} GB/s | {a.nbytes / sv / 1e9 / probe:.0%} | "
+              f"{a.nbytes / st / 1e9 / probe:.0%} | {a.nbytes / nv / 1e9 / probe:.0%} | {load.other:.0%} | {split} |")
 
 
 def square_row(n: int, dt, threads: int, repeats: int, jax_mm) -> str:

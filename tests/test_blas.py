@@ -114,11 +114,12 @@ GEMV_CASES = [  # (a, b) builders: matrix-vector and vector-matrix products, odd
     lambda r, d: (r((3, 1, 700), d), r((3, 700, 500), d)),  # batched x B
     lambda r, d: (r((1, 5000), d), r((5000, 1), d)),  # a dot product
     lambda r, d: (r((33, 17), d), r((17, 1), d)),  # small: one call on the calling thread
-    lambda r, d: (r((1031, 333), d).T, r((3093, 1), d)[::3]),  # Aᵀ x, odd sizes, x with stride 3: row split
+    lambda r, d: (r((1031, 1333), d).T, r((3093, 1), d)[::3]),  # Aᵀ x, odd sizes, x with stride 3: row split
     lambda r, d: (r((4, 700, 500), d).transpose(0, 2, 1), r((4, 700, 1), d)),  # batched Aᵀ x: row split
     lambda r, d: (r((700, 500), d).T, r((3, 700, 1), d)),  # Aᵀ broadcast over the batch: row split
     lambda r, d: (r((1, 200), d), r((200, 3000), d)),  # x B with few rows: output bands
-    lambda r, d: (r((1, 260), d), r((260, 40), d)),  # x B, just two bands of rows
+    lambda r, d: (r((1, 260), d), r((260, 4001), d)),  # x B, just two bands of rows
+    lambda r, d: (r((300, 300), d).T, r((300, 1), d)),  # small Aᵀ x: one call
 ]
 
 
@@ -197,6 +198,11 @@ def test_transposed_gemv_splits_by_rows_of_the_matrix(dtype):
         out = np.empty((1200, 1), dtype)
         assert _plan_of(B, x[:1000], out, threads)[5] is None
         assert "output bands" in blas.gemv_split(B, x[:1000], out, threads)
+        # under SMALL_FLOPS one thread runs it, for any thread count: one call, no partials
+        small = A[:300, :300]
+        out = np.empty((300, 1), dtype)
+        assert _plan_of(small.T, x[:300], out, threads)[5] is None
+        assert blas.gemv_split(small.T, x[:300], out, threads) == "output bands: 1 of 300, 1 thread"
 
 
 def test_row_split_bands_do_not_depend_on_threads_and_respect_the_scratch_bound(monkeypatch):

@@ -624,9 +624,12 @@ def _parts(dim: int, batch: int, nt: int) -> tuple[int, int]:
 
 
 def _gemv_plan(lib, m, n, k, sa, sb, la, lb, bsa, bsb, batch, ca, item, nt):
-    """A matrix times a vector (n == 1: ``A x``; m == 1: ``x B``) as ``cblas_?gemv`` calls:
-    the output vector cut into `nt` bands per batch (a gemm call with n = 1 packs and
-    runs the GEMM machinery for one column, docs/codegen.md).
+    """A matrix times a vector (n == 1: ``A x``; m == 1: ``x B``) as ``cblas_?gemv`` calls
+    (a gemm call with n = 1 packs and runs the GEMM machinery for one column,
+    docs/codegen.md). When the stored matrix is read along its rows (``Aᵀ x`` of a
+    row-major A, ``x B``) and the product is not small: bands of the matrix's rows, each
+    a partial output vector, then an in-order combine (`_row_bands`); otherwise the
+    output vector cut into `nt` bands per batch, each band a run of whole dot products.
     None when the vector's stride is not positive (gemm then)."""
     if n == 1:  # y (m) = A (m x k) x (k), x's stride along k: b's row stride
         trans, ld = la
@@ -643,7 +646,9 @@ def _gemv_plan(lib, m, n, k, sa, sb, la, lb, bsa, bsb, batch, ca, item, nt):
         return None
     # OpenBLAS's gemv runs on its own threads from rows x cols >= 2304 x GEMM_MULTITHREAD_THRESHOLD (4)
     tiny = batch == 1 and rows * cols < 2304 * 4
-    if trans == TRANS and not tiny:
+    # under SMALL_FLOPS one thread runs the product whatever the pool (a function of the
+    # shape, so the choice stays independent of the thread count): one call is cheapest
+    if trans == TRANS and 2.0 * batch * rows * cols >= SMALL_FLOPS:
         bands = _row_bands(rows, out_len, batch, item)
         if bands is not None:
             return _rows_plan(lib, rows, cols, ld, mat_b, inc, vec_b, out_len, batch, ca, item, nt, bands, which)
