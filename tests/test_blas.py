@@ -120,6 +120,10 @@ GEMV_CASES = [  # (a, b) builders: matrix-vector and vector-matrix products, odd
     lambda r, d: (r((1, 200), d), r((200, 3000), d)),  # x B with few rows: output bands
     lambda r, d: (r((1, 260), d), r((260, 4001), d)),  # x B, just two bands of rows
     lambda r, d: (r((300, 300), d).T, r((300, 1), d)),  # small Aᵀ x: one call
+    lambda r, d: (r((7, 300001), d), r((300001, 1), d)),  # short A x: bands of A's columns
+    lambda r, d: (r((1, 100003), d), r((20, 100003), d).T),  # short x Bᵀ: bands of B's columns
+    lambda r, d: (r((3, 16, 50001), d), r((3, 50001, 1), d)),  # batched short A x
+    lambda r, d: (r((9, 200000), d), r((600000, 1), d)[::3]),  # short A x, x with stride 3
 ]
 
 
@@ -198,6 +202,14 @@ def test_transposed_gemv_splits_by_rows_of_the_matrix(dtype):
         out = np.empty((1200, 1), dtype)
         assert _plan_of(B, x[:1000], out, threads)[5] is None
         assert "output bands" in blas.gemv_split(B, x[:1000], out, threads)
+        # A x with fewer rows than SHORT_OUTPUT: bands of A's columns (long runs of each row)
+        short = rng.standard_normal((10, 120000)).astype(dtype)
+        xs = rng.standard_normal((120000, 1)).astype(dtype)
+        out = np.empty((10, 1), dtype)
+        ctx, units, nt, tiny, which, split = _plan_of(short, xs, out, threads)
+        assert split is not None and ctx[blas.R_TRANS] == blas.NO_TRANS and ctx[blas.R_BLOCK] >= blas.MIN_BAND_COLS
+        assert (ctx[blas.R_PARTS] - 1) * ctx[blas.R_BLOCK] < 120000 <= ctx[blas.R_PARTS] * ctx[blas.R_BLOCK]
+        assert "column split" in blas.gemv_split(short, xs, out, threads)
         # under SMALL_FLOPS one thread runs it, for any thread count: one call, no partials
         small = A[:300, :300]
         out = np.empty((300, 1), dtype)
@@ -247,13 +259,24 @@ def test_transposed_gemv_is_bit_identical_run_to_run_and_across_thread_counts(dt
     A = rng.standard_normal((3001, 1500)).astype(dtype)
     x = rng.standard_normal((3001, 1)).astype(dtype)
     results = []
+    S = rng.standard_normal((5, 400001)).astype(dtype)
+    xs = rng.standard_normal((400001, 1)).astype(dtype)
+    short = []
     for threads in (1, 2, 3, 4, 1, 2):
         out = np.empty((1500, 1), dtype)
         assert blas.matmul_into(A.T, x, out, threads=threads)
         results.append(out)
+        out = np.empty((5, 1), dtype)
+        assert blas.matmul_into(S, xs, out, threads=threads)
+        short.append(out)
     assert _plan_of(A.T, x, results[0], 2)[5] is not None  # the row split ran
+    assert _plan_of(S, xs, short[0], 2)[5] is not None  # the column split ran
     for r in results[1:]:
         assert r.tobytes() == results[0].tobytes()
+    for r in short[1:]:
+        assert r.tobytes() == short[0].tobytes()
+    np.testing.assert_allclose(short[0], S.astype(np.float64) @ xs, rtol=1e-4 if dtype == np.float32 else 1e-11,
+                               atol=1e-2 if dtype == np.float32 else 1e-9)
     np.testing.assert_allclose(results[0], A.T.astype(np.float64) @ x, rtol=1e-4 if dtype == np.float32 else 1e-11,
                                atol=1e-3 if dtype == np.float32 else 1e-10)
 
@@ -268,7 +291,10 @@ def test_gemv_results_are_the_same_bits_for_any_pool_size():
         for dt in (np.float32, np.float64):
             A = rng.standard_normal((2600, 1100)).astype(dt)
             x = rng.standard_normal((2600, 1)).astype(dt)
-            for a, b, shape in ((A.T, x, (1100, 1)), (x.T, A, (1, 1100)), (A[:1100, :900], x[:900], (1100, 1))):
+            S = rng.standard_normal((12, 90000)).astype(dt)
+            xs = rng.standard_normal((90000, 1)).astype(dt)
+            for a, b, shape in ((A.T, x, (1100, 1)), (x.T, A, (1, 1100)), (A[:1100, :900], x[:900], (1100, 1)),
+                                (S, xs, (12, 1))):
                 out = np.empty(shape, dt)
                 assert blas.matmul_into(a, b, out)
                 h.update(out.tobytes())
@@ -296,7 +322,13 @@ def test_gemv_with_nan_and_inf_rows_matches_numpy(dtype, threads):
     A[900, 6], A[1400, 6] = np.inf, -np.inf  # inf - inf: NaN whatever the order
     x[1300] = 0.0
     A[1300, 8] = np.inf  # 0 x inf: NaN
-    for a, b in ((A.T, x), (x.T, A), (A[:700, :], x[:700]), (x[:700].T, A[:700, :].T)):
+    S = rng.standard_normal((6, 200000)).astype(dtype)
+    xs = rng.standard_normal((200000, 1)).astype(dtype)
+    S[2, :] = np.nan  # a NaN row: output 2 is NaN
+    S[3, 100], S[3, 150000] = np.inf, -np.inf  # inf - inf in different bands of columns: NaN
+    S[4, 77] = -np.inf  # -inf x x[77]
+    xs[5000] = np.inf  # +inf x S[:, 5000]: ±inf where finite, NaN with row 2
+    for a, b in ((A.T, x), (x.T, A), (A[:700, :], x[:700]), (x[:700].T, A[:700, :].T), (S, xs), (xs.T, S.T)):
         want = np.matmul(a.astype(np.float64), b.astype(np.float64))
         out = np.full(want.shape, 7.0, dtype)
         assert blas.matmul_into(a, b, out, threads=threads)

@@ -189,33 +189,39 @@ def _gemv_ir(bits: int) -> str:
 
 # row-split gemv ctx words (i64): phase 1 (`svod_blas_gemv_rows`) and phase 2 (`svod_blas_gemv_combine`)
 (R_GEMV, R_ROWS, R_COLS, R_A, R_LDA, R_SA, R_X, R_INCX, R_SX, R_PART, R_PSTRIDE, R_SP, R_Y, R_SY, R_PARTS,
- R_BLOCK, R_CPARTS, R_CBLOCK, R_ITEM, R_DOUBLE) = range(20)
-_RWORDS = 20
+ R_BLOCK, R_CPARTS, R_CBLOCK, R_ITEM, R_DOUBLE, R_TRANS, R_OUTLEN) = range(22)
+_RWORDS = 22
 _R_NAMES = ["gemv", "rows", "cols", "a", "lda", "sa", "x", "incx", "sx", "part", "pstride", "sp", "y", "sy",
-            "parts", "block", "cparts", "cblock", "item", "double"]
+            "parts", "block", "cparts", "cblock", "item", "double", "trans", "outlen"]
 
 
 def _gemv_rows_ir(bits: int) -> str:
-    """``svod_blas_gemv_rows(ctx, begin, end)``: for the transposed product y = Aᵀ x of a
-    row-major rows x cols matrix, one ``cblas_?gemv`` (Trans) per band of `block` rows of
-    A in [begin, end) of batch x parts bands, each writing its own partial vector (cols
-    long) into the scratch rows ``part + (bi * parts + p) * pstride`` (ctx: R_*)."""
+    """``svod_blas_gemv_rows(ctx, begin, end)``: a matrix-vector product of a row-major
+    rows x cols matrix cut along its reduction axis: with `trans` (y = Aᵀ x) bands of
+    `block` rows of A, without (y = A x) bands of `block` columns; one ``cblas_?gemv``
+    per band in [begin, end) of batch x parts bands, each writing its own partial vector
+    (outlen long) into the scratch rows ``part + (bi * parts + p) * pstride`` (ctx: R_*)."""
     it = f"i{bits}"
 
     def call(fty: str) -> str:
-        return (f"  call void %gemvf(i32 {ROW_MAJOR}, i32 {TRANS}, {it} %len.i, {it} %cols.i, {fty} 1.0, ptr %pa, "
+        return (f"  call void %gemvf(i32 {ROW_MAJOR}, i32 %tr32, {it} %rr.i, {it} %cc.i, {fty} 1.0, ptr %pa, "
                 f"{it} %lda.i, ptr %px, {it} %incx.i, {fty} 0.0, ptr %py, {it} 1)")
 
-    setup = """  %gemvf = inttoptr i64 %gemv to ptr
-  %dim = add i64 %rows, 0
+    setup = f"""  %gemvf = inttoptr i64 %gemv to ptr
+  %tr32 = trunc i64 %trans to i32
+  %bycol = icmp eq i64 %trans, {NO_TRANS}
+  %dim = select i1 %bycol, i64 %cols, i64 %rows
   %pa0 = inttoptr i64 %a to ptr
   %px0 = inttoptr i64 %x to ptr
   %py0 = inttoptr i64 %part to ptr"""
-    go = """  %aoff = mul i64 %lo, %lda
+    go = """  %arows = mul i64 %lo, %lda
+  %aoff = select i1 %bycol, i64 %lo, i64 %arows
+  %rr = select i1 %bycol, i64 %rows, i64 %len
+  %cc = select i1 %bycol, i64 %len, i64 %cols
   %xoff = mul i64 %lo, %incx
   %poff = mul i64 %p, %pstride
 """ + _pointers([("a", "sa", "aoff"), ("x", "sx", "xoff"), ("y", "sp", "poff")])
-    return _units_ir("svod_blas_gemv_rows", _R_NAMES, bits, ["len", "cols", "lda", "incx"], setup, go, call)
+    return _units_ir("svod_blas_gemv_rows", _R_NAMES, bits, ["rr", "cc", "lda", "incx"], setup, go, call)
 
 
 def _combine_ir() -> str:
@@ -301,11 +307,11 @@ entry:
   %isd = icmp ne i64 %double, 0
   br i1 %isd, label %d, label %f
 f:
-  call void @svod_combine_float(ptr %pp, i64 %pstride, i64 %parts, ptr %py, i64 %sy, i64 %cols, i64 %cblock,
+  call void @svod_combine_float(ptr %pp, i64 %pstride, i64 %parts, ptr %py, i64 %sy, i64 %outlen, i64 %cblock,
                                 i64 %cparts, i64 %begin, i64 %end)
   ret void
 d:
-  call void @svod_combine_double(ptr %pp, i64 %pstride, i64 %parts, ptr %py, i64 %sy, i64 %cols, i64 %cblock,
+  call void @svod_combine_double(ptr %pp, i64 %pstride, i64 %parts, ptr %py, i64 %sy, i64 %outlen, i64 %cblock,
                                  i64 %cparts, i64 %begin, i64 %end)
   ret void
 }}
@@ -367,6 +373,7 @@ def _after_fork_in_child() -> None:
     (OpenBLAS's thread count is the parent's, restored or not: reset it to what it was)."""
     global _blas_lock
     _blas_lock = threading.Lock()
+    _SCRATCH.lock = threading.Lock()
     if _blas and _blas[0] is not None:
         lib = _blas[0]
         lib._lock = threading.Lock()
@@ -499,9 +506,9 @@ _EMPTY = ("empty",)
 
 
 def _gemv_rows_into(lib, a, b, out, ctx, units, nt, tiny, gemv, split) -> bool:
-    """The row split of a transposed matrix-vector product (`_gemv_plan`): bands of rows
-    of the matrix, each a partial vector in scratch, then the partials summed in band
-    order by chunks of the output."""
+    """The split of a matrix-vector product's reduction axis (`_gemv_plan`): bands of the
+    matrix, each a partial vector in scratch, then the partials summed in band order by
+    chunks of the output."""
     cunits, nbytes = split
     mat, vec = (a, b) if gemv == "a" else (b, a)
     buf = _SCRATCH.take(nbytes)
@@ -526,6 +533,8 @@ def _gemv_rows_into(lib, a, b, out, ctx, units, nt, tiny, gemv, split) -> bool:
 
 SCRATCH_MAX = 8 << 20  # bytes of partial vectors a row-split product may use
 MIN_BAND_ROWS = 128  # rows of the matrix per band of the row split (at least)
+MIN_BAND_COLS = 1024  # columns per band of the column split of a short A x (at least: the runs a thread reads)
+SHORT_OUTPUT = 256  # A x with fewer rows than this splits A's columns (16 rows a thread leaves 16 threads busy)
 MAX_BANDS = 64  # bands of the row split (at most): the threads it can keep busy
 
 
@@ -628,8 +637,10 @@ def _gemv_plan(lib, m, n, k, sa, sb, la, lb, bsa, bsb, batch, ca, item, nt):
     (a gemm call with n = 1 packs and runs the GEMM machinery for one column,
     docs/codegen.md). When the stored matrix is read along its rows (``Aᵀ x`` of a
     row-major A, ``x B``) and the product is not small: bands of the matrix's rows, each
-    a partial output vector, then an in-order combine (`_row_bands`); otherwise the
-    output vector cut into `nt` bands per batch, each band a run of whole dot products.
+    a partial output vector, then an in-order combine (`_row_bands`); likewise bands of
+    its columns for ``A x`` with fewer than SHORT_OUTPUT rows (output bands would leave
+    threads idle); otherwise the output vector cut into `nt` bands per batch, each band
+    a run of whole dot products.
     None when the vector's stride is not positive (gemm then)."""
     if n == 1:  # y (m) = A (m x k) x (k), x's stride along k: b's row stride
         trans, ld = la
@@ -648,10 +659,12 @@ def _gemv_plan(lib, m, n, k, sa, sb, la, lb, bsa, bsb, batch, ca, item, nt):
     tiny = batch == 1 and rows * cols < 2304 * 4
     # under SMALL_FLOPS one thread runs the product whatever the pool (a function of the
     # shape, so the choice stays independent of the thread count): one call is cheapest
-    if trans == TRANS and 2.0 * batch * rows * cols >= SMALL_FLOPS:
-        bands = _row_bands(rows, out_len, batch, item)
+    if 2.0 * batch * rows * cols >= SMALL_FLOPS and (trans == TRANS or out_len < SHORT_OUTPUT):
+        red = rows if trans == TRANS else cols
+        bands = _row_bands(red, out_len, batch, item, MIN_BAND_ROWS if trans == TRANS else MIN_BAND_COLS)
         if bands is not None:
-            return _rows_plan(lib, rows, cols, ld, mat_b, inc, vec_b, out_len, batch, ca, item, nt, bands, which)
+            return _rows_plan(lib, trans, rows, cols, ld, mat_b, inc, vec_b, out_len, batch, ca, item, nt, bands,
+                              which)
     parts, block = _parts(out_len, batch, nt)
     ctx = np.zeros(_GWORDS, np.int64)
     ctx[G_GEMV] = lib.dgemv if ca == "d" else lib.sgemv
@@ -667,16 +680,17 @@ def _pstride(out_len: int, item: int) -> int:
     return -(-out_len // per) * per
 
 
-def _row_bands(rows: int, out_len: int, batch: int, item: int) -> tuple[int, int] | None:
-    """(bands, rows per band) of the row split of a transposed product, or None when the
-    output bands do instead. A function of the shape alone, never of the thread count:
-    the same bands (the same gemv calls) and the same combine order on any number of
-    threads, so the result is bit-identical across thread counts. Bands of at least
-    MIN_BAND_ROWS rows (each band writes and the combine reads one partial vector, so
-    the extra traffic is at most 2 / MIN_BAND_ROWS of the matrix's), at most MAX_BANDS,
-    and the partials within SCRATCH_MAX bytes; fewer than two bands: None."""
+def _row_bands(rows: int, out_len: int, batch: int, item: int, least: int = 0) -> tuple[int, int] | None:
+    """(bands, length of a band) of the reduction axis (`rows` long) of a matrix-vector
+    product, or None when the output bands do instead. A function of the shape alone,
+    never of the thread count: the same bands (the same gemv calls) and the same combine
+    order on any number of threads, so the result is bit-identical across thread counts.
+    Bands of at least `least` (default MIN_BAND_ROWS) along the axis (each band writes and
+    the combine reads one partial vector, so the extra traffic is at most 2 / `least` of
+    the matrix's), at most MAX_BANDS, and the partials within SCRATCH_MAX bytes; fewer
+    than two bands: None."""
     per = batch * _pstride(out_len, item) * item
-    bands = min(MAX_BANDS, rows // MIN_BAND_ROWS, SCRATCH_MAX // per)
+    bands = min(MAX_BANDS, rows // (least or MIN_BAND_ROWS), SCRATCH_MAX // per)
     if bands < 2:
         return None
     block = -(-rows // bands)
@@ -684,8 +698,9 @@ def _row_bands(rows: int, out_len: int, batch: int, item: int) -> tuple[int, int
     return -(-rows // block), block
 
 
-def _rows_plan(lib, rows, cols, ld, mat_b, inc, vec_b, out_len, batch, ca, item, nt, bands, which):
-    """The plan of a row split: ctx words R_*, the band units, and (combine units, scratch bytes)."""
+def _rows_plan(lib, trans, rows, cols, ld, mat_b, inc, vec_b, out_len, batch, ca, item, nt, bands, which):
+    """The plan of a split of the reduction axis: ctx words R_*, the band units, and
+    (combine units, scratch bytes)."""
     parts, block = bands
     pstride = _pstride(out_len, item)
     cparts, cblock = _parts(out_len, batch, nt)
@@ -695,6 +710,7 @@ def _rows_plan(lib, rows, cols, ld, mat_b, inc, vec_b, out_len, batch, ca, item,
     ctx[R_INCX], ctx[R_SX], ctx[R_PSTRIDE], ctx[R_SP] = inc, vec_b, pstride, parts * pstride
     ctx[R_SY], ctx[R_PARTS], ctx[R_BLOCK] = out_len, parts, block
     ctx[R_CPARTS], ctx[R_CBLOCK], ctx[R_ITEM], ctx[R_DOUBLE] = cparts, cblock, item, int(ca == "d")
+    ctx[R_TRANS], ctx[R_OUTLEN] = trans, out_len
     return ctx, batch * parts, nt, False, which, (batch * cparts, batch * parts * pstride * item)
 
 
@@ -710,7 +726,8 @@ def gemv_split(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | Non
     if gemv is None:
         return f"gemm, {units} blocks, {where}"
     if split is not None:
-        return f"row split: {ctx[R_PARTS]} bands of {ctx[R_BLOCK]} rows + combine, {where}"
+        axis = "rows" if ctx[R_TRANS] == TRANS else "columns"
+        return f"{axis[:-1]} split: {ctx[R_PARTS]} bands of {ctx[R_BLOCK]} {axis} + combine, {where}"
     return f"output bands: {ctx[G_PARTS]} of {ctx[G_BLOCK]}, {where}"
 
 
