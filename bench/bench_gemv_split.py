@@ -2,13 +2,16 @@
 output bands, per core and on the pool (docs/codegen.md, "Matrix-vector products: output bands
 or bands of rows").
 
-    python3 bench/bench_gemv_split.py [--repeats 9] [--threads 1] [--pattern]
+    python3 bench/bench_gemv_split.py [--repeats 9] [--threads 1] [--pattern | --short]
 
 Default: `Aᵀ @ x` (A 5000 x 4000) and `A @ x` (A 4000 x 5000) through `svod.codegen.blas.matmul_into`
 on `--threads` threads -- the row split, the output bands (the row split switched off) and
 numpy with OpenBLAS set to the same thread count -- interleaved, wall and CPU time (min / median).
 On one thread, CPU time is the per-core cost and robust to other load; on more, the process's
 CPU time includes svod's workers (and their spinning).
+
+--short: `A @ x` with few rows (8 x 2,000,000 and 64 x 250,000): the column split against
+the output bands (SHORT_OUTPUT = 0: one band per 16 rows, so 8 rows run on one thread) and numpy.
 
 --pattern: one thread reads the whole matrix the way one thread of an nt-thread split does
 (all nt column bands in turn, against all nt row bands in turn; the same bytes), for nt = 1 ... 32:
@@ -109,6 +112,48 @@ def splits(threads: int, repeats: int) -> None:
             print(f"| {np.dtype(dt).name} | {k} | {stats(wall)} | {stats(cpu)} | {words.get(k, 'OpenBLAS')} |")
 
 
+@contextlib.contextmanager
+def column_split(on: bool):
+    old = blas.SHORT_OUTPUT
+    blas.SHORT_OUTPUT = old if on else 0
+    blas._plan.cache_clear()
+    try:
+        yield
+    finally:
+        blas.SHORT_OUTPUT = old
+        blas._plan.cache_clear()
+
+
+def short(threads: int, repeats: int) -> None:
+    print(f"| case ({threads} thread(s)) | contender | wall min / median ms | CPU min / median ms | split |")
+    print("|---|---|---|---|---|")
+    rng = np.random.default_rng(0)
+    for dt in (np.float32, np.float64):
+        for m, k in ((8, 2_000_000), (64, 250_000)):
+            A = rng.standard_normal((m, k)).astype(dt)
+            x = rng.standard_normal((k, 1)).astype(dt)
+            y = np.empty((m, 1), dt)
+
+            def run(on, A=A, x=x, y=y):
+                def f():
+                    with column_split(on):
+                        blas.matmul_into(A, x, y, threads=threads)
+                return f
+
+            def np_run(A=A, x=x):
+                with openblas_threads(threads):
+                    np.matmul(A, x)
+
+            words = {}
+            for on, name in ((True, "column split"), (False, "output bands")):
+                with column_split(on):
+                    words[name] = blas.gemv_split(A, x, y, threads)
+            fns = {"column split": run(True), "output bands": run(False), "numpy": np_run}
+            for name, (wall, cpu) in timed(fns, repeats).items():
+                print(f"| {np.dtype(dt).name} {m} x {k} | {name} | {stats(wall)} | {stats(cpu)} | "
+                      f"{words.get(name, 'OpenBLAS')} |")
+
+
 def pattern(repeats: int) -> None:
     print("| dtype | nt simulated | run per row | column bands CPU min / median ms | row bands CPU min / median ms |"
           " columns / rows (medians) |")
@@ -143,11 +188,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--pattern", action="store_true")
+    ap.add_argument("--short", action="store_true")
     opts = ap.parse_args()
     if not blas.available():
         raise SystemExit("no OpenBLAS binding (svod.codegen.blas.available() is False)")
     if opts.pattern:
         pattern(opts.repeats)
+    elif opts.short:
+        short(opts.threads, opts.repeats)
     else:
         splits(opts.threads, opts.repeats)
 

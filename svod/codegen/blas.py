@@ -533,7 +533,7 @@ def _gemv_rows_into(lib, a, b, out, ctx, units, nt, tiny, gemv, split) -> bool:
 
 SCRATCH_MAX = 8 << 20  # bytes of partial vectors a row-split product may use
 MIN_BAND_ROWS = 128  # rows of the matrix per band of the row split (at least)
-MIN_BAND_COLS = 1024  # columns per band of the column split of a short A x (at least: the runs a thread reads)
+MIN_BAND_COLS = 4096  # columns per band of the column split of a short A x (at least: each run a gemv reads)
 SHORT_OUTPUT = 256  # A x with fewer rows than this splits A's columns (16 rows a thread leaves 16 threads busy)
 MAX_BANDS = 64  # bands of the row split (at most): the threads it can keep busy
 
