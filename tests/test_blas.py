@@ -338,3 +338,40 @@ def test_gemv_with_nan_and_inf_rows_matches_numpy(dtype, threads):
         fin = np.isfinite(want)
         tol = 1e-4 if dtype == np.float32 else 1e-11
         np.testing.assert_allclose(out[fin], want[fin], rtol=tol, atol=tol * 30)
+
+
+def test_row_split_from_several_python_threads_at_once():
+    """Each call takes its own scratch (the pool keeps two; more are allocated) and the
+    same bits come out as from one thread."""
+    import threading
+
+    rng = np.random.default_rng(12)
+    A = rng.standard_normal((2048, 1024)).astype(np.float32)
+    xs = [rng.standard_normal((2048, 1)).astype(np.float32) for _ in range(4)]
+    want = []
+    for x in xs:
+        out = np.empty((1024, 1), np.float32)
+        assert blas.matmul_into(A.T, x, out, threads=2)
+        want.append(out)
+    assert _plan_of(A.T, xs[0], want[0], 2)[5] is not None
+    got = [[] for _ in xs]
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(20):
+                out = np.empty((1024, 1), np.float32)
+                assert blas.matmul_into(A.T, xs[i], out, threads=2)
+                got[i].append(out)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for i in range(4):
+        assert len(got[i]) == 20 and all(g.tobytes() == want[i].tobytes() for g in got[i])
+    assert len(blas._SCRATCH.free) <= blas._SCRATCH.keep
