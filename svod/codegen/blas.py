@@ -10,6 +10,12 @@ of columns, for wide outputs) and batches, each block is one single-threaded gem
 and OpenBLAS's thread count is 1 while the step runs (and restored after it). No
 OpenBLAS thread wakes, and the cores are svod's alone.
 
+Matrix-vector products call ``cblas_?gemv``: ``A x`` as bands of the output; ``Aᵀ x``
+(and ``x B``) as bands of A's contiguous rows, and a short ``A x`` as bands of A's
+columns, each band a partial vector in bounded scratch, then the partials summed in
+band order. The bands are a function of the shape alone, so these results are
+bit-identical for any thread count (docs/codegen.md, "Matrix-vector products").
+
 `matmul_into(a, b, out)` does this when it can: float32/float64 operands whose 2-D
 slices are strided the way BLAS takes them (unit stride along one axis; transposes
 are free), batch axes that collapse to one stride (broadcast batches have stride 0),
