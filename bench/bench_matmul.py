@@ -146,36 +146,50 @@ def bench_square(sizes, dtypes, threads, repeats, jax_mm):
 
 
 def bench_gemv(threads, repeats):
-    """Matrix-vector products too big for the caches: svod's library step (cblas gemv bands
-    on svod's pool) against numpy, as a share of the DRAM read bandwidth probe."""
+    """Matrix-vector products too big for the caches: svod's library step (cblas gemv calls
+    on svod's pool: output bands for A @ x, bands of A's rows with partial vectors and a
+    combine for Aᵀ @ x, bands of A's columns for a short A @ x) against numpy, as a share
+    of the DRAM read bandwidth probe."""
     from svod.bench.peak import read_bandwidth
+    from svod.codegen.blas import gemv_split, matmul_into
 
-    print(f"\n## matrix-vector products (A 4000x5000; {repeats} interleaved repeats; ms median / best; "
-          "share: A's bytes / time against the read-bandwidth probe of this run)\n")
-    print("| case | svod | numpy | svod / numpy | DRAM probe | svod share | numpy share | other load |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"\n## matrix-vector products (A 4000x5000, short: 8x2500000; {repeats} interleaved repeats; "
+          "ms median / best; "
+          "share: A's bytes / time against the read-bandwidth probe of this run; split: how svod's "
+          "library step cuts the product on its pool)\n")
+    print("| case | svod | svod library step alone | numpy | svod / numpy | DRAM probe | svod share | step share | "
+          "numpy share | other load | split |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(1)
     probe_buf = np.ones(64 << 20, np.float32)
-    for dt, trans in ((np.float32, False), (np.float32, True), (np.float64, False)):
-        a = rng.standard_normal((5000, 4000) if trans else (4000, 5000)).astype(dt)
+    for dt, trans, (m, k) in ((np.float32, False, (4000, 5000)), (np.float32, True, (4000, 5000)),
+                              (np.float64, False, (4000, 5000)), (np.float64, True, (4000, 5000)),
+                              (np.float32, False, (8, 2_500_000))):
+        a = rng.standard_normal((k, m) if trans else (m, k)).astype(dt)
         a2 = a.T if trans else a
-        x = rng.standard_normal(5000).astype(dt)
+        x = rng.standard_normal(k).astype(dt)
         ta, tx = svod.asarray(a), svod.asarray(x)
+        x2, y2 = x.reshape(-1, 1), np.empty((m, 1), dt)
+        split = gemv_split(a2, x2, y2)
 
         def mv(ta=ta, tx=tx, trans=trans):
             return ((ta.T if trans else ta) @ tx).numpy()
 
-        np.testing.assert_allclose(mv(), a2 @ x, rtol=1e-3, atol=1e-2)
+        np.testing.assert_allclose(mv(), a2 @ x, rtol=1e-3, atol=1e-2 * math.sqrt(k / 5000))
         bw: list[float] = []
-        fns = {"svod": mv, "numpy": lambda a2=a2, x=x: a2 @ x,
+        # the step alone: `matmul_into` on the same views, without the realize around it
+        fns = {"svod": mv, "step": lambda a2=a2, x2=x2, y2=y2: matmul_into(a2, x2, y2),
+               "numpy": lambda a2=a2, x=x: a2 @ x,
                "probe": lambda bw=bw: bw.append(read_bandwidth(256 << 20, threads, repeats=1, buf=probe_buf)["gbps"])}
         with CpuLoad() as load:
             t = interleaved(fns, repeats)
         probe = sorted(bw)[len(bw) // 2]
-        sv, nv = median(t["svod"]), median(t["numpy"])
-        print(f"| A{'ᵀ' if trans else ''} @ x {np.dtype(dt).name} | {sv * 1e3:.2f} / {t['svod'][0] * 1e3:.2f} | "
-              f"{nv * 1e3:.2f} / {t['numpy'][0] * 1e3:.2f} | {nv / sv:.2f}x | {probe:.1f} GB/s | "
-              f"{a.nbytes / sv / 1e9 / probe:.0%} | {a.nbytes / nv / 1e9 / probe:.0%} | {load.other:.0%} |")
+        sv, st, nv = median(t["svod"]), median(t["step"]), median(t["numpy"])
+        print(f"| A{'ᵀ' if trans else ''} @ x {np.dtype(dt).name}{' (8 rows)' if m == 8 else ''} | "
+              f"{sv * 1e3:.2f} / {t['svod'][0] * 1e3:.2f} | "
+              f"{st * 1e3:.2f} / {t['step'][0] * 1e3:.2f} | {nv * 1e3:.2f} / {t['numpy'][0] * 1e3:.2f} | "
+              f"{nv / sv:.2f}x | {probe:.1f} GB/s | {a.nbytes / sv / 1e9 / probe:.0%} | "
+              f"{a.nbytes / st / 1e9 / probe:.0%} | {a.nbytes / nv / 1e9 / probe:.0%} | {load.other:.0%} | {split} |")
 
 
 def square_row(n: int, dt, threads: int, repeats: int, jax_mm) -> str:

@@ -10,6 +10,12 @@ of columns, for wide outputs) and batches, each block is one single-threaded gem
 and OpenBLAS's thread count is 1 while the step runs (and restored after it). No
 OpenBLAS thread wakes, and the cores are svod's alone.
 
+Matrix-vector products call ``cblas_?gemv``: ``A x`` as bands of the output; ``Aᵀ x``
+(and ``x B``) as bands of A's contiguous rows, and a short ``A x`` as bands of A's
+columns, each band a partial vector in bounded scratch, then the partials summed in
+band order. The bands are a function of the shape alone, so these results are
+bit-identical for any thread count (docs/codegen.md, "Matrix-vector products").
+
 `matmul_into(a, b, out)` does this when it can: float32/float64 operands whose 2-D
 slices are strided the way BLAS takes them (unit stride along one axis; transposes
 are free), batch axes that collapse to one stride (broadcast batches have stride 0),
@@ -187,6 +193,137 @@ def _gemv_ir(bits: int) -> str:
     return _units_ir("svod_blas_gemv_units", words, bits, ["rr", "cc", "lda", "incx"], setup, go, call)
 
 
+# row-split gemv ctx words (i64): phase 1 (`svod_blas_gemv_rows`) and phase 2 (`svod_blas_gemv_combine`)
+(R_GEMV, R_ROWS, R_COLS, R_A, R_LDA, R_SA, R_X, R_INCX, R_SX, R_PART, R_PSTRIDE, R_SP, R_Y, R_SY, R_PARTS,
+ R_BLOCK, R_CPARTS, R_CBLOCK, R_ITEM, R_DOUBLE, R_TRANS, R_OUTLEN) = range(22)
+_RWORDS = 22
+_R_NAMES = ["gemv", "rows", "cols", "a", "lda", "sa", "x", "incx", "sx", "part", "pstride", "sp", "y", "sy",
+            "parts", "block", "cparts", "cblock", "item", "double", "trans", "outlen"]
+
+
+def _gemv_rows_ir(bits: int) -> str:
+    """``svod_blas_gemv_rows(ctx, begin, end)``: a matrix-vector product of a row-major
+    rows x cols matrix cut along its reduction axis: with `trans` (y = Aᵀ x) bands of
+    `block` rows of A, without (y = A x) bands of `block` columns; one ``cblas_?gemv``
+    per band in [begin, end) of batch x parts bands, each writing its own partial vector
+    (outlen long) into the scratch rows ``part + (bi * parts + p) * pstride`` (ctx: R_*)."""
+    it = f"i{bits}"
+
+    def call(fty: str) -> str:
+        return (f"  call void %gemvf(i32 {ROW_MAJOR}, i32 %tr32, {it} %rr.i, {it} %cc.i, {fty} 1.0, ptr %pa, "
+                f"{it} %lda.i, ptr %px, {it} %incx.i, {fty} 0.0, ptr %py, {it} 1)")
+
+    setup = f"""  %gemvf = inttoptr i64 %gemv to ptr
+  %tr32 = trunc i64 %trans to i32
+  %bycol = icmp eq i64 %trans, {NO_TRANS}
+  %dim = select i1 %bycol, i64 %cols, i64 %rows
+  %pa0 = inttoptr i64 %a to ptr
+  %px0 = inttoptr i64 %x to ptr
+  %py0 = inttoptr i64 %part to ptr"""
+    go = """  %arows = mul i64 %lo, %lda
+  %aoff = select i1 %bycol, i64 %lo, i64 %arows
+  %rr = select i1 %bycol, i64 %rows, i64 %len
+  %cc = select i1 %bycol, i64 %len, i64 %cols
+  %xoff = mul i64 %lo, %incx
+  %poff = mul i64 %p, %pstride
+""" + _pointers([("a", "sa", "aoff"), ("x", "sx", "xoff"), ("y", "sp", "poff")])
+    return _units_ir("svod_blas_gemv_rows", _R_NAMES, bits, ["rr", "cc", "lda", "incx"], setup, go, call)
+
+
+def _combine_ir() -> str:
+    """``svod_blas_gemv_combine(ctx, begin, end)``: for each unit of batch x cparts chunks
+    of `cblock` output elements, y[j] = ((p_0[j] + p_1[j]) + p_2[j]) + ... over the
+    batch's `parts` partial vectors, in that order (each element's sum is the same
+    whatever the chunking; the loop vectorises across j, never across partials)."""
+    loads = "\n".join(f"  %{w}p = getelementptr i64, ptr %ctx, i64 {i}\n  %{w} = load i64, ptr %{w}p, align 8"
+                      for i, w in enumerate(_R_NAMES))
+    typed = []
+    for fty in ("float", "double"):
+        typed.append(f"""
+define internal void @svod_combine_{fty}(ptr %pp, i64 %pstride, i64 %parts, ptr %py, i64 %sy, i64 %dim,
+                                          i64 %cblock, i64 %cparts, i64 %begin, i64 %end) {{
+entry:
+  br label %uloop
+uloop:
+  %u = phi i64 [ %begin, %entry ], [ %u1, %unext ]
+  %more = icmp ult i64 %u, %end
+  br i1 %more, label %ubody, label %done
+ubody:
+  %bi = udiv i64 %u, %cparts
+  %c = urem i64 %u, %cparts
+  %lo = mul i64 %c, %cblock
+  %hi0 = add i64 %lo, %cblock
+  %hilt = icmp ult i64 %hi0, %dim
+  %hi = select i1 %hilt, i64 %hi0, i64 %dim
+  %empty = icmp uge i64 %lo, %hi
+  br i1 %empty, label %unext, label %first
+first:
+  %ybase = mul i64 %bi, %sy
+  %bp = mul i64 %bi, %parts
+  %pbase = mul i64 %bp, %pstride
+  br label %copy
+copy:
+  %j0 = phi i64 [ %lo, %first ], [ %j0n, %copy ]
+  %s0i = add i64 %pbase, %j0
+  %s0p = getelementptr {fty}, ptr %pp, i64 %s0i
+  %s0 = load {fty}, ptr %s0p
+  %d0i = add i64 %ybase, %j0
+  %d0p = getelementptr {fty}, ptr %py, i64 %d0i
+  store {fty} %s0, ptr %d0p
+  %j0n = add i64 %j0, 1
+  %c0 = icmp ult i64 %j0n, %hi
+  br i1 %c0, label %copy, label %bloop
+bloop:
+  %b = phi i64 [ 1, %copy ], [ %b1, %addend ]
+  %bmore = icmp ult i64 %b, %parts
+  br i1 %bmore, label %bstart, label %unext
+bstart:
+  %bo = mul i64 %b, %pstride
+  %src = add i64 %pbase, %bo
+  br label %add
+add:
+  %j = phi i64 [ %lo, %bstart ], [ %jn, %add ]
+  %si = add i64 %src, %j
+  %sp = getelementptr {fty}, ptr %pp, i64 %si
+  %sv = load {fty}, ptr %sp
+  %di = add i64 %ybase, %j
+  %dp = getelementptr {fty}, ptr %py, i64 %di
+  %dv = load {fty}, ptr %dp
+  %r = fadd {fty} %dv, %sv
+  store {fty} %r, ptr %dp
+  %jn = add i64 %j, 1
+  %cj = icmp ult i64 %jn, %hi
+  br i1 %cj, label %add, label %addend
+addend:
+  %b1 = add i64 %b, 1
+  br label %bloop
+unext:
+  %u1 = add i64 %u, 1
+  br label %uloop
+done:
+  ret void
+}}
+""")
+    return "".join(typed) + f"""
+define void @svod_blas_gemv_combine(ptr %ctx, i64 %begin, i64 %end) {{
+entry:
+{loads}
+  %pp = inttoptr i64 %part to ptr
+  %py = inttoptr i64 %y to ptr
+  %isd = icmp ne i64 %double, 0
+  br i1 %isd, label %d, label %f
+f:
+  call void @svod_combine_float(ptr %pp, i64 %pstride, i64 %parts, ptr %py, i64 %sy, i64 %outlen, i64 %cblock,
+                                i64 %cparts, i64 %begin, i64 %end)
+  ret void
+d:
+  call void @svod_combine_double(ptr %pp, i64 %pstride, i64 %parts, ptr %py, i64 %sy, i64 %outlen, i64 %cblock,
+                                 i64 %cparts, i64 %begin, i64 %end)
+  ret void
+}}
+"""
+
+
 class _Blas:
     def __init__(self, lib: ctypes.CDLL, names: tuple):
         s, d, setn, getn, bits = names
@@ -202,9 +339,14 @@ class _Blas:
 
         gv = [getattr(lib, n.replace("gemm", "gemv"), None) for n in (s, d)]
         self.sgemv, self.dgemv = (ctypes.cast(f, ctypes.c_void_p).value if f is not None else None for f in gv)
-        self.module = compile_ir(_job_ir(bits) + _gemv_ir(bits), name=f"svod_blas{bits}")
+        self.module = compile_ir(_job_ir(bits) + _gemv_ir(bits) + _gemv_rows_ir(bits) + _combine_ir(),
+                                 name=f"svod_blas{bits}")
         self.units_fn = self.module.address("svod_blas_units")
         self.gemv_fn = self.module.address("svod_blas_gemv_units")
+        self.rows_fn = self.module.address("svod_blas_gemv_rows")
+        self.combine_fn = self.module.address("svod_blas_gemv_combine")
+        entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+        self.rows_call, self.combine_call = entry(self.rows_fn), entry(self.combine_fn)
         self.gemv_call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(self.gemv_fn)
         self.units_call = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(self.units_fn)
         self._lock = threading.Lock()
@@ -237,6 +379,7 @@ def _after_fork_in_child() -> None:
     (OpenBLAS's thread count is the parent's, restored or not: reset it to what it was)."""
     global _blas_lock
     _blas_lock = threading.Lock()
+    _SCRATCH.lock = threading.Lock()
     if _blas and _blas[0] is not None:
         lib = _blas[0]
         lib._lock = threading.Lock()
@@ -343,8 +486,10 @@ def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | No
         if out.size:
             out[...] = 0  # k == 0: the sum over nothing
         return True
-    ctx, units, nt, tiny, gemv = plan
+    ctx, units, nt, tiny, gemv, split = plan
     ctx = ctx.copy()
+    if split is not None:
+        return _gemv_rows_into(lib, a, b, out, ctx, units, nt, tiny, gemv, split)
     if gemv == "a":  # y = A x: A is the matrix
         ctx[G_A], ctx[G_X], ctx[G_Y] = data_address(a), data_address(b), data_address(out)
     elif gemv == "b":  # y = x B: B is the matrix
@@ -364,6 +509,69 @@ def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | No
 
 
 _EMPTY = ("empty",)
+
+
+def _gemv_rows_into(lib, a, b, out, ctx, units, nt, tiny, gemv, split) -> bool:
+    """The split of a matrix-vector product's reduction axis (`_gemv_plan`): bands of the
+    matrix, each a partial vector in scratch, then the partials summed in band order by
+    chunks of the output."""
+    cunits, nbytes = split
+    mat, vec = (a, b) if gemv == "a" else (b, a)
+    buf = _SCRATCH.take(nbytes)
+    try:
+        ctx[R_A], ctx[R_X], ctx[R_Y], ctx[R_PART] = (data_address(mat), data_address(vec), data_address(out),
+                                                     data_address(buf))
+        c = data_address(ctx)
+        if tiny:
+            lib.rows_call(c, 0, units)
+            lib.combine_call(c, 0, cunits)
+            return True
+        with lib:
+            if nt == 1:
+                lib.rows_call(c, 0, units)
+            else:
+                run_parallel(lib.rows_fn, c, units, nt)
+        run_parallel(lib.combine_fn, c, cunits, nt)
+    finally:
+        _SCRATCH.give(buf)
+    return True
+
+
+SCRATCH_MAX = 8 << 20  # bytes of partial vectors a row-split product may use
+MIN_BAND_ROWS = 128  # rows of the matrix per band of the row split (at least)
+MIN_BAND_COLS = 4096  # columns per band of the column split of a short A x (at least: each run a gemv reads)
+SHORT_OUTPUT = 256  # A x with fewer rows than this splits A's columns (16 rows a thread leaves 16 threads busy)
+MAX_BANDS = 64  # bands of the row split (at most): the threads it can keep busy
+
+
+class _ScratchPool:
+    """Scratch for the partial vectors: 64-byte aligned buffers of at most SCRATCH_MAX
+    bytes, at most `keep` of them kept between calls (a call from a second Python thread
+    while one is in use allocates its own)."""
+
+    def __init__(self, keep: int = 2):
+        self.keep, self.free, self.lock = keep, [], threading.Lock()
+
+    def take(self, nbytes: int) -> np.ndarray:
+        with self.lock:
+            for i, buf in enumerate(self.free):
+                if buf.nbytes >= nbytes:
+                    return self.free.pop(i)
+        raw = np.empty(nbytes + 64, np.uint8)
+        off = -raw.ctypes.data % 64
+        return raw[off:off + nbytes]
+
+    def give(self, buf: np.ndarray) -> None:
+        with self.lock:
+            if len(self.free) < self.keep:
+                self.free.append(buf)
+            else:  # keep the largest
+                self.free.sort(key=lambda v: v.nbytes)
+                if self.free[0].nbytes < buf.nbytes:
+                    self.free[0] = buf
+
+
+_SCRATCH = _ScratchPool()
 
 
 @functools.lru_cache(maxsize=512)
@@ -414,7 +622,7 @@ def _plan(a_shape, a_strides, b_shape, b_strides, out_shape, ca, cb, co, threads
     ctx[F_PARTS], ctx[F_COLS], ctx[F_BLOCK] = parts, int(cols), block
     ctx[F_ITEM], ctx[F_DOUBLE] = item, int(ca == "d")
     # OpenBLAS's own rule: m*n*k at most 65536 x GEMM_MULTITHREAD_THRESHOLD (4) stays on one thread
-    return ctx, batch * parts, nt, batch == 1 and m * n * k <= 65536 * 4, None
+    return ctx, batch * parts, nt, batch == 1 and m * n * k <= 65536 * 4, None, None
 
 
 def _parts(dim: int, batch: int, nt: int) -> tuple[int, int]:
@@ -431,9 +639,14 @@ def _parts(dim: int, batch: int, nt: int) -> tuple[int, int]:
 
 
 def _gemv_plan(lib, m, n, k, sa, sb, la, lb, bsa, bsb, batch, ca, item, nt):
-    """A matrix times a vector (n == 1: ``A x``; m == 1: ``x B``) as ``cblas_?gemv`` calls:
-    the output vector cut into `nt` bands per batch (a gemm call with n = 1 packs and
-    runs the GEMM machinery for one column, docs/codegen.md).
+    """A matrix times a vector (n == 1: ``A x``; m == 1: ``x B``) as ``cblas_?gemv`` calls
+    (a gemm call with n = 1 packs and runs the GEMM machinery for one column,
+    docs/codegen.md). When the stored matrix is read along its rows (``Aᵀ x`` of a
+    row-major A, ``x B``) and the product is not small: bands of the matrix's rows, each
+    a partial output vector, then an in-order combine (`_row_bands`); likewise bands of
+    its columns for ``A x`` with fewer than SHORT_OUTPUT rows (output bands would leave
+    threads idle); otherwise the output vector cut into `nt` bands per batch, each band
+    a run of whole dot products.
     None when the vector's stride is not positive (gemm then)."""
     if n == 1:  # y (m) = A (m x k) x (k), x's stride along k: b's row stride
         trans, ld = la
@@ -448,13 +661,80 @@ def _gemv_plan(lib, m, n, k, sa, sb, la, lb, bsa, bsb, batch, ca, item, nt):
         which, out_len = "b", n
     if inc <= 0:
         return None
+    # OpenBLAS's gemv runs on its own threads from rows x cols >= 2304 x GEMM_MULTITHREAD_THRESHOLD (4)
+    tiny = batch == 1 and rows * cols < 2304 * 4
+    # under SMALL_FLOPS one thread runs the product whatever the pool (a function of the
+    # shape, so the choice stays independent of the thread count): one call is cheapest
+    if 2.0 * batch * rows * cols >= SMALL_FLOPS and (trans == TRANS or out_len < SHORT_OUTPUT):
+        red = rows if trans == TRANS else cols
+        bands = _row_bands(red, out_len, batch, item, MIN_BAND_ROWS if trans == TRANS else MIN_BAND_COLS)
+        if bands is not None:
+            return _rows_plan(lib, trans, rows, cols, ld, mat_b, inc, vec_b, out_len, batch, ca, item, nt, bands,
+                              which)
     parts, block = _parts(out_len, batch, nt)
     ctx = np.zeros(_GWORDS, np.int64)
     ctx[G_GEMV] = lib.dgemv if ca == "d" else lib.sgemv
     ctx[G_TRANS], ctx[G_ROWS], ctx[G_COLS] = trans, rows, cols
     ctx[G_LDA], ctx[G_SA], ctx[G_INCX], ctx[G_SX], ctx[G_SY] = ld, mat_b, inc, vec_b, out_len
     ctx[G_PARTS], ctx[G_BLOCK], ctx[G_ITEM], ctx[G_DOUBLE] = parts, block, item, int(ca == "d")
-    return ctx, batch * parts, nt, batch == 1 and m * n * k <= 65536 * 4, which
+    return ctx, batch * parts, nt, tiny, which, None
+
+
+def _pstride(out_len: int, item: int) -> int:
+    """Elements between partial vectors: out_len rounded up to whole 64-byte lines."""
+    per = 64 // item
+    return -(-out_len // per) * per
+
+
+def _row_bands(rows: int, out_len: int, batch: int, item: int, least: int = 0) -> tuple[int, int] | None:
+    """(bands, length of a band) of the reduction axis (`rows` long) of a matrix-vector
+    product, or None when the output bands do instead. A function of the shape alone,
+    never of the thread count: the same bands (the same gemv calls) and the same combine
+    order on any number of threads, so the result is bit-identical across thread counts.
+    Bands of at least `least` (default MIN_BAND_ROWS) along the axis (each band writes and
+    the combine reads one partial vector, so the extra traffic is at most 2 / `least` of
+    the matrix's), at most MAX_BANDS, and the partials within SCRATCH_MAX bytes; fewer
+    than two bands: None."""
+    per = batch * _pstride(out_len, item) * item
+    bands = min(MAX_BANDS, rows // (least or MIN_BAND_ROWS), SCRATCH_MAX // per)
+    if bands < 2:
+        return None
+    block = -(-rows // bands)
+    block = -(-block // ALIGN) * ALIGN
+    return -(-rows // block), block
+
+
+def _rows_plan(lib, trans, rows, cols, ld, mat_b, inc, vec_b, out_len, batch, ca, item, nt, bands, which):
+    """The plan of a split of the reduction axis: ctx words R_*, the band units, and
+    (combine units, scratch bytes)."""
+    parts, block = bands
+    pstride = _pstride(out_len, item)
+    cparts, cblock = _parts(out_len, batch, nt)
+    ctx = np.zeros(_RWORDS, np.int64)
+    ctx[R_GEMV] = lib.dgemv if ca == "d" else lib.sgemv
+    ctx[R_ROWS], ctx[R_COLS], ctx[R_LDA], ctx[R_SA] = rows, cols, ld, mat_b
+    ctx[R_INCX], ctx[R_SX], ctx[R_PSTRIDE], ctx[R_SP] = inc, vec_b, pstride, parts * pstride
+    ctx[R_SY], ctx[R_PARTS], ctx[R_BLOCK] = out_len, parts, block
+    ctx[R_CPARTS], ctx[R_CBLOCK], ctx[R_ITEM], ctx[R_DOUBLE] = cparts, cblock, item, int(ca == "d")
+    ctx[R_TRANS], ctx[R_OUTLEN] = trans, out_len
+    return ctx, batch * parts, nt, False, which, (batch * cparts, batch * parts * pstride * item)
+
+
+def gemv_split(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int | None = None) -> str:
+    """How `matmul_into(a, b, out, threads)` runs this product, in words (benchmarks print it)."""
+    lib = blas()
+    plan = None if lib is None else _plan(a.shape, a.strides, b.shape, b.strides, out.shape, a.dtype.char,
+                                          b.dtype.char, out.dtype.char, threads or 0)
+    if plan is None or plan is _EMPTY:
+        return "numpy" if plan is None else "empty"
+    ctx, units, nt, tiny, gemv, split = plan
+    where = "calling thread" if tiny else f"{nt} thread{'s' * (nt > 1)}"
+    if gemv is None:
+        return f"gemm, {units} blocks, {where}"
+    if split is not None:
+        axis = "rows" if ctx[R_TRANS] == TRANS else "columns"
+        return f"{axis[:-1]} split: {ctx[R_PARTS]} bands of {ctx[R_BLOCK]} {axis} + combine, {where}"
+    return f"output bands: {ctx[G_PARTS]} of {ctx[G_BLOCK]}, {where}"
 
 
 def _broadcast_batch(shape: tuple, batch_shape: tuple, strides: tuple) -> tuple[tuple, tuple]:
