@@ -17,6 +17,8 @@ one stays a 0-d `ndarray` (docs/semantics.md, "numpy scalars").
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from svod import dtype as dt
@@ -27,7 +29,7 @@ from svod.ir import Ops
 from svod.tensor import Tensor
 
 __all__ = ["SCALAR_FUNCTIONS", "SCALAR_METHODS", "call_numpy", "call_svod", "ndarray", "numpy_function", "retag",
-           "scalar_of"]
+           "scalar_of", "scalar_result"]
 
 _BUFFER = Ops.BUFFER
 
@@ -92,6 +94,37 @@ def call_svod(fn, args, kwargs):
     return fn(*args, **kwargs)
 
 
+def _small_realized(args, kwargs) -> bool:
+    """Whether every svod array among `args` and `kwargs`' values (and in their lists and
+    tuples) is realized and has at most the eager limit's elements (svod.eager's rule for
+    running an op at once), and eager small work is on."""
+    from svod import eager
+
+    lim = eager.numpy_limit()
+    if not lim:
+        return False
+    stack = [*args, *kwargs.values()]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, Tensor):
+            u = o.uop
+            if u.op is not _BUFFER or math.prod(u.shape) > lim:
+                return False
+        elif type(o) is list or type(o) is tuple:
+            stack.extend(o)
+    return True
+
+
+def scalar_result(out, args, kwargs):
+    """`scalar_of(out)`, where a lazy 0-d `out` of small realized operands (`_small_realized`:
+    a library step — `median`'s sort, `linalg.det`'s LAPACK call, `take`'s gather — which eager
+    small work leaves in the plan) is realized first, as numpy computes it at once."""
+    if type(out) is ndarray and _T._READ_HOOK is None and out.uop.op is not _BUFFER and out.uop.shape == () and \
+            _small_realized(args, kwargs):
+        out.realize()
+    return scalar_of(out)
+
+
 def numpy_function(fn, name: str | None = None, scalar: bool = False):
     """`fn` as a function of the numpy namespace (numpy's defaults, ndarray results;
     `scalar`: a realized 0-d result as a numpy scalar, `scalar_of`)."""
@@ -99,7 +132,7 @@ def numpy_function(fn, name: str | None = None, scalar: bool = False):
     if scalar:
         def wrapper(*args, **kwargs):
             with dt.numpy_defaults():
-                return scalar_of(retag(fn(*args, **kwargs)))
+                return scalar_result(retag(fn(*args, **kwargs)), args, kwargs)
     else:
         def wrapper(*args, **kwargs):
             with dt.numpy_defaults():
@@ -150,7 +183,7 @@ def _method(name: str, fn):
     if name in SCALAR_METHODS:
         def method(self, *args, **kwargs):
             with dt.numpy_defaults():
-                return scalar_of(retag(fn(self, *args, **kwargs)))
+                return scalar_result(retag(fn(self, *args, **kwargs)), (self, *args), kwargs)
     else:
         def method(self, *args, **kwargs):
             with dt.numpy_defaults():
