@@ -325,9 +325,16 @@ def test_keys_with_zero_steps_or_other_bounds_take_the_full_path():
         with pytest.raises(ValueError, match="step"):  # the full path's error (numpy's too)
             bad()
     want = np.arange(12.0).reshape(3, 4)
-    for key in [(1, slice(np.int64(1), None)), slice(True, None), (1, slice(None, 3, np.int64(2)))]:
+    # basic keys with numpy ints as bounds, None, Ellipsis: numpy's basic indexing (a view: fast)
+    for key in [(1, slice(np.int64(1), None)), (1, slice(None, 3, np.int64(2))), (None, 1), (Ellipsis, 2),
+                (np.int64(2), slice(1, 3))]:
         before = _fast.stats()["fast"]
-        np.testing.assert_array_equal(np.asarray(a[key]), want[key])  # the full path's answer
+        np.testing.assert_array_equal(np.asarray(a[key]), want[key])
+        assert _fast.stats()["fast"] == before + 1
+    # advanced keys (lists, integer and boolean arrays, a bool): the full path, numpy's answer
+    for key in [[0, 2], (1, [0, 3]), np.array([True, False, True]), (np.array([0, 2]), slice(1, 3)), True]:
+        before = _fast.stats()["fast"]
+        np.testing.assert_array_equal(np.asarray(a[key]), want[key])
         assert _fast.stats()["fast"] == before
 
 

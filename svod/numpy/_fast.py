@@ -83,6 +83,7 @@ _BIG = 2 ** 53
 _VIEW_MIN = 2048
 _FC = frozenset("fc")
 _add_reduce = np.add.reduce
+_matmul = np.matmul
 # a numpy scalar's type -> its svod dtype (a strong operand, NEP 50)
 _NPSCALAR = {d.np.type: d for d in _dt.ALL}
 _NPSCALAR_GET = _NPSCALAR.get
@@ -478,18 +479,19 @@ def _plain_slice(s: slice) -> bool:
 
 
 def _getitem(slow):
-    """`x[key]` of a realized x with a basic key (Python ints and slices) and a result
-    within the eager limit: numpy's indexing. An element is the numpy scalar numpy returns;
-    a part of more than `_VIEW_MIN` bytes is a *view* of x's memory, a smaller one a copy
-    (cheaper than recording a view). A view is a value all the same (svod's slices are not
-    numpy's views): nothing writes memory that a live view reads. An in-place write needs
-    `svod.eager.sole_owner`, and a view holds a reference to the array owning its memory
-    (numpy collapses `base` to it), so while one lives a write of x goes into a copy of x —
-    unless the view is held by the unmaterialized node made here, recorded with
-    `svod.eager.note_view`: the write first gives such nodes copies of their own
-    (`svod.eager.detach_views`) and then writes in place (a loop that keeps a row while it
-    writes the others copies the row once). A node holding a view copies it into its own
-    memory when it is materialized (`svod.eager.Fresh`). So a loop reading big parts
+    """`x[key]` of a realized x with a basic key (ints, slices, None, Ellipsis: numpy's basic
+    indexing, whose result is a view of x's memory — checked on the result, where a check of
+    the key cost more) and a result within the eager limit: numpy's indexing. An element is
+    the numpy scalar numpy returns; a part of more than `_VIEW_MIN` bytes is a *view* of x's
+    memory, a smaller one a copy (cheaper than recording a view). A view is a value all the
+    same (svod's slices are not numpy's views): nothing writes memory that a live view
+    reads. An in-place write needs `svod.eager.sole_owner`, and a view holds a reference to
+    the array owning its memory (numpy collapses `base` to it), so while one lives a write
+    of x goes into a copy of x — unless the view is held by the unmaterialized node made
+    here, recorded with `svod.eager.note_view`: the write first gives such nodes copies of
+    their own (`svod.eager.detach_views`) and then writes in place (a loop that keeps a row
+    while it writes the others copies the row once). A node holding a view copies it into
+    its own memory when it is materialized (`svod.eager.Fresh`). So a loop reading big parts
     (Jacobi's `a[:-2] + a[1:-1] + a[2:]`, Cholesky's `ell[j + 1:, :j] @ ell[j, :j]`) does
     not copy them, as numpy does not."""
 
@@ -503,15 +505,6 @@ def _getitem(slow):
             arr = u.arg.array
         else:
             return _lazy_item(self, key, slow)
-        tk = type(key)
-        if tk is tuple:  # (`_ints`' check of a basic key, inline; a zero step: numpy's ValueError below)
-            for k in key:
-                if type(k) is not int and (type(k) is not slice or type(k.start) not in _BOUND or
-                                           type(k.stop) not in _BOUND or type(k.step) not in _BOUND):
-                    return _scalar_key(slow(self, key), key)
-        elif tk is not int and (tk is not slice or type(key.start) not in _BOUND or
-                                type(key.stop) not in _BOUND or type(key.step) not in _BOUND):
-            return _scalar_key(slow(self, key), key)
         if _T._READ_HOOK is None:
             lim = _local.limit
             if lim is None:
@@ -524,6 +517,9 @@ def _getitem(slow):
                 if type(v) is not np.ndarray:  # one element: numpy's scalar (a copy of the value), as numpy
                     _tick()
                     return v
+                b = v.base  # NOTE: basic indexing (ints, slices, None, Ellipsis) gives a view of x's memory
+                if b is not arr and (b is None or b is not arr.base):  # an advanced index: its copy
+                    return _scalar_key(slow(self, key), key)
                 if type(v) is np.ndarray:
                     if v.size > lim:
                         return slow(self, key)
@@ -845,10 +841,22 @@ def _matmul_like(name: str, slow):
             if (ta is _ndarray or ta is _Tensor) and (tb is _ndarray or tb is _Tensor):
                 u, v = a.uop, b.uop
                 d = u.dtype
-                x = _array(u) if v.dtype is d else None
-                y = _array(v) if x is not None else None
+                x = y = None
+                if v.dtype is d:  # (`_array` of both, inline)
+                    if type(u) is _Fresh:
+                        x = u._a
+                        if x is None:
+                            x = u.arg.array
+                    elif u.op is _BUFFER:
+                        x = u.arg.array
+                    if x is not None:
+                        if type(v) is _Fresh:
+                            y = v._a
+                            if y is None:
+                                y = v.arg.array
+                        elif v.op is _BUFFER:
+                            y = v.arg.array
                 if y is not None:
-                    key = (name, d, d)
                     want = table.get(d)
                     if want is not None:
                         want = want.get(d)
@@ -860,14 +868,20 @@ def _matmul_like(name: str, slow):
                                 lim = _POLICY
                             if lim and x.size <= lim and y.size <= lim and \
                                     (x.shape[0] if nx == 2 else 1) * (y.shape[1] if ny == 2 else 1) <= lim:
-                                r = _call2(np.matmul, x, y, want)
+                                if want[2]:
+                                    try:
+                                        r = _q.run(_matmul, x, y)
+                                    except RuntimeError:  # (the quiet context entered already)
+                                        r = _quiet_set(_matmul, x, y)
+                                else:
+                                    r = _matmul(x, y)
                                 if r.dtype is want[1]:
                                     _tick()
                                     # (two vectors: numpy's scalar, as numpy returns it)
                                     return _wrap(r, want[0]) if type(r) is np.ndarray else r
-                                _memo[key] = False
+                                _memo[(name, d, d)] = False
                     elif want is None:
-                        return _scalar_of(_learn(key, slow(a, b)))
+                        return _scalar_of(_learn((name, d, d), slow(a, b)))
         return _scalar_of(slow(a, b, *rest, **kwargs))
 
     fn.__name__ = fn.__qualname__ = name
