@@ -598,7 +598,21 @@ def _setitem(slow):
             arr = u.arg.array
         else:
             return slow(self, key, value)
-        if _T._READ_HOOK is None and (nints := _ints(key)) >= 0:
+        tk = type(key)
+        if tk is tuple:  # (`_ints`, inline)
+            nints = 0
+            for k in key:
+                if type(k) is int:
+                    nints += 1
+                elif type(k) is not slice or type(k.start) not in _BOUND or type(k.stop) not in _BOUND or \
+                        type(k.step) not in _BOUND or k.step == 0:
+                    nints = -1
+                    break
+        elif tk is int:
+            nints = 1
+        else:
+            nints = _ints(key)
+        if _T._READ_HOOK is None and nints >= 0:
             lim = _local.limit
             if lim is None:
                 lim = _POLICY
