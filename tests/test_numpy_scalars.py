@@ -294,3 +294,31 @@ def test_numpy_scalar_operands_take_the_fast_path():
     before = _fast.stats()["fast"]
     x[2] = s
     assert _fast.stats()["fast"] == before + 1 and x[2] == 3.0
+
+
+def test_ufuncs_of_scalars_only_are_numpys_call_in_either_order():
+    z = snp.asarray(np.array([0.0, -1.0]))
+    for _ in range(2):
+        for call, ref in ((lambda: snp.divide(1.0, z[0]), lambda: np.divide(1.0, np.float64(0.0))),
+                          (lambda: snp.divide(z[1], 0.0), lambda: np.divide(np.float64(-1.0), 0.0)),
+                          (lambda: snp.sqrt(z[1]), lambda: np.sqrt(np.float64(-1.0))),
+                          (lambda: snp.maximum(2, z[1]), lambda: np.maximum(2, np.float64(-1.0)))):
+            for state in ("ignore", "warn", "raise"):
+                outcome = []
+                for f in (call, ref):
+                    with warnings.catch_warnings(record=True) as w, np.errstate(all=state):
+                        warnings.simplefilter("always")
+                        try:
+                            r = f()
+                            outcome.append((type(r), np.asarray(r).tobytes(), [str(m.message) for m in w]))
+                        except FloatingPointError as e:
+                            outcome.append(("raised", str(e)))
+                assert outcome[0] == outcome[1], (state, outcome)
+
+
+def test_a_scalar_combination_whose_numpy_dtype_is_not_svods_stays_svods():
+    s = np.int8(4)
+    for _ in range(2):
+        r = snp.sqrt(s)  # numpy: float16; svod has no float16 (docs/semantics.md: float32)
+        assert type(r) is np.float32 and r == 2.0
+    assert type(np.sqrt(s)) is np.float16

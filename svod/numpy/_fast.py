@@ -757,13 +757,15 @@ def _function(name: str, npf, slow, nin: int):
     and for a binary ufunc a Python float/complex (or int of at most 2^53 with a float or
     complex other operand) — in either order (a svod array second: the memo's `name/r`,
     keyed by that array's dtype). Operands that are all numpy scalars (the first one a
-    numpy scalar, the second a numpy or Python scalar) are numpy's own call: its scalar
-    result in the caller's error state, as numpy gives it (memo `name/s`)."""
+    numpy scalar, the second a numpy or Python scalar, or the other way round) are numpy's
+    own call: its scalar result in the caller's error state, as numpy gives it (memo
+    `name/s`, `name/sr`)."""
 
     table = _memo.table(name)
     rtable = _memo.table(name + "/r")
     stable = _memo.table(name + "/s")
-    rname, sname = name + "/r", name + "/s"
+    srtable = _memo.table(name + "/sr")
+    rname, sname, srname = name + "/r", name + "/s", name + "/sr"
 
     def fn(_self, *args, **kwargs):
         if not kwargs and len(args) == nin and _T._READ_HOOK is None:
@@ -788,6 +790,8 @@ def _function(name: str, npf, slow, nin: int):
                         tab, key = rtable, (rname, kb, d)  # (the array's dtype first: `name/r`)
                     elif wa == 0 and (wb == 0 or kb is not int or d.kind in _FC and -_BIG <= b <= _BIG):
                         tab, key = stable, (sname, d, kb)
+                    elif wb == 0 and (d is not int or kb.kind in _FC and -_BIG <= a <= _BIG):
+                        tab, key = srtable, (srname, kb, d)  # (a Python number, then a numpy scalar)
                 if tab is not None:
                     want = tab.get(key[1])
                     if want is not None:
@@ -797,7 +801,7 @@ def _function(name: str, npf, slow, nin: int):
                         if lim is None:
                             lim = _POLICY
                         if lim and (nin == 1 and (wa == 0 or a.size <= lim) or nin == 2 and _size_ok(a, b, lim)):
-                            if tab is stable:  # numpy scalars only: numpy's call, the caller's error state
+                            if tab is stable or tab is srtable:  # scalars only: numpy's call, the caller's error state
                                 r = npf(a) if nin == 1 else npf(a, b)
                             elif want[2]:
                                 r = _quiet(npf, a) if nin == 1 else _quiet(npf, a, b)
@@ -816,7 +820,7 @@ def _function(name: str, npf, slow, nin: int):
                             _memo[key] = False
                     elif want is None:
                         res = _learn(key, slow(*args))
-                        if tab is stable and _memo.get(key):  # numpy's own call, as the later calls make it
+                        if (tab is stable or tab is srtable) and _memo.get(key):  # numpy's call, as later calls
                             r = npf(a) if nin == 1 else npf(a, b)
                             if r.dtype is _memo[key][1]:
                                 return r
