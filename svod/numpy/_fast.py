@@ -28,21 +28,27 @@ numpy's own op ~0.3–1 µs). This module puts a thin path in front of the most 
   `ceil`, `@`/`dot`/`matmul` of at most 2-D operands of one dtype (`np.matmul`),
   `outer`, `sum` over all axes), with numpy's floating-point warnings off as in svod's
   compiled code. NaN, ±inf and -0.0 are numpy's.
-* **Results** are fresh arrays (or, for a 0-d result, the numpy scalar numpy returns)
-  bound to an unmaterialized realized node (`svod.eager.Fresh`: its BufferRef, signature
-  and read-only flag are built when something reads them — every reader of `.uop` sees
-  `UOp.buffer`'s node); fast ops read the array directly. Two real-float numpy scalars
-  (or one and a Python float/int) use numpy's scalar math, the same IEEE operation. A
-  basic index copies (svod's slices are values). `x[key] = v` of a realized `x` writes
-  in place when `svod.eager.sole_owner` allows, else into a copy — `svod.indexing`'s
-  eager write, without the frontend.
+* **Results** are fresh arrays bound to an unmaterialized realized node
+  (`svod.eager.Fresh`: its BufferRef, signature and read-only flag are built when
+  something reads them — every reader of `.uop` sees `UOp.buffer`'s node); fast ops read
+  the array directly. A 0-d result is the numpy scalar numpy returns, itself (an element
+  `A[i, j]`, a dot product of two vectors, a sum; `_ndarray.scalar_of` makes the full
+  path's 0-d results the same, so the type never depends on which path ran): its
+  arithmetic with other scalars is numpy's own. numpy scalars are operands here too
+  (strong, of their dtype: `row / A[i, i]`, `A[i, j] = s`, `np.sqrt(s)`; on the left of an
+  operator numpy hands the call to `ndarray.__array_ufunc__`, which runs the ufunc's fast
+  path). A ufunc of scalars only is numpy's call in the caller's error state. A basic
+  index is a view or a copy (`_getitem`). `x[key] = v` of a realized `x` writes in place
+  when `svod.eager.sole_owner` allows, else into a copy — `svod.indexing`'s eager write,
+  without the frontend.
 * **Error state.** numpy's floating-point errors are silenced (svod's compiled code never
-  warns) around every op that could raise a flag; ops that cannot (`_noisy`: integer
-  arithmetic without division, comparisons of real floats — probed at import) skip it.
+  warns) around every op of a svod array that could raise a flag; ops that cannot
+  (`_noisy`: integer arithmetic without division, comparisons of real floats — probed at
+  import) skip it.
 
 `stats()` counts the calls that took this path; tests/test_numpy_fast.py compares every
 path with numpy (dtypes, NaN/inf/-0.0, aliasing, in-place writes) and checks that the
-path is taken.
+path is taken; tests/test_numpy_scalars.py checks the scalars against numpy's.
 """
 
 from __future__ import annotations
