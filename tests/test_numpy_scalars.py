@@ -322,3 +322,15 @@ def test_a_scalar_combination_whose_numpy_dtype_is_not_svods_stays_svods():
         r = snp.sqrt(s)  # numpy: float16; svod has no float16 (docs/semantics.md: float32)
         assert type(r) is np.float32 and r == 2.0
     assert type(np.sqrt(s)) is np.float16
+
+
+def test_numpy_itself_on_svod_numpy_arrays_gives_its_scalars_and_svod_tensors_stay_tensors():
+    a = np.arange(1.0, 5.0)
+    x = snp.asarray(a)
+    for got, want in ((np.sum(x), np.sum(a)), (np.dot(x, x), np.dot(a, a)), (np.add.reduce(x), np.add.reduce(a)),
+                      (np.mean(x), np.mean(a)), (np.linalg.norm(x), np.linalg.norm(a)), (np.sqrt(x[1]), np.sqrt(a[1])),
+                      (np.amax(x), np.amax(a))):
+        assert type(got) is type(want)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    t = svod.asarray(np.arange(1.0, 5.0))  # svod's own namespace: 0-d tensors, lazy
+    assert type(np.sum(t)) is svod.Tensor and type(svod.sum(t)) is svod.Tensor and type(t[1]) is svod.Tensor
