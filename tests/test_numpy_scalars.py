@@ -334,3 +334,16 @@ def test_numpy_itself_on_svod_numpy_arrays_gives_its_scalars_and_svod_tensors_st
         np.testing.assert_allclose(got, want, rtol=1e-12)
     t = svod.asarray(np.arange(1.0, 5.0))  # svod's own namespace: 0-d tensors, lazy
     assert type(np.sum(t)) is svod.Tensor and type(svod.sum(t)) is svod.Tensor and type(t[1]) is svod.Tensor
+
+
+def test_every_operator_of_0d_arrays_gives_numpys_scalar():
+    a = np.float64(7.0)
+    z, zi = snp.asarray(np.asarray(a)), snp.asarray(np.asarray(np.int64(6)))
+    ai = np.asarray(np.int64(6))
+    for f in (lambda u: u ** 2, lambda u: 2 ** u, lambda u: u % 4, lambda u: u // 2, lambda u: -u, lambda u: +u,
+              lambda u: abs(u), lambda u: u >= 7, lambda u: 3.0 - u):
+        for _ in range(2):
+            _same(f(z), f(np.asarray(a)))
+    for f in (lambda u: u & 3, lambda u: u | 1, lambda u: u ^ 5, lambda u: u << 2, lambda u: u >> 1, lambda u: ~u):
+        _same(f(zi), f(ai))
+    _same(snp.asarray(np.ones(3)) @ snp.asarray(np.ones(3)), np.ones(3) @ np.ones(3))

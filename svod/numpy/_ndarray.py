@@ -46,6 +46,11 @@ SCALAR_FUNCTIONS = frozenset((
 # `ndarray` methods likewise (`x.sum()`, `x.max()`, `x.dot(y)`, ...)
 SCALAR_METHODS = frozenset(("sum", "prod", "max", "min", "mean", "std", "var", "any", "all", "argmax", "argmin",
                             "dot", "trace", "ptp"))
+# operators: numpy gives every operator of 0-d arrays (`z ** 2`, `z % 3`, `-z`) a scalar result
+_OPERATORS_0D = frozenset(f"__{p}{n}__" for n in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul",
+                                                  "and", "or", "xor", "lshift", "rshift") for p in ("", "r")) | \
+    frozenset(("__neg__", "__pos__", "__abs__", "__invert__", "__lt__", "__le__", "__gt__", "__ge__", "__eq__",
+               "__ne__"))
 
 
 def scalar_of(out):
@@ -180,7 +185,7 @@ _KEEP = {"__init__", "__new__", "__hash__", "__repr__", "__str__", "__format__",
 
 
 def _method(name: str, fn):
-    if name in SCALAR_METHODS:
+    if name in SCALAR_METHODS or name in _OPERATORS_0D:
         def method(self, *args, **kwargs):
             with dt.numpy_defaults():
                 return scalar_result(retag(fn(self, *args, **kwargs)), (self, *args), kwargs)
