@@ -285,12 +285,20 @@ def test_jit_in_a_loop_takes_scalars_read_from_arrays():
 def test_numpy_scalar_operands_take_the_fast_path():
     x = snp.asarray(np.arange(8.0))
     s = x[3]
-    for f in (lambda: x * s, lambda: s * x, lambda: x / s, lambda: s - x, lambda: snp.maximum(s, x),
-              lambda: snp.sqrt(s)):
-        f()
+    a, sa = np.arange(8.0), np.float64(3.0)
+    for f in (lambda u, t: u * t, lambda u, t: t * u, lambda u, t: u / t, lambda u, t: t - u, lambda u, t: t < u,
+              lambda u, t: t == u, lambda u, t: t >= u, lambda u, t: np.asarray(t) <= u,
+              lambda u, t: snp.maximum(t, u) if u is x else np.maximum(t, u), lambda u, t: snp.sqrt(t)):
+        f(x, s)
         before = _fast.stats()["fast"]
-        f()
+        got = f(x, s)
         assert _fast.stats()["fast"] == before + 1
+        want = f(a, sa)
+        if isinstance(want, np.generic):
+            _same(got, want)
+        else:
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got.numpy(), want)
     before = _fast.stats()["fast"]
     x[2] = s
     assert _fast.stats()["fast"] == before + 1 and x[2] == 3.0

@@ -1008,6 +1008,7 @@ _INPLACE = {"__iadd__": (np.add, "add"), "__isub__": (np.subtract, "subtract"),
 
 
 _UFUNC_CALLS: dict = {}  # numpy's ufunc -> the `svod.numpy` ufunc's fast call (`install`)
+_REFLECTED: dict = {}  # numpy's ufunc -> the ndarray operator computing `ufunc(other, x)` as `op(x, other)`
 
 
 def _array_ufunc(slow):
@@ -1019,6 +1020,13 @@ def _array_ufunc(slow):
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method == "__call__" and not kwargs:
+            if len(inputs) == 2 and inputs[1] is self:  # `s * x`: x's reflected operator (one call less)
+                op = _REFLECTED.get(ufunc)
+                if op is not None:
+                    o = inputs[0]
+                    if type(o) is np.ndarray and not o.shape:
+                        o = o[()]  # (`s < x`: numpy's comparison hands over its scalar as a 0-d array)
+                    return op(self, o)
             f = _UFUNC_CALLS.get(ufunc)
             if f is not None:
                 return f(*inputs)
@@ -1056,6 +1064,12 @@ def install(ndarray, namespace: dict) -> None:
             u._call = functools.partial(call, u)
             _UFUNC_CALLS.setdefault(npf, u._call)
     ndarray.__array_ufunc__ = _array_ufunc(ndarray.__array_ufunc__)
+    # (a comparison with the operands swapped is the mirrored comparison: the same IEEE result)
+    for npf, op in ((np.add, "__radd__"), (np.subtract, "__rsub__"), (np.multiply, "__rmul__"),
+                    (np.true_divide, "__rtruediv__"), (np.less, "__gt__"), (np.less_equal, "__ge__"),
+                    (np.greater, "__lt__"), (np.greater_equal, "__le__"), (np.equal, "__eq__"),
+                    (np.not_equal, "__ne__")):
+        _REFLECTED[npf] = getattr(ndarray, op)
     namespace["dot"] = _matmul_like("matmul", namespace["dot"])
     namespace["matmul"] = _matmul_like("matmul", namespace["matmul"])
     namespace["outer"] = _outer(namespace["outer"])
