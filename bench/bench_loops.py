@@ -10,6 +10,16 @@ within 2x numpy after the first call, searches + compiles bounded by a small con
 then how many ops took svod.numpy's fast path, went through the frontend eagerly, or ran
 with numpy because their structure had made its bounded number of plans (svod.eager).
 Also `svod bench --only loops`.
+
+Where it stands (2026-11-28, `--cpu`, a 2-core machine shared with other jobs, load 9-14;
+ratios of svod's fastest steady call to numpy's, two runs; docs/semantics.md, "numpy
+scalars" and "Big parts are views, and what a fast op costs"): at n = 200 row_normalise
+1.3-1.4x, lu 1.5-1.6x, jacobi_1d 1.5x (issue 28's 2x met), cholesky 3.8-4.2x,
+gauss_seidel_2d 4.4-4.6x, forward_solve 5.4-5.7x; at n = 32 2.5x (row_normalise) to 5.4x
+(forward_solve). Searches and compiles after the first call: 0 for every program. Element
+reads, dot products and sums give numpy scalars, whose arithmetic is numpy's own; what is
+left is the per-op cost of row-sized array ops (~10,000 CPU instructions of Python over
+numpy's 2,000-8,000).
 """
 
 from __future__ import annotations

@@ -164,6 +164,10 @@ def test_matmul_dot_outer_match_numpy():
     a, b, v = r.standard_normal((6, 5)), r.standard_normal((5, 4)), r.standard_normal(5)
     A, B, V = snp.asarray(a), snp.asarray(b), snp.asarray(v)
     for got, want in ((A @ B, a @ b), (A @ V, a @ v), (snp.dot(V, V), np.dot(v, v)), (snp.outer(V, V), np.outer(v, v))):
+        if isinstance(want, np.generic):  # (svod.numpy: numpy's scalar for a dot of two vectors)
+            assert type(got) is type(want)
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+            continue
         assert got.is_realized
         assert got.dtype.np == want.dtype
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
@@ -373,7 +377,7 @@ def test_default_policy_is_numpy_namespace():
     E._local.limit = None  # the process default, as outside any eager_mode block
     try:
         if E.POLICY == "auto":
-            assert not (x * 2).is_realized and (y * 2).is_realized and y[1].is_realized
+            assert not (x * 2).is_realized and (y * 2).is_realized and type(y[1]) is np.float64
             assert snp.sqrt(y).is_realized and not svod.sqrt(x).is_realized
     finally:
         E._local.limit = state

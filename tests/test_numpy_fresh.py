@@ -54,25 +54,28 @@ def test_materialization_gives_what_uop_buffer_gives():
         _ = u.no_such_slot
 
 
-def test_a_0d_value_is_a_numpy_scalar_until_read_as_an_array():
+def test_an_element_is_numpys_scalar_and_a_0d_fresh_value_a_scalar_until_read_as_an_array():
     a = snp.asarray(np.arange(12.0).reshape(3, 4))
     e = _warm(lambda: a[1, 2])
-    assert type(e.uop) is Fresh and isinstance(e.uop._a, np.generic)
-    assert e.shape == () and e.ndim == 0 and e.dtype is snp.float64
-    assert float(e) == 6.0 and int(e) == 6 and bool(e) and e.item() == 6.0 and type(e.item()) is float
-    assert type(e.uop) is Fresh and e.uop._a is not None, "reading a value builds no node"
-    assert a[1:2, 3:4].item() == 7.0 and a[1].item(2) == 6.0 and list(range(10))[e.astype("int64")] == 6
+    assert type(e) is np.float64 and e == 6.0  # numpy's scalar, as numpy gives it
+    assert a[1:2, 3:4].item() == 7.0 and a[1].item(2) == 6.0 and list(range(10))[int(e)] == 6
     with pytest.raises(ValueError, match="item"):
         a[1].item()
-    t = _warm(lambda: e > 5)
-    assert t.dtype is snp.bool and bool(t) is True and type(t.uop._a) is np.bool_
-    s = _warm(lambda: e - a[0, 1])
-    assert float(s) == 5.0
-    n = e.numpy()  # materialized: a read-only 0-d array
-    assert isinstance(n, np.ndarray) and n.shape == () and n.dtype == np.float64 and float(n) == 6.0
-    assert type(e.uop._a) is type(None)
-    e[()] = 2.5  # a write into a 0-d value (into a copy: it was exported)
-    assert float(e) == 2.5 and float(n) == 6.0
+    # a 0-d svod array (numpy's asarray of a scalar gives one too) written in place holds a scalar
+    z = snp.asarray(np.float64(6.0))
+    z += 0.0
+    z += 1.0  # (learned: the fast path)
+    assert type(z) is snp.ndarray and type(z.uop) is Fresh and isinstance(z.uop._a, np.generic)
+    assert z.shape == () and z.ndim == 0 and z.dtype is snp.float64
+    assert float(z) == 7.0 and int(z) == 7 and bool(z) and z.item() == 7.0 and type(z.item()) is float
+    assert type(z.uop) is Fresh and z.uop._a is not None, "reading a value builds no node"
+    t = _warm(lambda: z > 5)
+    assert type(t) is np.bool_ and t  # (a 0-d result of an op: numpy's scalar)
+    n = z.numpy()  # materialized: a read-only 0-d array
+    assert isinstance(n, np.ndarray) and n.shape == () and n.dtype == np.float64 and float(n) == 7.0
+    assert type(z.uop._a) is type(None)
+    z[()] = 2.5  # a write into a 0-d value (into a copy: it was exported)
+    assert float(z) == 2.5 and float(n) == 7.0
 
 
 def test_consumers_explain_jit_lazy_mode_and_protocols():
@@ -224,9 +227,11 @@ SPECIAL = [0.0, -0.0, 1.5, -2.25, np.inf, -np.inf, np.nan, 1e308, 5e-324, 3.0]
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "truediv", "lt", "le", "gt", "ge", "eq", "ne"])
 def test_scalar_math_of_0d_values_is_the_ufuncs_bit_for_bit(dtype, op):
-    """0-d values are numpy scalars: two of them (or one and a Python float/int) go
-    through numpy's scalar math, which must give the array loop's bits, dtype and no
-    warning (svod's compiled semantics)."""
+    """An element is numpy's scalar (bits and type of numpy's element), and what it meets is
+    numpy's: two of them (or one and a Python float/int) are numpy's scalar math itself, in
+    the caller's error state. A 0-d *svod array* (`asarray` of a scalar) with them is svod's
+    op — quiet, as svod's compiled code — whose result is numpy's scalar with the ufunc's
+    bits and dtype."""
     import operator as o
 
     ufunc = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.true_divide, "lt": np.less,
@@ -235,21 +240,37 @@ def test_scalar_math_of_0d_values_is_the_ufuncs_bit_for_bit(dtype, op):
     vals = snp.asarray(np.array(SPECIAL, dtype=dtype))
     arr = np.array(SPECIAL, dtype=dtype)
     for i in range(len(SPECIAL)):
+        x = vals[i]
+        assert type(x) is type(arr[i]) and x.tobytes() == arr[i].tobytes()
+        z = snp.asarray(arr[i])  # a 0-d svod array
         for j in range(len(SPECIAL)):
             for other, ref in ((vals[j], arr[j:j + 1].reshape(())), (SPECIAL[j], SPECIAL[j]), (2, 2)):
-                x = vals[i]
                 with np.errstate(all="raise"):
-                    f(x, other)  # (learns the combination: the full path)
-                    got = f(x, other)
-                    f(other, x)
-                    rgot = f(other, x)
+                    f(z, other)  # (learns the combination: the full path)
+                    got = f(z, other)
+                    f(other, z)
+                    rgot = f(other, z)
                 with np.errstate(all="ignore"):
                     want = ufunc(arr[i:i + 1].reshape(()), ref)
                     rwant = ufunc(ref, arr[i:i + 1].reshape(()))
                 for g, w in ((got, want), (rgot, rwant)):
-                    gn = g.numpy()
-                    assert gn.dtype == np.asarray(w).dtype and gn.tobytes() == np.asarray(w).tobytes(), \
-                        (op, dtype, SPECIAL[i], SPECIAL[j], gn, w)
+                    assert type(g) is type(w) and g.tobytes() == w.tobytes(), (op, dtype, SPECIAL[i], SPECIAL[j], g, w)
+                # the element itself: numpy's scalar math, numpy's flags in numpy's error state
+                nref = arr[j] if type(other) is not type(ref) else ref  # (numpy's own element)
+                for args in ((x, other), (other, x)):
+                    with np.errstate(all="ignore"):
+                        w = f(arr[i], nref) if args[0] is x else f(nref, arr[i])
+                        g = f(*args)
+                    assert type(g) is type(w) and g.tobytes() == w.tobytes()
+                    errs = []
+                    for a_ in (args, (arr[i], nref) if args[0] is x else (nref, arr[i])):
+                        try:
+                            with np.errstate(all="raise"):
+                                f(*a_)
+                            errs.append(None)
+                        except FloatingPointError as e:
+                            errs.append(str(e))
+                    assert errs[0] == errs[1], (op, dtype, SPECIAL[i], SPECIAL[j], errs)
 
 
 def test_materialization_turns_a_fresh_node_into_a_plain_leaf():
@@ -304,9 +325,16 @@ def test_keys_with_zero_steps_or_other_bounds_take_the_full_path():
         with pytest.raises(ValueError, match="step"):  # the full path's error (numpy's too)
             bad()
     want = np.arange(12.0).reshape(3, 4)
-    for key in [(1, slice(np.int64(1), None)), slice(True, None), (1, slice(None, 3, np.int64(2)))]:
+    # basic keys with numpy ints as bounds, None, Ellipsis: numpy's basic indexing (a view: fast)
+    for key in [(1, slice(np.int64(1), None)), (1, slice(None, 3, np.int64(2))), (None, 1), (Ellipsis, 2),
+                (np.int64(2), slice(1, 3))]:
         before = _fast.stats()["fast"]
-        np.testing.assert_array_equal(np.asarray(a[key]), want[key])  # the full path's answer
+        np.testing.assert_array_equal(np.asarray(a[key]), want[key])
+        assert _fast.stats()["fast"] == before + 1
+    # advanced keys (lists, integer and boolean arrays, a bool): the full path, numpy's answer
+    for key in [[0, 2], (1, [0, 3]), np.array([True, False, True]), (np.array([0, 2]), slice(1, 3)), True]:
+        before = _fast.stats()["fast"]
+        np.testing.assert_array_equal(np.asarray(a[key]), want[key])
         assert _fast.stats()["fast"] == before
 
 

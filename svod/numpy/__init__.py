@@ -32,7 +32,8 @@ from svod import dtype as _dt
 from svod import interop as _interop
 from svod import tensor as _tensor
 from svod.numpy import _einsum, _fast, _functions, _index_tricks, _mathfuncs, _stats, _ufuncs, fft, linalg, random  # noqa: F401
-from svod.numpy._ndarray import ndarray, numpy_function, retag  # noqa: F401
+from svod.numpy._ndarray import SCALAR_FUNCTIONS as _SCALAR_FUNCTIONS
+from svod.numpy._ndarray import ndarray, numpy_function, retag, scalar_of  # noqa: F401
 
 # dtypes (svod's, callable as numpy's scalar types) and numpy's abstract scalar classes
 bool_ = bool = _dt.bool_  # noqa: A001
@@ -104,8 +105,8 @@ class _NumpyUfunc:
         self.__name__ = u.__name__
         self.nin, self.nout, self.nargs, self.identity = u.nin, u.nout, u.nargs, u.identity
         for m in ("outer", "reduce", "accumulate", "at", "reduceat"):
-            setattr(self, m, numpy_function(getattr(u, m), f"{u.__name__}.{m}"))
-        self._call = numpy_function(u.__call__, u.__name__)
+            setattr(self, m, numpy_function(getattr(u, m), f"{u.__name__}.{m}", m == "reduce"))
+        self._call = numpy_function(u.__call__, u.__name__, True)  # (a 0-d result: numpy's scalar)
 
     def __call__(self, *args, **kwargs):
         return self._call(*args, **kwargs)
@@ -129,7 +130,7 @@ _FUNCTIONS.update({n: getattr(_mathfuncs, n) for n in _mathfuncs.__all__})
 _FUNCTIONS.update({n: getattr(_stats, n) for n in _stats.__all__})
 _FUNCTIONS["einsum"] = _einsum.einsum
 for _name, _fn in _FUNCTIONS.items():
-    globals()[_name] = numpy_function(_fn, _name)
+    globals()[_name] = numpy_function(_fn, _name, _name in _SCALAR_FUNCTIONS)
 concat = concatenate  # noqa: F821
 einsum_path = numpy_function(_einsum.einsum_path, "einsum_path")  # no tensors out: not in the dispatch table
 

@@ -28,21 +28,27 @@ numpy's own op ~0.3–1 µs). This module puts a thin path in front of the most 
   `ceil`, `@`/`dot`/`matmul` of at most 2-D operands of one dtype (`np.matmul`),
   `outer`, `sum` over all axes), with numpy's floating-point warnings off as in svod's
   compiled code. NaN, ±inf and -0.0 are numpy's.
-* **Results** are fresh arrays (or, for a 0-d result, the numpy scalar numpy returns)
-  bound to an unmaterialized realized node (`svod.eager.Fresh`: its BufferRef, signature
-  and read-only flag are built when something reads them — every reader of `.uop` sees
-  `UOp.buffer`'s node); fast ops read the array directly. Two real-float numpy scalars
-  (or one and a Python float/int) use numpy's scalar math, the same IEEE operation. A
-  basic index copies (svod's slices are values). `x[key] = v` of a realized `x` writes
-  in place when `svod.eager.sole_owner` allows, else into a copy — `svod.indexing`'s
-  eager write, without the frontend.
+* **Results** are fresh arrays bound to an unmaterialized realized node
+  (`svod.eager.Fresh`: its BufferRef, signature and read-only flag are built when
+  something reads them — every reader of `.uop` sees `UOp.buffer`'s node); fast ops read
+  the array directly. A 0-d result is the numpy scalar numpy returns, itself (an element
+  `A[i, j]`, a dot product of two vectors, a sum; `_ndarray.scalar_of` makes the full
+  path's 0-d results the same, so the type never depends on which path ran): its
+  arithmetic with other scalars is numpy's own. numpy scalars are operands here too
+  (strong, of their dtype: `row / A[i, i]`, `A[i, j] = s`, `np.sqrt(s)`; on the left of an
+  operator numpy hands the call to `ndarray.__array_ufunc__`, which runs the ufunc's fast
+  path). A ufunc of scalars only is numpy's call in the caller's error state. A basic
+  index is a view or a copy (`_getitem`). `x[key] = v` of a realized `x` writes in place
+  when `svod.eager.sole_owner` allows, else into a copy — `svod.indexing`'s eager write,
+  without the frontend.
 * **Error state.** numpy's floating-point errors are silenced (svod's compiled code never
-  warns) around every op that could raise a flag; ops that cannot (`_noisy`: integer
-  arithmetic without division, comparisons of real floats — probed at import) skip it.
+  warns) around every op of a svod array that could raise a flag; ops that cannot
+  (`_noisy`: integer arithmetic without division, comparisons of real floats — probed at
+  import) skip it.
 
 `stats()` counts the calls that took this path; tests/test_numpy_fast.py compares every
 path with numpy (dtypes, NaN/inf/-0.0, aliasing, in-place writes) and checks that the
-path is taken.
+path is taken; tests/test_numpy_scalars.py checks the scalars against numpy's.
 """
 
 from __future__ import annotations
@@ -56,8 +62,10 @@ import threading
 import numpy as np
 
 import svod.tensor as _T
+from svod import dtype as _dt
 from svod import eager as _eager
 from svod.ir import Ops
+from svod.numpy._ndarray import scalar_of as _scalar_of
 
 __all__ = ["install", "stats"]
 
@@ -81,6 +89,10 @@ _BIG = 2 ** 53
 _VIEW_MIN = 2048
 _FC = frozenset("fc")
 _add_reduce = np.add.reduce
+_matmul = np.matmul
+# a numpy scalar's type -> its svod dtype (a strong operand, NEP 50)
+_NPSCALAR = {d.np.type: d for d in _dt.ALL}
+_NPSCALAR_GET = _NPSCALAR.get
 
 
 
@@ -239,9 +251,17 @@ def _operand(o, kind_ok):
 
 
 def _learn(key, res):
-    """Record the dtype of a full-path result `res` for `key` (when it was computed eagerly)."""
-    if key not in _memo and isinstance(res, _Tensor) and res.uop.op is _BUFFER:
-        d = res.uop.dtype
+    """Record the dtype of a full-path result `res` for `key` (when it was computed eagerly:
+    a realized array, or the numpy scalar of a realized 0-d result)."""
+    if key not in _memo:
+        if isinstance(res, _Tensor):
+            if res.uop.op is not _BUFFER:
+                return res
+            d = res.uop.dtype
+        else:
+            d = _NPSCALAR_GET(type(res))
+            if d is None:
+                return res
         _memo[key] = (d, d.np, _noisy(key))
         _stats["learned"] += 1
     return res
@@ -307,7 +327,7 @@ def _binary(name: str, npf, slow, reflected: bool, pyop=None):
         elif u.op is _BUFFER:
             a = u.arg.array
         else:
-            return slow(self, o)
+            return _scalar_of(slow(self, o))
         d = u.dtype
         t = type(o)
         if t is _ndarray or t is _Tensor:
@@ -319,12 +339,15 @@ def _binary(name: str, npf, slow, reflected: bool, pyop=None):
             elif v.op is _BUFFER:
                 b = v.arg.array
             else:
-                return slow(self, o)
+                return _scalar_of(slow(self, o))
             kb = v.dtype
         elif t is float or t is complex or t is int and d.kind in _FC and -_BIG <= o <= _BIG:
             b, kb = o, t  # (a weak Python scalar: the array's shape)
         else:
-            return slow(self, o)
+            kb = _NPSCALAR_GET(t)  # a numpy scalar (`A[i, j]`, a dot product): strong, its dtype's
+            if kb is None:
+                return _scalar_of(slow(self, o))
+            b = o
         want = table.get(d)
         if want is not None:
             want = want.get(kb)
@@ -355,8 +378,10 @@ def _binary(name: str, npf, slow, reflected: bool, pyop=None):
                         r = f(a, b)
                 except ValueError:  # shapes that do not broadcast (1-D operands): svod's error
                     return slow(self, o)
-                if r.dtype is want[1]:  # (an array, or a numpy scalar for a 0-d result: kept as it is)
+                if r.dtype is want[1]:  # an array, or a numpy scalar for a 0-d result (returned as numpy does)
                     _tick()
+                    if type(r) is not np.ndarray:
+                        return r
                     n = _new(_Fresh)
                     n.dtype = want[0]
                     n._a = r
@@ -365,8 +390,8 @@ def _binary(name: str, npf, slow, reflected: bool, pyop=None):
                     return res
                 _memo[(name, d, kb)] = False  # numpy's dtype is not svod's: the full path from now on
         elif want is None:
-            return _learn((name, d, kb), slow(self, o))
-        return slow(self, o)
+            return _scalar_of(_learn((name, d, kb), slow(self, o)))
+        return _scalar_of(slow(self, o))
 
     method.__name__ = method.__qualname__ = slow.__name__
     method.__doc__ = slow.__doc__
@@ -418,11 +443,11 @@ def _unary(name: str, npf, slow):
                     r = _result(_call1(npf, a, want), want)
                     if r is not None:
                         _tick()
-                        return _wrap(r, want[0])
+                        return _wrap(r, want[0]) if type(r) is np.ndarray else r
                     _memo[key] = False
             elif want is None:
-                return _learn(key, slow(self))
-        return slow(self)
+                return _scalar_of(_learn(key, slow(self)))
+        return _scalar_of(slow(self))
 
     method.__name__ = method.__qualname__ = slow.__name__
     method.__doc__ = slow.__doc__
@@ -460,18 +485,19 @@ def _plain_slice(s: slice) -> bool:
 
 
 def _getitem(slow):
-    """`x[key]` of a realized x with a basic key (Python ints and slices) and a result
-    within the eager limit: numpy's indexing. An element is the numpy scalar numpy returns;
-    a part of more than `_VIEW_MIN` bytes is a *view* of x's memory, a smaller one a copy
-    (cheaper than recording a view). A view is a value all the same (svod's slices are not
-    numpy's views): nothing writes memory that a live view reads. An in-place write needs
-    `svod.eager.sole_owner`, and a view holds a reference to the array owning its memory
-    (numpy collapses `base` to it), so while one lives a write of x goes into a copy of x —
-    unless the view is held by the unmaterialized node made here, recorded with
-    `svod.eager.note_view`: the write first gives such nodes copies of their own
-    (`svod.eager.detach_views`) and then writes in place (a loop that keeps a row while it
-    writes the others copies the row once). A node holding a view copies it into its own
-    memory when it is materialized (`svod.eager.Fresh`). So a loop reading big parts
+    """`x[key]` of a realized x with a basic key (ints, slices, None, Ellipsis: numpy's basic
+    indexing, whose result is a view of x's memory — checked on the result, where a check of
+    the key cost more) and a result within the eager limit: numpy's indexing. An element is
+    the numpy scalar numpy returns; a part of more than `_VIEW_MIN` bytes is a *view* of x's
+    memory, a smaller one a copy (cheaper than recording a view). A view is a value all the
+    same (svod's slices are not numpy's views): nothing writes memory that a live view
+    reads. An in-place write needs `svod.eager.sole_owner`, and a view holds a reference to
+    the array owning its memory (numpy collapses `base` to it), so while one lives a write
+    of x goes into a copy of x — unless the view is held by the unmaterialized node made
+    here, recorded with `svod.eager.note_view`: the write first gives such nodes copies of
+    their own (`svod.eager.detach_views`) and then writes in place (a loop that keeps a row
+    while it writes the others copies the row once). A node holding a view copies it into
+    its own memory when it is materialized (`svod.eager.Fresh`). So a loop reading big parts
     (Jacobi's `a[:-2] + a[1:-1] + a[2:]`, Cholesky's `ell[j + 1:, :j] @ ell[j, :j]`) does
     not copy them, as numpy does not."""
 
@@ -484,16 +510,7 @@ def _getitem(slow):
         elif u.op is _BUFFER:
             arr = u.arg.array
         else:
-            return slow(self, key)
-        tk = type(key)
-        if tk is tuple:  # (`_ints`' check of a basic key, inline; a zero step: numpy's ValueError below)
-            for k in key:
-                if type(k) is not int and (type(k) is not slice or type(k.start) not in _BOUND or
-                                           type(k.stop) not in _BOUND or type(k.step) not in _BOUND):
-                    return slow(self, key)
-        elif tk is not int and (tk is not slice or type(key.start) not in _BOUND or
-                                type(key.stop) not in _BOUND or type(key.step) not in _BOUND):
-            return slow(self, key)
+            return _lazy_item(self, key, slow)
         if _T._READ_HOOK is None:
             lim = _local.limit
             if lim is None:
@@ -503,6 +520,12 @@ def _getitem(slow):
                     v = arr[key]
                 except (IndexError, TypeError, ValueError):
                     return slow(self, key)  # svod's error
+                if type(v) is not np.ndarray:  # one element: numpy's scalar (a copy of the value), as numpy
+                    _tick()
+                    return v
+                b = v.base  # NOTE: basic indexing (ints, slices, None, Ellipsis) gives a view of x's memory
+                if b is not arr and (b is None or b is not arr.base):  # an advanced index: its copy
+                    return _scalar_key(slow(self, key), key)
                 if type(v) is np.ndarray:
                     if v.size > lim:
                         return slow(self, key)
@@ -518,7 +541,6 @@ def _getitem(slow):
                         res = _new(_ndarray)
                         res.uop = n
                         return res
-                # else one element: a numpy scalar, kept as the node's value (an array when materialized)
                 _tick()
                 n = _new(_Fresh)
                 n.dtype = u.dtype
@@ -526,10 +548,49 @@ def _getitem(slow):
                 res = _new(_ndarray)
                 res.uop = n
                 return res
-        return slow(self, key)
+        return _scalar_key(slow(self, key), key)
 
     __getitem__.__doc__ = slow.__doc__
     return __getitem__
+
+
+def _scalar_key(res, key):
+    """A full-path `x[key]` result: numpy's scalar when it is a realized 0-d value and `key`
+    holds no Ellipsis (numpy gives `x[..., 0]` and `x[...]` as 0-d arrays)."""
+    if key is Ellipsis or type(key) is tuple and any(k is Ellipsis for k in key):
+        return res
+    return _scalar_of(res)
+
+
+def _lazy_item(self, key, slow):
+    """`x[key]` of a pending (lazy) `x`. An element (`key` of one Python int per axis) with
+    eager small work on and no trace running: numpy's scalar of the value now — from the
+    full path when it computed it eagerly (`x` a view of realized memory), else `x` is
+    realized first (`svod.eager.realize_pending`: by its plan, or with numpy once its
+    structure has made its plans), as numpy has the whole array, and read — a Python loop
+    reading elements of a computed array realizes it once, not a graph per element. Any
+    other key: the full path (a lazy part stays lazy)."""
+    res = slow(self, key)
+    if _T._READ_HOOK is not None or not _limit():
+        return res
+    tk = type(key)
+    if tk is int or isinstance(key, np.integer):
+        n = 1
+    elif tk is tuple:
+        n = 0
+        for k in key:
+            if type(k) is not int and not isinstance(k, np.integer):
+                return _scalar_of(res) if k is not Ellipsis else res
+            n += 1
+    else:
+        return _scalar_of(res)
+    if n != len(self.shape):
+        return res if n < len(self.shape) else _scalar_of(res)
+    v = _scalar_of(res)
+    if v is not res:
+        return v
+    _eager.realize_pending(self)  # (the index was checked by the full path above: it is in range)
+    return _array(self.uop)[key]
 
 
 def _setitem(slow):
@@ -543,7 +604,21 @@ def _setitem(slow):
             arr = u.arg.array
         else:
             return slow(self, key, value)
-        if _T._READ_HOOK is None and (nints := _ints(key)) >= 0:
+        tk = type(key)
+        if tk is tuple:  # (`_ints`, inline)
+            nints = 0
+            for k in key:
+                if type(k) is int:
+                    nints += 1
+                elif type(k) is not slice or type(k.start) not in _BOUND or type(k.stop) not in _BOUND or \
+                        type(k.step) not in _BOUND or k.step == 0:
+                    nints = -1
+                    break
+        elif tk is int:
+            nints = 1
+        else:
+            nints = _ints(key)
+        if _T._READ_HOOK is None and nints >= 0:
             lim = _local.limit
             if lim is None:
                 lim = _POLICY
@@ -564,6 +639,8 @@ def _setitem(slow):
                 vu = None
             elif d.kind in _FC and (tv is float or tv is int and -_BIG <= value <= _BIG) or \
                     d.kind == "c" and tv is complex:
+                varr = value
+            elif _NPSCALAR_GET(tv) is d:  # a numpy scalar of x's dtype (`A[i, j] = s`)
                 varr = value
             if varr is not None:
                 if type(varr) is np.ndarray and varr.ndim > arr.ndim - nints:
@@ -652,58 +729,109 @@ def _float(self) -> float:
 
 # ----------------------------------------------------------------------------- functions
 
+def _fn_operand(o):
+    """(value, kind, what) of an operand of a fast ufunc call: a realized svod array (its
+    array or 0-d value's numpy scalar, its dtype, 1), a numpy scalar of a svod dtype
+    (itself, its dtype, 0), a Python float/complex/int (itself, its type, -1); else
+    (None, None, None)."""
+    t = type(o)
+    if t is _ndarray or t is _Tensor:
+        u = o.uop
+        if type(u) is _Fresh:  # (`_array`, inline)
+            a = u._a
+            if a is None:
+                a = u.arg.array
+        elif u.op is _BUFFER:
+            a = u.arg.array
+        else:
+            return None, None, None
+        return a, u.dtype, 1
+    if t is float or t is complex or t is int:
+        return o, t, -1
+    d = _NPSCALAR_GET(t)
+    if d is not None:
+        return o, d, 0
+    return None, None, None
+
+
 def _function(name: str, npf, slow, nin: int):
     """A `svod.numpy` ufunc's `__call__` (`self` unused) on the fast path when called with
     `nin` positional operands and nothing else; `slow(*args, **kwargs)` otherwise. (The
-    ufunc object's class gets it as `__call__`: one Python frame per call, not two.)"""
+    ufunc object's class gets it as `__call__`: one Python frame per call, not two.)
+
+    The operands: realized svod arrays (quiet: svod's compiled semantics), numpy scalars,
+    and for a binary ufunc a Python float/complex (or int of at most 2^53 with a float or
+    complex other operand) — in either order (a svod array second: the memo's `name/r`,
+    keyed by that array's dtype). Operands that are all numpy scalars (the first one a
+    numpy scalar, the second a numpy or Python scalar, or the other way round) are numpy's
+    own call: its scalar result in the caller's error state, as numpy gives it (memo
+    `name/s`, `name/sr`)."""
 
     table = _memo.table(name)
+    rtable = _memo.table(name + "/r")
+    stable = _memo.table(name + "/s")
+    srtable = _memo.table(name + "/sr")
+    rname, sname, srname = name + "/r", name + "/s", name + "/sr"
 
     def fn(_self, *args, **kwargs):
         if not kwargs and len(args) == nin and _T._READ_HOOK is None:
-            x = args[0]
-            tx = type(x)
-            if tx is _ndarray or tx is _Tensor:
-                u = x.uop
-                if type(u) is _Fresh:  # (`_array`, inline)
-                    a = u._a
-                    if a is None:
-                        a = u.arg.array
-                elif u.op is _BUFFER:
-                    a = u.arg.array
-                else:
-                    a = None
-                if a is not None:
-                    d = u.dtype
-                    if nin == 1:
-                        b = kb = None
+            a, d, wa = _fn_operand(args[0])
+            if wa is not None:
+                if nin == 1:
+                    b = kb = None
+                    if wa == 1:
+                        tab, key = table, (name, d, None)
+                    elif wa == 0:
+                        tab, key = stable, (sname, d, None)
                     else:
-                        b, kb = _operand(args[1], d.kind in _FC)
-                    if nin == 1 or kb is not None:
-                        want = table.get(d)
-                        if want is not None:
-                            want = want.get(kb)
-                        key = (name, d, kb)
-                        if want:
-                            lim = _local.limit
-                            if lim is None:
-                                lim = _POLICY
-                            if lim and (a.size <= lim if nin == 1 else _size_ok(a, b, lim)):
-                                if want[2]:
-                                    r = _quiet(npf, a) if nin == 1 else _quiet(npf, a, b)
-                                else:
-                                    r = npf(a) if nin == 1 else npf(a, b)
-                                if r.dtype is want[1]:
-                                    _tick()
-                                    n = _new(_Fresh)  # (`_wrap`, inline)
-                                    n.dtype = want[0]
-                                    n._a = r
-                                    res = _new(_ndarray)
-                                    res.uop = n
-                                    return res
-                                _memo[key] = False
-                        elif want is None:
-                            return _learn(key, slow(*args))
+                        tab = None
+                else:
+                    b, kb, wb = _fn_operand(args[1])
+                    tab = None
+                    if wb is None:
+                        pass
+                    elif wa == 1 and (wb >= 0 or kb is not int or d.kind in _FC and -_BIG <= b <= _BIG):
+                        tab, key = table, (name, d, kb)
+                    elif wb == 1 and (wa >= 0 or d is not int or kb.kind in _FC and -_BIG <= a <= _BIG):
+                        tab, key = rtable, (rname, kb, d)  # (the array's dtype first: `name/r`)
+                    elif wa == 0 and (wb == 0 or kb is not int or d.kind in _FC and -_BIG <= b <= _BIG):
+                        tab, key = stable, (sname, d, kb)
+                    elif wb == 0 and (d is not int or kb.kind in _FC and -_BIG <= a <= _BIG):
+                        tab, key = srtable, (srname, kb, d)  # (a Python number, then a numpy scalar)
+                if tab is not None:
+                    want = tab.get(key[1])
+                    if want is not None:
+                        want = want.get(key[2])
+                    if want:
+                        lim = _local.limit
+                        if lim is None:
+                            lim = _POLICY
+                        if lim and (nin == 1 and (wa == 0 or a.size <= lim) or nin == 2 and _size_ok(a, b, lim)):
+                            if tab is stable or tab is srtable:  # scalars only: numpy's call, the caller's error state
+                                r = npf(a) if nin == 1 else npf(a, b)
+                            elif want[2]:
+                                r = _quiet(npf, a) if nin == 1 else _quiet(npf, a, b)
+                            else:
+                                r = npf(a) if nin == 1 else npf(a, b)
+                            if r.dtype is want[1]:
+                                _tick()
+                                if type(r) is not np.ndarray:
+                                    return r  # (a 0-d result: numpy's scalar)
+                                n = _new(_Fresh)  # (`_wrap`, inline)
+                                n.dtype = want[0]
+                                n._a = r
+                                res = _new(_ndarray)
+                                res.uop = n
+                                return res
+                            _memo[key] = False
+                    elif want is None:
+                        res = _learn(key, slow(*args))
+                        if (tab is stable or tab is srtable) and _memo.get(key):  # numpy's call, as later calls
+                            r = npf(a) if nin == 1 else npf(a, b)
+                            if r.dtype is _memo[key][1]:
+                                return r
+                            _memo[key] = False
+                        return res
         return slow(*args, **kwargs)
 
     fn.__name__ = fn.__qualname__ = name
@@ -737,10 +865,22 @@ def _matmul_like(name: str, slow):
             if (ta is _ndarray or ta is _Tensor) and (tb is _ndarray or tb is _Tensor):
                 u, v = a.uop, b.uop
                 d = u.dtype
-                x = _array(u) if v.dtype is d else None
-                y = _array(v) if x is not None else None
+                x = y = None
+                if v.dtype is d:  # (`_array` of both, inline)
+                    if type(u) is _Fresh:
+                        x = u._a
+                        if x is None:
+                            x = u.arg.array
+                    elif u.op is _BUFFER:
+                        x = u.arg.array
+                    if x is not None:
+                        if type(v) is _Fresh:
+                            y = v._a
+                            if y is None:
+                                y = v.arg.array
+                        elif v.op is _BUFFER:
+                            y = v.arg.array
                 if y is not None:
-                    key = (name, d, d)
                     want = table.get(d)
                     if want is not None:
                         want = want.get(d)
@@ -752,14 +892,21 @@ def _matmul_like(name: str, slow):
                                 lim = _POLICY
                             if lim and x.size <= lim and y.size <= lim and \
                                     (x.shape[0] if nx == 2 else 1) * (y.shape[1] if ny == 2 else 1) <= lim:
-                                r = _call2(np.matmul, x, y, want)
+                                if want[2]:
+                                    try:
+                                        r = _q.run(_matmul, x, y)
+                                    except RuntimeError:  # (the quiet context entered already)
+                                        r = _quiet_set(_matmul, x, y)
+                                else:
+                                    r = _matmul(x, y)
                                 if r.dtype is want[1]:
                                     _tick()
-                                    return _wrap(r, want[0])
-                                _memo[key] = False
+                                    # (two vectors: numpy's scalar, as numpy returns it)
+                                    return _wrap(r, want[0]) if type(r) is np.ndarray else r
+                                _memo[(name, d, d)] = False
                     elif want is None:
-                        return _learn(key, slow(a, b))
-        return slow(a, b, *rest, **kwargs)
+                        return _scalar_of(_learn((name, d, d), slow(a, b)))
+        return _scalar_of(slow(a, b, *rest, **kwargs))
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = slow.__doc__
@@ -825,11 +972,11 @@ def _sum(slow):
                                         _add_reduce(x, axes, want[1]), want)
                             if r is not None:
                                 _tick()
-                                return _wrap(r, want[0])
+                                return r  # (a numpy scalar, as numpy returns it)
                             _memo[key] = False
                     elif want is None:
-                        return _learn(key, slow(a))
-        return slow(a, *rest, **kwargs)
+                        return _scalar_of(_learn(key, slow(a)))
+        return _scalar_of(slow(a, *rest, **kwargs))
 
     sum.__doc__ = slow.__doc__
     sum.__wrapped__ = getattr(slow, "__wrapped__", slow)
@@ -860,6 +1007,35 @@ _INPLACE = {"__iadd__": (np.add, "add"), "__isub__": (np.subtract, "subtract"),
             "__imul__": (np.multiply, "multiply"), "__itruediv__": (np.true_divide, "divide")}
 
 
+_UFUNC_CALLS: dict = {}  # numpy's ufunc -> the `svod.numpy` ufunc's fast call (`install`)
+_REFLECTED: dict = {}  # numpy's ufunc -> the ndarray operator computing `ufunc(other, x)` as `op(x, other)`
+
+
+def _array_ufunc(slow):
+    """`ndarray.__array_ufunc__` (NEP 13): numpy's call of a ufunc of the fast path with no
+    keyword — what `numpy_scalar * svod_array` and `np.add(numpy_scalar, svod_array)` become
+    (numpy's scalar defers to the array's `__array_ufunc__`) — is the `svod.numpy` ufunc's
+    fast call (the same result as `svod.numpy.<ufunc>(...)`, which the protocol's full path
+    runs for an ndarray operand); anything else the protocol's full path."""
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method == "__call__" and not kwargs:
+            if len(inputs) == 2 and inputs[1] is self:  # `s * x`: x's reflected operator (one call less)
+                op = _REFLECTED.get(ufunc)
+                if op is not None:
+                    o = inputs[0]
+                    if type(o) is np.ndarray and not o.shape:
+                        o = o[()]  # (`s < x`: numpy's comparison hands over its scalar as a 0-d array)
+                    return op(self, o)
+            f = _UFUNC_CALLS.get(ufunc)
+            if f is not None:
+                return f(*inputs)
+        return slow(self, ufunc, method, *inputs, **kwargs)
+
+    __array_ufunc__.__doc__ = slow.__doc__
+    return __array_ufunc__
+
+
 def install(ndarray, namespace: dict) -> None:
     """Put the fast paths in front of `ndarray`'s operators and of the functions and ufuncs
     of the `svod.numpy` namespace `namespace` (their full paths are what was there)."""
@@ -886,6 +1062,14 @@ def install(ndarray, namespace: dict) -> None:
             # __call__ is the fast path itself; `_call` (what __call__ ran) runs it too
             u.__class__ = type(type(u).__name__, (type(u),), {"__call__": call, "__module__": type(u).__module__})
             u._call = functools.partial(call, u)
+            _UFUNC_CALLS.setdefault(npf, u._call)
+    ndarray.__array_ufunc__ = _array_ufunc(ndarray.__array_ufunc__)
+    # (a comparison with the operands swapped is the mirrored comparison: the same IEEE result)
+    for npf, op in ((np.add, "__radd__"), (np.subtract, "__rsub__"), (np.multiply, "__rmul__"),
+                    (np.true_divide, "__rtruediv__"), (np.less, "__gt__"), (np.less_equal, "__ge__"),
+                    (np.greater, "__lt__"), (np.greater_equal, "__le__"), (np.equal, "__eq__"),
+                    (np.not_equal, "__ne__")):
+        _REFLECTED[npf] = getattr(ndarray, op)
     namespace["dot"] = _matmul_like("matmul", namespace["dot"])
     namespace["matmul"] = _matmul_like("matmul", namespace["matmul"])
     namespace["outer"] = _outer(namespace["outer"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from svod.interop import NotImplementedByNumpyDispatch
 from svod.numpy import _dispatch_table, _ufuncs
-from svod.numpy._ndarray import call_numpy, call_svod, ndarray
+from svod.numpy._ndarray import SCALAR_FUNCTIONS, call_numpy, call_svod, ndarray, scalar_result
 
 
 def _numpy_mode(objs) -> bool:
@@ -26,9 +26,13 @@ def _numpy_mode(objs) -> bool:
     return False
 
 
-def _call(fn, args, kwargs, name: str):
+def _call(fn, args, kwargs, name: str, scalar: bool = False):
+    """`fn` with numpy's defaults when a `svod.numpy.ndarray` is among the operands — then a
+    0-d result of a function numpy gives scalars for (`scalar`) is numpy's scalar, as
+    `svod.numpy`'s own function gives it (`scalar_result`) — else with svod's."""
     if _numpy_mode(args) or _numpy_mode(kwargs.values()):
-        return call_numpy(fn, args, kwargs)
+        out = call_numpy(fn, args, kwargs)
+        return scalar_result(out, args, kwargs) if scalar else out
     return call_svod(fn, args, kwargs)
 
 
@@ -41,7 +45,7 @@ def array_ufunc(ufunc, method: str, inputs, kwargs):
     fn = u if method == "__call__" else getattr(u, method, None)
     if fn is None:
         raise NotImplementedByNumpyDispatch(f"numpy.{ufunc.__name__}.{method} is not implemented by svod")
-    return _call(fn, inputs, kwargs, f"{ufunc.__name__}.{method}")
+    return _call(fn, inputs, kwargs, f"{ufunc.__name__}.{method}", method in ("__call__", "reduce"))
 
 
 def array_function(func, types, args, kwargs):
@@ -54,4 +58,4 @@ def array_function(func, types, args, kwargs):
         raise NotImplementedByNumpyDispatch(f"numpy.{name} is not implemented by svod; compute it in numpy on "
                                             f"t.numpy() (or np.asarray(t)), or see docs/semantics.md for what "
                                             f"svod.numpy covers")
-    return _call(impl, args, kwargs, name)
+    return _call(impl, args, kwargs, name, name in SCALAR_FUNCTIONS or name in ("amax", "amin", "round_"))

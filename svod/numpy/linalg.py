@@ -15,7 +15,7 @@ from svod import movement as M
 from svod import reductions as R
 from svod.errors import SvodValueError
 from svod.numpy._functions import store_out
-from svod.numpy._ndarray import numpy_function
+from svod.numpy._ndarray import SCALAR_FUNCTIONS, numpy_function
 from svod.tensor import asarray
 
 LinAlgError = np.linalg.LinAlgError
@@ -120,6 +120,6 @@ IMPL = {
 }
 
 for _name, _fn in IMPL.items():
-    globals()[_name] = numpy_function(_fn, _name)
+    globals()[_name] = numpy_function(_fn, _name, f"linalg.{_name}" in SCALAR_FUNCTIONS)
 
 __all__ = ["LinAlgError", *IMPL]
