@@ -291,10 +291,16 @@ BLAS_CACHED_FLOPS = float(1 << 28)
 BARE_GEMM_MIN_FLOPS = SMALL_FLOPS  # below: the BLAS step (no JIT compile for a tiny product)
 
 
+# Above BLAS_CACHED_FLOPS, since A is read in place (2026-11-28, the same per-core runs):
+# 1.04-1.12x float32 (2048³ 1.07-1.09x, W4's products 1.08x and 1.12x, 2048×768×2304
+# 1.04x), float64 2048³ 1.01x, 2048×768×768 1.05x: the BLAS step's rate is BLAS_LARGE_RATE
+BLAS_LARGE_RATE = 0.97
+
+
 def blas_relative_rate(machine: Machine, flops: float) -> float:
     """The BLAS step's per-core rate relative to the generated GEMM's unit rate (see above)."""
-    if machine.vector_bits >= BARE_GEMM_MIN_BITS and flops <= BLAS_CACHED_FLOPS:
-        return BLAS_CACHED_RATE
+    if machine.vector_bits >= BARE_GEMM_MIN_BITS:
+        return BLAS_CACHED_RATE if flops <= BLAS_CACHED_FLOPS else BLAS_LARGE_RATE
     return 1.0
 
 
