@@ -343,9 +343,8 @@ def _count_mlp(k: Kernel) -> Features:
     from svod.codegen.schedule import gemm_tiling
 
     isz = k.inputs[ml.x].dtype.itemsize
-    # (x and the hidden layer are row-major: the two-GEMM plan reads them in place)
-    tiles1 = gemm_tiling(1, ml.m, ml.h, ml.d, isz, sched.target, a_direct=True).tiles_m
-    tiles2 = gemm_tiling(1, ml.m, ml.n, ml.h, isz, sched.target, a_direct=True).tiles_m
+    tiles1 = gemm_tiling(1, ml.m, ml.h, ml.d, isz, sched.target).tiles_m
+    tiles2 = gemm_tiling(1, ml.m, ml.n, ml.h, isz, sched.target).tiles_m
     f.flops += MLP_PACK_FLOPS * (max(0, blocks - tiles1) * ml.d * ml.h + max(0, blocks - tiles2) * ml.h * ml.n)
     return f
 
