@@ -230,14 +230,14 @@ def microkernel_alone(dt, repeats: int) -> tuple[float, float]:
     import llvmlite.ir as ir
 
     from svod.bench.peak import fma_peak
-    from svod.codegen.gemm import emit_microkernel
+    from svod.codegen.gemm import C_PREFETCH_STEPS, emit_microkernel
     from svod.codegen.jit import compile_ir
 
     cfg = gemm_config(dt.itemsize)
     ty = ir.FloatType() if dt.itemsize == 4 else ir.DoubleType()
     i64 = ir.IntType(64)
     m = ir.Module("svod_bench_uk")
-    uk = emit_microkernel(m, "uk", ty, cfg, cfg.kc, 1)  # A in rows (k contiguous), as the GEMM packs it
+    uk = emit_microkernel(m, "uk", ty, cfg, cfg.kc, 1, C_PREFETCH_STEPS)  # A in rows (k contiguous), as packed
     pt = ir.PointerType(ty)
     fn = ir.Function(m, ir.FunctionType(ir.VoidType(), [pt, pt, pt, i64, i64, i64]), "drive")
     ap, bp, c, calls, npa, npb = fn.args

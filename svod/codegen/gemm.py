@@ -7,13 +7,20 @@ nest, written into the kernel's body function by `emit_gemm` (called from
     unit u = (batch index, row tile of MT rows, column tile of NT columns)
       for pc in K step KC:                    # K blocks (sizes balanced, ≤ KC)
         for ic in tile rows step MC:          # MC = MT: A packed once per K block
-          pack A[ic:ic+mc, pc:pc+kc] → Ap     # rows (A's k contiguous) or MR-row panels, zero-padded
+          pack A[ic:ic+mc, pc:pc+kc] → Ap     # rows (A's k contiguous) or MR-row panels, zero-padded;
+                                              # read in place: only a partial last panel
           for jc in tile cols step NC:
             pack B[pc:pc+kc, jc:jc+nc] → Bp   # NR-column panels, kc × NR each, zero-padded
-            for ir in panels of Ap:           # an MR × kc panel of Ap stays in L1
-              for jr in panels of Bp:         # Bp (KC × NC, half of L2) streamed past it
+            for ir in panels of Ap:           # an MR × kc micro-panel of A
+              for jr in panels of Bp:         # Bp (KC × NC, ¾ of L2) streamed past it
               micro-kernel: MR × NR accumulators in vector registers,
               kc rank-1 updates (NV vector loads of B, MR broadcasts of A, MR·NV fmuladds)
+
+A whose k axis is contiguous with a fixed row stride (`GemmPlan.a_direct`, a micro-tile of
+at most `DIRECT_A_MAX_ROWS` rows) is not packed: the micro-kernel ``.ukd`` broadcasts its
+full MR-row panels straight from A (row stride A's own), only a partial last panel is
+packed (rows, at Ap) and runs ``.uk``; the units then split the columns first, so each
+column of B is packed once per K block in all.
 
 Partial sums between K blocks live in the kernel's first output of the accumulator
 dtype (read back by the next K block), else in a scratch tile. After the last K block the
