@@ -331,11 +331,12 @@ def parse_products(text: str) -> list[tuple[int, int, int]]:
 
 
 def packed_per_flop(m: int, k: int, n: int, dt=float32) -> float:
-    """Elements the generated GEMM packs (A rows once per column tile, B columns once per
-    row tile, micro-tile padding included) per 1000 flops of the product: the unit tiling's
-    repacking, which the per-core rate pays for."""
+    """Elements the generated GEMM packs (A rows once per column tile — read in place, only
+    a partial last MR-row panel —, B columns once per row tile, micro-tile padding
+    included) per 1000 flops of the product: the unit tiling's repacking, which the
+    per-core rate pays for."""
     p = plan_gemm(matmul_kernel(m, k, n, dt))
-    rows = -(-m // p.cfg.mr) * p.cfg.mr
+    rows = (p.cfg.mr if m % p.cfg.mr else 0) if p.a_direct else -(-m // p.cfg.mr) * p.cfg.mr
     cols = -(-n // p.cfg.nr) * p.cfg.nr
     return 1000.0 * k * (p.tiles_n * rows + p.tiles_m * cols) / (2.0 * m * n * k)
 
