@@ -34,7 +34,6 @@ def test_packed_per_flop_counts_the_plans_repacking(m, k, n):
     B once per row tile, micro-tile padding included, per 1000 flops: what the unit tiling
     of `plan_gemm` makes the kernel copy."""
     p = plan_gemm(bm.matmul_kernel(m, k, n))
-    assert p.a_direct == (m > 1)  # row-major A, k contiguous
     rows = (m % p.cfg.mr and p.cfg.mr) if p.a_direct else -(-m // p.cfg.mr) * p.cfg.mr
     cols = -(-n // p.cfg.nr) * p.cfg.nr
     want = 1000.0 * (p.tiles_n * rows * k + p.tiles_m * cols * k) / (2.0 * m * n * k)
