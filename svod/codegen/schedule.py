@@ -673,7 +673,8 @@ def gemm_tiling(batch: int, m: int, n: int, k: int, itemsize: int, target: Targe
     if tall != cfg and _padded(m, n, tall) < TALL_PADDING * _padded(m, n, cfg):
         cfg = tall
     direct = a_direct and m > 1 and cfg.mr <= DIRECT_A_MAX_ROWS and not _overrides().get("packa")
-    mt_max = -(-max(m, 1) // cfg.mr) * cfg.mr if direct else cfg.mt
+    # read in place, a row tile has no bound but an explicit SVOD_GEMM mt
+    mt_max = -(-max(m, 1) // cfg.mr) * cfg.mr if direct and "mt" not in _overrides() else cfg.mt
     mt, nt, tm, tn = split_tiles(batch, m, n, cfg.mr, cfg.nr, mt_max, cfg.nt, target.workers, columns_first=direct)
     mc = mt if direct else _balanced(mt, -(-mt // cfg.mc), cfg.mr)
     nkb = max(1, -(-k // cfg.kc))
