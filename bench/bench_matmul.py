@@ -245,14 +245,14 @@ def microkernel_alone(dt, repeats: int) -> tuple[float, float]:
     import llvmlite.ir as ir
 
     from svod.bench.peak import fma_peak
-    from svod.codegen.gemm import emit_microkernel
+    from svod.codegen.gemm import C_PREFETCH_STEPS, emit_microkernel
     from svod.codegen.jit import compile_ir
 
     cfg = gemm_config(dt.itemsize)
     ty = ir.FloatType() if dt.itemsize == 4 else ir.DoubleType()
     i64 = ir.IntType(64)
     m = ir.Module("svod_bench_uk")
-    uk = emit_microkernel(m, "uk", ty, cfg, cfg.kc, 1)  # A in rows (k contiguous), as the GEMM packs it
+    uk = emit_microkernel(m, "uk", ty, cfg, cfg.kc, 1, C_PREFETCH_STEPS)  # A in rows (k contiguous), as packed
     pt = ir.PointerType(ty)
     fn = ir.Function(m, ir.FunctionType(ir.VoidType(), [pt, pt, pt, i64, i64, i64]), "drive")
     ap, bp, c, calls, npa, npb = fn.args
@@ -346,11 +346,12 @@ def parse_products(text: str) -> list[tuple[int, int, int]]:
 
 
 def packed_per_flop(m: int, k: int, n: int, dt=float32) -> float:
-    """Elements the generated GEMM packs (A rows once per column tile, B columns once per
-    row tile, micro-tile padding included) per 1000 flops of the product: the unit tiling's
-    repacking, which the per-core rate pays for."""
+    """Elements the generated GEMM packs (A rows once per column tile — read in place, only
+    a partial last MR-row panel —, B columns once per row tile, micro-tile padding
+    included) per 1000 flops of the product: the unit tiling's repacking, which the
+    per-core rate pays for."""
     p = plan_gemm(matmul_kernel(m, k, n, dt))
-    rows = -(-m // p.cfg.mr) * p.cfg.mr
+    rows = (p.cfg.mr if m % p.cfg.mr else 0) if p.a_direct else -(-m // p.cfg.mr) * p.cfg.mr
     cols = -(-n // p.cfg.nr) * p.cfg.nr
     return 1000.0 * k * (p.tiles_n * rows + p.tiles_m * cols) / (2.0 * m * n * k)
 

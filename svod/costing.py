@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from svod.codegen.schedule import MM_ROWS, SMALL_FLOPS, gemm_tiling
+from svod.codegen.schedule import MM_ROWS, SMALL_FLOPS, direct_a, gemm_tiling
 from svod.codegen.target import DEFAULT_CACHES, Target
 from svod.ir import Ops
 from svod.kernel import ACC, LOAD, VALID, Kernel, Plan
@@ -244,7 +244,7 @@ def price_matmul(kernel: Kernel, machine: Machine) -> Price:
                 gather += 2 * v.size * item / bw
         sec = max(mem, flops / (rate * cores)) + gather + BLAS_CALL_SECONDS + BLAS_BATCH_SECONDS * batch
         return Price(sec + machine.launch_seconds, 1)
-    tiling = gemm_tiling(batch, mm.m, mm.n, mm.k, item, gemm_target(machine))
+    tiling = gemm_tiling(batch, mm.m, mm.n, mm.k, item, gemm_target(machine), a_direct=direct_a(kernel))
     mr, nr, tiles_m, tiles_n = tiling.cfg.mr, tiling.cfg.nr, tiling.tiles_m, tiling.tiles_n
     # the micro-kernel always computes whole MR x NR tiles: padding is work
     padded = 2.0 * batch * (-(-mm.m // mr) * mr) * (-(-mm.n // nr) * nr) * mm.k
@@ -254,8 +254,10 @@ def price_matmul(kernel: Kernel, machine: Machine) -> Price:
         padded, rate, tiles_m, tiles_n = flops, machine.flops_per_core * width, 1, 1
         units = max(1, batch * -(-mm.m // MM_ROWS))
     # packing is in the measured rate; repacking when there are many unit tiles is not:
-    # every unit packs its A rows and B columns once (the BLAS packs each once)
-    pack = batch * (mm.m * mm.k * (tiles_n - 1) + mm.k * mm.n * (tiles_m - 1)) * item * 2 / machine.cache_bandwidth
+    # every unit packs its A rows (unless it reads A in place) and B columns once (the BLAS
+    # packs each once)
+    a_packs = 0 if tiling.a_direct else mm.m * mm.k * (tiles_n - 1)
+    pack = batch * (a_packs + mm.k * mm.n * (tiles_m - 1)) * item * 2 / machine.cache_bandwidth
     epi = 0.0
     for n in kernel.nodes:
         if n.op in (LOAD, VALID, ACC, Ops.CONST):
@@ -289,10 +291,16 @@ BLAS_CACHED_FLOPS = float(1 << 28)
 BARE_GEMM_MIN_FLOPS = SMALL_FLOPS  # below: the BLAS step (no JIT compile for a tiny product)
 
 
+# Above BLAS_CACHED_FLOPS, since A is read in place (2026-11-28, the same per-core runs):
+# 1.04-1.12x float32 (2048³ 1.07-1.09x, W4's products 1.08x and 1.12x, 2048×768×2304
+# 1.04x), float64 2048³ 1.01x, 2048×768×768 1.05x: the BLAS step's rate is BLAS_LARGE_RATE
+BLAS_LARGE_RATE = 0.97
+
+
 def blas_relative_rate(machine: Machine, flops: float) -> float:
     """The BLAS step's per-core rate relative to the generated GEMM's unit rate (see above)."""
-    if machine.vector_bits >= BARE_GEMM_MIN_BITS and flops <= BLAS_CACHED_FLOPS:
-        return BLAS_CACHED_RATE
+    if machine.vector_bits >= BARE_GEMM_MIN_BITS:
+        return BLAS_CACHED_RATE if flops <= BLAS_CACHED_FLOPS else BLAS_LARGE_RATE
     return 1.0
 
 

@@ -9,6 +9,7 @@ the search's "matmul with fused epilogue" variant) so the views are the engine's
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -744,8 +745,8 @@ def test_every_target_blocking_takes_every_path(name, target, dt, tall):
     from svod.codegen.schedule import gemm_config as cfg_for
 
     with pytest.MonkeyPatch.context() as mp:
-        if "tiny" in name:
-            mp.setenv("SVOD_GEMM", "mc=24")
+        if "tiny" in name:  # A packed (not read in place): MC row blocks a unit
+            mp.setenv("SVOD_GEMM", "mc=24,packa=1")
         import svod.codegen.schedule as schedule
 
         mp.setattr(schedule, "TALL_PADDING", 1e9 if tall else 0.0)  # this tile whatever the padding
@@ -773,6 +774,68 @@ def test_every_target_blocking_takes_every_path(name, target, dt, tall):
     reg = "zmm" if target.vector_bits == 512 else "ymm"
     fma = "vfmadd231ps" if dt is float32 else "vfmadd231pd"
     assert len([ln for ln in uk.splitlines() if fma in ln and reg in ln]) >= cfg.mr * cfg.nv, name
+
+
+def _a_view(batch, m, k, lda, a_bcast):
+    """A (batch..., m, k) read from a buffer of rows `lda` wide (a column slice when lda > k),
+    its batch dims broadcast (stride 0) when `a_bcast`."""
+    from svod.view import apply_movement
+
+    store = ((1,) * len(batch) if a_bcast else batch) + (m, lda)
+    v = ViewChain.of(store)
+    if lda > k:
+        v = apply_movement(v, "SHRINK", tuple((0, n) for n in store[:-1]) + ((0, k),))
+    if a_bcast and batch:
+        v = apply_movement(v, "EXPAND", batch + (m, k))
+    return v, store
+
+
+@pytest.mark.parametrize("name,target", _target_variants(), ids=[v[0] for v in _target_variants()])
+@pytest.mark.parametrize("dt", [float32, float64])
+@pytest.mark.parametrize("shape", [("edge", (), 0, False), ("whole-panels", (), 0, False),
+                                   ("strided-rows", (), 37, False), ("batch-broadcast", (2,), 5, True)],
+                         ids=lambda s: s[0])
+def test_a_read_in_place_matches_packed_a_bit_for_bit(name, target, dt, shape):
+    """A whose k axis is contiguous is read in place by the micro-kernel (``ukd``: full
+    MR-row panels at A's own row stride; only a partial last panel is packed and runs
+    ``uk``): the same sums as with A packed (``SVOD_GEMM=packa=1``), bit for bit, within
+    the float64 bound, on 1 and 2 threads; a row count that is a multiple of MR compiles no
+    packed kernel at all; the units split columns first (each B column packed once)."""
+    if not _host_runs(target):
+        pytest.skip(f"this host cannot run {target.vector_bits}-bit vectors")
+    from svod.codegen.schedule import gemm_config as cfg_for
+
+    what, batch, pad, a_bcast = shape
+    cfg_for.cache_clear()
+    cfg = cfg_for(dt.itemsize, target)
+    m = 4 * cfg.mr if what == "whole-panels" else 4 * cfg.mr + 3
+    k, n = 2 * cfg.kc + 5, 16 * cfg.nr + 7
+    a_view, a_store = _a_view(batch, m, k, k + pad, a_bcast)
+    kern = _gemm_kernel(dt, batch, m, k, n, False, False, "bias_relu")
+    kern = dataclasses.replace(kern, inputs=(KInput(0, dt, a_view),) + kern.inputs[1:])
+    rng = _rng(11)
+    a_buf = rng.standard_normal(a_store).astype(dt.np)
+    b = rng.standard_normal(batch + (k, n)).astype(dt.np)
+    bias = rng.standard_normal(n).astype(dt.np)
+    got, plan, asm = _run_for_target(kern, target, [a_buf, b, bias])
+    one, _, _ = _run_for_target(kern, target, [a_buf, b, bias], threads=1)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SVOD_GEMM", "packa=1")
+        cfg_for.cache_clear()
+        packed, pplan, _ = _run_for_target(kern, target, [a_buf, b, bias])
+    cfg_for.cache_clear()
+    assert plan.a_direct and not pplan.a_direct, (plan, pplan)
+    assert plan.tiles_m == 1 and plan.units >= 2, plan  # columns split, not rows
+    a = np.broadcast_to(a_buf[..., :k], batch + (m, k))
+    assert_within_bound(got, a, b, dt.np, "relu", bias, what=f"{name} {what}")
+    np.testing.assert_array_equal(one, got)
+    np.testing.assert_array_equal(packed, got)
+    fma = "vfmadd231ps" if dt is float32 else "vfmadd231pd"
+    reg = "zmm" if target.vector_bits == 512 else "ymm"
+    ukd = asm[asm.index(".ukd:"):]
+    ukd = ukd[:ukd.index("ret")]
+    assert len([ln for ln in ukd.splitlines() if fma in ln and reg in ln]) >= cfg.mr * cfg.nv
+    assert (".uk:" in asm) == (m % cfg.mr != 0), what
 
 
 # ----------------------------------------------------------------------------- epilogue = unfused, bit for bit

@@ -7,13 +7,20 @@ nest, written into the kernel's body function by `emit_gemm` (called from
     unit u = (batch index, row tile of MT rows, column tile of NT columns)
       for pc in K step KC:                    # K blocks (sizes balanced, ≤ KC)
         for ic in tile rows step MC:          # MC = MT: A packed once per K block
-          pack A[ic:ic+mc, pc:pc+kc] → Ap     # rows (A's k contiguous) or MR-row panels, zero-padded
+          pack A[ic:ic+mc, pc:pc+kc] → Ap     # rows (A's k contiguous) or MR-row panels, zero-padded;
+                                              # read in place: only a partial last panel
           for jc in tile cols step NC:
             pack B[pc:pc+kc, jc:jc+nc] → Bp   # NR-column panels, kc × NR each, zero-padded
-            for ir in panels of Ap:           # an MR × kc panel of Ap stays in L1
-              for jr in panels of Bp:         # Bp (KC × NC, half of L2) streamed past it
+            for ir in panels of Ap:           # an MR × kc micro-panel of A
+              for jr in panels of Bp:         # Bp (KC × NC, ¾ of L2) streamed past it
               micro-kernel: MR × NR accumulators in vector registers,
               kc rank-1 updates (NV vector loads of B, MR broadcasts of A, MR·NV fmuladds)
+
+A whose k axis is contiguous with a fixed row stride (`GemmPlan.a_direct`, a micro-tile of
+at most `DIRECT_A_MAX_ROWS` rows) is not packed: the micro-kernel ``.ukd`` broadcasts its
+full MR-row panels straight from A (row stride A's own), only a partial last panel is
+packed (rows, at Ap) and runs ``.uk``; the units then split the columns first, so each
+column of B is packed once per K block in all.
 
 Partial sums between K blocks live in the kernel's first output of the accumulator
 dtype (read back by the next K block), else in a scratch tile. After the last K block the
@@ -53,7 +60,13 @@ from svod.ir import Ops
 from svod.kernel import ACC, LOAD, VALID
 from svod.view import ViewChain
 
-__all__ = ["emit_gemm", "emit_microkernel"]
+__all__ = ["C_PREFETCH_STEPS", "emit_gemm", "emit_microkernel"]
+
+# the GEMM's micro-kernel prefetches the C rows it writes this many k steps before the end
+# of its k loop (`emit_microkernel`): late enough that the Bp panel streaming through L1
+# does not evict them first (64 steps of a 6 x 64 f32 tile stream 16 KiB of Bp), early
+# enough for a miss to DRAM to complete under the FMAs left (docs/codegen.md)
+C_PREFETCH_STEPS = 64
 
 
 # ----------------------------------------------------------------------------- IR helpers
@@ -84,12 +97,16 @@ def _prefetch_lines(b: ir.IRBuilder, module: ir.Module, row: ir.Value, n: int, i
                           ir.Constant(i32, 1)])
 
 
-def emit_microkernel(module: ir.Module, name: str, ty: ir.Type, cfg: GemmConfig, a_row: int, a_k: int
-                     ) -> ir.Function:
+def emit_microkernel(module: ir.Module, name: str, ty: ir.Type, cfg: GemmConfig, a_row: int, a_k: int,
+                     c_prefetch: int | None = None) -> ir.Function:
     """``void uk(T* ap, T* bp, i64 kc, T* cin, i64 ldin, i1 load, T* cout, i64 ldout)``:
     ``cout[r, :NR] = Σ_p ap[r·a_row + p·a_k] · bp[p·NR : p·NR + NR] (+ cin[r, :NR] if load)``
-    for r < MR. The MR × NV accumulator vectors are phis of the k loop (registers); C is
-    prefetched at entry and added after the loop, so its cache misses overlap the FMAs."""
+    for r < MR. The MR × NV accumulator vectors are phis of the k loop (registers); the
+    sums of C are added after the loop. The C rows the call writes are prefetched (write
+    intent) so their misses overlap the FMAs: at entry (`c_prefetch` None), or
+    `c_prefetch` k steps before the end, the k loop then running in two parts — the Bp
+    panel streaming through L1 (kc · NR elements) evicts lines prefetched at entry before
+    the sums reach them (the GEMM's `C_PREFETCH_STEPS`, docs/codegen.md)."""
     mr, nv, vw = cfg.mr, cfg.nv, cfg.vw
     nr = cfg.nr
     isz = cfg.itemsize
@@ -103,48 +120,67 @@ def emit_microkernel(module: ir.Module, name: str, ty: ir.Type, cfg: GemmConfig,
     bp.add_attribute("noalias")
     fmuladd = func(module, f"llvm.fmuladd.v{vw}f{8 * isz}", vt, [vt, vt, vt])
     i32 = ir.IntType(32)
-    entry = fn.append_basic_block("entry")
-    loop = fn.append_basic_block("loop")
-    done = fn.append_basic_block("done")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def prefetch_c():  # the C rows this call writes (and reads): into L1 while FMAs run
+        for r in range(mr):
+            _prefetch_lines(b, module, b.gep(cout, [b.mul(ldout, i64(r))]), nr, isz, write=True)
+
+    zero = ir.Constant(vt, None)
+    mask = ir.Constant(ir.VectorType(i32, vw), [0] * vw)
+
+    def kloop(start: ir.Value, end: ir.Value, init: list[ir.Value], tag: str) -> list[ir.Value]:
+        """The accumulators after the k steps [start, end) from `init`; `b` continues in
+        the block after the loop."""
+        pre = b.block
+        loop = fn.append_basic_block("loop" + tag)
+        after = fn.append_basic_block("done" + tag)
+        b.cbranch(b.icmp_signed(">", end, start), loop, after)
+        b.position_at_end(loop)
+        p = b.phi(I64, "p")
+        p.add_incoming(start, pre)
+        accs = []
+        for x in init:
+            ph = b.phi(vt)
+            ph.add_incoming(x, pre)
+            accs.append(ph)
+        acol = b.gep(ap, [b.mul(p, i64(a_k))])
+        brow = b.gep(bp, [b.mul(p, i64(nr))])
+        # Bp is 64-byte aligned and every vector of it starts at a multiple of the vector size
+        bvs = [vload(b, b.gep(brow, [i64(v * vw)]), vt, min(64, vw * isz)) for v in range(nv)]
+        new = []
+        for r in range(mr):
+            s = b.load(b.gep(acol, [i64(r * a_row)]), align=isz)
+            sv = b.shuffle_vector(b.insert_element(ir.Constant(vt, ir.Undefined), s, ir.Constant(i32, 0)),
+                                  ir.Constant(vt, ir.Undefined), mask)
+            for v in range(nv):
+                new.append(b.call(fmuladd, [sv, bvs[v], accs[r * nv + v]]))
+        p1 = b.add(p, i64(1))
+        p.add_incoming(p1, loop)
+        for ph, x in zip(accs, new):
+            ph.add_incoming(x, loop)
+        b.cbranch(b.icmp_signed("<", p1, end), loop, after)
+        b.position_at_end(after)
+        out = []
+        for x0, x in zip(init, new):
+            ph = b.phi(vt)
+            ph.add_incoming(x0, pre)
+            ph.add_incoming(x, loop)
+            out.append(ph)
+        return out
+
+    if c_prefetch is None:
+        prefetch_c()
+        sums = kloop(i64(0), kc, [zero] * (mr * nv), "")
+    else:
+        split = b.sub(kc, i64(c_prefetch))
+        split = b.select(b.icmp_signed(">", split, i64(0)), split, i64(0))
+        sums = kloop(i64(0), split, [zero] * (mr * nv), "")
+        prefetch_c()
+        sums = kloop(split, kc, sums, ".tail")
+    done = b.block
     addc = fn.append_basic_block("addc")
     store = fn.append_basic_block("store")
-    b = ir.IRBuilder(entry)
-    for r in range(mr):  # the C rows this call writes (and reads): into L1 while the loop runs
-        _prefetch_lines(b, module, b.gep(cout, [b.mul(ldout, i64(r))]), nr, isz, write=True)
-    zero = ir.Constant(vt, None)
-    b.cbranch(b.icmp_signed(">", kc, i64(0)), loop, done)
-    b.position_at_end(loop)
-    p = b.phi(I64, "p")
-    p.add_incoming(i64(0), entry)
-    accs = []
-    for _ in range(mr * nv):
-        ph = b.phi(vt)
-        ph.add_incoming(zero, entry)
-        accs.append(ph)
-    acol = b.gep(ap, [b.mul(p, i64(a_k))])
-    brow = b.gep(bp, [b.mul(p, i64(nr))])
-    # Bp is 64-byte aligned and every vector of it starts at a multiple of the vector size
-    bvs = [vload(b, b.gep(brow, [i64(v * vw)]), vt, min(64, vw * isz)) for v in range(nv)]
-    mask = ir.Constant(ir.VectorType(i32, vw), [0] * vw)
-    new = []
-    for r in range(mr):
-        s = b.load(b.gep(acol, [i64(r * a_row)]), align=isz)
-        sv = b.shuffle_vector(b.insert_element(ir.Constant(vt, ir.Undefined), s, ir.Constant(i32, 0)),
-                              ir.Constant(vt, ir.Undefined), mask)
-        for v in range(nv):
-            new.append(b.call(fmuladd, [sv, bvs[v], accs[r * nv + v]]))
-    p1 = b.add(p, i64(1))
-    p.add_incoming(p1, loop)
-    for ph, x in zip(accs, new):
-        ph.add_incoming(x, loop)
-    b.cbranch(b.icmp_signed("<", p1, kc), loop, done)
-    b.position_at_end(done)
-    sums = []
-    for x in new:
-        ph = b.phi(vt)
-        ph.add_incoming(zero, entry)
-        ph.add_incoming(x, loop)
-        sums.append(ph)
     b.cbranch(load, addc, store)
     b.position_at_end(addc)
     added = []
@@ -255,15 +291,23 @@ class _Gemm:
         self.pout = next((j for j, o in enumerate(outs) if o.dtype == self.dt), None)
         need_scratch_c = plan.nkb > 1 and self.pout is None
         # A packed as row-major rows (row stride KC) when its k axis is contiguous: a copy
-        # of row segments; otherwise as MR-row panels, element (p, r) at p·MR + r
+        # of row segments; otherwise as MR-row panels, element (p, r) at p·MR + r. Read in
+        # place (`plan.a_direct`): full MR-row panels straight from A (row stride A's), only
+        # a partial last panel packed as rows, at Ap
         self.a_rows = self.A.strides is not None and self.A.strides[1] == 1 and plan.m > 1
+        self.a_direct = plan.a_direct and self.a_rows
         kcs = max(plan.kc, 1)
         a_row, a_k = (kcs, 1) if self.a_rows else (1, cfg.mr)
-        self.uk = emit_microkernel(low.module, low.symbol + ".uk", ty, cfg, a_row, a_k)
+        # a static row count that is a multiple of MR has no partial panel: no packed kernel
+        self.a_edges = not self.a_direct or getattr(low, "rows_m", None) is not None or plan.m % cfg.mr != 0
+        self.uk = emit_microkernel(low.module, low.symbol + ".uk", ty, cfg, a_row, a_k, C_PREFETCH_STEPS) \
+            if self.a_edges else None
+        self.uk_direct = emit_microkernel(low.module, low.symbol + ".ukd", ty, cfg, self.A.strides[0], 1,
+                                          C_PREFETCH_STEPS) if self.a_direct else None
 
         isz = cfg.itemsize
         self.nc = min(cfg.nc, plan.nt) if cfg.nc else plan.nt
-        ap_elems = plan.mc * kcs
+        ap_elems = (cfg.mr if self.a_direct else plan.mc) * kcs
         bp_elems = self.nc * kcs
         cs_elems = plan.mt * plan.nt if need_scratch_c else 0
         ap_bytes = -(-ap_elems * isz // 64) * 64
@@ -424,8 +468,9 @@ class _Gemm:
 
     def _pack_a(self, ic: ir.Value, ic1: ir.Value) -> None:
         """Rows mode: row r of the block at Ap + r·KC (rows past the block zeroed up to a
-        multiple of MR). Panels mode: panel q (rows ic + q·MR ...) at Ap + q·kc·MR,
-        element (p, r) at p·MR + r."""
+        multiple of MR); read in place, only the rows of a partial last panel, from Ap.
+        Panels mode: panel q (rows ic + q·MR ...) at Ap + q·kc·MR, element (p, r) at
+        p·MR + r."""
         f, b, cfg, plan = self.f, self.f.b, self.cfg, self.plan
         mr = cfg.mr
         A = self.A
@@ -434,10 +479,12 @@ class _Gemm:
         npi = ceil_div(b, b.sub(ic1, ic), mr)
         if self.a_rows:
             kcs = max(plan.kc, 1)
+            # read in place: only the rows of a partial last panel, at Ap
+            first = b.mul(b.sdiv(b.sub(ic1, ic), i64(mr)), i64(mr)) if self.a_direct else i64(0)
 
             def row(r):
                 i = b.add(ic, r)
-                dst = b.gep(self.Ap, [b.mul(r, i64(kcs))])
+                dst = b.gep(self.Ap, [b.mul(b.sub(r, first), i64(kcs))])
 
                 def copy():
                     src = b.gep(A.ptr, [b.add(A.base_idx, b.add(b.mul(i, i64(A.strides[0])), self.pc))])
@@ -448,7 +495,7 @@ class _Gemm:
 
                 self.f.if_else(b.icmp_signed("<", i, ic1), copy, clear)
 
-            self._loop(i64(0), b.mul(npi, i64(mr)), row, "ar")
+            self._loop(first, b.mul(npi, i64(mr)), row, "ar")
             return
 
         def panel(q):
@@ -533,9 +580,13 @@ class _Gemm:
         rows = imin(b, i64(mr), b.sub(ic1, i))
         cols = imin(b, i64(nr), b.sub(self.jb1, j))
         a_step = mr * max(plan.kc, 1) if self.a_rows else None
-        ap = b.gep(self.Ap, [b.mul(qi, i64(a_step) if a_step else b.mul(self.kc, i64(mr)))])
+        if self.a_direct:  # a partial panel is the only one packed
+            ap = self.Ap
+        else:
+            ap = b.gep(self.Ap, [b.mul(qi, i64(a_step) if a_step else b.mul(self.kc, i64(mr)))])
         bp = b.gep(self.Bp, [b.mul(qj, b.mul(self.kc, i64(nr)))])
         not_first = b.xor(self.first, ir.Constant(I1, 1))
+        uk = self._kernel_call(i, rows)
         full = b.and_(b.icmp_signed("==", rows, i64(mr)), b.icmp_signed("==", cols, i64(nr)))
         ps, ldp = self._partial(i, j) if (self.Cs is not None or self.pout is not None) else (None, None)
         ct, ldt = self.ct, i64(nr)
@@ -548,23 +599,23 @@ class _Gemm:
 
         def full_tile():
             if ps is None:  # one K block, no partial sums: the tile goes to ct, then the epilogue
-                b.call(self.uk, [ap, bp, self.kc, ct, ldt, no, ct, ldt])
+                uk([ap, bp, self.kc, ct, ldt, no, ct, ldt])
                 self._epilogue(i, j, i64(mr), i64(nr))
                 return
 
             def last():
                 if self.plain:
-                    b.call(self.uk, [ap, bp, self.kc, ps, ldp, not_first, ps, ldp])
+                    uk([ap, bp, self.kc, ps, ldp, not_first, ps, ldp])
                 else:
-                    b.call(self.uk, [ap, bp, self.kc, ps, ldp, not_first, ct, ldt])
+                    uk([ap, bp, self.kc, ps, ldp, not_first, ct, ldt])
                     self._epilogue(i, j, i64(mr), i64(nr))
 
-            self.f.if_else(self.last, last, lambda: b.call(self.uk, [ap, bp, self.kc, ps, ldp, not_first, ps, ldp]))
+            self.f.if_else(self.last, last, lambda: uk([ap, bp, self.kc, ps, ldp, not_first, ps, ldp]))
 
         def edge_tile():
             if ps is not None:
                 f.if_then(not_first, lambda: self._copy(ps, ldp, ct, ldt, rows, cols))
-            b.call(self.uk, [ap, bp, self.kc, ct, ldt, no if ps is None else not_first, ct, ldt])
+            uk([ap, bp, self.kc, ct, ldt, no if ps is None else not_first, ct, ldt])
             if ps is None:
                 self._epilogue(i, j, rows, cols)
                 return
@@ -572,6 +623,21 @@ class _Gemm:
                           lambda: self._copy(ct, ldt, ps, ldp, rows, cols))
 
         self.f.if_else(full, full_tile, edge_tile)
+
+    def _kernel_call(self, i: ir.Value, rows: ir.Value):
+        """``call(args)``: the micro-kernel call of the tile at row `i` (`rows` valid rows),
+        `args` those of ``uk`` with the packed Ap panel first. Read in place, a full panel
+        calls ``ukd`` on A's own rows (row i, column pc), a partial one ``uk`` on Ap."""
+        b = self.f.b
+        if not self.a_direct:
+            return lambda args: b.call(self.uk, args)
+        A = self.A
+        direct = b.gep(A.ptr, [b.add(A.base_idx, b.add(b.mul(i, i64(A.strides[0])), self.pc))])
+        if not self.a_edges:
+            return lambda args: b.call(self.uk_direct, [direct] + args[1:])
+        full = b.icmp_signed("==", rows, i64(self.cfg.mr))
+        return lambda args: self.f.if_else(full, lambda: b.call(self.uk_direct, [direct] + args[1:]),
+                                           lambda: b.call(self.uk, args))
 
     def _copy(self, src, lds, dst, ldd, rows, cols) -> None:
         b = self.f.b

@@ -538,7 +538,8 @@ def gemm_config(itemsize: int, target: Target | None = None, tall: bool = False)
     * MC: the rows of A packed at once: the whole row tile (MT), so A is packed once
       per K block however many NC blocks the tile has.
 
-    `SVOD_GEMM` overrides (``"mr=6,nv=2,kc=256,..."``). Measured choices:
+    `SVOD_GEMM` overrides (``"mr=6,nv=2,kc=256,..."``; ``packa=1``: A always packed,
+    `gemm_tiling`). Measured choices:
     docs/codegen.md, "Generated matmul"."""
     if target is None:
         return gemm_config(itemsize, host_target(), tall)
@@ -565,7 +566,7 @@ def gemm_fingerprint(target: Target | None = None) -> str:
         c4, c8 = gemm_config(4, target, tall), gemm_config(8, target, tall)
         out.append(f"g{c4.mr}x{c4.nv}k{c4.kc}m{c4.mc}n{c4.nt}t{c4.mt}c{c4.nc}:g{c8.mr}x{c8.nv}k{c8.kc}m{c8.mc}"
                    f"n{c8.nt}t{c8.mt}c{c8.nc}")
-    return ":".join(out) + f":w{target.workers}"
+    return ":".join(out) + f":w{target.workers}:pa{int(bool(_overrides().get('packa')))}"
 
 
 def supports_gemm(kernel: Kernel) -> bool:
@@ -588,6 +589,7 @@ class GemmPlan:
     nkb: int  # K blocks (1 when k == 0: the epilogue still runs on zeros)
     tiles_m: int
     tiles_n: int
+    a_direct: bool = False  # A read in place by the micro-kernel (full MR-row panels), not packed
 
     @property
     def units(self) -> int:
@@ -600,16 +602,30 @@ def _balanced(size: int, tiles: int, unit: int) -> int:
     return -(-per // unit) * unit
 
 
-def split_tiles(batch: int, m: int, n: int, mr: int, nr: int, mt_max: int, nt_max: int, workers: int
-                ) -> tuple[int, int, int, int]:
+def split_tiles(batch: int, m: int, n: int, mr: int, nr: int, mt_max: int, nt_max: int, workers: int,
+                columns_first: bool = False) -> tuple[int, int, int, int]:
     """(mt, nt, tiles_m, tiles_n): unit tiles as large as `mt_max` x `nt_max` allow,
     balanced, split (the longer side first) until there are at least 2 units per worker
     thread when the shape allows, then until the units divide evenly among the workers
     (7 equal units on 2 threads take 4 units' time: 8 take 4 too, on smaller tiles); a
-    side is not split below 8 micro-tiles."""
+    side is not split below 8 micro-tiles.
+
+    `columns_first` (A read in place, `GemmPlan.a_direct`): a column split costs nothing
+    (each unit packs only its own columns of B, A is never packed) while a row split packs
+    the columns of B once more per row tile, so the columns are split alone when that
+    reaches the units wanted with tiles of at least `MIN_COLUMN_PANELS` panels (each unit
+    streams A past its packed columns once per K block: narrower tiles read A more often)."""
     want = 2 * workers if workers > 1 else 1
     tm = -(-max(m, 1) // mt_max)
     tn = -(-max(n, 1) // nt_max)
+    if columns_first and m and n:
+        for t in range(tn, -(-n // (MIN_COLUMN_PANELS * nr)) + 1):
+            nt = _balanced(n, t, nr)
+            tiles = -(-n // nt)
+            units = batch * tm * tiles
+            if units >= want and (workers <= 1 or units % workers == 0):
+                mt = _balanced(m, tm, mr)
+                return mt, nt, -(-m // mt), tiles
 
     def split() -> bool:
         nonlocal tm, tn
@@ -632,6 +648,12 @@ def split_tiles(batch: int, m: int, n: int, mr: int, nr: int, mt_max: int, nt_ma
     return (mt, nt) + ((-(-m // mt), -(-n // nt)) if m and n else (0, 0))
 
 
+MIN_COLUMN_PANELS = 4  # a column-first split (A read in place) keeps unit tiles at least this many NR panels wide
+# A read in place (not packed) by a micro-tile of at most this many rows: an MR-row
+# micro-panel touches MR lines of one L1 set per k-line when A's row stride is a multiple
+# of 4 KiB (2048³: 8 KiB); L1d is 8-way on the x86 cores targeted, and the 12-row tall tile
+# read in place ran 10% slower than packed there (docs/codegen.md)
+DIRECT_A_MAX_ROWS = 8
 TALL_PADDING = 0.95  # the tall micro-tile when its padded m x n is below this share of the default's
 
 
@@ -639,28 +661,49 @@ def _padded(m: int, n: int, cfg: GemmConfig) -> int:
     return -(-max(m, 1) // cfg.mr) * cfg.mr * (-(-max(n, 1) // cfg.nr) * cfg.nr)
 
 
-def gemm_tiling(batch: int, m: int, n: int, k: int, itemsize: int, target: Target | None = None) -> GemmPlan:
+def gemm_tiling(batch: int, m: int, n: int, k: int, itemsize: int, target: Target | None = None,
+                a_direct: bool = False) -> GemmPlan:
     """The unit tiles and K blocks of a (batch, m, k) x (k, n) float product on `target`.
     The micro-tile is the target's default unless the tall one computes less padding by
     more than `TALL_PADDING` (AVX-512: 6 x 64 f32 pads n to 64 columns, 12 x 32 to 32 —
     197 x 64 x 197 measured 66-67 GFLOP/s a core with 6 x 64, 74-76 with 12 x 32;
-    docs/codegen.md)."""
+    docs/codegen.md). `a_direct`: A's k axis is contiguous with a fixed row stride (one
+    plain strided view, `direct_a`), so the micro-kernel reads its full MR-row panels in
+    place (micro-tiles of at most `DIRECT_A_MAX_ROWS` rows): nothing bounds the row tile
+    (A is not packed) and the columns are split first (`split_tiles`)."""
     target = target or host_target()
     cfg = gemm_config(itemsize, target)
     tall = gemm_config(itemsize, target, tall=True)
     if tall != cfg and _padded(m, n, tall) < TALL_PADDING * _padded(m, n, cfg):
         cfg = tall
-    mt, nt, tm, tn = split_tiles(batch, m, n, cfg.mr, cfg.nr, cfg.mt, cfg.nt, target.workers)
-    mc = _balanced(mt, -(-mt // cfg.mc), cfg.mr)
+    direct = a_direct and m > 1 and cfg.mr <= DIRECT_A_MAX_ROWS and not _overrides().get("packa")
+    # read in place, a row tile has no bound but an explicit SVOD_GEMM mt
+    mt_max = -(-max(m, 1) // cfg.mr) * cfg.mr if direct and "mt" not in _overrides() else cfg.mt
+    mt, nt, tm, tn = split_tiles(batch, m, n, cfg.mr, cfg.nr, mt_max, cfg.nt, target.workers, columns_first=direct)
+    mc = mt if direct else _balanced(mt, -(-mt // cfg.mc), cfg.mr)
     nkb = max(1, -(-k // cfg.kc))
     kc = -(-k // nkb) if k else 0
-    return GemmPlan(cfg, batch, m, n, k, mt, nt, mc, kc, nkb, tm, tn)
+    return GemmPlan(cfg, batch, m, n, k, mt, nt, mc, kc, nkb, tm, tn, direct)
+
+
+def direct_a(kernel: Kernel) -> bool:
+    """Whether the matmul's A operand is one plain strided view (no mask, no chain) whose
+    k axis is contiguous: then the GEMM can read its rows in place (`gemm_tiling`)."""
+    mm = kernel.matmul
+    if mm is None or mm.m <= 1:
+        return False
+    view = kernel.inputs[mm.a].view
+    acc = make_access(view, [(d,) for d, n in enumerate(view.shape) if n != 1])
+    if acc.dead or acc.steps or acc.masks:
+        return False
+    return dict(acc.terms).get((len(kernel.shape) - 1,), 0) == 1
 
 
 def plan_gemm(kernel: Kernel, target: Target | None = None) -> GemmPlan:
     """The unit tiles and K blocks of a float matmul kernel on `target` (default the host)."""
     mm = kernel.matmul
-    return gemm_tiling(math.prod(kernel.shape[:-2]), mm.m, mm.n, mm.k, kernel.inputs[mm.a].dtype.itemsize, target)
+    return gemm_tiling(math.prod(kernel.shape[:-2]), mm.m, mm.n, mm.k, kernel.inputs[mm.a].dtype.itemsize, target,
+                       a_direct=direct_a(kernel))
 
 
 ROWCOL_MIN_ROWS = 16  # a row-column kernel's block has at least this many rows
@@ -872,5 +915,6 @@ def clear_cache() -> None:
 
 __all__ = ["CHUNK", "COSTLY_OPS", "LOWER_VERSION", "MAX_SEGMENTS", "STASH_ELEMS", "SUM_BLOCK", "Access", "Axis",
            "GemmConfig", "GemmPlan", "LoopPlan", "Schedule", "block_rows", "chan_variance", "chunking", "clear_cache",
-           "column_reduce", "flat_variance", "gemm_config", "gemm_fingerprint", "gemm_tiling", "make_access",
-           "merge_axes", "mlp_units", "plan_gemm", "plan_loops", "schedule", "split_tiles", "supports_gemm"]
+           "column_reduce", "direct_a", "flat_variance", "gemm_config", "gemm_fingerprint", "gemm_tiling",
+           "make_access", "merge_axes", "mlp_units", "plan_gemm", "plan_loops", "schedule", "split_tiles",
+           "supports_gemm"]
