@@ -2,7 +2,7 @@
 lazily and realized) and bench_algebra's bcast_sum, against numpy, svod.jit and (with
 --jax) jax.jit, in one process.
 
-    python3 bench/bench_lazy.py [--reps 200] [--calls 40] [--jax] [--only w7,bcast_sum]
+    python3 bench/bench_lazy.py [--reps 200] [--calls 40] [--jax] [--only w7,bcast_sum] [--ops]
 
 Each contender is timed over `--reps` batches of `--calls` calls, the batches of all
 contenders interleaved; printed: the minimum and the median per call (µs). On a shared
@@ -14,6 +14,12 @@ Stages of W7: `build` (the ten nodes; hash-consing hits, `RECENT` keeps the last
 `exe.run` (the straight-line runner and the kernel), `realize` (a Tensor of the built
 node realized: the tensor layer on top of `realize_uops`), `lazy` (build + realize, as
 `svod bench` times it).
+
+`--ops`: the shares instead — each op of the build timed alone on its hash-consing hit
+(its operands kept alive), the realize's stages (the tensor layer, the engine's replay
+hit, the straight-line hit runner, `exe.run`), and a Python floor for comparison (a
+`__mul__` method that looks a node up in a dict and returns a new slotted object noted
+by a weak reference: what any op of a lazy Python frontend with svod's registry costs).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
+import weakref
 
 import numpy as np
 
@@ -51,8 +58,8 @@ def _w7(jax_on: bool) -> dict:
     u = w.build(x).uop
     sig, leaves = signature_of([u])
     entry = REPLAY.get(sig)
-    exe = PLAN_CACHE.use(entry[0])
-    arrs = [leaves[j].array for j in entry[1]]
+    exe = PLAN_CACHE.use(entry.key_hash)
+    arrs = [leaves[j].array for j in entry.perm]
     f = svod.jit(w.build)
     out = {"lazy": lazy, "build": lambda: w.build(x), "realize_uops": lambda: engine.realize_uops([u]),
            "exe.run": lambda: exe.run(arrs), "realize": lambda: T.realize(T.Tensor._from(u)),
@@ -82,8 +89,8 @@ def _bcast_sum(jax_on: bool) -> dict:
     us = [t.uop for t in bcast_sum(svod, tv)]
     sig, leaves = signature_of(us)
     entry = REPLAY.get(sig)
-    exe = PLAN_CACHE.use(entry[0])
-    arrs = [leaves[j].array for j in entry[1]]
+    exe = PLAN_CACHE.use(entry.key_hash)
+    arrs = [leaves[j].array for j in entry.perm]
     out = {"lazy": lazy, "build": lambda: bcast_sum(svod, tv), "realize_uops": lambda: engine.realize_uops(us),
            "exe.run": lambda: exe.run(arrs), "numpy": lambda: bcast_sum(np, v)}
     if jax_on:
@@ -94,6 +101,94 @@ def _bcast_sum(jax_on: bool) -> dict:
         jv = jnp.asarray(v)
         out["jax.jit"] = lambda: jax.block_until_ready(jf(jv))
     return out
+
+
+class _Floor:
+    """The Python floor of one lazy op (`--ops`): a dunder method, a dict lookup by a
+    key tuple, a weak-reference deref, a new slotted object noted in a list."""
+
+    __slots__ = ("uop", "__weakref__")
+    _cache: dict = {}
+    _noted: list = []
+
+    def __mul__(self, o):
+        u = self.uop
+        if type(o) is float:
+            ref = self._cache.get((0, u, o))
+            n = ref() if ref is not None else None
+            t = object.__new__(_Floor)
+            t.uop = n
+            noted = self._noted
+            noted.append(weakref.ref(t))
+            if len(noted) > 4096:
+                noted.clear()
+            return t
+        return NotImplemented
+
+
+def _w7_ops() -> dict:
+    """W7's ten ops one by one (operands alive: every op a hash-consing hit) and the
+    realize's stages."""
+    w = workloads.get("w7_small_chain")
+    x = T.asarray(w.make_inputs(w.default_shapes, seed=0)["x"])
+    for _ in range(50):
+        T.realize(w.build(x))
+    svod.planner.settle()
+    y1 = x * 1.5  # the steps of svod.workloads' _w7
+    y2 = y1 + 0.25
+    y3 = svod.tanh(y2)
+    y4 = y3 * x
+    y5 = y4 - 0.5
+    y6 = svod.abs(y5)
+    y7 = svod.sqrt(y6)
+    y8 = -y7
+    y9 = svod.exp(y8)
+    y10 = svod.maximum(y9, 0.1)
+    u = y10.uop
+    entry = REPLAY.get(u._sig)
+    exe = PLAN_CACHE.use(entry.key_hash)
+    leaves = u._leaves
+    arrs = [leaves[j].array for j in entry.perm]
+    hit = (exe.hits or {}).get(entry.perm)
+    pend = [u]
+    fl = _Floor()
+    fl.uop = u
+    _Floor._cache[(0, u, 1.5)] = weakref.ref(u)
+    out = {"x * 1.5": lambda: x * 1.5, "y + 0.25": lambda: y1 + 0.25, "tanh(y)": lambda: svod.tanh(y2),
+           "y * x": lambda: y3 * x, "y - 0.5": lambda: y4 - 0.5, "abs(y)": lambda: svod.abs(y5),
+           "sqrt(y)": lambda: svod.sqrt(y6), "-y": lambda: -y7, "exp(y)": lambda: svod.exp(y8),
+           "maximum(y, 0.1)": lambda: svod.maximum(y9, 0.1), "build (all ten)": lambda: w.build(x),
+           "Tensor._from": lambda: T.Tensor._from(u),
+           "realize (tensor layer + engine)": lambda: T.realize(T.Tensor._from(u)),
+           "realize_uops (engine hit)": lambda: engine.realize_uops(pend),
+           "exe.run (checked runner)": lambda: exe.run(arrs),
+           "python floor of an op": lambda: fl * 1.5}
+    if hit is not None:
+        out["hit runner (launch + wrap)"] = lambda: hit(leaves, pend)
+    return out
+
+
+def _bcast_sum_ops() -> dict:
+    """bcast_sum's six ops one by one (operands alive) and its realize."""
+    from svod.bench.algebra import bcast_sum
+
+    v = svod.asarray(np.random.default_rng(0).standard_normal(4096).astype(np.float32))
+    for _ in range(20):
+        svod.realize(*bcast_sum(svod, v))
+    svod.planner.settle()
+    n = v.shape[0]
+    b1 = svod.broadcast_to(v, (n, n))
+    vv = v[:, None]
+    b2 = svod.broadcast_to(vv, (n, n))
+    s1 = svod.sum(b1, axis=0)
+    s2 = svod.sum(b2, axis=1)
+    us = [s1.uop, (s2 / n).uop]
+    return {"broadcast_to(v, (n, n))": lambda: svod.broadcast_to(v, (n, n)), "v[:, None]": lambda: v[:, None],
+            "broadcast_to(v[:, None], (n, n))": lambda: svod.broadcast_to(vv, (n, n)),
+            "sum(., axis=0)": lambda: svod.sum(b1, axis=0), "sum(., axis=1)": lambda: svod.sum(b2, axis=1),
+            "s / n": lambda: s2 / n, "build (all six)": lambda: bcast_sum(svod, v),
+            "realize (two roots)": lambda: svod.realize(T.Tensor._from(us[0]), T.Tensor._from(us[1])),
+            "realize_uops (engine hit)": lambda: engine.realize_uops(us)}
 
 
 def measure(contenders: dict, reps: int, calls: int) -> dict[str, tuple[float, float]]:
@@ -114,11 +209,15 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=40)
     ap.add_argument("--jax", action="store_true", help="time jax.jit too (jax importable)")
     ap.add_argument("--only", default="w7,bcast_sum")
+    ap.add_argument("--ops", action="store_true", help="the shares: each op and realize stage alone")
     a = ap.parse_args(argv)
     print(f"svod {os.path.dirname(svod.__file__)}, python {sys.version.split()[0]}, cpus {os.cpu_count()}, "
           f"load {os.getloadavg()[0]:.1f}")
     for name in a.only.split(","):
-        cont = {"w7": _w7, "bcast_sum": _bcast_sum}[name.strip()](a.jax)
+        if a.ops:
+            cont = {"w7": _w7_ops, "bcast_sum": _bcast_sum_ops}[name.strip()]()
+        else:
+            cont = {"w7": _w7, "bcast_sum": _bcast_sum}[name.strip()](a.jax)
         for fn in cont.values():  # warm every contender (jax compiles on its first call)
             fn()
         res = measure(cont, a.reps, a.calls)

@@ -310,16 +310,20 @@ class UOp(Shaped):
         return self
 
     @staticmethod
-    def buffer_source(array: str, dtype: str, sig: str, out: str, indent: str = "    ") -> list[str]:
+    def buffer_source(array: str, dtype: str, sig: str, out: str, indent: str = "    ",
+                      shape: str | None = None) -> list[str]:
         """Python source lines that bind `out` to a node equal to ``buffer(array, dtype)``
         with its structural signature given (`sig`: the `_sig` of a `buffer` of an array
         of the same dtype, shape and strides) — names of variables in generated replay
-        code, where a call per leaf shows (docs/ops.md). The generated code's
-        namespace needs `buffer_namespace()`; keep both in step with `buffer`."""
+        code, where a call per leaf shows (docs/ops.md). `shape`: a name bound to a tuple
+        equal to ``array.shape`` (one attribute read less), else the array's own. The
+        generated code's namespace needs `buffer_namespace()`; keep both in step with
+        `buffer`."""
         r = f"{out}_ref"
+        shape = shape or f"{array}.shape"
         return [f"{indent}{r} = _new(_BufferRef); {r}.array = {array}; {r}.serial = _next(_serials)",
                 f"{indent}{out} = _new(_UOp); {out}.op = _BUFFER; {out}.dtype = {dtype}; {out}.src = (); "
-                f"{out}.arg = {r}; {out}.shape = {array}.shape",
+                f"{out}.arg = {r}; {out}.shape = {shape}",
                 f"{indent}{out}._hash = None; {out}._kb = None; {out}._depth = 0; {out}._sig = {sig}; "
                 f"{out}._leaves = ({r},)"]
 
@@ -412,6 +416,46 @@ _NODE_CACHE = UOp._cache
 _BUFFER_OP = Ops.BUFFER
 _new_object = object.__new__
 _next_serial = BufferRef._counter.__next__
+_cache_get = _NODE_CACHE.get
+
+
+def ints_node(op: Ops, dtype: DType, u: UOp, arg: tuple) -> UOp:
+    """``UOp(op, dtype, (u,), arg)`` for `arg` a tuple of plain Python ints (a shape, axes,
+    a permutation): the node found by its hash-consing key first, without the type call
+    and `_canon` (`_canon` of such a tuple is ``(_INTS, arg)``). The movement and
+    reduction frontends' hot path; the caller guarantees the int tuple (anything else
+    must go through `UOp`, whose key would differ: a miss, never a wrong hit)."""
+    ref = _cache_get((op, dtype, (u,), (_INTS, arg)))
+    if ref is not None:
+        n = ref()
+        if n is not None:
+            return n
+    return UOp(op, dtype, (u,), arg)
+
+
+def reduce_node(dtype: DType, u: UOp, rop: str, axes: tuple) -> UOp:
+    """``UOp(Ops.REDUCE, dtype, (u,), (rop, axes))`` for `axes` a tuple of plain ints (sorted,
+    distinct, in range), found by its hash-consing key first (`ints_node`'s shortcut)."""
+    ref = _cache_get((_REDUCE_OP, dtype, (u,), (rop, (_INTS, axes))))
+    if ref is not None:
+        n = ref()
+        if n is not None:
+            return n
+    return UOp(_REDUCE_OP, dtype, (u,), (rop, axes))
+
+
+def keyed_node(op: Ops, dtype: DType, u: UOp, arg: Any, carg: Any) -> UOp:
+    """``UOp(op, dtype, (u,), arg)`` with ``carg == _canon(arg)`` known to the caller (a
+    memoised recipe of movement steps), found by its hash-consing key first."""
+    ref = _cache_get((op, dtype, (u,), carg))
+    if ref is not None:
+        n = ref()
+        if n is not None:
+            return n
+    return UOp(op, dtype, (u,), arg)
+
+
+_REDUCE_OP = Ops.REDUCE
 
 # ----------------------------------------------------------------------------- signatures
 # A structural signature is a small int naming a UOp's graph up to the identity of its
