@@ -10,16 +10,18 @@ machine the minimum is the figure to compare between trees (run the trees altern
 docs/engine.md ("The lazy per-call path") has the figures and what each stage is.
 
 Stages of W7: `build` (the ten nodes; hash-consing hits, `RECENT` keeps the last graph),
-`realize_uops` (the engine's replay hit: signature, plan lookup, runner, result buffer),
-`exe.run` (the straight-line runner and the kernel), `realize` (a Tensor of the built
-node realized: the tensor layer on top of `realize_uops`), `lazy` (build + realize, as
-`svod bench` times it).
+`realize_uops` (the engine's replay hit: signature, plan lookup, the straight-line hit,
+result buffer), `hit runner` (the per-signature straight-line hit alone: the kernel's
+launch and the result's node, `QuickParts.hit_runner`), `exe.run` (the checked
+straight-line runner and the kernel), `realize` (a Tensor of the built node realized: the
+tensor layer on top of `realize_uops`), `lazy` (build + realize, as `svod bench` times it).
 
-`--ops`: the shares instead — each op of the build timed alone on its hash-consing hit
-(its operands kept alive), the realize's stages (the tensor layer, the engine's replay
-hit, the straight-line hit runner, `exe.run`), and a Python floor for comparison (a
-`__mul__` method that looks a node up in a dict and returns a new slotted object noted
-by a weak reference: what any op of a lazy Python frontend with svod's registry costs).
+`--ops`: first the shares of the build — each op timed alone on its hash-consing hit (its
+operands kept alive), a Python floor for comparison (a `__mul__` method that looks a node
+up in a dict and returns a new slotted object noted by a weak reference: what any op of a
+lazy Python frontend with svod's tensor registry costs), and a realize while the nine
+intermediate tensors are alive (each is a live tensor sharing the leaf, visited by the
+rebinding) — then the stage table above.
 """
 
 from __future__ import annotations
@@ -61,9 +63,13 @@ def _w7(jax_on: bool) -> dict:
     exe = PLAN_CACHE.use(entry.key_hash)
     arrs = [leaves[j].array for j in entry.perm]
     f = svod.jit(w.build)
-    out = {"lazy": lazy, "build": lambda: w.build(x), "realize_uops": lambda: engine.realize_uops([u]),
+    hit = (exe.hits or {}).get(sig)
+    pend = [u]
+    out = {"lazy": lazy, "build": lambda: w.build(x), "realize_uops": lambda: engine.realize_uops(pend),
            "exe.run": lambda: exe.run(arrs), "realize": lambda: T.realize(T.Tensor._from(u)),
            "jit": lambda: f(x), "numpy": lambda: w.reference(xa)}
+    if hit is not None:
+        out["hit runner"] = lambda: hit(leaves, pend)
     if jax_on:
         import jax
         import jax.numpy as jnp
@@ -145,12 +151,9 @@ def _w7_ops() -> dict:
     y9 = svod.exp(y8)
     y10 = svod.maximum(y9, 0.1)
     u = y10.uop
-    entry = REPLAY.get(u._sig)
-    exe = PLAN_CACHE.use(entry.key_hash)
-    leaves = u._leaves
-    arrs = [leaves[j].array for j in entry.perm]
-    hit = (exe.hits or {}).get(entry.perm)
-    pend = [u]
+    exe = PLAN_CACHE.use(REPLAY.get(u._sig).key_hash)
+    hit = (exe.hits or {}).get(u._sig)
+    leaves, pend = u._leaves, [u]
     fl = _Floor()
     fl.uop = u
     _Floor._cache[(0, u, 1.5)] = weakref.ref(u)
@@ -158,11 +161,8 @@ def _w7_ops() -> dict:
            "y * x": lambda: y3 * x, "y - 0.5": lambda: y4 - 0.5, "abs(y)": lambda: svod.abs(y5),
            "sqrt(y)": lambda: svod.sqrt(y6), "-y": lambda: -y7, "exp(y)": lambda: svod.exp(y8),
            "maximum(y, 0.1)": lambda: svod.maximum(y9, 0.1), "build (all ten)": lambda: w.build(x),
-           "Tensor._from": lambda: T.Tensor._from(u),
-           "realize (tensor layer + engine)": lambda: T.realize(T.Tensor._from(u)),
-           "realize_uops (engine hit)": lambda: engine.realize_uops(pend),
-           "exe.run (checked runner)": lambda: exe.run(arrs),
-           "python floor of an op": lambda: fl * 1.5}
+           "Tensor._from": lambda: T.Tensor._from(u), "python floor of an op": lambda: fl * 1.5,
+           "realize, 9 holders alive": lambda: T.realize(T.Tensor._from(u))}
     if hit is not None:
         out["hit runner (launch + wrap)"] = lambda: hit(leaves, pend)
     return out
@@ -182,13 +182,10 @@ def _bcast_sum_ops() -> dict:
     b2 = svod.broadcast_to(vv, (n, n))
     s1 = svod.sum(b1, axis=0)
     s2 = svod.sum(b2, axis=1)
-    us = [s1.uop, (s2 / n).uop]
     return {"broadcast_to(v, (n, n))": lambda: svod.broadcast_to(v, (n, n)), "v[:, None]": lambda: v[:, None],
             "broadcast_to(v[:, None], (n, n))": lambda: svod.broadcast_to(vv, (n, n)),
             "sum(., axis=0)": lambda: svod.sum(b1, axis=0), "sum(., axis=1)": lambda: svod.sum(b2, axis=1),
-            "s / n": lambda: s2 / n, "build (all six)": lambda: bcast_sum(svod, v),
-            "realize (two roots)": lambda: svod.realize(T.Tensor._from(us[0]), T.Tensor._from(us[1])),
-            "realize_uops (engine hit)": lambda: engine.realize_uops(us)}
+            "s / n": lambda: s2 / n, "build (all six)": lambda: bcast_sum(svod, v)}
 
 
 def measure(contenders: dict, reps: int, calls: int) -> dict[str, tuple[float, float]]:
@@ -214,16 +211,19 @@ def main(argv=None) -> int:
     print(f"svod {os.path.dirname(svod.__file__)}, python {sys.version.split()[0]}, cpus {os.cpu_count()}, "
           f"load {os.getloadavg()[0]:.1f}")
     for name in a.only.split(","):
-        if a.ops:
-            cont = {"w7": _w7_ops, "bcast_sum": _bcast_sum_ops}[name.strip()]()
-        else:
-            cont = {"w7": _w7, "bcast_sum": _bcast_sum}[name.strip()](a.jax)
-        for fn in cont.values():  # warm every contender (jax compiles on its first call)
-            fn()
-        res = measure(cont, a.reps, a.calls)
-        print(name)
-        for k, (lo, med) in res.items():
-            print(f"  {k:14s} min {lo * 1e6:8.2f} us   median {med * 1e6:8.2f} us")
+        tables = [(name, {"w7": _w7, "bcast_sum": _bcast_sum}[name.strip()])]
+        if a.ops:  # the ops alone first (their operands alive), then the stages (none alive)
+            tables.insert(0, (f"{name}: each op on its hash-consing hit",
+                              lambda _jax, f={"w7": _w7_ops, "bcast_sum": _bcast_sum_ops}[name.strip()]: f()))
+        for title, make in tables:
+            cont = make(a.jax)
+            for fn in cont.values():  # warm every contender (jax compiles on its first call)
+                fn()
+            res = measure(cont, a.reps, a.calls)
+            del cont
+            print(title)
+            for k, (lo, med) in res.items():
+                print(f"  {k:32s} min {lo * 1e6:8.2f} us   median {med * 1e6:8.2f} us")
     return 0
 
 

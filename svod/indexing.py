@@ -258,7 +258,7 @@ def getitem(x, key):
     code = _key_code(key)
     if code is not None:  # a basic key of plain Python values: memoised steps
         u = x.uop
-        if u.op is Ops.BUFFER:
+        if u.op is Ops.BUFFER and _T._EAGER is not None:  # (None: no thread can run eager work yet)
             r = _eager_getitem(x, key)
             if r is not None:
                 return r

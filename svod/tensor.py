@@ -263,8 +263,10 @@ def _apply_becomes(mapping: dict[UOp, UOp]) -> None:
 _READ_HOOK = None
 _TRACED_REPR = None  # set with _READ_HOOK: repr of a value that depends on traced inputs, else None
 _engine_realize = None  # svod.engine.realize_uops: the engine sets it when imported (`import svod` does)
-# svod.eager.try_eager (set when svod.eager is imported, which `import svod` does): a realized
-# node with the value of a new node that may run eagerly (small, over concrete values), else None.
+# svod.eager.try_eager once some thread can run eager small work (svod.eager._arm: the "on"
+# policy, an `eager_mode` block, svod.numpy's first call under the "auto" policy), else None:
+# a realized node with the value of a new node that may run eagerly (small, over concrete
+# values), else None.
 _EAGER = None
 
 
