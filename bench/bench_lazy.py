@@ -180,7 +180,6 @@ def _bcast_sum_ops() -> dict:
     b1 = svod.broadcast_to(v, (n, n))
     vv = v[:, None]
     b2 = svod.broadcast_to(vv, (n, n))
-    s1 = svod.sum(b1, axis=0)
     s2 = svod.sum(b2, axis=1)
     return {"broadcast_to(v, (n, n))": lambda: svod.broadcast_to(v, (n, n)), "v[:, None]": lambda: v[:, None],
             "broadcast_to(v[:, None], (n, n))": lambda: svod.broadcast_to(vv, (n, n)),
@@ -211,10 +210,11 @@ def main(argv=None) -> int:
     print(f"svod {os.path.dirname(svod.__file__)}, python {sys.version.split()[0]}, cpus {os.cpu_count()}, "
           f"load {os.getloadavg()[0]:.1f}")
     for name in a.only.split(","):
-        tables = [(name, {"w7": _w7, "bcast_sum": _bcast_sum}[name.strip()])]
+        key = name.strip()
+        tables = [(key, {"w7": _w7, "bcast_sum": _bcast_sum}[key])]
         if a.ops:  # the ops alone first (their operands alive), then the stages (none alive)
-            tables.insert(0, (f"{name}: each op on its hash-consing hit",
-                              lambda _jax, f={"w7": _w7_ops, "bcast_sum": _bcast_sum_ops}[name.strip()]: f()))
+            ops = {"w7": _w7_ops, "bcast_sum": _bcast_sum_ops}[key]
+            tables.insert(0, (f"{key}: each op on its hash-consing hit", lambda _jax, ops=ops: ops()))
         for title, make in tables:
             cont = make(a.jax)
             for fn in cont.values():  # warm every contender (jax compiles on its first call)

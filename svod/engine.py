@@ -113,10 +113,11 @@ _dynamic_on = dynamic_enabled
 _BUFFER = Ops.BUFFER
 _WHERE = Ops.WHERE
 _buffer = UOp.buffer
-# NOTE: the replay hit path's calls, bound once: `REPLAY.get` and `RECENT.keep` are one C
-# call each on containers the caches never rebind (their `clear` empties them in place)
+# NOTE: the replay hit path's calls, bound once: `REPLAY.get`, `PLAN_CACHE.use` (a get and a
+# move to the LRU's end) and `RECENT.keep` are C calls on containers the caches never
+# rebind (their `clear` empties them in place)
 _replay_get = REPLAY._d.get
-_plan_use = PLAN_CACHE.use
+_plan_get, _plan_touch = PLAN_CACHE._d.get, PLAN_CACHE._d.move_to_end
 _algebra = config_algebra
 _recent_keep = RECENT._q.append
 _ENV, _DEBUG_KEY = ENV_DATA, DEBUG_KEY  # SVOD_DEBUG unset: no `debug()` call (svod.flags)
@@ -140,7 +141,12 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
     # lookup by signature: a structure seen before (same signature => same GraphKey, leaves
     # in a known order) replays its plan with no compaction and no lookup by key
     fast = _replay_get(sig) if sig is not None else None
-    exe = _plan_use(fast.key_hash) if fast is not None else None
+    exe = _plan_get(fast.key_hash) if fast is not None else None
+    if exe is not None:
+        try:  # `PLAN_CACHE.use`, inlined: a plan replayed all the time must not age out of the LRU
+            _plan_touch(fast.key_hash)
+        except KeyError:  # evicted meanwhile by another thread: this call still runs it
+            pass
     if exe is not None and exe.algebra != _algebra():
         exe = None  # planned in the other algebra mode: the general path plans for this one
     if exe is not None:
@@ -200,7 +206,7 @@ def _add_hit(exe: Executable, sig: int, perm: tuple, pending: list[UOp], outs, m
     if got is None:
         return
     parts, tally = got
-    if len(parts.inputs) != len(perm) or len(parts.outputs) != len(pending) != len(outs):
+    if len(parts.inputs) != len(perm) or len(parts.outputs) != len(pending) or len(outs) != len(pending):
         return
     sigs = []
     for r, arr in zip(pending, outs):
