@@ -14,7 +14,9 @@ Stages of W7: `build` (the ten nodes; hash-consing hits, `RECENT` keeps the last
 result buffer), `hit runner` (the per-signature straight-line hit alone: the kernel's
 launch and the result's node, `QuickParts.hit_runner`), `exe.run` (the checked
 straight-line runner and the kernel), `realize` (a Tensor of the built node realized: the
-tensor layer on top of `realize_uops`), `lazy` (build + realize, as `svod bench` times it).
+tensor layer on top of `realize_uops`), `lazy` (build + realize, as `svod bench` times it),
+`lazy, new input` (the same over `svod.asarray` of the input each call: a new leaf, so
+every node is new — no hash-consing hits — and the replay is by signature all the same).
 
 `--ops`: first the shares of the build — each op timed alone on its hash-consing hit (its
 operands kept alive), a Python floor for comparison (a `__mul__` method that looks a node
@@ -65,7 +67,8 @@ def _w7(jax_on: bool) -> dict:
     f = svod.jit(w.build)
     hit = (exe.hits or {}).get(sig)
     pend = [u]
-    out = {"lazy": lazy, "build": lambda: w.build(x), "realize_uops": lambda: engine.realize_uops(pend),
+    out = {"lazy": lazy, "lazy, new input": lambda: T.realize(w.build(T.asarray(xa))),
+           "build": lambda: w.build(x), "realize_uops": lambda: engine.realize_uops(pend),
            "exe.run": lambda: exe.run(arrs), "realize": lambda: T.realize(T.Tensor._from(u)),
            "jit": lambda: f(x), "numpy": lambda: w.reference(xa)}
     if hit is not None:

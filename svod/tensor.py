@@ -49,6 +49,7 @@ from svod.dtype import DType, DTypeError
 from svod.errors import AxisError, ShapeError, SvodOverflowError, SvodTypeError, SvodValueError
 from svod.ir import _NODE_CACHE, OP, UOp, _canon, check_size, shape_str, substitute
 from svod.ir import ints_node as _ints_node
+from svod.ir import make_node as _make_node
 from svod.shapes import DYNAMIC as _DYNAMIC
 from svod.shapes import bucket as _bucket
 from svod.shapes import with_room as _with_room
@@ -834,10 +835,12 @@ def _node1(op, dtype: DType, u: UOp) -> Tensor:
     the same inputs is a lookup per op, and a type call with its `__new__` costs more
     than the lookup). Same node, same Tensor, same eager and depth handling: `_from`'s
     body inline (keep the three in step)."""
-    ref = _NODE_CACHE.get((op, dtype, (u,), None))
+    src = (u,)
+    key = (op, dtype, src, None)
+    ref = _NODE_CACHE.get(key)
     n = ref() if ref is not None else None
-    if n is None:
-        n = UOp(op, dtype, (u,))
+    if n is None:  # a new node: `UOp.__new__`'s miss path without the type call and a second lookup
+        n = _make_node(UOp, op, dtype, src, None, None, key)
     if _EAGER is not None:  # (`n` is never a BUFFER: a computed node)
         e = _EAGER(n)
         if e is not None:
@@ -855,10 +858,12 @@ def _node1(op, dtype: DType, u: UOp) -> Tensor:
 def _node2(op, dtype: DType, a: UOp, b: UOp) -> Tensor:
     """`Tensor._from(UOp(op, dtype, (a, b)))` for an op without arg (`_node1`'s lookup and
     `_from`'s body inline)."""
-    ref = _NODE_CACHE.get((op, dtype, (a, b), None))
+    src = (a, b)
+    key = (op, dtype, src, None)
+    ref = _NODE_CACHE.get(key)
     n = ref() if ref is not None else None
-    if n is None:
-        n = UOp(op, dtype, (a, b))
+    if n is None:  # (as in `_node1`)
+        n = _make_node(UOp, op, dtype, src, None, None, key)
     if _EAGER is not None:
         e = _EAGER(n)
         if e is not None:

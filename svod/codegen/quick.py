@@ -70,7 +70,7 @@ class QuickParts(NamedTuple):
         return ns, lines
 
     def hit_runner(self, tally, perm: tuple, out_dtypes: tuple, out_sigs: tuple):
-        """The engine's replay by signature as straight-line code for one leaf order:
+        """The engine's replay of one structural signature as straight-line code:
         ``hit(leaves, roots) -> {root: BUFFER node}`` runs the program on
         ``leaves[perm[i]].array`` and wraps each output as `UOp.buffer` would, with the
         output's structural signature given (`out_sigs`: a fresh C-contiguous array of
