@@ -724,7 +724,7 @@ def _arm() -> None:
     thread can run eager work — the "on" policy, an `eager_mode` block with a limit, or
     (the "auto" policy) a first `svod.numpy` call under numpy's defaults — `try_eager`
     would answer None for every node, so the tensor layer skips the call (~0.13 µs a
-    node: a tenth of a lazy op). Armed once, never disarmed: the check is cheap to keep
+    node: a fifth of a lazy op). Armed once, never disarmed: the check is cheap to keep
     and a disarm could race with another thread's block."""
     T._EAGER = try_eager
     _dt._ON_FIRST_NUMPY_DEFAULTS = None
