@@ -2,7 +2,7 @@
 lazily and realized) and bench_algebra's bcast_sum, against numpy, svod.jit and (with
 --jax) jax.jit, in one process.
 
-    python3 bench/bench_lazy.py [--reps 200] [--calls 40] [--jax] [--only w7,bcast_sum] [--ops]
+    python3 bench/bench_lazy.py [--reps 200] [--calls 40] [--jax] [--only w7,bcast_sum] [--ops] [--fresh]
 
 Each contender is timed over `--reps` batches of `--calls` calls, the batches of all
 contenders interleaved; printed: the minimum and the median per call (µs). On a shared
@@ -15,8 +15,10 @@ result buffer), `hit runner` (the per-signature straight-line hit alone: the ker
 launch and the result's node, `QuickParts.hit_runner`), `exe.run` (the checked
 straight-line runner and the kernel), `realize` (a Tensor of the built node realized: the
 tensor layer on top of `realize_uops`), `lazy` (build + realize, as `svod bench` times it),
-`lazy, new input` (the same over `svod.asarray` of the input each call: a new leaf, so
-every node is new — no hash-consing hits — and the replay is by signature all the same).
+and with `--fresh` `lazy, new input` (the same over `svod.asarray` of the input each
+call: a new leaf, so every node is new — no hash-consing hits — and the replay is by
+signature all the same; opt-in and timed last, as its nodes' churn slows whatever
+contender runs next by ~1 µs).
 
 `--ops`: first the shares of the build — each op timed alone on its hash-consing hit (its
 operands kept alive), a Python floor for comparison (a `__mul__` method that looks a node
@@ -48,7 +50,7 @@ from svod.caches import PLAN_CACHE, REPLAY  # noqa: E402
 from svod.ir import signature_of  # noqa: E402
 
 
-def _w7(jax_on: bool) -> dict:
+def _w7(jax_on: bool, fresh: bool = False) -> dict:
     w = workloads.get("w7_small_chain")
     arrays = w.make_inputs(w.default_shapes, seed=0)
     x, xa = T.asarray(arrays["x"]), arrays["x"]
@@ -67,12 +69,13 @@ def _w7(jax_on: bool) -> dict:
     f = svod.jit(w.build)
     hit = (exe.hits or {}).get(sig)
     pend = [u]
-    out = {"lazy": lazy, "lazy, new input": lambda: T.realize(w.build(T.asarray(xa))),
-           "build": lambda: w.build(x), "realize_uops": lambda: engine.realize_uops(pend),
+    out = {"lazy": lazy, "build": lambda: w.build(x), "realize_uops": lambda: engine.realize_uops(pend),
            "exe.run": lambda: exe.run(arrs), "realize": lambda: T.realize(T.Tensor._from(u)),
            "jit": lambda: f(x), "numpy": lambda: w.reference(xa)}
     if hit is not None:
         out["hit runner"] = lambda: hit(leaves, pend)
+    if fresh:  # (last, and opt-in: its new nodes' churn slows the next contender by ~1 µs)
+        out["lazy, new input"] = lambda: T.realize(w.build(T.asarray(xa)))
     if jax_on:
         import jax
         import jax.numpy as jnp
@@ -209,12 +212,13 @@ def main(argv=None) -> int:
     ap.add_argument("--jax", action="store_true", help="time jax.jit too (jax importable)")
     ap.add_argument("--only", default="w7,bcast_sum")
     ap.add_argument("--ops", action="store_true", help="the shares: each op and realize stage alone")
+    ap.add_argument("--fresh", action="store_true", help="W7 over a new input array each call too")
     a = ap.parse_args(argv)
     print(f"svod {os.path.dirname(svod.__file__)}, python {sys.version.split()[0]}, cpus {os.cpu_count()}, "
           f"load {os.getloadavg()[0]:.1f}")
     for name in a.only.split(","):
         key = name.strip()
-        tables = [(key, {"w7": _w7, "bcast_sum": _bcast_sum}[key])]
+        tables = [(key, (lambda j: _w7(j, a.fresh)) if key == "w7" else _bcast_sum)]
         if a.ops:  # the ops alone first (their operands alive), then the stages (none alive)
             ops = {"w7": _w7_ops, "bcast_sum": _bcast_sum_ops}[key]
             tables.insert(0, (f"{key}: each op on its hash-consing hit", lambda _jax, ops=ops: ops()))
