@@ -124,10 +124,29 @@ class PlanCache:
         return len(self._d)
 
 
+class ReplayEntry:
+    """What `ReplayCache` holds for one signature: `key_hash` (the plan's GraphKey hash),
+    `perm` (for each input of the plan, the position of its leaf among the signature's
+    leaves), `recent` (whether `RECENT` keeps the graph: its leaves' sizes follow from the
+    signature), `dyn` (the `svod.shapes.SymbolicCall` of a size run in its bucket's plan,
+    a `ViewBind`, or None). Holds no plan: the straight-line runner of a plan for this
+    leaf order lives on the plan (`Executable.hits`, keyed by `perm`; svod.engine)."""
+
+    __slots__ = ("key_hash", "perm", "recent", "dyn")
+
+    def __init__(self, key_hash: str, perm: tuple, recent: bool, dyn=None):
+        self.key_hash, self.perm, self.recent, self.dyn = key_hash, perm, recent, dyn
+
+    def __iter__(self):  # (key_hash, perm, recent, dyn), as the tuple it replaces
+        return iter((self.key_hash, self.perm, self.recent, self.dyn))
+
+    def __getitem__(self, i):
+        return (self.key_hash, self.perm, self.recent, self.dyn)[i]
+
+
 class ReplayCache:
-    """Structural signature (svod.ir.signature_of) -> (key hash, leaf order, whether
-    `RECENT` keeps the graph: its leaves' sizes follow from the signature, the
-    `svod.shapes.SymbolicCall` of a size run in its bucket's plan or None).
+    """Structural signature (svod.ir.signature_of) -> `ReplayEntry` (the plan's key hash,
+    the leaf order, whether `RECENT` keeps the graph, the dynamic-size call or None).
 
     A front for PLAN_CACHE that skips compaction: an entry names the plan by its key
     hash only (`PlanCache.use` finds it), so this table never keeps a plan alive —
@@ -162,7 +181,7 @@ class ReplayCache:
                 return  # not the same leaves as the compacted graph's: never replay by signature
         if len(self._d) >= self.max_entries:
             self._d.clear()
-        self._d[sig] = (key_hash, perm, RECENT.small(leaves), dyn)
+        self._d[sig] = ReplayEntry(key_hash, perm, RECENT.small(leaves), dyn)
 
     def clear(self) -> None:
         self._d.clear()

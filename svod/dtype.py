@@ -134,12 +134,20 @@ def math_float(d: DType) -> DType:
     return float32 if f is float64 and d.itemsize <= 2 else f
 
 
+# Called (then dropped) the first time any thread enters `numpy_defaults`: svod.eager arms
+# its per-op check there (in the "auto" policy eager small work runs only under numpy's
+# defaults or an `eager_mode` block, so until then no op needs the check; svod/eager.py).
+_ON_FIRST_NUMPY_DEFAULTS = None
+
+
 class numpy_defaults:
     """Context: this thread's default float dtype is float64 (numpy's) inside; re-entrant."""
 
     __slots__ = ("_saved",)
 
     def __enter__(self):
+        if _ON_FIRST_NUMPY_DEFAULTS is not None:
+            _ON_FIRST_NUMPY_DEFAULTS()
         self._saved = _DEFAULTS.float_dtype
         _DEFAULTS.float_dtype = float64
         return self

@@ -38,6 +38,7 @@ from svod.tensor import (
     _check_shape,
     _const,
     _expand_uop,
+    _from,
     _is_scalar,
     _no_complex,
     _node1,
@@ -148,6 +149,20 @@ def _math_result(d: DType) -> DType:
 
 
 def broadcast_to(x: Tensor, /, shape) -> Tensor:
+    if type(x) is Tensor and type(shape) is tuple:  # the hot case: a shape of plain ints it broadcasts to
+        u = x.uop
+        s = u.shape
+        k = len(shape) - len(s)
+        if k >= 0:
+            for n in shape:
+                if type(n) is not int or n < 0:
+                    break
+            else:
+                for i, n in enumerate(s):
+                    if n != 1 and n != shape[k + i]:
+                        break
+                else:
+                    return _from(_expand_uop(u, shape))
     x = asarray(x)
     shape = _check_shape(shape, "broadcast_to")
     if len(shape) < x.ndim or builtins.any(

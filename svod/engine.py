@@ -113,10 +113,11 @@ _dynamic_on = dynamic_enabled
 _BUFFER = Ops.BUFFER
 _WHERE = Ops.WHERE
 _buffer = UOp.buffer
-# NOTE: the replay hit path's calls, bound once: `REPLAY.get` and `RECENT.keep` are one C
-# call each on containers the caches never rebind (their `clear` empties them in place)
+# NOTE: the replay hit path's calls, bound once: `REPLAY.get`, `PLAN_CACHE.use` (a get and a
+# move to the LRU's end) and `RECENT.keep` are C calls on containers the caches never
+# rebind (their `clear` empties them in place)
 _replay_get = REPLAY._d.get
-_plan_use = PLAN_CACHE.use
+_plan_get, _plan_touch = PLAN_CACHE._d.get, PLAN_CACHE._d.move_to_end
 _algebra = config_algebra
 _recent_keep = RECENT._q.append
 _ENV, _DEBUG_KEY = ENV_DATA, DEBUG_KEY  # SVOD_DEBUG unset: no `debug()` call (svod.flags)
@@ -140,29 +141,79 @@ def realize_uops(roots: Sequence[UOp]) -> dict[UOp, UOp]:
     # lookup by signature: a structure seen before (same signature => same GraphKey, leaves
     # in a known order) replays its plan with no compaction and no lookup by key
     fast = _replay_get(sig) if sig is not None else None
-    exe = _plan_use(fast[0]) if fast is not None else None
+    exe = _plan_get(fast.key_hash) if fast is not None else None
+    if exe is not None:
+        try:  # `PLAN_CACHE.use`, inlined: a plan replayed all the time must not age out of the LRU
+            _plan_touch(fast.key_hash)
+        except KeyError:  # evicted meanwhile by another thread: this call still runs it
+            pass
     if exe is not None and exe.algebra != _algebra():
         exe = None  # planned in the other algebra mode: the general path plans for this one
     if exe is not None:
         _REPLAY_TICK()
-        dyn = fast[3]
+        hits = exe.hits
+        if hits is not None and fast.dyn is None:  # this plan's straight-line hit for this signature (`_add_hit`)
+            hit = hits.get(sig)
+            if hit is not None:
+                mapping = hit(leaves, pending)
+                if mapping is not None:
+                    if fast.recent:
+                        _recent_keep(pending)
+                    return mapping
+        dyn = fast.dyn
+        order = fast.perm
+        quick = None
         if dyn is None:
-            order = fast[1]
             arrays = [leaves[order[0]].array] if len(order) == 1 else [leaves[j].array for j in order]
             quick = exe.quick  # the straight-line runner once set up (`Executable.quick`)
             outs = quick(arrays) if quick else None
             if outs is None:
+                quick = None
                 outs = exe.run(arrays)
         else:
-            outs = dyn.run(exe, [leaves[j].array for j in fast[1]])  # svod.shapes: n rows of the bucket's plan
-        if fast[2]:
+            outs = dyn.run(exe, [leaves[j].array for j in order])  # svod.shapes: n rows of the bucket's plan
+        if fast.recent:
             _recent_keep(pending)
         # NOTE: no `_wrap` checks: this Executable's outputs were checked on its first run
         if len(pending) == 1:
             r = pending[0]
-            return {r: _buffer(outs[0], r.dtype)}
-        return {r: _buffer(arr, r.dtype) for r, arr in zip(pending, outs)}
+            mapping = {r: _buffer(outs[0], r.dtype)}
+        else:
+            mapping = {r: _buffer(arr, r.dtype) for r, arr in zip(pending, outs)}
+        if quick is not None and (hits is None or sig not in hits):
+            _add_hit(exe, sig, order, pending, outs, mapping)
+        return mapping
     return _realize_new(pending, sig, leaves)
+
+
+_MAX_HITS = 64  # signatures with a straight-line hit per plan (more: the checked runner)
+
+
+def _add_hit(exe: Executable, sig: int, perm: tuple, pending: list[UOp], outs, mapping: dict) -> None:
+    """Give `exe` the straight-line replay hit of signature `sig` (leaf order `perm`;
+    `QuickParts.hit_runner`) once its checked runner has accepted this call's leaves (so
+    only for a plan run exactly, never a dynamic structure's bucket plan run for another
+    size). Keyed by the signature, never by the leaf order alone: the signature fixes every
+    leaf's dtype, shape and strides — what the checks that later calls skip read — while
+    several signatures may share a plan (another size in a size bucket, a leaf of another
+    layout that the checked runner would convert). The outputs' signatures (fresh
+    C-contiguous arrays of fixed shape and dtype) are known too. Kept on the plan (a dict
+    replaced whole: readers need no lock), so an evicted or replaced plan takes its hits
+    with it."""
+    hits = exe.hits or {}
+    parts_of = getattr(exe, "quick_parts", None)
+    got = parts_of() if parts_of is not None and len(hits) < _MAX_HITS else None
+    if got is None:
+        return
+    parts, tally = got
+    if len(parts.inputs) != len(perm) or len(parts.outputs) != len(pending) or len(outs) != len(pending):
+        return
+    sigs = []
+    for r, arr in zip(pending, outs):
+        if arr.shape != r.shape or arr.dtype != r.dtype.np or not arr.flags.c_contiguous:
+            return
+        sigs.append(mapping[r]._sig)
+    exe.hits = {**hits, sig: parts.hit_runner(tally, perm, tuple(r.dtype for r in pending), tuple(sigs))}
 
 
 def _realize_new(pending: list[UOp], sig, leaves) -> dict[UOp, UOp]:

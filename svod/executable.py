@@ -50,6 +50,9 @@ class Executable:
     # a validated run built it (None before, False when there is none). The engine's
     # replay calls it first: the same outputs and counters as `run`, one call less.
     quick: Callable | None | bool = None
+    # leaf order -> the engine's straight-line replay by signature of this plan
+    # (`svod.engine._add_hit`, `QuickParts.hit_runner`); None until the first is made
+    hits: dict | None = None
 
     def run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:  # pragma: no cover - interface
         raise NotImplementedError

@@ -23,7 +23,8 @@ from svod import eager as _eager
 from svod import tensor as _T
 from svod.elementwise import broadcast_to, where
 from svod.errors import ShapeError, SvodIndexError
-from svod.ir import Ops, UOp, shape_str
+from svod.ir import Ops, UOp, _canon, shape_str
+from svod.ir import keyed_node as _keyed_node
 from svod.tensor import Tensor, WeakScalar, _from_numpy, asarray
 
 
@@ -206,7 +207,62 @@ def _eager_getitem(x, key):
     return Tensor._from(UOp.buffer(arr, u.dtype))
 
 
+# (shape, dtype, `_key_code` of a basic key) -> the movement steps `basic_index` makes of it,
+# bottom up, as (op, arg, canonical arg): a key seen before on a shape replays its steps
+# without parsing it again (`x[:, None]`, `x[i]` in loops). Bounded; dropped when full.
+_RECIPES: dict = {}
+
+
+def _key_code(key):
+    """A hashable code of a basic key made of plain ints, slices of plain ints and None,
+    None and Ellipsis only (what `basic_index` alone decides, from the shape); None for
+    any other key (numpy ints, bools, arrays, Tensors: the general path)."""
+    out = []
+    for k in key if type(key) is tuple else (key,):
+        t = type(k)
+        if t is slice:
+            a, b, c = k.start, k.stop, k.step
+            if not ((a is None or type(a) is int) and (b is None or type(b) is int) and (c is None or type(c) is int)):
+                return None
+            out.append((a, b, c))
+        elif t is int or k is None or k is Ellipsis:
+            out.append(k)
+        else:
+            return None
+    return tuple(out)
+
+
+def _memo_index(u: UOp, code, key) -> UOp:
+    """`basic_index(u, key)`, its steps memoised by (shape, dtype, `code`): the same nodes
+    (basic indexing depends on the key, the shape and — a step's pad value — the dtype)."""
+    rk = (u.shape, u.dtype, code)
+    steps = _RECIPES.get(rk)
+    if steps is None:
+        r = basic_index(u, key)  # (raises for an index out of bounds: never memoised)
+        chain = []
+        n = r
+        while n is not u:
+            chain.append((n.op, n.arg, _canon(n.arg)))
+            n = n.src[0]
+        if len(_RECIPES) > 4096:
+            _RECIPES.clear()
+        _RECIPES[rk] = tuple(reversed(chain))
+        return r
+    d = u.dtype
+    for op, arg, carg in steps:
+        u = _keyed_node(op, d, u, arg, carg)
+    return u
+
+
 def getitem(x, key):
+    code = _key_code(key)
+    if code is not None:  # a basic key of plain Python values: memoised steps
+        u = x.uop
+        if u.op is Ops.BUFFER and _T._EAGER is not None:  # (None: no thread can run eager work yet)
+            r = _eager_getitem(x, key)
+            if r is not None:
+                return r
+        return _T._from(_memo_index(u, code, key))
     if x.uop.op is Ops.BUFFER and _basic_key(key):  # (a basic key holds no 0-d Tensor: no _int_scalars)
         r = _eager_getitem(x, key)
         if r is not None:

@@ -214,53 +214,7 @@ class UOp(Shaped):
             hit = ref()
             if hit is not None:
                 return hit
-        self = _new_object(cls)
-        self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
-        self._hash = None  # NOTE: computed on demand; most nodes never need it
-        self._kb = None  # cached key-encoding parts (svod.key.compact)
-        # NOTE: the unary and binary cases of _infer_shape and _signature inline (every op)
-        if len(src) == 1 and op in _SAME_SHAPE:
-            s = src[0]
-            self.shape = s.shape
-            self._depth = s._depth + 1
-            if s._sig is None:
-                self._sig = self._leaves = None
-            else:
-                k = (op, dtype, carg, s._sig)
-                self._sig = _SIGS.get(k) or _intern(k)
-                self._leaves = s._leaves
-        elif len(src) == 2 and op in BINARY:
-            a, b = src
-            self.shape = s = a.shape
-            da, db = a._depth, b._depth
-            self._depth = (da if da > db else db) + 1
-            assert b.shape == s, f"{op}: shapes differ {s} {b.shape}"
-            la, lb = a._leaves, b._leaves
-            if a._sig is None or b._sig is None:
-                self._sig = self._leaves = None
-            elif la == lb or not lb or not la:  # one leaf list (`_signature`'s common cases)
-                k = (op, dtype, carg, a._sig, b._sig)
-                self._sig = _SIGS.get(k) or _intern(k)
-                self._leaves = la or lb
-            else:
-                self._sig, self._leaves = _signature(key, src)
-        else:
-            self.shape = _infer_shape(op, src, arg)
-            self._depth = max([s._depth for s in src], default=-1) + 1
-            if op in _GROWS:
-                check_size(self.shape, dtype)
-            self._sig, self._leaves = _signature(key, src)
-        new = _NodeRef(self, _forget)
-        new.key = key
-        # NOTE: setdefault is atomic under the GIL: if another thread built the same node
-        # meanwhile, keep its node (a dead entry awaiting its callback is replaced)
-        ref = cache.setdefault(key, new)
-        if ref is not new:
-            hit = ref()
-            if hit is not None:
-                return hit
-            cache[key] = new
-        return self
+        return make_node(cls, op, dtype, src, arg, carg, key)
 
     # identity semantics (hash-consed)
     __hash__ = object.__hash__
@@ -284,6 +238,8 @@ class UOp(Shaped):
                     h.update(s._hash)
                 n._hash = h.digest()
         return self._hash.hex()
+
+
 
     @staticmethod
     def const(value, dtype: DType) -> UOp:
@@ -310,16 +266,20 @@ class UOp(Shaped):
         return self
 
     @staticmethod
-    def buffer_source(array: str, dtype: str, sig: str, out: str, indent: str = "    ") -> list[str]:
+    def buffer_source(array: str, dtype: str, sig: str, out: str, indent: str = "    ",
+                      shape: str | None = None) -> list[str]:
         """Python source lines that bind `out` to a node equal to ``buffer(array, dtype)``
         with its structural signature given (`sig`: the `_sig` of a `buffer` of an array
         of the same dtype, shape and strides) — names of variables in generated replay
-        code, where a call per leaf shows (docs/ops.md). The generated code's
-        namespace needs `buffer_namespace()`; keep both in step with `buffer`."""
+        code, where a call per leaf shows (docs/ops.md). `shape`: a name bound to a tuple
+        equal to ``array.shape`` (one attribute read less), else the array's own. The
+        generated code's namespace needs `buffer_namespace()`; keep both in step with
+        `buffer`."""
         r = f"{out}_ref"
+        shape = shape or f"{array}.shape"
         return [f"{indent}{r} = _new(_BufferRef); {r}.array = {array}; {r}.serial = _next(_serials)",
                 f"{indent}{out} = _new(_UOp); {out}.op = _BUFFER; {out}.dtype = {dtype}; {out}.src = (); "
-                f"{out}.arg = {r}; {out}.shape = {array}.shape",
+                f"{out}.arg = {r}; {out}.shape = {shape}",
                 f"{indent}{out}._hash = None; {out}._kb = None; {out}._depth = 0; {out}._sig = {sig}; "
                 f"{out}._leaves = ({r},)"]
 
@@ -335,6 +295,62 @@ class UOp(Shaped):
     def __repr__(self) -> str:
         arg = "" if self.arg is None else f", arg={self.arg!r}"
         return f"UOp({self.op.name}, {self.dtype}, shape={self.shape}, nsrc={len(self.src)}{arg})"
+
+
+
+def make_node(cls, op: Ops, dtype: DType, src: tuple, arg: Any, carg: Any, key: tuple) -> UOp:
+    """The node of hash-consing key `key` = ``(op, dtype, src, carg)`` (``carg == _canon(arg)``,
+    `arg` itself for a BUFFER or None), made after the caller's lookup of `key` missed:
+    `UOp.__new__`'s miss path, which `tensor._node1/_node2` call directly (their key has
+    no arg: one lookup and no type call per new node)."""
+    cache = _NODE_CACHE
+    self = _new_object(cls)
+    self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
+    self._hash = None  # NOTE: computed on demand; most nodes never need it
+    self._kb = None  # cached key-encoding parts (svod.key.compact)
+    # NOTE: the unary and binary cases of _infer_shape and _signature inline (every op)
+    if len(src) == 1 and op in _SAME_SHAPE:
+        s = src[0]
+        self.shape = s.shape
+        self._depth = s._depth + 1
+        if s._sig is None:
+            self._sig = self._leaves = None
+        else:
+            k = (op, dtype, carg, s._sig)
+            self._sig = _SIGS.get(k) or _intern(k)
+            self._leaves = s._leaves
+    elif len(src) == 2 and op in BINARY:
+        a, b = src
+        self.shape = s = a.shape
+        da, db = a._depth, b._depth
+        self._depth = (da if da > db else db) + 1
+        assert b.shape == s, f"{op}: shapes differ {s} {b.shape}"
+        la, lb = a._leaves, b._leaves
+        if a._sig is None or b._sig is None:
+            self._sig = self._leaves = None
+        elif la == lb or not lb or not la:  # one leaf list (`_signature`'s common cases)
+            k = (op, dtype, carg, a._sig, b._sig)
+            self._sig = _SIGS.get(k) or _intern(k)
+            self._leaves = la or lb
+        else:
+            self._sig, self._leaves = _signature(key, src)
+    else:
+        self.shape = _infer_shape(op, src, arg)
+        self._depth = max([s._depth for s in src], default=-1) + 1
+        if op in _GROWS:
+            check_size(self.shape, dtype)
+        self._sig, self._leaves = _signature(key, src)
+    new = _NodeRef(self, _forget)
+    new.key = key
+    # NOTE: setdefault is atomic under the GIL: if another thread built the same node
+    # meanwhile, keep its node (a dead entry awaiting its callback is replaced)
+    ref = cache.setdefault(key, new)
+    if ref is not new:
+        hit = ref()
+        if hit is not None:
+            return hit
+        cache[key] = new
+    return self
 
 
 def _py_scalar(value, dtype: DType):
@@ -412,6 +428,46 @@ _NODE_CACHE = UOp._cache
 _BUFFER_OP = Ops.BUFFER
 _new_object = object.__new__
 _next_serial = BufferRef._counter.__next__
+_cache_get = _NODE_CACHE.get
+
+
+def ints_node(op: Ops, dtype: DType, u: UOp, arg: tuple) -> UOp:
+    """``UOp(op, dtype, (u,), arg)`` for `arg` a tuple of plain Python ints (a shape, axes,
+    a permutation): the node found by its hash-consing key first, without the type call
+    and `_canon` (`_canon` of such a tuple is ``(_INTS, arg)``). The movement and
+    reduction frontends' hot path; the caller guarantees the int tuple (anything else
+    must go through `UOp`, whose key would differ: a miss, never a wrong hit)."""
+    ref = _cache_get((op, dtype, (u,), (_INTS, arg)))
+    if ref is not None:
+        n = ref()
+        if n is not None:
+            return n
+    return UOp(op, dtype, (u,), arg)
+
+
+def reduce_node(dtype: DType, u: UOp, rop: str, axes: tuple) -> UOp:
+    """``UOp(Ops.REDUCE, dtype, (u,), (rop, axes))`` for `axes` a tuple of plain ints (sorted,
+    distinct, in range), found by its hash-consing key first (`ints_node`'s shortcut)."""
+    ref = _cache_get((_REDUCE_OP, dtype, (u,), (rop, (_INTS, axes))))
+    if ref is not None:
+        n = ref()
+        if n is not None:
+            return n
+    return UOp(_REDUCE_OP, dtype, (u,), (rop, axes))
+
+
+def keyed_node(op: Ops, dtype: DType, u: UOp, arg: Any, carg: Any) -> UOp:
+    """``UOp(op, dtype, (u,), arg)`` with ``carg == _canon(arg)`` known to the caller (a
+    memoised recipe of movement steps), found by its hash-consing key first."""
+    ref = _cache_get((op, dtype, (u,), carg))
+    if ref is not None:
+        n = ref()
+        if n is not None:
+            return n
+    return UOp(op, dtype, (u,), arg)
+
+
+_REDUCE_OP = Ops.REDUCE
 
 # ----------------------------------------------------------------------------- signatures
 # A structural signature is a small int naming a UOp's graph up to the identity of its

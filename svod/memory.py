@@ -67,6 +67,7 @@ CACHES = (
     ("BLAS layouts", "svod.codegen.blas", lambda m: m._plan.cache_clear(), lambda m: m._plan.cache_info().currsize),
     ("signatures", "svod.ir", lambda m: m._SIGS.clear(), lambda m: len(m._SIGS)),
     ("constants", "svod.tensor", lambda m: m._CONST_CACHE.clear(), lambda m: len(m._CONST_CACHE)),
+    ("index steps", "svod.indexing", lambda m: m._RECIPES.clear(), lambda m: len(m._RECIPES)),
     ("view chains", "svod.lower.build", lambda m: m._CHAINS.clear(), lambda m: len(m._CHAINS)),
     ("kernel features", "costmodels.features", lambda m: m._BY_KEY.clear(), lambda m: len(m._BY_KEY)),
     ("machine profiles", "costmodels.profile", lambda m: m.forget(), lambda m: len(m._cached)),

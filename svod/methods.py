@@ -58,7 +58,8 @@ def _fast_binary(op: Ops, f, reflected: bool):
         if d.kind == "f":
             t = type(o)
             if t is float or t is int:
-                if u.op is _BUFFER and (t is float or -2**53 <= o <= 2**53):  # eager small work (svod.eager)
+                if u.op is _BUFFER and _T._EAGER is not None and (t is float or -2**53 <= o <= 2**53):
+                    # eager small work (svod.eager; `_EAGER` None: no thread can run any yet)
                     r = _eager_direct(interp, d, u, o, reflected, scalar=True)
                     if r is not None:
                         return r
@@ -68,7 +69,8 @@ def _fast_binary(op: Ops, f, reflected: bool):
                 v = o.uop
                 if v.dtype is d:
                     same = v.shape == u.shape
-                    if u.op is _BUFFER and v.op is _BUFFER and (same or not v.shape or not u.shape):
+                    if u.op is _BUFFER and v.op is _BUFFER and _T._EAGER is not None and \
+                            (same or not v.shape or not u.shape):
                         # (a 0-d operand broadcasts alike in numpy and svod: `row / x[i, i]`)
                         r = _eager_direct(interp, d, u, v.arg.array, reflected, u.shape if same or v.shape == ()
                                           else v.shape)

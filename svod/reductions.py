@@ -38,6 +38,8 @@ from svod.elementwise import (
 )
 from svod.errors import AxisError, ShapeError, SvodTypeError, SvodValueError
 from svod.ir import OP, Ops, UOp, shape_str
+from svod.ir import ints_node as _ints_node
+from svod.ir import reduce_node as _reduce_node
 from svod.movement import permute_dims, reshape
 from svod.tensor import (
     Tensor,
@@ -77,6 +79,36 @@ def _reduce(x, rop: str, axis, keepdims: bool, op: str, out_dtype: DType | None 
     return Tensor._from(u)
 
 
+def _fast_reduce(x, rop: str, axis, keepdims) -> Tensor | None:
+    """`_reduce(x, rop, axis, keepdims, ...)` of a float Tensor (exact type, ndim >= 1)
+    over `axis` None or one int in range, with the nodes found by their hash-consing keys
+    first (`ir.reduce_node`, `ir.ints_node`): the same nodes as `_reduce` builds; None for
+    every other case (the general path: casts, complex, errors, axis tuples)."""
+    if type(x) is not Tensor:
+        return None
+    u = x.uop
+    d = u.dtype
+    shape = u.shape
+    nd = len(shape)
+    if d.kind != "f" or not nd or (keepdims is not False and keepdims is not True):
+        return None
+    if axis is None:
+        axes = tuple(range(nd))
+        rest = ()
+    elif type(axis) is int and -nd <= axis < nd:
+        a = axis % nd
+        axes = (a,)
+        rest = shape[:a] + shape[a + 1:]
+    else:
+        return None
+    if rop != "sum" and rop != "prod":
+        for a in axes:
+            if shape[a] == 0:
+                return None  # (the general path raises: no identity)
+    r = _reduce_node(d, u, rop, axes)
+    return _T._from(r if keepdims else _ints_node(OP.RESHAPE, d, r, rest))
+
+
 def _acc_dtype(d: DType, dtype) -> DType:
     """The accumulation dtype of sum/prod/cumulative_sum (numpy 2 on a 64-bit platform, and
     the Array API's default): floats keep theirs, unsigned ints give uint64, signed ints
@@ -87,22 +119,32 @@ def _acc_dtype(d: DType, dtype) -> DType:
 
 
 def sum(x, /, *, axis=None, dtype=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    if dtype is None:
+        r = _fast_reduce(x, "sum", axis, keepdims)
+        if r is not None:
+            return r
     x = asarray(x)
     return _reduce(x, "sum", axis, keepdims, "sum", _acc_dtype(x.dtype, dtype))
 
 
 def prod(x, /, *, axis=None, dtype=None, keepdims: bool = False) -> Tensor:
+    if dtype is None:
+        r = _fast_reduce(x, "prod", axis, keepdims)
+        if r is not None:
+            return r
     x = asarray(x)
     return _reduce(x, "prod", axis, keepdims, "prod", _acc_dtype(x.dtype, dtype))
 
 
 def max(x, /, *, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
     """Maximum along axes; NaN wins (numpy semantics)."""
-    return _reduce(x, "max", axis, keepdims, "max")
+    r = _fast_reduce(x, "max", axis, keepdims)
+    return r if r is not None else _reduce(x, "max", axis, keepdims, "max")
 
 
 def min(x, /, *, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    return _reduce(x, "min", axis, keepdims, "min")
+    r = _fast_reduce(x, "min", axis, keepdims)
+    return r if r is not None else _reduce(x, "min", axis, keepdims, "min")
 
 
 def any(x, /, *, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001

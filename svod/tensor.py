@@ -48,6 +48,8 @@ from svod import dtype as dt
 from svod.dtype import DType, DTypeError
 from svod.errors import AxisError, ShapeError, SvodOverflowError, SvodTypeError, SvodValueError
 from svod.ir import _NODE_CACHE, OP, UOp, _canon, check_size, shape_str, substitute
+from svod.ir import ints_node as _ints_node
+from svod.ir import make_node as _make_node
 from svod.shapes import DYNAMIC as _DYNAMIC
 from svod.shapes import bucket as _bucket
 from svod.shapes import with_room as _with_room
@@ -110,6 +112,7 @@ def _unregister(ref: _LiveRef) -> None:
 _pending: list = []
 _PENDING_MAX = 4096  # flush early past this many (bounds the list between realizes)
 _weak, _new, _BUFFER = weakref.ref, object.__new__, OP.BUFFER
+_RESHAPE, _EXPAND = OP.RESHAPE, OP.EXPAND
 
 
 def _note(t: Tensor) -> None:
@@ -221,11 +224,15 @@ def _apply_becomes(mapping: dict[UOp, UOp]) -> None:
             return
     memo: dict[UOp, UOp] | None = None
     root_leaves: set | None = set()
+    shallow = None  # the least depth of a root: a graph no deeper holds none (unless it is one)
     for r in mapping:
-        if not r._leaves:  # a constant graph (or a very wide one): any tensor may hold it
-            root_leaves = None
-            break
-        root_leaves.update(r._leaves)
+        if shallow is None or r._depth < shallow:
+            shallow = r._depth
+        if root_leaves is not None:
+            if not r._leaves:  # a constant graph (or a very wide one): any tensor may hold it
+                root_leaves = None
+            else:
+                root_leaves.update(r._leaves)
     refs = _sharing(root_leaves, unindexed=True)
     for ref in refs:
         t = ref()
@@ -237,6 +244,8 @@ def _apply_becomes(mapping: dict[UOp, UOp]) -> None:
         if u in mapping:
             t.uop = mapping[u]
             _realized(t)  # realized: nothing left to rebind
+        elif u._depth <= shallow:  # (a node holding a root is deeper than it: no walk)
+            continue
         elif root_leaves is None or u._leaves is None or not root_leaves.isdisjoint(u._leaves):
             if memo is None:
                 memo = dict(mapping)
@@ -255,8 +264,10 @@ def _apply_becomes(mapping: dict[UOp, UOp]) -> None:
 _READ_HOOK = None
 _TRACED_REPR = None  # set with _READ_HOOK: repr of a value that depends on traced inputs, else None
 _engine_realize = None  # svod.engine.realize_uops: the engine sets it when imported (`import svod` does)
-# svod.eager.try_eager (set when svod.eager is imported, which `import svod` does): a realized
-# node with the value of a new node that may run eagerly (small, over concrete values), else None.
+# svod.eager.try_eager once some thread can run eager small work (svod.eager._arm: the "on"
+# policy, an `eager_mode` block, svod.numpy's first call under the "auto" policy), else None:
+# a realized node with the value of a new node that may run eagerly (small, over concrete
+# values), else None.
 _EAGER = None
 
 
@@ -824,10 +835,12 @@ def _node1(op, dtype: DType, u: UOp) -> Tensor:
     the same inputs is a lookup per op, and a type call with its `__new__` costs more
     than the lookup). Same node, same Tensor, same eager and depth handling: `_from`'s
     body inline (keep the three in step)."""
-    ref = _NODE_CACHE.get((op, dtype, (u,), None))
+    src = (u,)
+    key = (op, dtype, src, None)
+    ref = _NODE_CACHE.get(key)
     n = ref() if ref is not None else None
-    if n is None:
-        n = UOp(op, dtype, (u,))
+    if n is None:  # a new node: `UOp.__new__`'s miss path without the type call and a second lookup
+        n = _make_node(UOp, op, dtype, src, None, None, key)
     if _EAGER is not None:  # (`n` is never a BUFFER: a computed node)
         e = _EAGER(n)
         if e is not None:
@@ -845,10 +858,12 @@ def _node1(op, dtype: DType, u: UOp) -> Tensor:
 def _node2(op, dtype: DType, a: UOp, b: UOp) -> Tensor:
     """`Tensor._from(UOp(op, dtype, (a, b)))` for an op without arg (`_node1`'s lookup and
     `_from`'s body inline)."""
-    ref = _NODE_CACHE.get((op, dtype, (a, b), None))
+    src = (a, b)
+    key = (op, dtype, src, None)
+    ref = _NODE_CACHE.get(key)
     n = ref() if ref is not None else None
-    if n is None:
-        n = UOp(op, dtype, (a, b))
+    if n is None:  # (as in `_node1`)
+        n = _make_node(UOp, op, dtype, src, None, None, key)
     if _EAGER is not None:
         e = _EAGER(n)
         if e is not None:
@@ -891,12 +906,17 @@ def _cast(u: UOp, d: DType) -> UOp:
 
 
 def _expand_uop(u: UOp, shape: tuple[int, ...]) -> UOp:
-    if u.shape == shape:
+    """`u` broadcast to `shape` (a tuple of ints `u.shape` broadcasts to): leading 1s by a
+    RESHAPE, then an EXPAND; each node found by its hash-consing key first (`ints_node`)."""
+    s = u.shape
+    if s == shape:
         return u
-    if u.ndim < len(shape):
-        u = UOp(OP.RESHAPE, u.dtype, (u,), (1,) * (len(shape) - u.ndim) + u.shape)
-    if u.shape != shape:
-        u = UOp(OP.EXPAND, u.dtype, (u,), shape)
+    k = len(shape) - len(s)
+    if k > 0:
+        s = (1,) * k + s
+        u = _ints_node(_RESHAPE, u.dtype, u, s)
+    if s != shape:
+        u = _ints_node(_EXPAND, u.dtype, u, shape)
     return u
 
 

@@ -126,19 +126,23 @@ def test_replay_hit_counts_and_falls_back_to_run(monkeypatch):
         _w7(x).numpy()
     u = _w7(x).uop
     sig = u._sig
-    exe = PLAN_CACHE.use(REPLAY.get(sig)[0])
+    entry = REPLAY.get(sig)
+    exe = PLAN_CACHE.use(entry.key_hash)
     assert callable(exe.quick)
+    assert callable(exe.hits[sig])  # the straight-line hit of this signature (engine._add_hit)
     before = svod.stats()
     np.testing.assert_allclose(_w7(x).numpy(), want, rtol=1e-5, atol=1e-6)
     after = svod.stats()
     assert after["graph_cache_hits"] - before["graph_cache_hits"] == 1
     assert after["kernels_launched"] - before["kernels_launched"] == 1
-    # a straight-line runner that declines (an input to convert, another thread): `run` takes it
+    # a hit and a straight-line runner that decline (an input to convert, another thread):
+    # `run` takes it
     calls = []
-    monkeypatch.setattr(exe, "quick", lambda arrays: calls.append(1))
+    monkeypatch.setattr(exe, "hits", {sig: lambda leaves, roots: calls.append("hit")})
+    monkeypatch.setattr(exe, "quick", lambda arrays: calls.append("quick"))
     before = svod.stats()
     np.testing.assert_allclose(_w7(x).numpy(), want, rtol=1e-5, atol=1e-6)
-    assert calls  # asked (by the engine, and again by `run`), declined: the graph program ran
+    assert calls[0] == "hit" and "quick" in calls  # asked in turn, declined: the graph program ran
     assert svod.stats()["kernels_launched"] - before["kernels_launched"] == 1
 
 

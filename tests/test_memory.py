@@ -217,12 +217,14 @@ def test_reset_empties_every_cache_and_svod_works_after_it(monkeypatch):
     m = svod.asarray(np.ones((64, 64), np.float32))
     (m @ m).numpy()  # a BLAS library step
     svod.profile(svod.exp(x))
+    assert x[:, None].shape == (3, 1, 4)  # a basic index: its steps memoised (svod.indexing)
     (svod.asarray(np.ones(1 << 16, np.float32)) * 3.0).numpy()  # a dropped result: its block back in the pool
     sizes = svod.memory.cache_sizes()
     assert set(sizes) == {name for name, *_ in svod.memory.CACHES}
     filled = {k for k, v in sizes.items() if v}
     assert filled >= {"plan cache", "replay table", "recent graphs", "dynamic shapes", "cost model and search reports",
-                      "jit traces", "compiled programs", "signatures", "constants", "kernel features", "view chains",
+                      "jit traces", "compiled programs", "signatures", "constants", "index steps", "kernel features",
+                      "view chains",
                       "kernel schedules",
                       "machine profiles", "calibration kernels", "default store", "counters"}, sizes
     svod.reset()

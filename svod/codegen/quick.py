@@ -9,7 +9,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from svod.codegen.buffers import data_address
+from svod.codegen.buffers import _DATA_OFFSET, _WORDS, data_address
+from svod.ir import UOp
 
 
 class _Count:
@@ -39,11 +40,13 @@ class QuickParts(NamedTuple):
     inputs: tuple
     outputs: tuple
 
-    def call_source(self, tally, indent: str = "    ") -> tuple[dict, list[str]]:
+    def call_source(self, tally, indent: str = "    ", inline_address: bool = False) -> tuple[dict, list[str]]:
         """(namespace, lines) of generated code that, with the inputs bound to `a0`, `a1`,
         ... (checked by the caller), allocates the outputs `o0`, `o1`, ..., launches the
         segment (or returns None when another thread holds the program) and counts the
-        call on `tally` (a `svod.stats.Tally`, or None)."""
+        call on `tally` (a `svod.stats.Tally`, or None). `inline_address`: each data pointer
+        read inline (`svod.codegen.buffers._WORDS`, when the probe found numpy's field)
+        instead of by a `data_address` call."""
         ns = {"_slots": self.slots, "_saddr": self.slots_addr, "_fns": self.fns, "_segment": self.segment,
               "_acquire": self.lock.acquire, "_release": self.lock.release, "_count": self.count, "_keep": self.keep,
               "_tick": tally.tick if tally is not None else None, "_address": data_address, "_empty": np.empty}
@@ -52,11 +55,48 @@ class QuickParts(NamedTuple):
             ns[f"_S{j}"], ns[f"_D{j}"] = shape, dtype
             lines.append(f"{indent}o{j} = _empty(_S{j}, _D{j})")
         lines += [f"{indent}if not _acquire(False): return None", f"{indent}try:"]
-        lines += [f"{indent}    _slots[{i}] = _address(a{i})" for i in range(len(self.inputs))]
-        lines += [f"{indent}    _slots[{slot}] = _address(o{j})" for j, (slot, _, _) in enumerate(self.outputs)]
+        if inline_address and _WORDS is not None:
+            ns["_WORDS"], ns["_OFF"] = _WORDS, _DATA_OFFSET
+
+            def addr(v: str) -> str:
+                return f"_WORDS[(id({v}) + _OFF) >> 3]"
+        else:
+            def addr(v: str) -> str:
+                return f"_address({v})"
+        lines += [f"{indent}    _slots[{i}] = {addr(f'a{i}')}" for i in range(len(self.inputs))]
+        lines += [f"{indent}    _slots[{slot}] = {addr(f'o{j}')}" for j, (slot, _, _) in enumerate(self.outputs)]
         lines += [f"{indent}    _count.n += 1"] + ([f"{indent}    _tick()"] if tally is not None else [])
         lines += [f"{indent}    _segment(_saddr, _fns, None)", f"{indent}finally:", f"{indent}    _release()"]
         return ns, lines
+
+    def hit_runner(self, tally, perm: tuple, out_dtypes: tuple, out_sigs: tuple):
+        """The engine's replay of one structural signature as straight-line code:
+        ``hit(leaves, roots) -> {root: BUFFER node}`` runs the program on
+        ``leaves[perm[i]].array`` and wraps each output as `UOp.buffer` would, with the
+        output's structural signature given (`out_sigs`: a fresh C-contiguous array of
+        the output's shape and dtype has one); None when another thread holds the program
+        or an input's dtype object differs (the caller takes `Executable.run`).
+
+        Contract: only for leaves of one structural signature whose arrays this program's
+        checked `runner` has accepted once. The signature fixes each leaf's dtype, shape
+        and strides, so the size and C-contiguity checks of `runner` hold for every such
+        call and are not repeated; the dtype object is compared still (a byte-swapped
+        array maps to the same svod dtype)."""
+        ns, call = self.call_source(tally, inline_address=True)
+        ns.update(UOp.buffer_namespace())
+        body = ["def hit(leaves, roots):"]
+        for i, (want, _) in enumerate(self.inputs):
+            ns[f"_W{i}"] = want
+            body += [f"    a{i} = leaves[{perm[i]}].array", f"    if a{i}.dtype is not _W{i}: return None"]
+        body += call
+        outs = []
+        for j in range(len(self.outputs)):
+            ns[f"_T{j}"], ns[f"_G{j}"] = out_dtypes[j], out_sigs[j]
+            body += UOp.buffer_source(f"o{j}", f"_T{j}", f"_G{j}", f"b{j}", shape=f"_S{j}")
+            outs.append(f"roots[{j}]: b{j}")
+        body.append("    return {" + ", ".join(outs) + "}")
+        exec("\n".join(body), ns)  # noqa: S102 - our own template
+        return ns.pop("hit")
 
     def runner(self, tally):
         """`run(arrays) -> outputs` as straight-line code for this program: None from it
