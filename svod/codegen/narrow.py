@@ -1,0 +1,307 @@
+"""Row reductions of short rows, read across rows (`LoopPlan.narrow`, `schedule.narrow_rows`).
+
+``x.sum(axis=1)`` of a (1M, 16) float32 array is a million rows of 16 elements: as a loop
+per row (the row lowering) LLVM vectorises the *row* loop instead, reading each column with
+gathers, and reached 10-15% of the read bandwidth for rows of 12-64 elements, 60-78% for
+2-8 (docs/codegen.md, "Short rows"). Here a vector block of ``V`` rows (the lanes of the
+widest register of the dtype: 16 float32 with AVX-512) is read with contiguous vector
+loads and reduced by shuffles:
+
+* **packed** (the row length ``L`` padded to ``P``, the next power of two, ``P <= V``):
+  ``P`` vectors hold the block, each ``R = V / P`` rows as segments of ``P`` lanes (one
+  unaligned load of ``R·L`` elements and, when ``L < P``, one shuffle spreading the rows
+  to their segments; lanes past ``L`` in a segment take the reduction's identity after the
+  element values are computed);
+* **wide** (``P > V``): each row is ``C = ceil(L / V)`` vector loads, folded in order
+  into one vector (the last one's lanes past the row: the identity) -- ``V`` vectors of
+  one row each, segments of ``V`` lanes;
+* then a **halving tree**: pairs of vectors (A, B) become ``fold(lo, hi)`` where ``lo``
+  takes the first half of every segment of A and then of B, ``hi`` the second halves;
+  segments halve and rows double per vector at each level, until one vector holds the
+  ``V`` rows' results in row order (``log2`` levels, two shuffles and one fold per pair).
+
+Per row this is a fixed order -- the chunks in order, then lane ``c`` with ``c + w/2`` of
+each width ``w`` -- that depends on ``L`` and ``V`` only. Rows outside whole vector blocks
+(the last ``M mod V``, and the blocks whose last load would read past the input's last
+row) take a scalar path computing the same tree, so every row's result is the same bits
+wherever it lies and whichever thread runs it. A unit is `LoopPlan.narrow` rows (whole
+blocks; about `NARROW_UNIT_BYTES` of input). Float sums fold with plain ``fadd`` (the
+pad lanes' identity is ``-0.0``, and ``+ 0.0`` ends the row: a row of ``-0.0`` sums to
+``+0.0`` as in numpy, which starts from ``+0.0``), float max/min
+with numpy's NaN rule (`svod.codegen.rowcol._fold`). Element values (loads, constants,
+``+ - *``, float ``neg`` and ``/``) are computed on the vectors before the fold, values
+after the reductions (a mean's scale, ``sum(a, 1) - sum(b, 1)`` kept as two reductions)
+on the vector of ``V`` row results, stored with one vector store.
+"""
+
+from __future__ import annotations
+
+import math
+
+import llvmlite.ir as ir
+
+from svod.codegen.irbuild import I1, I32, i64, reg_type, vload, vstore
+from svod.codegen.rowcol import _fold
+from svod.codegen.scalar import const, emit_op
+from svod.codegen.schedule import closure, narrow_rows, narrow_uniform
+from svod.ir import Ops
+from svod.kernel import LOAD
+
+__all__ = ["lower_narrow", "narrow_order"]
+
+
+def _identity(dt, fn: str) -> ir.Constant:
+    if fn == "sum":
+        return const(dt, -0.0) if dt.is_float else const(dt, 0)
+    if dt.is_float:
+        return const(dt, -math.inf if fn == "max" else math.inf)
+    info = __import__("numpy").iinfo(dt.np)
+    return const(dt, int(info.min if fn == "max" else info.max))
+
+
+def narrow_order(n: int, lanes: int) -> list:
+    """The fold order of one row of `n` elements read `lanes` rows at a time, as a nested
+    pair tree of column indices (None: an identity lane), for the docs and the tests."""
+    p = 1 << (n - 1).bit_length()
+    if p <= lanes:
+        vals: list = [c if c < n else None for c in range(p)]
+    else:
+        vals = []
+        for lane in range(lanes):
+            acc = lane
+            for c in range(1, -(-n // lanes)):
+                if c * lanes + lane < n:
+                    acc = (acc, c * lanes + lane)
+            vals.append(acc)
+    while len(vals) > 1:
+        h = len(vals) // 2
+        vals = [vals[c] if vals[c + h] is None else vals[c + h] if vals[c] is None else (vals[c], vals[c + h])
+                for c in range(h)]
+    return vals[0]
+
+
+def lower_narrow(low) -> None:
+    """Emit the body of narrow row reduce `low.k` (a `KernelLowering`): units of
+    `plan.narrow` rows, vector blocks of V rows, scalar rows for the rest."""
+    k, f = low.k, low.f
+    b = f.b
+    plan = low.plan
+    rax, cax = plan.axes
+    m, n = rax.size, cax.size
+    lanes = narrow_rows(k, plan.axes, low.sched.target)
+    assert lanes, f"kernel {k.name} is not a narrow row reduce"
+    nodes = k.nodes
+    dt = nodes[0].dtype
+    ty = reg_type(dt)
+    vt = ir.VectorType(ty, lanes)
+    isz = dt.itemsize
+    p = 1 << (n - 1).bit_length()
+    packed = p <= lanes
+    chunks = 1 if packed else -(-n // lanes)
+    per_row = low.sched.per_row
+    uniform = narrow_uniform(k)
+    reds = [i for i, nd in enumerate(nodes) if nd.op is Ops.REDUCE]
+    elem = sorted(closure(k, [nodes[i].src[0] for i in reds], per_row))
+    row_nodes = [i for i in range(len(nodes)) if i not in elem and not uniform[i]]
+    uni_nodes = [i for i in range(len(nodes)) if uniform[i]]
+    strides = {}
+    for j, acc in enumerate(low.sched.accesses):
+        st = dict(acc.terms)
+        strides[j] = (acc.offset, st.get(rax.dims, 0), st.get(cax.dims, 0))
+    for j, o in enumerate(k.outputs):
+        assert o.reduced and dict(low.out_access[j].terms).get(rax.dims) == 1, "narrow reduce output not per row"
+    # the last element a vector block reads, past its first row's start (`reach`): a block
+    # whose reach passes the input's end takes the scalar path
+    reach = (p - 1) * (lanes // p) * n + lanes if packed else (lanes - 1) * n + chunks * lanes
+    safe_blocks = min(m // lanes, max(0, (m * n - reach) // (lanes * n) + 1)) if m * n >= reach else 0
+
+    def splat(x):
+        one = b.insert_element(ir.Constant(vt, ir.Undefined), x, ir.Constant(I32, 0))
+        return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+
+    def op(i, xs):
+        nd = nodes[i]
+        return emit_op(f, nd.op, nd.dtype, nd.arg, xs, [nodes[s].dtype for s in nd.src])
+
+    def fold(i, cur, x):
+        return _fold(f, dt, nodes[i].arg, cur, x)
+
+    def signed_zero(i, v, vector: bool):
+        """numpy's float sum starts from +0.0: a row of -0.0 sums to +0.0 (v + 0.0; any
+        other value, NaN included, unchanged)."""
+        if nodes[i].arg != "sum" or not dt.is_float:
+            return v
+        return b.fadd(v, splat(const(dt, 0.0)) if vector else const(dt, 0.0))
+
+    def lane_mask(valid: list[bool]):
+        return ir.Constant(ir.VectorType(I1, lanes), [1 if v else 0 for v in valid])
+
+    # per unit: the uniform values (scalars) and the column-broadcast inputs' vectors
+    def unit(u):
+        r0 = b.mul(u, i64(plan.narrow))
+        r1 = b.add(r0, i64(plan.narrow))
+        r1 = b.select(b.icmp_signed("<", r1, i64(m)), r1, i64(m))
+        scal: dict[int, ir.Value] = {}
+        for i in uni_nodes:
+            nd = nodes[i]
+            if nd.op == LOAD:
+                scal[i] = b.load(b.gep(low.in_ptrs[nd.arg], [i64(strides[nd.arg][0])]))
+            else:
+                scal[i] = op(i, [scal[s] for s in nd.src])
+        colvec: dict[tuple[int, int], ir.Value] = {}  # (input, chunk) -> its vector in the block's layout
+        colval: dict[tuple[int, int], ir.Value] = {}  # (input, column) -> the value
+
+        def column(j, c):
+            if (j, c) not in colval:
+                colval[j, c] = b.load(b.gep(low.in_ptrs[j], [i64(strides[j][0] + c)]))
+            return colval[j, c]
+
+        for i in elem:
+            nd = nodes[i]
+            if nd.op == LOAD and strides[nd.arg][1] == 0:
+                for c in range(chunks):
+                    cols = [(q % p if packed else c * lanes + q) for q in range(lanes)]
+                    v = ir.Constant(vt, ir.Undefined)
+                    for q, cc in enumerate(cols):
+                        v = b.insert_element(v, column(nd.arg, cc if cc < n else 0), ir.Constant(I32, q))
+                    colvec[nd.arg, c] = v
+
+        def vec_elements(q, row_of, c):
+            """The element nodes of one vector of the block (rows starting at `q`): packed,
+            vector `row_of` (rows q + row_of·R ...); wide, row q + row_of, chunk c."""
+            env: dict[int, ir.Value] = {}
+            for i in elem:
+                nd = nodes[i]
+                if nd.op == LOAD:
+                    off, rs, cs = strides[nd.arg]
+                    if rs == 0:
+                        env[i] = colvec[nd.arg, c]
+                        continue
+                    if packed:
+                        start = b.add(i64(off), b.mul(b.add(q, i64(row_of * (lanes // p))), i64(n)))
+                    else:
+                        start = b.add(i64(off + c * lanes), b.mul(b.add(q, i64(row_of)), i64(n)))
+                    x = vload(b, b.gep(low.in_ptrs[nd.arg], [start]), vt, isz)
+                    if packed and n != p:  # row r's column c to lane r·P + c
+                        idx = [(q_ // p) * n + (q_ % p if q_ % p < n else 0) for q_ in range(lanes)]
+                        x = b.shuffle_vector(x, ir.Constant(vt, ir.Undefined),
+                                             ir.Constant(ir.VectorType(I32, lanes), idx))
+                    env[i] = x
+                else:
+                    env[i] = op(i, [env[s] if s in env else splat(scal[s]) for s in nd.src])
+            return env
+
+        def tree(i, vecs: list, w: int):
+            while len(vecs) > 1:
+                h = w // 2
+                segs = lanes // w
+                lo = [s * w + c for s in range(segs) for c in range(h)]
+                hi = [s * w + h + c for s in range(segs) for c in range(h)]
+                mlo = ir.Constant(ir.VectorType(I32, lanes), lo + [lanes + x for x in lo])
+                mhi = ir.Constant(ir.VectorType(I32, lanes), hi + [lanes + x for x in hi])
+                vecs = [fold(i, b.shuffle_vector(vecs[a], vecs[a + 1], mlo),
+                             b.shuffle_vector(vecs[a], vecs[a + 1], mhi)) for a in range(0, len(vecs), 2)]
+                w = h
+            return vecs[0]
+
+        def block(jb):
+            q = b.mul(jb, i64(lanes))
+            parts: dict[int, list] = {i: [] for i in reds}
+            if packed:
+                pad = lane_mask([q_ % p < n for q_ in range(lanes)])
+                for vi in range(p):
+                    env = vec_elements(q, vi, 0)
+                    for i in reds:
+                        x = env[nodes[i].src[0]]
+                        if n != p:
+                            x = b.select(pad, x, splat(_identity(dt, nodes[i].arg)))
+                        parts[i].append(x)
+                width = p
+            else:
+                for r in range(lanes):
+                    acc: dict[int, ir.Value] = {}
+                    for c in range(chunks):
+                        env = vec_elements(q, r, c)
+                        for i in reds:
+                            x = env[nodes[i].src[0]]
+                            if (c + 1) * lanes > n:
+                                x = b.select(lane_mask([c * lanes + q_ < n for q_ in range(lanes)]), x,
+                                             splat(_identity(dt, nodes[i].arg)))
+                            acc[i] = x if c == 0 else fold(i, acc[i], x)
+                    for i in reds:
+                        parts[i].append(acc[i])
+                width = lanes
+            env = {i: signed_zero(i, tree(i, parts[i], width), True) for i in reds}
+            finish(env, q, vector=True)
+
+        def finish(env, q, vector: bool):
+            """Values after the reductions (rows from `q`: V of them as vectors, or one) and
+            the stores."""
+            for i in row_nodes:
+                if i in env:
+                    continue
+                nd = nodes[i]
+                if nd.op == LOAD:
+                    off, rs, cs = strides[nd.arg]
+                    ptr = b.gep(low.in_ptrs[nd.arg], [b.add(i64(off), q)])
+                    env[i] = vload(b, ptr, vt, isz) if vector else b.load(ptr)
+                else:
+                    env[i] = op(i, [env[s] if s in env else (splat(scal[s]) if vector else scal[s]) for s in nd.src])
+            for j, o in enumerate(k.outputs):
+                v = env[o.node] if o.node in env else (splat(scal[o.node]) if vector else scal[o.node])
+                ptr = b.gep(low.out_ptrs[j], [q])
+                if vector:
+                    vstore(b, v, ptr, vt, isz)
+                else:
+                    b.store(v, ptr)
+
+        def scalar_row(r):
+            env: dict[int, ir.Value] = {}
+            cols: list[dict] = []
+            for c in range(n):
+                e: dict[int, ir.Value] = {}
+                for i in elem:
+                    nd = nodes[i]
+                    if nd.op == LOAD:
+                        off, rs, cs = strides[nd.arg]
+                        e[i] = column(nd.arg, c) if rs == 0 else \
+                            b.load(b.gep(low.in_ptrs[nd.arg], [b.add(i64(off + c), b.mul(r, i64(n)))]))
+                    else:
+                        e[i] = op(i, [e[s] if s in e else scal[s] for s in nd.src])
+                cols.append(e)
+            for i in reds:
+                src = nodes[i].src[0]
+                row = _scalar_tree(lambda x, y, i=i: fold(i, x, y), [e[src] for e in cols], lanes)
+                env[i] = signed_zero(i, row, False)
+            finish(env, r, vector=False)
+
+        first = b.udiv(r0, i64(lanes))
+        last = b.udiv(r1, i64(lanes))
+        last = b.select(b.icmp_signed("<", last, i64(safe_blocks)), last, i64(safe_blocks))
+        f.loop(first, last, block, "nb")
+        rest = b.mul(last, i64(lanes))
+        rest = b.select(b.icmp_signed("<", rest, r0), r0, rest)
+        f.loop(rest, r1, scalar_row, "nr")
+
+    f.loop(low.ub, low.ue, unit, "nu")
+
+
+def _scalar_tree(fold, xs: list, lanes: int):
+    """One row's values `xs` folded in the vector path's order (`narrow_order`)."""
+    n = len(xs)
+    p = 1 << (n - 1).bit_length()
+    if p <= lanes:
+        vals: list = [xs[c] if c < n else None for c in range(p)]
+    else:
+        vals = []
+        for lane in range(lanes):
+            acc = xs[lane]
+            for c in range(1, -(-n // lanes)):
+                if c * lanes + lane < n:
+                    acc = fold(acc, xs[c * lanes + lane])
+            vals.append(acc)
+    while len(vals) > 1:
+        h = len(vals) // 2
+        vals = [vals[c] if vals[c + h] is None else vals[c + h] if vals[c] is None else fold(vals[c], vals[c + h])
+                for c in range(h)]
+    return vals[0]
