@@ -110,10 +110,8 @@ def lower_narrow(low) -> None:
         strides[j] = (acc.offset, st.get(rax.dims, 0), st.get(cax.dims, 0))
     for j, o in enumerate(k.outputs):
         assert o.reduced and dict(low.out_access[j].terms).get(rax.dims) == 1, "narrow reduce output not per row"
-    # the last element a vector block reads, past its first row's start (`reach`): a block
-    # whose reach passes the input's end takes the scalar path
-    reach = (p - 1) * (lanes // p) * n + lanes if packed else (lanes - 1) * n + chunks * lanes
-    safe_blocks = min(m // lanes, max(0, (m * n - reach) // (lanes * n) + 1)) if m * n >= reach else 0
+    # a vector block reads exactly its rows (n aligned vectors of `lanes` elements)
+    safe_blocks = m // lanes
 
     def splat(x):
         one = b.insert_element(ir.Constant(vt, ir.Undefined), x, ir.Constant(I32, 0))
@@ -148,48 +146,57 @@ def lower_narrow(low) -> None:
                 scal[i] = b.load(b.gep(low.in_ptrs[nd.arg], [i64(strides[nd.arg][0])]))
             else:
                 scal[i] = op(i, [scal[s] for s in nd.src])
-        colvec: dict[tuple[int, int], ir.Value] = {}  # (input, chunk) -> its vector in the block's layout
-        colval: dict[tuple[int, int], ir.Value] = {}  # (input, column) -> the value
+        colvec: dict[tuple, ir.Value] = {}  # (input, columns) -> that vector of a broadcast row
 
         def column(j, c):
-            if (j, c) not in colval:
-                colval[j, c] = b.load(b.gep(low.in_ptrs[j], [i64(strides[j][0] + c)]))
-            return colval[j, c]
+            return b.load(b.gep(low.in_ptrs[j], [i64(strides[j][0] + c)]))
 
-        for i in elem:
-            nd = nodes[i]
-            if nd.op == LOAD and strides[nd.arg][1] == 0:
-                for c in range(chunks):
-                    cols = [(q % p if packed else c * lanes + q) for q in range(lanes)]
-                    v = ir.Constant(vt, ir.Undefined)
-                    for q, cc in enumerate(cols):
-                        v = b.insert_element(v, column(nd.arg, cc if cc < n else 0), ir.Constant(I32, q))
-                    colvec[nd.arg, c] = v
+        colval: dict[tuple[int, int], ir.Value] = {}
 
-        def vec_elements(q, row_of, c):
-            """The element nodes of one vector of the block (rows starting at `q`): packed,
-            vector `row_of` (rows q + row_of·R ...); wide, row q + row_of, chunk c."""
+        def column_vector(j, cols):
+            if (j, cols) not in colvec:
+                v = ir.Constant(vt, ir.Undefined)
+                for q_, c in enumerate(cols):
+                    if (j, c) not in colval:
+                        colval[j, c] = column(j, c)
+                    v = b.insert_element(v, colval[j, c], ir.Constant(I32, q_))
+                colvec[j, cols] = v
+            return colvec[j, cols]
+
+        def vec_elements(q, flat: list, src: dict):
+            """The element nodes on one vector whose lane l holds the block's element
+            `flat[l]` (row-major index from the block's first row `q`; None: a pad lane);
+            `src`: the block's aligned source vectors loaded so far, per (input, index)."""
             env: dict[int, ir.Value] = {}
+            cols = tuple((x % n) if x is not None else 0 for x in flat)
             for i in elem:
                 nd = nodes[i]
                 if nd.op == LOAD:
                     off, rs, cs = strides[nd.arg]
                     if rs == 0:
-                        env[i] = colvec[nd.arg, c]
+                        env[i] = column_vector(nd.arg, cols)
                         continue
-                    if packed:
-                        start = b.add(i64(off), b.mul(b.add(q, i64(row_of * (lanes // p))), i64(n)))
-                    else:
-                        start = b.add(i64(off + c * lanes), b.mul(b.add(q, i64(row_of)), i64(n)))
-                    x = vload(b, b.gep(low.in_ptrs[nd.arg], [start]), vt, isz)
-                    if packed and n != p:  # row r's column c to lane r·P + c
-                        idx = [(q_ // p) * n + (q_ % p if q_ % p < n else 0) for q_ in range(lanes)]
-                        x = b.shuffle_vector(x, ir.Constant(vt, ir.Undefined),
-                                             ir.Constant(ir.VectorType(I32, lanes), idx))
-                    env[i] = x
+                    env[i] = spread(nd.arg, off, q, flat, src)
                 else:
                     env[i] = op(i, [env[s] if s in env else splat(scal[s]) for s in nd.src])
             return env
+
+        def spread(j, off, q, flat, src):
+            """Lanes `flat` of input j's block, from at most two of its aligned vectors."""
+            used = sorted({x // lanes for x in flat if x is not None})
+            assert 1 <= len(used) <= 2, (flat, used)
+            vs = []
+            for t in used:
+                if (j, t) not in src:
+                    ptr = b.gep(low.in_ptrs[j], [b.add(i64(off + t * lanes), b.mul(q, i64(n)))])
+                    src[j, t] = vload(b, ptr, vt, isz)
+                vs.append(src[j, t])
+            idx = [used[0] * lanes if x is None else x for x in flat]
+            mask = [x - used[0] * lanes for x in idx]
+            if len(used) == 1 and mask == list(range(lanes)):
+                return vs[0]
+            other = vs[1] if len(vs) > 1 else ir.Constant(vt, ir.Undefined)
+            return b.shuffle_vector(vs[0], other, ir.Constant(ir.VectorType(I32, lanes), mask))
 
         def tree(i, vecs: list, w: int):
             while len(vecs) > 1:
@@ -207,10 +214,13 @@ def lower_narrow(low) -> None:
         def block(jb):
             q = b.mul(jb, i64(lanes))
             parts: dict[int, list] = {i: [] for i in reds}
+            src: dict = {}
             if packed:
+                rpv = lanes // p  # rows per vector
                 pad = lane_mask([q_ % p < n for q_ in range(lanes)])
                 for vi in range(p):
-                    env = vec_elements(q, vi, 0)
+                    flat = [(vi * rpv + q_ // p) * n + q_ % p if q_ % p < n else None for q_ in range(lanes)]
+                    env = vec_elements(q, flat, src)
                     for i in reds:
                         x = env[nodes[i].src[0]]
                         if n != p:
@@ -221,7 +231,8 @@ def lower_narrow(low) -> None:
                 for r in range(lanes):
                     acc: dict[int, ir.Value] = {}
                     for c in range(chunks):
-                        env = vec_elements(q, r, c)
+                        flat = [r * n + c * lanes + q_ if c * lanes + q_ < n else None for q_ in range(lanes)]
+                        env = vec_elements(q, flat, src)
                         for i in reds:
                             x = env[nodes[i].src[0]]
                             if (c + 1) * lanes > n:
@@ -275,6 +286,11 @@ def lower_narrow(low) -> None:
                 env[i] = signed_zero(i, row, False)
             finish(env, r, vector=False)
 
+        for i in elem:  # the broadcast rows' vectors, before the loop (each block reads them)
+            nd = nodes[i]
+            if nd.op == LOAD and strides[nd.arg][1] == 0:
+                for c in range(chunks):
+                    column_vector(nd.arg, tuple(q_ % p % n if packed else (c * lanes + q_) % n for q_ in range(lanes)))
         first = b.udiv(r0, i64(lanes))
         last = b.udiv(r1, i64(lanes))
         last = b.select(b.icmp_signed("<", last, i64(safe_blocks)), last, i64(safe_blocks))
