@@ -145,8 +145,6 @@ class KernelLowering(ColumnLowering):
             elif self.plan.cols:
                 self._lower_columns()
             elif self.plan.narrow:  # short rows read across rows (svod/codegen/narrow.py)
-                if self.rows_m is not None:
-                    raise LoweringError(f"kernel {k.name}: a narrow row reduce has no rows variant")
                 lower_narrow(self)
             else:
                 self._lower_rows()

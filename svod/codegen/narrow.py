@@ -110,8 +110,10 @@ def lower_narrow(low) -> None:
         strides[j] = (acc.offset, st.get(rax.dims, 0), st.get(cax.dims, 0))
     for j, o in enumerate(k.outputs):
         assert o.reduced and dict(low.out_access[j].terms).get(rax.dims) == 1, "narrow reduce output not per row"
-    # a vector block reads exactly its rows (n aligned vectors of `lanes` elements)
-    safe_blocks = m // lanes
+    # a vector block reads exactly its rows (n aligned vectors of `lanes` elements); a rows
+    # variant (svod/codegen/rows.py) reads its row count at run time
+    rows_m = i64(m) if low.rows_m is None else low.rows_m
+    safe_blocks = b.udiv(rows_m, i64(lanes))
 
     def splat(x):
         one = b.insert_element(ir.Constant(vt, ir.Undefined), x, ir.Constant(I32, 0))
@@ -138,7 +140,7 @@ def lower_narrow(low) -> None:
     def unit(u):
         r0 = b.mul(u, i64(plan.narrow))
         r1 = b.add(r0, i64(plan.narrow))
-        r1 = b.select(b.icmp_signed("<", r1, i64(m)), r1, i64(m))
+        r1 = b.select(b.icmp_signed("<", r1, rows_m), r1, rows_m)
         scal: dict[int, ir.Value] = {}
         for i in uni_nodes:
             nd = nodes[i]
@@ -293,7 +295,7 @@ def lower_narrow(low) -> None:
                     column_vector(nd.arg, tuple(q_ % p % n if packed else (c * lanes + q_) % n for q_ in range(lanes)))
         first = b.udiv(r0, i64(lanes))
         last = b.udiv(r1, i64(lanes))
-        last = b.select(b.icmp_signed("<", last, i64(safe_blocks)), last, i64(safe_blocks))
+        last = b.select(b.icmp_signed("<", last, safe_blocks), last, safe_blocks)
         f.loop(first, last, block, "nb")
         rest = b.mul(last, i64(lanes))
         rest = b.select(b.icmp_signed("<", rest, r0), r0, rest)

@@ -157,6 +157,9 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
             specs[idx] = ("chunk", math.prod(k.shape) // b, loops.chunk)
             room.update(inp.slot for inp in k.inputs if inp.slot in rows_of)
             room.update(o.slot for o in k.outputs)
+        elif loops.narrow and loops.unit_axes and loops.unit_axes[0].dims[0] == 0:
+            # short rows read across rows (svod/codegen/narrow.py): blocks of `narrow` rows, by its rows variant
+            specs[idx] = ("tiles", loops.narrow, 1)
         else:
             if not loops.unit_axes or loops.unit_axes[0].dims[0] != 0 or loops.units % b:
                 return f"kernel {k.name}: its units do not enumerate the rows outermost"
