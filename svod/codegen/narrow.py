@@ -200,18 +200,24 @@ def lower_narrow(low) -> None:
             other = vs[1] if len(vs) > 1 else ir.Constant(vt, ir.Undefined)
             return b.shuffle_vector(vs[0], other, ir.Constant(ir.VectorType(I32, lanes), mask))
 
-        def tree(i, vecs: list, w: int):
-            while len(vecs) > 1:
-                h = w // 2
-                segs = lanes // w
-                lo = [s * w + c for s in range(segs) for c in range(h)]
-                hi = [s * w + h + c for s in range(segs) for c in range(h)]
-                mlo = ir.Constant(ir.VectorType(I32, lanes), lo + [lanes + x for x in lo])
-                mhi = ir.Constant(ir.VectorType(I32, lanes), hi + [lanes + x for x in hi])
-                vecs = [fold(i, b.shuffle_vector(vecs[a], vecs[a + 1], mlo),
-                             b.shuffle_vector(vecs[a], vecs[a + 1], mhi)) for a in range(0, len(vecs), 2)]
-                w = h
-            return vecs[0]
+        def pair(i, a, c, w: int):
+            """Vectors a, c of segments of width w -> one of width w/2 (rows of a, then of c)."""
+            h = w // 2
+            segs = lanes // w
+            lo = [s_ * w + x for s_ in range(segs) for x in range(h)]
+            hi = [s_ * w + h + x for s_ in range(segs) for x in range(h)]
+            mlo = ir.Constant(ir.VectorType(I32, lanes), lo + [lanes + x for x in lo])
+            mhi = ir.Constant(ir.VectorType(I32, lanes), hi + [lanes + x for x in hi])
+            return fold(i, b.shuffle_vector(a, c, mlo), b.shuffle_vector(a, c, mhi))
+
+        def push(i, stack: list, v, w: int) -> None:
+            """The halving tree, emitted as its vectors arrive (a binary counter: the same
+            pairs as level by level, fewer vectors live at once)."""
+            lvl = 0
+            while stack and stack[-1][0] == lvl:
+                v = pair(i, stack.pop()[1], v, w >> lvl)
+                lvl += 1
+            stack.append((lvl, v))
 
         def block(jb):
             q = b.mul(jb, i64(lanes))
@@ -227,8 +233,7 @@ def lower_narrow(low) -> None:
                         x = env[nodes[i].src[0]]
                         if n != p:
                             x = b.select(pad, x, splat(_identity(dt, nodes[i].arg)))
-                        parts[i].append(x)
-                width = p
+                        push(i, parts[i], x, p)
             else:
                 for r in range(lanes):
                     acc: dict[int, ir.Value] = {}
@@ -242,9 +247,9 @@ def lower_narrow(low) -> None:
                                              splat(_identity(dt, nodes[i].arg)))
                             acc[i] = x if c == 0 else fold(i, acc[i], x)
                     for i in reds:
-                        parts[i].append(acc[i])
-                width = lanes
-            env = {i: signed_zero(i, tree(i, parts[i], width), True) for i in reds}
+                        push(i, parts[i], acc[i], lanes)
+            assert all(len(st) == 1 for st in parts.values())
+            env = {i: signed_zero(i, parts[i][0][1], True) for i in reds}
             finish(env, q, vector=True)
 
         def finish(env, q, vector: bool):
