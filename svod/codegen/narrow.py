@@ -2,8 +2,8 @@
 
 ``x.sum(axis=1)`` of a (1M, 16) float32 array is a million rows of 16 elements: as a loop
 per row (the row lowering) LLVM vectorises the *row* loop instead, reading each column with
-gathers, and reached 10-15% of the read bandwidth for rows of 12-64 elements, 60-78% for
-2-8 (docs/codegen.md, "Short rows"). Here a vector block of ``V`` rows (the lanes of the
+gathers, and reached 7-15% of the read bandwidth for rows of 12-99 elements, 56-78% for
+2-8 (docs/codegen.md, "Short rows read across rows"). Here a vector block of ``V`` rows (the lanes of the
 widest register of the dtype: 16 float32 with AVX-512) is read with contiguous vector
 loads and reduced by shuffles:
 
