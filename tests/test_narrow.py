@@ -183,3 +183,17 @@ def test_hypothesis_against_numpy(m, n, op, special, seed):
     want = getattr(np, op)(x * np.float32(2.0) + np.float32(1.0), axis=1)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
     assert np.array_equal(np.isnan(got), np.isnan(want))
+
+
+def test_batched_rows_and_offset_views():
+    """Kept axes that merge into one (a batch of row blocks), a slice of rows (a view with an
+    offset), keepdims and a float64 mean."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, 5 * V32 + 1, 12)).astype(np.float32)
+    assert _narrow(svod.sum(svod.asarray(x), axis=-1)) > 0
+    np.testing.assert_allclose(svod.sum(svod.asarray(x), axis=-1, keepdims=True).numpy(),
+                               x.sum(axis=-1, keepdims=True), rtol=1e-5, atol=1e-5)
+    y = rng.standard_normal((4 * V32 + 9, 7))
+    Y = svod.asarray(y)[5:]
+    assert _narrow(svod.mean(Y, axis=1)) > 0
+    np.testing.assert_allclose(svod.mean(Y, axis=1).numpy(), y[5:].mean(axis=1), rtol=1e-12)
