@@ -35,7 +35,7 @@ from svod.kernel import LOAD, VALID, Kernel, view_axes_stride0
 from svod.ops import long_latency
 from svod.view import View, ViewChain
 
-LOWER_VERSION = "10"  # bump when generated code changes meaning (part of the object-cache key)
+LOWER_VERSION = "11"  # bump when generated code changes meaning (part of the object-cache key)
 CHUNK = 4096  # elements per unit of a one-axis elementwise kernel
 STREAM_VECTORS = 8  # vectors of a streaming elementwise kernel's block (computed into L1, then stored)
 SUM_BLOCK = 256  # elements per float-sum block (vector accumulators inside, cascade across)
