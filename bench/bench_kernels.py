@@ -1,6 +1,6 @@
 """Benchmark compiled kernels against numpy and a hand-written C loop (same run).
 
-    python3 bench/bench_kernels.py [--repeats 9] [--threads N] [--reductions | --wake]
+    python3 bench/bench_kernels.py [--repeats 9] [--threads N] [--reductions [--match WORDS] | --wake]
 
 Kernels are built with svod's frontend + the greedy planner + `compile_kernel`, output
 buffers allocated with numpy. Times are medians of interleaved repeats (each repeat
@@ -122,6 +122,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--threads", type=int, default=runtime.pool_size())
     ap.add_argument("--reductions", action="store_true", help="only the reductions (DRAM-sized, bandwidth shares)")
+    ap.add_argument("--match", default="",
+                    help="with --reductions: only the cases whose name holds one of these comma-separated words")
     ap.add_argument("--wake", action="store_true",
                     help="only the pool's wake-up after idle gaps (svod.bench.peak.wake_latency)")
     args = ap.parse_args()
@@ -136,7 +138,7 @@ def main() -> None:
                 print(f"  {k:22} {v * 1e6:8.1f} us  {v * 1e6 / work:5.2f}x")
         return
     if args.reductions:
-        print("\n".join(reductions(R, T)))
+        print("\n".join(reductions(R, T, [w for w in args.match.split(",") if w])))
         return
     rng = np.random.default_rng(0)
     rows = []
@@ -303,7 +305,7 @@ def _spread(v: list[float]) -> str:
     return f"-{(med - lo) / med:.0%}/+{(hi - med) / med:.0%}"
 
 
-def reductions(R: int, T: int) -> list[str]:
+def reductions(R: int, T: int, match: list[str] | None = None) -> list[str]:
     """Reductions of DRAM-sized float32 inputs through `svod.realize` (the planner's
     kernels) against numpy, and the share of the read-bandwidth probe of
     `svod.bench.peak` (run between the contenders, on T threads) each reaches: the
@@ -312,7 +314,9 @@ def reductions(R: int, T: int) -> list[str]:
     Axis-0 rows (sum, mean, var, std: column reduces, var and std in one read) and
     full reductions (to one value: split into chunks over the threads, combined in a
     fixed order; var and std in one read, `schedule.flat_variance`), then float64,
-    tall-skinny (4M x 16) and wide (64 x 1M) inputs of the same 256 MiB; for the
+    tall-skinny (4M x 16) and wide (64 x 1M) inputs of the same 256 MiB, and row
+    reductions of short rows (16, 3 and 24 elements: read across rows,
+    svod/codegen/narrow.py); for the
     one-kernel cases also the kernel alone on one thread and on T (the split's
     speed-up), and every median's spread (25th-75th percentile)."""
     from svod.bench.peak import describe, probe, read_bandwidth
@@ -339,6 +343,8 @@ def reductions(R: int, T: int) -> list[str]:
     b64 = rng.standard_normal((8192, 4096))
     tall = rng.standard_normal((1 << 22, 16)).astype(np.float32)
     wide = rng.standard_normal((64, 1 << 20)).astype(np.float32)
+    tall3 = rng.standard_normal((1 << 24, 3)).astype(np.float32)  # 192 MiB
+    tall24 = rng.standard_normal((1 << 21, 24)).astype(np.float32)  # 192 MiB
     more = [
         ("var axis 0, 8192x4096 float64", b64, lambda t: svod.var(t, axis=0), lambda a: a.var(axis=0)),
         ("var, 8192x4096 float64 -> one value", b64, lambda t: svod.var(t), lambda a: a.var()),
@@ -347,6 +353,10 @@ def reductions(R: int, T: int) -> list[str]:
         ("var, 4Mx16 (tall) -> one value", tall, lambda t: svod.var(t), lambda a: a.var()),
         ("var axis 0, 64x1M (wide)", wide, lambda t: svod.var(t, axis=0), lambda a: a.var(axis=0)),
         ("var, 64x1M (wide) -> one value", wide, lambda t: svod.var(t), lambda a: a.var()),
+        ("sum axis 1, 4Mx16 (short rows)", tall, lambda t: svod.sum(t, axis=1), lambda a: a.sum(axis=1)),
+        ("max axis 1, 4Mx16 (short rows)", tall, lambda t: svod.max(t, axis=1), lambda a: a.max(axis=1)),
+        ("sum axis 1, 16Mx3 (short rows)", tall3, lambda t: svod.sum(t, axis=1), lambda a: a.sum(axis=1)),
+        ("sum axis 1, 2Mx24 (short rows)", tall24, lambda t: svod.sum(t, axis=1), lambda a: a.sum(axis=1)),
     ]
     for name, arr, fn, nf in more:
         ta = svod.asarray(arr)
@@ -363,6 +373,8 @@ def reductions(R: int, T: int) -> list[str]:
              f"{'case':40} {'svod':>9} {'spread':>9} {'numpy':>9}  {'ratio':>6}  {'GB/s':>5}  {'probe':>5}  "
              f"{'share':>5}  kernel 1 -> {T} threads"]
     for name, sv, nm, arr, fn in cases:
+        if match and not any(w in name for w in match):
+            continue
         got = sv()
         want = nm()
         for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):

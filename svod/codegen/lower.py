@@ -60,6 +60,7 @@ from svod.codegen.columns import ColumnLowering
 from svod.codegen.gemm import emit_gemm
 from svod.codegen.irbuild import I1, I8, I64, VOID, Fn, Lowered, LoweringError, i64, matrix_ctx, mem_type, reg_type
 from svod.codegen.mlp import lower_mlp
+from svod.codegen.narrow import lower_narrow
 from svod.codegen.reduction import BLOCK_LOOP_HINTS, Reduction
 from svod.codegen.rowcol import lower_rowcol
 from svod.codegen.scalar import const, emit_op
@@ -144,6 +145,8 @@ class KernelLowering(ColumnLowering):
                 self._lower_elementwise()
             elif self.plan.cols:
                 self._lower_columns()
+            elif self.plan.narrow:  # short rows read across rows (svod/codegen/narrow.py)
+                lower_narrow(self)
             else:
                 self._lower_rows()
         self.f.b.ret_void()

@@ -181,6 +181,9 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
             if len(loops.axes) != 1 or loops.axes[0].dims[0] != 0:
                 return f"kernel {k.name}: its chunks do not start with the rows"
             specs[idx] = ("chunk", math.prod(k.shape) // b, loops.chunk)
+        elif loops.narrow and loops.unit_axes and loops.unit_axes[0].dims[0] == 0:
+            # short rows read across rows (svod/codegen/narrow.py): blocks of `narrow` rows, by its rows variant
+            specs[idx] = ("tiles", loops.narrow, 1)
         else:
             if not loops.unit_axes or loops.unit_axes[0].dims[0] != 0 or loops.units % b:
                 return f"kernel {k.name}: its units do not enumerate the rows outermost"

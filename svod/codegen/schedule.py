@@ -35,7 +35,7 @@ from svod.kernel import LOAD, VALID, Kernel, view_axes_stride0
 from svod.ops import long_latency
 from svod.view import View, ViewChain
 
-LOWER_VERSION = "9"  # bump when generated code changes meaning (part of the object-cache key)
+LOWER_VERSION = "11"  # bump when generated code changes meaning (part of the object-cache key)
 CHUNK = 4096  # elements per unit of a one-axis elementwise kernel
 STREAM_VECTORS = 8  # vectors of a streaming elementwise kernel's block (computed into L1, then stored)
 SUM_BLOCK = 256  # elements per float-sum block (vector accumulators inside, cascade across)
@@ -58,6 +58,8 @@ FLAT_VAR_BYTES = 2 << 20  # least input a variance of every element reads as col
 FLAT_VAR_COLS = 16  # columns it reads it as (a power of two: one zmm of float32; docs/codegen.md)
 FLAT_VAR_MIN_COLS = 8  # fewest, when FLAT_VAR_COLS does not divide its length
 FLAT_VAR_MAX_CHUNKS = 1024  # most chunks (units) its rows are cut into
+NARROW_MAX = 99  # longest row a row reduce reads across rows (`narrow_rows`, svod/codegen/narrow.py; docs)
+NARROW_UNIT_BYTES = 128 << 10  # input a unit of such a reduce reads (whole vector blocks of rows)
 MM_ROWS = 16  # integer/bool matmul rows per unit (float matmuls: the GEMM tiling below)
 MM_COLS = 256  # integer/bool matmul columns per accumulator tile
 SMALL_FLOPS = 2e6  # a BLAS step below this many flops runs as one call on the calling thread (~25 µs)
@@ -90,6 +92,7 @@ class LoopPlan:
     cols: int = 0  # > 0: column reduce, a unit is (outer kept index, block of `cols` columns)
     split: int = 0  # > 1: the outermost reduce axis is cut into `split` chunks of `chunk_len`
     chunk_len: int = 0  # (a unit is (group, chunk), partials combined: svod/codegen/split.py)
+    narrow: int = 0  # > 0: short rows reduced across rows, a unit is `narrow` rows (svod/codegen/narrow.py)
 
 
 def _outer_views(kernel: Kernel) -> list[View]:
@@ -188,6 +191,11 @@ def plan_loops(kernel: Kernel, target: Target | None = None) -> LoopPlan:
         return LoopPlan(kind, tuple(axes), unit_axes, inner, groups * chunks, cols=cols,
                         split=chunks if chunks > 1 else 0, chunk_len=clen if chunks > 1 else 0)
     rows = math.prod(a.size for a in unit_axes)
+    lanes = narrow_rows(kernel, axes, target)
+    if lanes:
+        item = kernel.inputs[0].dtype.itemsize
+        per = max(lanes, NARROW_UNIT_BYTES // (axes[1].size * item) // lanes * lanes)
+        return LoopPlan(kind, tuple(axes), unit_axes, inner, -(-rows // per), narrow=per)
     if _row_split(kernel, axes) and rows < SPLIT_MAX_ROWS:
         clen, chunks = _split_chunks(kernel, inner[0].size, math.prod(a.size for a in inner[1:]))
         if chunks > 1:
@@ -271,6 +279,79 @@ def _row_split(kernel: Kernel, axes: list[Axis]) -> bool:
     if kernel.kind != "reduce" or kernel.passes != 1 or not any(a.reduce for a in axes):
         return False
     return _plain_reductions(kernel)
+
+
+NARROW_OPS = (Ops.ADD, Ops.SUB, Ops.MUL)  # element and per-row ops a narrow reduce computes on vectors
+NARROW_FLOAT_OPS = (Ops.NEG, Ops.DIV)
+
+
+def narrow_rows(kernel: Kernel, axes: list[Axis] | tuple[Axis, ...], target: Target | None = None) -> int:
+    """Vector lanes (rows per vector block) when a row reduce is read across rows
+    (svod/codegen/narrow.py), else 0: a single-pass reduce over one merged axis of
+    2..`NARROW_MAX` elements under one merged axis of at least a vector's worth of rows;
+    sum, max or min of float32/64 or int32/64, every node of that one dtype; the nodes
+    loads, constants and `NARROW_OPS` (float: `NARROW_FLOAT_OPS`); each input one
+    unmasked view reading rows contiguously (row stride = row length, unit stride along
+    it), or broadcast along the rows (a vector of the row's length, or a scalar), or --
+    only after the reductions -- a per-row vector (unit stride along the rows) or a scalar.
+    Rows that short are otherwise a loop of a few iterations per row, which LLVM
+    vectorises across rows with gathers (10-70% of the read bandwidth, docs/codegen.md)."""
+    if kernel.kind != "reduce" or kernel.passes != 1 or len(axes) != 2 or axes[0].reduce or not axes[1].reduce:
+        return 0
+    n = axes[1].size
+    if not 2 <= n <= NARROW_MAX or not _plain_reductions(kernel) or not kernel.inputs:
+        return 0
+    nodes = kernel.nodes
+    dt = nodes[0].dtype
+    if dt.is_bool or dt.is_complex or dt.itemsize not in (4, 8) or any(nd.dtype != dt for nd in nodes):
+        return 0
+    lanes = max(2, gemm_config(4, target).vw * 4 // dt.itemsize)
+    if axes[0].size < lanes:
+        return 0
+    per_row = per_row_nodes(kernel)
+    elem = closure(kernel, [nd.src[0] for nd in nodes if nd.op is Ops.REDUCE], per_row)
+    for i, nd in enumerate(nodes):
+        if nd.op is Ops.REDUCE:
+            if nd.arg not in ("sum", "max", "min"):
+                return 0
+        elif nd.op == LOAD:
+            inp = kernel.inputs[nd.arg]
+            if len(inp.view.views) != 1 or inp.view.views[0].mask is not None:
+                return 0
+            acc = make_access(inp.view, [a.dims for a in axes])
+            if acc.dead or acc.masked or acc.offset < 0:
+                return 0
+            st = dict(acc.terms)
+            rs, cs = st.get(axes[0].dims, 0), st.get(axes[1].dims, 0)
+            ok = (rs, cs) in ((n, 1), (0, 1), (0, 0)) if i in elem else (rs, cs) in ((0, 0), (1, 0))
+            if not ok:
+                return 0
+        elif nd.op is not Ops.CONST and not (nd.op in NARROW_OPS or (nd.op in NARROW_FLOAT_OPS and dt.is_float)):
+            return 0
+        if i not in elem and not per_row[i]:
+            return 0
+    # a value that varies by row feeding the elements would need expanding to the lanes
+    uniform = narrow_uniform(kernel)
+    if any(not uniform[s] for i in elem for s in nodes[i].src if s not in elem):
+        return 0
+    return lanes
+
+
+def narrow_uniform(kernel: Kernel) -> list[bool]:
+    """Nodes of one value for the whole kernel: constants, loads broadcast along every
+    axis, what only they feed (a narrow reduce computes them once, as scalars)."""
+    out: list[bool] = []
+    for nd in kernel.nodes:
+        if nd.op == LOAD:
+            v = kernel.inputs[nd.arg].view.views[-1]
+            out.append(all(s == 0 or n == 1 for s, n in zip(v.strides, v.shape)))
+        elif nd.op is Ops.CONST:
+            out.append(True)
+        elif nd.op in REDUCTIONS or nd.op == VALID:
+            out.append(False)
+        else:
+            out.append(all(out[s] for s in nd.src))
+    return out
 
 
 def column_reduce(kernel: Kernel, axes: list[Axis] | tuple[Axis, ...]) -> bool:
@@ -916,5 +997,5 @@ def clear_cache() -> None:
 __all__ = ["CHUNK", "COSTLY_OPS", "LOWER_VERSION", "MAX_SEGMENTS", "STASH_ELEMS", "SUM_BLOCK", "Access", "Axis",
            "GemmConfig", "GemmPlan", "LoopPlan", "Schedule", "block_rows", "chan_variance", "chunking", "clear_cache",
            "column_reduce", "direct_a", "flat_variance", "gemm_config", "gemm_fingerprint", "gemm_tiling",
-           "make_access", "merge_axes", "mlp_units", "plan_gemm", "plan_loops", "schedule", "split_tiles",
-           "supports_gemm"]
+           "make_access", "merge_axes", "mlp_units", "narrow_rows", "narrow_uniform", "plan_gemm", "plan_loops",
+           "schedule", "split_tiles", "supports_gemm"]
