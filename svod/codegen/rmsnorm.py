@@ -43,7 +43,7 @@ import llvmlite.ir as ir
 from svod.codegen.gemm import _Gemm
 from svod.codegen.irbuild import I8, I64, VOID, Fn, Lowered, ceil_div, i64, mem_type, reg_type
 from svod.codegen.scalar import const, emit_op
-from svod.codegen.schedule import Schedule, make_access, per_row_nodes, schedule
+from svod.codegen.schedule import Schedule, gemm_tiling, make_access, per_row_nodes, schedule
 from svod.ir import Ops
 from svod.kernel import LOAD, Kernel, KInput, KOutput, MatmulSpec
 from svod.view import ViewChain
@@ -175,6 +175,8 @@ class _PrologueGemm(_Gemm):
     def _pack_a(self, ic: ir.Value, ic1: ir.Value) -> None:
         """The base class's layout (rows: row r at Ap + r·KC; panels: element (p, r) of
         panel q at Ap + q·kc·MR + p·MR + r), each element A's value computed from x."""
+        # A is normalised here: a plan reading A in place would skip it (schedule.direct_a)
+        assert not self.a_direct, "the rmsnorm GEMM must pack A"
         b, cfg, plan = self.f.b, self.cfg, self.plan
         mr = cfg.mr
         kc = self.kc
@@ -216,6 +218,11 @@ def lower_rmsnorm(kernel: Kernel, symbol: str, sched: Schedule, lowering, rows: 
     k1, k2 = parts(kernel)
     module = ir.Module(name=f"svod_{kernel.name}")
     sched2 = schedule(k2, sched.target)
+    if sched2.gemm is not None and sched2.gemm.a_direct:
+        # A is normalised while it is packed, never read in place (k2's A is a virtual
+        # contiguous operand): the packed tiling, whose units the kernel's schedule counts
+        g = sched2.gemm
+        sched2 = dataclasses.replace(sched2, gemm=gemm_tiling(g.batch, g.m, g.n, g.k, g.cfg.itemsize, sched.target))
     low = lowering(k2, module, f"{symbol}.g", sched2, rows=rows)
     # the prologue's lowering: its own schedule (row passes, accesses), on the GEMM body
     pro = lowering(k1, module, f"{symbol}.p", schedule(k1, sched.target))
