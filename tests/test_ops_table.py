@@ -180,7 +180,9 @@ LOWERING = {("svod/codegen/scalar.py", "_FCMP"), ("svod/codegen/cplx.py", "_INVE
             ("svod/lower/build.py", "KERNEL_KINDS"),  # and the kernel kinds' builders, by the op they compute
             ("svod/lower/build.py", "KERNEL_KINDS_EPILOGUE"),  # (those that also take a consumer's epilogue)
             # and the ops the row-column kernel's emitter has vector code for (svod/codegen/rowcol.py)
-            ("svod/lower/rowcol.py", "VECTOR_OPS"), ("svod/lower/rowcol.py", "VECTOR_FLOAT_OPS")}
+            ("svod/lower/rowcol.py", "VECTOR_OPS"), ("svod/lower/rowcol.py", "VECTOR_FLOAT_OPS"),
+            # and the ops the short-row reduction's emitter computes on row vectors (svod/codegen/narrow.py)
+            ("svod/codegen/schedule.py", "NARROW_OPS"), ("svod/codegen/schedule.py", "NARROW_FLOAT_OPS")}
 
 
 def test_no_other_module_keeps_an_op_table():
