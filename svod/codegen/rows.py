@@ -133,20 +133,11 @@ def analyse(graph: CompiledGraph, programs, b: int, row_inputs, row_outputs):
             if any(o.slot in rows_of for o in k.outputs):
                 return f"kernel {k.name} writes a row slot without reading one"
             continue  # free work: its compiled unit count
-        if (k.matmul is not None and k.kind in ("matmul", "blas")) or k.mlp is not None or k.rmsnorm is not None:
-            got = _mlp_spec(k, prog, b, rows_of) if k.mlp is not None else _rmsnorm_spec(k, prog, b, rows_of) \
-                if k.rmsnorm is not None else _matmul_spec(k, prog, b, rows_of)
-            if isinstance(got, str):
-                return got
-            specs[idx] = got
-            for o in k.outputs:
-                e = per_row(o.slot)
-                if e is None:
-                    return f"kernel {k.name} writes slot {o.slot} of {plan.slots[o.slot].shape}, not {b} rows"
-                rows_of[o.slot] = e
-            continue
-        if k.attention is not None:
-            got = _attention_spec(k, prog, b, rows_of)
+        spec_of = _mlp_spec if k.mlp is not None else _rmsnorm_spec if k.rmsnorm is not None else \
+            _matmul_spec if k.matmul is not None and k.kind in ("matmul", "blas") else \
+            _attention_spec if k.attention is not None else None
+        if spec_of is not None:  # the kernels with a launch spec of their own
+            got = spec_of(k, prog, b, rows_of)
             if isinstance(got, str):
                 return got
             specs[idx] = got
