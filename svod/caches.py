@@ -130,18 +130,12 @@ class ReplayEntry:
     leaves), `recent` (whether `RECENT` keeps the graph: its leaves' sizes follow from the
     signature), `dyn` (the `svod.shapes.SymbolicCall` of a size run in its bucket's plan,
     a `ViewBind`, or None). Holds no plan: the straight-line runner of a plan for this
-    leaf order lives on the plan (`Executable.hits`, keyed by `perm`; svod.engine)."""
+    leaf order lives on the plan (`Executable.hits`, keyed by the signature; svod.engine)."""
 
     __slots__ = ("key_hash", "perm", "recent", "dyn")
 
     def __init__(self, key_hash: str, perm: tuple, recent: bool, dyn=None):
         self.key_hash, self.perm, self.recent, self.dyn = key_hash, perm, recent, dyn
-
-    def __iter__(self):  # (key_hash, perm, recent, dyn), as the tuple it replaces
-        return iter((self.key_hash, self.perm, self.recent, self.dyn))
-
-    def __getitem__(self, i):
-        return (self.key_hash, self.perm, self.recent, self.dyn)[i]
 
 
 class ReplayCache:

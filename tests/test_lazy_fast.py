@@ -315,3 +315,18 @@ def test_signature_of_the_fast_frontends_matches_the_general_nodes():
         UOp(OP.EXPAND, dt.float32, (UOp(OP.RESHAPE, dt.float32, (v.uop,), (n, 1)),), (n, n)),), ("sum", (1,))),), (n,))
     assert fast.uop is general
     assert signature_of([fast.uop]) == signature_of([general])
+
+
+def test_the_frontends_shortcut_keys_are_the_nodes_keys():
+    """`ir.ints_node` and `ir.reduce_node` look a node up by its hash-consing key written
+    out (`_canon` of an int tuple is ``(_INTS, t)``): the two statements of that encoding
+    must agree, or every lookup misses (slower, never wrong)."""
+    from svod import ir
+
+    t = (3, 1, 2)
+    assert ir._canon(t) == (ir._INTS, t)
+    x = svod.asarray(np.ones((2, 3, 4), np.float32))
+    u = x.uop
+    made = ir.UOp(ir.Ops.PERMUTE, u.dtype, (u,), (2, 0, 1))
+    assert ir._NODE_CACHE.get((ir.Ops.PERMUTE, u.dtype, (u,), (ir._INTS, (2, 0, 1)))) is not None
+    assert ir.ints_node(ir.Ops.PERMUTE, u.dtype, u, (2, 0, 1)) is made

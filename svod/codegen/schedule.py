@@ -769,11 +769,11 @@ def gemm_tiling(batch: int, m: int, n: int, k: int, itemsize: int, target: Targe
 
 def direct_a(kernel: Kernel) -> bool:
     """Whether the matmul's A operand is one plain strided view (no mask, no chain) whose
-    k axis is contiguous: then the GEMM can read its rows in place (`gemm_tiling`). Never
-    for the rmsnorm kind: its A is normalised while it is packed (svod/codegen/rmsnorm.py),
-    so the raw rows must not reach the micro-kernel."""
+    k axis is contiguous: then the GEMM can read its rows in place (`gemm_tiling`). (The
+    rmsnorm kind's inner GEMM normalises A while packing it: `svod.codegen.rmsnorm.lower_rmsnorm`
+    gives it the packed tiling.)"""
     mm = kernel.matmul
-    if mm is None or mm.m <= 1 or kernel.rmsnorm is not None:
+    if mm is None or mm.m <= 1:
         return False
     view = kernel.inputs[mm.a].view
     acc = make_access(view, [(d,) for d, n in enumerate(view.shape) if n != 1])
