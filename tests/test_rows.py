@@ -727,3 +727,22 @@ def test_attention_whose_query_rows_are_the_rows_runs_its_rows_variant(monkeypat
         _, exe = engine.plan_for([out])
         assert all(nd.shape[:1] != (104,) for nd in exe.key.nodes) or len(q) == 104, "not the exact plan"
         assert out.numpy().tobytes() == got.tobytes()
+
+
+def test_straight_line_runners_per_row_count_are_bounded_and_never_rebuilt_per_call(monkeypatch):
+    """`RowsProgram.runner` keeps at most 256 row counts; past them a new count takes the
+    Python path without building (and dropping) a runner on every call."""
+    x = _data(70, np.float32, special=False)
+    for n in (68, 69, 70, 70, 70):
+        _check("bias_tanh", _data(n, np.float32))
+    rp = _rows_program(PROGRAMS["bias_tanh"][0], x)
+    assert rp is not None and rp.ok
+    for i in range(256 - len(rp._runners)):
+        rp._runners[-1 - i] = False  # row counts never asked for: only the table's size matters
+    built = []
+    real = type(rp).quick_parts
+    monkeypatch.setattr(type(rp), "quick_parts", lambda self, gp, n: built.append(n) or real(self, gp, n))
+    y = _data(67, np.float32)
+    for _ in range(3):
+        _check("bias_tanh", y)
+    assert built == [] and 67 not in rp._runners

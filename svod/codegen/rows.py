@@ -634,10 +634,11 @@ class RowsProgram:
         if got is None:
             if not (self.ok and self.checked and self._state is not None):
                 return None
+            if len(self._runners) >= 256:  # a program run at more sizes of its bucket: the Python path
+                return False  # (never build a runner per call that could not be kept)
             parts = self.quick_parts(gp, n)
             got = parts.runner(self.tally) if parts is not None else False
-            if len(self._runners) < 256:  # (a program run at more sizes of its bucket: the Python path)
-                self._runners[n] = got
+            self._runners[n] = got
         return got
 
     @staticmethod
