@@ -13,6 +13,10 @@ Every cache is bounded and its bound is reported beside what it holds:
   per jitted function, least recently used dropped first.
 - buffer pool (`svod.pool.POOL`): free blocks kept for reuse; `SVOD_POOL_BYTES` (1 GiB),
   applied when a block comes back.
+- einsum memos (`svod.contraction`): recipes 256, parsed subscripts and paths 1,024 each,
+  cleared whole when full.
+- matrix-vector partials (`svod.codegen.blas._SCRATCH`): at most 2 buffers of at most
+  8 MiB kept.
 - disk (`svod.store`): plans, object code, tuning data, profiles; plans + object code
   bounded by `SVOD_DISK_CACHE_MB` (256), least recently used evicted first.
 
@@ -68,6 +72,10 @@ CACHES = (
     ("signatures", "svod.ir", lambda m: m._SIGS.clear(), lambda m: len(m._SIGS)),
     ("constants", "svod.tensor", lambda m: m._CONST_CACHE.clear(), lambda m: len(m._CONST_CACHE)),
     ("index steps", "svod.indexing", lambda m: m._RECIPES.clear(), lambda m: len(m._RECIPES)),
+    ("einsum recipes, parses and paths", "svod.contraction",
+     lambda m: (m._RECIPES.clear(), m._PARSED.clear(), m._PATHS.clear()),
+     lambda m: len(m._RECIPES) + len(m._PARSED) + len(m._PATHS)),
+    ("matrix-vector partials scratch", "svod.codegen.blas", lambda m: m._SCRATCH.clear(), lambda m: len(m._SCRATCH.free)),
     ("view chains", "svod.lower.build", lambda m: m._CHAINS.clear(), lambda m: len(m._CHAINS)),
     ("kernel features", "costmodels.features", lambda m: m._BY_KEY.clear(), lambda m: len(m._BY_KEY)),
     ("machine profiles", "costmodels.profile", lambda m: m.forget(), lambda m: len(m._cached)),

@@ -219,12 +219,16 @@ def test_reset_empties_every_cache_and_svod_works_after_it(monkeypatch):
     svod.profile(svod.exp(x))
     assert x[:, None].shape == (3, 1, 4)  # a basic index: its steps memoised (svod.indexing)
     (svod.asarray(np.ones(1 << 16, np.float32)) * 3.0).numpy()  # a dropped result: its block back in the pool
+    e = svod.asarray(np.ones((8, 8), np.float32))
+    svod.einsum("ij,jk->ik", e, e).numpy()  # einsum's parse, path and recipe memos
+    big, v = svod.asarray(np.ones((2048, 1024), np.float32)), svod.asarray(np.ones(2048, np.float32))
+    np.testing.assert_array_equal((big.T @ v).numpy(), np.full(1024, 2048, np.float32))  # row-split gemv: scratch
     sizes = svod.memory.cache_sizes()
     assert set(sizes) == {name for name, *_ in svod.memory.CACHES}
     filled = {k for k, v in sizes.items() if v}
     assert filled >= {"plan cache", "replay table", "recent graphs", "dynamic shapes", "cost model and search reports",
                       "jit traces", "compiled programs", "signatures", "constants", "index steps", "kernel features",
-                      "view chains",
+                      "view chains", "einsum recipes, parses and paths", "matrix-vector partials scratch",
                       "kernel schedules",
                       "machine profiles", "calibration kernels", "default store", "counters"}, sizes
     svod.reset()

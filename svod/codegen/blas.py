@@ -561,6 +561,11 @@ class _ScratchPool:
         off = -raw.ctypes.data % 64
         return raw[off:off + nbytes]
 
+    def clear(self) -> None:
+        """Drop the kept buffers (`svod.reset`)."""
+        with self.lock:
+            self.free.clear()
+
     def give(self, buf: np.ndarray) -> None:
         with self.lock:
             if len(self.free) < self.keep:
