@@ -275,9 +275,15 @@ def result_type(*args) -> DType:
         if "i" in kinds:
             return default_int
         return bool_
-    out = _strong_dtype(strong[0])
-    for s in strong[1:]:
-        out = _PROMOTE[(out, _strong_dtype(s))]
+    if len(strong) > 2:
+        # numpy promotes a sequence at once, not pairwise: int8, uint16, float32 -> float32,
+        # where (int8 + uint16) + float32 = int32 + float32 = float64. Every pair of
+        # `_PROMOTE` is numpy's, so three or more dtypes take numpy's sequence rule.
+        out = _BY_NP[np.result_type(*[_strong_dtype(s).np for s in strong])]
+    else:
+        out = _strong_dtype(strong[0])
+        for s in strong[1:]:
+            out = _PROMOTE[(out, _strong_dtype(s))]
     for w in weak:
         out = weak_result(out, w)
     return out

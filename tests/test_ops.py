@@ -1867,6 +1867,18 @@ def test_int_promotion_table_is_numpy_2():
     check(svod.asarray(np.array([3], U32)) * svod.asarray(np.array([-2], I32)), np.array([-6], I64))
 
 
+def test_result_type_of_three_dtypes_is_numpys_sequence_rule():
+    """numpy promotes several dtypes at once, not pairwise (int8, uint16, float32 -> float32;
+    pairwise it would be float64): result_type and concat follow it (hypothesis found a
+    concat of int8, uint16 and float32 arrays)."""
+    import itertools
+
+    for a, b, c in itertools.product(ALL, repeat=3):
+        assert svod.result_type(sv(a), sv(b), sv(c)).name == np.result_type(a, b, c).name, (a, b, c)
+    parts = [np.array([1, -2], I8), np.array([3, 4], np.uint16), np.array([0.5, -0.0], F32)]
+    check(svod.concat([svod.asarray(p) for p in parts]), np.concatenate(parts), signed_zero=True)
+
+
 @pytest.mark.parametrize("d", INTS, ids=str)
 def test_int_where_clip_matmul(d):
     a, b = int_pairs(d)
